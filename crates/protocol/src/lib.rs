@@ -1,0 +1,15 @@
+//! `tessera-protocol`: every message that crosses a socket, the status codes
+//! they carry, and the framing that delimits them.
+//!
+//! Only this crate knows byte layouts (see `docs/PROTOCOL.md`). A frame is a
+//! 4-byte big-endian body length followed by the body, a postcard-encoded
+//! [`Message`]. Decoders never panic and never allocate more than the
+//! configured maximum frame size.
+
+pub mod frame;
+pub mod messages;
+pub mod status;
+
+pub use frame::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX_DEFAULT};
+pub use messages::*;
+pub use status::{AdminStatus, Status};

@@ -1,0 +1,191 @@
+//! Every message Tessera sends. One top-level [`Message`] enum serves every
+//! connection; requests carry an id that their response echoes, so many
+//! requests may be in flight on one connection.
+
+use crate::status::{AdminStatus, Status};
+use serde::{Deserialize, Serialize};
+use tessera_types::{Check, Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    /// Client → daemon. `epoch` is the configuration the client routed by.
+    DaemonRequest { id: u64, epoch: Epoch, request: DaemonRequest },
+    /// Daemon → client. A search may answer with several frames of one id.
+    DaemonResponse { id: u64, response: DaemonResponse },
+    /// Daemon → daemon, along a value-dependent chain.
+    Chain(ChainMsg),
+    /// Client, daemon or member → coordinator member.
+    CoordRequest { id: u64, request: CoordRequest },
+    /// Coordinator member → requester.
+    CoordResponse { id: u64, response: CoordResponse },
+}
+
+// ---------------------------------------------------------------- data path
+
+/// Who sent an update, for at-most-once: the point leader remembers the
+/// outcome of recent `(client_id, request_no)` pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClientRef {
+    pub client_id: u64,
+    pub request_no: u64,
+}
+
+/// The three flags that decide NOTFOUND and CMPFAIL (API.md §3.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateFlags {
+    /// The object must exist, else NOTFOUND.
+    pub must_exist: bool,
+    /// The object must not exist, else CMPFAIL.
+    pub must_not_exist: bool,
+    /// The update deletes the object.
+    pub erase: bool,
+}
+
+/// What to do to one attribute.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Action {
+    /// Replace the attribute's value.
+    Set(Value),
+}
+
+/// One mutation of one attribute (by index into the space's `attrs`, never 0).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Mutation {
+    pub attr: usize,
+    pub action: Action,
+}
+
+/// An update of one key, evaluated once at the point leader.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UpdateRequest {
+    pub space: SpaceId,
+    pub key: Value,
+    pub client: ClientRef,
+    pub flags: UpdateFlags,
+    /// Must all hold on the current object (only checked when it exists).
+    pub checks: Vec<Check>,
+    pub mutations: Vec<Mutation>,
+}
+
+/// Sort order of a sorted search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SortBy {
+    pub attr: usize,
+    /// Largest first when true.
+    pub descending: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum DaemonRequest {
+    /// Read a key's committed object at its point leader.
+    Get { space: SpaceId, key: Value },
+    /// Sent to the point leader of `update.key`.
+    Update(UpdateRequest),
+    /// Scan one region's committed objects for those matching `checks`.
+    /// With `sort`, return only the best `limit` in that order.
+    Search { space: SpaceId, region: RegionId, checks: Vec<Check>, sort: Option<SortBy>, limit: Option<u64> },
+    /// Count one region's committed objects matching `checks`.
+    Count { space: SpaceId, region: RegionId, checks: Vec<Check> },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum DaemonResponse {
+    /// The request named another epoch than the daemon's; retry after
+    /// fetching a configuration at least as new as `epoch`.
+    WrongEpoch { epoch: Epoch },
+    /// A get found this committed object.
+    Found { version: Version, object: Object },
+    /// The update was applied on every replica of every subspace.
+    Done,
+    /// The operation did not happen: NOTFOUND, CMPFAIL, UNKNOWNSPACE,
+    /// WRONGTYPE, SERVERERROR …, with a human-readable reason.
+    Failed { status: Status, reason: String },
+    /// Part of a search's results; the last batch has `done`.
+    SearchBatch { objects: Vec<(Version, Object)>, done: bool },
+    Count { count: u64 },
+}
+
+/// What a chain member does to its region's copy of the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HopWrite {
+    /// Store the new object.
+    Put,
+    /// Drop the key from this region (a delete, or the old region of a
+    /// relocation); in the key subspace a delete leaves a tombstone.
+    Remove,
+}
+
+/// One member of a value-dependent chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hop {
+    pub daemon: DaemonId,
+    pub region: RegionId,
+    pub write: HopWrite,
+    /// The version this region must have applied before this one: the
+    /// previous version when the old object lived in this region, `None`
+    /// when the object is new to the region.
+    pub after: Option<Version>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChainForward {
+    pub epoch: Epoch,
+    pub from: DaemonId,
+    pub space: SpaceId,
+    pub key: Value,
+    pub version: Version,
+    pub hops: Vec<Hop>,
+    /// Index into `hops` of the receiver.
+    pub position: u32,
+    /// The object after the update; `None` for a delete.
+    pub object: Option<Object>,
+    pub client: ClientRef,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChainAck {
+    pub epoch: Epoch,
+    pub from: DaemonId,
+    pub space: SpaceId,
+    pub key: Value,
+    pub version: Version,
+    /// The receiver's region.
+    pub region: RegionId,
+    /// Index into the update's hops of the receiver.
+    pub position: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ChainMsg {
+    Forward(ChainForward),
+    Ack(ChainAck),
+}
+
+// ---------------------------------------------------------------- coordinator
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CoordRequest {
+    /// Long-poll: answer as soon as the epoch is newer than `known`, or
+    /// after `wait_ms` with `Config(None)`.
+    GetConfig { known: Epoch, wait_ms: u32 },
+    /// A daemon announces itself; `id` is the one it was given before, if any.
+    RegisterDaemon { id: Option<DaemonId>, addr: String },
+    AddSpace { description: String },
+    RmSpace { name: String },
+    /// A new member asks to join the group.
+    Join { node_id: u64, addr: String },
+    /// A Raft RPC between members; the coordinator crate owns its encoding.
+    Raft { payload: Vec<u8> },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CoordResponse {
+    /// `None`: no newer configuration arrived within the wait.
+    Config(Option<Box<Configuration>>),
+    Registered { id: DaemonId },
+    Done,
+    /// Only the leader changes configuration; retry there.
+    NotLeader { leader_addr: Option<String> },
+    Failed { status: AdminStatus, reason: String },
+    Raft { payload: Vec<u8> },
+}

@@ -1,0 +1,1 @@
+//! tessera-storage (in progress)

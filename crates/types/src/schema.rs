@@ -1,0 +1,44 @@
+//! A space's validated schema.
+
+use crate::value::DataType;
+use serde::{Deserialize, Serialize};
+
+/// One attribute of a space.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attribute {
+    pub name: String,
+    pub dtype: DataType,
+}
+
+/// A validated space description (API.md §8).
+///
+/// Invariants: `attrs[0]` is the key and is hashable; names are unique;
+/// every subspace lists hashable non-key attribute indexes without repeats;
+/// `partitions >= 1`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpaceDesc {
+    pub name: String,
+    /// `attrs[0]` is the key attribute, then the declared attributes in order.
+    pub attrs: Vec<Attribute>,
+    /// The declared subspaces (not including the key subspace), as indexes
+    /// into `attrs` (never 0).
+    pub subspaces: Vec<Vec<usize>>,
+    /// The `index` clauses, as indexes into `attrs`.
+    pub indexes: Vec<usize>,
+    /// f: each region is held by `fault_tolerance + 1` daemons.
+    pub fault_tolerance: u32,
+    /// About this many regions per subspace.
+    pub partitions: u32,
+    pub authorization: bool,
+}
+
+impl SpaceDesc {
+    pub fn key(&self) -> &Attribute {
+        &self.attrs[0]
+    }
+
+    /// The index of the attribute with this name, if any.
+    pub fn attr_index(&self, name: &str) -> Option<usize> {
+        self.attrs.iter().position(|a| a.name == name)
+    }
+}

@@ -1,0 +1,176 @@
+//! Typed values and their types (API.md §2).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The unit of a `timestamp(UNIT)` attribute. The unit changes only how the
+/// value is placed: values within one interval of the unit land near each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TimeUnit {
+    Second,
+    Minute,
+    Hour,
+    Day,
+    /// 7 days.
+    Week,
+    /// 28 days, as in HyperDex.
+    Month,
+}
+
+impl TimeUnit {
+    /// The length of one interval in microseconds.
+    pub fn micros(self) -> i64 {
+        const S: i64 = 1_000_000;
+        match self {
+            TimeUnit::Second => S,
+            TimeUnit::Minute => 60 * S,
+            TimeUnit::Hour => 3_600 * S,
+            TimeUnit::Day => 86_400 * S,
+            TimeUnit::Week => 7 * 86_400 * S,
+            TimeUnit::Month => 28 * 86_400 * S,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Second => "second",
+            TimeUnit::Minute => "minute",
+            TimeUnit::Hour => "hour",
+            TimeUnit::Day => "day",
+            TimeUnit::Week => "week",
+            TimeUnit::Month => "month",
+        }
+    }
+}
+
+/// The element types a container may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Prim {
+    String,
+    Int,
+    Float,
+}
+
+impl Prim {
+    pub fn data_type(self) -> DataType {
+        match self {
+            Prim::String => DataType::String,
+            Prim::Int => DataType::Int,
+            Prim::Float => DataType::Float,
+        }
+    }
+}
+
+/// The type of an attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DataType {
+    String,
+    Int,
+    Float,
+    Timestamp(TimeUnit),
+    Document,
+    List(Prim),
+    Set(Prim),
+    Map(Prim, Prim),
+}
+
+impl DataType {
+    /// Hashable types may be a key or a subspace dimension.
+    pub fn is_hashable(self) -> bool {
+        matches!(self, DataType::String | DataType::Int | DataType::Float | DataType::Timestamp(_))
+    }
+
+    /// Indexable types may appear in an `index` clause.
+    pub fn is_indexable(self) -> bool {
+        !matches!(self, DataType::Document)
+    }
+
+    /// The value an attribute holds before it is ever written.
+    pub fn default_value(self) -> Value {
+        match self {
+            DataType::String => Value::String(Vec::new()),
+            DataType::Int => Value::Int(0),
+            DataType::Float => Value::Float(0.0),
+            DataType::Timestamp(_) => Value::Timestamp(0),
+            DataType::Document => Value::Document("{}".to_string()),
+            DataType::List(_) => Value::List(Vec::new()),
+            DataType::Set(_) => Value::Set(Vec::new()),
+            DataType::Map(_, _) => Value::Map(Vec::new()),
+        }
+    }
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn prim(p: Prim) -> &'static str {
+            match p {
+                Prim::String => "string",
+                Prim::Int => "int",
+                Prim::Float => "float",
+            }
+        }
+        match self {
+            DataType::String => write!(f, "string"),
+            DataType::Int => write!(f, "int"),
+            DataType::Float => write!(f, "float"),
+            DataType::Timestamp(u) => write!(f, "timestamp({})", u.name()),
+            DataType::Document => write!(f, "document"),
+            DataType::List(p) => write!(f, "list({})", prim(*p)),
+            DataType::Set(p) => write!(f, "set({})", prim(*p)),
+            DataType::Map(k, v) => write!(f, "map({}, {})", prim(*k), prim(*v)),
+        }
+    }
+}
+
+/// A typed value.
+///
+/// Invariants (kept by constructors in the client and checked by daemons):
+/// `Set` elements are sorted and unique; `Map` entries are sorted by key and
+/// keys are unique; `Document` holds valid JSON text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    /// Arbitrary bytes (UTF-8 is not required).
+    String(Vec<u8>),
+    Int(i64),
+    Float(f64),
+    /// Microseconds since the Unix epoch.
+    Timestamp(i64),
+    /// JSON text.
+    Document(String),
+    List(Vec<Value>),
+    Set(Vec<Value>),
+    Map(Vec<(Value, Value)>),
+}
+
+impl Value {
+    pub fn str(s: &str) -> Value {
+        Value::String(s.as_bytes().to_vec())
+    }
+
+    /// A short name of the value's kind, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::String(_) => "string",
+            Value::Int(_) => "int",
+            Value::Float(_) => "float",
+            Value::Timestamp(_) => "timestamp",
+            Value::Document(_) => "document",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
+            Value::Map(_) => "map",
+        }
+    }
+}
+
+/// One object: a value for every attribute of its space, in schema order.
+/// `values[0]` is the key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Object {
+    pub values: Vec<Value>,
+}
+
+impl Object {
+    pub fn key(&self) -> &Value {
+        &self.values[0]
+    }
+}
