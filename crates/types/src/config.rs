@@ -86,7 +86,10 @@ impl Configuration {
     pub fn region(&self, id: RegionId) -> Option<(&Space, usize, &Region)> {
         self.spaces.iter().find_map(|space| {
             space.subspaces.iter().enumerate().find_map(|(si, sub)| {
-                sub.regions.iter().find(|r| r.id == id).map(|r| (space, si, r))
+                sub.regions
+                    .iter()
+                    .find(|r| r.id == id)
+                    .map(|r| (space, si, r))
             })
         })
     }

@@ -18,7 +18,9 @@ pub mod region;
 pub mod schema;
 pub mod value;
 
-pub use config::{Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceLayout};
+pub use config::{
+    Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceLayout,
+};
 pub use ids::{DaemonId, Epoch, RegionId, SpaceId, Version};
 pub use predicate::{Check, PredOp};
 pub use schema::{Attribute, SpaceDesc};

@@ -77,7 +77,10 @@ pub enum DataType {
 impl DataType {
     /// Hashable types may be a key or a subspace dimension.
     pub fn is_hashable(self) -> bool {
-        matches!(self, DataType::String | DataType::Int | DataType::Float | DataType::Timestamp(_))
+        matches!(
+            self,
+            DataType::String | DataType::Int | DataType::Float | DataType::Timestamp(_)
+        )
     }
 
     /// Indexable types may appear in an `index` clause.
@@ -100,14 +103,29 @@ impl DataType {
     }
 }
 
+impl Prim {
+    /// The type's name in the space description language.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prim::String => "string",
+            Prim::Int => "int",
+            Prim::Float => "float",
+        }
+    }
+}
+
+impl fmt::Display for Prim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Written as in the space description language (`map(string, int)`), so
+/// that the text parses back to the same type.
 impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fn prim(p: Prim) -> &'static str {
-            match p {
-                Prim::String => "string",
-                Prim::Int => "int",
-                Prim::Float => "float",
-            }
+            p.name()
         }
         match self {
             DataType::String => write!(f, "string"),
