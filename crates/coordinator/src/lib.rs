@@ -1,1 +1,32 @@
-//! tessera-coordinator (in progress)
+//! `tessera-coordinator`: the replicated service that owns the cluster's
+//! configuration.
+//!
+//! What it is: a Raft group (1, 3 or 5 members, on openraft) whose state
+//! machine is the [`ClusterState`] — the epoch, the daemons, the spaces with
+//! their subspaces, split points and replica chains, and the read-only flag.
+//! It assigns ids (never reused), places regions on daemons
+//! ([`placement`]), and publishes a [`Configuration`](tessera_types::Configuration)
+//! per epoch to anyone who long-polls for it.
+//!
+//! What it is not: it knows nothing about objects, keys or values, and it
+//! never sits on the data path. Only the coordinator changes configuration;
+//! daemons and clients only read it. It does not implement consensus
+//! itself: openraft does, over our framed TCP, with the log, vote and state
+//! machine kept durably in fjall.
+//!
+//! Key types and layers:
+//! - [`state`]: [`ClusterState`], [`Command`], [`CommandResult`] — the pure core.
+//! - [`placement`]: [`Placer`] — pure, balanced, distinct replica chains.
+//! - [`store`]: fjall-backed `RaftLogStorage` and `RaftStateMachine`.
+//! - [`raft`]: the openraft type configuration and network.
+//! - [`server`]: [`run`] / [`serve`], the tokio shell of one member.
+
+pub mod placement;
+pub mod raft;
+pub mod server;
+pub mod state;
+pub mod store;
+
+pub use placement::{PlacementError, Placer};
+pub use server::{run, serve, CoordinatorError, CoordinatorOptions};
+pub use state::{ClusterState, Command, CommandResult};

@@ -6,6 +6,7 @@
 //! [`Message`]. Decoders never panic and never allocate more than the
 //! configured maximum frame size.
 
+pub mod coord_client;
 pub mod frame;
 pub mod messages;
 pub mod status;

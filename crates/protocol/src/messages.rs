@@ -4,12 +4,18 @@
 
 use crate::status::{AdminStatus, Status};
 use serde::{Deserialize, Serialize};
-use tessera_types::{Check, Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version};
+use tessera_types::{
+    Check, Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version,
+};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Message {
     /// Client → daemon. `epoch` is the configuration the client routed by.
-    DaemonRequest { id: u64, epoch: Epoch, request: DaemonRequest },
+    DaemonRequest {
+        id: u64,
+        epoch: Epoch,
+        request: DaemonRequest,
+    },
     /// Daemon → client. A search may answer with several frames of one id.
     DaemonResponse { id: u64, response: DaemonResponse },
     /// Daemon → daemon, along a value-dependent chain.
@@ -83,26 +89,49 @@ pub enum DaemonRequest {
     Update(UpdateRequest),
     /// Scan one region's committed objects for those matching `checks`.
     /// With `sort`, return only the best `limit` in that order.
-    Search { space: SpaceId, region: RegionId, checks: Vec<Check>, sort: Option<SortBy>, limit: Option<u64> },
+    Search {
+        space: SpaceId,
+        region: RegionId,
+        checks: Vec<Check>,
+        sort: Option<SortBy>,
+        limit: Option<u64>,
+    },
     /// Count one region's committed objects matching `checks`.
-    Count { space: SpaceId, region: RegionId, checks: Vec<Check> },
+    Count {
+        space: SpaceId,
+        region: RegionId,
+        checks: Vec<Check>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum DaemonResponse {
     /// The request named another epoch than the daemon's; retry after
     /// fetching a configuration at least as new as `epoch`.
-    WrongEpoch { epoch: Epoch },
+    WrongEpoch {
+        epoch: Epoch,
+    },
     /// A get found this committed object.
-    Found { version: Version, object: Object },
+    Found {
+        version: Version,
+        object: Object,
+    },
     /// The update was applied on every replica of every subspace.
     Done,
     /// The operation did not happen: NOTFOUND, CMPFAIL, UNKNOWNSPACE,
     /// WRONGTYPE, SERVERERROR …, with a human-readable reason.
-    Failed { status: Status, reason: String },
+    Failed {
+        status: Status,
+        reason: String,
+    },
     /// Part of a search's results; the last batch has `done`.
-    SearchBatch { objects: Vec<(Version, Object)>, done: bool },
-    Count { count: u64 },
+    SearchBatch {
+        objects: Vec<(Version, Object)>,
+        done: bool,
+    },
+    Count {
+        count: u64,
+    },
 }
 
 /// What a chain member does to its region's copy of the key.
@@ -167,25 +196,78 @@ pub enum ChainMsg {
 pub enum CoordRequest {
     /// Long-poll: answer as soon as the epoch is newer than `known`, or
     /// after `wait_ms` with `Config(None)`.
-    GetConfig { known: Epoch, wait_ms: u32 },
+    GetConfig {
+        known: Epoch,
+        wait_ms: u32,
+    },
     /// A daemon announces itself; `id` is the one it was given before, if any.
-    RegisterDaemon { id: Option<DaemonId>, addr: String },
-    AddSpace { description: String },
-    RmSpace { name: String },
+    RegisterDaemon {
+        id: Option<DaemonId>,
+        addr: String,
+    },
+    AddSpace {
+        description: String,
+    },
+    RmSpace {
+        name: String,
+    },
     /// A new member asks to join the group.
-    Join { node_id: u64, addr: String },
+    Join {
+        node_id: u64,
+        addr: String,
+    },
     /// A Raft RPC between members; the coordinator crate owns its encoding.
-    Raft { payload: Vec<u8> },
+    Raft {
+        payload: Vec<u8>,
+    },
+    /// Who the members are and who leads, as this member sees it; answered
+    /// by any member with [`CoordResponse::Status`].
+    Status,
+    /// Sets or clears the cluster-wide read-only flag (leader only).
+    SetReadOnly {
+        read_only: bool,
+    },
+}
+
+/// One member's view of the coordinator group (`CoordRequest::Status`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordStatus {
+    /// The answering member's Raft node id and address.
+    pub node_id: u64,
+    pub addr: String,
+    /// The leader this member knows of, if any.
+    pub leader_id: Option<u64>,
+    pub leader_addr: Option<String>,
+    /// The member's current Raft term.
+    pub term: u64,
+    /// Every member (voters and learners), by node id.
+    pub members: Vec<tessera_types::CoordinatorInfo>,
+    /// The node ids of the voting members.
+    pub voters: Vec<u64>,
+    /// The epoch of the configuration this member has applied.
+    pub epoch: Epoch,
+    /// The index of the last Raft log entry applied to the state machine.
+    pub applied_index: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum CoordResponse {
     /// `None`: no newer configuration arrived within the wait.
     Config(Option<Box<Configuration>>),
-    Registered { id: DaemonId },
+    Registered {
+        id: DaemonId,
+    },
     Done,
     /// Only the leader changes configuration; retry there.
-    NotLeader { leader_addr: Option<String> },
-    Failed { status: AdminStatus, reason: String },
-    Raft { payload: Vec<u8> },
+    NotLeader {
+        leader_addr: Option<String>,
+    },
+    Failed {
+        status: AdminStatus,
+        reason: String,
+    },
+    Raft {
+        payload: Vec<u8>,
+    },
+    Status(Box<CoordStatus>),
 }

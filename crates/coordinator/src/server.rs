@@ -1,0 +1,535 @@
+//! The coordinator member's tokio shell: one TCP port for clients, daemons
+//! and the other members; the Raft node; first start, join and restart.
+//!
+//! ```text
+//!  TcpListener ─accept─▶ connection task ─read_frame─▶ request task ─▶ Member::handle
+//!                          │ (one per conn)             (one per request)   │
+//!                          └◀── writer task ◀── CoordResponse{id} ◀─────────┘
+//! ```
+//!
+//! Many requests may be in flight on one connection; each is answered by its
+//! id, in whatever order they finish. A connection that sends a frame that is
+//! too large or does not decode is closed (and logged); the member keeps
+//! serving everyone else.
+
+use crate::raft::{serve_rpc, Network, NodeId, Raft};
+use crate::state::{Command, CommandResult};
+use crate::store::{self, OpenStoreError};
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, SnapshotPolicy};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
+use tessera_protocol::{
+    read_frame, write_frame, AdminStatus, CoordRequest, CoordResponse, CoordStatus, FrameError,
+    Message, FRAME_BYTES_MAX_DEFAULT,
+};
+use tessera_types::{Configuration, CoordinatorInfo, Epoch};
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+/// The longest a `GetConfig` long-poll waits, whatever it asks for.
+pub const CONFIG_WAIT_MAX: Duration = Duration::from_secs(30);
+/// The longest a configuration change may take before the member answers COORDFAIL.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `--join` keeps asking before giving up.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long to wait for a previous instance in this process to release the store.
+const STORE_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// How to run one coordinator member.
+#[derive(Clone, Debug)]
+pub struct CoordinatorOptions {
+    /// Where to listen for clients, daemons and the other members. Also the
+    /// address this member advertises to the others, so it should not be a
+    /// wildcard address in a multi-member group.
+    pub listen: SocketAddr,
+    /// The member's durable state (Raft log, vote, state machine).
+    pub data_dir: PathBuf,
+    /// `host:port` of a member of an existing group to join at first start.
+    /// Ignored when the data directory already holds state.
+    pub join: Option<String>,
+}
+
+/// Why a coordinator member stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    /// The listening socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The data directory could not be created.
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The durable store could not be opened.
+    #[error(transparent)]
+    Store(#[from] OpenStoreError),
+    /// openraft refused to start or stopped with a fatal error.
+    #[error("raft: {0}")]
+    Raft(String),
+    /// `--join` did not succeed in time.
+    #[error("cannot join the coordinator group through {via}: {reason}")]
+    Join { via: String, reason: String },
+}
+
+/// Runs one coordinator member until `shutdown` completes.
+///
+/// First start without `join` forms a single-member group; with `join` the
+/// member asks that group to add it. A member whose data directory holds
+/// state resumes it and neither initializes nor joins again.
+pub async fn run(
+    opts: CoordinatorOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), CoordinatorError> {
+    let listener =
+        TcpListener::bind(opts.listen)
+            .await
+            .map_err(|source| CoordinatorError::Listen {
+                addr: opts.listen,
+                source,
+            })?;
+    serve(listener, opts.data_dir, opts.join, shutdown).await
+}
+
+/// [`run`] on a listener bound by the caller (tests bind port 0 this way).
+/// The member advertises the listener's local address.
+pub async fn serve(
+    listener: TcpListener,
+    data_dir: PathBuf,
+    join: Option<String>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), CoordinatorError> {
+    let local = listener
+        .local_addr()
+        .map_err(|source| CoordinatorError::Listen {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            source,
+        })?;
+    if local.ip().is_unspecified() {
+        tracing::warn!(%local, "listening on a wildcard address; other members will be told to dial it as is");
+    }
+    let addr = local.to_string();
+    std::fs::create_dir_all(&data_dir).map_err(|source| CoordinatorError::DataDir {
+        path: data_dir.clone(),
+        source,
+    })?;
+    let opened = open_store(&data_dir).await?;
+    let node_id = opened.node_id;
+
+    let config = openraft::Config {
+        cluster_name: "tessera-coordinator".to_string(),
+        heartbeat_interval: 100,
+        election_timeout_min: 400,
+        election_timeout_max: 800,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(1000),
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| CoordinatorError::Raft(e.to_string()))?;
+    let raft = Raft::new(
+        node_id,
+        Arc::new(config),
+        Network,
+        opened.log,
+        opened.state_machine,
+    )
+    .await
+    .map_err(|e| CoordinatorError::Raft(e.to_string()))?;
+    let member = Arc::new(Member {
+        node_id,
+        addr: addr.clone(),
+        raft: raft.clone(),
+        config: opened.config,
+    });
+
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|e| CoordinatorError::Raft(e.to_string()))?;
+    let mut join_via = None;
+    if initialized {
+        tracing::info!(node_id, %addr, "resuming coordinator member from {}", data_dir.display());
+        if join.is_some() {
+            tracing::info!("the data directory holds state; --join is ignored");
+        }
+        if let Some(known) = member.membership_addr(node_id) {
+            if known != addr {
+                tracing::warn!(%known, %addr, "this member is known to the group at another address");
+            }
+        }
+    } else if let Some(via) = join {
+        tracing::info!(node_id, %addr, %via, "joining coordinator group");
+        join_via = Some(via);
+    } else {
+        tracing::info!(node_id, %addr, "initializing a single-member coordinator group");
+        let members = BTreeMap::from([(node_id, BasicNode { addr: addr.clone() })]);
+        if let Err(e) = raft.initialize(members).await {
+            // NotAllowed means it is initialized already, which is the goal.
+            tracing::warn!("initialize: {e}");
+        }
+    }
+
+    let joining = async {
+        if let Some(via) = join_via {
+            join_group(&via, node_id, &addr).await?;
+            tracing::info!(node_id, %addr, "joined coordinator group");
+        }
+        std::future::pending::<Result<(), CoordinatorError>>().await
+    };
+    let result = tokio::select! {
+        () = shutdown => Ok(()),
+        result = joining => result,
+        () = accept_loop(listener, member.clone()) => Ok(()),
+    };
+    // Leaving the select dropped the accept loop: every connection and
+    // request task is aborted, so peers see this member go away at once.
+    tracing::info!(node_id, %addr, "coordinator member stopping");
+    if let Err(e) = raft.shutdown().await {
+        tracing::warn!("raft shutdown: {e}");
+    }
+    drop(member);
+    result
+}
+
+/// Opens the store, waiting a little if a previous instance in this process
+/// is still releasing its lock.
+async fn open_store(data_dir: &std::path::Path) -> Result<store::Opened, CoordinatorError> {
+    let deadline = Instant::now() + STORE_LOCK_WAIT;
+    loop {
+        match store::open(data_dir) {
+            Err(OpenStoreError::Fjall {
+                source: fjall::Error::Locked,
+                ..
+            }) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            result => return Ok(result?),
+        }
+    }
+}
+
+/// Asks the group at `via` (following redirects) to add this member.
+async fn join_group(via: &str, node_id: NodeId, addr: &str) -> Result<(), CoordinatorError> {
+    let options = CoordClientOptions {
+        attempt_timeout: Duration::from_secs(15),
+        give_up_after: Duration::from_secs(20),
+    };
+    let client = CoordClient::with_options([via], options);
+    let deadline = Instant::now() + JOIN_TIMEOUT;
+    loop {
+        let reason = match client
+            .call(CoordRequest::Join {
+                node_id,
+                addr: addr.to_string(),
+            })
+            .await
+        {
+            Ok(CoordResponse::Done) => return Ok(()),
+            Ok(CoordResponse::Failed { reason, .. }) => reason,
+            Ok(other) => format!("unexpected answer {other:?}"),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() >= deadline {
+            return Err(CoordinatorError::Join {
+                via: via.to_string(),
+                reason,
+            });
+        }
+        tracing::info!(%reason, "join not done yet; retrying");
+        // Pacing between attempts (another membership change may be running).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn accept_loop(listener: TcpListener, member: Arc<Member>) {
+    let mut connections = JoinSet::new();
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                connections.spawn(serve_connection(stream, peer, member.clone()));
+            }
+            Err(e) => {
+                // Usually out of file descriptors: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+async fn serve_connection(stream: TcpStream, peer: SocketAddr, member: Arc<Member>) {
+    let _ = stream.set_nodelay(true);
+    let (mut reader, writer) = stream.into_split();
+    let (responses, mut responses_rx) = mpsc::unbounded_channel::<Message>();
+    // The writer and every request task live in this set: when the
+    // connection ends, dropping the set aborts them all.
+    let mut tasks = JoinSet::new();
+    tasks.spawn(async move {
+        let mut writer = BufWriter::new(writer);
+        while let Some(message) = responses_rx.recv().await {
+            if write_frame(&mut writer, &message).await.is_err() {
+                return;
+            }
+            while let Ok(message) = responses_rx.try_recv() {
+                if write_frame(&mut writer, &message).await.is_err() {
+                    return;
+                }
+            }
+            if writer.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    loop {
+        match read_frame(&mut reader, FRAME_BYTES_MAX_DEFAULT).await {
+            Ok(Message::CoordRequest { id, request }) => {
+                let member = member.clone();
+                let responses = responses.clone();
+                tasks.spawn(async move {
+                    let response = member.handle(request).await;
+                    let _ = responses.send(Message::CoordResponse { id, response });
+                });
+            }
+            Ok(other) => {
+                tracing::warn!(%peer, "closing connection: not a coordinator request: {}", message_kind(&other));
+                break;
+            }
+            Err(FrameError::Closed) => break,
+            Err(e) => {
+                tracing::warn!(%peer, "closing connection: {e}");
+                break;
+            }
+        }
+        while tasks.try_join_next().is_some() {}
+    }
+}
+
+fn message_kind(message: &Message) -> &'static str {
+    match message {
+        Message::DaemonRequest { .. } => "DaemonRequest",
+        Message::DaemonResponse { .. } => "DaemonResponse",
+        Message::Chain(_) => "Chain",
+        Message::CoordRequest { .. } => "CoordRequest",
+        Message::CoordResponse { .. } => "CoordResponse",
+    }
+}
+
+/// What the request tasks share.
+struct Member {
+    node_id: NodeId,
+    addr: String,
+    raft: Raft,
+    /// The configuration as of the last applied entry.
+    config: watch::Receiver<Arc<Configuration>>,
+}
+
+impl Member {
+    async fn handle(&self, request: CoordRequest) -> CoordResponse {
+        match request {
+            CoordRequest::GetConfig { known, wait_ms } => self.get_config(known, wait_ms).await,
+            CoordRequest::RegisterDaemon { id, addr } => {
+                self.write(Command::RegisterDaemon { id, addr }).await
+            }
+            CoordRequest::AddSpace { description } => {
+                // Refuse bad descriptions before they take a log entry; the
+                // state machine checks again when it applies the command.
+                if let Err(e) = tessera_types::parse::parse_space(&description) {
+                    return CoordResponse::Failed {
+                        status: AdminStatus::BadSpace,
+                        reason: e.to_string(),
+                    };
+                }
+                self.write(Command::AddSpace { description }).await
+            }
+            CoordRequest::RmSpace { name } => self.write(Command::RmSpace { name }).await,
+            CoordRequest::SetReadOnly { read_only } => {
+                self.write(Command::SetReadOnly { read_only }).await
+            }
+            CoordRequest::Join { node_id, addr } => self.add_member(node_id, addr).await,
+            CoordRequest::Raft { payload } => match serve_rpc(&self.raft, &payload).await {
+                Ok(payload) => CoordResponse::Raft { payload },
+                Err(e) => {
+                    tracing::warn!("undecodable Raft RPC: {e}");
+                    CoordResponse::Failed {
+                        status: AdminStatus::Garbage,
+                        reason: format!("undecodable Raft RPC: {e}"),
+                    }
+                }
+            },
+            CoordRequest::Status => CoordResponse::Status(Box::new(self.status())),
+        }
+    }
+
+    /// Long-poll: answers once the applied epoch is newer than `known`, or
+    /// with `Config(None)` after the (capped) wait.
+    async fn get_config(&self, known: Epoch, wait_ms: u32) -> CoordResponse {
+        let deadline =
+            Instant::now() + Duration::from_millis(u64::from(wait_ms)).min(CONFIG_WAIT_MAX);
+        let mut config = self.config.clone();
+        loop {
+            {
+                let current = config.borrow_and_update();
+                if current.epoch > known {
+                    return CoordResponse::Config(Some(Box::new((**current).clone())));
+                }
+            }
+            match tokio::time::timeout_at(deadline, config.changed()).await {
+                Ok(Ok(())) => {}
+                // Timed out, or the state machine is gone (shutting down).
+                Ok(Err(_)) | Err(_) => return CoordResponse::Config(None),
+            }
+        }
+    }
+
+    async fn write(&self, command: Command) -> CoordResponse {
+        let written =
+            match tokio::time::timeout(WRITE_TIMEOUT, self.raft.client_write(command)).await {
+                Ok(written) => written,
+                Err(_) => {
+                    return CoordResponse::Failed {
+                        status: AdminStatus::CoordFail,
+                        reason: format!("the change was not committed within {WRITE_TIMEOUT:?}"),
+                    }
+                }
+            };
+        match written {
+            Ok(response) => match response.data {
+                CommandResult::Registered { id } => CoordResponse::Registered { id },
+                CommandResult::SpaceAdded { .. } | CommandResult::Done => CoordResponse::Done,
+                CommandResult::Failed { status, reason } => {
+                    CoordResponse::Failed { status, reason }
+                }
+            },
+            Err(e) => self.write_error(e),
+        }
+    }
+
+    fn write_error(
+        &self,
+        error: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+    ) -> CoordResponse {
+        match error {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
+                let leader_addr = forward
+                    .leader_node
+                    .map(|n| n.addr)
+                    .or_else(|| forward.leader_id.and_then(|id| self.membership_addr(id)));
+                CoordResponse::NotLeader { leader_addr }
+            }
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+                CoordResponse::Failed {
+                    status: AdminStatus::CoordFail,
+                    reason: e.to_string(),
+                }
+            }
+            RaftError::Fatal(e) => CoordResponse::Failed {
+                status: AdminStatus::CoordFail,
+                reason: format!("coordinator member stopped: {e}"),
+            },
+        }
+    }
+
+    /// Adds a member: as a learner first (it catches up), then as a voter.
+    async fn add_member(&self, node_id: NodeId, addr: String) -> CoordResponse {
+        let (leader, membership) = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow();
+            (
+                metrics.current_leader,
+                metrics.membership_config.membership().clone(),
+            )
+        };
+        if leader != Some(self.node_id) {
+            let leader_addr = leader.and_then(|id| self.membership_addr(id));
+            return CoordResponse::NotLeader { leader_addr };
+        }
+        let is_voter = membership.voter_ids().any(|id| id == node_id);
+        match membership.get_node(&node_id) {
+            Some(node) if node.addr != addr => {
+                return CoordResponse::Failed {
+                    status: AdminStatus::Duplicate,
+                    reason: format!("member {node_id} is already known at {}", node.addr),
+                }
+            }
+            Some(_) if is_voter => return CoordResponse::Done,
+            Some(_) => {}
+            None => {
+                let added = tokio::time::timeout(
+                    WRITE_TIMEOUT,
+                    self.raft.add_learner(node_id, BasicNode { addr }, true),
+                )
+                .await;
+                match added {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return self.write_error(e),
+                    Err(_) => {
+                        return CoordResponse::Failed {
+                            status: AdminStatus::CoordFail,
+                            reason: "the new member did not catch up in time".to_string(),
+                        }
+                    }
+                }
+            }
+        }
+        let change = ChangeMembers::AddVoterIds(BTreeSet::from([node_id]));
+        match tokio::time::timeout(WRITE_TIMEOUT, self.raft.change_membership(change, false)).await
+        {
+            Ok(Ok(_)) => CoordResponse::Done,
+            Ok(Err(e)) => self.write_error(e),
+            Err(_) => CoordResponse::Failed {
+                status: AdminStatus::CoordFail,
+                reason: "the membership change was not committed in time".to_string(),
+            },
+        }
+    }
+
+    fn membership_addr(&self, node_id: NodeId) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        metrics
+            .membership_config
+            .membership()
+            .get_node(&node_id)
+            .map(|n| n.addr.clone())
+    }
+
+    fn status(&self) -> CoordStatus {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let membership = metrics.membership_config.membership();
+        CoordStatus {
+            node_id: self.node_id,
+            addr: self.addr.clone(),
+            leader_id: metrics.current_leader,
+            leader_addr: metrics
+                .current_leader
+                .and_then(|id| membership.get_node(&id).map(|n| n.addr.clone())),
+            term: metrics.current_term,
+            members: membership
+                .nodes()
+                .map(|(id, n)| CoordinatorInfo {
+                    id: *id,
+                    addr: n.addr.clone(),
+                })
+                .collect(),
+            voters: membership.voter_ids().collect(),
+            epoch: self.config.borrow().epoch,
+            applied_index: metrics.last_applied.map(|l| l.index),
+        }
+    }
+}
