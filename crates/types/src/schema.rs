@@ -41,4 +41,12 @@ impl SpaceDesc {
     pub fn attr_index(&self, name: &str) -> Option<usize> {
         self.attrs.iter().position(|a| a.name == name)
     }
+
+    /// Every subspace's attribute indexes: the key subspace `[0]` first, then
+    /// the declared subspaces in order (the order of `Space::subspaces`).
+    pub fn all_subspaces(&self) -> Vec<Vec<usize>> {
+        std::iter::once(vec![0])
+            .chain(self.subspaces.iter().cloned())
+            .collect()
+    }
 }
