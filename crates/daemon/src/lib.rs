@@ -1,16 +1,34 @@
-//! `tessera-daemon`: the storage server. (In progress: the chain core and
-//! tokio shell land next; the entry point below is the stable contract.)
+//! `tessera-daemon`: the storage server.
+//!
+//! What it is: the replica core ([`core::ReplicaCore`]) that runs the
+//! value-dependent chain protocol — ordering at the point leader, in-order
+//! application with buffering at members, commit on the acknowledgement's way
+//! back — plus the pure update evaluation and chain construction
+//! ([`chain`]), search and count over committed data, and the tokio shell
+//! that connects them to sockets, peers and the coordinator.
+//!
+//! What it is not: it never changes the configuration (only the coordinator
+//! does) and never acts on a chain message from an epoch other than its own.
+//! The core does no network I/O and reads no clock.
+
+pub mod chain;
+pub mod core;
+pub mod record;
+mod search;
+mod shell;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+pub use tessera_storage::Durability;
 
 /// How to run one daemon.
 #[derive(Clone, Debug)]
 pub struct DaemonOptions {
     /// Where to listen for clients and peers.
     pub listen: SocketAddr,
-    /// The address other daemons and clients should use (defaults to `listen`).
+    /// The address other daemons and clients should use (defaults to the
+    /// bound address).
     pub advertise: Option<String>,
     /// Objects, the daemon's instance id and its last configuration live here.
     pub data_dir: PathBuf,
@@ -18,6 +36,21 @@ pub struct DaemonOptions {
     pub coordinator: String,
     /// Largest frame accepted from a socket.
     pub frame_bytes_max: usize,
+    /// When commits reach stable storage.
+    pub durability: Durability,
+}
+
+impl DaemonOptions {
+    pub fn new(listen: SocketAddr, data_dir: PathBuf, coordinator: String) -> Self {
+        DaemonOptions {
+            listen,
+            advertise: None,
+            data_dir,
+            coordinator,
+            frame_bytes_max: tessera_protocol::FRAME_BYTES_MAX_DEFAULT,
+            durability: Durability::default(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -30,9 +63,12 @@ pub enum DaemonError {
     Coordinator(String),
 }
 
-/// Runs a daemon until `shutdown` completes.
-pub async fn run(options: DaemonOptions, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
-    let _ = options;
-    shutdown.await;
-    Ok(())
+/// Runs a daemon until `shutdown` completes: registers with the coordinator
+/// (keeping the instance id stored in `data_dir`), follows configurations,
+/// and serves clients and peers on one port.
+pub async fn run(
+    options: DaemonOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    shell::run(options, shutdown).await
 }

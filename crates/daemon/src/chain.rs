@@ -1,0 +1,186 @@
+//! Pure pieces of the chain protocol: evaluating an update at the point
+//! leader, and building its value-dependent chain.
+
+use tessera_protocol::{Action, Hop, HopWrite, Status, UpdateRequest};
+use tessera_types::predicate::coerce_value;
+use tessera_types::{Configuration, DaemonId, Object, Region, Space, Value, Version};
+
+/// Why an update was not applied, as the client will hear it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: Status,
+    pub reason: String,
+}
+
+impl Refusal {
+    fn new(status: Status, reason: impl Into<String>) -> Self {
+        Refusal {
+            status,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Evaluates `request` against the key's current object (`None` when absent)
+/// and returns the object after the update (`None` when it erases).
+/// Runs once, at the point leader; replicas receive only the result.
+pub fn evaluate(
+    space: &Space,
+    current: Option<&Object>,
+    request: &UpdateRequest,
+) -> Result<Option<Object>, Refusal> {
+    let desc = &space.desc;
+    let flags = request.flags;
+    match current {
+        None if flags.must_exist || flags.erase => {
+            return Err(Refusal::new(Status::NotFound, "no object has this key"))
+        }
+        Some(_) if flags.must_not_exist => {
+            return Err(Refusal::new(
+                Status::CmpFail,
+                "an object with this key exists",
+            ))
+        }
+        Some(object) => {
+            if let Some(check) = request.checks.iter().find(|c| !c.matches(object)) {
+                let name = desc.attrs.get(check.attr).map_or("?", |a| a.name.as_str());
+                return Err(Refusal::new(
+                    Status::CmpFail,
+                    format!("the predicate on `{name}` does not hold"),
+                ));
+            }
+        }
+        None => {}
+    }
+    if flags.erase {
+        return Ok(None);
+    }
+    let mut object = match current {
+        Some(object) => object.clone(),
+        None => Object {
+            values: std::iter::once(request.key.clone())
+                .chain(desc.attrs[1..].iter().map(|a| a.dtype.default_value()))
+                .collect(),
+        },
+    };
+    for mutation in &request.mutations {
+        if mutation.attr == 0 {
+            return Err(Refusal::new(
+                Status::DontUseKey,
+                "an update cannot change the key",
+            ));
+        }
+        let Some(attr) = desc.attrs.get(mutation.attr) else {
+            return Err(Refusal::new(
+                Status::UnknownAttr,
+                format!("attribute #{} does not exist", mutation.attr),
+            ));
+        };
+        match &mutation.action {
+            Action::Set(value) => {
+                let value = coerce_value(attr.dtype, value.clone()).map_err(|e| {
+                    Refusal::new(Status::WrongType, format!("attribute `{}`: {e}", attr.name))
+                })?;
+                object.values[mutation.attr] = value;
+            }
+        }
+    }
+    Ok(Some(object))
+}
+
+/// Checks that `key` has the key attribute's type exactly (after coercion it
+/// must be unchanged, so that one key has one encoding).
+pub fn check_key(space: &Space, key: &Value) -> Result<(), Refusal> {
+    let dtype = space.desc.attrs[0].dtype;
+    match coerce_value(dtype, key.clone()) {
+        Ok(k) if &k == key => Ok(()),
+        _ => Err(Refusal::new(
+            Status::WrongType,
+            format!("the key must be of type {dtype}, not {}", key.kind()),
+        )),
+    }
+}
+
+/// The key-subspace region holding `key`.
+pub fn key_region<'a>(space: &'a Space, key: &Value) -> Option<&'a Region> {
+    let coordinate = tessera_types::coordinate::coordinate(key)?;
+    let layout = space.subspaces.first()?;
+    layout.regions.get(layout.region_index(&[coordinate]))
+}
+
+fn push_chain(hops: &mut Vec<Hop>, region: &Region, write: HopWrite, after: Option<Version>) {
+    hops.extend(region.chain.iter().map(|&daemon| Hop {
+        daemon,
+        region: region.id,
+        write,
+        after,
+    }));
+}
+
+/// Builds the value-dependent chain of an update that turns `old` (at
+/// `prev_version`) into `new`:
+///
+/// ```text
+///  key region replicas ─▶ subspace 1: old region ─▶ new region ─▶ subspace 2 … ─▶ tail
+///                                     (only when the object relocates; else its one region)
+/// ```
+///
+/// The key region always comes first, so its head — the point leader —
+/// orders every update of the key. A region that held the old object must
+/// apply `prev_version` before this one (`after`); a region the object moves
+/// into takes it fresh.
+pub fn build_hops(
+    _config: &Configuration,
+    space: &Space,
+    key: &Value,
+    old: Option<&Object>,
+    new: Option<&Object>,
+    prev_version: Option<Version>,
+) -> Vec<Hop> {
+    let mut hops = Vec::new();
+    if let Some(region) = key_region(space, key) {
+        let write = if new.is_some() {
+            HopWrite::Put
+        } else {
+            HopWrite::Remove
+        };
+        push_chain(&mut hops, region, write, prev_version);
+    }
+    for layout in space.subspaces.iter().skip(1) {
+        let old_region = old.map(|o| layout.region_of(o));
+        let new_region = new.map(|o| layout.region_of(o));
+        match (old_region, new_region) {
+            (Some(o), Some(n)) if o.id == n.id => {
+                push_chain(&mut hops, n, HopWrite::Put, prev_version)
+            }
+            (o, n) => {
+                if let Some(o) = o {
+                    push_chain(&mut hops, o, HopWrite::Remove, prev_version);
+                }
+                if let Some(n) = n {
+                    push_chain(&mut hops, n, HopWrite::Put, None);
+                }
+            }
+        }
+    }
+    hops
+}
+
+/// Whether an update with chain `next` may be sent while one with chain
+/// `pending` is still unacknowledged: only when both travel the same
+/// daemons and regions and neither removes anything (a delete or a
+/// relocation must be acknowledged before the key moves on).
+pub fn can_pipeline(pending: &[Hop], next: &[Hop]) -> bool {
+    pending.len() == next.len()
+        && pending.iter().zip(next).all(|(a, b)| {
+            a.daemon == b.daemon
+                && a.region == b.region
+                && a.write == HopWrite::Put
+                && b.write == HopWrite::Put
+        })
+}
+
+/// Whether `daemon` appears in the chain at all.
+pub fn in_chain(hops: &[Hop], daemon: DaemonId) -> bool {
+    hops.iter().any(|h| h.daemon == daemon)
+}

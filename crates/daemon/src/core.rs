@@ -1,0 +1,618 @@
+//! The replica core: the chain protocol as a state machine that does no
+//! network I/O. The shell feeds it client updates, chain messages and new
+//! configurations, and carries out the effects it returns (sends and
+//! replies). Commits write through the [`Engine`] before the acknowledgement
+//! leaves, so an acknowledged update is on disk at every replica.
+//!
+//! State per (region, key) held by this daemon:
+//!
+//! ```text
+//!   storage: committed Record (version, object)       — what reads and searches see
+//!   pending: version → update applied here, not yet acknowledged by the tail
+//!   buffered: version → update that arrived before the version it follows
+//!   queued:  (point leader only) client updates waiting for earlier ones
+//! ```
+
+use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region, Refusal};
+use crate::record::Record;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use tessera_protocol::{
+    ChainAck, ChainForward, ChainMsg, DaemonResponse, HopWrite, Status, UpdateRequest,
+};
+use tessera_storage::{Engine, Write};
+use tessera_types::coordinate::key_bytes;
+use tessera_types::{Configuration, DaemonId, Epoch, Object, RegionId, Version};
+
+/// Where to send a client's answer: the shell's connection and request id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReplyTo {
+    pub conn: u64,
+    pub id: u64,
+}
+
+/// What the shell must do after a call into the core, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    Send {
+        to: DaemonId,
+        msg: ChainMsg,
+    },
+    Reply {
+        to: ReplyTo,
+        response: DaemonResponse,
+    },
+}
+
+/// What the point leader remembers of an update it started.
+#[derive(Clone, Debug)]
+struct Origin {
+    reply: ReplyTo,
+    /// The object before the update, to rebuild the chain in a new epoch.
+    old: Option<Object>,
+    prev_version: Option<Version>,
+}
+
+#[derive(Clone, Debug)]
+struct Pending {
+    /// The update as this member last received or sent it (hops, epoch).
+    forward: ChainForward,
+    acked: bool,
+    origin: Option<Origin>,
+}
+
+#[derive(Default, Debug)]
+struct KeyState {
+    pending: BTreeMap<Version, Pending>,
+    buffered: BTreeMap<Version, ChainForward>,
+    queued: VecDeque<(ReplyTo, UpdateRequest)>,
+}
+
+impl KeyState {
+    fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.buffered.is_empty() && self.queued.is_empty()
+    }
+}
+
+type StateKey = (RegionId, Vec<u8>);
+
+/// At most this many messages from a newer epoch wait for the configuration
+/// to catch up; beyond it they are dropped (their point leaders resend).
+const FUTURE_MAX: usize = 100_000;
+
+pub struct ReplicaCore {
+    me: DaemonId,
+    config: Arc<Configuration>,
+    engine: Arc<dyn Engine>,
+    keys: HashMap<StateKey, KeyState>,
+    /// Chain messages stamped with an epoch newer than ours, held until our
+    /// configuration catches up.
+    future: Vec<ChainMsg>,
+    /// Messages this daemon sends to itself (it may hold several hops).
+    local: VecDeque<ChainMsg>,
+    effects: Vec<Effect>,
+}
+
+fn refuse(status: Status, reason: impl Into<String>) -> DaemonResponse {
+    DaemonResponse::Failed {
+        status,
+        reason: reason.into(),
+    }
+}
+
+impl ReplicaCore {
+    pub fn new(me: DaemonId, config: Arc<Configuration>, engine: Arc<dyn Engine>) -> Self {
+        ReplicaCore {
+            me,
+            config,
+            engine,
+            keys: HashMap::new(),
+            future: Vec::new(),
+            local: VecDeque::new(),
+            effects: Vec::new(),
+        }
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.config.epoch
+    }
+
+    /// Takes the effects produced so far.
+    pub fn drain_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Number of (region, key) entries with work in flight (for tests and metrics).
+    pub fn busy_keys(&self) -> usize {
+        self.keys.values().filter(|s| !s.is_idle()).count()
+    }
+
+    // ------------------------------------------------------------ inputs
+
+    /// A client's update, sent to this daemon as the key's point leader.
+    pub fn on_update(&mut self, reply: ReplyTo, epoch: Epoch, request: UpdateRequest) {
+        if epoch != self.config.epoch {
+            let epoch = self.config.epoch;
+            self.reply(reply, DaemonResponse::WrongEpoch { epoch });
+            return;
+        }
+        let config = self.config.clone();
+        let Some(space) = config.space_by_id(request.space) else {
+            self.reply(reply, refuse(Status::UnknownSpace, "no space has this id"));
+            return;
+        };
+        if let Err(r) = check_key(space, &request.key) {
+            self.reply(
+                reply,
+                DaemonResponse::Failed {
+                    status: r.status,
+                    reason: r.reason,
+                },
+            );
+            return;
+        }
+        let Some(region) = key_region(space, &request.key) else {
+            self.reply(
+                reply,
+                refuse(Status::Internal, "the key subspace has no regions"),
+            );
+            return;
+        };
+        if region.chain.first() != Some(&self.me) {
+            self.reply(
+                reply,
+                refuse(
+                    Status::Reconfigure,
+                    "this daemon is not the key's point leader",
+                ),
+            );
+            return;
+        }
+        let state_key = (region.id, key_bytes(&request.key));
+        let state = self.keys.entry(state_key.clone()).or_default();
+        if !state.queued.is_empty() {
+            state.queued.push_back((reply, request));
+            return;
+        }
+        if !self.try_start(&state_key, reply, &request) {
+            self.keys
+                .entry(state_key)
+                .or_default()
+                .queued
+                .push_back((reply, request));
+        }
+        self.run_local();
+    }
+
+    /// A chain message from another daemon.
+    pub fn on_chain(&mut self, msg: ChainMsg) {
+        self.handle_chain(msg);
+        self.run_local();
+    }
+
+    /// A new configuration. Updates in flight are driven again along their
+    /// chains as the new epoch draws them; messages of the old epoch that
+    /// were waiting are dropped (their point leaders send them again).
+    pub fn on_config(&mut self, config: Arc<Configuration>) {
+        if config.epoch <= self.config.epoch {
+            return;
+        }
+        self.config = config;
+        let epoch = self.config.epoch;
+        let me = self.me;
+        let config = self.config.clone();
+        let mut resend = Vec::new();
+        for (state_key, state) in self.keys.iter_mut() {
+            state.buffered.clear();
+            for pending in state.pending.values_mut() {
+                let Some(origin) = &pending.origin else {
+                    continue;
+                };
+                let Some(space) = config.space_by_id(pending.forward.space) else {
+                    continue;
+                };
+                let hops = build_hops(
+                    &config,
+                    space,
+                    &pending.forward.key,
+                    origin.old.as_ref(),
+                    pending.forward.object.as_ref(),
+                    origin.prev_version,
+                );
+                if hops.first().map(|h| h.daemon) != Some(me) {
+                    // The key has a new point leader; failure handling moves
+                    // the update there (a later issue). Keep it pending.
+                    continue;
+                }
+                pending.forward.hops = hops;
+                pending.forward.epoch = epoch;
+                pending.forward.from = me;
+                if !pending.acked {
+                    resend.push((state_key.clone(), pending.forward.version));
+                }
+            }
+        }
+        for (state_key, version) in resend {
+            self.send_downstream(&state_key, version);
+        }
+        let future = std::mem::take(&mut self.future);
+        for msg in future {
+            self.handle_chain(msg);
+        }
+        self.run_local();
+    }
+
+    // ------------------------------------------------------------ leader
+
+    /// Evaluates and starts `request`; false when it must wait for the
+    /// key's earlier updates to be acknowledged.
+    fn try_start(&mut self, state_key: &StateKey, reply: ReplyTo, request: &UpdateRequest) -> bool {
+        let config = self.config.clone();
+        let Some(space) = config.space_by_id(request.space) else {
+            self.reply(reply, refuse(Status::UnknownSpace, "the space was removed"));
+            return true;
+        };
+        let latest = match self.latest(state_key) {
+            Ok(latest) => latest,
+            Err(e) => {
+                self.reply(reply, refuse(Status::ServerError, e));
+                return true;
+            }
+        };
+        let has_pending = self
+            .keys
+            .get(state_key)
+            .is_some_and(|s| !s.pending.is_empty());
+        let (prev_version, old) = match latest {
+            Some((v, o)) => (Some(v), o),
+            None => (None, None),
+        };
+        let new = match evaluate(space, old.as_ref(), request) {
+            Ok(new) => new,
+            // An answer computed from an unacknowledged version could be
+            // contradicted if that version never completes: wait for it.
+            Err(_) if has_pending => return false,
+            Err(Refusal { status, reason }) => {
+                self.reply(reply, DaemonResponse::Failed { status, reason });
+                return true;
+            }
+        };
+        let hops = build_hops(
+            &config,
+            space,
+            &request.key,
+            old.as_ref(),
+            new.as_ref(),
+            prev_version,
+        );
+        if let Some((_, last)) = self
+            .keys
+            .get(state_key)
+            .and_then(|s| s.pending.last_key_value())
+        {
+            if !can_pipeline(&last.forward.hops, &hops) {
+                return false;
+            }
+        }
+        let version = Version(prev_version.map_or(1, |v| v.0 + 1));
+        let forward = ChainForward {
+            epoch: config.epoch,
+            from: self.me,
+            space: request.space,
+            key: request.key.clone(),
+            version,
+            hops,
+            position: 0,
+            object: new,
+            client: request.client,
+        };
+        let origin = Origin {
+            reply,
+            old,
+            prev_version,
+        };
+        self.apply_forward(forward, Some(origin));
+        true
+    }
+
+    /// The newest version of the key at the point leader, pending or committed.
+    fn latest(&self, state_key: &StateKey) -> Result<Option<(Version, Option<Object>)>, String> {
+        if let Some((v, p)) = self
+            .keys
+            .get(state_key)
+            .and_then(|s| s.pending.last_key_value())
+        {
+            return Ok(Some((*v, p.forward.object.clone())));
+        }
+        Ok(self.load(state_key)?.map(|r| (r.version, r.object)))
+    }
+
+    /// Starts queued updates of the key while they can go.
+    fn drain_queue(&mut self, state_key: &StateKey) {
+        loop {
+            let Some((reply, request)) = self
+                .keys
+                .get_mut(state_key)
+                .and_then(|s| s.queued.pop_front())
+            else {
+                return;
+            };
+            if !self.try_start(state_key, reply, &request) {
+                if let Some(s) = self.keys.get_mut(state_key) {
+                    s.queued.push_front((reply, request));
+                }
+                return;
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ members
+
+    fn handle_chain(&mut self, msg: ChainMsg) {
+        let epoch = match &msg {
+            ChainMsg::Forward(f) => f.epoch,
+            ChainMsg::Ack(a) => a.epoch,
+        };
+        if epoch > self.config.epoch {
+            if self.future.len() < FUTURE_MAX {
+                self.future.push(msg);
+            }
+            return;
+        }
+        if epoch < self.config.epoch {
+            tracing::debug!(?epoch, "dropping a chain message from an older epoch");
+            return;
+        }
+        match msg {
+            ChainMsg::Forward(forward) => {
+                let pos = forward.position as usize;
+                let valid = forward.hops.get(pos).is_some_and(|h| h.daemon == self.me)
+                    && pos > 0
+                    && forward.hops[pos - 1].daemon == forward.from;
+                if !valid {
+                    tracing::warn!(from = %forward.from, pos, "dropping a forward that does not name this daemon");
+                    return;
+                }
+                self.apply_forward(forward, None);
+            }
+            ChainMsg::Ack(ack) => self.apply_ack(ack),
+        }
+    }
+
+    /// The version this region of the key has applied: pending or committed.
+    fn applied(&self, state_key: &StateKey) -> Result<Option<Version>, String> {
+        if let Some(v) = self
+            .keys
+            .get(state_key)
+            .and_then(|s| s.pending.last_key_value())
+            .map(|(v, _)| *v)
+        {
+            return Ok(Some(v));
+        }
+        Ok(self.load(state_key)?.map(|r| r.version))
+    }
+
+    fn apply_forward(&mut self, forward: ChainForward, origin: Option<Origin>) {
+        let pos = forward.position as usize;
+        let hop = forward.hops[pos];
+        let state_key = (hop.region, key_bytes(&forward.key));
+        let version = forward.version;
+        let applied = match self.applied(&state_key) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!("{e}");
+                return;
+            }
+        };
+        if applied.is_some_and(|a| a >= version) {
+            // Seen before: an update driven again in a new epoch.
+            let state = self.keys.entry(state_key.clone()).or_default();
+            if let Some(pending) = state.pending.get_mut(&version) {
+                pending.forward = forward;
+                if !pending.acked {
+                    self.send_downstream(&state_key, version);
+                }
+            } else if pos > 0 {
+                // Already committed here: acknowledge again.
+                self.send_ack(&forward, pos);
+            }
+            return;
+        }
+        if let Some(after) = hop.after {
+            if applied.is_none_or(|a| a < after) {
+                self.keys
+                    .entry(state_key)
+                    .or_default()
+                    .buffered
+                    .insert(version, forward);
+                return;
+            }
+        }
+        let last = pos + 1 == forward.hops.len();
+        let state = self.keys.entry(state_key.clone()).or_default();
+        state.pending.insert(
+            version,
+            Pending {
+                forward,
+                acked: last,
+                origin,
+            },
+        );
+        if last {
+            self.commit_ready(&state_key);
+        } else {
+            self.send_downstream(&state_key, version);
+        }
+        self.release_buffered(&state_key);
+    }
+
+    /// Applies buffered updates whose predecessor has now been applied.
+    fn release_buffered(&mut self, state_key: &StateKey) {
+        loop {
+            let Ok(applied) = self.applied(state_key) else {
+                return;
+            };
+            let Some(state) = self.keys.get_mut(state_key) else {
+                return;
+            };
+            let ready = state.buffered.iter().find_map(|(v, f)| {
+                let after = f.hops[f.position as usize].after;
+                after
+                    .is_none_or(|a| applied.is_some_and(|ap| ap >= a))
+                    .then_some(*v)
+            });
+            let Some(version) = ready else { return };
+            let forward = state.buffered.remove(&version).expect("found above");
+            self.apply_forward(forward, None);
+        }
+    }
+
+    fn send_downstream(&mut self, state_key: &StateKey, version: Version) {
+        let Some(pending) = self
+            .keys
+            .get(state_key)
+            .and_then(|s| s.pending.get(&version))
+        else {
+            return;
+        };
+        let mut next = pending.forward.clone();
+        let pos = next.position as usize;
+        let Some(to) = next.hops.get(pos + 1).map(|h| h.daemon) else {
+            return;
+        };
+        next.position = (pos + 1) as u32;
+        next.from = self.me;
+        next.epoch = self.config.epoch;
+        self.send(to, ChainMsg::Forward(next));
+    }
+
+    fn send_ack(&mut self, forward: &ChainForward, pos: usize) {
+        let upstream = forward.hops[pos - 1];
+        let ack = ChainAck {
+            epoch: self.config.epoch,
+            from: self.me,
+            space: forward.space,
+            key: forward.key.clone(),
+            version: forward.version,
+            region: upstream.region,
+            position: (pos - 1) as u32,
+        };
+        self.send(upstream.daemon, ChainMsg::Ack(ack));
+    }
+
+    fn apply_ack(&mut self, ack: ChainAck) {
+        let state_key = (ack.region, key_bytes(&ack.key));
+        let Some(pending) = self
+            .keys
+            .get_mut(&state_key)
+            .and_then(|s| s.pending.get_mut(&ack.version))
+        else {
+            tracing::debug!(version = %ack.version, "acknowledgement for an update not pending here");
+            return;
+        };
+        let pos = pending.forward.position as usize;
+        let expected = pending.forward.hops.get(pos + 1).map(|h| h.daemon);
+        if pos != ack.position as usize || expected != Some(ack.from) {
+            tracing::warn!(from = %ack.from, "dropping an acknowledgement from a daemon that is not next in the chain");
+            return;
+        }
+        pending.acked = true;
+        self.commit_ready(&state_key);
+    }
+
+    /// Commits acknowledged updates in version order: writes them through,
+    /// then acknowledges upstream (or answers the client at the head).
+    fn commit_ready(&mut self, state_key: &StateKey) {
+        let mut leader_committed = false;
+        while let Some(entry) = self
+            .keys
+            .get_mut(state_key)
+            .and_then(|s| s.pending.first_entry())
+        {
+            if !entry.get().acked {
+                break;
+            }
+            let pending = entry.remove();
+            let forward = &pending.forward;
+            let pos = forward.position as usize;
+            let hop = forward.hops[pos];
+            let is_key_region = pos < forward.hops.len() && self.is_key_subspace(hop.region);
+            let write = match (hop.write, is_key_region) {
+                (HopWrite::Put, _) | (HopWrite::Remove, true) => Write::Put {
+                    region: hop.region,
+                    key: state_key.1.clone(),
+                    value: Record {
+                        version: forward.version,
+                        object: if hop.write == HopWrite::Put {
+                            forward.object.clone()
+                        } else {
+                            None
+                        },
+                    }
+                    .encode(),
+                },
+                (HopWrite::Remove, false) => Write::Delete {
+                    region: hop.region,
+                    key: state_key.1.clone(),
+                },
+            };
+            if let Err(e) = self.engine.apply(vec![write]) {
+                // A daemon that cannot write must not acknowledge: stop here.
+                // Replication keeps the data; failure handling replaces us.
+                tracing::error!("commit failed: {e}");
+                if let Some(state) = self.keys.get_mut(state_key) {
+                    state.pending.insert(forward.version, pending);
+                }
+                return;
+            }
+            match &pending.origin {
+                Some(origin) => {
+                    self.reply(origin.reply, DaemonResponse::Done);
+                    leader_committed = true;
+                }
+                None if pos > 0 => self.send_ack(forward, pos),
+                None => {}
+            }
+        }
+        if leader_committed {
+            self.drain_queue(state_key);
+        }
+        if self.keys.get(state_key).is_some_and(KeyState::is_idle) {
+            self.keys.remove(state_key);
+        }
+    }
+
+    fn is_key_subspace(&self, region: RegionId) -> bool {
+        self.config
+            .region(region)
+            .is_some_and(|(_, subspace, _)| subspace == 0)
+    }
+
+    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, String> {
+        let bytes = self
+            .engine
+            .get(state_key.0, &state_key.1)
+            .map_err(|e| e.to_string())?;
+        bytes.map(|b| Record::decode(&b)).transpose()
+    }
+
+    // ------------------------------------------------------------ effects
+
+    fn send(&mut self, to: DaemonId, msg: ChainMsg) {
+        if to == self.me {
+            self.local.push_back(msg);
+        } else {
+            self.effects.push(Effect::Send { to, msg });
+        }
+    }
+
+    fn reply(&mut self, to: ReplyTo, response: DaemonResponse) {
+        self.effects.push(Effect::Reply { to, response });
+    }
+
+    fn run_local(&mut self) {
+        while let Some(msg) = self.local.pop_front() {
+            self.handle_chain(msg);
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The on-disk record of one key in one region (see docs/PROTOCOL.md).
+//!
+//! Value bytes: postcard of [`Record`]. In the key subspace a delete leaves
+//! a tombstone (`object: None`) so the key's versions keep increasing; other
+//! subspaces drop the key.
+
+use serde::{Deserialize, Serialize};
+use tessera_types::{Object, Version};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub version: Version,
+    pub object: Option<Object>,
+}
+
+impl Record {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("encoding to a Vec cannot fail")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Record, String> {
+        postcard::from_bytes(bytes).map_err(|e| format!("corrupt record: {e}"))
+    }
+}

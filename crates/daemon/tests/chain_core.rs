@@ -1,0 +1,512 @@
+//! The replica cores of several daemons, wired by an in-test network that
+//! delivers messages in a seeded random order (FIFO per ordered pair of
+//! daemons, like TCP), checked against a sequential model: the point leader
+//! orders updates in arrival order, so every answer and every replica's
+//! final contents must equal applying the updates one by one in that order.
+
+use proptest::prelude::*;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use tessera_daemon::chain::{build_hops, key_region};
+use tessera_daemon::core::{Effect, ReplicaCore, ReplyTo};
+use tessera_daemon::record::Record;
+use tessera_protocol::{
+    Action, ChainMsg, ClientRef, DaemonResponse, HopWrite, Mutation, Status, UpdateFlags,
+    UpdateRequest,
+};
+use tessera_storage::{Engine, MemoryEngine};
+use tessera_types::coordinate::key_bytes;
+use tessera_types::region::default_splits;
+use tessera_types::{
+    Attribute, Check, Configuration, DaemonId, DaemonInfo, DaemonState, DataType, Epoch, Object,
+    PredOp, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceLayout, Value,
+};
+
+/// A space `key k attributes int a, int b subspace a subspace b` with
+/// `partitions` regions per subspace, chains of `f + 1` of `daemons`.
+fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
+    let desc = SpaceDesc {
+        name: "t".into(),
+        attrs: vec![
+            Attribute {
+                name: "k".into(),
+                dtype: DataType::Int,
+            },
+            Attribute {
+                name: "a".into(),
+                dtype: DataType::Int,
+            },
+            Attribute {
+                name: "b".into(),
+                dtype: DataType::Int,
+            },
+        ],
+        subspaces: vec![vec![1], vec![2]],
+        indexes: vec![],
+        fault_tolerance: f as u32,
+        partitions,
+        authorization: false,
+    };
+    let mut next_region = 0u64;
+    let mut next_head = 0u64;
+    let subspaces = [vec![0usize], vec![1], vec![2]]
+        .into_iter()
+        .map(|attrs| {
+            let splits = default_splits(partitions, attrs.len());
+            let count: usize = splits.iter().map(|s| s.len() + 1).product();
+            let regions = (0..count)
+                .map(|_| {
+                    next_region += 1;
+                    next_head += 1;
+                    let chain = (0..=f as u64)
+                        .map(|i| DaemonId(1 + (next_head + i) % daemons))
+                        .collect();
+                    Region {
+                        id: RegionId(next_region),
+                        chain,
+                    }
+                })
+                .collect();
+            SubspaceLayout {
+                attrs,
+                splits,
+                regions,
+            }
+        })
+        .collect();
+    Configuration {
+        epoch: Epoch(1),
+        coordinators: vec![],
+        daemons: (1..=daemons)
+            .map(|i| {
+                let id = DaemonId(i);
+                (
+                    id,
+                    DaemonInfo {
+                        id,
+                        addr: format!("d{i}"),
+                        state: DaemonState::Available,
+                    },
+                )
+            })
+            .collect(),
+        spaces: vec![Space {
+            id: SpaceId(1),
+            desc,
+            subspaces,
+        }],
+        read_only: false,
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put { key: i64, a: i64, b: i64 },
+    PutIfNotExist { key: i64, a: i64 },
+    CondPut { key: i64, a_is: i64, b: i64 },
+    Del { key: i64 },
+}
+
+fn request(op: &Op, n: u64) -> UpdateRequest {
+    let set = |attr, v| Mutation {
+        attr,
+        action: Action::Set(Value::Int(v)),
+    };
+    let (key, flags, checks, mutations) = match *op {
+        Op::Put { key, a, b } => (
+            key,
+            UpdateFlags::default(),
+            vec![],
+            vec![set(1, a), set(2, b)],
+        ),
+        Op::PutIfNotExist { key, a } => (
+            key,
+            UpdateFlags {
+                must_not_exist: true,
+                ..Default::default()
+            },
+            vec![],
+            vec![set(1, a)],
+        ),
+        Op::CondPut { key, a_is, b } => (
+            key,
+            UpdateFlags {
+                must_exist: true,
+                ..Default::default()
+            },
+            vec![Check {
+                attr: 1,
+                op: PredOp::Eq(Value::Int(a_is)),
+            }],
+            vec![set(2, b)],
+        ),
+        Op::Del { key } => (
+            key,
+            UpdateFlags {
+                must_exist: true,
+                erase: true,
+                ..Default::default()
+            },
+            vec![],
+            vec![],
+        ),
+    };
+    UpdateRequest {
+        space: SpaceId(1),
+        key: Value::Int(key),
+        client: ClientRef {
+            client_id: 1,
+            request_no: n,
+        },
+        flags,
+        checks,
+        mutations,
+    }
+}
+
+/// The sequential model: the answer each op must get and the state after.
+fn model_apply(model: &mut BTreeMap<i64, (i64, i64)>, op: &Op) -> Result<(), Status> {
+    match *op {
+        Op::Put { key, a, b } => {
+            model.insert(key, (a, b));
+            Ok(())
+        }
+        Op::PutIfNotExist { key, a } => {
+            if model.contains_key(&key) {
+                Err(Status::CmpFail)
+            } else {
+                model.insert(key, (a, 0));
+                Ok(())
+            }
+        }
+        Op::CondPut { key, a_is, b } => match model.get_mut(&key) {
+            None => Err(Status::NotFound),
+            Some(v) if v.0 != a_is => Err(Status::CmpFail),
+            Some(v) => {
+                v.1 = b;
+                Ok(())
+            }
+        },
+        Op::Del { key } => model.remove(&key).map(|_| ()).ok_or(Status::NotFound),
+    }
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    let key = 0i64..6;
+    let val = -3i64..4;
+    prop_oneof![
+        4 => (key.clone(), val.clone(), val.clone()).prop_map(|(key, a, b)| Op::Put { key, a, b }),
+        1 => (key.clone(), val.clone()).prop_map(|(key, a)| Op::PutIfNotExist { key, a }),
+        2 => (key.clone(), val.clone(), val.clone()).prop_map(|(key, a_is, b)| Op::CondPut { key, a_is, b }),
+        1 => key.prop_map(|key| Op::Del { key }),
+    ]
+}
+
+/// What must hold on every replica when op `n` is acknowledged.
+#[derive(Clone)]
+struct AtAck {
+    key: i64,
+    /// The key's version after op n: one per successful update of the key.
+    version: u64,
+    /// The object after op n, if it exists.
+    object: Option<(i64, i64)>,
+}
+
+struct Net {
+    at_ack: Vec<AtAck>,
+    config: Arc<Configuration>,
+    cores: BTreeMap<DaemonId, ReplicaCore>,
+    engines: BTreeMap<DaemonId, Arc<MemoryEngine>>,
+    links: BTreeMap<(DaemonId, DaemonId), VecDeque<ChainMsg>>,
+    replies: HashMap<u64, DaemonResponse>,
+}
+
+impl Net {
+    fn new(config: &Arc<Configuration>) -> Net {
+        let mut cores = BTreeMap::new();
+        let mut engines = BTreeMap::new();
+        for &id in config.daemons.keys() {
+            let engine = Arc::new(MemoryEngine::new());
+            cores.insert(id, ReplicaCore::new(id, config.clone(), engine.clone()));
+            engines.insert(id, engine);
+        }
+        Net {
+            at_ack: Vec::new(),
+            config: config.clone(),
+            cores,
+            engines,
+            links: BTreeMap::new(),
+            replies: HashMap::new(),
+        }
+    }
+
+    fn collect(&mut self, from: DaemonId) {
+        for effect in self.cores.get_mut(&from).unwrap().drain_effects() {
+            match effect {
+                Effect::Send { to, msg } => {
+                    self.links.entry((from, to)).or_default().push_back(msg)
+                }
+                Effect::Reply { to, response } => {
+                    if response == DaemonResponse::Done {
+                        self.check_acknowledged(to.id as usize);
+                    }
+                    assert!(
+                        self.replies.insert(to.id, response).is_none(),
+                        "request {} answered twice",
+                        to.id
+                    );
+                }
+            }
+        }
+    }
+
+    /// The client hears success only when every replica in every subspace
+    /// holds the update: check it at the moment of the answer.
+    fn check_acknowledged(&self, n: usize) {
+        let Some(at) = self.at_ack.get(n) else { return };
+        let space = &self.config.spaces[0];
+        let kb = key_bytes(&Value::Int(at.key));
+        // A later update of the key may have run to completion inside the
+        // same call (all its hops on one daemon); then op n is superseded.
+        let leader_region = key_region(space, &Value::Int(at.key)).unwrap();
+        let leader_version = self.engines[&leader_region.chain[0]]
+            .get(leader_region.id, &kb)
+            .unwrap()
+            .map_or(0, |b| Record::decode(&b).unwrap().version.0);
+        if leader_version > at.version {
+            return;
+        }
+        let object = at.object.map(|(a, b)| Object {
+            values: vec![Value::Int(at.key), Value::Int(a), Value::Int(b)],
+        });
+        for (si, layout) in space.subspaces.iter().enumerate() {
+            for region in &layout.regions {
+                let holds = match (&object, si) {
+                    (_, 0) => key_region(space, &Value::Int(at.key)).unwrap().id == region.id,
+                    (Some(o), _) => layout.region_of(o).id == region.id,
+                    (None, _) => false,
+                };
+                for daemon in &region.chain {
+                    let record = self.engines[daemon]
+                        .get(region.id, &kb)
+                        .unwrap()
+                        .map(|b| Record::decode(&b).unwrap());
+                    if holds {
+                        let v = record.as_ref().map_or(0, |r| r.version.0);
+                        assert!(
+                            v >= at.version,
+                            "op {n} acknowledged but {daemon} holds v{v} < v{} in subspace {si}",
+                            at.version
+                        );
+                    } else if let Some(r) = record {
+                        assert!(r.version.0 > at.version, "op {n} acknowledged but {daemon} still holds v{} in a region it left (subspace {si})", r.version.0);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Delivers one message from a link picked by `pick`; false when idle.
+    fn step(&mut self, pick: usize) -> bool {
+        let busy: Vec<_> = self
+            .links
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(k, _)| *k)
+            .collect();
+        if busy.is_empty() {
+            return false;
+        }
+        let (from, to) = busy[pick % busy.len()];
+        let msg = self
+            .links
+            .get_mut(&(from, to))
+            .unwrap()
+            .pop_front()
+            .unwrap();
+        self.cores.get_mut(&to).unwrap().on_chain(msg);
+        self.collect(to);
+        true
+    }
+}
+
+fn run(ops: &[Op], schedule: &[usize], daemons: u64, f: usize, partitions: u32, interleave: usize) {
+    let config = Arc::new(config(daemons, f, partitions));
+    let space = &config.spaces[0];
+    let mut net = Net::new(&config);
+    {
+        let mut model = BTreeMap::new();
+        let mut versions: HashMap<i64, u64> = HashMap::new();
+        for op in ops {
+            let key = match *op {
+                Op::Put { key, .. }
+                | Op::PutIfNotExist { key, .. }
+                | Op::CondPut { key, .. }
+                | Op::Del { key } => key,
+            };
+            if model_apply(&mut model, op).is_ok() {
+                *versions.entry(key).or_default() += 1;
+            }
+            net.at_ack.push(AtAck {
+                key,
+                version: versions.get(&key).copied().unwrap_or(0),
+                object: model.get(&key).copied(),
+            });
+        }
+    }
+    let mut picks = schedule.iter().copied().cycle();
+    for (n, op) in ops.iter().enumerate() {
+        let req = request(op, n as u64);
+        let leader = key_region(space, &req.key).unwrap().chain[0];
+        net.cores.get_mut(&leader).unwrap().on_update(
+            ReplyTo {
+                conn: 1,
+                id: n as u64,
+            },
+            Epoch(1),
+            req,
+        );
+        net.collect(leader);
+        // Deliver a few messages between submissions so updates overlap.
+        for _ in 0..interleave {
+            net.step(picks.next().unwrap());
+        }
+    }
+    let mut steps = 0;
+    while net.step(picks.next().unwrap()) {
+        steps += 1;
+        assert!(steps < 1_000_000, "the chain does not quiesce");
+    }
+
+    let mut model = BTreeMap::new();
+    for (n, op) in ops.iter().enumerate() {
+        let want = model_apply(&mut model, op);
+        let got = net
+            .replies
+            .get(&(n as u64))
+            .unwrap_or_else(|| panic!("op {n} {op:?} never answered"));
+        match (want, got) {
+            (Ok(()), DaemonResponse::Done) => {}
+            (Err(s), DaemonResponse::Failed { status, .. }) if s == *status => {}
+            (want, got) => panic!("op {n} {op:?}: model says {want:?}, cluster answered {got:?}"),
+        }
+    }
+    for core in net.cores.values() {
+        assert_eq!(core.busy_keys(), 0, "work left in flight after quiescence");
+    }
+    // Every replica of every region holds exactly the model's objects that
+    // lie in that region (the key subspace also keeps tombstones).
+    for (si, layout) in space.subspaces.iter().enumerate() {
+        for region in &layout.regions {
+            let expected: BTreeMap<Vec<u8>, Object> = model
+                .iter()
+                .map(|(&k, &(a, b))| Object {
+                    values: vec![Value::Int(k), Value::Int(a), Value::Int(b)],
+                })
+                .filter(|o| layout.region_of(o).id == region.id)
+                .map(|o| (key_bytes(o.key()), o))
+                .collect();
+            for daemon in &region.chain {
+                let mut got = BTreeMap::new();
+                net.engines[daemon]
+                    .scan(region.id, None, &mut |k, v| {
+                        let record = Record::decode(v).unwrap();
+                        if let Some(o) = record.object {
+                            got.insert(k.to_vec(), o);
+                        } else {
+                            assert_eq!(si, 0, "a tombstone outside the key subspace");
+                        }
+                        true
+                    })
+                    .unwrap();
+                assert_eq!(
+                    got, expected,
+                    "subspace {si} region {} at {daemon}",
+                    region.id
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn chains_match_a_sequential_model(
+        ops in proptest::collection::vec(op_strategy(), 1..60),
+        schedule in proptest::collection::vec(any::<usize>(), 1..50),
+        daemons in 2u64..6,
+        f in 0usize..3,
+        partitions in 1u32..5,
+        interleave in 0usize..4,
+    ) {
+        let f = f.min(daemons as usize - 1);
+        run(&ops, &schedule, daemons, f, partitions, interleave);
+    }
+}
+
+#[test]
+fn relocation_chain_visits_old_region_before_new() {
+    let config = config(4, 1, 4);
+    let space = &config.spaces[0];
+    // Find two values of `a` that lie in different regions of subspace 1.
+    let obj = |a| Object {
+        values: vec![Value::Int(7), Value::Int(a), Value::Int(0)],
+    };
+    let layout = &space.subspaces[1];
+    let (a_old, a_new) = (i64::MIN + 1, i64::MAX - 1);
+    assert_ne!(
+        layout.region_of(&obj(a_old)).id,
+        layout.region_of(&obj(a_new)).id
+    );
+    let hops = build_hops(
+        &config,
+        space,
+        &Value::Int(7),
+        Some(&obj(a_old)),
+        Some(&obj(a_new)),
+        Some(tessera_types::Version(3)),
+    );
+    // key region (2 replicas), subspace 1 old (2) + new (2), subspace 2 (2)
+    assert_eq!(hops.len(), 8);
+    assert!(hops[..2]
+        .iter()
+        .all(|h| h.write == HopWrite::Put && h.after == Some(tessera_types::Version(3))));
+    assert_eq!(hops[2].region, layout.region_of(&obj(a_old)).id);
+    assert!(hops[2..4]
+        .iter()
+        .all(|h| h.write == HopWrite::Remove && h.after.is_some()));
+    assert_eq!(hops[4].region, layout.region_of(&obj(a_new)).id);
+    assert!(hops[4..6]
+        .iter()
+        .all(|h| h.write == HopWrite::Put && h.after.is_none()));
+    // A delete visits each subspace's old region only.
+    let hops = build_hops(
+        &config,
+        space,
+        &Value::Int(7),
+        Some(&obj(a_old)),
+        None,
+        Some(tessera_types::Version(3)),
+    );
+    assert_eq!(hops.len(), 6);
+    assert!(hops.iter().all(|h| h.write == HopWrite::Remove));
+}
+
+#[test]
+fn older_epoch_requests_are_refused() {
+    let config = Arc::new(config(3, 1, 2));
+    let mut net = Net::new(&config);
+    let req = request(&Op::Put { key: 1, a: 1, b: 1 }, 0);
+    let leader = key_region(&config.spaces[0], &req.key).unwrap().chain[0];
+    net.cores
+        .get_mut(&leader)
+        .unwrap()
+        .on_update(ReplyTo { conn: 1, id: 0 }, Epoch(0), req);
+    net.collect(leader);
+    assert_eq!(
+        net.replies[&0],
+        DaemonResponse::WrongEpoch { epoch: Epoch(1) }
+    );
+}
