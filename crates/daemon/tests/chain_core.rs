@@ -171,14 +171,13 @@ fn model_apply(model: &mut BTreeMap<i64, (i64, i64)>, op: &Op) -> Result<(), Sta
             model.insert(key, (a, b));
             Ok(())
         }
-        Op::PutIfNotExist { key, a } => {
-            if model.contains_key(&key) {
-                Err(Status::CmpFail)
-            } else {
-                model.insert(key, (a, 0));
+        Op::PutIfNotExist { key, a } => match model.entry(key) {
+            std::collections::btree_map::Entry::Occupied(_) => Err(Status::CmpFail),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert((a, 0));
                 Ok(())
             }
-        }
+        },
         Op::CondPut { key, a_is, b } => match model.get_mut(&key) {
             None => Err(Status::NotFound),
             Some(v) if v.0 != a_is => Err(Status::CmpFail),
