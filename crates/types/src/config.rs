@@ -9,10 +9,13 @@ use std::collections::BTreeMap;
 /// A member of the coordinator group, as clients and daemons reach it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoordinatorInfo {
+    /// The member's id in the coordinator group.
     pub id: u64,
+    /// `host:port` where the member serves clients and daemons.
     pub addr: String,
 }
 
+/// Whether a daemon takes part in replica chains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DaemonState {
     /// Registered and serving.
@@ -21,17 +24,21 @@ pub enum DaemonState {
     Offline,
 }
 
+/// A daemon as the configuration knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DaemonInfo {
+    /// Its instance id, never reused.
     pub id: DaemonId,
     /// `host:port` where the daemon serves clients and peers.
     pub addr: String,
+    /// Available or offline.
     pub state: DaemonState,
 }
 
 /// One region: a cell of a subspace's grid and the replica chain holding it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Region {
+    /// Unique across all spaces and subspaces, never reused.
     pub id: RegionId,
     /// Head first. `f + 1` distinct daemons when the cluster has enough.
     pub chain: Vec<DaemonId>,
@@ -48,36 +55,49 @@ pub struct SubspaceLayout {
     /// `splits[d].len() + 1` intervals; interval `i` is
     /// `[splits[d][i-1], splits[d][i])` with the missing ends at 0 and `u64::MAX`.
     pub splits: Vec<Vec<u64>>,
+    /// The grid's cells, `product(splits[d].len() + 1)` of them, indexed as
+    /// [`SubspaceLayout::region_index`] computes.
     pub regions: Vec<Region>,
 }
 
 /// A space as configured: schema plus layout. `subspaces[0]` is the key subspace.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Space {
+    /// Assigned by the coordinator, never reused.
     pub id: SpaceId,
+    /// The schema, as parsed from the space's description.
     pub desc: SpaceDesc,
+    /// `[0]` is the key subspace, then `desc.subspaces` in order.
     pub subspaces: Vec<SubspaceLayout>,
 }
 
 /// Everything a daemon or client needs to route, at one epoch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Configuration {
+    /// This configuration's number.
     pub epoch: Epoch,
+    /// The coordinator group's members.
     pub coordinators: Vec<CoordinatorInfo>,
+    /// Every daemon ever registered and not forgotten, by id.
     pub daemons: BTreeMap<DaemonId, DaemonInfo>,
+    /// Every space, in creation order.
     pub spaces: Vec<Space>,
+    /// When set, writes fail with READONLY; reads keep working.
     pub read_only: bool,
 }
 
 impl Configuration {
+    /// The space with this name, if any.
     pub fn space(&self, name: &str) -> Option<&Space> {
         self.spaces.iter().find(|s| s.desc.name == name)
     }
 
+    /// The space with this id, if any.
     pub fn space_by_id(&self, id: SpaceId) -> Option<&Space> {
         self.spaces.iter().find(|s| s.id == id)
     }
 
+    /// The address of the daemon with this id, if known.
     pub fn daemon_addr(&self, id: DaemonId) -> Option<&str> {
         self.daemons.get(&id).map(|d| d.addr.as_str())
     }

@@ -245,6 +245,25 @@ mod tests {
         assert_eq!(float_coordinate(-f64::from_bits(1)), (1 << 63) - 2);
     }
 
+    /// The encoding vectors of docs/PROTOCOL.md (computed with Python's
+    /// `struct` module).
+    #[test]
+    fn protocol_doc_vectors() {
+        assert_eq!(int_coordinate(0), 0x8000_0000_0000_0000);
+        assert_eq!(int_coordinate(-1), 0x7fff_ffff_ffff_ffff);
+        assert_eq!(int_coordinate(5), 0x8000_0000_0000_0005);
+        assert_eq!(float_coordinate(1.0), 0xbff0_0000_0000_0000);
+        assert_eq!(float_coordinate(-1.0), 0x400f_ffff_ffff_ffff);
+        assert_eq!(float_coordinate(2.5), 0xc004_0000_0000_0000);
+        assert_eq!(float_coordinate(f64::INFINITY), 0xfff0_0000_0000_0000);
+        assert_eq!(float_coordinate(f64::NEG_INFINITY), 0x000f_ffff_ffff_ffff);
+        assert_eq!(float_coordinate(-0.0), 0x8000_0000_0000_0000);
+        assert_eq!(
+            crate::region::uniform_splits(3),
+            vec![0x5555_5555_5555_5555, 0xaaaa_aaaa_aaaa_aaaa]
+        );
+    }
+
     #[test]
     fn coordinate_of_each_kind() {
         assert_eq!(coordinate(&Value::str("a")), Some(string_hash(b"a")));

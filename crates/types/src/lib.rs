@@ -7,6 +7,24 @@
 //!
 //! What it is not: it does no I/O, keeps no clock and draws no randomness.
 //! Every other crate depends on it; it depends on none of them.
+//!
+//! Key items, by module:
+//!
+//! - [`value`]: [`Value`], [`DataType`], [`Object`].
+//! - [`schema`] and [`parse`]: [`SpaceDesc`]; [`parse_space`] reads the space
+//!   description language (API.md §8), [`format_space`] writes it.
+//! - [`coordinate`](mod@coordinate): the fixed string hash and the order-preserving int/float
+//!   encodings that place values on axes, and [`key_bytes`], the storage key
+//!   (byte rules in `docs/PROTOCOL.md`, section "Coordinates").
+//! - [`region`]: grid sizes, split points, the region holding a point, the
+//!   regions meeting a box.
+//! - [`predicate`]: [`Check`] and its semantics, [`validate_check`],
+//!   [`coordinate_interval`] and [`coerce_value`] for written values.
+//! - [`plan`]: [`plan_search`], the fewest regions of one subspace that can
+//!   hold every match, and [`describe_plan`].
+//! - [`config`]: the [`Configuration`] published by epoch.
+
+#![warn(missing_docs)]
 
 pub mod config;
 pub mod coordinate;
@@ -21,7 +39,12 @@ pub mod value;
 pub use config::{
     Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceLayout,
 };
+pub use coordinate::{coordinate, key_bytes, string_hash};
 pub use ids::{DaemonId, Epoch, RegionId, SpaceId, Version};
-pub use predicate::{Check, PredOp};
+pub use parse::{format_space, parse_space, ParseSpaceError};
+pub use plan::{describe_plan, plan_search, SearchPlan};
+pub use predicate::{
+    coerce_value, coordinate_interval, validate_check, Check, CheckError, PredOp, TypeError,
+};
 pub use schema::{Attribute, SpaceDesc};
 pub use value::{DataType, Object, Prim, TimeUnit, Value};

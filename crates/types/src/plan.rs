@@ -25,6 +25,7 @@ use std::fmt::Write as _;
 /// The regions a search contacts: all in one subspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SearchPlan {
+    /// The subspace searched, by index into `Space::subspaces` (0 = key).
     pub subspace: usize,
     /// Indexes into that subspace's `regions`, ascending.
     pub regions: Vec<usize>,

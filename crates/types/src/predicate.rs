@@ -28,15 +28,23 @@ use std::fmt;
 /// One predicate operator with its operand.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum PredOp {
+    /// Equal to the operand (whole-value equality, same kind only).
     Eq(Value),
+    /// Less than the operand.
     Lt(Value),
+    /// Less than or equal to the operand.
     Le(Value),
+    /// Greater than the operand.
     Gt(Value),
+    /// Greater than or equal to the operand.
     Ge(Value),
     /// The minimal regex dialect of API.md §6.3, on string attributes.
     Regex(String),
+    /// Length (string bytes, elements, map entries) equal to the operand.
     LenEq(u64),
+    /// Length at most the operand.
     LenLe(u64),
+    /// Length at least the operand.
     LenGe(u64),
     /// List or set element, or map key.
     Contains(Value),
@@ -64,7 +72,9 @@ impl PredOp {
 /// A search or a conditional operation holds when all its checks hold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
+    /// The attribute, by index into the space's `attrs` (0 = the key).
     pub attr: usize,
+    /// What must hold of the attribute's value.
     pub op: PredOp,
 }
 
@@ -255,21 +265,32 @@ fn compile_regex(pattern: &[u8]) -> (bool, bool, Vec<(Atom, bool)>) {
 pub enum CheckError {
     /// The attribute index is beyond the schema (status UNKNOWNATTR).
     #[error("unknown attribute (index {attr})")]
-    UnknownAttr { attr: usize },
+    UnknownAttr {
+        /// The index the check named.
+        attr: usize,
+    },
     /// The operator is not allowed on the attribute's type (status WRONGTYPE).
     #[error("operator {op} is not allowed on attribute `{attr}` of type {dtype}")]
     WrongOperator {
+        /// The attribute's name.
         attr: String,
+        /// The operator's name ([`PredOp::name`]).
         op: &'static str,
+        /// The attribute's type.
         dtype: DataType,
     },
     /// The operand's kind does not fit the attribute's type (status WRONGTYPE).
     #[error("operator {op} on attribute `{attr}` of type {dtype} needs {expected}, not {found}")]
     WrongOperand {
+        /// The attribute's name.
         attr: String,
+        /// The operator's name ([`PredOp::name`]).
         op: &'static str,
+        /// The attribute's type.
         dtype: DataType,
+        /// What the operand should have been.
         expected: String,
+        /// The operand's kind.
         found: String,
     },
 }
@@ -487,22 +508,36 @@ pub fn coordinate_interval(check: &Check, dtype: DataType) -> Option<(u64, u64)>
 pub enum TypeError {
     /// The value's kind cannot be stored in the attribute's type.
     #[error("a {found} value cannot be stored in a {expected} attribute")]
-    Mismatch { expected: DataType, found: String },
+    Mismatch {
+        /// The attribute's type.
+        expected: DataType,
+        /// The value's kind.
+        found: String,
+    },
     /// A container element (or map key or value) has the wrong kind.
     #[error(
         "a {found} element cannot be stored in a {expected} attribute (elements must be {element})"
     )]
     Element {
+        /// The attribute's type.
         expected: DataType,
+        /// The element (or key, or value) type it requires.
         element: Prim,
+        /// The offending element's kind.
         found: &'static str,
     },
     /// A float given for an int attribute is NaN or beyond the i64 range.
     #[error("the float {value} cannot be rounded to an int")]
-    FloatToInt { value: String },
+    FloatToInt {
+        /// The float, as text.
+        value: String,
+    },
     /// A document value is not valid JSON.
     #[error("invalid JSON document: {reason}")]
-    InvalidDocument { reason: String },
+    InvalidDocument {
+        /// serde_json's explanation.
+        reason: String,
+    },
 }
 
 /// Checks and normalizes a value written to an attribute of type `dtype`

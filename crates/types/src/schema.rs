@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 /// One attribute of a space.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attribute {
+    /// A valid name (API.md §8.1), unique within the space.
     pub name: String,
+    /// The attribute's type.
     pub dtype: DataType,
 }
 
@@ -17,6 +19,7 @@ pub struct Attribute {
 /// `partitions >= 1`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpaceDesc {
+    /// The space's name (a valid name, API.md §8.1).
     pub name: String,
     /// `attrs[0]` is the key attribute, then the declared attributes in order.
     pub attrs: Vec<Attribute>,
@@ -29,10 +32,13 @@ pub struct SpaceDesc {
     pub fault_tolerance: u32,
     /// About this many regions per subspace.
     pub partitions: u32,
+    /// `with authorization`: objects carry a hidden secret and every access
+    /// must be authorized (API.md §10).
     pub authorization: bool,
 }
 
 impl SpaceDesc {
+    /// The key attribute, `attrs[0]`.
     pub fn key(&self) -> &Attribute {
         &self.attrs[0]
     }

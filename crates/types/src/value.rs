@@ -7,9 +7,13 @@ use std::fmt;
 /// value is placed: values within one interval of the unit land near each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TimeUnit {
+    /// 1 second.
     Second,
+    /// 60 seconds.
     Minute,
+    /// 3600 seconds.
     Hour,
+    /// 86400 seconds.
     Day,
     /// 7 days.
     Week,
@@ -31,6 +35,7 @@ impl TimeUnit {
         }
     }
 
+    /// The unit's keyword in the space description language.
     pub fn name(self) -> &'static str {
         match self {
             TimeUnit::Second => "second",
@@ -46,12 +51,16 @@ impl TimeUnit {
 /// The element types a container may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Prim {
+    /// A byte string.
     String,
+    /// A signed 64-bit integer.
     Int,
+    /// An IEEE-754 double.
     Float,
 }
 
 impl Prim {
+    /// The scalar [`DataType`] of this element type.
     pub fn data_type(self) -> DataType {
         match self {
             Prim::String => DataType::String,
@@ -64,13 +73,21 @@ impl Prim {
 /// The type of an attribute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DataType {
+    /// `string`: arbitrary bytes.
     String,
+    /// `int` / `int64`: a signed 64-bit integer.
     Int,
+    /// `float`: an IEEE-754 double.
     Float,
+    /// `timestamp(unit)`: microseconds since the Unix epoch.
     Timestamp(TimeUnit),
+    /// `document`: JSON text.
     Document,
+    /// `list(E)`: ordered, duplicates allowed.
     List(Prim),
+    /// `set(E)`: sorted, unique elements.
     Set(Prim),
+    /// `map(K, V)`: entries sorted by key, unique keys.
     Map(Prim, Prim),
 }
 
@@ -149,18 +166,24 @@ impl fmt::Display for DataType {
 pub enum Value {
     /// Arbitrary bytes (UTF-8 is not required).
     String(Vec<u8>),
+    /// A signed 64-bit integer.
     Int(i64),
+    /// An IEEE-754 double.
     Float(f64),
     /// Microseconds since the Unix epoch.
     Timestamp(i64),
     /// JSON text.
     Document(String),
+    /// Elements in order.
     List(Vec<Value>),
+    /// Elements, sorted and unique.
     Set(Vec<Value>),
+    /// `(key, value)` entries, sorted by key, keys unique.
     Map(Vec<(Value, Value)>),
 }
 
 impl Value {
+    /// A string value holding the UTF-8 bytes of `s`.
     pub fn str(s: &str) -> Value {
         Value::String(s.as_bytes().to_vec())
     }
@@ -184,10 +207,12 @@ impl Value {
 /// `values[0]` is the key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Object {
+    /// One value per attribute of the space, `values[0]` the key.
     pub values: Vec<Value>,
 }
 
 impl Object {
+    /// The key, `values[0]`.
     pub fn key(&self) -> &Value {
         &self.values[0]
     }
