@@ -1,1 +1,38 @@
-//! tessera-client (in progress)
+//! `tessera-client`: the Rust client of a Tessera cluster.
+//!
+//! What it is: [`Client`] (async, tokio) and [`BlockingClient`] for the
+//! data path — get, put, conditional puts, delete, search, sorted search,
+//! count — and [`Admin`] / [`BlockingAdmin`] for spaces and the
+//! configuration. The client bootstraps from one coordinator address, keeps
+//! the configuration fresh with a background long-poll, resolves attribute
+//! names and checks types before anything is sent, and routes locally:
+//!
+//! ```text
+//!  get/put/del ──▶ point leader (head of the key-subspace region's chain)
+//!  search/count ──▶ plan_search ──▶ tail of each planned region's chain
+//!                                     └──▶ merge: each key once, newest version
+//! ```
+//!
+//! What it is not: it holds no data and never changes the configuration
+//! except through the coordinator's admin requests; it does not retry an
+//! update whose outcome it cannot know (that is RECONFIGURE).
+//!
+//! Results follow API.md §3.4 in Rust form: NOTFOUND and CMPFAIL, where an
+//! operation defines them, are values (`Option`, `bool`); every other
+//! status is a [`ClientError`] with `status()`, `symbol()` and `message()`.
+
+mod admin;
+mod blocking;
+mod client;
+mod coord;
+mod error;
+mod merge;
+mod pool;
+mod resolve;
+
+pub use admin::Admin;
+pub use blocking::{BlockingAdmin, BlockingClient};
+pub use client::{Client, ClientOptions, Record};
+pub use error::{AdminError, ClientError};
+pub use tessera_protocol::{AdminStatus, CoordStatus, Status};
+pub use tessera_types::{Check, Configuration, DataType, Epoch, PredOp, SpaceDesc, Value, Version};

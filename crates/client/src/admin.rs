@@ -1,0 +1,130 @@
+//! [`Admin`]: the administrative operations of the coordinator group.
+
+use crate::error::AdminError;
+use std::time::Duration;
+use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
+use tessera_protocol::{AdminStatus, CoordRequest, CoordResponse, CoordStatus};
+use tessera_types::parse::parse_space;
+use tessera_types::{Configuration, Epoch};
+
+/// Administers a cluster through its coordinator group: spaces and the
+/// configuration. No network activity happens until the first call.
+#[derive(Clone)]
+pub struct Admin {
+    coord: CoordClient,
+}
+
+impl Admin {
+    /// An admin handle that starts from the member at `coordinator`
+    /// (`host:port`); it learns the other members from the configuration.
+    pub fn new(coordinator: &str) -> Admin {
+        Admin::with_members([coordinator], Duration::from_secs(10))
+    }
+
+    /// An admin handle over several member addresses, giving up on the group
+    /// (COORDFAIL) after `give_up_after`.
+    pub fn with_members<I, S>(members: I, give_up_after: Duration) -> Admin
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let options = CoordClientOptions {
+            attempt_timeout: Duration::from_secs(2),
+            give_up_after,
+        };
+        Admin {
+            coord: CoordClient::with_options(members, options),
+        }
+    }
+
+    /// Creates a space from its description (API.md §8). The description is
+    /// parsed here first, so that a mistake is reported as BADSPACE with
+    /// its line and column without a round trip.
+    pub async fn add_space(&self, description: &str) -> Result<(), AdminError> {
+        parse_space(description)
+            .map_err(|e| AdminError::new(AdminStatus::BadSpace, e.to_string()))?;
+        self.done(CoordRequest::AddSpace {
+            description: description.to_string(),
+        })
+        .await
+    }
+
+    /// Removes a space and its data (NOTFOUND when there is none).
+    pub async fn rm_space(&self, name: &str) -> Result<(), AdminError> {
+        self.done(CoordRequest::RmSpace {
+            name: name.to_string(),
+        })
+        .await
+    }
+
+    /// The names of every space.
+    pub async fn list_spaces(&self) -> Result<Vec<String>, AdminError> {
+        Ok(self
+            .config()
+            .await?
+            .spaces
+            .iter()
+            .map(|s| s.desc.name.clone())
+            .collect())
+    }
+
+    /// The current configuration, as the answering member has applied it.
+    pub async fn config(&self) -> Result<Configuration, AdminError> {
+        self.wait_config(Epoch(0), Duration::ZERO)
+            .await?
+            .ok_or_else(|| {
+                AdminError::new(
+                    AdminStatus::CoordFail,
+                    "the coordinator has no configuration yet",
+                )
+            })
+    }
+
+    /// A configuration newer than `known`, waiting up to `wait` for one;
+    /// `None` when none appeared.
+    pub async fn wait_config(
+        &self,
+        known: Epoch,
+        wait: Duration,
+    ) -> Result<Option<Configuration>, AdminError> {
+        self.coord
+            .wait_config(known, wait)
+            .await
+            .map_err(|e| AdminError::new(e.admin_status(), e.to_string()))
+    }
+
+    /// The answering member's view of the coordinator group.
+    pub async fn coordinator_status(&self) -> Result<CoordStatus, AdminError> {
+        match self.call(CoordRequest::Status).await? {
+            CoordResponse::Status(status) => Ok(*status),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Sets or clears the cluster-wide read-only flag.
+    pub async fn set_read_only(&self, read_only: bool) -> Result<(), AdminError> {
+        self.done(CoordRequest::SetReadOnly { read_only }).await
+    }
+
+    async fn done(&self, request: CoordRequest) -> Result<(), AdminError> {
+        match self.call(request).await? {
+            CoordResponse::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn call(&self, request: CoordRequest) -> Result<CoordResponse, AdminError> {
+        match self.coord.call(request).await {
+            Ok(CoordResponse::Failed { status, reason }) => Err(AdminError::new(status, reason)),
+            Ok(response) => Ok(response),
+            Err(e) => Err(AdminError::new(e.admin_status(), e.to_string())),
+        }
+    }
+}
+
+fn unexpected(response: CoordResponse) -> AdminError {
+    AdminError::new(
+        AdminStatus::Internal,
+        format!("unexpected answer from the coordinator: {response:?}"),
+    )
+}

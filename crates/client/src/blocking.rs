@@ -1,0 +1,211 @@
+//! Blocking wrappers: [`BlockingClient`] and [`BlockingAdmin`] run the async
+//! API on a small runtime of their own. Do not call them from inside an
+//! async runtime (tokio refuses to block one of its own threads).
+
+use crate::admin::Admin;
+use crate::client::{Client, ClientOptions, Record};
+use crate::error::{AdminError, ClientError};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_protocol::{AdminStatus, CoordStatus, Status};
+use tessera_types::{Configuration, Epoch, PredOp, SpaceDesc, Value};
+use tokio::runtime::Runtime;
+
+fn runtime() -> std::io::Result<Arc<Runtime>> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("tessera-client")
+        .enable_all()
+        .build()
+        .map(Arc::new)
+}
+
+/// [`Client`] with blocking methods of the same names and results.
+pub struct BlockingClient {
+    // Declared before the runtime so that it drops first.
+    client: Client,
+    runtime: Arc<Runtime>,
+}
+
+impl BlockingClient {
+    /// Connects through the coordinator member at `coordinator`.
+    pub fn connect(coordinator: &str) -> Result<BlockingClient, ClientError> {
+        BlockingClient::connect_with([coordinator], ClientOptions::default())
+    }
+
+    pub fn connect_with<I, S>(
+        coordinators: I,
+        options: ClientOptions,
+    ) -> Result<BlockingClient, ClientError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let runtime = runtime().map_err(|e| {
+            ClientError::new(Status::Internal, format!("cannot start a runtime: {e}"))
+        })?;
+        let client = runtime.block_on(Client::connect_with(coordinators, options))?;
+        Ok(BlockingClient { client, runtime })
+    }
+
+    /// The async client inside.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// An admin handle over the same coordinator members, on this runtime.
+    pub fn admin(&self, coordinator: &str) -> BlockingAdmin {
+        BlockingAdmin {
+            admin: Admin::new(coordinator),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    pub fn config(&self) -> Arc<Configuration> {
+        self.client.config()
+    }
+
+    pub fn refresh(&self, wait: Duration) -> Result<Arc<Configuration>, ClientError> {
+        self.runtime.block_on(self.client.refresh(wait))
+    }
+
+    pub fn wait_for_epoch(&self, epoch: Epoch, timeout: Duration) -> Result<(), ClientError> {
+        self.runtime
+            .block_on(self.client.wait_for_epoch(epoch, timeout))
+    }
+
+    pub fn space(&self, space: &str) -> Result<SpaceDesc, ClientError> {
+        self.runtime.block_on(self.client.space(space))
+    }
+
+    pub fn get(&self, space: &str, key: impl Into<Value>) -> Result<Option<Record>, ClientError> {
+        self.runtime.block_on(self.client.get(space, key))
+    }
+
+    pub fn put<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<(), ClientError> {
+        self.runtime.block_on(self.client.put(space, key, attrs))
+    }
+
+    pub fn put_if_not_exist<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<bool, ClientError> {
+        self.runtime
+            .block_on(self.client.put_if_not_exist(space, key, attrs))
+    }
+
+    pub fn cond_put<K: AsRef<str>, P: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Option<bool>, ClientError> {
+        self.runtime
+            .block_on(self.client.cond_put(space, key, predicates, attrs))
+    }
+
+    pub fn del(&self, space: &str, key: impl Into<Value>) -> Result<bool, ClientError> {
+        self.runtime.block_on(self.client.del(space, key))
+    }
+
+    pub fn search<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<Vec<Record>, ClientError> {
+        self.runtime.block_on(self.client.search(space, predicates))
+    }
+
+    pub fn sorted_search<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        sort_by: &str,
+        limit: u64,
+        descending: bool,
+    ) -> Result<Vec<Record>, ClientError> {
+        self.runtime.block_on(
+            self.client
+                .sorted_search(space, predicates, sort_by, limit, descending),
+        )
+    }
+
+    pub fn count<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<u64, ClientError> {
+        self.runtime.block_on(self.client.count(space, predicates))
+    }
+
+    pub fn search_describe<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<String, ClientError> {
+        self.runtime
+            .block_on(self.client.search_describe(space, predicates))
+    }
+}
+
+/// [`Admin`] with blocking methods of the same names and results.
+pub struct BlockingAdmin {
+    admin: Admin,
+    runtime: Arc<Runtime>,
+}
+
+impl BlockingAdmin {
+    /// An admin handle starting from the member at `coordinator`.
+    pub fn new(coordinator: &str) -> Result<BlockingAdmin, AdminError> {
+        let runtime = runtime().map_err(|e| {
+            AdminError::new(
+                AdminStatus::Internal,
+                format!("cannot start a runtime: {e}"),
+            )
+        })?;
+        Ok(BlockingAdmin {
+            admin: Admin::new(coordinator),
+            runtime,
+        })
+    }
+
+    pub fn add_space(&self, description: &str) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.add_space(description))
+    }
+
+    pub fn rm_space(&self, name: &str) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.rm_space(name))
+    }
+
+    pub fn list_spaces(&self) -> Result<Vec<String>, AdminError> {
+        self.runtime.block_on(self.admin.list_spaces())
+    }
+
+    pub fn config(&self) -> Result<Configuration, AdminError> {
+        self.runtime.block_on(self.admin.config())
+    }
+
+    pub fn wait_config(
+        &self,
+        known: Epoch,
+        wait: Duration,
+    ) -> Result<Option<Configuration>, AdminError> {
+        self.runtime.block_on(self.admin.wait_config(known, wait))
+    }
+
+    pub fn coordinator_status(&self) -> Result<CoordStatus, AdminError> {
+        self.runtime.block_on(self.admin.coordinator_status())
+    }
+
+    pub fn set_read_only(&self, read_only: bool) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.set_read_only(read_only))
+    }
+}

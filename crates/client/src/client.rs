@@ -1,0 +1,735 @@
+//! The async [`Client`]: routing, retries and result decoding.
+
+use crate::coord::ConfigCache;
+use crate::error::ClientError;
+use crate::merge::SearchMerge;
+use crate::pool::{Answer, ConnError, DaemonPool};
+use crate::resolve;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
+use tessera_protocol::{
+    ClientRef, DaemonRequest, DaemonResponse, SortBy, Status, UpdateFlags, UpdateRequest,
+    FRAME_BYTES_MAX_DEFAULT,
+};
+use tessera_types::coordinate::coordinate;
+use tessera_types::plan::{describe_plan, plan_search};
+use tessera_types::{Configuration, Epoch, Object, PredOp, Space, SpaceDesc, Value, Version};
+use tokio::time::Instant;
+
+/// First pause before retrying an operation; it doubles up to the maximum.
+const RETRY_PAUSE_FIRST: Duration = Duration::from_millis(10);
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(500);
+
+/// Knobs of a [`Client`].
+#[derive(Clone, Copy, Debug)]
+pub struct ClientOptions {
+    /// How long an operation keeps retrying through stale epochs and
+    /// unreachable replicas before it fails with RECONFIGURE (or COORDFAIL
+    /// when the coordinator cannot be reached). Also bounds `connect`.
+    pub retry_time_max: Duration,
+    /// How long an update waits for its point leader's answer before it
+    /// fails with RECONFIGURE (its outcome is then unknown).
+    pub update_timeout: Duration,
+    /// How long opening a TCP connection to a daemon may take.
+    pub connect_timeout: Duration,
+    /// The largest frame accepted from a daemon, and sent to one.
+    pub frame_bytes_max: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            retry_time_max: Duration::from_secs(10),
+            update_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(2),
+            frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// An object as the client returns it: attribute names with their values,
+/// in schema order, and the version the point leader gave it.
+///
+/// `get` leaves the key out (as HyperDex's `get` does); `search` and
+/// `sorted_search` put the key attribute first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub version: Version,
+    pub attrs: Vec<(String, Value)>,
+}
+
+impl Record {
+    /// The value of the attribute with this name.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.attrs.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    fn from_object(desc: &SpaceDesc, version: Version, object: Object, with_key: bool) -> Record {
+        let skip = if with_key { 0 } else { 1 };
+        let attrs = desc
+            .attrs
+            .iter()
+            .zip(object.values)
+            .skip(skip)
+            .map(|(a, v)| (a.name.clone(), v))
+            .collect();
+        Record { version, attrs }
+    }
+}
+
+/// How an update's attempt ended, before it is mapped to a return value.
+enum UpdateOutcome {
+    Done,
+    NotFound,
+    CmpFail,
+}
+
+/// Why one attempt of an operation did not finish, and what to do next.
+enum Step {
+    /// Give up with this error.
+    Fail(ClientError),
+    /// A daemon acts on a newer configuration: fetch it, then retry.
+    Newer(Epoch),
+    /// Retry after a pause (a daemon behind the client, a replica that could
+    /// not be reached, a chain without members). The error is reported if
+    /// time runs out.
+    Later(ClientError),
+}
+
+impl From<ClientError> for Step {
+    fn from(e: ClientError) -> Step {
+        Step::Fail(e)
+    }
+}
+
+/// The async Tessera client.
+///
+/// It bootstraps from one coordinator address, caches the configuration
+/// (a background task long-polls for newer ones), and routes locally: key
+/// operations go to the point leader of the key (the head of the chain of
+/// the key-subspace region holding it); searches go to one replica (the
+/// tail) of each region the search plan names, and the answers are merged
+/// with each key at most once.
+///
+/// Retries: an operation that meets a daemon with a newer epoch fetches that
+/// configuration and retries; one that meets a daemon behind it, or a
+/// replica it cannot connect to, retries after a short pause; all within
+/// [`ClientOptions::retry_time_max`]. A read whose connection fails
+/// mid-request is retried too. An update whose connection fails after it
+/// was sent fails with RECONFIGURE, because the client cannot tell whether
+/// the point leader applied it; the retry that asks the point leader by
+/// `(client id, request number)` is the job of the at-most-once machinery,
+/// which every update already carries the identifiers for.
+///
+/// Cheap to clone; clones share connections and the configuration.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cache: Arc<ConfigCache>,
+    pool: DaemonPool,
+    options: ClientOptions,
+    /// Random per client; with `request_no_next` it names every update.
+    client_id: u64,
+    request_no_next: AtomicU64,
+    poller: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.poller.abort();
+        self.pool.close_all();
+    }
+}
+
+impl Client {
+    /// Connects through the coordinator member at `coordinator` (`host:port`)
+    /// and fetches the configuration. COORDFAIL when none arrives in time.
+    pub async fn connect(coordinator: &str) -> Result<Client, ClientError> {
+        Client::connect_with([coordinator], ClientOptions::default()).await
+    }
+
+    /// Like [`Client::connect`], with several member addresses and options.
+    pub async fn connect_with<I, S>(
+        coordinators: I,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let deadline = Instant::now() + options.retry_time_max;
+        let coord = CoordClient::with_options(
+            coordinators,
+            CoordClientOptions {
+                attempt_timeout: Duration::from_secs(2),
+                give_up_after: options.retry_time_max,
+            },
+        );
+        let cache = ConfigCache::start(coord, deadline).await?;
+        let poller = cache.spawn_poller();
+        Ok(Client {
+            inner: Arc::new(Inner {
+                cache,
+                pool: DaemonPool::new(options.frame_bytes_max, options.connect_timeout),
+                options,
+                client_id: rand::random(),
+                request_no_next: AtomicU64::new(1),
+                poller,
+            }),
+        })
+    }
+
+    /// The newest configuration this client knows.
+    pub fn config(&self) -> Arc<Configuration> {
+        self.inner.cache.current()
+    }
+
+    /// The random id that, with a request number, names each update.
+    pub fn client_id(&self) -> u64 {
+        self.inner.client_id
+    }
+
+    /// Asks the coordinator for a newer configuration now (waiting up to
+    /// `wait` for one) and installs it.
+    pub async fn refresh(&self, wait: Duration) -> Result<Arc<Configuration>, ClientError> {
+        self.inner.cache.fetch(wait).await?;
+        Ok(self.config())
+    }
+
+    /// Waits until this client knows a configuration of at least `epoch`.
+    pub async fn wait_for_epoch(&self, epoch: Epoch, timeout: Duration) -> Result<(), ClientError> {
+        self.inner
+            .cache
+            .wait_for(epoch, Instant::now() + timeout)
+            .await
+    }
+
+    /// The schema of a space (UNKNOWNSPACE when it does not exist, after
+    /// asking the coordinator once for a newer configuration).
+    pub async fn space(&self, space: &str) -> Result<SpaceDesc, ClientError> {
+        self.run(async |config, _| Ok(resolve::space(&config, space)?.desc.clone()))
+            .await
+    }
+
+    // ------------------------------------------------------------ key ops
+
+    /// The object stored under `key`, without the key attribute; `None`
+    /// when there is none.
+    pub async fn get(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+    ) -> Result<Option<Record>, ClientError> {
+        let key = key.into();
+        self.run(async |config, deadline| {
+            let space = resolve::space(&config, space)?;
+            let key = resolve::key(&space.desc, key.clone())?;
+            let request = DaemonRequest::Get {
+                space: space.id,
+                key: key.clone(),
+            };
+            let mut answer = self
+                .send(&config, point_leader(&config, space, &key)?, request)
+                .await?;
+            let response = self.answer_read(&mut answer, deadline).await?;
+            match response {
+                DaemonResponse::Found { version, object } => {
+                    check_shape(&space.desc, &object)?;
+                    Ok(Some(Record::from_object(
+                        &space.desc,
+                        version,
+                        object,
+                        false,
+                    )))
+                }
+                DaemonResponse::Failed {
+                    status: Status::NotFound,
+                    ..
+                } => Ok(None),
+                other => Err(unexpected(config.epoch, other)),
+            }
+        })
+        .await
+    }
+
+    /// Creates or updates the object under `key`: the named attributes take
+    /// the given values; the others keep theirs (or their type's default on
+    /// creation).
+    pub async fn put<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<(), ClientError> {
+        let attrs = owned(attrs);
+        match self
+            .update(space, key.into(), UpdateFlags::default(), Vec::new(), attrs)
+            .await?
+        {
+            UpdateOutcome::Done => Ok(()),
+            UpdateOutcome::NotFound => {
+                Err(ClientError::new(Status::NotFound, "put answered NOTFOUND"))
+            }
+            UpdateOutcome::CmpFail => {
+                Err(ClientError::new(Status::CmpFail, "put answered CMPFAIL"))
+            }
+        }
+    }
+
+    /// Creates the object only when `key` holds none; `false` (CMPFAIL)
+    /// when it exists.
+    pub async fn put_if_not_exist<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<bool, ClientError> {
+        let flags = UpdateFlags {
+            must_not_exist: true,
+            ..UpdateFlags::default()
+        };
+        match self
+            .update(space, key.into(), flags, Vec::new(), owned(attrs))
+            .await?
+        {
+            UpdateOutcome::Done => Ok(true),
+            UpdateOutcome::CmpFail => Ok(false),
+            UpdateOutcome::NotFound => Err(ClientError::new(
+                Status::NotFound,
+                "put_if_not_exist answered NOTFOUND",
+            )),
+        }
+    }
+
+    /// Updates the object under `key` only if every predicate holds on it,
+    /// atomically: `Some(true)` when applied, `Some(false)` (CMPFAIL) when a
+    /// predicate failed, `None` (NOTFOUND) when there is no object.
+    pub async fn cond_put<K: AsRef<str>, P: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Option<bool>, ClientError> {
+        let flags = UpdateFlags {
+            must_exist: true,
+            ..UpdateFlags::default()
+        };
+        match self
+            .update(space, key.into(), flags, owned(predicates), owned(attrs))
+            .await?
+        {
+            UpdateOutcome::Done => Ok(Some(true)),
+            UpdateOutcome::CmpFail => Ok(Some(false)),
+            UpdateOutcome::NotFound => Ok(None),
+        }
+    }
+
+    /// Deletes the object under `key`: `true` when one was deleted, `false`
+    /// (NOTFOUND) when there was none.
+    pub async fn del(&self, space: &str, key: impl Into<Value>) -> Result<bool, ClientError> {
+        let flags = UpdateFlags {
+            must_exist: true,
+            erase: true,
+            ..UpdateFlags::default()
+        };
+        match self
+            .update(space, key.into(), flags, Vec::new(), Vec::new())
+            .await?
+        {
+            UpdateOutcome::Done => Ok(true),
+            UpdateOutcome::NotFound => Ok(false),
+            UpdateOutcome::CmpFail => {
+                Err(ClientError::new(Status::CmpFail, "del answered CMPFAIL"))
+            }
+        }
+    }
+
+    async fn update(
+        &self,
+        space: &str,
+        key: Value,
+        flags: UpdateFlags,
+        predicates: Vec<(String, PredOp)>,
+        attrs: Vec<(String, Value)>,
+    ) -> Result<UpdateOutcome, ClientError> {
+        // One request number for every attempt: attempts are only repeated
+        // when the point leader surely did not apply the previous one.
+        let request_no = self.inner.request_no_next.fetch_add(1, Ordering::Relaxed);
+        let client = ClientRef {
+            client_id: self.inner.client_id,
+            request_no,
+        };
+        self.run(async |config, _| {
+            let space = resolve::space(&config, space)?;
+            let key = resolve::key(&space.desc, key.clone())?;
+            let checks = resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
+            let mutations = resolve::mutations(&space.desc, attrs.iter().map(|(n, v)| (n, v.clone())))?;
+            let request = DaemonRequest::Update(UpdateRequest {
+                space: space.id,
+                key: key.clone(),
+                client,
+                flags,
+                checks,
+                mutations,
+            });
+            let leader = point_leader(&config, space, &key)?;
+            let mut answer = self.send(&config, leader, request).await?;
+            let response = match tokio::time::timeout(self.inner.options.update_timeout, answer.next()).await {
+                Ok(Ok(response)) => response,
+                Ok(Err(e)) => {
+                    return Err(Step::Fail(ClientError::new(
+                        Status::Reconfigure,
+                        format!("{e} while an update was in flight; it may or may not have been applied"),
+                    )));
+                }
+                Err(_) => {
+                    return Err(Step::Fail(ClientError::new(
+                        Status::Reconfigure,
+                        format!(
+                            "the point leader did not answer within {:?}; the update may or may not have been applied",
+                            self.inner.options.update_timeout
+                        ),
+                    )));
+                }
+            };
+            match response {
+                DaemonResponse::Done => Ok(UpdateOutcome::Done),
+                DaemonResponse::Failed { status: Status::NotFound, .. } => Ok(UpdateOutcome::NotFound),
+                DaemonResponse::Failed { status: Status::CmpFail, .. } => Ok(UpdateOutcome::CmpFail),
+                other => Err(unexpected(config.epoch, other)),
+            }
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ search
+
+    /// Every object matching all predicates (an empty list matches all),
+    /// each with its key attribute first, each key once, in key order.
+    pub async fn search<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<Vec<Record>, ClientError> {
+        let predicates = owned(predicates);
+        self.search_inner(space, &predicates, None, None).await
+    }
+
+    /// At most `limit` matching objects, ordered by the attribute `sort_by`
+    /// (largest first when `descending`). Each region returns its best
+    /// `limit`; the client merges them.
+    pub async fn sorted_search<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        sort_by: &str,
+        limit: u64,
+        descending: bool,
+    ) -> Result<Vec<Record>, ClientError> {
+        let predicates = owned(predicates);
+        self.search_inner(space, &predicates, Some((sort_by, descending)), Some(limit))
+            .await
+    }
+
+    /// The number of objects matching all predicates.
+    ///
+    /// Counted as the number of distinct keys the search returns: an object
+    /// that relocates between regions while the count runs can be held by
+    /// both regions for a moment, and a sum of per-region counts would
+    /// count it twice. The price is that the matching objects travel to
+    /// the client.
+    pub async fn count<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<u64, ClientError> {
+        let predicates = owned(predicates);
+        let found = self.search_inner(space, &predicates, None, None).await?;
+        Ok(found.len() as u64)
+    }
+
+    /// How a search with these predicates would run: the subspace chosen
+    /// and the regions (with their replicas) it would contact.
+    pub async fn search_describe<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<String, ClientError> {
+        let predicates = owned(predicates);
+        self.run(async |config, _| {
+            let space = resolve::space(&config, space)?;
+            let checks =
+                resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
+            Ok(describe_search(&config, space, &checks))
+        })
+        .await
+    }
+
+    async fn search_inner(
+        &self,
+        space: &str,
+        predicates: &[(String, PredOp)],
+        sort: Option<(&str, bool)>,
+        limit: Option<u64>,
+    ) -> Result<Vec<Record>, ClientError> {
+        self.run(async |config, deadline| {
+            let space = resolve::space(&config, space)?;
+            let checks =
+                resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
+            let sort = match sort {
+                Some((name, descending)) => Some(SortBy {
+                    attr: resolve::sort_attr(&space.desc, name)?,
+                    descending,
+                }),
+                None => None,
+            };
+            let plan = plan_search(space, &checks);
+            let subspace = &space.subspaces[plan.subspace];
+            // Send to every region first, so they all work at once.
+            let mut answers = Vec::with_capacity(plan.regions.len());
+            for &index in &plan.regions {
+                let region = &subspace.regions[index];
+                let Some(&replica) = region.chain.last() else {
+                    return Err(Step::Later(ClientError::new(
+                        Status::Offline,
+                        format!(
+                            "region {} of space {:?} has no replica",
+                            region.id, space.desc.name
+                        ),
+                    )));
+                };
+                let request = DaemonRequest::Search {
+                    space: space.id,
+                    region: region.id,
+                    checks: checks.clone(),
+                    sort,
+                    limit,
+                };
+                answers.push(self.send(&config, replica, request).await?);
+            }
+            let mut merge = SearchMerge::default();
+            for mut answer in answers {
+                loop {
+                    match self.answer_read(&mut answer, deadline).await? {
+                        DaemonResponse::SearchBatch { objects, done } => {
+                            for (version, object) in objects {
+                                check_shape(&space.desc, &object)?;
+                                merge.add(version, object);
+                            }
+                            if done {
+                                break;
+                            }
+                        }
+                        other => return Err(unexpected(config.epoch, other)),
+                    }
+                }
+            }
+            Ok(merge
+                .finish(sort, limit)
+                .into_iter()
+                .map(|(version, object)| Record::from_object(&space.desc, version, object, true))
+                .collect())
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ plumbing
+
+    /// Runs `attempt` against the newest configuration until it finishes,
+    /// retrying as its [`Step`] asks, within the retry time.
+    async fn run<T>(
+        &self,
+        mut attempt: impl AsyncFnMut(Arc<Configuration>, Instant) -> Result<T, Step>,
+    ) -> Result<T, ClientError> {
+        let deadline = Instant::now() + self.inner.options.retry_time_max;
+        let mut pause = RETRY_PAUSE_FIRST;
+        let mut refreshed_for_unknown_space = false;
+        loop {
+            let config = self.inner.cache.current();
+            match attempt(config, deadline).await {
+                Ok(value) => return Ok(value),
+                Err(Step::Fail(e))
+                    if e.status == Status::UnknownSpace && !refreshed_for_unknown_space =>
+                {
+                    // The space may be newer than our configuration.
+                    refreshed_for_unknown_space = true;
+                    if let Err(fetch_error) = self.inner.cache.fetch(Duration::ZERO).await {
+                        tracing::debug!(error = %fetch_error, "configuration refresh failed");
+                    }
+                }
+                Err(Step::Fail(e)) => return Err(e),
+                Err(Step::Newer(epoch)) => {
+                    self.inner.cache.wait_for(epoch, deadline).await?;
+                    pause = RETRY_PAUSE_FIRST;
+                }
+                Err(Step::Later(why)) => {
+                    if Instant::now() + pause > deadline {
+                        return Err(why);
+                    }
+                    tracing::debug!(error = %why, ?pause, "retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RETRY_PAUSE_MAX);
+                    // A replica that cannot be reached may be gone in a
+                    // configuration we have not seen yet.
+                    if let Err(fetch_error) = self.inner.cache.fetch(Duration::ZERO).await {
+                        tracing::debug!(error = %fetch_error, "configuration refresh failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends one request to `daemon` at the configuration's epoch.
+    async fn send(
+        &self,
+        config: &Configuration,
+        daemon: tessera_types::DaemonId,
+        request: DaemonRequest,
+    ) -> Result<Answer, Step> {
+        let Some(addr) = config.daemon_addr(daemon) else {
+            return Err(Step::Later(ClientError::new(
+                Status::Reconfigure,
+                format!("daemon {daemon} is named in a chain but has no address"),
+            )));
+        };
+        match self.inner.pool.request(addr, config.epoch, request).await {
+            Ok(answer) => Ok(answer),
+            Err(e @ ConnError::TooLarge { .. }) => Err(Step::Fail(ClientError::new(
+                Status::Internal,
+                e.to_string(),
+            ))),
+            Err(e) => Err(Step::Later(ClientError::new(
+                Status::Reconfigure,
+                e.to_string(),
+            ))),
+        }
+    }
+
+    /// The next answer frame of a read (get, search): a lost connection or
+    /// an answer later than the deadline means retry; an epoch mismatch
+    /// becomes its step.
+    async fn answer_read(
+        &self,
+        answer: &mut Answer,
+        deadline: Instant,
+    ) -> Result<DaemonResponse, Step> {
+        // Allow a moment past the deadline so that an attempt started just
+        // before it can still finish.
+        let wait_until = deadline.max(Instant::now() + Duration::from_secs(1));
+        match tokio::time::timeout_at(wait_until, answer.next()).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => Err(Step::Later(ClientError::new(
+                Status::Reconfigure,
+                e.to_string(),
+            ))),
+            Err(_) => Err(Step::Later(ClientError::new(
+                Status::Timeout,
+                "a daemon did not answer in time",
+            ))),
+        }
+    }
+}
+
+/// Owned copies of user-given `(name, value)` pairs, so that every attempt
+/// can resolve them again against the configuration it uses.
+fn owned<K: AsRef<str>, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Vec<(String, V)> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| (k.as_ref().to_string(), v))
+        .collect()
+}
+
+/// The point leader of `key`: the head of the chain of the key-subspace
+/// region holding it.
+fn point_leader(
+    config: &Configuration,
+    space: &Space,
+    key: &Value,
+) -> Result<tessera_types::DaemonId, Step> {
+    let Some(coordinate) = coordinate(key) else {
+        return Err(Step::Fail(ClientError::new(
+            Status::WrongType,
+            "the key is not of a hashable type",
+        )));
+    };
+    let key_subspace = &space.subspaces[0];
+    let region = &key_subspace.regions[key_subspace.region_index(&[coordinate])];
+    match region.chain.first() {
+        Some(&head) => Ok(head),
+        None => Err(Step::Later(ClientError::new(
+            Status::Offline,
+            format!(
+                "region {} of space {:?} has no replica at epoch {}",
+                region.id, space.desc.name, config.epoch
+            ),
+        ))),
+    }
+}
+
+/// The step for an answer that is not what the request expects:
+/// an epoch mismatch, a refusal, or nonsense.
+fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
+    match response {
+        DaemonResponse::WrongEpoch { epoch } if epoch > ours => Step::Newer(epoch),
+        DaemonResponse::WrongEpoch { epoch } => Step::Later(ClientError::new(
+            Status::Reconfigure,
+            format!("a daemon is at configuration {epoch}, behind the client's {ours}"),
+        )),
+        DaemonResponse::Failed { status, reason } => Step::Fail(ClientError::new(status, reason)),
+        other => Step::Fail(ClientError::new(
+            Status::ServerError,
+            format!("unexpected answer from a daemon: {other:?}"),
+        )),
+    }
+}
+
+/// A daemon's object must have one value per attribute of its space.
+fn check_shape(desc: &SpaceDesc, object: &Object) -> Result<(), Step> {
+    if object.values.len() == desc.attrs.len() {
+        Ok(())
+    } else {
+        Err(Step::Fail(ClientError::new(
+            Status::ServerError,
+            format!(
+                "a daemon returned an object with {} values for space {:?} of {} attributes",
+                object.values.len(),
+                desc.name,
+                desc.attrs.len()
+            ),
+        )))
+    }
+}
+
+/// The text of `search_describe`: the plan (subspace, regions contacted,
+/// the alternatives) and, per region, the replica the search would ask.
+fn describe_search(
+    config: &Configuration,
+    space: &Space,
+    checks: &[tessera_types::Check],
+) -> String {
+    use std::fmt::Write;
+    let plan = plan_search(space, checks);
+    let mut out = describe_plan(space, checks, &plan);
+    if let Some(subspace) = space.subspaces.get(plan.subspace) {
+        let _ = writeln!(
+            out,
+            "replicas asked (chain tails) at epoch {}:",
+            config.epoch.0
+        );
+        for &index in &plan.regions {
+            let region = &subspace.regions[index];
+            let replica = match region.chain.last() {
+                Some(&d) => format!("{d} at {}", config.daemon_addr(d).unwrap_or("?")),
+                None => "no replica".to_string(),
+            };
+            let _ = writeln!(out, "  region {} -> {}", region.id, replica);
+        }
+    }
+    out
+}

@@ -1,0 +1,144 @@
+//! The client's view of the configuration: a cache kept fresh by a
+//! background long-poll, and the calls to the coordinator group.
+
+use crate::error::ClientError;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_protocol::coord_client::CoordClient;
+use tessera_protocol::{CoordRequest, CoordResponse, Status};
+use tessera_types::{Configuration, Epoch};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// How long one long-poll waits at the coordinator before it answers
+/// "nothing newer".
+const LONG_POLL_WAIT: Duration = Duration::from_secs(10);
+/// Pause after a failed long-poll before the next.
+const POLL_RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// The newest configuration this client knows, shared with a background
+/// task that long-polls the coordinator for newer ones.
+///
+/// Invariant: the epoch in the watch channel never decreases.
+pub(crate) struct ConfigCache {
+    coord: CoordClient,
+    config: watch::Sender<Arc<Configuration>>,
+}
+
+impl ConfigCache {
+    /// Fetches the first configuration (COORDFAIL when no member answers
+    /// before `deadline`).
+    pub(crate) async fn start(
+        coord: CoordClient,
+        deadline: Instant,
+    ) -> Result<Arc<ConfigCache>, ClientError> {
+        let (config, _) = watch::channel(Arc::new(Configuration::default()));
+        let cache = Arc::new(ConfigCache { coord, config });
+        loop {
+            match cache.fetch(Duration::ZERO).await {
+                Ok(()) if cache.current().epoch > Epoch(0) => break,
+                Ok(()) => {}
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(e) => tracing::debug!(error = %e, "first configuration fetch failed; retrying"),
+            }
+            if Instant::now() >= deadline {
+                return Err(ClientError::new(
+                    Status::CoordFail,
+                    "the coordinator has no configuration yet",
+                ));
+            }
+            tokio::time::sleep(POLL_RETRY_PAUSE).await;
+        }
+        Ok(cache)
+    }
+
+    /// Starts the background long-poll that installs every newer
+    /// configuration. The owner aborts the task when it is done.
+    pub(crate) fn spawn_poller(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let cache = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = cache.fetch(LONG_POLL_WAIT).await {
+                    tracing::debug!(error = %e, "configuration long-poll failed");
+                    tokio::time::sleep(POLL_RETRY_PAUSE).await;
+                }
+            }
+        })
+    }
+
+    /// The newest configuration known.
+    pub(crate) fn current(&self) -> Arc<Configuration> {
+        self.config.borrow().clone()
+    }
+
+    /// Asks the coordinator for a configuration newer than the current one,
+    /// waiting up to `wait` for one to appear, and installs it.
+    pub(crate) async fn fetch(&self, wait: Duration) -> Result<(), ClientError> {
+        let known = self.current().epoch;
+        let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
+        match self
+            .coord
+            .call(CoordRequest::GetConfig { known, wait_ms })
+            .await
+        {
+            Ok(CoordResponse::Config(Some(config))) => {
+                self.install(*config);
+                Ok(())
+            }
+            Ok(CoordResponse::Config(None)) => Ok(()),
+            Ok(other) => Err(ClientError::new(
+                Status::CoordFail,
+                format!("unexpected coordinator answer to a configuration request: {other:?}"),
+            )),
+            Err(e) => Err(ClientError::new(
+                Status::CoordFail,
+                format!("coordinator unreachable: {e}"),
+            )),
+        }
+    }
+
+    /// Waits until a configuration of at least `epoch` is installed, asking
+    /// the coordinator directly, until `deadline`.
+    pub(crate) async fn wait_for(
+        &self,
+        epoch: Epoch,
+        deadline: Instant,
+    ) -> Result<(), ClientError> {
+        while self.current().epoch < epoch {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ClientError::new(
+                    Status::Reconfigure,
+                    format!(
+                        "configuration {epoch} did not arrive in time (have {})",
+                        self.current().epoch
+                    ),
+                ));
+            }
+            let wait = (deadline - now).min(Duration::from_secs(1));
+            if let Err(e) = self.fetch(wait).await {
+                tracing::debug!(error = %e, "configuration fetch failed");
+                tokio::time::sleep(
+                    POLL_RETRY_PAUSE.min(deadline.saturating_duration_since(Instant::now())),
+                )
+                .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs `config` when it is newer than the one held.
+    fn install(&self, config: Configuration) {
+        let installed = self.config.send_if_modified(|held| {
+            if config.epoch > held.epoch {
+                *held = Arc::new(config);
+                true
+            } else {
+                false
+            }
+        });
+        if installed {
+            tracing::debug!(epoch = %self.current().epoch, "configuration installed");
+        }
+    }
+}
