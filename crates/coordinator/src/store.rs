@@ -547,3 +547,124 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::storage::RaftLogStorageExt;
+    use openraft::testing::{StoreBuilder, Suite};
+    use openraft::{CommittedLeaderId, Membership as RaftMembership};
+    use std::collections::{BTreeMap, BTreeSet};
+    use tempfile::TempDir;
+
+    struct Builder;
+
+    impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for Builder {
+        async fn build(
+            &self,
+        ) -> Result<(TempDir, LogStore, StateMachineStore), StorageError<NodeId>> {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let opened = open(dir.path()).expect("open store");
+            Ok((dir, opened.log, opened.state_machine))
+        }
+    }
+
+    /// openraft's own conformance suite for log and state machine storage.
+    #[test]
+    fn openraft_storage_suite() {
+        Suite::test_all(Builder).unwrap();
+    }
+
+    fn log_id(index: u64) -> LogId<NodeId> {
+        LogId::new(CommittedLeaderId::new(1, 9), index)
+    }
+
+    #[tokio::test]
+    async fn state_survives_reopen_and_snapshots_install_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let opened = open(dir.path()).unwrap();
+        let node_id = opened.node_id;
+        let (mut log, mut sm, config) = (opened.log, opened.state_machine, opened.config);
+        let membership = RaftMembership::new(
+            vec![BTreeSet::from([9])],
+            BTreeMap::from([(
+                9,
+                BasicNode {
+                    addr: "127.0.0.1:1982".into(),
+                },
+            )]),
+        );
+        let entries = vec![
+            Entry {
+                log_id: log_id(1),
+                payload: EntryPayload::Membership(membership),
+            },
+            Entry {
+                log_id: log_id(2),
+                payload: EntryPayload::Normal(Command::RegisterDaemon {
+                    id: None,
+                    addr: "127.0.0.1:2012".into(),
+                }),
+            },
+            Entry {
+                log_id: log_id(3),
+                payload: EntryPayload::Normal(Command::AddSpace {
+                    description: "space kv key k create 4 partitions".into(),
+                }),
+            },
+        ];
+        log.blocking_append(entries.clone()).await.unwrap();
+        let results = sm.apply(entries).await.unwrap();
+        assert_eq!(
+            results[1],
+            CommandResult::Registered {
+                id: tessera_types::DaemonId(1)
+            }
+        );
+        assert!(matches!(results[2], CommandResult::SpaceAdded { .. }));
+        let published = config.borrow().clone();
+        assert_eq!(published.epoch, tessera_types::Epoch(3));
+        assert_eq!(
+            published.coordinators,
+            vec![CoordinatorInfo {
+                id: 9,
+                addr: "127.0.0.1:1982".into()
+            }]
+        );
+        let snapshot = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        drop((log, sm, config));
+
+        let reopened = open(dir.path()).unwrap();
+        assert_eq!(reopened.node_id, node_id, "node id persisted");
+        assert_eq!(
+            *reopened.config.borrow().as_ref(),
+            *published,
+            "configuration persisted"
+        );
+        let (mut log, mut sm) = (reopened.log, reopened.state_machine);
+        assert_eq!(
+            log.get_log_state().await.unwrap().last_log_id,
+            Some(log_id(3))
+        );
+        assert_eq!(sm.applied_state().await.unwrap().0, Some(log_id(3)));
+        assert_eq!(
+            sm.get_current_snapshot().await.unwrap().unwrap().meta,
+            snapshot.meta
+        );
+
+        let other = tempfile::tempdir().unwrap();
+        let fresh = open(other.path()).unwrap();
+        assert_ne!(fresh.node_id, node_id);
+        let mut fresh_sm = fresh.state_machine;
+        fresh_sm
+            .install_snapshot(&snapshot.meta, snapshot.snapshot)
+            .await
+            .unwrap();
+        assert_eq!(*fresh.config.borrow().as_ref(), *published);
+    }
+}

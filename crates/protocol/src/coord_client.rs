@@ -466,3 +466,150 @@ impl CoordClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_types::CoordinatorInfo;
+    use tokio::net::TcpListener;
+
+    /// A fake member that answers every request with `answer(request)`.
+    async fn fake_member(answer: fn(&CoordRequest, &str) -> CoordResponse) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let me = addr.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let me = me.clone();
+                tokio::spawn(async move {
+                    let (mut reader, mut writer) = stream.into_split();
+                    while let Ok(Message::CoordRequest { id, request }) =
+                        read_frame(&mut reader, 1 << 20).await
+                    {
+                        let response = answer(&request, &me);
+                        if write_frame(&mut writer, &Message::CoordResponse { id, response })
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// An address where nothing listens.
+    async fn dead_addr() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap().to_string()
+    }
+
+    #[tokio::test]
+    async fn follows_redirects_and_fails_over() {
+        let leader = fake_member(|request, me| match request {
+            CoordRequest::GetConfig { .. } => {
+                CoordResponse::Config(Some(Box::new(Configuration {
+                    epoch: Epoch(4),
+                    coordinators: vec![
+                        CoordinatorInfo {
+                            id: 1,
+                            addr: me.to_string(),
+                        },
+                        CoordinatorInfo {
+                            id: 2,
+                            addr: "127.0.0.1:9".into(),
+                        },
+                    ],
+                    ..Configuration::default()
+                })))
+            }
+            _ => CoordResponse::Done,
+        })
+        .await;
+        // The follower redirects to the leader, whose address is in the answer.
+        static LEADER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        LEADER.set(leader.clone()).unwrap();
+        let follower = fake_member(|_, _| CoordResponse::NotLeader {
+            leader_addr: Some(LEADER.get().unwrap().clone()),
+        })
+        .await;
+        let dead = dead_addr().await;
+
+        let client = CoordClient::new([dead.clone(), follower.clone()]);
+        let answer = client
+            .call(CoordRequest::RmSpace { name: "x".into() })
+            .await
+            .unwrap();
+        assert_eq!(answer, CoordResponse::Done);
+        assert!(
+            client.members().contains(&leader),
+            "learned the leader from the redirect"
+        );
+        // The next call goes straight to the leader; a Config teaches members.
+        let config = client
+            .wait_config(Epoch(0), Duration::from_millis(10))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(config.epoch, Epoch(4));
+        assert!(client.members().contains(&"127.0.0.1:9".to_string()));
+    }
+
+    #[tokio::test]
+    async fn gives_up_after_a_bounded_time_with_coordfail() {
+        let options = CoordClientOptions {
+            attempt_timeout: Duration::from_millis(200),
+            give_up_after: Duration::from_millis(600),
+        };
+        let client = CoordClient::with_options([dead_addr().await, dead_addr().await], options);
+        let started = std::time::Instant::now();
+        let error = client.call(CoordRequest::Status).await.unwrap_err();
+        assert!(
+            matches!(error, CoordClientError::Unavailable { .. }),
+            "{error}"
+        );
+        assert_eq!(error.admin_status(), AdminStatus::CoordFail);
+        assert!(started.elapsed() < Duration::from_secs(3));
+        // A member that never knows a leader also ends in COORDFAIL.
+        let lost = fake_member(|_, _| CoordResponse::NotLeader { leader_addr: None }).await;
+        let client = CoordClient::with_options([lost], options);
+        let error = client
+            .call(CoordRequest::AddSpace {
+                description: "space a key k".into(),
+            })
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("knows no leader"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn no_members_is_an_error() {
+        let client = CoordClient::new(Vec::<String>::new());
+        assert!(matches!(
+            client.call(CoordRequest::Status).await,
+            Err(CoordClientError::NoMembers)
+        ));
+    }
+
+    #[tokio::test]
+    async fn connection_reports_closed_when_the_member_goes_away() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accept = tokio::spawn(async move { listener.accept().await.map(|(stream, _)| stream) });
+        let connection = CoordConnection::connect(&addr, Duration::from_secs(1))
+            .await
+            .unwrap();
+        drop(accept.await.unwrap().unwrap());
+        let error = connection
+            .call(CoordRequest::Status, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, CoordClientError::Closed { .. }), "{error}");
+        assert!(connection.is_closed());
+    }
+}
