@@ -54,7 +54,9 @@ pub struct CoordinatorOptions {
     /// The member's durable state (Raft log, vote, state machine).
     pub data_dir: PathBuf,
     /// `host:port` of a member of an existing group to join at first start.
-    /// Ignored when the data directory already holds state.
+    /// Ignored when the data directory already holds state, unless an
+    /// earlier join stopped half way (the member is still only a learner);
+    /// then the member finishes joining.
     pub join: Option<String>,
 }
 
@@ -136,6 +138,8 @@ pub async fn serve(
         election_timeout_min: 400,
         election_timeout_max: 800,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(1000),
+        // A chunk travels as JSON (up to 4 bytes per byte) inside one frame.
+        snapshot_max_chunk_size: 1 << 20,
         ..Default::default()
     }
     .validate()
@@ -163,8 +167,21 @@ pub async fn serve(
     let mut join_via = None;
     if initialized {
         tracing::info!(node_id, %addr, "resuming coordinator member from {}", data_dir.display());
-        if join.is_some() {
-            tracing::info!("the data directory holds state; --join is ignored");
+        let is_voter = raft
+            .with_raft_state(move |st| {
+                st.membership_state
+                    .effective()
+                    .voter_ids()
+                    .any(|id| id == node_id)
+            })
+            .await
+            .map_err(|e| CoordinatorError::Raft(e.to_string()))?;
+        match join {
+            // A member that stopped after being added as a learner but
+            // before becoming a voter finishes joining.
+            Some(via) if !is_voter => join_via = Some(via),
+            Some(_) => tracing::info!("the data directory holds state; --join is ignored"),
+            None => {}
         }
         if let Some(known) = member.membership_addr(node_id) {
             if known != addr {

@@ -156,3 +156,61 @@ async fn three_members_survive_the_loss_of_the_leader() {
         member.stop().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_follower_catches_up_without_rejoining() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let first = Member::start(dirs[0].path(), None).await;
+    agreed_leader(std::slice::from_ref(&first.addr), 1, PATIENCE).await;
+    let via = first.addr.clone();
+    let mut members = vec![first];
+    for dir in &dirs[1..] {
+        members.push(Member::start(dir.path(), Some(via.clone())).await);
+    }
+    let addrs: Vec<String> = members.iter().map(|m| m.addr.clone()).collect();
+    let leader = agreed_leader(&addrs, 3, PATIENCE).await;
+    let client = CoordClient::new(addrs.clone());
+    let register = CoordRequest::RegisterDaemon {
+        id: None,
+        addr: "127.0.0.1:2012".into(),
+    };
+    assert!(matches!(
+        client.call(register).await.unwrap(),
+        CoordResponse::Registered { .. }
+    ));
+
+    // Stop a follower, change the configuration while it is down.
+    let index = members.iter().position(|m| m.addr != leader).unwrap();
+    let follower = members.remove(index);
+    let (follower_addr, follower_dir) = (follower.socket_addr(), follower.dir.clone());
+    follower.stop().await.unwrap();
+    let add = CoordRequest::AddSpace {
+        description: "space kv key k create 4 partitions".into(),
+    };
+    assert_eq!(client.call(add).await.unwrap(), CoordResponse::Done);
+    let latest = client
+        .wait_config(Epoch(0), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // It comes back from its directory (its --join is ignored: it is a voter).
+    let follower = Member::start_at(follower_addr, &follower_dir, Some(via)).await;
+    let only_follower = CoordClient::new([follower.addr.clone()]);
+    let caught_up = common::eventually("the restarted follower to catch up", PATIENCE, || async {
+        match only_follower
+            .wait_config(Epoch(latest.epoch.0 - 1), Duration::from_millis(500))
+            .await
+        {
+            Ok(Some(config)) if config.epoch >= latest.epoch => Some(config),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(caught_up.space("kv"), latest.space("kv"));
+    assert_eq!(caught_up.coordinators.len(), 3, "no member was added twice");
+    members.push(follower);
+    for member in members {
+        member.stop().await.unwrap();
+    }
+}
