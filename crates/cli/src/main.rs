@@ -1,1 +1,418 @@
-fn main() {}
+//! `tessera`: the one binary of Tessera (API.md §0.3).
+//!
+//! Servers: `coordinator`, `daemon`, and `dev` (a coordinator and N daemons
+//! in one process). Admin: `add-space`, `rm-space`, `list-spaces`,
+//! `list-subspaces`, `show-config`, `validate-space`. Data: `put`, `get`,
+//! `del`, `search`, `count`, with values and results as JSON.
+//!
+//! Exit status 0 on success; otherwise non-zero with the status name (e.g.
+//! `NOTFOUND`, `BADSPACE`) and a message on stderr. Logs go to stderr,
+//! filtered by `RUST_LOG` (warnings only by default).
+
+mod dev;
+mod json;
+mod show;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use std::io::Read;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tessera_client::{Admin, AdminError, AdminStatus, Client, ClientError, Status};
+
+#[derive(Parser)]
+#[command(
+    name = "tessera",
+    version,
+    about = "Tessera: a distributed searchable key-value store"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Which coordinator member to talk to.
+#[derive(Args, Clone)]
+struct Target {
+    /// Host of any coordinator member.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port of that member.
+    #[arg(long, default_value_t = 1982)]
+    port: u16,
+}
+
+impl Target {
+    fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one coordinator member.
+    Coordinator {
+        #[arg(long, default_value = "127.0.0.1")]
+        listen: String,
+        #[arg(long, default_value_t = 1982)]
+        port: u16,
+        /// Where the member keeps its state.
+        #[arg(long)]
+        data: PathBuf,
+        /// `host:port` of a member of an existing group to join.
+        #[arg(long)]
+        join: Option<String>,
+    },
+    /// Run one daemon.
+    Daemon {
+        #[arg(long, default_value = "127.0.0.1")]
+        listen: String,
+        #[arg(long, default_value_t = 2012)]
+        port: u16,
+        /// `host:port` of any coordinator member.
+        #[arg(long, default_value = "127.0.0.1:1982")]
+        coordinator: String,
+        /// Where the daemon keeps its objects and identity.
+        #[arg(long)]
+        data: PathBuf,
+    },
+    /// Run a coordinator and N daemons in this process (daemon i listens on
+    /// port P+30+i); prints a line with `ready` once the cluster serves.
+    Dev {
+        #[arg(long, default_value_t = 3)]
+        daemons: usize,
+        /// The coordinator's port.
+        #[arg(long, default_value_t = 1982)]
+        port: u16,
+        #[arg(long, default_value = "./tessera-data")]
+        data: PathBuf,
+    },
+    /// Create a space from a description (argument, or stdin when absent).
+    AddSpace {
+        description: Option<String>,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Check a description (argument or stdin) without a cluster.
+    ValidateSpace { description: Option<String> },
+    /// Remove a space and its data.
+    RmSpace {
+        name: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Print the name of every space.
+    ListSpaces {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Print a space's subspaces (the first is the key subspace).
+    ListSubspaces {
+        space: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Print the configuration: epoch, coordinators, daemons, spaces, regions.
+    ShowConfig {
+        /// Print the configuration as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Create or update an object: `put SPACE KEY '{"attr": value, ...}'`.
+    Put {
+        space: String,
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        json: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Print an object as one JSON line (without the key), or `null`.
+    Get {
+        space: String,
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Delete an object (NOTFOUND when there is none).
+    Del {
+        space: String,
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Print every matching object, one JSON line each, key included.
+    Search {
+        space: String,
+        /// Predicates, e.g. `{"a": "x", "n": {"ge": 1, "lt": 10}}`.
+        #[arg(default_value = "{}")]
+        json: String,
+        /// Print how the search would run instead of running it.
+        #[arg(long)]
+        explain: bool,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Print the number of matching objects.
+    Count {
+        space: String,
+        #[arg(default_value = "{}")]
+        json: String,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(run(cli.command));
+    // Background tasks (connection readers, pollers) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Prints an error on stderr, led by its status name when it has one.
+fn report(error: &anyhow::Error) {
+    if let Some(e) = error.downcast_ref::<ClientError>() {
+        eprintln!("{}: {}", e.status().name(), e.message());
+    } else if let Some(e) = error.downcast_ref::<AdminError>() {
+        eprintln!("{}: {}", e.status().name(), e.message());
+    } else {
+        eprintln!("error: {error:#}");
+    }
+}
+
+fn socket_addr(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {host}:{port}"))?
+        .next()
+        .with_context(|| format!("{host}:{port} resolves to no address"))
+}
+
+/// The text of an optional argument, or all of stdin.
+fn argument_or_stdin(argument: Option<String>) -> anyhow::Result<String> {
+    match argument {
+        Some(text) => Ok(text),
+        None => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("reading the description from stdin")?;
+            Ok(text)
+        }
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Coordinator {
+            listen,
+            port,
+            data,
+            join,
+        } => {
+            let options = tessera_coordinator::server::CoordinatorOptions {
+                listen: socket_addr(&listen, port)?,
+                data_dir: data,
+                join,
+            };
+            tessera_coordinator::server::run(options, shutdown_signal())
+                .await
+                .context("coordinator")?;
+        }
+        Command::Daemon {
+            listen,
+            port,
+            coordinator,
+            data,
+        } => {
+            let options =
+                tessera_daemon::DaemonOptions::new(socket_addr(&listen, port)?, data, coordinator);
+            tessera_daemon::run(options, shutdown_signal())
+                .await
+                .context("daemon")?;
+        }
+        Command::Dev {
+            daemons,
+            port,
+            data,
+        } => {
+            dev::run(
+                dev::DevOptions {
+                    daemons,
+                    port,
+                    data,
+                },
+                shutdown_signal(),
+            )
+            .await?;
+        }
+        Command::AddSpace {
+            description,
+            target,
+        } => {
+            let description = argument_or_stdin(description)?;
+            Admin::new(&target.addr()).add_space(&description).await?;
+        }
+        Command::ValidateSpace { description } => {
+            let description = argument_or_stdin(description)?;
+            tessera_types::parse::parse_space(&description)
+                .map_err(|e| AdminError::new(AdminStatus::BadSpace, e.to_string()))?;
+        }
+        Command::RmSpace { name, target } => {
+            Admin::new(&target.addr()).rm_space(&name).await?;
+        }
+        Command::ListSpaces { target } => {
+            for name in Admin::new(&target.addr()).list_spaces().await? {
+                println!("{name}");
+            }
+        }
+        Command::ListSubspaces { space, target } => {
+            let config = Admin::new(&target.addr()).config().await?;
+            let space = config.space(&space).ok_or_else(|| {
+                AdminError::new(
+                    AdminStatus::NotFound,
+                    format!("space {space:?} does not exist"),
+                )
+            })?;
+            print!("{}", show::subspaces_text(space));
+        }
+        Command::ShowConfig { json, target } => {
+            let config = Admin::new(&target.addr()).config().await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&config).context("encoding the configuration")?
+                );
+            } else {
+                print!("{}", show::config_text(&config));
+            }
+        }
+        Command::Put {
+            space,
+            key,
+            json,
+            target,
+        } => {
+            let client = Client::connect(&target.addr()).await?;
+            let desc = client.space(&space).await?;
+            let key = json::key_from_arg(&desc, &key)?;
+            let attrs = json::attrs_from_json(&desc, &json::parse(&json)?)?;
+            client.put(&space, key, attrs).await?;
+        }
+        Command::Get { space, key, target } => {
+            let client = Client::connect(&target.addr()).await?;
+            let desc = client.space(&space).await?;
+            let key = json::key_from_arg(&desc, &key)?;
+            match client.get(&space, key).await? {
+                Some(record) => println!(
+                    "{}",
+                    json::record_to_json(record.attrs.iter().map(|(n, v)| (n.as_str(), v)))
+                ),
+                None => println!("null"),
+            }
+        }
+        Command::Del { space, key, target } => {
+            let client = Client::connect(&target.addr()).await?;
+            let desc = client.space(&space).await?;
+            let key = json::key_from_arg(&desc, &key)?;
+            if !client.del(&space, key).await? {
+                return Err(ClientError::new(
+                    Status::NotFound,
+                    format!("no object with that key in {space:?}"),
+                )
+                .into());
+            }
+        }
+        Command::Search {
+            space,
+            json,
+            explain,
+            target,
+        } => {
+            let client = Client::connect(&target.addr()).await?;
+            let desc = client.space(&space).await?;
+            let predicates = json::predicates_from_json(&desc, &json::parse(&json)?)?;
+            if explain {
+                print!("{}", client.search_describe(&space, predicates).await?);
+            } else {
+                use std::io::Write;
+                let records = client.search(&space, predicates).await?;
+                let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                for record in records {
+                    writeln!(
+                        out,
+                        "{}",
+                        json::record_to_json(record.attrs.iter().map(|(n, v)| (n.as_str(), v)))
+                    )?;
+                }
+                out.flush()?;
+            }
+        }
+        Command::Count {
+            space,
+            json,
+            target,
+        } => {
+            let client = Client::connect(&target.addr()).await?;
+            let desc = client.space(&space).await?;
+            let predicates = json::predicates_from_json(&desc, &json::parse(&json)?)?;
+            println!("{}", client.count(&space, predicates).await?);
+        }
+    }
+    Ok(())
+}

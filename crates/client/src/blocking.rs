@@ -177,6 +177,28 @@ impl BlockingAdmin {
         })
     }
 
+    /// An admin handle over several member addresses, giving up on the group
+    /// (COORDFAIL) after `give_up_after`.
+    pub fn with_members<I, S>(
+        members: I,
+        give_up_after: Duration,
+    ) -> Result<BlockingAdmin, AdminError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let runtime = runtime().map_err(|e| {
+            AdminError::new(
+                AdminStatus::Internal,
+                format!("cannot start a runtime: {e}"),
+            )
+        })?;
+        Ok(BlockingAdmin {
+            admin: Admin::with_members(members, give_up_after),
+            runtime,
+        })
+    }
+
     pub fn add_space(&self, description: &str) -> Result<(), AdminError> {
         self.runtime.block_on(self.admin.add_space(description))
     }

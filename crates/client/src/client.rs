@@ -212,7 +212,7 @@ impl Client {
     /// The schema of a space (UNKNOWNSPACE when it does not exist, after
     /// asking the coordinator once for a newer configuration).
     pub async fn space(&self, space: &str) -> Result<SpaceDesc, ClientError> {
-        self.run(async |config, _| Ok(resolve::space(&config, space)?.desc.clone()))
+        self.run(move |config, _| async move { Ok(resolve::space(&config, space)?.desc.clone()) })
             .await
     }
 
@@ -225,8 +225,8 @@ impl Client {
         space: &str,
         key: impl Into<Value>,
     ) -> Result<Option<Record>, ClientError> {
-        let key = key.into();
-        self.run(async |config, deadline| {
+        let key = &key.into();
+        self.run(move |config, deadline| async move {
             let space = resolve::space(&config, space)?;
             let key = resolve::key(&space.desc, key.clone())?;
             let request = DaemonRequest::Get {
@@ -365,7 +365,8 @@ impl Client {
             client_id: self.inner.client_id,
             request_no,
         };
-        self.run(async |config, _| {
+        let (key, predicates, attrs) = (&key, &predicates, &attrs);
+        self.run(move |config, _| async move {
             let space = resolve::space(&config, space)?;
             let key = resolve::key(&space.desc, key.clone())?;
             let checks = resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
@@ -461,8 +462,8 @@ impl Client {
         space: &str,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
     ) -> Result<String, ClientError> {
-        let predicates = owned(predicates);
-        self.run(async |config, _| {
+        let predicates = &owned(predicates);
+        self.run(move |config, _| async move {
             let space = resolve::space(&config, space)?;
             let checks =
                 resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
@@ -478,7 +479,7 @@ impl Client {
         sort: Option<(&str, bool)>,
         limit: Option<u64>,
     ) -> Result<Vec<Record>, ClientError> {
-        self.run(async |config, deadline| {
+        self.run(move |config, deadline| async move {
             let space = resolve::space(&config, space)?;
             let checks =
                 resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
@@ -543,10 +544,14 @@ impl Client {
 
     /// Runs `attempt` against the newest configuration until it finishes,
     /// retrying as its [`Step`] asks, within the retry time.
-    async fn run<T>(
-        &self,
-        mut attempt: impl AsyncFnMut(Arc<Configuration>, Instant) -> Result<T, Step>,
-    ) -> Result<T, ClientError> {
+    ///
+    /// (`attempt` is a closure returning a future rather than an async
+    /// closure so that the futures of the public methods are `Send`.)
+    async fn run<T, F, Fut>(&self, mut attempt: F) -> Result<T, ClientError>
+    where
+        F: FnMut(Arc<Configuration>, Instant) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Step>>,
+    {
         let deadline = Instant::now() + self.inner.options.retry_time_max;
         let mut pause = RETRY_PAUSE_FIRST;
         let mut refreshed_for_unknown_space = false;
@@ -732,4 +737,62 @@ fn describe_search(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compiles only if the public futures can be spawned on a runtime.
+    #[allow(dead_code)]
+    fn futures_are_send(client: &Client) {
+        fn send<T: Send>(_: T) {}
+        let no_predicates = Vec::<(&str, PredOp)>::new;
+        send(client.space("s"));
+        send(client.get("s", Value::Int(1)));
+        send(client.put("s", Value::Int(1), vec![("a", Value::Int(1))]));
+        send(client.put_if_not_exist("s", Value::Int(1), vec![("a", Value::Int(1))]));
+        send(client.cond_put(
+            "s",
+            Value::Int(1),
+            no_predicates(),
+            vec![("a", Value::Int(1))],
+        ));
+        send(client.del("s", Value::Int(1)));
+        send(client.search("s", no_predicates()));
+        send(client.sorted_search("s", no_predicates(), "a", 1, true));
+        send(client.count("s", no_predicates()));
+        send(client.search_describe("s", no_predicates()));
+    }
+
+    #[test]
+    fn records_name_their_attributes() {
+        let desc = SpaceDesc {
+            name: "t".into(),
+            attrs: vec![
+                tessera_types::Attribute {
+                    name: "k".into(),
+                    dtype: tessera_types::DataType::Int,
+                },
+                tessera_types::Attribute {
+                    name: "v".into(),
+                    dtype: tessera_types::DataType::String,
+                },
+            ],
+            subspaces: vec![],
+            indexes: vec![],
+            fault_tolerance: 0,
+            partitions: 1,
+            authorization: false,
+        };
+        let object = Object {
+            values: vec![Value::Int(1), Value::str("x")],
+        };
+        let without_key = Record::from_object(&desc, Version(3), object.clone(), false);
+        assert_eq!(without_key.attrs, vec![("v".to_string(), Value::str("x"))]);
+        assert_eq!(without_key.get("k"), None);
+        let with_key = Record::from_object(&desc, Version(3), object, true);
+        assert_eq!(with_key.get("k"), Some(&Value::Int(1)));
+        assert_eq!(with_key.version, Version(3));
+    }
 }

@@ -1,0 +1,271 @@
+//! `tessera dev`: a whole cluster in one process.
+//!
+//! One coordinator member and N daemons run as tokio tasks, each on its own
+//! port of 127.0.0.1 and with its own data directory:
+//!
+//! ```text
+//!  DIR/coordinator   coordinator  127.0.0.1:P          (default P = 1982)
+//!  DIR/daemon-0      daemon 0     127.0.0.1:P+30       (2012 by default)
+//!  DIR/daemon-1      daemon 1     127.0.0.1:P+31       (2013)
+//!  ...
+//! ```
+//!
+//! Daemon ports follow the coordinator port so that the HyperDex defaults
+//! (1982 and 2012) come out of `--port` alone and two dev clusters with
+//! different `--port`s do not collide (as long as they are 30 + N apart).
+//! Running again with the same DIR resumes: the coordinator reloads its
+//! state and each daemon its instance id and objects.
+
+use anyhow::{bail, Context};
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+use tessera_client::Admin;
+use tessera_protocol::{
+    read_frame, write_frame, DaemonRequest, DaemonResponse, Message, FRAME_BYTES_MAX_DEFAULT,
+};
+use tessera_types::{Configuration, DaemonState, Epoch, RegionId, SpaceId};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+/// How long the cluster may take to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the tasks may take to stop after a shutdown signal.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// Daemon `i` listens on the coordinator port plus this plus `i`.
+pub const DAEMON_PORT_OFFSET: u16 = 30;
+
+pub struct DevOptions {
+    pub daemons: usize,
+    pub port: u16,
+    pub data: PathBuf,
+}
+
+/// A future that completes once `stop` turns true.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
+    if options.daemons == 0 {
+        bail!("--daemons must be at least 1");
+    }
+    let localhost = Ipv4Addr::LOCALHOST;
+    let coordinator_addr = SocketAddr::from((localhost, options.port));
+    let daemon_addrs: Vec<SocketAddr> = (0..options.daemons)
+        .map(|i| {
+            let port =
+                u16::try_from(usize::from(options.port) + usize::from(DAEMON_PORT_OFFSET) + i)
+                    .context("daemon port beyond 65535; choose a lower --port")?;
+            Ok(SocketAddr::from((localhost, port)))
+        })
+        .collect::<anyhow::Result<_>>()?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
+
+    let coordinator_dir = options.data.join("coordinator");
+    std::fs::create_dir_all(&coordinator_dir)
+        .with_context(|| format!("creating {}", coordinator_dir.display()))?;
+    let coordinator_options = tessera_coordinator::server::CoordinatorOptions {
+        listen: coordinator_addr,
+        data_dir: coordinator_dir,
+        join: None,
+    };
+    let shutdown = stopped(stop_rx.clone());
+    tasks.spawn(async move {
+        tessera_coordinator::server::run(coordinator_options, shutdown)
+            .await
+            .context("coordinator")
+    });
+
+    for (i, addr) in daemon_addrs.iter().enumerate() {
+        let data_dir = options.data.join(format!("daemon-{i}"));
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("creating {}", data_dir.display()))?;
+        let daemon_options =
+            tessera_daemon::DaemonOptions::new(*addr, data_dir, coordinator_addr.to_string());
+        let shutdown = stopped(stop_rx.clone());
+        tasks.spawn(async move {
+            tessera_daemon::run(daemon_options, shutdown)
+                .await
+                .with_context(|| format!("daemon {i}"))
+        });
+    }
+
+    let daemon_addr_texts: Vec<String> = daemon_addrs.iter().map(|a| a.to_string()).collect();
+    let ready = wait_ready(coordinator_addr.to_string(), daemon_addr_texts.clone());
+    tokio::pin!(ready);
+    tokio::pin!(signal);
+    let mut outcome: anyhow::Result<()> = Ok(());
+    let mut announced = false;
+    loop {
+        tokio::select! {
+            result = &mut ready, if !announced => {
+                match result {
+                    Ok(epoch) => {
+                        announced = true;
+                        println!(
+                            "ready: coordinator {coordinator_addr}, daemons {} (epoch {}, data {})",
+                            daemon_addr_texts.join(" "),
+                            epoch.0,
+                            options.data.display()
+                        );
+                        use std::io::Write;
+                        let _ = std::io::stdout().flush();
+                    }
+                    Err(e) => {
+                        outcome = Err(e.context("the dev cluster did not become ready"));
+                        break;
+                    }
+                }
+            }
+            finished = tasks.join_next() => {
+                // A server ended on its own: stop the others.
+                outcome = match finished {
+                    Some(Ok(Ok(()))) => Err(anyhow::anyhow!("a server stopped unexpectedly")),
+                    Some(Ok(Err(e))) => Err(e),
+                    Some(Err(e)) => Err(anyhow::anyhow!("a server task failed: {e}")),
+                    None => Err(anyhow::anyhow!("no servers running")),
+                };
+                break;
+            }
+            _ = &mut signal => {
+                tracing::info!("stopping");
+                break;
+            }
+        }
+    }
+
+    let _ = stop_tx.send(true);
+    let stop_deadline = Instant::now() + STOP_TIMEOUT;
+    loop {
+        match tokio::time::timeout_at(stop_deadline, tasks.join_next()).await {
+            Ok(Some(Ok(Ok(())))) => {}
+            Ok(Some(Ok(Err(e)))) => {
+                tracing::warn!(error = %format!("{e:#}"), "server stopped with an error");
+                if outcome.is_ok() {
+                    outcome = Err(e);
+                }
+            }
+            Ok(Some(Err(e))) => tracing::warn!(error = %e, "server task failed"),
+            Ok(None) => break,
+            Err(_) => {
+                tasks.abort_all();
+                if outcome.is_ok() {
+                    outcome = Err(anyhow::anyhow!(
+                        "servers did not stop within {STOP_TIMEOUT:?}"
+                    ));
+                }
+                break;
+            }
+        }
+    }
+    outcome
+}
+
+/// Waits until every daemon of `daemons` is available in the configuration
+/// and answers a request at that configuration's epoch; returns the epoch.
+async fn wait_ready(coordinator: String, daemons: Vec<String>) -> anyhow::Result<Epoch> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let admin = Admin::with_members([coordinator], READY_TIMEOUT);
+    let mut known = Epoch(0);
+    let mut last_problem = String::from("no configuration yet");
+    loop {
+        if Instant::now() >= deadline {
+            bail!("not ready after {READY_TIMEOUT:?}: {last_problem}");
+        }
+        let config = match admin.wait_config(Epoch(0), Duration::ZERO).await {
+            Ok(Some(config)) => config,
+            Ok(None) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(e) => {
+                last_problem = e.to_string();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        match check_ready(&config, &daemons).await {
+            Ok(()) => return Ok(config.epoch),
+            Err(problem) => last_problem = problem,
+        }
+        // Wait for a newer configuration, or a moment.
+        known = known.max(config.epoch);
+        let _ = tokio::time::timeout(
+            Duration::from_millis(500),
+            admin.wait_config(known, Duration::from_millis(400)),
+        )
+        .await;
+    }
+}
+
+async fn check_ready(config: &Configuration, daemons: &[String]) -> Result<(), String> {
+    for addr in daemons {
+        let registered = config
+            .daemons
+            .values()
+            .any(|d| &d.addr == addr && d.state == DaemonState::Available);
+        if !registered {
+            return Err(format!(
+                "daemon {addr} is not available at epoch {}",
+                config.epoch.0
+            ));
+        }
+    }
+    for addr in daemons {
+        probe_daemon(addr, config.epoch).await?;
+    }
+    Ok(())
+}
+
+/// Sends a request about a space that does not exist at `epoch`: a daemon
+/// that acts on that epoch answers it (with UNKNOWNSPACE); one that does
+/// not yet answers WrongEpoch.
+pub async fn probe_daemon(addr: &str, epoch: Epoch) -> Result<(), String> {
+    let attempt = async {
+        let mut stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("daemon {addr}: {e}"))?;
+        let request = DaemonRequest::Count {
+            space: SpaceId(u64::MAX),
+            region: RegionId(u64::MAX),
+            checks: vec![],
+        };
+        write_frame(
+            &mut stream,
+            &Message::DaemonRequest {
+                id: 1,
+                epoch,
+                request,
+            },
+        )
+        .await
+        .map_err(|e| format!("daemon {addr}: {e}"))?;
+        stream
+            .flush()
+            .await
+            .map_err(|e| format!("daemon {addr}: {e}"))?;
+        match read_frame(&mut stream, FRAME_BYTES_MAX_DEFAULT).await {
+            Ok(Message::DaemonResponse {
+                response: DaemonResponse::WrongEpoch { epoch: theirs },
+                ..
+            }) => Err(format!(
+                "daemon {addr} is at epoch {}, not {}",
+                theirs.0, epoch.0
+            )),
+            Ok(Message::DaemonResponse { .. }) => Ok(()),
+            Ok(other) => Err(format!("daemon {addr} answered {other:?}")),
+            Err(e) => Err(format!("daemon {addr}: {e}")),
+        }
+    };
+    match tokio::time::timeout(Duration::from_secs(2), attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(format!("daemon {addr} did not answer")),
+    }
+}
