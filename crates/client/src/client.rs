@@ -564,9 +564,7 @@ impl Client {
                 {
                     // The space may be newer than our configuration.
                     refreshed_for_unknown_space = true;
-                    if let Err(fetch_error) = self.inner.cache.fetch(Duration::ZERO).await {
-                        tracing::debug!(error = %fetch_error, "configuration refresh failed");
-                    }
+                    self.refresh_until(deadline).await;
                 }
                 Err(Step::Fail(e)) => return Err(e),
                 Err(Step::Newer(epoch)) => {
@@ -582,11 +580,20 @@ impl Client {
                     pause = (pause * 2).min(RETRY_PAUSE_MAX);
                     // A replica that cannot be reached may be gone in a
                     // configuration we have not seen yet.
-                    if let Err(fetch_error) = self.inner.cache.fetch(Duration::ZERO).await {
-                        tracing::debug!(error = %fetch_error, "configuration refresh failed");
-                    }
+                    self.refresh_until(deadline).await;
                 }
             }
+        }
+    }
+
+    /// Asks the coordinator for a newer configuration without waiting for
+    /// one, giving up at `deadline` (an unreachable coordinator must not
+    /// stretch an operation's retry time).
+    async fn refresh_until(&self, deadline: Instant) {
+        match tokio::time::timeout_at(deadline, self.inner.cache.fetch(Duration::ZERO)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "configuration refresh failed"),
+            Err(_) => tracing::debug!("configuration refresh timed out"),
         }
     }
 

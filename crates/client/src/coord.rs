@@ -104,24 +104,37 @@ impl ConfigCache {
         epoch: Epoch,
         deadline: Instant,
     ) -> Result<(), ClientError> {
+        // COORDFAIL when the coordinator was the problem, else RECONFIGURE.
+        let mut coordinator_failed: Option<ClientError> = None;
         while self.current().epoch < epoch {
             let now = Instant::now();
             if now >= deadline {
-                return Err(ClientError::new(
-                    Status::Reconfigure,
-                    format!(
-                        "configuration {epoch} did not arrive in time (have {})",
-                        self.current().epoch
-                    ),
-                ));
+                return Err(coordinator_failed.unwrap_or_else(|| {
+                    ClientError::new(
+                        Status::Reconfigure,
+                        format!(
+                            "configuration {epoch} did not arrive in time (have {})",
+                            self.current().epoch
+                        ),
+                    )
+                }));
             }
             let wait = (deadline - now).min(Duration::from_secs(1));
-            if let Err(e) = self.fetch(wait).await {
-                tracing::debug!(error = %e, "configuration fetch failed");
-                tokio::time::sleep(
-                    POLL_RETRY_PAUSE.min(deadline.saturating_duration_since(Instant::now())),
-                )
-                .await;
+            match tokio::time::timeout_at(deadline, self.fetch(wait)).await {
+                Ok(Ok(())) => coordinator_failed = None,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "configuration fetch failed");
+                    coordinator_failed = Some(e);
+                    let pause =
+                        POLL_RETRY_PAUSE.min(deadline.saturating_duration_since(Instant::now()));
+                    tokio::time::sleep(pause).await;
+                }
+                Err(_) => {
+                    coordinator_failed = Some(ClientError::new(
+                        Status::CoordFail,
+                        "the coordinator did not answer in time",
+                    ));
+                }
             }
         }
         Ok(())
