@@ -40,13 +40,14 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
         .collect();
     let _ = writeln!(
         out,
-        "  space {} ({}): key {} {}; attributes [{}]; tolerate {} failures; {} partitions{}",
+        "  space {} ({}): key {} {}; attributes [{}]; tolerate {} failure{}; {} partitions{}",
         desc.name,
         space.id,
         desc.key().dtype,
         desc.key().name,
         attrs.join(", "),
         desc.fault_tolerance,
+        if desc.fault_tolerance == 1 { "" } else { "s" },
         desc.partitions,
         if desc.authorization {
             "; with authorization"
