@@ -166,6 +166,25 @@ pub fn build_hops(
     hops
 }
 
+/// The chain of a pending update as `config` draws it: each run of hops in
+/// one region is replaced by that region's current replica chain, keeping
+/// the run's write and `after`. `None` when a region no longer exists.
+/// Regions themselves never move, so the object's old and new regions stay
+/// the same; only their members change.
+pub fn rechain(config: &Configuration, hops: &[Hop]) -> Option<Vec<Hop>> {
+    let mut out = Vec::with_capacity(hops.len());
+    let mut i = 0;
+    while i < hops.len() {
+        let run = hops[i];
+        let (_, _, region) = config.region(run.region)?;
+        push_chain(&mut out, region, run.write, run.after);
+        while i < hops.len() && hops[i].region == run.region {
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
 /// Whether an update with chain `next` may be sent while one with chain
 /// `pending` is still unacknowledged: only when both travel the same
 /// daemons and regions and neither removes anything (a delete or a

@@ -13,8 +13,8 @@
 //!   queued:  (point leader only) client updates waiting for earlier ones
 //! ```
 
-use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region, Refusal};
-use crate::record::Record;
+use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Refusal};
+use crate::record::{Record, RECENT_WRITERS_MAX};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
@@ -44,21 +44,14 @@ pub enum Effect {
     },
 }
 
-/// What the point leader remembers of an update it started.
-#[derive(Clone, Debug)]
-struct Origin {
-    reply: ReplyTo,
-    /// The object before the update, to rebuild the chain in a new epoch.
-    old: Option<Object>,
-    prev_version: Option<Version>,
-}
-
 #[derive(Clone, Debug)]
 struct Pending {
     /// The update as this member last received or sent it (hops, epoch).
     forward: ChainForward,
     acked: bool,
-    origin: Option<Origin>,
+    /// At the point leader: the clients to answer when it commits (the
+    /// original request, and retries of it that arrived meanwhile).
+    replies: Vec<ReplyTo>,
 }
 
 #[derive(Default, Debug)]
@@ -169,6 +162,9 @@ impl ReplicaCore {
             return;
         }
         let state_key = (region.id, key_bytes(&request.key));
+        if self.answer_retry(&state_key, reply, &request) {
+            return;
+        }
         let state = self.keys.entry(state_key.clone()).or_default();
         if !state.queued.is_empty() {
             state.queued.push_back((reply, request));
@@ -182,6 +178,34 @@ impl ReplicaCore {
                 .push_back((reply, request));
         }
         self.run_local();
+    }
+
+    /// At most once: a request this key has already seen — pending, or
+    /// among the recent writers of its committed record — is not applied
+    /// again; its client is answered when (or as) it commits.
+    fn answer_retry(
+        &mut self,
+        state_key: &StateKey,
+        reply: ReplyTo,
+        request: &UpdateRequest,
+    ) -> bool {
+        if let Some(state) = self.keys.get_mut(state_key) {
+            if let Some(p) = state
+                .pending
+                .values_mut()
+                .find(|p| p.forward.client == request.client)
+            {
+                p.replies.push(reply);
+                return true;
+            }
+        }
+        match self.load(state_key) {
+            Ok(Some(record)) if record.recent.iter().any(|(c, _)| *c == request.client) => {
+                self.reply(reply, DaemonResponse::Done);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// A chain message from another daemon.
@@ -201,40 +225,61 @@ impl ReplicaCore {
         let epoch = self.config.epoch;
         let me = self.me;
         let config = self.config.clone();
-        let mut resend = Vec::new();
+        let mut redrive = Vec::new();
+        let mut refused = Vec::new();
         for (state_key, state) in self.keys.iter_mut() {
             state.buffered.clear();
-            for pending in state.pending.values_mut() {
-                let Some(origin) = &pending.origin else {
+            let mut dropped = Vec::new();
+            for (version, pending) in state.pending.iter_mut() {
+                let Some(hops) = rechain(&config, &pending.forward.hops) else {
+                    dropped.push(*version); // the space is gone
                     continue;
                 };
-                let Some(space) = config.space_by_id(pending.forward.space) else {
+                let Some(pos) = hops
+                    .iter()
+                    .position(|h| h.daemon == me && h.region == state_key.0)
+                else {
+                    dropped.push(*version); // this daemon left the region's chain
                     continue;
                 };
-                let hops = build_hops(
-                    &config,
-                    space,
-                    &pending.forward.key,
-                    origin.old.as_ref(),
-                    pending.forward.object.as_ref(),
-                    origin.prev_version,
-                );
-                if hops.first().map(|h| h.daemon) != Some(me) {
-                    // The key has a new point leader; failure handling moves
-                    // the update there (a later issue). Keep it pending.
-                    continue;
-                }
                 pending.forward.hops = hops;
+                pending.forward.position = pos as u32;
                 pending.forward.epoch = epoch;
-                pending.forward.from = me;
-                if !pending.acked {
-                    resend.push((state_key.clone(), pending.forward.version));
+                if pos == 0 {
+                    // Head of the key region: drive the update again.
+                    pending.forward.from = me;
+                    redrive.push((state_key.clone(), *version));
+                } else {
+                    // Someone else heads it now; they answer its clients.
+                    refused.append(&mut pending.replies);
                 }
             }
+            for version in dropped {
+                if let Some(p) = state.pending.remove(&version) {
+                    refused.extend(p.replies);
+                }
+            }
+            let still_leader = state
+                .pending
+                .values()
+                .next()
+                .is_none_or(|p| p.forward.position == 0)
+                && config
+                    .region(state_key.0)
+                    .is_some_and(|(_, sub, r)| sub == 0 && r.chain.first() == Some(&me));
+            if !still_leader {
+                refused.extend(state.queued.drain(..).map(|(r, _)| r));
+            }
         }
-        for (state_key, version) in resend {
-            self.send_downstream(&state_key, version);
+        for reply in refused {
+            // Not applied here: the client refreshes its configuration and
+            // retries at the new point leader, which recognizes a retry.
+            self.reply(reply, DaemonResponse::WrongEpoch { epoch });
         }
+        for (state_key, version) in redrive {
+            self.continue_pending(&state_key, version);
+        }
+        self.keys.retain(|_, s| !s.is_idle());
         let future = std::mem::take(&mut self.future);
         for msg in future {
             self.handle_chain(msg);
@@ -306,12 +351,7 @@ impl ReplicaCore {
             object: new,
             client: request.client,
         };
-        let origin = Origin {
-            reply,
-            old,
-            prev_version,
-        };
-        self.apply_forward(forward, Some(origin));
+        self.apply_forward(forward, vec![reply]);
         true
     }
 
@@ -373,7 +413,7 @@ impl ReplicaCore {
                     tracing::warn!(from = %forward.from, pos, "dropping a forward that does not name this daemon");
                     return;
                 }
-                self.apply_forward(forward, None);
+                self.apply_forward(forward, Vec::new());
             }
             ChainMsg::Ack(ack) => self.apply_ack(ack),
         }
@@ -392,7 +432,7 @@ impl ReplicaCore {
         Ok(self.load(state_key)?.map(|r| r.version))
     }
 
-    fn apply_forward(&mut self, forward: ChainForward, origin: Option<Origin>) {
+    fn apply_forward(&mut self, forward: ChainForward, replies: Vec<ReplyTo>) {
         let pos = forward.position as usize;
         let hop = forward.hops[pos];
         let state_key = (hop.region, key_bytes(&forward.key));
@@ -409,9 +449,7 @@ impl ReplicaCore {
             let state = self.keys.entry(state_key.clone()).or_default();
             if let Some(pending) = state.pending.get_mut(&version) {
                 pending.forward = forward;
-                if !pending.acked {
-                    self.send_downstream(&state_key, version);
-                }
+                self.continue_pending(&state_key, version);
             } else if pos > 0 {
                 // Already committed here: acknowledge again.
                 self.send_ack(&forward, pos);
@@ -435,7 +473,7 @@ impl ReplicaCore {
             Pending {
                 forward,
                 acked: last,
-                origin,
+                replies,
             },
         );
         if last {
@@ -463,7 +501,28 @@ impl ReplicaCore {
             });
             let Some(version) = ready else { return };
             let forward = state.buffered.remove(&version).expect("found above");
-            self.apply_forward(forward, None);
+            self.apply_forward(forward, Vec::new());
+        }
+    }
+
+    /// Moves a pending update on after its chain changed: forward it, or
+    /// commit it when this daemon is now its tail.
+    fn continue_pending(&mut self, state_key: &StateKey, version: Version) {
+        let Some(pending) = self
+            .keys
+            .get_mut(state_key)
+            .and_then(|s| s.pending.get_mut(&version))
+        else {
+            return;
+        };
+        if pending.acked {
+            return;
+        }
+        if pending.forward.position as usize + 1 == pending.forward.hops.len() {
+            pending.acked = true;
+            self.commit_ready(state_key);
+        } else {
+            self.send_downstream(state_key, version);
         }
     }
 
@@ -537,6 +596,18 @@ impl ReplicaCore {
             let pos = forward.position as usize;
             let hop = forward.hops[pos];
             let is_key_region = pos < forward.hops.len() && self.is_key_subspace(hop.region);
+            let recent = if is_key_region {
+                let mut recent = match self.load(state_key) {
+                    Ok(Some(r)) => r.recent,
+                    _ => Vec::new(),
+                };
+                recent.push((forward.client, forward.version));
+                let excess = recent.len().saturating_sub(RECENT_WRITERS_MAX);
+                recent.drain(..excess);
+                recent
+            } else {
+                Vec::new()
+            };
             let write = match (hop.write, is_key_region) {
                 (HopWrite::Put, _) | (HopWrite::Remove, true) => Write::Put {
                     region: hop.region,
@@ -548,6 +619,7 @@ impl ReplicaCore {
                         } else {
                             None
                         },
+                        recent,
                     }
                     .encode(),
                 },
@@ -565,13 +637,13 @@ impl ReplicaCore {
                 }
                 return;
             }
-            match &pending.origin {
-                Some(origin) => {
-                    self.reply(origin.reply, DaemonResponse::Done);
-                    leader_committed = true;
+            if pos > 0 {
+                self.send_ack(forward, pos);
+            } else {
+                for reply in &pending.replies {
+                    self.reply(*reply, DaemonResponse::Done);
                 }
-                None if pos > 0 => self.send_ack(forward, pos),
-                None => {}
+                leader_committed = true;
             }
         }
         if leader_committed {

@@ -5,12 +5,20 @@
 //! subspaces drop the key.
 
 use serde::{Deserialize, Serialize};
+use tessera_protocol::ClientRef;
 use tessera_types::{Object, Version};
+
+/// How many recent writers of a key the key subspace remembers, so that a
+/// retried update is recognized instead of applied twice.
+pub const RECENT_WRITERS_MAX: usize = 16;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub version: Version,
     pub object: Option<Object>,
+    /// Key subspace only: the latest updates' `(client id, request number)`
+    /// with the version each produced, newest last.
+    pub recent: Vec<(ClientRef, Version)>,
 }
 
 impl Record {

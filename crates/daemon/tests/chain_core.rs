@@ -509,3 +509,163 @@ fn older_epoch_requests_are_refused() {
         DaemonResponse::WrongEpoch { epoch: Epoch(1) }
     );
 }
+
+/// Kills the point leader of key 0 while updates are in flight, installs a
+/// configuration without it, and lets clients retry unanswered updates with
+/// the same (client id, request number). Every update must then be applied
+/// exactly once — each key's version equals its number of puts — and every
+/// live replica of every region must hold exactly the objects the key
+/// subspace says lie there.
+fn failover_case(seed: u64, interleave: usize) {
+    let config1 = Arc::new(config(4, 2, 2));
+    let space = config1.spaces[0].clone();
+    let mut net = Net::new(&config1);
+    let mut rng = seed;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng as usize
+    };
+    let ops: Vec<Op> = (0..40)
+        .map(|i| Op::Put {
+            key: (next() % 5) as i64,
+            a: i as i64 * 1_000_003,
+            b: (next() % 7) as i64,
+        })
+        .collect();
+    let leader_of = |config: &Configuration, op: &Op| {
+        let req = request(op, 0);
+        key_region(&config.spaces[0], &req.key).unwrap().chain[0]
+    };
+    for (n, op) in ops.iter().enumerate() {
+        let leader = leader_of(&config1, op);
+        net.cores.get_mut(&leader).unwrap().on_update(
+            ReplyTo {
+                conn: 1,
+                id: n as u64,
+            },
+            Epoch(1),
+            request(op, n as u64),
+        );
+        net.collect(leader);
+        for _ in 0..interleave {
+            net.step(next());
+        }
+    }
+    // The failure: the victim's state and every message to or from it vanish.
+    let victim = key_region(&space, &Value::Int(0)).unwrap().chain[0];
+    net.cores.remove(&victim);
+    net.links
+        .retain(|(from, to), _| *from != victim && *to != victim);
+    let mut config2 = (*config1).clone();
+    config2.epoch = Epoch(2);
+    config2.daemons.remove(&victim);
+    for layout in &mut config2.spaces[0].subspaces {
+        for region in &mut layout.regions {
+            region.chain.retain(|d| *d != victim);
+        }
+    }
+    let config2 = Arc::new(config2);
+    net.config = config2.clone();
+    let live: Vec<DaemonId> = net.cores.keys().copied().collect();
+    for d in &live {
+        net.cores.get_mut(d).unwrap().on_config(config2.clone());
+        net.collect(*d);
+    }
+    let quiesce = |net: &mut Net, next: &mut dyn FnMut() -> usize| {
+        let mut steps = 0;
+        while net.step(next()) {
+            steps += 1;
+            assert!(steps < 1_000_000, "no quiescence");
+        }
+    };
+    quiesce(&mut net, &mut next);
+    // Clients retry whatever was not answered with success.
+    for attempt in 1..=3u64 {
+        for (n, op) in ops.iter().enumerate() {
+            let done = (0..attempt)
+                .any(|a| net.replies.get(&(n as u64 + 1000 * a)) == Some(&DaemonResponse::Done));
+            if done {
+                continue;
+            }
+            let leader = leader_of(&config2, op);
+            let id = n as u64 + 1000 * attempt;
+            net.cores.get_mut(&leader).unwrap().on_update(
+                ReplyTo { conn: 1, id },
+                Epoch(2),
+                request(op, n as u64),
+            );
+            net.collect(leader);
+            quiesce(&mut net, &mut next);
+        }
+    }
+    for (n, _) in ops.iter().enumerate() {
+        let done = (0..=3u64)
+            .any(|a| net.replies.get(&(n as u64 + 1000 * a)) == Some(&DaemonResponse::Done));
+        assert!(done, "op {n} never succeeded");
+    }
+    for core in net.cores.values() {
+        assert_eq!(core.busy_keys(), 0);
+    }
+    // Exactly once: versions count the puts of each key.
+    let mut puts: BTreeMap<i64, u64> = BTreeMap::new();
+    for op in &ops {
+        if let Op::Put { key, .. } = op {
+            *puts.entry(*key).or_default() += 1;
+        }
+    }
+    let mut objects = Vec::new();
+    for (&key, &count) in &puts {
+        let region = key_region(&config2.spaces[0], &Value::Int(key)).unwrap();
+        let mut seen = None;
+        for d in &region.chain {
+            let record = Record::decode(
+                &net.engines[d]
+                    .get(region.id, &key_bytes(&Value::Int(key)))
+                    .unwrap()
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                record.version.0, count,
+                "key {key} at {d}: applied {} times for {count} puts",
+                record.version.0
+            );
+            if let Some(s) = &seen {
+                assert_eq!(
+                    s, &record.object,
+                    "key-region replicas disagree on key {key}"
+                );
+            }
+            seen = Some(record.object.clone());
+        }
+        objects.push(seen.unwrap().unwrap());
+    }
+    for layout in config2.spaces[0].subspaces.iter().skip(1) {
+        for region in &layout.regions {
+            let expected: BTreeMap<Vec<u8>, Object> = objects
+                .iter()
+                .filter(|o| layout.region_of(o).id == region.id)
+                .map(|o| (key_bytes(o.key()), o.clone()))
+                .collect();
+            for d in &region.chain {
+                let mut got = BTreeMap::new();
+                net.engines[d]
+                    .scan(region.id, None, &mut |k, v| {
+                        got.insert(k.to_vec(), Record::decode(v).unwrap().object.unwrap());
+                        true
+                    })
+                    .unwrap();
+                assert_eq!(got, expected, "region {} at {d}", region.id);
+            }
+        }
+    }
+}
+
+#[test]
+fn failover_redrives_pending_and_applies_each_update_once() {
+    for seed in 1..=60u64 {
+        failover_case(seed * 0x9E37_79B9, (seed % 4) as usize);
+    }
+}

@@ -30,7 +30,8 @@ pub enum FrameError {
 /// Encodes a message as one frame (length prefix included).
 pub fn encode(message: &Message) -> Vec<u8> {
     let mut out = vec![0u8; 4];
-    let body = postcard::to_extend(message, out.split_off(4)).expect("encoding to a Vec cannot fail");
+    let body =
+        postcard::to_extend(message, out.split_off(4)).expect("encoding to a Vec cannot fail");
     let len = body.len() as u32;
     out.copy_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&body);
@@ -43,7 +44,10 @@ pub fn decode(body: &[u8]) -> Result<Message, FrameError> {
 }
 
 /// Reads one frame. `Closed` on a clean end of stream between frames.
-pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, frame_bytes_max: usize) -> Result<Message, FrameError> {
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    frame_bytes_max: usize,
+) -> Result<Message, FrameError> {
     let mut len_bytes = [0u8; 4];
     match reader.read_exact(&mut len_bytes).await {
         Ok(_) => {}
@@ -52,7 +56,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, frame_bytes_max: u
     }
     let len = u32::from_be_bytes(len_bytes) as usize;
     if len > frame_bytes_max {
-        return Err(FrameError::TooLarge { len, max: frame_bytes_max });
+        return Err(FrameError::TooLarge {
+            len,
+            max: frame_bytes_max,
+        });
     }
     let mut body = vec![0u8; len];
     reader.read_exact(&mut body).await?;
@@ -60,7 +67,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, frame_bytes_max: u
 }
 
 /// Writes one frame (not flushed).
-pub async fn write_frame<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message) -> Result<(), FrameError> {
+pub async fn write_frame<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    message: &Message,
+) -> Result<(), FrameError> {
     writer.write_all(&encode(message)).await?;
     Ok(())
 }
