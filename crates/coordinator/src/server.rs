@@ -341,6 +341,7 @@ fn message_kind(message: &Message) -> &'static str {
         Message::DaemonRequest { .. } => "DaemonRequest",
         Message::DaemonResponse { .. } => "DaemonResponse",
         Message::Chain(_) => "Chain",
+        Message::Transfer(_) => "Transfer",
         Message::CoordRequest { .. } => "CoordRequest",
         Message::CoordResponse { .. } => "CoordResponse",
     }
@@ -389,6 +390,16 @@ impl Member {
                 }
             },
             CoordRequest::Status => CoordResponse::Status(Box::new(self.status())),
+            CoordRequest::Heartbeat { .. }
+            | CoordRequest::TransferComplete { .. }
+            | CoordRequest::ServerOffline { .. }
+            | CoordRequest::ServerOnline { .. }
+            | CoordRequest::ServerForget { .. }
+            | CoordRequest::ServerKill { .. }
+            | CoordRequest::Stability => CoordResponse::Failed {
+                status: AdminStatus::CoordFail,
+                reason: "failure handling is not implemented yet".into(),
+            },
         }
     }
 

@@ -20,6 +20,8 @@ pub enum Message {
     DaemonResponse { id: u64, response: DaemonResponse },
     /// Daemon → daemon, along a value-dependent chain.
     Chain(ChainMsg),
+    /// Daemon → daemon: state transfer of one region.
+    Transfer(TransferMsg),
     /// Client, daemon or member → coordinator member.
     CoordRequest { id: u64, request: CoordRequest },
     /// Coordinator member → requester.
@@ -190,6 +192,35 @@ pub enum ChainMsg {
     Ack(ChainAck),
 }
 
+/// One key's committed state in a region being transferred.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransferEntry {
+    /// The key's storage bytes (`key_bytes`).
+    pub key: Vec<u8>,
+    pub version: Version,
+    /// The daemon's stored record bytes; `None` when the key left the
+    /// region at `version`.
+    pub record: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum TransferMsg {
+    /// Committed entries, from the initial scan or from later commits; the
+    /// target keeps, per key, the highest version it has seen.
+    Entries {
+        transfer: u64,
+        from: DaemonId,
+        region: RegionId,
+        entries: Vec<TransferEntry>,
+    },
+    /// The initial scan is complete.
+    ScanDone {
+        transfer: u64,
+        from: DaemonId,
+        region: RegionId,
+    },
+}
+
 // ---------------------------------------------------------------- coordinator
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -227,6 +258,38 @@ pub enum CoordRequest {
     SetReadOnly {
         read_only: bool,
     },
+    /// A daemon is alive and has installed `epoch` (leader only; sent about
+    /// every 500 ms). Answered `Done`, or `Failed(NOTFOUND)` for an id the
+    /// coordinator does not know (forgotten): that daemon must stop.
+    Heartbeat {
+        id: DaemonId,
+        epoch: Epoch,
+    },
+    /// The target of transfer `transfer` holds everything the source had
+    /// committed when it finished its scan; the coordinator appends the
+    /// target to the region's chain in a new epoch (leader only).
+    TransferComplete {
+        transfer: u64,
+    },
+    /// Operations on a daemon (API.md §0.2): take it out of every chain
+    /// (`Offline`), let it take regions again (`Online`), remove it for
+    /// good (`Forget`; its id is never reused), or mark it offline and tell
+    /// it to stop at its next heartbeat (`Kill`).
+    ServerOffline {
+        id: DaemonId,
+    },
+    ServerOnline {
+        id: DaemonId,
+    },
+    ServerForget {
+        id: DaemonId,
+    },
+    ServerKill {
+        id: DaemonId,
+    },
+    /// Whether the cluster is stable: every available daemon reported the
+    /// current epoch and no transfer is running (leader only).
+    Stability,
 }
 
 /// One member's view of the coordinator group (`CoordRequest::Status`).
@@ -270,4 +333,12 @@ pub enum CoordResponse {
         payload: Vec<u8>,
     },
     Status(Box<CoordStatus>),
+    /// The answer to `Stability`.
+    Stability {
+        epoch: Epoch,
+        stable: bool,
+        /// Available daemons that have not reported `epoch` yet.
+        lagging: Vec<DaemonId>,
+        transfers: usize,
+    },
 }

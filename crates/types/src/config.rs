@@ -71,6 +71,19 @@ pub struct Space {
     pub subspaces: Vec<SubspaceLayout>,
 }
 
+/// A daemon receiving a region's data by state transfer, before it joins
+/// the region's chain at the tail. `from` (the chain's tail when the
+/// transfer began) ships every committed record, then every later commit,
+/// until a configuration without this transfer arrives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    /// Unique, never reused.
+    pub id: u64,
+    pub region: RegionId,
+    pub from: DaemonId,
+    pub to: DaemonId,
+}
+
 /// Everything a daemon or client needs to route, at one epoch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Configuration {

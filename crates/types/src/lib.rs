@@ -38,6 +38,7 @@ pub mod value;
 
 pub use config::{
     Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceLayout,
+    Transfer,
 };
 pub use coordinate::{coordinate, key_bytes, string_hash};
 pub use ids::{DaemonId, Epoch, RegionId, SpaceId, Version};
