@@ -126,6 +126,7 @@ impl ClusterState {
             daemons: self.daemons.clone(),
             spaces: self.spaces.clone(),
             read_only: self.read_only,
+            transfers: Vec::new(),
         }
     }
 

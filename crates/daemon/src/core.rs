@@ -18,7 +18,8 @@ use crate::record::{Record, RECENT_WRITERS_MAX};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
-    ChainAck, ChainForward, ChainMsg, DaemonResponse, HopWrite, Status, UpdateRequest,
+    ChainAck, ChainForward, ChainMsg, DaemonResponse, HopWrite, Status, TransferEntry, TransferMsg,
+    UpdateRequest,
 };
 use tessera_storage::{Engine, Write};
 use tessera_types::coordinate::key_bytes;
@@ -37,6 +38,11 @@ pub enum Effect {
     Send {
         to: DaemonId,
         msg: ChainMsg,
+    },
+    /// A committed entry for a daemon receiving this region by transfer.
+    Transfer {
+        to: DaemonId,
+        msg: TransferMsg,
     },
     Reply {
         to: ReplyTo,
@@ -84,6 +90,23 @@ pub struct ReplicaCore {
     /// Messages this daemon sends to itself (it may hold several hops).
     local: VecDeque<ChainMsg>,
     effects: Vec<Effect>,
+    /// Transfers this daemon is the source of, by region: every commit in
+    /// the region is also shipped to the target.
+    outgoing: HashMap<RegionId, Vec<(u64, DaemonId)>>,
+    /// Keys that left a region being transferred in, with the version at
+    /// which they left, so an older transferred entry cannot resurrect them.
+    removed: HashMap<StateKey, Version>,
+}
+
+fn outgoing_transfers(
+    me: DaemonId,
+    config: &Configuration,
+) -> HashMap<RegionId, Vec<(u64, DaemonId)>> {
+    let mut out: HashMap<RegionId, Vec<(u64, DaemonId)>> = HashMap::new();
+    for t in config.transfers.iter().filter(|t| t.from == me) {
+        out.entry(t.region).or_default().push((t.id, t.to));
+    }
+    out
 }
 
 fn refuse(status: Status, reason: impl Into<String>) -> DaemonResponse {
@@ -97,12 +120,14 @@ impl ReplicaCore {
     pub fn new(me: DaemonId, config: Arc<Configuration>, engine: Arc<dyn Engine>) -> Self {
         ReplicaCore {
             me,
-            config,
             engine,
             keys: HashMap::new(),
             future: Vec::new(),
             local: VecDeque::new(),
             effects: Vec::new(),
+            outgoing: outgoing_transfers(me, &config),
+            removed: HashMap::new(),
+            config,
         }
     }
 
@@ -208,6 +233,44 @@ impl ReplicaCore {
         }
     }
 
+    /// Committed entries of a region this daemon receives by transfer. Per
+    /// key the highest version wins, whether it came from the source's scan,
+    /// from a commit the source shipped later, or from the chain itself.
+    pub fn on_transfer_entry(&mut self, region: RegionId, entry: TransferEntry) {
+        let state_key = (region, entry.key.clone());
+        let stored = match self.load(&state_key) {
+            Ok(r) => r.map(|r| r.version),
+            Err(e) => {
+                tracing::error!("{e}");
+                return;
+            }
+        };
+        let gone = self.removed.get(&state_key).copied();
+        if stored.is_some_and(|v| v >= entry.version) || gone.is_some_and(|v| v >= entry.version) {
+            return;
+        }
+        let write = match entry.record {
+            Some(value) => Write::Put {
+                region,
+                key: entry.key,
+                value,
+            },
+            None => {
+                self.removed.insert(state_key.clone(), entry.version);
+                Write::Delete {
+                    region,
+                    key: entry.key,
+                }
+            }
+        };
+        if let Err(e) = self.engine.apply(vec![write]) {
+            tracing::error!("transfer write failed: {e}");
+            return;
+        }
+        self.release_buffered(&state_key);
+        self.run_local();
+    }
+
     /// A chain message from another daemon.
     pub fn on_chain(&mut self, msg: ChainMsg) {
         self.handle_chain(msg);
@@ -221,6 +284,7 @@ impl ReplicaCore {
         if config.epoch <= self.config.epoch {
             return;
         }
+        self.outgoing = outgoing_transfers(self.me, &config);
         self.config = config;
         let epoch = self.config.epoch;
         let me = self.me;
@@ -628,6 +692,10 @@ impl ReplicaCore {
                     key: state_key.1.clone(),
                 },
             };
+            let shipped = match &write {
+                Write::Put { value, .. } => Some(value.clone()),
+                Write::Delete { .. } => None,
+            };
             if let Err(e) = self.engine.apply(vec![write]) {
                 // A daemon that cannot write must not acknowledge: stop here.
                 // Replication keeps the data; failure handling replaces us.
@@ -636,6 +704,23 @@ impl ReplicaCore {
                     state.pending.insert(forward.version, pending);
                 }
                 return;
+            }
+            if let Some(targets) = self.outgoing.get(&hop.region) {
+                let record = shipped;
+                for &(transfer, to) in targets {
+                    let entry = TransferEntry {
+                        key: state_key.1.clone(),
+                        version: forward.version,
+                        record: record.clone(),
+                    };
+                    let msg = TransferMsg::Entries {
+                        transfer,
+                        from: self.me,
+                        region: hop.region,
+                        entries: vec![entry],
+                    };
+                    self.effects.push(Effect::Transfer { to, msg });
+                }
             }
             if pos > 0 {
                 self.send_ack(forward, pos);

@@ -9,17 +9,18 @@ use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::record::Record;
 use crate::search;
 use crate::{DaemonError, DaemonOptions};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tessera_protocol::coord_client::CoordClient;
+use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
 use tessera_protocol::frame::encode;
 use tessera_protocol::{
-    read_frame, ChainMsg, CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, FrameError,
-    Message, Status,
+    read_frame, AdminStatus, ChainMsg, CoordRequest, CoordResponse, DaemonRequest, DaemonResponse,
+    FrameError, Message, Status,
 };
+use tessera_protocol::{TransferEntry, TransferMsg};
 use tessera_storage::{Durability, Engine, FjallEngine};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{Configuration, DaemonId, Epoch, Value};
@@ -41,6 +42,39 @@ pub(crate) struct Daemon {
     conns: Mutex<HashMap<u64, mpsc::UnboundedSender<Message>>>,
     next_conn: AtomicU64,
     frame_bytes_max: usize,
+    coord: CoordClient,
+    /// Transfers whose initial scan this daemon (as source) has started.
+    scans_started: Mutex<HashSet<u64>>,
+    /// Transfers this daemon (as target) has begun receiving.
+    transfers_received: Mutex<HashSet<u64>>,
+    lease: Lease,
+}
+
+/// Whether this daemon may serve clients: only while the coordinator has
+/// heard from it recently. The coordinator declares a daemon failed only
+/// after a full failure timeout without heartbeats, and the daemon stops
+/// serving after half of it, so a daemon cut off from the coordinator
+/// stops answering before a replacement can take its place.
+struct Lease {
+    started: std::time::Instant,
+    /// Milliseconds since `started` of the last answered heartbeat; 0 until
+    /// the coordinator first answers one (before that no lease is enforced,
+    /// for coordinators that do not detect failures).
+    last_ok_ms: AtomicU64,
+    valid_for: Duration,
+}
+
+impl Lease {
+    fn renew(&self) {
+        let ms = self.started.elapsed().as_millis().max(1) as u64;
+        self.last_ok_ms.store(ms, Ordering::Release);
+    }
+
+    fn valid(&self) -> bool {
+        let last = self.last_ok_ms.load(Ordering::Acquire);
+        last == 0
+            || self.started.elapsed().as_millis() as u64 <= last + self.valid_for.as_millis() as u64
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -48,8 +82,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn shard_of(key: &Value) -> usize {
+    shard_of_bytes(&key_bytes(key))
+}
+
+fn shard_of_bytes(key: &[u8]) -> usize {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    key_bytes(key).hash(&mut h);
+    key.hash(&mut h);
     (h.finish() % SHARDS as u64) as usize
 }
 
@@ -74,6 +112,7 @@ impl Daemon {
         for effect in effects {
             match effect {
                 Effect::Send { to, msg } => self.send_peer(to, Message::Chain(msg)),
+                Effect::Transfer { to, msg } => self.send_peer(to, Message::Transfer(msg)),
                 Effect::Reply { to, response } => self.reply(to, response),
             }
         }
@@ -89,20 +128,27 @@ impl Daemon {
     }
 
     fn send_peer(self: &Daemon, to: DaemonId, msg: Message) {
+        if let Some(tx) = self.peer_sender(to) {
+            let _ = tx.send(msg);
+        }
+    }
+
+    /// The queue of messages to a peer, connecting on first use.
+    fn peer_sender(self: &Daemon, to: DaemonId) -> Option<mpsc::UnboundedSender<Message>> {
         let mut peers = lock(&self.peers);
         if let Some(tx) = peers.get(&to) {
-            if tx.send(msg.clone()).is_ok() {
-                return;
+            if !tx.is_closed() {
+                return Some(tx.clone());
             }
         }
         let Some(addr) = self.config().daemon_addr(to).map(str::to_string) else {
             tracing::warn!(%to, "no address for peer");
-            return;
+            return None;
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(msg);
-        peers.insert(to, tx);
+        peers.insert(to, tx.clone());
         tokio::spawn(peer_writer(to, addr, rx));
+        Some(tx)
     }
 
     fn install_config(&self, config: Configuration) {
@@ -124,6 +170,117 @@ impl Daemon {
             self.execute(effects);
         }
         self.drop_removed_regions(&config);
+        self.start_transfer_scans(&config);
+    }
+
+    /// As the source of a transfer: ship every committed record of the
+    /// region, then `ScanDone`. Commits made meanwhile are shipped by the
+    /// cores as they happen (they learned of the transfer before the scan
+    /// began), and the target keeps the highest version of each key.
+    fn start_transfer_scans(self: &Daemon, config: &Configuration) {
+        for t in config.transfers.iter().filter(|t| t.from == self.me) {
+            if !lock(&self.scans_started).insert(t.id) {
+                continue;
+            }
+            let (engine, transfer, region, to, me) =
+                (self.engine.clone(), t.id, t.region, t.to, self.me);
+            let peer = self.peer_sender(to);
+            tracing::info!(transfer, %region, %to, "state transfer: sending");
+            tokio::task::spawn_blocking(move || {
+                let Some(peer) = peer else { return };
+                let mut batch = Vec::new();
+                let mut sent = 0usize;
+                let result = engine.scan(region, None, &mut |key, value| {
+                    let version = match Record::decode(value) {
+                        Ok(r) => r.version,
+                        Err(_) => return true,
+                    };
+                    batch.push(TransferEntry {
+                        key: key.to_vec(),
+                        version,
+                        record: Some(value.to_vec()),
+                    });
+                    if batch.len() >= 256 {
+                        sent += batch.len();
+                        let entries = std::mem::take(&mut batch);
+                        let _ = peer.send(Message::Transfer(TransferMsg::Entries {
+                            transfer,
+                            from: me,
+                            region,
+                            entries,
+                        }));
+                    }
+                    true
+                });
+                if let Err(e) = result {
+                    tracing::error!(transfer, "state transfer scan failed: {e}");
+                    return;
+                }
+                sent += batch.len();
+                let _ = peer.send(Message::Transfer(TransferMsg::Entries {
+                    transfer,
+                    from: me,
+                    region,
+                    entries: batch,
+                }));
+                let _ = peer.send(Message::Transfer(TransferMsg::ScanDone {
+                    transfer,
+                    from: me,
+                    region,
+                }));
+                tracing::info!(transfer, sent, "state transfer: scan shipped");
+            });
+        }
+    }
+
+    /// As the target of a transfer.
+    fn on_transfer(self: &Arc<Self>, msg: TransferMsg) {
+        match msg {
+            TransferMsg::Entries {
+                transfer,
+                region,
+                entries,
+                ..
+            } => {
+                if lock(&self.transfers_received).insert(transfer) {
+                    // Whatever this daemon held of the region before is stale.
+                    if let Err(e) = self.engine.drop_region(region) {
+                        tracing::error!(%region, "cannot clear region for transfer: {e}");
+                    }
+                }
+                for entry in entries {
+                    let mut core = lock(&self.shards[shard_of_bytes(&entry.key)]);
+                    core.on_transfer_entry(region, entry);
+                    let effects = core.drain_effects();
+                    self.execute(effects);
+                }
+            }
+            TransferMsg::ScanDone {
+                transfer, region, ..
+            } => {
+                tracing::info!(transfer, %region, "state transfer: caught up");
+                let daemon = self.clone();
+                tokio::spawn(async move {
+                    for _ in 0..20 {
+                        match daemon
+                            .coord
+                            .call(CoordRequest::TransferComplete { transfer })
+                            .await
+                        {
+                            Ok(CoordResponse::Done) => return,
+                            Ok(other) => {
+                                tracing::warn!(transfer, "transfer completion refused: {other:?}");
+                                return;
+                            }
+                            Err(e) => {
+                                tracing::warn!(transfer, "cannot report transfer completion: {e}")
+                            }
+                        }
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                });
+            }
+        }
     }
 
     /// Regions that no configuration names any more (their space was
@@ -144,6 +301,16 @@ impl Daemon {
 
     fn handle_request(self: &Arc<Self>, conn: u64, id: u64, epoch: Epoch, request: DaemonRequest) {
         let to = ReplyTo { conn, id };
+        if !self.lease.valid() {
+            self.reply(
+                to,
+                DaemonResponse::Failed {
+                    status: Status::Reconfigure,
+                    reason: "this daemon has lost contact with the coordinator".into(),
+                },
+            );
+            return;
+        }
         match request {
             DaemonRequest::Update(update) => {
                 let key = update.key.clone();
@@ -242,6 +409,7 @@ async fn serve_connection(daemon: Arc<Daemon>, stream: TcpStream) {
             Ok(Message::DaemonRequest { id, epoch, request }) => {
                 daemon.handle_request(conn, id, epoch, request)
             }
+            Ok(Message::Transfer(msg)) => daemon.on_transfer(msg),
             Ok(Message::Chain(msg)) => {
                 let key = match &msg {
                     ChainMsg::Forward(f) => f.key.clone(),
@@ -297,6 +465,52 @@ async fn register(
     }
 }
 
+/// How often a daemon tells the coordinator it is alive.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
+/// How long an answered heartbeat lets a daemon serve: half the
+/// coordinator's default failure timeout (2 s).
+const LEASE: Duration = Duration::from_millis(1000);
+
+/// Sends heartbeats with the installed epoch; renews the lease on each
+/// answer; stops the daemon when the coordinator no longer knows it.
+async fn heartbeat(daemon: Arc<Daemon>, coordinator: String, stop: Arc<tokio::sync::Notify>) {
+    let options = CoordClientOptions {
+        attempt_timeout: Duration::from_millis(400),
+        give_up_after: Duration::from_millis(400),
+    };
+    let coord = CoordClient::with_options(
+        daemon.coord.members().into_iter().chain([coordinator]),
+        options,
+    );
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let request = CoordRequest::Heartbeat {
+            id: daemon.me,
+            epoch: daemon.config().epoch,
+        };
+        match coord.call(request).await {
+            Ok(CoordResponse::Done) => daemon.lease.renew(),
+            Ok(CoordResponse::Failed {
+                status: AdminStatus::NotFound,
+                reason,
+            }) => {
+                tracing::error!("the coordinator does not know this daemon ({reason}); stopping");
+                stop.notify_one();
+                return;
+            }
+            Ok(CoordResponse::Failed { status, reason }) if reason.contains("stop") => {
+                tracing::error!("the coordinator stopped this daemon: {status}: {reason}");
+                stop.notify_one();
+                return;
+            }
+            Ok(other) => tracing::debug!("heartbeat answered {other:?}"),
+            Err(e) => tracing::debug!("heartbeat failed: {e}"),
+        }
+    }
+}
+
 /// Waits for the first configuration that names this daemon.
 async fn first_config(coord: &CoordClient, me: DaemonId) -> Result<Configuration, DaemonError> {
     let mut known = Epoch(0);
@@ -344,8 +558,23 @@ pub(crate) async fn run(
         conns: Mutex::new(HashMap::new()),
         next_conn: AtomicU64::new(1),
         frame_bytes_max: options.frame_bytes_max,
+        coord: coord.clone(),
+        scans_started: Mutex::new(HashSet::new()),
+        transfers_received: Mutex::new(HashSet::new()),
+        lease: Lease {
+            started: std::time::Instant::now(),
+            last_ok_ms: AtomicU64::new(0),
+            valid_for: LEASE,
+        },
     });
     daemon.drop_removed_regions(&config);
+    daemon.start_transfer_scans(&config);
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let heartbeat_task = tokio::spawn(heartbeat(
+        daemon.clone(),
+        options.coordinator.clone(),
+        stop.clone(),
+    ));
 
     let config_task = {
         let daemon = daemon.clone();
@@ -393,7 +622,11 @@ pub(crate) async fn run(
             }
         })
     };
-    shutdown.await;
+    tokio::select! {
+        () = shutdown => {}
+        () = stop.notified() => tracing::warn!(%me, "the coordinator told this daemon to stop"),
+    }
+    heartbeat_task.abort();
     config_task.abort();
     accept_task.abort();
     sync_task.abort();

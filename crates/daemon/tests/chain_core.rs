@@ -96,6 +96,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
             subspaces,
         }],
         read_only: false,
+        transfers: vec![],
     }
 }
 
@@ -242,6 +243,7 @@ impl Net {
     fn collect(&mut self, from: DaemonId) {
         for effect in self.cores.get_mut(&from).unwrap().drain_effects() {
             match effect {
+                Effect::Transfer { .. } => panic!("these configurations have no transfers"),
                 Effect::Send { to, msg } => {
                     self.links.entry((from, to)).or_default().push_back(msg)
                 }

@@ -79,8 +79,11 @@ pub struct Space {
 pub struct Transfer {
     /// Unique, never reused.
     pub id: u64,
+    /// The region being copied.
     pub region: RegionId,
+    /// The daemon that ships the region (its chain's tail at the start).
     pub from: DaemonId,
+    /// The daemon that receives it and then joins the chain's tail.
     pub to: DaemonId,
 }
 
@@ -97,6 +100,9 @@ pub struct Configuration {
     pub spaces: Vec<Space>,
     /// When set, writes fail with READONLY; reads keep working.
     pub read_only: bool,
+    /// State transfers in progress.
+    #[serde(default)]
+    pub transfers: Vec<Transfer>,
 }
 
 impl Configuration {
