@@ -9,17 +9,38 @@
 //!   and never otherwise;
 //! - daemon, space and region ids are handed out from counters that only
 //!   grow: an id is never reused, even after its space is removed;
-//! - every region's chain holds distinct daemons (see [`crate::placement`]).
+//! - every region's chain holds distinct daemons (see [`crate::placement`]);
+//! - only Available daemons are in chains or take part in transfers;
+//! - after every command that changed something, the state is *repaired*
+//!   (see [`ClusterState::repair`]): every region whose chain is shorter than
+//!   `f + 1` but not empty has one transfer running to a new daemon when an
+//!   Available daemon outside the chain exists.
+//!
+//! # Failure handling
+//!
+//! ```text
+//!  chain [d1 d2]  --d2 offline-->  [d1]  --repair-->  [d1] + Transfer{d1 -> d3}
+//!                                                        |
+//!           [d1 d3]  <--TransferComplete (sent by d3)----+
+//! ```
+//!
+//! A daemon leaving (failure detected, operator offline/kill/forget) is taken
+//! out of every chain in one epoch; the chain keeps its order, so the next
+//! daemon becomes head or the previous one tail. Transfers to or from it are
+//! cancelled. Repair then plans, per short region, one transfer from the
+//! chain's tail to the least-loaded Available daemon outside the chain; the
+//! target joins at the tail when it reports the transfer complete. A region
+//! whose chain became empty lost every replica and cannot be repaired.
 
 use crate::placement::Placer;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::parse::parse_space;
 use tessera_types::region::{grid_for_partitions, uniform_splits};
 use tessera_types::{
     Configuration, CoordinatorInfo, DaemonId, DaemonInfo, DaemonState, Epoch, Region, RegionId,
-    Space, SpaceDesc, SpaceId, SubspaceLayout,
+    Space, SpaceDesc, SpaceId, SubspaceLayout, Transfer,
 };
 
 /// A change to the cluster state, as written to the Raft log.
@@ -29,7 +50,14 @@ pub enum Command {
     ///
     /// - `id: None` — a new daemon: it gets a fresh id, state Available.
     /// - `id: Some(known)` — a restarted daemon: its address is updated and
-    ///   it is Available again, keeping its id (and its place in chains).
+    ///   it is Available again, keeping its id. A daemon that was Offline is
+    ///   in no chain (going offline removed it); repair may make it a
+    ///   transfer target. A daemon still Available (it restarted before its
+    ///   failure was detected) keeps its place in chains: its committed data
+    ///   is on its disk, and dropping every restarted daemon from every chain
+    ///   would empty the chains of a cluster restarted as a whole.
+    /// - `id: Some(killed)` — refused with NOTFOUND: a killed daemon may not
+    ///   rejoin under its id (forget it to let it register afresh).
     /// - `id: Some(unknown)` — an id this cluster does not know (another
     ///   cluster's, or forgotten): the daemon is treated as new and gets a
     ///   fresh id. Adopting the supplied id could collide with an id the
@@ -47,6 +75,28 @@ pub enum Command {
     /// The coordinator group's membership changed: the configuration's
     /// `coordinators` list differs, so the epoch must move.
     MembershipChanged,
+    /// The leader's failure detector has not heard from the daemon within
+    /// the failure timeout: it goes Offline (see [`Command::ServerOffline`]).
+    /// A daemon already Offline, or unknown, is left alone (`Done`): the
+    /// detector may propose twice, or race with an operator.
+    DaemonOffline { id: DaemonId },
+    /// The target of transfer `transfer` caught up: it joins the region's
+    /// chain at the tail and the transfer ends. NOTFOUND for a transfer that
+    /// is unknown, finished or cancelled (harmless for the sender).
+    TransferComplete { transfer: u64 },
+    /// Operator: the daemon goes Offline, leaves every chain (each keeps its
+    /// order; a chain may become shorter or empty), its transfers are
+    /// cancelled, and repair re-plans. NOTFOUND for an unknown id.
+    ServerOffline { id: DaemonId },
+    /// Operator: the daemon becomes Available (in no chain) so that repair
+    /// may use it. NOTFOUND for an unknown id, COORDFAIL for a killed one.
+    ServerOnline { id: DaemonId },
+    /// Operator: the daemon is removed entirely (after leaving every chain).
+    /// Its id is never handed out again. NOTFOUND for an unknown id.
+    ServerForget { id: DaemonId },
+    /// Operator: as `ServerOffline`, and the daemon is told to stop at its
+    /// next heartbeat; it may not register again under its id.
+    ServerKill { id: DaemonId },
 }
 
 /// The outcome of one [`Command`].
@@ -75,6 +125,14 @@ pub struct ClusterState {
     pub daemons: BTreeMap<DaemonId, DaemonInfo>,
     pub spaces: Vec<Space>,
     pub read_only: bool,
+    /// The next transfer id to hand out (ids start at 1, never reused).
+    pub transfer_id_next: u64,
+    /// Running state transfers, by increasing id. At most one per region;
+    /// `from` is the region's tail, `to` an Available daemon outside it.
+    pub transfers: Vec<Transfer>,
+    /// Daemons killed by an operator: Offline, told to stop at their next
+    /// heartbeat, and barred from registering again under their id.
+    pub killed: BTreeSet<DaemonId>,
 }
 
 impl Default for ClusterState {
@@ -87,6 +145,9 @@ impl Default for ClusterState {
             daemons: BTreeMap::new(),
             spaces: Vec::new(),
             read_only: false,
+            transfer_id_next: 1,
+            transfers: Vec::new(),
+            killed: BTreeSet::new(),
         }
     }
 }
@@ -110,7 +171,68 @@ impl ClusterState {
                 self.bump();
                 CommandResult::Done
             }
+            Command::DaemonOffline { id } => {
+                if self.daemons.get(&id).map(|d| d.state) == Some(DaemonState::Available) {
+                    tracing::warn!(daemon = %id, "daemon failed: no heartbeat within the failure timeout");
+                    self.take_offline(id);
+                    self.bump();
+                }
+                CommandResult::Done
+            }
+            Command::TransferComplete { transfer } => self.transfer_complete(transfer),
+            Command::ServerOffline { id } => match self.known(id) {
+                Err(failed) => failed,
+                Ok(DaemonState::Offline) => CommandResult::Done,
+                Ok(DaemonState::Available) => {
+                    self.take_offline(id);
+                    self.bump();
+                    CommandResult::Done
+                }
+            },
+            Command::ServerOnline { id } => match self.known(id) {
+                Err(failed) => failed,
+                Ok(_) if self.killed.contains(&id) => CommandResult::Failed {
+                    status: AdminStatus::CoordFail,
+                    reason: format!("daemon {id} was killed and cannot come back online; forget it and start it afresh"),
+                },
+                Ok(DaemonState::Available) => CommandResult::Done,
+                Ok(DaemonState::Offline) => {
+                    self.daemons.get_mut(&id).expect("known").state = DaemonState::Available;
+                    self.bump();
+                    CommandResult::Done
+                }
+            },
+            Command::ServerForget { id } => match self.known(id) {
+                Err(failed) => failed,
+                Ok(_) => {
+                    self.take_offline(id);
+                    self.daemons.remove(&id);
+                    self.killed.remove(&id);
+                    self.bump();
+                    CommandResult::Done
+                }
+            },
+            Command::ServerKill { id } => match self.known(id) {
+                Err(failed) => failed,
+                Ok(_) if self.killed.contains(&id) => CommandResult::Done,
+                Ok(_) => {
+                    self.take_offline(id);
+                    self.killed.insert(id);
+                    self.bump();
+                    CommandResult::Done
+                }
+            },
         };
+        if self.epoch != epoch_before {
+            // Repair belongs to the command that made it necessary: the
+            // epoch has moved once already, so it does not move again.
+            self.repair();
+        }
+        debug_assert!(
+            self.check_invariants().is_ok(),
+            "{:?}",
+            self.check_invariants()
+        );
         debug_assert!(
             self.epoch.0 - epoch_before.0 <= 1,
             "one command moves the epoch by at most one"
@@ -126,7 +248,7 @@ impl ClusterState {
             daemons: self.daemons.clone(),
             spaces: self.spaces.clone(),
             read_only: self.read_only,
-            transfers: Vec::new(),
+            transfers: self.transfers.clone(),
         }
     }
 
@@ -134,8 +256,210 @@ impl ClusterState {
         self.epoch = Epoch(self.epoch.0 + 1);
     }
 
+    /// The daemon's state, or the NOTFOUND failure to answer with.
+    fn known(&self, id: DaemonId) -> Result<DaemonState, CommandResult> {
+        self.daemons
+            .get(&id)
+            .map(|d| d.state)
+            .ok_or_else(|| CommandResult::Failed {
+                status: AdminStatus::NotFound,
+                reason: format!("no daemon {id}"),
+            })
+    }
+
+    /// Every region, in space, subspace and region order.
+    fn regions(&self) -> impl Iterator<Item = (&SpaceDesc, &Region)> {
+        self.spaces.iter().flat_map(|space| {
+            space
+                .subspaces
+                .iter()
+                .flat_map(move |sub| sub.regions.iter().map(move |r| (&space.desc, r)))
+        })
+    }
+
+    /// Marks the daemon Offline, takes it out of every chain (keeping each
+    /// chain's order) and cancels the transfers to or from it. The caller
+    /// bumps the epoch.
+    fn take_offline(&mut self, id: DaemonId) {
+        if let Some(info) = self.daemons.get_mut(&id) {
+            info.state = DaemonState::Offline;
+        }
+        for space in &mut self.spaces {
+            for sub in &mut space.subspaces {
+                for region in &mut sub.regions {
+                    let before = region.chain.len();
+                    region.chain.retain(|d| *d != id);
+                    if before > 0 && region.chain.is_empty() {
+                        tracing::warn!(
+                            space = %space.desc.name,
+                            region = %region.id,
+                            daemon = %id,
+                            "region lost its last replica; it cannot be repaired"
+                        );
+                    }
+                }
+            }
+        }
+        self.transfers.retain(|t| t.from != id && t.to != id);
+    }
+
+    fn transfer_complete(&mut self, transfer: u64) -> CommandResult {
+        let Some(index) = self.transfers.iter().position(|t| t.id == transfer) else {
+            return CommandResult::Failed {
+                status: AdminStatus::NotFound,
+                reason: format!("no transfer {transfer} is running (finished or cancelled)"),
+            };
+        };
+        let t = self.transfers.remove(index);
+        let region = self
+            .spaces
+            .iter_mut()
+            .flat_map(|s| s.subspaces.iter_mut())
+            .flat_map(|sub| sub.regions.iter_mut())
+            .find(|r| r.id == t.region)
+            .expect("repair cancels transfers of removed regions");
+        debug_assert_eq!(
+            region.chain.last(),
+            Some(&t.from),
+            "repair keeps `from` the tail"
+        );
+        debug_assert!(
+            !region.chain.contains(&t.to),
+            "a transfer target is outside the chain"
+        );
+        region.chain.push(t.to);
+        self.bump();
+        CommandResult::Done
+    }
+
+    /// Brings the transfers in line with the chains: cancels every transfer
+    /// that can no longer complete, then plans one transfer for each region
+    /// that is short of `f + 1` replicas, has none running, and is not empty.
+    /// Returns whether anything changed. Deterministic: regions are visited
+    /// in space, subspace and region order, targets chosen by load then id.
+    pub fn repair(&mut self) -> bool {
+        let mut changed = false;
+        // Cancel what can no longer complete: the region is gone, `from` is
+        // no longer its tail, or either end is not Available.
+        let tails: BTreeMap<RegionId, (Option<DaemonId>, Vec<DaemonId>)> = self
+            .regions()
+            .map(|(_, r)| (r.id, (r.chain.last().copied(), r.chain.clone())))
+            .collect();
+        let available =
+            |d: &DaemonId| self.daemons.get(d).map(|i| i.state) == Some(DaemonState::Available);
+        let keep: Vec<bool> = self
+            .transfers
+            .iter()
+            .map(|t| match tails.get(&t.region) {
+                Some((tail, chain)) => {
+                    *tail == Some(t.from)
+                        && !chain.contains(&t.to)
+                        && available(&t.from)
+                        && available(&t.to)
+                }
+                None => false,
+            })
+            .collect();
+        if keep.iter().any(|k| !k) {
+            let mut keep = keep.into_iter();
+            self.transfers
+                .retain(|_| keep.next().expect("one flag per transfer"));
+            changed = true;
+        }
+
+        // Load: replicas held plus transfers being received.
+        let mut load: BTreeMap<DaemonId, u64> = self
+            .daemons
+            .values()
+            .filter(|d| d.state == DaemonState::Available)
+            .map(|d| (d.id, 0))
+            .collect();
+        for (_, region) in self.regions() {
+            for d in &region.chain {
+                if let Some(l) = load.get_mut(d) {
+                    *l += 1;
+                }
+            }
+        }
+        for t in &self.transfers {
+            if let Some(l) = load.get_mut(&t.to) {
+                *l += 1;
+            }
+        }
+        let busy: BTreeSet<RegionId> = self.transfers.iter().map(|t| t.region).collect();
+        let mut planned = Vec::new();
+        for (desc, region) in self.regions() {
+            let replicas = desc.fault_tolerance as usize + 1;
+            let Some(&tail) = region.chain.last() else {
+                continue; // Every replica lost: nothing to copy from.
+            };
+            if region.chain.len() >= replicas || busy.contains(&region.id) {
+                continue;
+            }
+            let target = load
+                .iter()
+                .filter(|(d, _)| !region.chain.contains(d))
+                .min_by_key(|(d, l)| (**l, **d))
+                .map(|(d, _)| *d);
+            if let Some(to) = target {
+                *load.get_mut(&to).expect("a candidate") += 1;
+                planned.push((region.id, tail, to));
+            }
+        }
+        for (region, from, to) in planned {
+            let id = self.transfer_id_next;
+            self.transfer_id_next += 1;
+            self.transfers.push(Transfer {
+                id,
+                region,
+                from,
+                to,
+            });
+            changed = true;
+        }
+        changed
+    }
+
+    /// Checks the invariants on chains and transfers (see the module docs).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut regions = BTreeSet::new();
+        for (_, region) in self.regions() {
+            let distinct: BTreeSet<_> = region.chain.iter().collect();
+            if distinct.len() != region.chain.len() {
+                return Err(format!("region {} chain repeats a daemon", region.id));
+            }
+            for d in &region.chain {
+                if self.daemons.get(d).map(|i| i.state) != Some(DaemonState::Available) {
+                    return Err(format!("region {} holds unavailable daemon {d}", region.id));
+                }
+            }
+            regions.insert(region.id);
+        }
+        let mut busy = BTreeSet::new();
+        let mut last_id = 0;
+        for t in &self.transfers {
+            if t.id <= last_id || t.id >= self.transfer_id_next {
+                return Err(format!("transfer {} out of order", t.id));
+            }
+            last_id = t.id;
+            if !regions.contains(&t.region) || !busy.insert(t.region) {
+                return Err(format!("transfer {} on a missing or busy region", t.id));
+            }
+        }
+        Ok(())
+    }
+
     fn register_daemon(&mut self, id: Option<DaemonId>, addr: String) -> CommandResult {
         if let Some(id) = id {
+            if self.killed.contains(&id) {
+                return CommandResult::Failed {
+                    status: AdminStatus::NotFound,
+                    reason: format!(
+                        "daemon {id} was killed and may not rejoin; forget it (server-forget) \
+                         and start it with a fresh data directory"
+                    ),
+                };
+            }
             if let Some(info) = self.daemons.get_mut(&id) {
                 if info.addr != addr || info.state != DaemonState::Available {
                     info.addr = addr;
@@ -522,5 +846,394 @@ mod tests {
         let bytes = postcard::to_allocvec(&state).unwrap();
         let back: ClusterState = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(state, back);
+    }
+
+    // ------------------------------------------------------ failure handling
+
+    /// Three daemons, space `kv` with f = 1 over 6 key regions.
+    fn three_daemons_f1() -> ClusterState {
+        let mut state = ClusterState::default();
+        register(&mut state, 3);
+        assert!(matches!(
+            add(
+                &mut state,
+                "space kv key k create 6 partitions tolerate 1 failure"
+            ),
+            CommandResult::SpaceAdded { .. }
+        ));
+        state
+    }
+
+    fn chains(state: &ClusterState) -> Vec<(RegionId, Vec<DaemonId>)> {
+        state
+            .regions()
+            .map(|(_, r)| (r.id, r.chain.clone()))
+            .collect()
+    }
+
+    fn replica_count(state: &ClusterState, d: DaemonId) -> usize {
+        state
+            .regions()
+            .filter(|(_, r)| r.chain.contains(&d))
+            .count()
+    }
+
+    #[test]
+    fn offline_leaves_every_chain_in_one_epoch_keeping_order() {
+        let mut state = three_daemons_f1();
+        let before = chains(&state);
+        let epoch = state.epoch;
+        assert_eq!(
+            state.apply(Command::DaemonOffline { id: DaemonId(2) }),
+            CommandResult::Done
+        );
+        assert_eq!(
+            state.epoch,
+            Epoch(epoch.0 + 1),
+            "one epoch for offline and repair"
+        );
+        assert_eq!(state.daemons[&DaemonId(2)].state, DaemonState::Offline);
+        for ((id, old), (_, new)) in before.iter().zip(chains(&state)) {
+            let expected: Vec<_> = old.iter().copied().filter(|d| *d != DaemonId(2)).collect();
+            assert_eq!(new, expected, "region {id}");
+        }
+        // Proposed again (the detector raced itself): nothing changes.
+        let snapshot = state.clone();
+        assert_eq!(
+            state.apply(Command::DaemonOffline { id: DaemonId(2) }),
+            CommandResult::Done
+        );
+        assert_eq!(state, snapshot);
+        state.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn repair_plans_one_transfer_from_the_tail_per_short_region() {
+        let mut state = ClusterState::default();
+        register(&mut state, 4);
+        add(
+            &mut state,
+            "space kv key k create 8 partitions tolerate 1 failure",
+        );
+        state.apply(Command::ServerOffline { id: DaemonId(1) });
+        let short: Vec<_> = chains(&state)
+            .into_iter()
+            .filter(|(_, c)| c.len() < 2)
+            .collect();
+        assert!(!short.is_empty());
+        assert_eq!(state.transfers.len(), short.len());
+        for (t, (region, chain)) in state.transfers.iter().zip(&short) {
+            assert_eq!(t.region, *region);
+            assert_eq!(t.from, *chain.last().unwrap(), "from the tail");
+            assert!(!chain.contains(&t.to));
+            assert_ne!(t.to, DaemonId(1), "never to an offline daemon");
+        }
+        // Targets spread over the least loaded: replicas plus incoming
+        // transfers differ by at most one among the survivors.
+        let loads: Vec<usize> = [2, 3, 4]
+            .into_iter()
+            .map(|d| {
+                let d = DaemonId(d);
+                replica_count(&state, d) + state.transfers.iter().filter(|t| t.to == d).count()
+            })
+            .collect();
+        assert!(
+            loads.iter().max().unwrap() - loads.iter().min().unwrap() <= 1,
+            "{loads:?}"
+        );
+        // Ids are fresh and increasing.
+        let ids: Vec<u64> = state.transfers.iter().map(|t| t.id).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        state.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn repair_picks_distinct_targets_least_loaded_then_lowest_id() {
+        // Chains [d1] and [d2]; d3 and d4 idle. When f becomes 1 both
+        // regions are short at once: the first gets d3 (idle, lowest id),
+        // the second d4 (d3 now receives a transfer, d1 holds a replica).
+        let mut state = ClusterState::default();
+        register(&mut state, 2);
+        add(
+            &mut state,
+            "space kv key k create 2 partitions tolerate 0 failures",
+        );
+        register(&mut state, 2);
+        assert!(state.transfers.is_empty(), "f = 0: nothing to repair");
+        state.spaces[0].desc.fault_tolerance = 1;
+        assert!(state.repair());
+        let planned: Vec<(DaemonId, DaemonId)> =
+            state.transfers.iter().map(|t| (t.from, t.to)).collect();
+        let heads: Vec<DaemonId> = chains(&state).iter().map(|(_, c)| c[0]).collect();
+        assert_eq!(
+            planned,
+            vec![(heads[0], DaemonId(3)), (heads[1], DaemonId(4))]
+        );
+        assert!(!state.repair(), "repair is idempotent");
+    }
+
+    #[test]
+    fn transfer_complete_appends_the_target_at_the_tail() {
+        let mut state = three_daemons_f1();
+        state.apply(Command::DaemonOffline { id: DaemonId(3) });
+        let transfers = state.transfers.clone();
+        assert!(!transfers.is_empty());
+        for t in transfers {
+            let epoch = state.epoch;
+            let chain_before = state
+                .regions()
+                .find(|(_, r)| r.id == t.region)
+                .unwrap()
+                .1
+                .chain
+                .clone();
+            assert_eq!(
+                state.apply(Command::TransferComplete { transfer: t.id }),
+                CommandResult::Done
+            );
+            assert_eq!(state.epoch, Epoch(epoch.0 + 1));
+            let chain = &state
+                .regions()
+                .find(|(_, r)| r.id == t.region)
+                .unwrap()
+                .1
+                .chain;
+            let mut expected = chain_before;
+            expected.push(t.to);
+            assert_eq!(*chain, expected);
+        }
+        assert!(state.transfers.is_empty());
+        assert!(chains(&state).iter().all(|(_, c)| c.len() == 2));
+        // Completing again: NOTFOUND, nothing changes.
+        let epoch = state.epoch;
+        match state.apply(Command::TransferComplete { transfer: 1 }) {
+            CommandResult::Failed { status, .. } => assert_eq!(status, AdminStatus::NotFound),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(state.epoch, epoch);
+    }
+
+    #[test]
+    fn transfers_are_cancelled_and_replanned_when_the_source_dies() {
+        let mut state = ClusterState::default();
+        register(&mut state, 4);
+        add(
+            &mut state,
+            "space kv key k create 4 partitions tolerate 2 failures",
+        );
+        state.apply(Command::DaemonOffline { id: DaemonId(4) });
+        let first = state.transfers.clone();
+        assert!(!first.is_empty());
+        let victim = first[0].from;
+        state.apply(Command::DaemonOffline { id: victim });
+        assert!(state
+            .transfers
+            .iter()
+            .all(|t| t.from != victim && t.to != victim));
+        // Every surviving region with a tail has a transfer again (d1..d3
+        // minus the victim leaves a daemon outside chains of length one).
+        let next_id = first.iter().map(|t| t.id).max().unwrap();
+        for t in &state.transfers {
+            let chain = &state
+                .regions()
+                .find(|(_, r)| r.id == t.region)
+                .unwrap()
+                .1
+                .chain;
+            assert_eq!(chain.last(), Some(&t.from));
+            if first
+                .iter()
+                .any(|old| old.region == t.region && old.from == victim)
+            {
+                assert!(t.id > next_id, "a re-planned transfer gets a fresh id");
+            }
+        }
+        state.check_invariants().unwrap();
+        // A transfer whose target dies is cancelled too.
+        let t = state.transfers[0].clone();
+        state.apply(Command::ServerKill { id: t.to });
+        assert!(state.transfers.iter().all(|x| x.id != t.id));
+        state.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn an_empty_chain_is_left_alone() {
+        let mut state = ClusterState::default();
+        register(&mut state, 1);
+        add(
+            &mut state,
+            "space kv key k create 2 partitions tolerate 1 failure",
+        );
+        register(&mut state, 1);
+        // d2 registered later: it is a transfer target for both regions.
+        assert_eq!(state.transfers.len(), 2);
+        state.apply(Command::DaemonOffline { id: DaemonId(1) });
+        assert!(chains(&state).iter().all(|(_, c)| c.is_empty()));
+        assert!(state.transfers.is_empty(), "nothing to copy from");
+        // Even a fresh daemon does not bring an empty region back.
+        register(&mut state, 1);
+        assert!(state.transfers.is_empty());
+        state.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_returning_daemon_is_available_in_no_chain_and_becomes_a_target() {
+        let mut state = three_daemons_f1();
+        state.apply(Command::DaemonOffline { id: DaemonId(1) });
+        // Then lose d2 too: regions shrink to [d3] or to nothing.
+        state.apply(Command::ServerOffline { id: DaemonId(2) });
+        assert!(
+            state.transfers.is_empty(),
+            "only d3 is left, in every chain"
+        );
+        assert_eq!(
+            state.apply(Command::RegisterDaemon {
+                id: Some(DaemonId(1)),
+                addr: "127.0.0.1:2012".into(),
+            }),
+            CommandResult::Registered { id: DaemonId(1) }
+        );
+        assert_eq!(state.daemons[&DaemonId(1)].state, DaemonState::Available);
+        assert_eq!(replica_count(&state, DaemonId(1)), 0);
+        let alive = chains(&state).iter().filter(|(_, c)| !c.is_empty()).count();
+        assert!(alive > 0);
+        assert_eq!(state.transfers.len(), alive, "every region left with d3");
+        assert!(state
+            .transfers
+            .iter()
+            .all(|t| t.to == DaemonId(1) && t.from == DaemonId(3)));
+        // ServerOnline works the same way for d2.
+        assert_eq!(
+            state.apply(Command::ServerOnline { id: DaemonId(2) }),
+            CommandResult::Done
+        );
+        assert_eq!(state.daemons[&DaemonId(2)].state, DaemonState::Available);
+        assert_eq!(
+            state.apply(Command::ServerOnline { id: DaemonId(2) }),
+            CommandResult::Done,
+            "already online"
+        );
+        state.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn server_operations_on_unknown_ids_are_notfound_and_change_nothing() {
+        let mut state = three_daemons_f1();
+        let snapshot = state.clone();
+        for command in [
+            Command::ServerOffline { id: DaemonId(9) },
+            Command::ServerOnline { id: DaemonId(9) },
+            Command::ServerForget { id: DaemonId(9) },
+            Command::ServerKill { id: DaemonId(9) },
+        ] {
+            match state.apply(command) {
+                CommandResult::Failed { status, .. } => assert_eq!(status, AdminStatus::NotFound),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(state, snapshot);
+    }
+
+    #[test]
+    fn forget_removes_the_daemon_and_its_id_is_never_reused() {
+        let mut state = three_daemons_f1();
+        let epoch = state.epoch;
+        assert_eq!(
+            state.apply(Command::ServerForget { id: DaemonId(3) }),
+            CommandResult::Done
+        );
+        assert_eq!(state.epoch, Epoch(epoch.0 + 1));
+        assert!(!state.daemons.contains_key(&DaemonId(3)));
+        assert_eq!(replica_count(&state, DaemonId(3)), 0);
+        // Registering with the forgotten id, or without one: a fresh id.
+        assert_eq!(
+            state.apply(Command::RegisterDaemon {
+                id: Some(DaemonId(3)),
+                addr: "x:1".into()
+            }),
+            CommandResult::Registered { id: DaemonId(4) }
+        );
+        state.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn kill_takes_offline_and_bars_registration_until_forgotten() {
+        let mut state = three_daemons_f1();
+        assert_eq!(
+            state.apply(Command::ServerKill { id: DaemonId(2) }),
+            CommandResult::Done
+        );
+        assert_eq!(state.daemons[&DaemonId(2)].state, DaemonState::Offline);
+        assert!(state.killed.contains(&DaemonId(2)));
+        assert_eq!(replica_count(&state, DaemonId(2)), 0);
+        let register_again = Command::RegisterDaemon {
+            id: Some(DaemonId(2)),
+            addr: "127.0.0.1:2013".into(),
+        };
+        match state.apply(register_again.clone()) {
+            CommandResult::Failed { status, .. } => assert_eq!(status, AdminStatus::NotFound),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(matches!(
+            state.apply(Command::ServerOnline { id: DaemonId(2) }),
+            CommandResult::Failed {
+                status: AdminStatus::CoordFail,
+                ..
+            }
+        ));
+        state.apply(Command::ServerForget { id: DaemonId(2) });
+        assert!(state.killed.is_empty());
+        assert_eq!(
+            state.apply(register_again),
+            CommandResult::Registered { id: DaemonId(4) }
+        );
+    }
+
+    #[test]
+    fn rm_space_cancels_its_transfers() {
+        let mut state = three_daemons_f1();
+        state.apply(Command::DaemonOffline { id: DaemonId(1) });
+        assert!(!state.transfers.is_empty());
+        state.apply(Command::RmSpace { name: "kv".into() });
+        assert!(state.transfers.is_empty());
+        state.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn failure_handling_replays_deterministically() {
+        let commands = vec![
+            Command::RegisterDaemon { id: None, addr: "a:1".into() },
+            Command::RegisterDaemon { id: None, addr: "b:1".into() },
+            Command::RegisterDaemon { id: None, addr: "c:1".into() },
+            Command::AddSpace {
+                description: "space kv key k attributes int v subspace v create 8 partitions tolerate 1 failure".into(),
+            },
+            Command::RegisterDaemon { id: None, addr: "d:1".into() },
+            Command::DaemonOffline { id: DaemonId(2) },
+            Command::TransferComplete { transfer: 1 },
+            Command::TransferComplete { transfer: 2 },
+            Command::ServerKill { id: DaemonId(4) },
+            Command::RegisterDaemon { id: Some(DaemonId(2)), addr: "b:2".into() },
+            Command::TransferComplete { transfer: 1 },
+            Command::ServerForget { id: DaemonId(4) },
+            Command::TransferComplete { transfer: 7 },
+        ];
+        let mut a = ClusterState::default();
+        let mut results_a = Vec::new();
+        for command in commands.iter().cloned() {
+            let before = a.epoch;
+            results_a.push(a.apply(command));
+            assert!(a.epoch.0 - before.0 <= 1);
+            a.check_invariants().unwrap();
+        }
+        let mut b = ClusterState::default();
+        let results_b: Vec<_> = commands.into_iter().map(|c| b.apply(c)).collect();
+        assert_eq!(results_a, results_b);
+        assert_eq!(a, b);
+        assert_eq!(
+            a.configuration(vec![]).transfers,
+            a.transfers,
+            "transfers are published"
+        );
     }
 }
