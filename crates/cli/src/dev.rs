@@ -75,6 +75,7 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
         listen: coordinator_addr,
         data_dir: coordinator_dir,
         join: None,
+        failure_timeout: tessera_coordinator::FAILURE_TIMEOUT_DEFAULT,
     };
     let shutdown = stopped(stop_rx.clone());
     tasks.spawn(async move {

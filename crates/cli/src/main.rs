@@ -269,6 +269,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 listen: socket_addr(&listen, port)?,
                 data_dir: data,
                 join,
+                failure_timeout: tessera_coordinator::FAILURE_TIMEOUT_DEFAULT,
             };
             tessera_coordinator::server::run(options, shutdown_signal())
                 .await

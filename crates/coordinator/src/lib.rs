@@ -17,16 +17,21 @@
 //! Key types and layers:
 //! - [`state`]: [`ClusterState`], [`Command`], [`CommandResult`] — the pure core.
 //! - [`placement`]: [`Placer`] — pure, balanced, distinct replica chains.
+//! - [`detector`]: [`FailureDetector`] — the leader's heartbeat bookkeeping (soft state, time as a parameter).
 //! - [`store`]: fjall-backed `RaftLogStorage` and `RaftStateMachine`.
 //! - [`raft`]: the openraft type configuration and network.
 //! - [`server`]: [`run`] / [`serve`], the tokio shell of one member.
 
+pub mod detector;
 pub mod placement;
 pub mod raft;
 pub mod server;
 pub mod state;
 pub mod store;
 
+pub use detector::FailureDetector;
 pub use placement::{PlacementError, Placer};
-pub use server::{run, serve, CoordinatorError, CoordinatorOptions};
+pub use server::{
+    run, serve, serve_with, CoordinatorError, CoordinatorOptions, FAILURE_TIMEOUT_DEFAULT,
+};
 pub use state::{ClusterState, Command, CommandResult};

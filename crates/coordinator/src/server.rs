@@ -11,9 +11,27 @@
 //! id, in whatever order they finish. A connection that sends a frame that is
 //! too large or does not decode is closed (and logged); the member keeps
 //! serving everyone else.
+//!
+//! # Failure detection
+//!
+//! Daemons send `Heartbeat` to the leader about every 500 ms. The leader
+//! records them in its [`FailureDetector`] (soft state, not in the log);
+//! a background task ticks it and proposes [`Command::DaemonOffline`]
+//! through Raft for every Available daemon silent for
+//! [`CoordinatorOptions::failure_timeout`]. A member that becomes leader
+//! starts with an empty detector, so every daemon gets a full timeout of
+//! grace. Heartbeat answers (what a daemon should do):
+//!
+//! | answer | meaning | daemon |
+//! | --- | --- | --- |
+//! | `Done` | heard (also when the daemon is Offline but not killed) | keep going |
+//! | `NotLeader` | this member does not lead | ask the leader |
+//! | `Failed(NOTFOUND)`, reason names the id and says "stop" | the daemon was forgotten, is unknown, or was killed | stop |
+//! | `Failed(COORDFAIL)` | the leader could not decide (shutting down) | retry |
 
+use crate::detector::FailureDetector;
 use crate::raft::{serve_rpc, Network, NodeId, Raft};
-use crate::state::{Command, CommandResult};
+use crate::state::{ClusterState, Command, CommandResult};
 use crate::store::{self, OpenStoreError};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, SnapshotPolicy};
@@ -21,14 +39,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
 use tessera_protocol::{
     read_frame, write_frame, AdminStatus, CoordRequest, CoordResponse, CoordStatus, FrameError,
     Message, FRAME_BYTES_MAX_DEFAULT,
 };
-use tessera_types::{Configuration, CoordinatorInfo, Epoch};
+use tessera_types::{Configuration, CoordinatorInfo, DaemonId, Epoch};
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -43,6 +61,11 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long to wait for a previous instance in this process to release the store.
 const STORE_LOCK_WAIT: Duration = Duration::from_secs(10);
+/// How long a daemon may stay silent before the leader declares it failed,
+/// unless [`CoordinatorOptions::failure_timeout`] says otherwise.
+pub const FAILURE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(2);
+/// The longest the failure detector waits between two looks.
+const DETECTOR_TICK_MAX: Duration = Duration::from_millis(100);
 
 /// How to run one coordinator member.
 #[derive(Clone, Debug)]
@@ -58,6 +81,23 @@ pub struct CoordinatorOptions {
     /// earlier join stopped half way (the member is still only a learner);
     /// then the member finishes joining.
     pub join: Option<String>,
+    /// How long a daemon may go without a heartbeat before the leader takes
+    /// it out of every chain ([`FAILURE_TIMEOUT_DEFAULT`], 2 s). Daemons
+    /// heartbeat every 500 ms and hold a lease of half the default.
+    pub failure_timeout: Duration,
+}
+
+impl CoordinatorOptions {
+    /// Options for a member listening on `listen` with its state in
+    /// `data_dir`: no join, the default failure timeout.
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> CoordinatorOptions {
+        CoordinatorOptions {
+            listen,
+            data_dir,
+            join: None,
+            failure_timeout: FAILURE_TIMEOUT_DEFAULT,
+        }
+    }
 }
 
 /// Why a coordinator member stopped with an error.
@@ -104,17 +144,39 @@ pub async fn run(
                 addr: opts.listen,
                 source,
             })?;
-    serve(listener, opts.data_dir, opts.join, shutdown).await
+    serve_with(listener, opts, shutdown).await
 }
 
-/// [`run`] on a listener bound by the caller (tests bind port 0 this way).
-/// The member advertises the listener's local address.
+/// [`run`] on a listener bound by the caller (tests bind port 0 this way),
+/// with the default failure timeout. The member advertises the listener's
+/// local address.
 pub async fn serve(
     listener: TcpListener,
     data_dir: PathBuf,
     join: Option<String>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), CoordinatorError> {
+    let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    let opts = CoordinatorOptions {
+        join,
+        ..CoordinatorOptions::new(listen, data_dir)
+    };
+    serve_with(listener, opts, shutdown).await
+}
+
+/// [`serve`] with every option; `opts.listen` is ignored in favour of the
+/// listener's address.
+pub async fn serve_with(
+    listener: TcpListener,
+    opts: CoordinatorOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), CoordinatorError> {
+    let CoordinatorOptions {
+        data_dir,
+        join,
+        failure_timeout,
+        ..
+    } = opts;
     let local = listener
         .local_addr()
         .map_err(|source| CoordinatorError::Listen {
@@ -158,6 +220,8 @@ pub async fn serve(
         addr: addr.clone(),
         raft: raft.clone(),
         config: opened.config,
+        state: opened.state,
+        detector: Mutex::new(FailureDetector::new(failure_timeout)),
     });
 
     let initialized = raft
@@ -211,6 +275,7 @@ pub async fn serve(
         () = shutdown => Ok(()),
         result = joining => result,
         () = accept_loop(listener, member.clone()) => Ok(()),
+        () = detect_failures(member.clone()) => Ok(()),
     };
     // Leaving the select dropped the accept loop: every connection and
     // request task is aborted, so peers see this member go away at once.
@@ -269,6 +334,52 @@ async fn join_group(via: &str, node_id: NodeId, addr: &str) -> Result<(), Coordi
         tracing::info!(%reason, "join not done yet; retrying");
         // Pacing between attempts (another membership change may be running).
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The leader's failure detector loop: follows leadership, and proposes
+/// every Available daemon silent for the failure timeout as offline.
+async fn detect_failures(member: Arc<Member>) {
+    let tick = (member.failure_timeout() / 10).clamp(Duration::from_millis(10), DETECTOR_TICK_MAX);
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The term this member leads in, if it leads.
+    let mut leading: Option<u64> = None;
+    loop {
+        interval.tick().await;
+        let (leader, term) = {
+            let metrics = member.raft.metrics();
+            let metrics = metrics.borrow();
+            (metrics.current_leader, metrics.current_term)
+        };
+        let now_leading = (leader == Some(member.node_id)).then_some(term);
+        if now_leading != leading {
+            let mut detector = member.detector();
+            match now_leading {
+                Some(term) => {
+                    tracing::info!(term, "leading: watching daemon heartbeats");
+                    detector.lead();
+                }
+                None => detector.follow(),
+            }
+            leading = now_leading;
+        }
+        if leading.is_none() {
+            continue;
+        }
+        let state = member.state.borrow().clone();
+        let suspects = member
+            .detector()
+            .suspects(std::time::Instant::now(), &state);
+        for id in suspects {
+            tracing::warn!(daemon = %id, timeout = ?member.failure_timeout(), "no heartbeat: taking the daemon offline");
+            match member.write(Command::DaemonOffline { id }).await {
+                CoordResponse::Done => {}
+                other => {
+                    tracing::warn!(daemon = %id, "could not take the daemon offline: {other:?}")
+                }
+            }
+        }
     }
 }
 
@@ -354,6 +465,10 @@ struct Member {
     raft: Raft,
     /// The configuration as of the last applied entry.
     config: watch::Receiver<Arc<Configuration>>,
+    /// The cluster state as of the last applied entry.
+    state: watch::Receiver<Arc<ClusterState>>,
+    /// Heartbeats, when this member leads. Held briefly, never across awaits.
+    detector: Mutex<FailureDetector>,
 }
 
 impl Member {
@@ -390,16 +505,79 @@ impl Member {
                 }
             },
             CoordRequest::Status => CoordResponse::Status(Box::new(self.status())),
-            CoordRequest::Heartbeat { .. }
-            | CoordRequest::TransferComplete { .. }
-            | CoordRequest::ServerOffline { .. }
-            | CoordRequest::ServerOnline { .. }
-            | CoordRequest::ServerForget { .. }
-            | CoordRequest::ServerKill { .. }
-            | CoordRequest::Stability => CoordResponse::Failed {
-                status: AdminStatus::CoordFail,
-                reason: "failure handling is not implemented yet".into(),
-            },
+            CoordRequest::Heartbeat { id, epoch } => self.heartbeat(id, epoch),
+            CoordRequest::TransferComplete { transfer } => {
+                self.write(Command::TransferComplete { transfer }).await
+            }
+            CoordRequest::ServerOffline { id } => self.write(Command::ServerOffline { id }).await,
+            CoordRequest::ServerOnline { id } => self.write(Command::ServerOnline { id }).await,
+            CoordRequest::ServerForget { id } => self.write(Command::ServerForget { id }).await,
+            CoordRequest::ServerKill { id } => self.write(Command::ServerKill { id }).await,
+            CoordRequest::Stability => self.stability(),
+        }
+    }
+
+    fn detector(&self) -> std::sync::MutexGuard<'_, FailureDetector> {
+        // A panic while holding the lock leaves plain bookkeeping behind;
+        // carrying on with it is safe.
+        self.detector
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn failure_timeout(&self) -> Duration {
+        self.detector().timeout()
+    }
+
+    /// `NotLeader` unless this member leads and its detector is watching.
+    fn not_leader(&self) -> Option<CoordResponse> {
+        let leader = self.raft.metrics().borrow().current_leader;
+        if leader == Some(self.node_id) && self.detector().is_leading() {
+            return None;
+        }
+        let leader_addr = leader
+            .filter(|id| *id != self.node_id)
+            .and_then(|id| self.membership_addr(id));
+        Some(CoordResponse::NotLeader { leader_addr })
+    }
+
+    /// A daemon is alive at `epoch` (see the module docs for the answers).
+    fn heartbeat(&self, id: DaemonId, epoch: Epoch) -> CoordResponse {
+        if let Some(not_leader) = self.not_leader() {
+            return not_leader;
+        }
+        let state = self.state.borrow().clone();
+        if state.killed.contains(&id) {
+            return CoordResponse::Failed {
+                status: AdminStatus::NotFound,
+                reason: format!("daemon {id} was killed by an operator; stop"),
+            };
+        }
+        if !state.daemons.contains_key(&id) {
+            return CoordResponse::Failed {
+                status: AdminStatus::NotFound,
+                reason: format!("daemon {id} is not known to the coordinator (forgotten?); stop"),
+            };
+        }
+        self.detector()
+            .on_heartbeat(id, epoch, std::time::Instant::now());
+        CoordResponse::Done
+    }
+
+    /// Stable when every Available daemon reported the current epoch and no
+    /// transfer is running.
+    fn stability(&self) -> CoordResponse {
+        if let Some(not_leader) = self.not_leader() {
+            return not_leader;
+        }
+        let state = self.state.borrow().clone();
+        let lagging = self.detector().lagging(&state);
+        let transfers = state.transfers.len();
+        CoordResponse::Stability {
+            epoch: state.epoch,
+            stable: lagging.is_empty() && transfers == 0,
+            lagging,
+            transfers,
         }
     }
 

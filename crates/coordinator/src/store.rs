@@ -78,6 +78,9 @@ pub struct Opened {
     pub state_machine: StateMachineStore,
     /// The configuration the state machine has applied, updated on every apply.
     pub config: watch::Receiver<Arc<Configuration>>,
+    /// The cluster state behind it (the failure detector and heartbeats
+    /// need what the configuration does not say, such as killed daemons).
+    pub state: watch::Receiver<Arc<ClusterState>>,
 }
 
 /// Opens (or creates) the store under `dir`.
@@ -139,6 +142,7 @@ pub fn open(dir: &Path) -> Result<Opened, OpenStoreError> {
         state,
     };
     let (config_tx, config_rx) = watch::channel(Arc::new(data.configuration()));
+    let (state_tx, state_rx) = watch::channel(Arc::new(data.state.clone()));
     Ok(Opened {
         node_id,
         log: LogStore {
@@ -151,8 +155,10 @@ pub fn open(dir: &Path) -> Result<Opened, OpenStoreError> {
             sm,
             data,
             config_tx,
+            state_tx,
         },
         config: config_rx,
+        state: state_rx,
     })
 }
 
@@ -384,6 +390,7 @@ pub struct StateMachineStore {
     sm: Keyspace,
     data: SmData,
     config_tx: watch::Sender<Arc<Configuration>>,
+    state_tx: watch::Sender<Arc<ClusterState>>,
 }
 
 impl StateMachineStore {
@@ -404,6 +411,14 @@ impl StateMachineStore {
     }
 
     fn publish(&self) {
+        self.state_tx.send_if_modified(|current| {
+            if **current == self.data.state {
+                false
+            } else {
+                *current = Arc::new(self.data.state.clone());
+                true
+            }
+        });
         let config = self.data.configuration();
         self.config_tx.send_if_modified(|current| {
             if **current == config {

@@ -6,13 +6,17 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tessera_coordinator::{serve, CoordinatorError};
+use tessera_coordinator::{serve_with, CoordinatorError, CoordinatorOptions};
 use tessera_protocol::coord_client::CoordConnection;
 use tessera_protocol::{CoordRequest, CoordResponse, CoordStatus};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+/// The failure timeout of members started by [`Member::start`]: long, because
+/// most tests register daemons that never heartbeat.
+pub const FAILURE_TIMEOUT_PATIENT: Duration = Duration::from_secs(3600);
 
 /// One running member; `stop` resolves its shutdown future.
 pub struct Member {
@@ -30,12 +34,27 @@ impl Member {
 
     /// Starts a member on `addr` (to restart one where the group knows it).
     pub async fn start_at(addr: SocketAddr, dir: &Path, join: Option<String>) -> Member {
+        Member::start_with(addr, dir, join, FAILURE_TIMEOUT_PATIENT).await
+    }
+
+    /// Starts a member on `addr` that declares daemons failed after
+    /// `failure_timeout` without a heartbeat.
+    pub async fn start_with(
+        addr: SocketAddr,
+        dir: &Path,
+        join: Option<String>,
+        failure_timeout: Duration,
+    ) -> Member {
         let listener = TcpListener::bind(addr).await.expect("bind 127.0.0.1");
         let addr = listener.local_addr().unwrap().to_string();
         let (stop, stopped) = oneshot::channel::<()>();
-        let dir_owned = dir.to_path_buf();
+        let options = CoordinatorOptions {
+            join,
+            failure_timeout,
+            ..CoordinatorOptions::new(listener.local_addr().unwrap(), dir.to_path_buf())
+        };
         let handle = tokio::spawn(async move {
-            serve(listener, dir_owned, join, async {
+            serve_with(listener, options, async {
                 let _ = stopped.await;
             })
             .await

@@ -1,0 +1,257 @@
+//! Failure detection: which daemons the leader has not heard from in time.
+//!
+//! Soft state, kept only by the leader and never written to the Raft log:
+//! when each daemon last sent a heartbeat and which epoch it reported. Time
+//! comes in as a parameter (`now`), so the logic is tested without clocks.
+//!
+//! ```text
+//!   heartbeat(d, epoch, now) ──▶ last[d] = now, epoch[d] = epoch
+//!   suspects(now, state)     ──▶ Available d with now - max(last[d], since[d]) >= timeout
+//! ```
+//!
+//! `since[d]` is when the detector started watching `d` as Available: the
+//! moment this member became leader, or the moment it first saw `d`
+//! Available (a new or returning daemon). Either way every daemon gets one
+//! full timeout of grace before it can be suspected, so a new leader does
+//! not declare failed the daemons that were heartbeating to its predecessor.
+
+use crate::state::ClusterState;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use tessera_types::{DaemonId, DaemonState, Epoch};
+
+/// What the detector remembers of one daemon.
+#[derive(Clone, Copy, Debug)]
+struct Watch {
+    /// The last heartbeat, or when watching began, whichever is later.
+    heard: Instant,
+    /// The epoch of the last heartbeat, if any since watching began.
+    epoch: Option<Epoch>,
+    /// Whether the daemon was Available when last looked at.
+    available: bool,
+}
+
+/// The leader's heartbeat bookkeeping. Inactive (suspects nobody) until
+/// [`FailureDetector::lead`] is called.
+#[derive(Clone, Debug)]
+pub struct FailureDetector {
+    timeout: Duration,
+    leading: bool,
+    watches: BTreeMap<DaemonId, Watch>,
+}
+
+impl FailureDetector {
+    /// A detector that suspects a daemon silent for `timeout`.
+    pub fn new(timeout: Duration) -> FailureDetector {
+        FailureDetector {
+            timeout,
+            leading: false,
+            watches: BTreeMap::new(),
+        }
+    }
+
+    /// The failure timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// This member became leader: forget everything heard before (it may be
+    /// stale). Watches start afresh on first sight, in [`Self::suspects`] or
+    /// [`Self::on_heartbeat`], so every daemon gets a full timeout of grace.
+    pub fn lead(&mut self) {
+        self.leading = true;
+        self.watches.clear();
+    }
+
+    /// This member is no longer leader: stop suspecting anyone.
+    pub fn follow(&mut self) {
+        self.leading = false;
+        self.watches.clear();
+    }
+
+    /// Whether this member acts as leader.
+    pub fn is_leading(&self) -> bool {
+        self.leading
+    }
+
+    /// A heartbeat from `id`, which has installed `epoch`.
+    pub fn on_heartbeat(&mut self, id: DaemonId, epoch: Epoch, now: Instant) {
+        let watch = self.watches.entry(id).or_insert(Watch {
+            heard: now,
+            epoch: None,
+            available: false,
+        });
+        watch.heard = watch.heard.max(now);
+        watch.epoch = Some(epoch);
+    }
+
+    /// The Available daemons silent for the timeout, by id. Starts watching
+    /// daemons that became Available since the last call (their grace begins
+    /// now) and drops daemons the state no longer knows.
+    pub fn suspects(&mut self, now: Instant, state: &ClusterState) -> Vec<DaemonId> {
+        if !self.leading {
+            return Vec::new();
+        }
+        self.watches.retain(|id, _| state.daemons.contains_key(id));
+        let mut suspects = Vec::new();
+        for (id, info) in &state.daemons {
+            let available = info.state == DaemonState::Available;
+            let watch = self.watches.entry(*id).or_insert(Watch {
+                heard: now,
+                epoch: None,
+                available,
+            });
+            if available && !watch.available {
+                // Back from Offline (or first seen): a fresh grace period,
+                // whatever was heard before it went away.
+                watch.heard = watch.heard.max(now);
+            }
+            watch.available = available;
+            if available && now.saturating_duration_since(watch.heard) >= self.timeout {
+                suspects.push(*id);
+            }
+        }
+        suspects
+    }
+
+    /// The Available daemons whose last heartbeat did not report `state`'s
+    /// epoch (including those not heard from since this member leads).
+    pub fn lagging(&self, state: &ClusterState) -> Vec<DaemonId> {
+        state
+            .daemons
+            .values()
+            .filter(|d| d.state == DaemonState::Available)
+            .filter(|d| self.watches.get(&d.id).and_then(|w| w.epoch) != Some(state.epoch))
+            .map(|d| d.id)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Command;
+
+    const TIMEOUT: Duration = Duration::from_secs(2);
+
+    fn state_with(n: usize) -> ClusterState {
+        let mut state = ClusterState::default();
+        for i in 0..n {
+            state.apply(Command::RegisterDaemon {
+                id: None,
+                addr: format!("d{i}:1"),
+            });
+        }
+        state
+    }
+
+    fn ms(t0: Instant, ms: u64) -> Instant {
+        t0 + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn a_follower_suspects_nobody() {
+        let state = state_with(2);
+        let t0 = Instant::now();
+        let mut fd = FailureDetector::new(TIMEOUT);
+        assert!(fd.suspects(t0, &state).is_empty());
+        assert!(fd.suspects(ms(t0, 60_000), &state).is_empty());
+    }
+
+    #[test]
+    fn silence_past_the_timeout_is_suspected_heartbeats_are_not() {
+        let state = state_with(3);
+        let t0 = Instant::now();
+        let mut fd = FailureDetector::new(TIMEOUT);
+        fd.lead();
+        assert!(
+            fd.suspects(t0, &state).is_empty(),
+            "grace after taking over"
+        );
+        for t in (500..=3000).step_by(500) {
+            fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, t));
+            fd.on_heartbeat(DaemonId(3), state.epoch, ms(t0, t));
+            let suspects = fd.suspects(ms(t0, t), &state);
+            if t < 2000 {
+                assert!(suspects.is_empty(), "t = {t}");
+            } else {
+                assert_eq!(suspects, vec![DaemonId(2)], "t = {t}");
+            }
+        }
+        // Just under the timeout after the last heartbeat: still fine.
+        assert_eq!(fd.suspects(ms(t0, 4999), &state), vec![DaemonId(2)]);
+        assert_eq!(
+            fd.suspects(ms(t0, 5000), &state),
+            vec![DaemonId(1), DaemonId(2), DaemonId(3)]
+        );
+    }
+
+    #[test]
+    fn a_new_leader_gives_a_full_timeout_of_grace() {
+        let state = state_with(1);
+        let t0 = Instant::now();
+        let mut fd = FailureDetector::new(TIMEOUT);
+        fd.lead();
+        fd.on_heartbeat(DaemonId(1), state.epoch, t0);
+        fd.follow();
+        // Leads again much later: the old heartbeat does not count against it.
+        let t1 = ms(t0, 10_000);
+        fd.lead();
+        assert!(fd.suspects(t1, &state).is_empty());
+        assert!(fd.suspects(ms(t1, 1999), &state).is_empty());
+        assert_eq!(fd.suspects(ms(t1, 2000), &state), vec![DaemonId(1)]);
+    }
+
+    #[test]
+    fn offline_daemons_are_not_suspected_and_get_grace_when_back() {
+        let mut state = state_with(2);
+        let t0 = Instant::now();
+        let mut fd = FailureDetector::new(TIMEOUT);
+        fd.lead();
+        fd.suspects(t0, &state);
+        state.apply(Command::DaemonOffline { id: DaemonId(2) });
+        fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 2500));
+        assert!(fd.suspects(ms(t0, 2500), &state).is_empty());
+        // d2 comes back at 5 s: grace from when the detector sees it.
+        state.apply(Command::RegisterDaemon {
+            id: Some(DaemonId(2)),
+            addr: "d1:1".into(),
+        });
+        fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 5000));
+        assert!(fd.suspects(ms(t0, 5000), &state).is_empty());
+        fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 6900));
+        assert!(fd.suspects(ms(t0, 6900), &state).is_empty());
+        assert_eq!(fd.suspects(ms(t0, 7000), &state), vec![DaemonId(2)]);
+    }
+
+    #[test]
+    fn forgotten_daemons_are_dropped() {
+        let mut state = state_with(2);
+        let t0 = Instant::now();
+        let mut fd = FailureDetector::new(TIMEOUT);
+        fd.lead();
+        assert!(fd.suspects(t0, &state).is_empty());
+        fd.on_heartbeat(DaemonId(2), state.epoch, t0);
+        state.apply(Command::ServerForget { id: DaemonId(2) });
+        assert_eq!(fd.suspects(ms(t0, 3000), &state), vec![DaemonId(1)]);
+        assert!(!fd.watches.contains_key(&DaemonId(2)));
+    }
+
+    #[test]
+    fn lagging_lists_available_daemons_behind_the_epoch() {
+        let mut state = state_with(3);
+        let t0 = Instant::now();
+        let mut fd = FailureDetector::new(TIMEOUT);
+        fd.lead();
+        assert_eq!(fd.lagging(&state).len(), 3, "nobody heard yet");
+        fd.on_heartbeat(DaemonId(1), state.epoch, t0);
+        fd.on_heartbeat(DaemonId(2), Epoch(state.epoch.0 - 1), t0);
+        assert_eq!(fd.lagging(&state), vec![DaemonId(2), DaemonId(3)]);
+        state.apply(Command::ServerOffline { id: DaemonId(3) });
+        // The epoch moved: d1 lags now too; d3 is offline and not counted.
+        assert_eq!(fd.lagging(&state), vec![DaemonId(1), DaemonId(2)]);
+        fd.on_heartbeat(DaemonId(1), state.epoch, t0);
+        fd.on_heartbeat(DaemonId(2), state.epoch, t0);
+        assert!(fd.lagging(&state).is_empty());
+    }
+}
