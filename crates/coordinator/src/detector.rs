@@ -36,7 +36,8 @@ struct Watch {
 #[derive(Clone, Debug)]
 pub struct FailureDetector {
     timeout: Duration,
-    leading: bool,
+    /// The Raft term this member leads in, if it leads.
+    leading: Option<u64>,
     watches: BTreeMap<DaemonId, Watch>,
 }
 
@@ -45,7 +46,7 @@ impl FailureDetector {
     pub fn new(timeout: Duration) -> FailureDetector {
         FailureDetector {
             timeout,
-            leading: false,
+            leading: None,
             watches: BTreeMap::new(),
         }
     }
@@ -55,23 +56,29 @@ impl FailureDetector {
         self.timeout
     }
 
-    /// This member became leader: forget everything heard before (it may be
-    /// stale). Watches start afresh on first sight, in [`Self::suspects`] or
+    /// This member leads in `term`. When that is news (it did not lead, or
+    /// led in another term), forget everything heard before: it may be
+    /// stale. Watches start afresh on first sight, in [`Self::suspects`] or
     /// [`Self::on_heartbeat`], so every daemon gets a full timeout of grace.
-    pub fn lead(&mut self) {
-        self.leading = true;
+    /// Returns whether leadership began now.
+    pub fn lead(&mut self, term: u64) -> bool {
+        if self.leading == Some(term) {
+            return false;
+        }
+        self.leading = Some(term);
         self.watches.clear();
+        true
     }
 
-    /// This member is no longer leader: stop suspecting anyone.
+    /// This member does not lead: stop suspecting anyone.
     pub fn follow(&mut self) {
-        self.leading = false;
+        self.leading = None;
         self.watches.clear();
     }
 
     /// Whether this member acts as leader.
     pub fn is_leading(&self) -> bool {
-        self.leading
+        self.leading.is_some()
     }
 
     /// A heartbeat from `id`, which has installed `epoch`.
@@ -89,7 +96,7 @@ impl FailureDetector {
     /// daemons that became Available since the last call (their grace begins
     /// now) and drops daemons the state no longer knows.
     pub fn suspects(&mut self, now: Instant, state: &ClusterState) -> Vec<DaemonId> {
-        if !self.leading {
+        if self.leading.is_none() {
             return Vec::new();
         }
         self.watches.retain(|id, _| state.daemons.contains_key(id));
@@ -163,7 +170,7 @@ mod tests {
         let state = state_with(3);
         let t0 = Instant::now();
         let mut fd = FailureDetector::new(TIMEOUT);
-        fd.lead();
+        fd.lead(1);
         assert!(
             fd.suspects(t0, &state).is_empty(),
             "grace after taking over"
@@ -191,12 +198,13 @@ mod tests {
         let state = state_with(1);
         let t0 = Instant::now();
         let mut fd = FailureDetector::new(TIMEOUT);
-        fd.lead();
+        assert!(fd.lead(1));
         fd.on_heartbeat(DaemonId(1), state.epoch, t0);
+        assert!(!fd.lead(1), "same term: nothing new");
         fd.follow();
         // Leads again much later: the old heartbeat does not count against it.
         let t1 = ms(t0, 10_000);
-        fd.lead();
+        assert!(fd.lead(3));
         assert!(fd.suspects(t1, &state).is_empty());
         assert!(fd.suspects(ms(t1, 1999), &state).is_empty());
         assert_eq!(fd.suspects(ms(t1, 2000), &state), vec![DaemonId(1)]);
@@ -207,7 +215,7 @@ mod tests {
         let mut state = state_with(2);
         let t0 = Instant::now();
         let mut fd = FailureDetector::new(TIMEOUT);
-        fd.lead();
+        fd.lead(1);
         fd.suspects(t0, &state);
         state.apply(Command::DaemonOffline { id: DaemonId(2) });
         fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 2500));
@@ -229,7 +237,7 @@ mod tests {
         let mut state = state_with(2);
         let t0 = Instant::now();
         let mut fd = FailureDetector::new(TIMEOUT);
-        fd.lead();
+        fd.lead(1);
         assert!(fd.suspects(t0, &state).is_empty());
         fd.on_heartbeat(DaemonId(2), state.epoch, t0);
         state.apply(Command::ServerForget { id: DaemonId(2) });
@@ -242,7 +250,7 @@ mod tests {
         let mut state = state_with(3);
         let t0 = Instant::now();
         let mut fd = FailureDetector::new(TIMEOUT);
-        fd.lead();
+        fd.lead(1);
         assert_eq!(fd.lagging(&state).len(), 3, "nobody heard yet");
         fd.on_heartbeat(DaemonId(1), state.epoch, t0);
         fd.on_heartbeat(DaemonId(2), Epoch(state.epoch.0 - 1), t0);

@@ -343,28 +343,9 @@ async fn detect_failures(member: Arc<Member>) {
     let tick = (member.failure_timeout() / 10).clamp(Duration::from_millis(10), DETECTOR_TICK_MAX);
     let mut interval = tokio::time::interval(tick);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The term this member leads in, if it leads.
-    let mut leading: Option<u64> = None;
     loop {
         interval.tick().await;
-        let (leader, term) = {
-            let metrics = member.raft.metrics();
-            let metrics = metrics.borrow();
-            (metrics.current_leader, metrics.current_term)
-        };
-        let now_leading = (leader == Some(member.node_id)).then_some(term);
-        if now_leading != leading {
-            let mut detector = member.detector();
-            match now_leading {
-                Some(term) => {
-                    tracing::info!(term, "leading: watching daemon heartbeats");
-                    detector.lead();
-                }
-                None => detector.follow(),
-            }
-            leading = now_leading;
-        }
-        if leading.is_none() {
+        if !member.sync_leadership() {
             continue;
         }
         let state = member.state.borrow().clone();
@@ -529,12 +510,32 @@ impl Member {
         self.detector().timeout()
     }
 
-    /// `NotLeader` unless this member leads and its detector is watching.
+    /// Tells the detector whether (and in which term) this member leads, as
+    /// Raft sees it now; returns whether it leads.
+    fn sync_leadership(&self) -> bool {
+        let (leader, term) = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow();
+            (metrics.current_leader, metrics.current_term)
+        };
+        let mut detector = self.detector();
+        if leader == Some(self.node_id) {
+            if detector.lead(term) {
+                tracing::info!(term, "leading: watching daemon heartbeats");
+            }
+            true
+        } else {
+            detector.follow();
+            false
+        }
+    }
+
+    /// `NotLeader` unless this member leads.
     fn not_leader(&self) -> Option<CoordResponse> {
-        let leader = self.raft.metrics().borrow().current_leader;
-        if leader == Some(self.node_id) && self.detector().is_leading() {
+        if self.sync_leadership() {
             return None;
         }
+        let leader = self.raft.metrics().borrow().current_leader;
         let leader_addr = leader
             .filter(|id| *id != self.node_id)
             .and_then(|id| self.membership_addr(id));
