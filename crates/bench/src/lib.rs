@@ -1,0 +1,20 @@
+//! `tessera-bench`: the benchmark library behind `tessera bench`.
+//!
+//! - [`generator`] and [`workload`]: YCSB's core workloads A–F — key naming
+//!   (`"user"` + FNV hash of the record number), scrambled zipfian (0.99),
+//!   latest and uniform request distributions, 10 fields × 100 bytes;
+//!   scans emulated as HyperDex did, as a sorted search on `recno`, the
+//!   key's numeric suffix stored as an int attribute.
+//! - [`driver`]: a closed-loop driver with many operations in flight and
+//!   one HDR histogram per operation kind (p50/p95/p99/p999).
+//! - [`stores`]: Tessera and the baselines (Redis, etcd, PostgreSQL) behind
+//!   one [`driver::Store`] trait, so every system sees the same load.
+//! - [`baselines`]: starting and stopping the baseline servers on loopback.
+//! - [`scenarios`]: YCSB runs, the comparison, and the paper's experiments.
+
+pub mod baselines;
+pub mod driver;
+pub mod generator;
+pub mod scenarios;
+pub mod stores;
+pub mod workload;

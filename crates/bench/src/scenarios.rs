@@ -1,0 +1,517 @@
+//! Runs built from the driver: YCSB, the side-by-side comparison, and the
+//! HyperDex paper's experiments against Tessera.
+
+use crate::driver::{run_phase, Load, PhaseResult, Store};
+use crate::generator::{key_name, key_suffix, KeyChooser, ScrambledZipfian};
+use crate::stores::tessera::{usertable_description, TesseraStore};
+use crate::workload::{
+    random_record, random_value, scan_window, InsertSequence, LoadOps, Op, OpSource, RunOps,
+    Workload,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_client::{Admin, Client};
+
+/// An operation stream from a closure over a per-worker RNG.
+pub struct FnSource<F> {
+    rng: StdRng,
+    f: F,
+}
+
+impl<F: FnMut(&mut StdRng) -> Op + Send> FnSource<F> {
+    pub fn boxed(seed: u64, f: F) -> Box<dyn OpSource>
+    where
+        F: 'static,
+    {
+        Box::new(FnSource {
+            rng: StdRng::seed_from_u64(seed),
+            f,
+        })
+    }
+}
+
+impl<F: FnMut(&mut StdRng) -> Op + Send> OpSource for FnSource<F> {
+    fn next_op(&mut self) -> Op {
+        (self.f)(&mut self.rng)
+    }
+}
+
+/// Loads `workload.recordcount` records, then runs its operation mix.
+pub async fn ycsb(
+    store: Arc<dyn Store>,
+    workload: Arc<Workload>,
+    workers: usize,
+    time_limit: Duration,
+    load: bool,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    let mut results = Vec::new();
+    if load {
+        let seq = Arc::new(InsertSequence::new(0));
+        let w = workload.clone();
+        let phase = Load {
+            workers,
+            operations: workload.recordcount,
+            time_limit,
+        };
+        let r = run_phase(store.clone(), "load", phase, move |i| {
+            Box::new(LoadOps::new(w.clone(), seq.clone(), 1000 + i as u64))
+        })
+        .await?;
+        results.push(r);
+    }
+    let seq = Arc::new(InsertSequence::new(workload.recordcount));
+    let chooser = RunOps::chooser(&workload);
+    let w = workload.clone();
+    let phase = Load {
+        workers,
+        operations: workload.operationcount,
+        time_limit,
+    };
+    let r = run_phase(store, &workload.name, phase, move |i| {
+        Box::new(RunOps::new(
+            w.clone(),
+            seq.clone(),
+            chooser.clone(),
+            2000 + i as u64,
+        ))
+    })
+    .await?;
+    results.push(r);
+    Ok(results)
+}
+
+/// Sizes of the side-by-side comparison.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct CompareSize {
+    pub records: u64,
+    /// Operations per phase after the load.
+    pub operations: u64,
+    pub workers: usize,
+    pub fieldcount: usize,
+    pub fieldlength: usize,
+    pub time_limit: Duration,
+}
+
+/// The comparison's phases against one store: load, then zipfian point
+/// reads and one-field updates; then, where the store supports them,
+/// equality on the indexed secondary attribute `recno`, 10-record range
+/// reads on it, and updates of it (which move the record between regions
+/// of the `recno` subspace in Tessera, and update the index in PostgreSQL).
+pub async fn compare_phases(
+    store: Arc<dyn Store>,
+    size: CompareSize,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    let mut results = Vec::new();
+    let workload = Arc::new(Workload {
+        fieldcount: size.fieldcount,
+        fieldlength: size.fieldlength,
+        ..Workload::core('a', size.records, size.operations).expect("workload a")
+    });
+    let seq = Arc::new(InsertSequence::new(0));
+    let w = workload.clone();
+    let load = Load {
+        workers: size.workers,
+        operations: size.records,
+        time_limit: size.time_limit,
+    };
+    results.push(
+        run_phase(store.clone(), "load", load, move |i| {
+            Box::new(LoadOps::new(w.clone(), seq.clone(), 1000 + i as u64))
+        })
+        .await?,
+    );
+    let loaded = results[0].ops.get("INSERT").map(|s| s.count).unwrap_or(0);
+    let records = size.records.min(loaded.max(1));
+    let phase = Load {
+        workers: size.workers,
+        operations: size.operations,
+        time_limit: size.time_limit,
+    };
+    let zipf = ScrambledZipfian::new(0, records - 1);
+    let (fc, fl) = (size.fieldcount, size.fieldlength);
+
+    let z = zipf.clone();
+    results.push(
+        run_phase(store.clone(), "read", phase, move |i| {
+            let z = z.clone();
+            FnSource::boxed(10 + i as u64, move |rng| Op::Read {
+                key: key_name(z.next(rng)),
+            })
+        })
+        .await?,
+    );
+    let z = zipf.clone();
+    results.push(
+        run_phase(store.clone(), "update", phase, move |i| {
+            let z = z.clone();
+            FnSource::boxed(20 + i as u64, move |rng| Op::Update {
+                key: key_name(z.next(rng)),
+                field: rng.gen_range(0..fc.max(1)),
+                value: random_value(rng, fl),
+                record: random_record(rng, fc, fl),
+            })
+        })
+        .await?,
+    );
+    if store.supports("SEARCH-EQ") {
+        results.push(
+            run_phase(store.clone(), "search-eq", phase, move |i| {
+                FnSource::boxed(30 + i as u64, move |rng| Op::SearchEq {
+                    recno: key_suffix(rng.gen_range(0..records)),
+                })
+            })
+            .await?,
+        );
+        results.push(
+            run_phase(store.clone(), "range10", phase, move |i| {
+                FnSource::boxed(40 + i as u64, move |rng| Op::Scan {
+                    start: key_suffix(rng.gen_range(0..records)),
+                    window: scan_window(records, 10),
+                    count: 10,
+                })
+            })
+            .await?,
+        );
+        results.push(
+            run_phase(store.clone(), "update-indexed", phase, move |i| {
+                FnSource::boxed(50 + i as u64, move |rng| Op::UpdateIndexed {
+                    key: key_name(rng.gen_range(0..records)),
+                    recno: rng.gen_range(0..i64::MAX),
+                })
+            })
+            .await?,
+        );
+    }
+    Ok(results)
+}
+
+/// One line of a ratio table: Tessera ÷ baseline for one phase.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Ratio {
+    pub baseline: String,
+    pub phase: String,
+    pub op: String,
+    pub tessera_ops_per_s: f64,
+    pub baseline_ops_per_s: f64,
+    /// Tessera throughput ÷ baseline throughput (above 1: Tessera faster).
+    pub throughput_ratio: f64,
+    /// Tessera p50 ÷ baseline p50 (above 1: Tessera slower).
+    pub p50_ratio: f64,
+    pub p99_ratio: f64,
+}
+
+/// Tessera ÷ each baseline, phase by phase, for phases both ran.
+pub fn ratios(tessera: &[PhaseResult], baselines: &[PhaseResult]) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    for b in baselines {
+        let Some(t) = tessera.iter().find(|t| t.phase == b.phase) else {
+            continue;
+        };
+        for (op, bs) in &b.ops {
+            let Some(ts) = t.ops.get(op) else { continue };
+            if bs.count == 0 || ts.count == 0 {
+                continue;
+            }
+            let tput = |r: &PhaseResult, s: &crate::driver::OpStats| {
+                (s.count + s.errors) as f64 / r.seconds.max(1e-9)
+            };
+            let (tt, bt) = (tput(t, ts), tput(b, bs));
+            out.push(Ratio {
+                baseline: b.store.clone(),
+                phase: b.phase.clone(),
+                op: op.clone(),
+                tessera_ops_per_s: tt,
+                baseline_ops_per_s: bt,
+                throughput_ratio: tt / bt.max(1e-9),
+                p50_ratio: ts.p50_us as f64 / bs.p50_us.max(1) as f64,
+                p99_ratio: ts.p99_us as f64 / bs.p99_us.max(1) as f64,
+            });
+        }
+    }
+    out
+}
+
+/// A fixed-width ratio table.
+pub fn ratio_table(ratios: &[Ratio]) -> String {
+    let mut out = format!(
+        "{:<10} {:<16} {:>12} {:>12} {:>12} {:>10} {:>10}\n",
+        "baseline", "phase", "tessera op/s", "base op/s", "tput ratio", "p50 ratio", "p99 ratio"
+    );
+    for r in ratios {
+        out.push_str(&format!(
+            "{:<10} {:<16} {:>12.0} {:>12.0} {:>12.2} {:>10.2} {:>10.2}\n",
+            r.baseline,
+            r.phase,
+            r.tessera_ops_per_s,
+            r.baseline_ops_per_s,
+            r.throughput_ratio,
+            r.p50_ratio,
+            r.p99_ratio
+        ));
+    }
+    out
+}
+
+/// Creates a space, replacing one of the same name.
+pub async fn fresh_space(admin: &Admin, name: &str, description: &str) -> anyhow::Result<()> {
+    if admin.list_spaces().await?.iter().any(|s| s == name) {
+        admin.rm_space(name).await?;
+    }
+    admin.add_space(description).await?;
+    Ok(())
+}
+
+/// Waits until `client` can use `space` (its configuration has it and
+/// a read of a missing key succeeds at its epoch).
+pub async fn wait_space(client: &Client, space: &str) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let attempt = async {
+            client.space(space).await?;
+            client
+                .get(space, tessera_client::Value::str("bench-probe"))
+                .await?;
+            Ok::<(), tessera_client::ClientError>(())
+        };
+        match attempt.await {
+            Ok(()) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(anyhow::anyhow!("space {space} not usable: {e}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Put latency and throughput as a function of the number of non-key
+/// subspaces (HyperDex paper, Figure 10): for each `k`, a space whose
+/// fields `field0..field{k-1}` each have a subspace is loaded with
+/// `records` records.
+pub async fn subspaces(
+    coordinator: &str,
+    counts: &[usize],
+    records: u64,
+    workers: usize,
+    partitions: u32,
+    time_limit: Duration,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    let admin = Admin::new(coordinator);
+    let client = Client::connect(coordinator).await?;
+    let mut results = Vec::new();
+    for &k in counts {
+        let name = format!("bench_sub{k}");
+        let fields: Vec<String> = (0..10).map(crate::workload::field_name).collect();
+        let subs: String = (0..k).map(|i| format!(" subspace field{i}")).collect();
+        let description = format!(
+            "space {name} key k attributes int recno, {}{subs} create {partitions} partitions tolerate 1 failure",
+            fields.join(", ")
+        );
+        fresh_space(&admin, &name, &description).await?;
+        wait_space(&client, &name).await?;
+        let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), &name, 10));
+        let w = Arc::new(Workload::core('a', records, 0).expect("workload a"));
+        let seq = Arc::new(InsertSequence::new(0));
+        let load = Load {
+            workers,
+            operations: records,
+            time_limit,
+        };
+        let mut r = run_phase(store, &format!("subspaces={k}"), load, move |i| {
+            Box::new(LoadOps::new(w.clone(), seq.clone(), 77 + i as u64))
+        })
+        .await?;
+        r.phase = format!("subspaces={k}");
+        results.push(r);
+        admin.rm_space(&name).await?;
+    }
+    Ok(results)
+}
+
+/// What [`search_vs_scan`] found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SearchVsScan {
+    pub with_subspace: PhaseResult,
+    pub without_subspace: PhaseResult,
+    pub plan_with_subspace: String,
+    pub plan_without_subspace: String,
+    /// Mean latency without the subspace ÷ with it.
+    pub mean_latency_ratio: f64,
+    /// Throughput with the subspace ÷ without it.
+    pub throughput_ratio: f64,
+}
+
+/// Equality search on `recno` in a space with a `recno` subspace (one
+/// region contacted) and in an identical space without (every region of
+/// the key subspace contacted), both holding the same records.
+pub async fn search_vs_scan(
+    coordinator: &str,
+    records: u64,
+    searches: u64,
+    workers: usize,
+    partitions: u32,
+    time_limit: Duration,
+) -> anyhow::Result<SearchVsScan> {
+    let admin = Admin::new(coordinator);
+    let client = Client::connect(coordinator).await?;
+    let mut phases = Vec::new();
+    let mut plans = Vec::new();
+    for (name, with_subspace) in [("bench_svs_sub", true), ("bench_svs_nosub", false)] {
+        let description = usertable_description(name, 10, with_subspace, partitions, 1);
+        fresh_space(&admin, name, &description).await?;
+        wait_space(&client, name).await?;
+        let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), name, 10));
+        let w = Arc::new(Workload::core('a', records, 0).expect("workload a"));
+        let seq = Arc::new(InsertSequence::new(0));
+        let load = Load {
+            workers,
+            operations: records,
+            time_limit,
+        };
+        run_phase(store.clone(), "load", load, move |i| {
+            Box::new(LoadOps::new(w.clone(), seq.clone(), 5 + i as u64))
+        })
+        .await?;
+        plans.push(
+            client
+                .search_describe(
+                    name,
+                    [(
+                        "recno",
+                        tessera_client::PredOp::Eq(tessera_client::Value::Int(key_suffix(0))),
+                    )],
+                )
+                .await?,
+        );
+        let phase = Load {
+            workers,
+            operations: searches,
+            time_limit,
+        };
+        let label = if with_subspace {
+            "search-eq (subspace)"
+        } else {
+            "search-eq (all regions)"
+        };
+        let mut r = run_phase(store, label, phase, move |i| {
+            FnSource::boxed(60 + i as u64, move |rng| Op::SearchEq {
+                recno: key_suffix(rng.gen_range(0..records)),
+            })
+        })
+        .await?;
+        r.phase = label.to_string();
+        phases.push(r);
+        admin.rm_space(name).await?;
+    }
+    let without_subspace = phases.pop().expect("two phases");
+    let with_subspace = phases.pop().expect("two phases");
+    let mean = |r: &PhaseResult| r.ops.get("SEARCH-EQ").map(|s| s.mean_us).unwrap_or(0.0);
+    Ok(SearchVsScan {
+        mean_latency_ratio: mean(&without_subspace) / mean(&with_subspace).max(1e-9),
+        throughput_ratio: with_subspace.throughput / without_subspace.throughput.max(1e-9),
+        plan_without_subspace: plans.pop().unwrap_or_default(),
+        plan_with_subspace: plans.pop().unwrap_or_default(),
+        with_subspace,
+        without_subspace,
+    })
+}
+
+/// Get and put latency distributions at one operation in flight (and at
+/// `workers` in flight), on a loaded usertable.
+pub async fn latency(
+    coordinator: &str,
+    records: u64,
+    operations: u64,
+    workers: usize,
+    partitions: u32,
+    time_limit: Duration,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    let admin = Admin::new(coordinator);
+    let client = Client::connect(coordinator).await?;
+    let name = "bench_latency";
+    fresh_space(
+        &admin,
+        name,
+        &usertable_description(name, 10, true, partitions, 1),
+    )
+    .await?;
+    wait_space(&client, name).await?;
+    let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), name, 10));
+    let mut results = Vec::new();
+    for inflight in [1, workers.max(1)] {
+        let size = CompareSize {
+            records,
+            operations,
+            workers: inflight,
+            fieldcount: 10,
+            fieldlength: 100,
+            time_limit,
+        };
+        let mut rs = compare_phases_key_only(store.clone(), size, inflight == 1).await?;
+        for r in &mut rs {
+            r.phase = format!("{} x{inflight}", r.phase);
+        }
+        results.extend(rs);
+    }
+    admin.rm_space(name).await?;
+    Ok(results)
+}
+
+/// Load (once), then point reads and one-field updates.
+async fn compare_phases_key_only(
+    store: Arc<dyn Store>,
+    size: CompareSize,
+    load_first: bool,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    let mut results = Vec::new();
+    if load_first {
+        let w = Arc::new(Workload::core('a', size.records, 0).expect("workload a"));
+        let seq = Arc::new(InsertSequence::new(0));
+        let load = Load {
+            workers: size.workers.max(8),
+            operations: size.records,
+            time_limit: size.time_limit,
+        };
+        run_phase(store.clone(), "load", load, move |i| {
+            Box::new(LoadOps::new(w.clone(), seq.clone(), 3 + i as u64))
+        })
+        .await?;
+    }
+    let phase = Load {
+        workers: size.workers,
+        operations: size.operations,
+        time_limit: size.time_limit,
+    };
+    let records = size.records;
+    let chooser = KeyChooser::new(
+        crate::generator::Distribution::Uniform,
+        records,
+        records - 1,
+    );
+    let c = chooser.clone();
+    results.push(
+        run_phase(store.clone(), "get", phase, move |i| {
+            let mut c = c.clone();
+            FnSource::boxed(70 + i as u64, move |rng| Op::Read {
+                key: key_name(c.next(rng, records - 1)),
+            })
+        })
+        .await?,
+    );
+    let c = chooser;
+    results.push(
+        run_phase(store, "put", phase, move |i| {
+            let mut c = c.clone();
+            FnSource::boxed(80 + i as u64, move |rng| Op::Update {
+                key: key_name(c.next(rng, records - 1)),
+                field: rng.gen_range(0..10),
+                value: random_value(rng, 100),
+                record: random_record(rng, 10, 100),
+            })
+        })
+        .await?,
+    );
+    Ok(results)
+}
