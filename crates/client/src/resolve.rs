@@ -87,10 +87,7 @@ pub(crate) fn mutations<K: AsRef<str>>(
                 format!("attribute {name:?} ({dtype}): {e}"),
             )
         })?;
-        out.push(Mutation {
-            attr: index,
-            action: Action::Set(value),
-        });
+        out.push(Mutation::new(index, Action::Set(value)));
     }
     Ok(out)
 }
@@ -104,10 +101,7 @@ pub(crate) fn checks<K: AsRef<str>>(
     let mut out = Vec::new();
     for (name, op) in predicates {
         let name = name.as_ref();
-        let check = Check {
-            attr: attr(desc, name)?,
-            op,
-        };
+        let check = Check::new(attr(desc, name)?, op);
         validate_check(desc, &check).map_err(|e| {
             let dtype = desc.attrs[check.attr].dtype;
             ClientError::new(
@@ -155,14 +149,8 @@ mod tests {
         assert_eq!(
             m,
             vec![
-                Mutation {
-                    attr: 2,
-                    action: Action::Set(Value::Int(3))
-                },
-                Mutation {
-                    attr: 1,
-                    action: Action::Set(Value::str("x"))
-                },
+                Mutation::new(2, Action::Set(Value::Int(3))),
+                Mutation::new(1, Action::Set(Value::str("x"))),
             ]
         );
     }

@@ -1,7 +1,7 @@
 //! Pure pieces of the chain protocol: evaluating an update at the point
 //! leader, and building its value-dependent chain.
 
-use tessera_protocol::{Action, Hop, HopWrite, Status, UpdateRequest};
+use tessera_protocol::{CmpFailKind, Hop, HopWrite, Status, UpdateRequest};
 use tessera_types::predicate::coerce_value;
 use tessera_types::{Configuration, DaemonId, Object, Region, Space, Value, Version};
 
@@ -24,6 +24,13 @@ impl Refusal {
 /// Evaluates `request` against the key's current object (`None` when absent)
 /// and returns the object after the update (`None` when it erases).
 /// Runs once, at the point leader; replicas receive only the result.
+///
+/// The flags decide NOTFOUND and CMPFAIL first (API.md §3.5); the checks
+/// are evaluated only when the object exists; then every mutation is
+/// applied in order to a copy of the object ([`crate::ops::apply`]), so
+/// that one failing mutation (CMPFAIL with a `[tag]` reason, or WRONGTYPE)
+/// leaves nothing changed. A CMPFAIL reason's tag is a
+/// [`CmpFailKind`]; the reason then names the attribute.
 pub fn evaluate(
     space: &Space,
     current: Option<&Object>,
@@ -38,15 +45,22 @@ pub fn evaluate(
         Some(_) if flags.must_not_exist => {
             return Err(Refusal::new(
                 Status::CmpFail,
-                "an object with this key exists",
+                CmpFailKind::Exists.reason("an object with this key exists"),
             ))
         }
         Some(object) => {
             if let Some(check) = request.checks.iter().find(|c| !c.matches(object)) {
                 let name = desc.attrs.get(check.attr).map_or("?", |a| a.name.as_str());
+                let at = check
+                    .path
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(".{p}"));
                 return Err(Refusal::new(
                     Status::CmpFail,
-                    format!("the predicate on `{name}` does not hold"),
+                    CmpFailKind::Predicate.reason(format_args!(
+                        "the predicate {} on `{name}{at}` does not hold",
+                        check.op.name()
+                    )),
                 ));
             }
         }
@@ -76,14 +90,24 @@ pub fn evaluate(
                 format!("attribute #{} does not exist", mutation.attr),
             ));
         };
-        match &mutation.action {
-            Action::Set(value) => {
-                let value = coerce_value(attr.dtype, value.clone()).map_err(|e| {
-                    Refusal::new(Status::WrongType, format!("attribute `{}`: {e}", attr.name))
-                })?;
-                object.values[mutation.attr] = value;
+        let value = crate::ops::apply(
+            attr.dtype,
+            &object.values[mutation.attr],
+            mutation.path.as_deref(),
+            &mutation.action,
+        )
+        .map_err(|r| {
+            // Keep a `[tag]` first, where clients look for it.
+            let reason = match r.reason.strip_prefix('[').and_then(|t| t.split_once("] ")) {
+                Some((tag, text)) => format!("[{tag}] attribute `{}`: {text}", attr.name),
+                None => format!("attribute `{}`: {}", attr.name, r.reason),
+            };
+            Refusal {
+                status: r.status,
+                reason,
             }
-        }
+        })?;
+        object.values[mutation.attr] = value;
     }
     Ok(Some(object))
 }

@@ -13,6 +13,7 @@
 
 pub mod chain;
 pub mod core;
+pub mod ops;
 pub mod record;
 mod search;
 mod shell;

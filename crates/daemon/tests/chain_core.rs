@@ -112,6 +112,7 @@ fn request(op: &Op, n: u64) -> UpdateRequest {
     let set = |attr, v| Mutation {
         attr,
         action: Action::Set(Value::Int(v)),
+        path: None,
     };
     let (key, flags, checks, mutations) = match *op {
         Op::Put { key, a, b } => (
@@ -138,6 +139,7 @@ fn request(op: &Op, n: u64) -> UpdateRequest {
             vec![Check {
                 attr: 1,
                 op: PredOp::Eq(Value::Int(a_is)),
+                path: None,
             }],
             vec![set(2, b)],
         ),

@@ -49,11 +49,109 @@ pub struct UpdateFlags {
     pub erase: bool,
 }
 
-/// What to do to one attribute.
+/// A numeric atomic operation (API.md §3.6). On ints every operation is
+/// checked 64-bit arithmetic (overflow, ÷0 and `i64::MIN / -1` fail); on
+/// floats only `Add Sub Mul Div Min Max` apply, with IEEE results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NumOp {
+    Add,
+    Sub,
+    Mul,
+    /// Truncating integer division.
+    Div,
+    /// Remainder with the sign of the dividend (ints only).
+    Mod,
+    /// Bitwise (ints only).
+    And,
+    Or,
+    Xor,
+    Min,
+    Max,
+}
+
+impl NumOp {
+    /// Every operation, in API order.
+    pub const ALL: [NumOp; 10] = [
+        NumOp::Add,
+        NumOp::Sub,
+        NumOp::Mul,
+        NumOp::Div,
+        NumOp::Mod,
+        NumOp::And,
+        NumOp::Or,
+        NumOp::Xor,
+        NumOp::Min,
+        NumOp::Max,
+    ];
+
+    /// The operation's name in method names (`atomic_add` …).
+    pub fn name(self) -> &'static str {
+        match self {
+            NumOp::Add => "add",
+            NumOp::Sub => "sub",
+            NumOp::Mul => "mul",
+            NumOp::Div => "div",
+            NumOp::Mod => "mod",
+            NumOp::And => "and",
+            NumOp::Or => "or",
+            NumOp::Xor => "xor",
+            NumOp::Min => "min",
+            NumOp::Max => "max",
+        }
+    }
+
+    /// Whether the operation applies to floats (`mod` and bitwise do not).
+    pub fn applies_to_float(self) -> bool {
+        !matches!(self, NumOp::Mod | NumOp::And | NumOp::Or | NumOp::Xor)
+    }
+}
+
+/// What to do to one attribute (or, with [`Mutation::path`], to one field
+/// of a document attribute). Evaluated once, at the point leader.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Action {
-    /// Replace the attribute's value.
+    /// Replace the attribute's value (with a path: set the document field,
+    /// creating intermediate objects; the value is a string, int, float or
+    /// document).
     Set(Value),
+    /// A numeric atomic with this operand (int or float attribute; a
+    /// numeric document field, created from 0 when absent).
+    Num(NumOp, Value),
+    /// Concatenate at the front (string attribute or document field).
+    StringPrepend(Vec<u8>),
+    /// Concatenate at the back.
+    StringAppend(Vec<u8>),
+    /// Drop this many bytes from the start (clamped to the length).
+    StringLtrim(u64),
+    /// Drop this many bytes from the end (clamped to the length).
+    StringRtrim(u64),
+    /// Push one element at the front of a list (or a JSON array field).
+    ListLpush(Value),
+    /// Push one element at the back of a list (or a JSON array field).
+    ListRpush(Value),
+    /// Insert one element into a set.
+    SetAdd(Value),
+    /// Remove one element from a set (absent: no change).
+    SetRemove(Value),
+    /// Store the union with these elements.
+    SetUnion(Vec<Value>),
+    /// Store the intersection with these elements.
+    SetIntersect(Vec<Value>),
+    /// Insert or overwrite one map entry.
+    MapAdd(Value, Value),
+    /// Remove the entry with this map key (absent: no change).
+    MapRemove(Value),
+    /// A numeric atomic on the value under this map key (absent: from 0).
+    MapNum(Value, NumOp, Value),
+    /// Prepend to the string under this map key (absent: from "").
+    MapStringPrepend(Value, Vec<u8>),
+    /// Append to the string under this map key (absent: from "").
+    MapStringAppend(Value, Vec<u8>),
+    /// Move the document field at [`Mutation::path`] to this path
+    /// (relative to the document root).
+    DocRename(String),
+    /// Remove the document field at [`Mutation::path`].
+    DocUnset,
 }
 
 /// One mutation of one attribute (by index into the space's `attrs`, never 0).
@@ -61,6 +159,88 @@ pub enum Action {
 pub struct Mutation {
     pub attr: usize,
     pub action: Action,
+    /// A path inside a document attribute (`a.b[3].c`, no attribute
+    /// prefix); `None` acts on the whole attribute.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+impl Mutation {
+    /// A mutation of the whole attribute.
+    pub fn new(attr: usize, action: Action) -> Mutation {
+        Mutation {
+            attr,
+            action,
+            path: None,
+        }
+    }
+}
+
+/// Why a mutation could not be applied (status CMPFAIL). The daemon's
+/// refusal reason starts with `[tag]`, so that clients can tell the cause
+/// apart without parsing prose (API.md §0.2: "the Rust API reports the
+/// precise reason").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CmpFailKind {
+    /// A predicate did not hold.
+    Predicate,
+    /// The object exists (put_if_not_exist).
+    Exists,
+    /// Integer overflow (including `i64::MIN / -1`).
+    Overflow,
+    /// Division or remainder by zero.
+    DivideByZero,
+    /// A document path runs through a non-object, names an absent field
+    /// where one is required, or is malformed.
+    BadPath,
+    /// A document field or map value has a type the operation cannot use.
+    FieldType,
+    /// A float result that JSON cannot hold (NaN, infinity) in a document.
+    NotFinite,
+    /// Anything else.
+    Other,
+}
+
+impl CmpFailKind {
+    /// The tag that starts a refusal reason.
+    pub fn tag(self) -> &'static str {
+        match self {
+            CmpFailKind::Predicate => "predicate",
+            CmpFailKind::Exists => "exists",
+            CmpFailKind::Overflow => "overflow",
+            CmpFailKind::DivideByZero => "divide-by-zero",
+            CmpFailKind::BadPath => "bad-path",
+            CmpFailKind::FieldType => "field-type",
+            CmpFailKind::NotFinite => "not-finite",
+            CmpFailKind::Other => "other",
+        }
+    }
+
+    /// The kind named by the `[tag]` at the start of `reason`; `Other`
+    /// when there is none.
+    pub fn of_reason(reason: &str) -> CmpFailKind {
+        const ALL: [CmpFailKind; 7] = [
+            CmpFailKind::Predicate,
+            CmpFailKind::Exists,
+            CmpFailKind::Overflow,
+            CmpFailKind::DivideByZero,
+            CmpFailKind::BadPath,
+            CmpFailKind::FieldType,
+            CmpFailKind::NotFinite,
+        ];
+        let Some(rest) = reason.strip_prefix('[') else {
+            return CmpFailKind::Other;
+        };
+        let tag = rest.split(']').next().unwrap_or("");
+        ALL.into_iter()
+            .find(|k| k.tag() == tag)
+            .unwrap_or(CmpFailKind::Other)
+    }
+
+    /// `reason` prefixed with this kind's tag.
+    pub fn reason(self, text: impl std::fmt::Display) -> String {
+        format!("[{}] {text}", self.tag())
+    }
 }
 
 /// An update of one key, evaluated once at the point leader.

@@ -240,7 +240,7 @@ mod tests {
     }
 
     fn check(attr: usize, op: PredOp) -> Check {
-        Check { attr, op }
+        Check::new(attr, op)
     }
 
     #[test]
@@ -558,7 +558,7 @@ mod tests {
                             3 => PredOp::Gt(v),
                             _ => PredOp::Ge(v),
                         };
-                        Check { attr, op }
+                        Check::new(attr, op)
                     })
                     .collect();
                 Case {

@@ -76,16 +76,76 @@ pub struct Check {
     pub attr: usize,
     /// What must hold of the attribute's value.
     pub op: PredOp,
+    /// A path inside a document attribute (`a.b[3]`, see
+    /// [`crate::value::parse_doc_path`]): the check applies to the value
+    /// found there. `None`: the whole attribute.
+    #[serde(default)]
+    pub path: Option<String>,
 }
 
 impl Check {
-    /// Whether `object` satisfies this check (false when the object has no
-    /// value at `attr`).
-    pub fn matches(&self, object: &Object) -> bool {
-        match object.values.get(self.attr) {
-            Some(value) => op_matches(&self.op, value),
-            None => false,
+    /// A check on the whole attribute.
+    pub fn new(attr: usize, op: PredOp) -> Check {
+        Check {
+            attr,
+            op,
+            path: None,
         }
+    }
+
+    /// A check on the value at `path` inside a document attribute.
+    pub fn at_path(attr: usize, path: impl Into<String>, op: PredOp) -> Check {
+        Check {
+            attr,
+            op,
+            path: Some(path.into()),
+        }
+    }
+
+    /// Whether `object` satisfies this check (false when the object has no
+    /// value at `attr`). With a path, the value at the path inside the
+    /// document is checked; a missing path, a non-document attribute or a
+    /// value of another kind than the operand matches nothing.
+    pub fn matches(&self, object: &Object) -> bool {
+        match (&self.path, object.values.get(self.attr)) {
+            (None, Some(value)) => op_matches(&self.op, value),
+            (Some(path), Some(Value::Document(text))) => doc_path_matches(&self.op, text, path),
+            _ => false,
+        }
+    }
+}
+
+/// Whether the value at `path` inside the JSON `text` satisfies `op`
+/// (API.md §6.2, document row): strings, ints and floats compare as their
+/// own kind; objects, arrays, booleans and null compare by equality of
+/// their canonical text with a document operand; `Contains` and `Len*` also
+/// apply to arrays (elements), and `Len*` to strings.
+pub fn doc_path_matches(op: &PredOp, text: &str, path: &str) -> bool {
+    let Ok(steps) = crate::value::parse_doc_path(path) else {
+        return false;
+    };
+    let Ok(root) = serde_json::from_str::<serde_json::Value>(text) else {
+        return false;
+    };
+    let Some(found) = crate::value::json_at(&root, &steps) else {
+        return false;
+    };
+    if let serde_json::Value::Array(items) = found {
+        if matches!(
+            op,
+            PredOp::Contains(_) | PredOp::LenEq(_) | PredOp::LenLe(_) | PredOp::LenGe(_)
+        ) {
+            let list = Value::List(items.iter().map(crate::value::json_to_value).collect());
+            return op_matches(op, &list);
+        }
+    }
+    let value = crate::value::json_to_value(found);
+    match (op, &value) {
+        (PredOp::Eq(Value::Document(operand)), Value::Document(canonical)) => {
+            serde_json::from_str::<serde_json::Value>(operand)
+                .is_ok_and(|o| &o.to_string() == canonical)
+        }
+        _ => op_matches(op, &value),
     }
 }
 
@@ -293,6 +353,17 @@ pub enum CheckError {
         /// The operand's kind.
         found: String,
     },
+    /// A document path on a non-document attribute, or a malformed path
+    /// (status WRONGTYPE).
+    #[error("path {path:?} of attribute `{attr}`: {reason}")]
+    BadPath {
+        /// The attribute's name.
+        attr: String,
+        /// The path as given.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl CheckError {
@@ -300,7 +371,9 @@ impl CheckError {
     pub fn status_name(&self) -> &'static str {
         match self {
             CheckError::UnknownAttr { .. } => "UNKNOWNATTR",
-            CheckError::WrongOperator { .. } | CheckError::WrongOperand { .. } => "WRONGTYPE",
+            CheckError::WrongOperator { .. }
+            | CheckError::WrongOperand { .. }
+            | CheckError::BadPath { .. } => "WRONGTYPE",
         }
     }
 }
@@ -372,6 +445,9 @@ pub fn validate_check(desc: &SpaceDesc, check: &Check) -> Result<(), CheckError>
         .get(check.attr)
         .ok_or(CheckError::UnknownAttr { attr: check.attr })?;
     let dtype = attr.dtype;
+    if let Some(path) = &check.path {
+        return validate_path_check(&attr.name, dtype, path, &check.op);
+    }
     let op = check.op.name();
     let wrong_operator = || CheckError::WrongOperator {
         attr: attr.name.clone(),
@@ -424,6 +500,46 @@ pub fn validate_check(desc: &SpaceDesc, check: &Check) -> Result<(), CheckError>
     }
 }
 
+/// A check at a document path: the attribute must be a document and the
+/// path well formed; any operator is accepted (it is evaluated against the
+/// value found at the path), with an operand that a document field can be
+/// compared with (string, int, float or document).
+fn validate_path_check(
+    attr: &str,
+    dtype: DataType,
+    path: &str,
+    op: &PredOp,
+) -> Result<(), CheckError> {
+    if dtype != DataType::Document {
+        return Err(CheckError::BadPath {
+            attr: attr.to_string(),
+            path: path.to_string(),
+            reason: format!("a path needs a document attribute, not {dtype}"),
+        });
+    }
+    crate::value::parse_doc_path(path).map_err(|reason| CheckError::BadPath {
+        attr: attr.to_string(),
+        path: path.to_string(),
+        reason,
+    })?;
+    let operand = match op {
+        PredOp::Eq(v) | PredOp::Lt(v) | PredOp::Le(v) | PredOp::Gt(v) | PredOp::Ge(v) => v,
+        PredOp::Contains(v) => v,
+        _ => return Ok(()),
+    };
+    match operand {
+        Value::String(_) | Value::Int(_) | Value::Float(_) => Ok(()),
+        Value::Document(_) if matches!(op, PredOp::Eq(_)) => Ok(()),
+        other => Err(CheckError::WrongOperand {
+            attr: format!("{attr}.{path}"),
+            op: op.name(),
+            dtype,
+            expected: "a string, int, float (or, for eq, a document)".into(),
+            found: describe_kind(other),
+        }),
+    }
+}
+
 /// The empty coordinate interval as [`coordinate_interval`] returns it.
 pub const EMPTY_INTERVAL: (u64, u64) = (1, 0);
 
@@ -457,7 +573,7 @@ pub fn intersect_intervals(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
 /// - Everything else (string ranges, regex, length, contains, containers):
 ///   `None`, meaning the check does not prune.
 pub fn coordinate_interval(check: &Check, dtype: DataType) -> Option<(u64, u64)> {
-    if !dtype.is_hashable() {
+    if !dtype.is_hashable() || check.path.is_some() {
         return None;
     }
     match &check.op {
@@ -675,7 +791,11 @@ pub fn canonicalize(value: Value) -> Value {
 
 impl fmt::Display for Check {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "attr#{} {} ", self.attr, self.op.name())?;
+        write!(f, "attr#{}", self.attr)?;
+        if let Some(path) = &self.path {
+            write!(f, ".{path}")?;
+        }
+        write!(f, " {} ", self.op.name())?;
         match &self.op {
             PredOp::Eq(v)
             | PredOp::Lt(v)
@@ -705,7 +825,7 @@ mod tests {
     }
 
     fn holds(op: PredOp, v: Value) -> bool {
-        Check { attr: 1, op }.matches(&obj(v))
+        Check::new(1, op).matches(&obj(v))
     }
 
     #[test]
@@ -821,11 +941,63 @@ mod tests {
             Value::List(vec![Value::Int(1)])
         ));
         // A missing attribute matches nothing.
-        assert!(!Check {
-            attr: 5,
-            op: PredOp::LenGe(0)
+        assert!(!Check::new(5, PredOp::LenGe(0)).matches(&obj(Value::Int(1))));
+    }
+
+    #[test]
+    fn document_path_predicates() {
+        use crate::value::{parse_doc_path, split_attr_path, PathStep};
+        assert_eq!(
+            parse_doc_path("a.b[3].c"),
+            Ok(vec![
+                PathStep::Field("a".into()),
+                PathStep::Field("b".into()),
+                PathStep::Index(3),
+                PathStep::Field("c".into())
+            ])
+        );
+        assert_eq!(
+            parse_doc_path("[0][1]"),
+            Ok(vec![PathStep::Index(0), PathStep::Index(1)])
+        );
+        for bad in ["", "a.", ".a", "a..b", "a[", "a[x]", "a[]", "a]b", "a[1]b"] {
+            assert!(parse_doc_path(bad).is_err(), "{bad:?}");
         }
-        .matches(&obj(Value::Int(1))));
+        assert_eq!(split_attr_path("doc.a.b"), Some(("doc", "a.b")));
+        assert_eq!(split_attr_path("doc[2].x"), Some(("doc", "[2].x")));
+        assert_eq!(split_attr_path("doc"), None);
+
+        let d = Value::Document(
+            r#"{"p": {"name": "Jo", "age": 30, "h": 1.5, "tags": ["a", "b"], "sub": {"y": 1, "x": [1]}}, "t": true}"#
+                .into(),
+        );
+        let at = |path: &str, op: PredOp| Check::at_path(1, path, op).matches(&obj(d.clone()));
+        assert!(at("p.name", PredOp::Eq(Value::str("Jo"))));
+        assert!(at("p.name", PredOp::Regex("^J".into())));
+        assert!(at("p.name", PredOp::LenEq(2)));
+        assert!(at("p.age", PredOp::Ge(Value::Int(30))));
+        assert!(!at("p.age", PredOp::Ge(Value::Int(31))));
+        // Another kind than the operand: no match (int 30 vs float 30.0).
+        assert!(!at("p.age", PredOp::Eq(Value::Float(30.0))));
+        assert!(at("p.h", PredOp::Lt(Value::Float(2.0))));
+        assert!(at("p.tags", PredOp::Contains(Value::str("b"))));
+        assert!(at("p.tags", PredOp::LenEq(2)));
+        assert!(at("p.tags[1]", PredOp::Eq(Value::str("b"))));
+        // A whole sub-document compares by its canonical form.
+        assert!(at(
+            "p.sub",
+            PredOp::Eq(Value::Document(r#"{ "x": [1], "y": 1 }"#.into()))
+        ));
+        assert!(at("t", PredOp::Eq(Value::Document("true".into()))));
+        // Missing paths and paths through non-objects match nothing.
+        assert!(!at("p.nope", PredOp::Eq(Value::str("Jo"))));
+        assert!(!at("p.name.x", PredOp::Eq(Value::str("Jo"))));
+        assert!(!at("p.tags[9]", PredOp::Eq(Value::str("a"))));
+        // A path on a non-document value matches nothing.
+        assert!(!Check::at_path(1, "a", PredOp::Eq(Value::Int(1))).matches(&obj(Value::Int(1))));
+        // Paths never prune a search.
+        let c = Check::at_path(1, "p.age", PredOp::Eq(Value::Int(1)));
+        assert_eq!(coordinate_interval(&c, DataType::Document), None);
     }
 
     #[test]
@@ -924,7 +1096,7 @@ mod tests {
     #[test]
     fn validate_check_table() {
         let d = desc();
-        let ok = |attr: usize, op: PredOp| validate_check(&d, &Check { attr, op });
+        let ok = |attr: usize, op: PredOp| validate_check(&d, &Check::new(attr, op));
         let status = |attr: usize, op: PredOp| ok(attr, op).unwrap_err().status_name();
         assert_eq!(status(8, PredOp::LenEq(1)), "UNKNOWNATTR");
         assert!(ok(0, PredOp::Eq(Value::str("a"))).is_ok());
@@ -981,6 +1153,28 @@ mod tests {
         );
         assert_eq!(status(7, PredOp::LenEq(0)), "WRONGTYPE");
         assert_eq!(status(7, PredOp::Contains(Value::str("a"))), "WRONGTYPE");
+        // Document paths: any operator, scalar operands (documents for eq).
+        let path = |attr: usize, path: &str, op: PredOp| {
+            validate_check(&d, &Check::at_path(attr, path, op))
+        };
+        assert!(path(7, "a.b", PredOp::Lt(Value::Int(1))).is_ok());
+        assert!(path(7, "a[0]", PredOp::Regex("x".into())).is_ok());
+        assert!(path(7, "a", PredOp::Contains(Value::str("x"))).is_ok());
+        assert!(path(7, "a", PredOp::Eq(Value::Document("{}".into()))).is_ok());
+        let status = |r: Result<(), CheckError>| r.unwrap_err().status_name();
+        assert_eq!(
+            status(path(7, "a", PredOp::Lt(Value::Document("{}".into())))),
+            "WRONGTYPE"
+        );
+        assert_eq!(
+            status(path(7, "a", PredOp::Eq(Value::List(vec![])))),
+            "WRONGTYPE"
+        );
+        assert_eq!(
+            status(path(7, "a..b", PredOp::Eq(Value::Int(1)))),
+            "WRONGTYPE"
+        );
+        assert_eq!(status(path(1, "a", PredOp::Eq(Value::Int(1)))), "WRONGTYPE");
         let msg = ok(2, PredOp::Lt(Value::Int(1))).unwrap_err().to_string();
         assert!(
             msg.contains("`f`") && msg.contains("float") && msg.contains("int"),
@@ -990,7 +1184,7 @@ mod tests {
 
     #[test]
     fn coordinate_intervals() {
-        let ci = |op: PredOp, dtype: DataType| coordinate_interval(&Check { attr: 1, op }, dtype);
+        let ci = |op: PredOp, dtype: DataType| coordinate_interval(&Check::new(1, op), dtype);
         let ic = int_coordinate;
         assert_eq!(
             ci(PredOp::Eq(Value::Int(5)), DataType::Int),
@@ -1243,7 +1437,7 @@ mod tests {
         fn int_intervals_are_exact(op in 0..5u8, bound in -4i64..4, x in -6i64..6) {
             let operand = Value::Int(bound);
             let op = match op { 0 => PredOp::Eq(operand), 1 => PredOp::Lt(operand), 2 => PredOp::Le(operand), 3 => PredOp::Gt(operand), _ => PredOp::Ge(operand) };
-            let check = Check { attr: 1, op };
+            let check = Check::new(1, op);
             let (lo, hi) = coordinate_interval(&check, DataType::Int).unwrap();
             let c = int_coordinate(x);
             prop_assert_eq!(check.matches(&obj(Value::Int(x))), lo <= c && c <= hi);
@@ -1253,7 +1447,7 @@ mod tests {
         fn float_intervals_contain_matches(op in 0..5u8, bound in prop_oneof![any::<f64>(), Just(0.0), Just(-0.0), Just(1.0)], x in prop_oneof![any::<f64>(), Just(0.0), Just(-0.0), Just(1.0)]) {
             let operand = Value::Float(bound);
             let op = match op { 0 => PredOp::Eq(operand), 1 => PredOp::Lt(operand), 2 => PredOp::Le(operand), 3 => PredOp::Gt(operand), _ => PredOp::Ge(operand) };
-            let check = Check { attr: 1, op };
+            let check = Check::new(1, op);
             let (lo, hi) = coordinate_interval(&check, DataType::Float).unwrap();
             let c = float_coordinate(x);
             if check.matches(&obj(Value::Float(x))) {

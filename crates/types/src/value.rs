@@ -217,3 +217,128 @@ impl Object {
         &self.values[0]
     }
 }
+
+// ------------------------------------------------------------ document paths
+
+/// The JSON library documents are read and written with, re-exported so
+/// that crates working on documents share its exact version.
+pub use serde_json as json;
+
+/// One step of a path inside a document (API.md §3.6): a field of an
+/// object, or an element of an array.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PathStep {
+    /// `name` in `a.name`.
+    Field(String),
+    /// `3` in `a[3]`.
+    Index(usize),
+}
+
+/// Parses a path inside a document: fields separated by `.`, each
+/// optionally followed by `[i]` indexes (`a.b[3].c`, `[0].x`). Field names
+/// are any non-empty text without `.`, `[` or `]`. An empty path, an empty
+/// field, or a malformed index is an error (with a reason).
+pub fn parse_doc_path(path: &str) -> Result<Vec<PathStep>, String> {
+    if path.is_empty() {
+        return Err("the document path is empty".into());
+    }
+    let mut steps = Vec::new();
+    let bytes = path.as_bytes();
+    let mut i = 0;
+    let mut expect_field = !path.starts_with('[');
+    while i < bytes.len() {
+        if expect_field {
+            let start = i;
+            while i < bytes.len() && !matches!(bytes[i], b'.' | b'[' | b']') {
+                i += 1;
+            }
+            if start == i {
+                return Err(format!("empty field name at byte {start} of {path:?}"));
+            }
+            steps.push(PathStep::Field(path[start..i].to_string()));
+            expect_field = false;
+            continue;
+        }
+        match bytes[i] {
+            b'.' => {
+                i += 1;
+                expect_field = true;
+                if i == bytes.len() {
+                    return Err(format!("{path:?} ends with '.'"));
+                }
+            }
+            b'[' => {
+                let start = i + 1;
+                let Some(len) = path[start..].find(']') else {
+                    return Err(format!("unclosed '[' in {path:?}"));
+                };
+                let digits = &path[start..start + len];
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(format!("index {digits:?} in {path:?} is not a number"));
+                }
+                let index = digits
+                    .parse()
+                    .map_err(|_| format!("index {digits:?} in {path:?} is too large"))?;
+                steps.push(PathStep::Index(index));
+                i = start + len + 1;
+            }
+            other => {
+                return Err(format!(
+                    "unexpected {:?} at byte {i} of {path:?}",
+                    other as char
+                ))
+            }
+        }
+    }
+    Ok(steps)
+}
+
+/// Splits a name that addresses inside a document (`doc.a.b`, `doc[3]`)
+/// into the attribute name and the path inside (`a.b`, `[3]`). `None` when
+/// the name has no `.` or `[`.
+pub fn split_attr_path(name: &str) -> Option<(&str, &str)> {
+    let at = name.find(['.', '['])?;
+    let (attr, rest) = name.split_at(at);
+    Some((attr, rest.strip_prefix('.').unwrap_or(rest)))
+}
+
+/// The JSON value at `steps` inside `root`, if there is one.
+pub fn json_at<'a>(
+    root: &'a serde_json::Value,
+    steps: &[PathStep],
+) -> Option<&'a serde_json::Value> {
+    steps.iter().try_fold(root, |node, step| match step {
+        PathStep::Field(name) => node.as_object()?.get(name),
+        PathStep::Index(i) => node.as_array()?.get(*i),
+    })
+}
+
+/// A JSON value as the typed value predicates compare (API.md §6.2): a
+/// string as a string, an integer as an int, another number as a float,
+/// anything else (object, array, bool, null) as a document of its
+/// canonical text.
+pub fn json_to_value(json: &serde_json::Value) -> Value {
+    match json {
+        serde_json::Value::String(s) => Value::str(s),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        other => Value::Document(other.to_string()),
+    }
+}
+
+/// A scalar or document value as JSON, for writing into a document: a
+/// string (must be UTF-8), an int, a finite float, or a document. `None`
+/// for anything else.
+pub fn value_to_json(value: &Value) -> Option<serde_json::Value> {
+    match value {
+        Value::String(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .map(|s| serde_json::Value::String(s.to_string())),
+        Value::Int(i) => Some(serde_json::Value::from(*i)),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map(serde_json::Value::Number),
+        Value::Document(text) => serde_json::from_str(text).ok(),
+        _ => None,
+    }
+}
