@@ -204,8 +204,11 @@ pub async fn start_postgres(dir: &Path, port: u16) -> anyhow::Result<Server> {
     let bin = postgres_bin_dir()?;
     let data = dir.join("pgdata");
     std::fs::create_dir_all(dir)?;
-    let running_as_root =
-        id_of("-u", "").ok() == Some(0) || std::env::var("USER").as_deref() == Ok("root");
+    let running_as_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
     let ids = if running_as_root {
         let uid = id_of("-u", "postgres")?;
         let gid = id_of("-g", "postgres")?;

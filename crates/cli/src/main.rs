@@ -9,6 +9,7 @@
 //! `NOTFOUND`, `BADSPACE`) and a message on stderr. Logs go to stderr,
 //! filtered by `RUST_LOG` (warnings only by default).
 
+mod bench;
 mod dev;
 mod json;
 mod show;
@@ -158,6 +159,8 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
+    /// Benchmarks: YCSB, the paper's experiments, baselines side by side.
+    Bench(bench::BenchArgs),
     /// Print the number of matching objects.
     Count {
         space: String,
@@ -259,6 +262,7 @@ async fn shutdown_signal() {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
+        Command::Bench(args) => bench::run(args).await?,
         Command::Coordinator {
             listen,
             port,

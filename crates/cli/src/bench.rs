@@ -1,0 +1,530 @@
+//! `tessera bench`: YCSB, the HyperDex paper's experiments, and baselines
+//! measured side by side. The load generator, stores and scenarios live in
+//! `tessera-bench`; this module parses options, starts an in-process
+//! cluster for `--local` (as `tessera dev` does, in a temporary
+//! directory), starts and stops baseline servers, and prints results as a
+//! table and, with `--json FILE`, as JSON.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_bench::baselines::{self, Server};
+use tessera_bench::driver::{results_table, PhaseResult, Store};
+use tessera_bench::scenarios::{self, CompareSize};
+use tessera_bench::stores::etcd::EtcdStore;
+use tessera_bench::stores::postgres::PostgresStore;
+use tessera_bench::stores::redis::RedisStore;
+use tessera_bench::stores::tessera::{usertable_description, TesseraStore};
+use tessera_bench::workload::Workload;
+use tessera_client::{Admin, Client, Epoch};
+use tessera_types::DaemonState;
+use tokio::sync::oneshot;
+
+/// What Tessera promises about acknowledged writes in these runs.
+const TESSERA_DURABILITY: &str =
+    "every replica (tolerate 1 failure: 2 per region) writes to the OS before the ack; fsync every 200 ms";
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+/// Where the Tessera cluster is.
+#[derive(Args, Clone)]
+pub struct ClusterArgs {
+    /// Start an in-process cluster (a coordinator and `--daemons` daemons on
+    /// 127.0.0.1, data in a temporary directory) instead of using one.
+    #[arg(long)]
+    local: bool,
+    /// Daemons of the `--local` cluster.
+    #[arg(long, default_value_t = 3)]
+    daemons: usize,
+    /// Coordinator port of the `--local` cluster (daemons follow it).
+    #[arg(long, default_value_t = 19820)]
+    local_port: u16,
+    /// Host of a coordinator member of a running cluster.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port of that member.
+    #[arg(long, default_value_t = 1982)]
+    port: u16,
+    /// Partitions of each benchmark space.
+    #[arg(long, default_value_t = 24)]
+    partitions: u32,
+}
+
+/// Load shape shared by the scenarios.
+#[derive(Args, Clone)]
+pub struct LoadArgs {
+    /// Operations in flight (one task each).
+    #[arg(long, default_value_t = 32)]
+    workers: usize,
+    /// Each phase stops after this many seconds even if operations remain.
+    #[arg(long, default_value_t = 120)]
+    time_limit: u64,
+    /// Write every result as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// A YCSB core workload (a–f): load, then the operation mix.
+    Ycsb {
+        #[arg(long, default_value = "a")]
+        workload: char,
+        #[arg(long, default_value_t = 100_000)]
+        records: u64,
+        #[arg(long, default_value_t = 100_000)]
+        operations: u64,
+        /// Skip the load phase (the records are already there).
+        #[arg(long)]
+        no_load: bool,
+        /// Request distribution instead of the workload's own.
+        #[arg(long)]
+        distribution: Option<tessera_bench::generator::Distribution>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Put latency and throughput vs. the number of non-key subspaces.
+    Subspaces {
+        /// The largest number of subspaces (runs 0..=MAX).
+        #[arg(long, default_value_t = 10)]
+        max: usize,
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Equality search with a matching subspace vs. one that contacts
+    /// every region.
+    SearchVsScan {
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        #[arg(long, default_value_t = 5_000)]
+        searches: u64,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Get and put latency distributions (1 and `--workers` in flight).
+    Latency {
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        #[arg(long, default_value_t = 20_000)]
+        operations: u64,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Tessera and every installed baseline (Redis, etcd, PostgreSQL) with
+    /// the same load, and a ratio table (Tessera ÷ baseline).
+    Compare {
+        /// Small sizes and short time limits: under 5 minutes in total.
+        #[arg(long)]
+        quick: bool,
+        /// Records loaded (default 100000; 5000 with --quick).
+        #[arg(long)]
+        records: Option<u64>,
+        /// Operations per phase (default 50000; 5000 with --quick).
+        #[arg(long)]
+        operations: Option<u64>,
+        /// Baselines to leave out, e.g. `--skip etcd`.
+        #[arg(long, value_delimiter = ',')]
+        skip: Vec<String>,
+        /// First port of the baseline servers (each takes a few from here).
+        #[arg(long, default_value_t = 19900)]
+        baseline_port: u16,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Operations in flight (one task each).
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        /// Per-phase time limit in seconds (default 60; 12 with --quick).
+        #[arg(long)]
+        time_limit: Option<u64>,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+/// An in-process cluster started for `--local`, stopped on `stop`.
+struct LocalCluster {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl LocalCluster {
+    async fn start(daemons: usize, port: u16) -> anyhow::Result<(LocalCluster, String)> {
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-bench-")
+            .tempdir()
+            .context("creating a temporary directory")?;
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let options = crate::dev::DevOptions {
+            daemons,
+            port,
+            data: dir.path().to_path_buf(),
+        };
+        let task = tokio::spawn(crate::dev::run(options, async move {
+            let _ = stop_rx.await;
+        }));
+        let coordinator = format!("127.0.0.1:{port}");
+        let cluster = LocalCluster {
+            stop: Some(stop_tx),
+            task,
+            _dir: dir,
+        };
+        wait_ready(&coordinator, daemons).await?;
+        Ok((cluster, coordinator))
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match tokio::time::timeout(Duration::from_secs(30), &mut self.task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(anyhow::anyhow!("the local cluster task failed: {e}")),
+            Err(_) => {
+                self.task.abort();
+                Err(anyhow::anyhow!(
+                    "the local cluster did not stop within 30 s"
+                ))
+            }
+        }
+    }
+}
+
+/// Waits until `daemons` daemons are available and answer at the epoch.
+async fn wait_ready(coordinator: &str, daemons: usize) -> anyhow::Result<()> {
+    let admin = Admin::with_members([coordinator], Duration::from_secs(60));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("the local cluster was not ready within 60 s");
+        }
+        if let Ok(Some(config)) = admin.wait_config(Epoch(0), Duration::ZERO).await {
+            let available: Vec<String> = config
+                .daemons
+                .values()
+                .filter(|d| d.state == DaemonState::Available)
+                .map(|d| d.addr.clone())
+                .collect();
+            if available.len() >= daemons {
+                let mut all = true;
+                for addr in &available {
+                    if crate::dev::probe_daemon(addr, config.epoch).await.is_err() {
+                        all = false;
+                    }
+                }
+                if all {
+                    return Ok(());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The cluster to benchmark: a coordinator address, and the local cluster
+/// to stop afterwards if we started one.
+async fn cluster(args: &ClusterArgs) -> anyhow::Result<(Option<LocalCluster>, String)> {
+    if args.local {
+        let (c, addr) = LocalCluster::start(args.daemons, args.local_port).await?;
+        eprintln!("bench: local cluster of {} daemons at {addr}", args.daemons);
+        Ok((Some(c), addr))
+    } else {
+        Ok((None, format!("{}:{}", args.host, args.port)))
+    }
+}
+
+async fn finish(local: Option<LocalCluster>) -> anyhow::Result<()> {
+    match local {
+        Some(c) => c.stop().await,
+        None => Ok(()),
+    }
+}
+
+fn write_json(path: &Option<PathBuf>, value: &serde_json::Value) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, serde_json::to_string_pretty(value)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("bench: results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// A Tessera usertable space with a `recno` subspace, made fresh.
+async fn tessera_usertable(
+    coordinator: &str,
+    name: &str,
+    partitions: u32,
+) -> anyhow::Result<Arc<dyn Store>> {
+    let admin = Admin::new(coordinator);
+    scenarios::fresh_space(
+        &admin,
+        name,
+        &usertable_description(name, 10, true, partitions, 1),
+    )
+    .await?;
+    let client = Client::connect(coordinator).await?;
+    scenarios::wait_space(&client, name).await?;
+    Ok(Arc::new(TesseraStore::new(client, name, 10)))
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.scenario {
+        Scenario::Ycsb {
+            workload,
+            records,
+            operations,
+            no_load,
+            distribution,
+            cluster: c,
+            load,
+        } => {
+            let mut w = Workload::core(workload, records, operations)
+                .with_context(|| format!("no YCSB core workload {workload:?} (a–f)"))?;
+            if let Some(d) = distribution {
+                w.distribution = d;
+            }
+            let (local, coordinator) = cluster(&c).await?;
+            let outcome = async {
+                let store = if no_load {
+                    let client = Client::connect(&coordinator).await?;
+                    Arc::new(TesseraStore::new(client, "usertable", w.fieldcount)) as Arc<dyn Store>
+                } else {
+                    tessera_usertable(&coordinator, "usertable", c.partitions).await?
+                };
+                let results = scenarios::ycsb(
+                    store,
+                    Arc::new(w.clone()),
+                    load.workers,
+                    Duration::from_secs(load.time_limit),
+                    !no_load,
+                )
+                .await?;
+                print!("{}", results_table(&results));
+                write_json(
+                    &load.json,
+                    &serde_json::json!({ "workload": w, "results": results }),
+                )
+            }
+            .await;
+            finish(local).await?;
+            outcome
+        }
+        Scenario::Subspaces {
+            max,
+            records,
+            cluster: c,
+            load,
+        } => {
+            let (local, coordinator) = cluster(&c).await?;
+            let counts: Vec<usize> = (0..=max).collect();
+            let outcome = async {
+                let results = scenarios::subspaces(
+                    &coordinator,
+                    &counts,
+                    records,
+                    load.workers,
+                    c.partitions,
+                    Duration::from_secs(load.time_limit),
+                )
+                .await?;
+                print!("{}", results_table(&results));
+                write_json(&load.json, &serde_json::json!({ "results": results }))
+            }
+            .await;
+            finish(local).await?;
+            outcome
+        }
+        Scenario::SearchVsScan {
+            records,
+            searches,
+            cluster: c,
+            load,
+        } => {
+            let (local, coordinator) = cluster(&c).await?;
+            let outcome = async {
+                let r = scenarios::search_vs_scan(
+                    &coordinator,
+                    records,
+                    searches,
+                    load.workers,
+                    c.partitions,
+                    Duration::from_secs(load.time_limit),
+                )
+                .await?;
+                print!(
+                    "{}",
+                    results_table(&[r.with_subspace.clone(), r.without_subspace.clone()])
+                );
+                println!("plan with the recno subspace:\n{}", r.plan_with_subspace);
+                println!("plan without it:\n{}", r.plan_without_subspace);
+                println!(
+                    "mean latency ratio (all regions ÷ subspace): {:.2}; throughput ratio (subspace ÷ all regions): {:.2}",
+                    r.mean_latency_ratio, r.throughput_ratio
+                );
+                write_json(&load.json, &serde_json::to_value(&r)?)
+            }
+            .await;
+            finish(local).await?;
+            outcome
+        }
+        Scenario::Latency {
+            records,
+            operations,
+            cluster: c,
+            load,
+        } => {
+            let (local, coordinator) = cluster(&c).await?;
+            let outcome = async {
+                let results = scenarios::latency(
+                    &coordinator,
+                    records,
+                    operations,
+                    load.workers,
+                    c.partitions,
+                    Duration::from_secs(load.time_limit),
+                )
+                .await?;
+                print!("{}", results_table(&results));
+                write_json(&load.json, &serde_json::json!({ "results": results }))
+            }
+            .await;
+            finish(local).await?;
+            outcome
+        }
+        Scenario::Compare {
+            quick,
+            records,
+            operations,
+            skip,
+            baseline_port,
+            cluster: c,
+            workers,
+            time_limit,
+            json,
+        } => {
+            let size = CompareSize {
+                records: records.unwrap_or(if quick { 5_000 } else { 100_000 }),
+                operations: operations.unwrap_or(if quick { 5_000 } else { 50_000 }),
+                workers,
+                fieldcount: 10,
+                fieldlength: 100,
+                time_limit: Duration::from_secs(time_limit.unwrap_or(if quick { 12 } else { 60 })),
+            };
+            compare(size, &skip, baseline_port, &c, &json).await
+        }
+    }
+}
+
+async fn compare(
+    size: CompareSize,
+    skip: &[String],
+    baseline_port: u16,
+    c: &ClusterArgs,
+    json: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let mut durability = vec![("tessera".to_string(), TESSERA_DURABILITY.to_string())];
+    eprintln!("bench: tessera …");
+    let (local, coordinator) = cluster(c).await?;
+    let tessera = async {
+        let store = tessera_usertable(&coordinator, "bench_usertable", c.partitions).await?;
+        let results = scenarios::compare_phases(store, size).await?;
+        let _ = Admin::new(&coordinator).rm_space("bench_usertable").await;
+        Ok::<_, anyhow::Error>(results)
+    }
+    .await;
+    finish(local).await?;
+    let tessera = tessera?;
+    let mut all: Vec<PhaseResult> = tessera.clone();
+    let mut baseline_results: Vec<PhaseResult> = Vec::new();
+    let mut notes = Vec::new();
+    for (i, name) in ["redis", "etcd", "postgres"].into_iter().enumerate() {
+        if skip.iter().any(|s| s == name) {
+            notes.push(format!("{name}: skipped (--skip)"));
+            continue;
+        }
+        eprintln!("bench: {name} …");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("tessera-bench-{name}-"))
+            .tempdir()?;
+        let port = baseline_port + 10 * i as u16;
+        let started_server = match name {
+            "redis" => baselines::start_redis(dir.path(), port).await,
+            "etcd" => baselines::start_etcd(dir.path(), port).await,
+            _ => baselines::start_postgres(dir.path(), port).await,
+        };
+        let mut server: Server = match started_server {
+            Ok(s) => s,
+            Err(e) => {
+                notes.push(format!("{name}: not measured: {e:#}"));
+                continue;
+            }
+        };
+        durability.push((name.to_string(), server.durability.to_string()));
+        let outcome = async {
+            let store: Arc<dyn Store> = match name {
+                "redis" => Arc::new(RedisStore::new(&server.addr)),
+                "etcd" => Arc::new(EtcdStore::new(&server.addr)),
+                _ => {
+                    let pg = PostgresStore::new(&baselines::postgres_conninfo(port), 10);
+                    pg.create_table().await?;
+                    Arc::new(pg)
+                }
+            };
+            scenarios::compare_phases(store, size).await
+        }
+        .await;
+        tokio::task::block_in_place(|| server.stop());
+        match outcome {
+            Ok(results) => {
+                all.extend(results.clone());
+                baseline_results.extend(results);
+            }
+            Err(e) => notes.push(format!("{name}: failed: {e:#}")),
+        }
+    }
+    let ratios = scenarios::ratios(&tessera, &baseline_results);
+    println!(
+        "records {}, operations per phase {}, {} in flight, record 10 × 100 bytes",
+        size.records, size.operations, size.workers
+    );
+    print!("{}", results_table(&all));
+    println!();
+    println!("Tessera ÷ baseline (throughput ratio above 1: Tessera faster; latency ratios above 1: Tessera slower)");
+    print!("{}", scenarios::ratio_table(&ratios));
+    println!();
+    println!("durability:");
+    for (name, d) in &durability {
+        println!("  {name:<9} {d}");
+    }
+    for n in &notes {
+        println!("note: {n}");
+    }
+    println!("total time {:.0} s", started.elapsed().as_secs_f64());
+    write_json(
+        json,
+        &serde_json::json!({
+            "size": size,
+            "results": all,
+            "ratios": ratios,
+            "durability": durability,
+            "notes": notes,
+        }),
+    )
+}
