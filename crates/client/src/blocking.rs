@@ -53,6 +53,12 @@ impl BlockingClient {
         &self.client
     }
 
+    /// Runs one future of the async client to completion on this client's
+    /// runtime.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
     /// An admin handle over the same coordinator members, on this runtime.
     pub fn admin(&self, coordinator: &str) -> BlockingAdmin {
         BlockingAdmin {

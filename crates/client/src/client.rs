@@ -79,11 +79,12 @@ impl Record {
     }
 }
 
-/// How an update's attempt ended, before it is mapped to a return value.
-enum UpdateOutcome {
-    Done,
-    NotFound,
-    CmpFail,
+use crate::ops::{Op, Outcome};
+use tessera_protocol::CmpFailKind;
+
+/// Attribute values of a `put` as operations.
+fn put_ops(attrs: Vec<(String, Value)>) -> Vec<(String, Op)> {
+    attrs.into_iter().map(|(n, v)| (n, Op::Put(v))).collect()
 }
 
 /// Why one attempt of an operation did not finish, and what to do next.
@@ -266,18 +267,21 @@ impl Client {
         key: impl Into<Value>,
         attrs: impl IntoIterator<Item = (K, Value)>,
     ) -> Result<(), ClientError> {
-        let attrs = owned(attrs);
+        let ops = put_ops(owned(attrs));
         match self
-            .update(space, key.into(), UpdateFlags::default(), Vec::new(), attrs)
+            .update(
+                space,
+                key.into(),
+                UpdateFlags::default(),
+                Vec::new(),
+                ops,
+                true,
+            )
             .await?
         {
-            UpdateOutcome::Done => Ok(()),
-            UpdateOutcome::NotFound => {
-                Err(ClientError::new(Status::NotFound, "put answered NOTFOUND"))
-            }
-            UpdateOutcome::CmpFail => {
-                Err(ClientError::new(Status::CmpFail, "put answered CMPFAIL"))
-            }
+            Outcome::Done => Ok(()),
+            Outcome::NotFound => Err(ClientError::new(Status::NotFound, "put answered NOTFOUND")),
+            Outcome::CmpFail { reason, .. } => Err(ClientError::new(Status::CmpFail, reason)),
         }
     }
 
@@ -294,12 +298,19 @@ impl Client {
             ..UpdateFlags::default()
         };
         match self
-            .update(space, key.into(), flags, Vec::new(), owned(attrs))
+            .update(
+                space,
+                key.into(),
+                flags,
+                Vec::new(),
+                put_ops(owned(attrs)),
+                true,
+            )
             .await?
         {
-            UpdateOutcome::Done => Ok(true),
-            UpdateOutcome::CmpFail => Ok(false),
-            UpdateOutcome::NotFound => Err(ClientError::new(
+            Outcome::Done => Ok(true),
+            Outcome::CmpFail { .. } => Ok(false),
+            Outcome::NotFound => Err(ClientError::new(
                 Status::NotFound,
                 "put_if_not_exist answered NOTFOUND",
             )),
@@ -320,14 +331,17 @@ impl Client {
             must_exist: true,
             ..UpdateFlags::default()
         };
-        match self
-            .update(space, key.into(), flags, owned(predicates), owned(attrs))
+        Ok(self
+            .update(
+                space,
+                key.into(),
+                flags,
+                owned(predicates),
+                put_ops(owned(attrs)),
+                true,
+            )
             .await?
-        {
-            UpdateOutcome::Done => Ok(Some(true)),
-            UpdateOutcome::CmpFail => Ok(Some(false)),
-            UpdateOutcome::NotFound => Ok(None),
-        }
+            .as_option())
     }
 
     /// Deletes the object under `key`: `true` when one was deleted, `false`
@@ -339,25 +353,40 @@ impl Client {
             ..UpdateFlags::default()
         };
         match self
-            .update(space, key.into(), flags, Vec::new(), Vec::new())
+            .update(space, key.into(), flags, Vec::new(), Vec::new(), false)
             .await?
         {
-            UpdateOutcome::Done => Ok(true),
-            UpdateOutcome::NotFound => Ok(false),
-            UpdateOutcome::CmpFail => {
-                Err(ClientError::new(Status::CmpFail, "del answered CMPFAIL"))
-            }
+            Outcome::Done => Ok(true),
+            Outcome::NotFound => Ok(false),
+            Outcome::CmpFail { reason, .. } => Err(ClientError::new(Status::CmpFail, reason)),
         }
     }
 
-    async fn update(
+    /// Runs one update of `key`: `ops` (applied together or not at all)
+    /// under `flags` (API.md §3.5), if every predicate holds on an existing
+    /// object. The outcome carries the precise reason of a CMPFAIL; every
+    /// other status is an error. The building block of every mutator.
+    pub async fn execute<P: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        flags: UpdateFlags,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        ops: Vec<(String, Op)>,
+    ) -> Result<Outcome, ClientError> {
+        self.update(space, key.into(), flags, owned(predicates), ops, false)
+            .await
+    }
+
+    pub(crate) async fn update(
         &self,
         space: &str,
         key: Value,
         flags: UpdateFlags,
         predicates: Vec<(String, PredOp)>,
-        attrs: Vec<(String, Value)>,
-    ) -> Result<UpdateOutcome, ClientError> {
+        ops: Vec<(String, Op)>,
+        refuse_dupes: bool,
+    ) -> Result<Outcome, ClientError> {
         // One request number for every attempt: attempts are only repeated
         // when the point leader surely did not apply the previous one.
         let request_no = self.inner.request_no_next.fetch_add(1, Ordering::Relaxed);
@@ -365,12 +394,12 @@ impl Client {
             client_id: self.inner.client_id,
             request_no,
         };
-        let (key, predicates, attrs) = (&key, &predicates, &attrs);
+        let (key, predicates, ops) = (&key, &predicates, &ops);
         self.run(move |config, _| async move {
             let space = resolve::space(&config, space)?;
             let key = resolve::key(&space.desc, key.clone())?;
             let checks = resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
-            let mutations = resolve::mutations(&space.desc, attrs.iter().map(|(n, v)| (n, v.clone())))?;
+            let mutations = crate::ops::mutations(&space.desc, ops, refuse_dupes)?;
             let request = DaemonRequest::Update(UpdateRequest {
                 space: space.id,
                 key: key.clone(),
@@ -400,9 +429,12 @@ impl Client {
                 }
             };
             match response {
-                DaemonResponse::Done => Ok(UpdateOutcome::Done),
-                DaemonResponse::Failed { status: Status::NotFound, .. } => Ok(UpdateOutcome::NotFound),
-                DaemonResponse::Failed { status: Status::CmpFail, .. } => Ok(UpdateOutcome::CmpFail),
+                DaemonResponse::Done => Ok(Outcome::Done),
+                DaemonResponse::Failed { status: Status::NotFound, .. } => Ok(Outcome::NotFound),
+                DaemonResponse::Failed { status: Status::CmpFail, reason } => Ok(Outcome::CmpFail {
+                    kind: CmpFailKind::of_reason(&reason),
+                    reason,
+                }),
                 other => Err(unexpected(config.epoch, other)),
             }
         })

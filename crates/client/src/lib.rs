@@ -26,7 +26,9 @@ mod blocking;
 mod client;
 mod coord;
 mod error;
+mod family;
 mod merge;
+mod ops;
 mod pool;
 mod resolve;
 
@@ -34,5 +36,7 @@ pub use admin::Admin;
 pub use blocking::{BlockingAdmin, BlockingClient};
 pub use client::{Client, ClientOptions, Record};
 pub use error::{AdminError, ClientError};
-pub use tessera_protocol::{AdminStatus, CoordStatus, Status};
+pub use family::Microtransaction;
+pub use ops::{Op, Outcome};
+pub use tessera_protocol::{AdminStatus, CmpFailKind, CoordStatus, NumOp, Status, UpdateFlags};
 pub use tessera_types::{Check, Configuration, DataType, Epoch, PredOp, SpaceDesc, Value, Version};

@@ -4,7 +4,9 @@
 //! here is raised before anything is sent (API.md §3.2).
 
 use crate::error::ClientError;
-use tessera_protocol::{Action, Mutation, Status};
+use tessera_protocol::Status;
+#[cfg(test)]
+use tessera_protocol::{Action, Mutation};
 use tessera_types::predicate::{coerce_value, validate_check};
 use tessera_types::{Check, Configuration, PredOp, Space, SpaceDesc, Value};
 
@@ -54,42 +56,19 @@ pub(crate) fn sort_attr(desc: &SpaceDesc, name: &str) -> Result<usize, ClientErr
     }
 }
 
-/// One `Set` mutation per named attribute. Writing the key is DONTUSEKEY,
-/// naming an attribute twice is DUPEATTR, a value of the wrong type is
-/// WRONGTYPE.
+/// One `Set` mutation per named attribute (the resolution of a `put`).
+/// Writing the key is DONTUSEKEY, naming an attribute twice is DUPEATTR, a
+/// value of the wrong type is WRONGTYPE.
+#[cfg(test)]
 pub(crate) fn mutations<K: AsRef<str>>(
     desc: &SpaceDesc,
     attrs: impl IntoIterator<Item = (K, Value)>,
 ) -> Result<Vec<Mutation>, ClientError> {
-    let mut out: Vec<Mutation> = Vec::new();
-    for (name, value) in attrs {
-        let name = name.as_ref();
-        let index = attr(desc, name)?;
-        if index == 0 {
-            return Err(ClientError::new(
-                Status::DontUseKey,
-                format!(
-                    "{name:?} is the key of space {:?} and cannot be written",
-                    desc.name
-                ),
-            ));
-        }
-        if out.iter().any(|m| m.attr == index) {
-            return Err(ClientError::new(
-                Status::DupeAttr,
-                format!("attribute {name:?} is named twice"),
-            ));
-        }
-        let dtype = desc.attrs[index].dtype;
-        let value = coerce_value(dtype, value).map_err(|e| {
-            ClientError::new(
-                Status::WrongType,
-                format!("attribute {name:?} ({dtype}): {e}"),
-            )
-        })?;
-        out.push(Mutation::new(index, Action::Set(value)));
-    }
-    Ok(out)
+    let ops: Vec<(String, crate::ops::Op)> = attrs
+        .into_iter()
+        .map(|(k, v)| (k.as_ref().to_string(), crate::ops::Op::Put(v)))
+        .collect();
+    crate::ops::mutations(desc, &ops, true)
 }
 
 /// One validated check per predicate; several predicates may name the same
@@ -101,7 +80,12 @@ pub(crate) fn checks<K: AsRef<str>>(
     let mut out = Vec::new();
     for (name, op) in predicates {
         let name = name.as_ref();
-        let check = Check::new(attr(desc, name)?, op);
+        let (index, path) = crate::ops::target(desc, name)?;
+        let check = Check {
+            attr: index,
+            op,
+            path,
+        };
         validate_check(desc, &check).map_err(|e| {
             let dtype = desc.attrs[check.attr].dtype;
             ClientError::new(
