@@ -11,9 +11,9 @@
 //! | string | string | string (invalid UTF-8 replaced) |
 //! | int | integer (a float is rounded by the client) | integer |
 //! | float | number | number (`"NaN"`, `"inf"`, `"-inf"` as strings) |
-//! | timestamp | integer microseconds since the Unix epoch | the same |
+//! | timestamp | RFC 3339 text (`2024-05-01T12:00:00.5Z`, any offset) or integer microseconds since the Unix epoch | RFC 3339 in UTC, microseconds when not whole seconds |
 //! | document | any JSON | the same JSON |
-//! | list(E), set(E) | array of E | array |
+//! | list(E), set(E) | array of E | array (sets sorted) |
 //! | map(K, V) | object; keys read as K from their text | object |
 
 use serde_json::Value as Json;
@@ -47,7 +47,13 @@ fn scalar_from_text(dtype: DataType, text: &str) -> Option<Value> {
         DataType::String => Some(Value::str(text)),
         DataType::Int => text.trim().parse().ok().map(Value::Int),
         DataType::Float => text.trim().parse().ok().map(Value::Float),
-        DataType::Timestamp(_) => text.trim().parse().ok().map(Value::Timestamp),
+        DataType::Timestamp(_) => {
+            let text = text.trim();
+            text.parse()
+                .ok()
+                .or_else(|| parse_rfc3339(text))
+                .map(Value::Timestamp)
+        }
         _ => None,
     }
 }
@@ -65,7 +71,12 @@ pub fn value_from_json(dtype: DataType, json: &Json) -> Result<Value, ClientErro
             _ => Err(mismatch()),
         },
         DataType::Float => json.as_f64().map(Value::Float).ok_or_else(mismatch),
-        DataType::Timestamp(_) => json.as_i64().map(Value::Timestamp).ok_or_else(mismatch),
+        DataType::Timestamp(_) => match json {
+            Json::String(text) => parse_rfc3339(text)
+                .map(Value::Timestamp)
+                .ok_or_else(mismatch),
+            _ => json.as_i64().map(Value::Timestamp).ok_or_else(mismatch),
+        },
         DataType::Document => Ok(Value::Document(json.to_string())),
         DataType::List(p) | DataType::Set(p) => {
             let items = json.as_array().ok_or_else(mismatch)?;
@@ -100,7 +111,8 @@ pub fn value_from_json(dtype: DataType, json: &Json) -> Result<Value, ClientErro
 pub fn value_to_json(value: &Value) -> Json {
     match value {
         Value::String(bytes) => Json::String(String::from_utf8_lossy(bytes).into_owned()),
-        Value::Int(i) | Value::Timestamp(i) => Json::from(*i),
+        Value::Int(i) => Json::from(*i),
+        Value::Timestamp(micros) => Json::String(format_rfc3339(*micros)),
         Value::Float(f) => match serde_json::Number::from_f64(*f) {
             Some(n) => Json::Number(n),
             None if f.is_nan() => Json::String("NaN".into()),
@@ -150,10 +162,149 @@ pub fn attrs_from_json(desc: &SpaceDesc, json: &Json) -> Result<Vec<(String, Val
         .ok_or_else(|| wrong_type(format!("attributes must be a JSON object, not {json}")))?;
     let mut out = Vec::with_capacity(object.len());
     for (name, value) in object {
-        let dtype = attr_type(desc, name)?;
-        out.push((name.clone(), value_from_json(dtype, value)?));
+        match target_type(desc, name)? {
+            Some(dtype) => out.push((name.clone(), value_from_json(dtype, value)?)),
+            None => out.push((name.clone(), field_from_json(value))),
+        }
     }
     Ok(out)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01 (`civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// A timestamp (microseconds since the epoch) as RFC 3339 text in UTC:
+/// `1970-01-01T00:00:00Z`, with `.ffffff` when not a whole second.
+pub fn format_rfc3339(micros: i64) -> String {
+    let secs = micros.div_euclid(1_000_000);
+    let frac = micros.rem_euclid(1_000_000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let tod = secs.rem_euclid(86_400);
+    let (hh, mm, ss) = (tod / 3600, tod % 3600 / 60, tod % 60);
+    let mut out = format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}");
+    if frac != 0 {
+        out.push_str(&format!(".{frac:06}"));
+    }
+    out.push('Z');
+    out
+}
+
+/// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.f{1,9}](Z|±HH:MM)`, `t`/space
+/// allowed for `T`) to microseconds since the epoch; digits past the
+/// sixth of the fraction are dropped. `None` when malformed or out of range.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let days_in_month = match mo {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if d < 1 || d > days_in_month || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut micros = 0i64;
+    if b[i] == b'.' {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let digits = &text[start..i];
+        if digits.is_empty() {
+            return None;
+        }
+        let six: String = digits
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(6)
+            .collect();
+        micros = six.parse().ok()?;
+    }
+    let offset = match &text[i..] {
+        "Z" | "z" => 0,
+        rest if rest.len() == 6
+            && matches!(rest.as_bytes()[0], b'+' | b'-')
+            && rest.as_bytes()[3] == b':' =>
+        {
+            let oh = num(i + 1..i + 3)?;
+            let om = num(i + 4..i + 6)?;
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let sign = if rest.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset;
+    secs.checked_mul(1_000_000)?.checked_add(micros)
+}
+
+/// The type of the value a name addresses: an attribute's type, or — for
+/// a path inside a document (`doc.a.b`) — `None`, meaning "whatever JSON
+/// value is there".
+fn target_type(desc: &SpaceDesc, name: &str) -> Result<Option<DataType>, ClientError> {
+    if desc.attr_index(name).is_some() {
+        return attr_type(desc, name).map(Some);
+    }
+    match tessera_types::value::split_attr_path(name) {
+        Some((attr, _)) if attr_type(desc, attr)? == DataType::Document => Ok(None),
+        Some((attr, _)) => Err(wrong_type(format!(
+            "{name:?} addresses inside {attr:?}, which is not a document"
+        ))),
+        None => attr_type(desc, name).map(Some),
+    }
+}
+
+/// A JSON value written into, or compared with, a document field: strings,
+/// integers and floats as themselves, anything else as a document.
+fn field_from_json(json: &Json) -> Value {
+    match json {
+        Json::String(s) => Value::str(s),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        other => Value::Document(other.to_string()),
+    }
 }
 
 fn attr_type(desc: &SpaceDesc, name: &str) -> Result<DataType, ClientError> {
@@ -185,17 +336,39 @@ pub fn predicates_from_json(
         .ok_or_else(|| wrong_type(format!("predicates must be a JSON object, not {json}")))?;
     let mut out = Vec::new();
     for (name, spec) in object {
-        let dtype = attr_type(desc, name)?;
+        let dtype = target_type(desc, name)?;
+        let operand = |json: &Json| match dtype {
+            Some(dtype) => value_from_json(dtype, json),
+            None => Ok(field_from_json(json)),
+        };
         match spec.as_object() {
             Some(ops) if !ops.is_empty() && ops.keys().all(|k| OPERATORS.contains(&k.as_str())) => {
-                for (op, operand) in ops {
-                    out.push((name.clone(), predicate(dtype, op, operand)?));
+                for (op, json) in ops {
+                    let pred = match dtype {
+                        Some(dtype) => predicate(dtype, op, json)?,
+                        None => path_predicate(op, json)?,
+                    };
+                    out.push((name.clone(), pred));
                 }
             }
-            _ => out.push((name.clone(), PredOp::Eq(value_from_json(dtype, spec)?))),
+            _ => out.push((name.clone(), PredOp::Eq(operand(spec)?))),
         }
     }
     Ok(out)
+}
+
+/// A predicate on a document field: the operand is the JSON value itself.
+fn path_predicate(op: &str, operand: &Json) -> Result<PredOp, ClientError> {
+    match op {
+        "regex" | "len_eq" | "len_le" | "len_ge" => predicate(DataType::String, op, operand),
+        "contains" => Ok(PredOp::Contains(field_from_json(operand))),
+        "eq" => Ok(PredOp::Eq(field_from_json(operand))),
+        "lt" => Ok(PredOp::Lt(field_from_json(operand))),
+        "le" => Ok(PredOp::Le(field_from_json(operand))),
+        "gt" => Ok(PredOp::Gt(field_from_json(operand))),
+        "ge" => Ok(PredOp::Ge(field_from_json(operand))),
+        other => Err(wrong_type(format!("unknown predicate operator {other:?}"))),
+    }
 }
 
 fn predicate(dtype: DataType, op: &str, operand: &Json) -> Result<PredOp, ClientError> {
@@ -323,6 +496,62 @@ mod tests {
         assert_eq!(
             predicates_from_json(&desc(), &json).unwrap(),
             vec![("s".into(), PredOp::Regex("^a".into()))]
+        );
+    }
+
+    #[test]
+    fn rfc3339_round_trips() {
+        let cases: &[(i64, &str)] = &[
+            (0, "1970-01-01T00:00:00Z"),
+            (1, "1970-01-01T00:00:00.000001Z"),
+            (-1, "1969-12-31T23:59:59.999999Z"),
+            (951_782_400_000_000, "2000-02-29T00:00:00Z"),
+            (1_714_564_800_500_000, "2024-05-01T12:00:00.500000Z"),
+            (-62_135_596_800_000_000, "0001-01-01T00:00:00Z"),
+        ];
+        for (micros, text) in cases {
+            assert_eq!(format_rfc3339(*micros), *text);
+            assert_eq!(parse_rfc3339(text), Some(*micros), "{text}");
+        }
+        assert_eq!(
+            parse_rfc3339("2024-05-01T14:00:00.5+02:00"),
+            Some(1_714_564_800_500_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2024-05-01 12:00:00.5z"),
+            Some(1_714_564_800_500_000)
+        );
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00.1234569Z"), Some(123_456));
+        for bad in [
+            "",
+            "2024-02-30T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2024-05-01T24:00:00Z",
+            "2024-05-01T12:00:00",
+            "2024-05-01T12:00:00.Z",
+            "2024-05-01T12:00:00+2:00",
+            "20x4-05-01T12:00:00Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn document_paths_in_puts_and_predicates() {
+        let json = parse(r#"{"d.profile.name": "Jo", "d.n": 2, "d.x": {"a": [1]}}"#).unwrap();
+        let attrs = attrs_from_json(&desc(), &json).unwrap();
+        assert!(attrs.contains(&("d.profile.name".into(), Value::str("Jo"))));
+        assert!(attrs.contains(&("d.n".into(), Value::Int(2))));
+        assert!(attrs.contains(&("d.x".into(), Value::Document(r#"{"a":[1]}"#.into()))));
+        let json = parse(r#"{"d.profile.name": "Jo", "d.age": {"ge": 18, "lt": 65.5}}"#).unwrap();
+        let preds = predicates_from_json(&desc(), &json).unwrap();
+        assert!(preds.contains(&("d.profile.name".into(), PredOp::Eq(Value::str("Jo")))));
+        assert!(preds.contains(&("d.age".into(), PredOp::Ge(Value::Int(18)))));
+        assert!(preds.contains(&("d.age".into(), PredOp::Lt(Value::Float(65.5)))));
+        let json = parse(r#"{"s.x": 1}"#).unwrap();
+        assert_eq!(
+            predicates_from_json(&desc(), &json).unwrap_err().status(),
+            Status::WrongType
         );
     }
 
