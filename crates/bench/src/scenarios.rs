@@ -242,7 +242,7 @@ pub fn ratio_table(ratios: &[Ratio]) -> String {
     );
     for r in ratios {
         out.push_str(&format!(
-            "{:<10} {:<16} {:>12.0} {:>12.0} {:>12.2} {:>10.2} {:>10.2}\n",
+            "{:<10} {:<16} {:>12.0} {:>12.0} {:>12.3} {:>10.2} {:>10.2}\n",
             r.baseline,
             r.phase,
             r.tessera_ops_per_s,
