@@ -86,6 +86,13 @@ enum Scenario {
         /// Request distribution instead of the workload's own.
         #[arg(long)]
         distribution: Option<tessera_bench::generator::Distribution>,
+        /// The system under test: tessera, or a baseline started for the
+        /// run (redis, etcd, postgres; scans only on tessera and postgres).
+        #[arg(long, default_value = "tessera")]
+        store: String,
+        /// Port of a baseline started by `--store`.
+        #[arg(long, default_value_t = 19900)]
+        baseline_port: u16,
         #[command(flatten)]
         cluster: ClusterArgs,
         #[command(flatten)]
@@ -291,6 +298,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             operations,
             no_load,
             distribution,
+            store,
+            baseline_port,
             cluster: c,
             load,
         } => {
@@ -298,6 +307,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("no YCSB core workload {workload:?} (a–f)"))?;
             if let Some(d) = distribution {
                 w.distribution = d;
+            }
+            if store != "tessera" {
+                let dir = tempfile::Builder::new()
+                    .prefix(&format!("tessera-bench-{store}-"))
+                    .tempdir()?;
+                let (mut server, target) =
+                    start_baseline(&store, dir.path(), baseline_port).await?;
+                eprintln!("bench: {store} ({})", server.durability);
+                let results = scenarios::ycsb(
+                    target,
+                    Arc::new(w.clone()),
+                    load.workers,
+                    Duration::from_secs(load.time_limit),
+                    true,
+                )
+                .await;
+                tokio::task::block_in_place(|| server.stop());
+                let results = results?;
+                print!("{}", results_table(&results));
+                return write_json(
+                    &load.json,
+                    &serde_json::json!({ "workload": w, "durability": server.durability, "results": results }),
+                );
             }
             let (local, coordinator) = cluster(&c).await?;
             let outcome = async {
@@ -431,6 +463,31 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Starts the baseline `name` (redis, etcd, postgres) on 127.0.0.1:`port`
+/// with its data in `dir`, and its store (PostgreSQL's table created).
+async fn start_baseline(
+    name: &str,
+    dir: &std::path::Path,
+    port: u16,
+) -> anyhow::Result<(Server, Arc<dyn Store>)> {
+    let server = match name {
+        "redis" => baselines::start_redis(dir, port).await?,
+        "etcd" => baselines::start_etcd(dir, port).await?,
+        "postgres" => baselines::start_postgres(dir, port).await?,
+        other => anyhow::bail!("unknown store {other:?} (tessera, redis, etcd, postgres)"),
+    };
+    let store: Arc<dyn Store> = match name {
+        "redis" => Arc::new(RedisStore::new(&server.addr)),
+        "etcd" => Arc::new(EtcdStore::new(&server.addr)),
+        _ => {
+            let pg = PostgresStore::new(&baselines::postgres_conninfo(port), 10);
+            pg.create_table().await?;
+            Arc::new(pg)
+        }
+    };
+    Ok((server, store))
+}
+
 async fn compare(
     size: CompareSize,
     skip: &[String],
@@ -464,32 +521,15 @@ async fn compare(
             .prefix(&format!("tessera-bench-{name}-"))
             .tempdir()?;
         let port = baseline_port + 10 * i as u16;
-        let started_server = match name {
-            "redis" => baselines::start_redis(dir.path(), port).await,
-            "etcd" => baselines::start_etcd(dir.path(), port).await,
-            _ => baselines::start_postgres(dir.path(), port).await,
-        };
-        let mut server: Server = match started_server {
-            Ok(s) => s,
+        let (mut server, store) = match start_baseline(name, dir.path(), port).await {
+            Ok(started) => started,
             Err(e) => {
                 notes.push(format!("{name}: not measured: {e:#}"));
                 continue;
             }
         };
         durability.push((name.to_string(), server.durability.to_string()));
-        let outcome = async {
-            let store: Arc<dyn Store> = match name {
-                "redis" => Arc::new(RedisStore::new(&server.addr)),
-                "etcd" => Arc::new(EtcdStore::new(&server.addr)),
-                _ => {
-                    let pg = PostgresStore::new(&baselines::postgres_conninfo(port), 10);
-                    pg.create_table().await?;
-                    Arc::new(pg)
-                }
-            };
-            scenarios::compare_phases(store, size).await
-        }
-        .await;
+        let outcome = async { scenarios::compare_phases(store, size).await }.await;
         tokio::task::block_in_place(|| server.stop());
         match outcome {
             Ok(results) => {
