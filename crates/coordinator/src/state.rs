@@ -303,6 +303,23 @@ impl ClusterState {
         self.transfers.retain(|t| t.from != id && t.to != id);
     }
 
+    /// Takes `id` out of every chain that has another member; true when
+    /// any chain changed.
+    fn leave_shared_chains(&mut self, id: DaemonId) -> bool {
+        let mut changed = false;
+        for space in &mut self.spaces {
+            for sub in &mut space.subspaces {
+                for region in &mut sub.regions {
+                    if region.chain.len() > 1 && region.chain.contains(&id) {
+                        region.chain.retain(|d| *d != id);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        changed
+    }
+
     fn transfer_complete(&mut self, transfer: u64) -> CommandResult {
         let Some(index) = self.transfers.iter().position(|t| t.id == transfer) else {
             return CommandResult::Failed {
@@ -461,9 +478,21 @@ impl ClusterState {
                 };
             }
             if let Some(info) = self.daemons.get_mut(&id) {
-                if info.addr != addr || info.state != DaemonState::Available {
-                    info.addr = addr;
-                    info.state = DaemonState::Available;
+                let mut changed = info.addr != addr || info.state != DaemonState::Available;
+                info.addr = addr;
+                info.state = DaemonState::Available;
+                // A daemon registering again has restarted (perhaps faster
+                // than the failure timeout) and lost the updates it held in
+                // flight, so it must not keep its chain places: it leaves
+                // every chain where another replica remains, and repair
+                // brings it back by state transfer. It stays where it is
+                // the only replica, so restarting a whole cluster never
+                // empties a chain. Its transfers restart from scratch.
+                changed |= self.leave_shared_chains(id);
+                let transfers = self.transfers.len();
+                self.transfers.retain(|t| t.from != id && t.to != id);
+                changed |= self.transfers.len() != transfers;
+                if changed {
                     self.bump();
                 }
                 return CommandResult::Registered { id };
@@ -640,6 +669,57 @@ mod tests {
         });
         assert_eq!(state.daemons[&DaemonId(1)].state, DaemonState::Available);
         assert_eq!(state.daemon_id_next, 2);
+    }
+
+    #[test]
+    fn a_restarted_daemon_leaves_shared_chains_and_keeps_sole_ones() {
+        let mut state = ClusterState::default();
+        for i in 1..=3 {
+            register(&mut state, i);
+        }
+        let added = state.apply(Command::AddSpace {
+            description: "space s key k create 6 partitions tolerate 1 failure".into(),
+        });
+        assert!(
+            matches!(added, CommandResult::SpaceAdded { .. }),
+            "{added:?}"
+        );
+        let me = DaemonId(1);
+        // Make one region's chain [me] alone, as if its partner had failed.
+        let solo = {
+            let region = &mut state.spaces[0].subspaces[0].regions[0];
+            region.chain = vec![me];
+            region.id
+        };
+        state.transfers.clear();
+        let held_before = state
+            .regions()
+            .filter(|(_, r)| r.chain.contains(&me))
+            .count();
+        assert!(held_before > 1);
+        let addr = state.daemons[&me].addr.clone();
+        let epoch = state.epoch;
+        let again = state.apply(Command::RegisterDaemon { id: Some(me), addr });
+        assert_eq!(again, CommandResult::Registered { id: me });
+        assert_eq!(
+            state.epoch,
+            Epoch(epoch.0 + 1),
+            "a restart is one new epoch"
+        );
+        for (_, region) in state.regions() {
+            if region.id == solo {
+                assert_eq!(region.chain, vec![me], "the sole replica keeps its region");
+            } else {
+                assert!(
+                    !region.chain.contains(&me),
+                    "region {} still lists the restarted daemon",
+                    region.id
+                );
+            }
+        }
+        // Repair plans transfers for the regions it left.
+        assert!(state.transfers.iter().any(|t| t.to == me || t.from != me));
+        assert!(!state.transfers.is_empty());
     }
 
     #[test]

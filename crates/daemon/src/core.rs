@@ -58,7 +58,13 @@ struct Pending {
     /// At the point leader: the clients to answer when it commits (the
     /// original request, and retries of it that arrived meanwhile).
     replies: Vec<ReplyTo>,
+    /// The tick at which this member last sent the update downstream.
+    sent_tick: u64,
 }
+
+/// Ticks after which a point leader sends an unacknowledged update again
+/// (a message lost with a broken connection must not stall the key).
+pub const REDRIVE_TICKS: u64 = 4;
 
 #[derive(Default, Debug)]
 struct KeyState {
@@ -93,6 +99,8 @@ pub struct ReplicaCore {
     /// Transfers this daemon is the source of, by region: every commit in
     /// the region is also shipped to the target.
     outgoing: HashMap<RegionId, Vec<(u64, DaemonId)>>,
+    /// Logical time: the number of `on_tick` calls so far.
+    tick: u64,
     /// Keys that left a region being transferred in, with the version at
     /// which they left, so an older transferred entry cannot resurrect them.
     removed: HashMap<StateKey, Version>,
@@ -127,6 +135,7 @@ impl ReplicaCore {
             effects: Vec::new(),
             outgoing: outgoing_transfers(me, &config),
             removed: HashMap::new(),
+            tick: 0,
             config,
         }
     }
@@ -268,6 +277,31 @@ impl ReplicaCore {
             return;
         }
         self.release_buffered(&state_key);
+        self.run_local();
+    }
+
+    /// Logical time passes (the shell calls this every 250 ms). The point
+    /// leader sends again every update it has waited on for
+    /// [`REDRIVE_TICKS`]: members that hold it forward or acknowledge it
+    /// again, so a lost message delays an update but never stalls it.
+    pub fn on_tick(&mut self) {
+        self.tick += 1;
+        let tick = self.tick;
+        let stale: Vec<(StateKey, Version)> = self
+            .keys
+            .iter()
+            .flat_map(|(k, s)| {
+                s.pending
+                    .iter()
+                    .filter(|(_, p)| {
+                        p.forward.position == 0 && !p.acked && tick - p.sent_tick >= REDRIVE_TICKS
+                    })
+                    .map(move |(v, _)| (k.clone(), *v))
+            })
+            .collect();
+        for (state_key, version) in stale {
+            self.continue_pending(&state_key, version);
+        }
         self.run_local();
     }
 
@@ -520,6 +554,17 @@ impl ReplicaCore {
             }
             return;
         }
+        if hop.write == HopWrite::Remove && applied.is_none() && !self.is_key_subspace(hop.region) {
+            // Outside the key subspace a committed removal leaves nothing
+            // behind, so a copy sent again finds the key absent. An update
+            // that removes is never pipelined — its predecessor was
+            // committed everywhere before it began — so an absent key here
+            // means this removal already happened: acknowledge it again.
+            if pos > 0 {
+                self.send_ack(&forward, pos);
+            }
+            return;
+        }
         if let Some(after) = hop.after {
             if applied.is_none_or(|a| a < after) {
                 self.keys
@@ -538,6 +583,7 @@ impl ReplicaCore {
                 forward,
                 acked: last,
                 replies,
+                sent_tick: self.tick,
             },
         );
         if last {
@@ -599,6 +645,13 @@ impl ReplicaCore {
             return;
         };
         let mut next = pending.forward.clone();
+        if let Some(p) = self
+            .keys
+            .get_mut(state_key)
+            .and_then(|s| s.pending.get_mut(&version))
+        {
+            p.sent_tick = self.tick;
+        }
         let pos = next.position as usize;
         let Some(to) = next.hops.get(pos + 1).map(|h| h.daemon) else {
             return;

@@ -608,6 +608,21 @@ pub(crate) async fn run(
             }
         })
     };
+    let tick_task = {
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                for shard in &daemon.shards {
+                    let mut core = lock(shard);
+                    core.on_tick();
+                    let effects = core.drain_effects();
+                    daemon.execute(effects);
+                }
+            }
+        })
+    };
     let sync_task = {
         let engine = engine.clone();
         let interval = options.durability == Durability::Interval;
@@ -627,6 +642,7 @@ pub(crate) async fn run(
         () = stop.notified() => tracing::warn!(%me, "the coordinator told this daemon to stop"),
     }
     heartbeat_task.abort();
+    tick_task.abort();
     config_task.abort();
     accept_task.abort();
     sync_task.abort();

@@ -214,6 +214,13 @@ struct AtAck {
     object: Option<(i64, i64)>,
 }
 
+fn xorshift(mut x: usize) -> usize {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x.max(1)
+}
+
 struct Net {
     at_ack: Vec<AtAck>,
     config: Arc<Configuration>,
@@ -221,6 +228,10 @@ struct Net {
     engines: BTreeMap<DaemonId, Arc<MemoryEngine>>,
     links: BTreeMap<(DaemonId, DaemonId), VecDeque<ChainMsg>>,
     replies: HashMap<u64, DaemonResponse>,
+    /// When non-zero, about one message in this many is lost.
+    drop_modulus: usize,
+    /// The loss generator's state.
+    attempts: usize,
 }
 
 impl Net {
@@ -239,6 +250,8 @@ impl Net {
             engines,
             links: BTreeMap::new(),
             replies: HashMap::new(),
+            drop_modulus: 0,
+            attempts: 1,
         }
     }
 
@@ -327,6 +340,14 @@ impl Net {
             .unwrap()
             .pop_front()
             .unwrap();
+        // A fair-lossy network: each message is lost with probability
+        // 1/drop_modulus, decided by a seeded generator advanced on every
+        // delivery (a rule tied to the schedule could lose one message
+        // forever, which no real network does).
+        self.attempts = xorshift(self.attempts ^ pick);
+        if self.drop_modulus != 0 && self.attempts.is_multiple_of(self.drop_modulus) {
+            return true; // lost with a broken connection
+        }
         self.cores.get_mut(&to).unwrap().on_chain(msg);
         self.collect(to);
         true
@@ -334,9 +355,22 @@ impl Net {
 }
 
 fn run(ops: &[Op], schedule: &[usize], daemons: u64, f: usize, partitions: u32, interleave: usize) {
+    run_lossy(ops, schedule, daemons, f, partitions, interleave, 0)
+}
+
+fn run_lossy(
+    ops: &[Op],
+    schedule: &[usize],
+    daemons: u64,
+    f: usize,
+    partitions: u32,
+    interleave: usize,
+    drop_modulus: usize,
+) {
     let config = Arc::new(config(daemons, f, partitions));
     let space = &config.spaces[0];
     let mut net = Net::new(&config);
+    net.drop_modulus = drop_modulus;
     {
         let mut model = BTreeMap::new();
         let mut versions: HashMap<i64, u64> = HashMap::new();
@@ -376,9 +410,22 @@ fn run(ops: &[Op], schedule: &[usize], daemons: u64, f: usize, partitions: u32, 
         }
     }
     let mut steps = 0;
-    while net.step(picks.next().unwrap()) {
+    loop {
+        while net.step(picks.next().unwrap()) {
+            steps += 1;
+            assert!(steps < 1_000_000, "the chain does not quiesce");
+        }
+        if net.cores.values().all(|c| c.busy_keys() == 0) {
+            break;
+        }
+        // Idle but unfinished: messages were lost. Time passes.
+        assert!(steps < 1_000_000, "lost messages are never made good");
+        let ids: Vec<DaemonId> = net.cores.keys().copied().collect();
+        for id in ids {
+            net.cores.get_mut(&id).unwrap().on_tick();
+            net.collect(id);
+        }
         steps += 1;
-        assert!(steps < 1_000_000, "the chain does not quiesce");
     }
 
     let mut model = BTreeMap::new();
@@ -446,6 +493,25 @@ proptest! {
     ) {
         let f = f.min(daemons as usize - 1);
         run(&ops, &schedule, daemons, f, partitions, interleave);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// Messages are lost (a broken connection drops what it had queued);
+    /// the point leaders' re-sends must still complete every update once.
+    #[test]
+    fn lost_messages_delay_but_never_stall_or_duplicate(
+        ops in proptest::collection::vec(op_strategy(), 1..40),
+        schedule in proptest::collection::vec(any::<usize>(), 1..50),
+        daemons in 2u64..5,
+        f in 0usize..3,
+        interleave in 0usize..3,
+        drop_modulus in 2usize..6,
+    ) {
+        let f = f.min(daemons as usize - 1);
+        run_lossy(&ops, &schedule, daemons, f, 2, interleave, drop_modulus);
     }
 }
 
