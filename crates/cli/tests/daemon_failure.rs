@@ -1,0 +1,165 @@
+//! Kill -9 of a daemon under writes, with `tolerate 1 failure`: the
+//! coordinator notices the silence, takes the daemon out of every chain,
+//! re-replicates its regions by state transfer, and no acknowledged write
+//! is lost. Afterwards every key reads back as last acknowledged, every
+//! search equals a brute-force filter over the model, and every region has
+//! two replicas again, none of them the dead daemon.
+
+mod common;
+
+use common::{wait_for, Cluster};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use tessera_client::{BlockingClient, PredOp, Value};
+use tessera_types::{DaemonState, Epoch};
+
+const SPACE: &str = "space f key int k attributes int a, int b \
+                     subspace a subspace b create 4 partitions tolerate 1 failure";
+const KEYS: i64 = 200;
+const WRITES_AFTER_KILL: usize = 600;
+
+/// Keys are spread over the whole int axis, so that (coordinates being
+/// order-preserving) they fall into every key region.
+fn key_of(i: i64) -> Value {
+    Value::Int((i - KEYS / 2) * (i64::MAX / (KEYS / 2)))
+}
+
+/// Puts until acknowledged: a put is idempotent, so retrying one whose
+/// answer was lost is safe. Returns when it succeeded.
+fn put_acked(client: &BlockingClient, key: i64, a: i64, b: i64, deadline: Instant) -> Instant {
+    loop {
+        match client.put(
+            "f",
+            key_of(key),
+            [("a", Value::Int(a)), ("b", Value::Int(b))],
+        ) {
+            Ok(()) => return Instant::now(),
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "put of key {key} never succeeded: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+#[test]
+fn killing_a_daemon_loses_no_acknowledged_write() {
+    let mut cluster = Cluster::start(4);
+    cluster.admin().add_space(SPACE).expect("add_space");
+    let client = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(90);
+
+    let mut model: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    for key in 0..KEYS {
+        put_acked(&client, key, key, -key, deadline);
+        model.insert(key, (key, -key));
+    }
+
+    // The victim: daemon 1's instance id, from its address.
+    let victim_addr = cluster.daemon_addr(1);
+    let config = client.refresh(Duration::ZERO).expect("config");
+    let victim = config
+        .daemons
+        .values()
+        .find(|d| d.addr == victim_addr)
+        .expect("victim registered")
+        .id;
+    let victim_keys: Vec<i64> = {
+        let space = config.space("f").unwrap();
+        (0..KEYS)
+            .filter(|k| {
+                let c = tessera_types::coordinate::coordinate(&key_of(*k)).unwrap();
+                let layout = &space.subspaces[0];
+                layout.regions[layout.region_index(&[c])].chain.first() == Some(&victim)
+            })
+            .collect()
+    };
+    assert!(
+        !victim_keys.is_empty(),
+        "the victim leads no key; the test would prove nothing"
+    );
+
+    cluster.procs.kill("daemon-1");
+    let killed_at = Instant::now();
+    let mut first_write_to_victim_keys = None;
+    for i in 0..WRITES_AFTER_KILL {
+        let key = if i % 3 == 0 {
+            victim_keys[i % victim_keys.len()]
+        } else {
+            (i as i64 * 7) % KEYS
+        };
+        let (a, b) = ((i as i64 * 31) % 97, i as i64);
+        let acked = put_acked(&client, key, a, b, deadline);
+        if victim_keys.contains(&key) && first_write_to_victim_keys.is_none() {
+            first_write_to_victim_keys = Some(acked - killed_at);
+        }
+        model.insert(key, (a, b));
+    }
+    eprintln!(
+        "first acknowledged write to a key the killed daemon led: {:?} after the kill",
+        first_write_to_victim_keys.unwrap()
+    );
+
+    // Re-replication: the victim is offline and in no chain; every region
+    // has two replicas again.
+    let admin = cluster.admin();
+    let config = wait_for(
+        "re-replication after the kill",
+        Duration::from_secs(60),
+        || {
+            let config = admin.wait_config(Epoch(0), Duration::ZERO).ok().flatten()?;
+            let offline = config
+                .daemons
+                .get(&victim)
+                .is_some_and(|d| d.state == DaemonState::Offline);
+            let space = config.space("f")?;
+            let repaired = config.transfers.is_empty()
+                && space.subspaces.iter().all(|l| {
+                    l.regions
+                        .iter()
+                        .all(|r| r.chain.len() == 2 && !r.chain.contains(&victim))
+                });
+            (offline && repaired).then_some(config)
+        },
+    );
+    client
+        .wait_for_epoch(config.epoch, Duration::from_secs(10))
+        .expect("client follows");
+
+    for (&key, &(a, b)) in &model {
+        let record = client
+            .get("f", key_of(key))
+            .expect("get")
+            .unwrap_or_else(|| panic!("key {key} lost"));
+        assert_eq!(record.get("a"), Some(&Value::Int(a)), "key {key}");
+        assert_eq!(record.get("b"), Some(&Value::Int(b)), "key {key}");
+    }
+    for a in [0i64, 5, 31, 96] {
+        let mut got: Vec<i64> = client
+            .search("f", [("a", PredOp::Eq(Value::Int(a)))])
+            .expect("search")
+            .iter()
+            .map(|r| match r.get("k") {
+                Some(Value::Int(k)) => *k / (i64::MAX / (KEYS / 2)) + KEYS / 2,
+                other => panic!("key attribute missing: {other:?}"),
+            })
+            .collect();
+        got.sort_unstable();
+        let want: Vec<i64> = model
+            .iter()
+            .filter(|(_, v)| v.0 == a)
+            .map(|(k, _)| *k)
+            .collect();
+        assert_eq!(got, want, "search a = {a}");
+    }
+    let lo_hi = [
+        ("b", PredOp::Ge(Value::Int(100))),
+        ("b", PredOp::Lt(Value::Int(300))),
+    ];
+    let got = client.search("f", lo_hi).expect("range search").len();
+    let want = model.values().filter(|v| (100..300).contains(&v.1)).count();
+    assert_eq!(got, want, "range search on b");
+}
