@@ -496,25 +496,6 @@ proptest! {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(100))]
-
-    /// Messages are lost (a broken connection drops what it had queued);
-    /// the point leaders' re-sends must still complete every update once.
-    #[test]
-    fn lost_messages_delay_but_never_stall_or_duplicate(
-        ops in proptest::collection::vec(op_strategy(), 1..40),
-        schedule in proptest::collection::vec(any::<usize>(), 1..50),
-        daemons in 2u64..5,
-        f in 0usize..3,
-        interleave in 0usize..3,
-        drop_modulus in 2usize..6,
-    ) {
-        let f = f.min(daemons as usize - 1);
-        run_lossy(&ops, &schedule, daemons, f, 2, interleave, drop_modulus);
-    }
-}
-
 #[test]
 fn relocation_chain_visits_old_region_before_new() {
     let config = config(4, 1, 4);
