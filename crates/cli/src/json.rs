@@ -406,30 +406,10 @@ fn predicate(dtype: DataType, op: &str, operand: &Json) -> Result<PredOp, Client
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_types::Attribute;
 
     /// `space t key int k attributes s, float f, set(int) ns, map(int, string) m, document d`
     fn desc() -> SpaceDesc {
-        let attr = |name: &str, dtype| Attribute {
-            name: name.to_string(),
-            dtype,
-        };
-        SpaceDesc {
-            name: "t".into(),
-            attrs: vec![
-                attr("k", DataType::Int),
-                attr("s", DataType::String),
-                attr("f", DataType::Float),
-                attr("ns", DataType::Set(Prim::Int)),
-                attr("m", DataType::Map(Prim::Int, Prim::String)),
-                attr("d", DataType::Document),
-            ],
-            subspaces: vec![],
-            indexes: vec![],
-            fault_tolerance: 1,
-            partitions: 4,
-            authorization: false,
-        }
+        tessera_types::parse::parse_space("space t key int k attributes s, float f, set(int) ns, map(int, string) m, document d create 4 partitions").expect("a valid description")
     }
 
     #[test]

@@ -362,33 +362,9 @@ pub(crate) fn partial_attrs(desc: &SpaceDesc, names: &[String]) -> Result<Vec<us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_types::Attribute;
 
     fn desc() -> SpaceDesc {
-        let attr = |name: &str, dtype| Attribute {
-            name: name.to_string(),
-            dtype,
-        };
-        SpaceDesc {
-            name: "t".into(),
-            attrs: vec![
-                attr("k", DataType::String),
-                attr("s", DataType::String),
-                attr("i", DataType::Int),
-                attr("f", DataType::Float),
-                attr("l", DataType::List(Prim::String)),
-                attr("st", DataType::Set(Prim::Int)),
-                attr("m", DataType::Map(Prim::String, Prim::Float)),
-                attr("ms", DataType::Map(Prim::Int, Prim::String)),
-                attr("d", DataType::Document),
-                attr("ts", DataType::Timestamp(tessera_types::TimeUnit::Day)),
-            ],
-            subspaces: vec![],
-            indexes: vec![],
-            fault_tolerance: 1,
-            partitions: 4,
-            authorization: false,
-        }
+        tessera_types::parse::parse_space("space t key k attributes s, int i, float f, list(string) l, set(int) st, map(string, float) m, map(int, string) ms, document d, timestamp(day) ts create 4 partitions").expect("a valid description")
     }
 
     fn status(name: &str, op: Op) -> Status {

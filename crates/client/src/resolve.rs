@@ -101,29 +101,10 @@ pub(crate) fn checks<K: AsRef<str>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_types::{Attribute, DataType, Prim};
 
     /// `space t key int k attributes string s, int n, float f, list(int) l`
     fn desc() -> SpaceDesc {
-        let attr = |name: &str, dtype| Attribute {
-            name: name.to_string(),
-            dtype,
-        };
-        SpaceDesc {
-            name: "t".to_string(),
-            attrs: vec![
-                attr("k", DataType::Int),
-                attr("s", DataType::String),
-                attr("n", DataType::Int),
-                attr("f", DataType::Float),
-                attr("l", DataType::List(Prim::Int)),
-            ],
-            subspaces: vec![vec![2]],
-            indexes: vec![],
-            fault_tolerance: 1,
-            partitions: 4,
-            authorization: false,
-        }
+        tessera_types::parse::parse_space("space t key int k attributes string s, int n, float f, list(int) l subspace n create 4 partitions").expect("a valid description")
     }
 
     #[test]
