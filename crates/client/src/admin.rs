@@ -5,7 +5,7 @@ use std::time::Duration;
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
 use tessera_protocol::{AdminStatus, CoordRequest, CoordResponse, CoordStatus};
 use tessera_types::parse::parse_space;
-use tessera_types::{Configuration, Epoch};
+use tessera_types::{Configuration, DaemonId, Epoch};
 
 /// Administers a cluster through its coordinator group: spaces and the
 /// configuration. No network activity happens until the first call.
@@ -106,6 +106,76 @@ impl Admin {
         self.done(CoordRequest::SetReadOnly { read_only }).await
     }
 
+    /// Whether the cluster is stable: every available daemon runs the
+    /// current configuration and no state transfer is running.
+    pub async fn stability(&self) -> Result<Stability, AdminError> {
+        match self.call(CoordRequest::Stability).await? {
+            CoordResponse::Stability {
+                epoch,
+                stable,
+                lagging,
+                transfers,
+            } => Ok(Stability {
+                epoch,
+                stable,
+                lagging,
+                transfers,
+            }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Returns once the cluster is stable (see [`Admin::stability`]),
+    /// asking again after each configuration change or every `poll`;
+    /// TIMEOUT after `timeout`.
+    pub async fn wait_until_stable(
+        &self,
+        timeout: Duration,
+        poll: Duration,
+    ) -> Result<Epoch, AdminError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let stability = self.stability().await?;
+            if stability.stable {
+                return Ok(stability.epoch);
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(AdminError::new(
+                    AdminStatus::Timeout,
+                    format!(
+                        "not stable after {timeout:?}: epoch {}, daemons behind {:?}, {} transfers running",
+                        stability.epoch.0, stability.lagging, stability.transfers
+                    ),
+                ));
+            }
+            // A newer configuration or the poll interval, whichever is first.
+            let wait = poll.min(deadline - now);
+            let _ = tokio::time::timeout(wait, self.wait_config(stability.epoch, wait)).await;
+        }
+    }
+
+    /// Takes a daemon out of every replica chain (it keeps its data).
+    pub async fn server_offline(&self, id: DaemonId) -> Result<(), AdminError> {
+        self.done(CoordRequest::ServerOffline { id }).await
+    }
+
+    /// Lets an offline daemon take regions again.
+    pub async fn server_online(&self, id: DaemonId) -> Result<(), AdminError> {
+        self.done(CoordRequest::ServerOnline { id }).await
+    }
+
+    /// Marks a daemon offline and tells it to stop at its next heartbeat.
+    pub async fn server_kill(&self, id: DaemonId) -> Result<(), AdminError> {
+        self.done(CoordRequest::ServerKill { id }).await
+    }
+
+    /// Removes a daemon from the configuration for good (its id is never
+    /// reused).
+    pub async fn server_forget(&self, id: DaemonId) -> Result<(), AdminError> {
+        self.done(CoordRequest::ServerForget { id }).await
+    }
+
     async fn done(&self, request: CoordRequest) -> Result<(), AdminError> {
         match self.call(request).await? {
             CoordResponse::Done => Ok(()),
@@ -120,6 +190,19 @@ impl Admin {
             Err(e) => Err(AdminError::new(e.admin_status(), e.to_string())),
         }
     }
+}
+
+/// The coordinator leader's answer to a stability question.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stability {
+    /// The configuration the answer is about.
+    pub epoch: Epoch,
+    /// Every available daemon runs `epoch` and no transfer is running.
+    pub stable: bool,
+    /// Available daemons that have not reported `epoch` yet.
+    pub lagging: Vec<DaemonId>,
+    /// State transfers still running.
+    pub transfers: usize,
 }
 
 fn unexpected(response: CoordResponse) -> AdminError {

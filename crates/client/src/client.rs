@@ -441,6 +441,39 @@ impl Client {
         .await
     }
 
+    /// Checks an operation as it would be checked before sending, and
+    /// sends nothing: the space exists (asking the coordinator once for a
+    /// newer configuration if not), the key has the key's type, every
+    /// predicate is valid for its attribute, every operation applies to its
+    /// attribute, and `sort_by` (a sorted search's attribute) is sortable.
+    /// The errors are those the operation itself would raise before
+    /// sending (UNKNOWNSPACE, WRONGTYPE, UNKNOWNATTR, DONTUSEKEY …), so a
+    /// caller that starts the operation in the background can report them
+    /// at once.
+    pub async fn check<P: AsRef<str>>(
+        &self,
+        space: &str,
+        key: Option<&Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        ops: &[(String, Op)],
+        sort_by: Option<&str>,
+    ) -> Result<(), ClientError> {
+        let predicates = &owned(predicates);
+        self.run(move |config, _| async move {
+            let space = resolve::space(&config, space)?;
+            if let Some(key) = key {
+                resolve::key(&space.desc, key.clone())?;
+            }
+            resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
+            crate::ops::mutations(&space.desc, ops, false)?;
+            if let Some(name) = sort_by {
+                resolve::sort_attr(&space.desc, name)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     // ------------------------------------------------------------ search
 
     /// Every object matching all predicates (an empty list matches all),
@@ -802,6 +835,7 @@ mod tests {
         send(client.sorted_search("s", no_predicates(), "a", 1, true));
         send(client.count("s", no_predicates()));
         send(client.search_describe("s", no_predicates()));
+        send(client.check("s", None, no_predicates(), &[], None));
     }
 
     #[test]

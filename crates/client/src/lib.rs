@@ -32,11 +32,13 @@ mod ops;
 mod pool;
 mod resolve;
 
-pub use admin::Admin;
+pub use admin::{Admin, Stability};
 pub use blocking::{BlockingAdmin, BlockingClient};
 pub use client::{Client, ClientOptions, Record};
 pub use error::{AdminError, ClientError};
 pub use family::Microtransaction;
 pub use ops::{Op, Outcome};
 pub use tessera_protocol::{AdminStatus, CmpFailKind, CoordStatus, NumOp, Status, UpdateFlags};
-pub use tessera_types::{Check, Configuration, DataType, Epoch, PredOp, SpaceDesc, Value, Version};
+pub use tessera_types::{
+    Check, Configuration, DaemonId, DataType, Epoch, PredOp, SpaceDesc, Value, Version,
+};
