@@ -62,8 +62,9 @@ struct Pending {
     sent_tick: u64,
 }
 
-/// Ticks after which a point leader sends an unacknowledged update again
-/// (a message lost with a broken connection must not stall the key).
+/// Ticks after which a chain member sends an unacknowledged update again to
+/// its successor (a message lost with a broken connection must not stall
+/// the key).
 pub const REDRIVE_TICKS: u64 = 4;
 
 #[derive(Default, Debug)]
@@ -280,10 +281,12 @@ impl ReplicaCore {
         self.run_local();
     }
 
-    /// Logical time passes (the shell calls this every 250 ms). The point
-    /// leader sends again every update it has waited on for
-    /// [`REDRIVE_TICKS`]: members that hold it forward or acknowledge it
-    /// again, so a lost message delays an update but never stalls it.
+    /// Logical time passes (the shell calls this every 250 ms). Every chain
+    /// member sends again to its successor each update it forwarded and
+    /// has waited on for [`REDRIVE_TICKS`]; the successor forwards it or
+    /// acknowledges it again. A lost message thus costs one re-send on its
+    /// own hop, not a new pass down the whole chain (which, on a long
+    /// chain over a lossy link, might almost never get through).
     pub fn on_tick(&mut self) {
         self.tick += 1;
         let tick = self.tick;
@@ -293,9 +296,7 @@ impl ReplicaCore {
             .flat_map(|(k, s)| {
                 s.pending
                     .iter()
-                    .filter(|(_, p)| {
-                        p.forward.position == 0 && !p.acked && tick - p.sent_tick >= REDRIVE_TICKS
-                    })
+                    .filter(|(_, p)| !p.acked && tick - p.sent_tick >= REDRIVE_TICKS)
                     .map(move |(v, _)| (k.clone(), *v))
             })
             .collect();
@@ -554,17 +555,6 @@ impl ReplicaCore {
             }
             return;
         }
-        if hop.write == HopWrite::Remove && applied.is_none() && !self.is_key_subspace(hop.region) {
-            // Outside the key subspace a committed removal leaves nothing
-            // behind, so a copy sent again finds the key absent. An update
-            // that removes is never pipelined — its predecessor was
-            // committed everywhere before it began — so an absent key here
-            // means this removal already happened: acknowledge it again.
-            if pos > 0 {
-                self.send_ack(&forward, pos);
-            }
-            return;
-        }
         if let Some(after) = hop.after {
             if applied.is_none_or(|a| a < after) {
                 self.keys
@@ -725,30 +715,25 @@ impl ReplicaCore {
             } else {
                 Vec::new()
             };
-            let write = match (hop.write, is_key_region) {
-                (HopWrite::Put, _) | (HopWrite::Remove, true) => Write::Put {
-                    region: hop.region,
-                    key: state_key.1.clone(),
-                    value: Record {
-                        version: forward.version,
-                        object: if hop.write == HopWrite::Put {
-                            forward.object.clone()
-                        } else {
-                            None
-                        },
-                        recent,
-                    }
-                    .encode(),
+            // A removal leaves a tombstone in every region, so the region's
+            // version of the key only grows: a late copy of an older update
+            // (sent again while its acknowledgement was on the way) is
+            // recognized as seen instead of bringing the object back.
+            let value = Record {
+                version: forward.version,
+                object: match hop.write {
+                    HopWrite::Put => forward.object.clone(),
+                    HopWrite::Remove => None,
                 },
-                (HopWrite::Remove, false) => Write::Delete {
-                    region: hop.region,
-                    key: state_key.1.clone(),
-                },
+                recent,
+            }
+            .encode();
+            let write = Write::Put {
+                region: hop.region,
+                key: state_key.1.clone(),
+                value: value.clone(),
             };
-            let shipped = match &write {
-                Write::Put { value, .. } => Some(value.clone()),
-                Write::Delete { .. } => None,
-            };
+            let shipped = Some(value);
             if let Err(e) = self.engine.apply(vec![write]) {
                 // A daemon that cannot write must not acknowledge: stop here.
                 // Replication keeps the data; failure handling replaces us.

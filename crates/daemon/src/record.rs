@@ -1,8 +1,8 @@
 //! The on-disk record of one key in one region (see docs/PROTOCOL.md).
 //!
-//! Value bytes: postcard of [`Record`]. In the key subspace a delete leaves
-//! a tombstone (`object: None`) so the key's versions keep increasing; other
-//! subspaces drop the key.
+//! Value bytes: postcard of [`Record`]. A delete, or an object leaving a
+//! region, leaves a tombstone (`object: None`) so the key's version in that
+//! region keeps increasing and a late copy of an older update is recognized.
 
 use serde::{Deserialize, Serialize};
 use tessera_protocol::ClientRef;
