@@ -233,10 +233,11 @@ pub async fn probe_daemon(addr: &str, epoch: Epoch) -> Result<(), String> {
         let mut stream = TcpStream::connect(addr)
             .await
             .map_err(|e| format!("daemon {addr}: {e}"))?;
-        let request = DaemonRequest::Count {
+        let request = DaemonRequest::SearchKeys {
             space: SpaceId(u64::MAX),
             region: RegionId(u64::MAX),
             checks: vec![],
+            after: None,
         };
         write_frame(
             &mut stream,

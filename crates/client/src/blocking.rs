@@ -5,6 +5,7 @@
 use crate::admin::Admin;
 use crate::client::{Client, ClientOptions, Record};
 use crate::error::{AdminError, ClientError};
+use crate::stream::SearchStream;
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_protocol::{AdminStatus, CoordStatus, Status};
@@ -130,6 +131,35 @@ impl BlockingClient {
         self.runtime.block_on(self.client.search(space, predicates))
     }
 
+    /// See [`Client::search_stream`]: an iterator that fetches lazily.
+    pub fn search_stream<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> BlockingSearchStream {
+        BlockingSearchStream {
+            stream: self.client.search_stream(space, predicates),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// See [`Client::sorted_search_stream`].
+    pub fn sorted_search_stream<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        sort_by: &str,
+        limit: u64,
+        descending: bool,
+    ) -> BlockingSearchStream {
+        BlockingSearchStream {
+            stream: self
+                .client
+                .sorted_search_stream(space, predicates, sort_by, limit, descending),
+            runtime: self.runtime.clone(),
+        }
+    }
+
     pub fn sorted_search<P: AsRef<str>>(
         &self,
         space: &str,
@@ -159,6 +189,23 @@ impl BlockingClient {
     ) -> Result<String, ClientError> {
         self.runtime
             .block_on(self.client.search_describe(space, predicates))
+    }
+}
+
+/// A [`SearchStream`] as a blocking iterator: each `next` waits for the
+/// next object, fetching pages as needed. It owns a handle on its client's
+/// runtime, so it may outlive the borrow of the [`BlockingClient`].
+pub struct BlockingSearchStream {
+    // Declared before the runtime so that it drops first.
+    stream: SearchStream,
+    runtime: Arc<Runtime>,
+}
+
+impl Iterator for BlockingSearchStream {
+    type Item = Result<Record, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.runtime.block_on(self.stream.next())
     }
 }
 

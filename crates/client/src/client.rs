@@ -2,15 +2,15 @@
 
 use crate::coord::ConfigCache;
 use crate::error::ClientError;
-use crate::merge::SearchMerge;
 use crate::pool::{Answer, ConnError, DaemonPool};
 use crate::resolve;
+use crate::stream::{SearchStream, Want};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
 use tessera_protocol::{
-    ClientRef, DaemonRequest, DaemonResponse, SortBy, Status, UpdateFlags, UpdateRequest,
+    ClientRef, DaemonRequest, DaemonResponse, Status, UpdateFlags, UpdateRequest,
     FRAME_BYTES_MAX_DEFAULT,
 };
 use tessera_types::coordinate::coordinate;
@@ -66,7 +66,12 @@ impl Record {
         self.attrs.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
 
-    fn from_object(desc: &SpaceDesc, version: Version, object: Object, with_key: bool) -> Record {
+    pub(crate) fn from_object(
+        desc: &SpaceDesc,
+        version: Version,
+        object: Object,
+        with_key: bool,
+    ) -> Record {
         let skip = if with_key { 0 } else { 1 };
         let attrs = desc
             .attrs
@@ -88,7 +93,7 @@ fn put_ops(attrs: Vec<(String, Value)>) -> Vec<(String, Op)> {
 }
 
 /// Why one attempt of an operation did not finish, and what to do next.
-enum Step {
+pub(crate) enum Step {
     /// Give up with this error.
     Fail(ClientError),
     /// A daemon acts on a newer configuration: fetch it, then retry.
@@ -477,19 +482,20 @@ impl Client {
     // ------------------------------------------------------------ search
 
     /// Every object matching all predicates (an empty list matches all),
-    /// each with its key attribute first, each key once, in key order.
+    /// each with its key attribute first, each key once, in key order:
+    /// [`Client::search_stream`] collected.
     pub async fn search<P: AsRef<str>>(
         &self,
         space: &str,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
     ) -> Result<Vec<Record>, ClientError> {
-        let predicates = owned(predicates);
-        self.search_inner(space, &predicates, None, None).await
+        collect(self.search_stream(space, predicates)).await
     }
 
     /// At most `limit` matching objects, ordered by the attribute `sort_by`
-    /// (largest first when `descending`). Each region returns its best
-    /// `limit`; the client merges them.
+    /// (largest first when `descending`; ties in key order): each region
+    /// returns its best `limit`, the client merges them.
+    /// [`Client::sorted_search_stream`] collected.
     pub async fn sorted_search<P: AsRef<str>>(
         &self,
         space: &str,
@@ -498,26 +504,27 @@ impl Client {
         limit: u64,
         descending: bool,
     ) -> Result<Vec<Record>, ClientError> {
-        let predicates = owned(predicates);
-        self.search_inner(space, &predicates, Some((sort_by, descending)), Some(limit))
-            .await
+        collect(self.sorted_search_stream(space, predicates, sort_by, limit, descending)).await
     }
 
     /// The number of objects matching all predicates.
     ///
-    /// Counted as the number of distinct keys the search returns: an object
-    /// that relocates between regions while the count runs can be held by
-    /// both regions for a moment, and a sum of per-region counts would
-    /// count it twice. The price is that the matching objects travel to
-    /// the client.
+    /// Each region sends the keys of its matches (no values), in pages;
+    /// the client counts distinct keys. A sum of per-region counts would
+    /// count twice an object that an update relocates between two regions
+    /// while the count runs (both regions can hold it for a moment).
     pub async fn count<P: AsRef<str>>(
         &self,
         space: &str,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
     ) -> Result<u64, ClientError> {
-        let predicates = owned(predicates);
-        let found = self.search_inner(space, &predicates, None, None).await?;
-        Ok(found.len() as u64)
+        let mut keys = self.stream(space, predicates, None, None, Want::Keys);
+        let mut count = 0u64;
+        while let Some(key) = keys.next_key().await {
+            key?;
+            count += 1;
+        }
+        Ok(count)
     }
 
     /// How a search with these predicates would run: the subspace chosen
@@ -537,74 +544,6 @@ impl Client {
         .await
     }
 
-    async fn search_inner(
-        &self,
-        space: &str,
-        predicates: &[(String, PredOp)],
-        sort: Option<(&str, bool)>,
-        limit: Option<u64>,
-    ) -> Result<Vec<Record>, ClientError> {
-        self.run(move |config, deadline| async move {
-            let space = resolve::space(&config, space)?;
-            let checks =
-                resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
-            let sort = match sort {
-                Some((name, descending)) => Some(SortBy {
-                    attr: resolve::sort_attr(&space.desc, name)?,
-                    descending,
-                }),
-                None => None,
-            };
-            let plan = plan_search(space, &checks);
-            let subspace = &space.subspaces[plan.subspace];
-            // Send to every region first, so they all work at once.
-            let mut answers = Vec::with_capacity(plan.regions.len());
-            for &index in &plan.regions {
-                let region = &subspace.regions[index];
-                let Some(&replica) = region.chain.last() else {
-                    return Err(Step::Later(ClientError::new(
-                        Status::Offline,
-                        format!(
-                            "region {} of space {:?} has no replica",
-                            region.id, space.desc.name
-                        ),
-                    )));
-                };
-                let request = DaemonRequest::Search {
-                    space: space.id,
-                    region: region.id,
-                    checks: checks.clone(),
-                    sort,
-                    limit,
-                };
-                answers.push(self.send(&config, replica, request).await?);
-            }
-            let mut merge = SearchMerge::default();
-            for mut answer in answers {
-                loop {
-                    match self.answer_read(&mut answer, deadline).await? {
-                        DaemonResponse::SearchBatch { objects, done } => {
-                            for (version, object) in objects {
-                                check_shape(&space.desc, &object)?;
-                                merge.add(version, object);
-                            }
-                            if done {
-                                break;
-                            }
-                        }
-                        other => return Err(unexpected(config.epoch, other)),
-                    }
-                }
-            }
-            Ok(merge
-                .finish(sort, limit)
-                .into_iter()
-                .map(|(version, object)| Record::from_object(&space.desc, version, object, true))
-                .collect())
-        })
-        .await
-    }
-
     // ------------------------------------------------------------ plumbing
 
     /// Runs `attempt` against the newest configuration until it finishes,
@@ -612,7 +551,7 @@ impl Client {
     ///
     /// (`attempt` is a closure returning a future rather than an async
     /// closure so that the futures of the public methods are `Send`.)
-    async fn run<T, F, Fut>(&self, mut attempt: F) -> Result<T, ClientError>
+    pub(crate) async fn run<T, F, Fut>(&self, mut attempt: F) -> Result<T, ClientError>
     where
         F: FnMut(Arc<Configuration>, Instant) -> Fut,
         Fut: std::future::Future<Output = Result<T, Step>>,
@@ -663,7 +602,7 @@ impl Client {
     }
 
     /// Sends one request to `daemon` at the configuration's epoch.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         config: &Configuration,
         daemon: tessera_types::DaemonId,
@@ -691,7 +630,7 @@ impl Client {
     /// The next answer frame of a read (get, search): a lost connection or
     /// an answer later than the deadline means retry; an epoch mismatch
     /// becomes its step.
-    async fn answer_read(
+    pub(crate) async fn answer_read(
         &self,
         answer: &mut Answer,
         deadline: Instant,
@@ -711,6 +650,15 @@ impl Client {
             ))),
         }
     }
+}
+
+/// Every result of a stream, or its first error.
+async fn collect(mut stream: SearchStream) -> Result<Vec<Record>, ClientError> {
+    let mut out = Vec::new();
+    while let Some(record) = stream.next().await {
+        out.push(record?);
+    }
+    Ok(out)
 }
 
 /// Owned copies of user-given `(name, value)` pairs, so that every attempt
@@ -751,7 +699,7 @@ fn point_leader(
 
 /// The step for an answer that is not what the request expects:
 /// an epoch mismatch, a refusal, or nonsense.
-fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
+pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
     match response {
         DaemonResponse::WrongEpoch { epoch } if epoch > ours => Step::Newer(epoch),
         DaemonResponse::WrongEpoch { epoch } => Step::Later(ClientError::new(
@@ -767,7 +715,7 @@ fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
 }
 
 /// A daemon's object must have one value per attribute of its space.
-fn check_shape(desc: &SpaceDesc, object: &Object) -> Result<(), Step> {
+pub(crate) fn check_shape(desc: &SpaceDesc, object: &Object) -> Result<(), Step> {
     if object.values.len() == desc.attrs.len() {
         Ok(())
     } else {

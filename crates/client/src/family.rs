@@ -178,8 +178,14 @@ impl Client {
         // Refuse what can be refused before touching anything.
         let desc = self.space(space).await?;
         crate::ops::mutations(&desc, &ops, false)?;
-        let key_name = desc.attrs[0].name.clone();
-        let found = self.search(space, predicates.clone()).await?;
+        // Only the keys travel; the point leader re-checks the predicates.
+        let mut keys = self.stream(
+            space,
+            predicates.clone(),
+            None,
+            None,
+            crate::stream::Want::Keys,
+        );
         let mut tasks = tokio::task::JoinSet::new();
         let mut applied = 0u64;
         let mut first_error = None;
@@ -193,9 +199,14 @@ impl Client {
                 first_error.get_or_insert(ClientError::new(Status::Internal, e.to_string()));
             }
         };
-        for record in found {
-            let Some(key) = record.get(&key_name).cloned() else {
-                continue;
+        let mut search_error = None;
+        while let Some(key) = keys.next_key().await {
+            let key = match key {
+                Ok(key) => key,
+                Err(e) => {
+                    search_error = Some(e);
+                    break;
+                }
             };
             while tasks.len() >= GROUP_IN_FLIGHT {
                 if let Some(r) = tasks.join_next().await {
@@ -217,7 +228,7 @@ impl Client {
         while let Some(r) = tasks.join_next().await {
             settle(r);
         }
-        match first_error {
+        match search_error.or(first_error) {
             Some(e) => Err(e),
             None => Ok(applied),
         }

@@ -1,8 +1,8 @@
 //! `tessera-client`: the Rust client of a Tessera cluster.
 //!
 //! What it is: [`Client`] (async, tokio) and [`BlockingClient`] for the
-//! data path — get, put, conditional puts, delete, search, sorted search,
-//! count — and [`Admin`] / [`BlockingAdmin`] for spaces and the
+//! data path — get, put, conditional puts, delete, every operation family,
+//! search (streamed: [`SearchStream`]), sorted search, count — and [`Admin`] / [`BlockingAdmin`] for spaces and the
 //! configuration. The client bootstraps from one coordinator address, keeps
 //! the configuration fresh with a background long-poll, resolves attribute
 //! names and checks types before anything is sent, and routes locally:
@@ -31,13 +31,15 @@ mod merge;
 mod ops;
 mod pool;
 mod resolve;
+mod stream;
 
 pub use admin::{Admin, Stability};
-pub use blocking::{BlockingAdmin, BlockingClient};
+pub use blocking::{BlockingAdmin, BlockingClient, BlockingSearchStream};
 pub use client::{Client, ClientOptions, Record};
 pub use error::{AdminError, ClientError};
 pub use family::Microtransaction;
 pub use ops::{Op, Outcome};
+pub use stream::SearchStream;
 pub use tessera_protocol::{AdminStatus, CmpFailKind, CoordStatus, NumOp, Status, UpdateFlags};
 pub use tessera_types::{
     Check, Configuration, DaemonId, DataType, Epoch, PredOp, SpaceDesc, Value, Version,

@@ -6,9 +6,9 @@
 //!     └── per-id channel ◀── reader task ◀──frames───┘
 //! ```
 //!
-//! Every request gets a fresh id and a channel; the reader task routes each
-//! response frame to the channel of its id (a search answers with several
-//! frames of one id). When the connection fails, every pending channel is
+//! Every request gets a fresh id and a channel; the reader task routes the
+//! response frame to the channel of its id (one response per request: a
+//! search is paged by separate requests). When the connection fails, every pending channel is
 //! closed, so each waiting caller learns that its answer will never come;
 //! the next request to that daemon opens a new connection.
 
@@ -155,16 +155,8 @@ impl DaemonConn {
                 loop {
                     match read_frame(&mut read_half, frame_bytes_max).await {
                         Ok(Message::DaemonResponse { id, response }) => {
-                            let last = !matches!(
-                                response,
-                                DaemonResponse::SearchBatch { done: false, .. }
-                            );
-                            let mut pending = pending.lock().expect("pending lock");
-                            let sender = if last {
-                                pending.remove(&id)
-                            } else {
-                                pending.get(&id).cloned()
-                            };
+                            // One response per request.
+                            let sender = pending.lock().expect("pending lock").remove(&id);
                             if let Some(sender) = sender {
                                 let _ = sender.send(response);
                             }

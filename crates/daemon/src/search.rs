@@ -1,18 +1,28 @@
-//! Reads over committed data: get at the point leader, and search and count
+//! Reads over committed data: get at the point leader, and search pages
 //! over one region at one of its replicas.
+//!
+//! A search is paged: every request names where to continue (`after`) and
+//! every answer is one frame bounded by [`PAGE_OBJECTS_MAX`] objects (or
+//! [`KEYS_PAGE_MAX`] keys) and about [`PAGE_BYTES_MAX`] bytes — far below
+//! the frame maximum, so a region of any size streams without the daemon or
+//! the client holding more than a page. The daemon keeps no cursor state:
+//! a page is a fresh scan starting after the given position.
 
 use crate::chain::{check_key, key_region};
-use crate::core::ReplyTo;
 use crate::shell::{decode_record, Daemon};
 use std::cmp::Ordering;
-use tessera_protocol::{DaemonResponse, SortBy, Status};
+use std::collections::BinaryHeap;
+use tessera_protocol::{DaemonResponse, SearchAfter, SortBy, Status};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{Check, Epoch, Object, RegionId, SpaceId, Value, Version};
 
-/// Objects per search frame, and the approximate bytes at which a frame is
-/// cut early.
-const BATCH_OBJECTS_MAX: usize = 512;
-const BATCH_BYTES_MAX: usize = 1 << 20;
+/// The most objects in one search page.
+pub const PAGE_OBJECTS_MAX: usize = 256;
+/// The most keys in one keys-only page.
+pub const KEYS_PAGE_MAX: usize = 4096;
+/// A page is cut once its stored records reach this many bytes (a page
+/// always holds at least one object, so one larger object still travels).
+pub const PAGE_BYTES_MAX: usize = 256 * 1024;
 
 fn failed(status: Status, reason: impl Into<String>) -> DaemonResponse {
     DaemonResponse::Failed {
@@ -82,138 +92,226 @@ fn check_region(
     }
 }
 
-/// Visits the region's committed objects that match every check.
+/// Visits, in key order after `after`, the region's committed objects that
+/// match every check: `visit(key bytes, version, object, record bytes)`
+/// returns whether to go on.
 fn scan_matching(
     daemon: &Daemon,
     region: RegionId,
     checks: &[Check],
-    mut visit: impl FnMut(Version, Object, usize) -> bool,
+    after: Option<&[u8]>,
+    mut visit: impl FnMut(&[u8], Version, Object, usize) -> bool,
 ) -> Result<(), DaemonResponse> {
     let mut error = None;
     daemon
         .engine
-        .scan(region, None, &mut |_, bytes| match decode_record(bytes) {
-            Ok(record) => match record.object {
-                Some(object) if checks.iter().all(|c| c.matches(&object)) => {
-                    visit(record.version, object, bytes.len())
+        .scan(
+            region,
+            after,
+            &mut |key, bytes| match decode_record(bytes) {
+                Ok(record) => match record.object {
+                    Some(object) if checks.iter().all(|c| c.matches(&object)) => {
+                        visit(key, record.version, object, bytes.len())
+                    }
+                    _ => true,
+                },
+                Err(e) => {
+                    error = Some(e);
+                    false
                 }
-                _ => true,
             },
-            Err(e) => {
-                error = Some(e);
-                false
-            }
-        })
+        )
         .map_err(|e| failed(Status::ServerError, e.to_string()))?;
     error.map_or(Ok(()), Err)
 }
 
-/// Orders two values of one attribute for sorted search.
-pub(crate) fn compare_values(a: &Value, b: &Value) -> Ordering {
-    match (a, b) {
-        (Value::Int(x), Value::Int(y)) | (Value::Timestamp(x), Value::Timestamp(y)) => x.cmp(y),
-        (Value::Float(x), Value::Float(y)) => x.total_cmp(y),
-        (Value::String(x), Value::String(y)) => x.cmp(y),
-        _ => Ordering::Equal,
-    }
+/// The number of objects a page may hold when the client asks for at most
+/// `limit`.
+fn page_objects(limit: Option<u64>, max: usize) -> usize {
+    limit.map_or(max, |l| usize::try_from(l).unwrap_or(usize::MAX).min(max))
 }
 
+/// One page of a search (`DaemonRequest::Search`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn search(
     daemon: &Daemon,
-    to: ReplyTo,
     epoch: Epoch,
     space: SpaceId,
     region: RegionId,
     checks: &[Check],
     sort: Option<SortBy>,
+    after: Option<&SearchAfter>,
     limit: Option<u64>,
-) {
+) -> DaemonResponse {
     if let Err(response) = check_region(daemon, epoch, space, region) {
-        daemon.reply(to, response);
-        return;
+        return response;
     }
-    let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    if let Some(sort) = sort {
-        // Each region returns its best `limit`; the client merges.
-        let mut all = Vec::new();
-        if let Err(response) = scan_matching(daemon, region, checks, |v, o, _| {
-            all.push((v, o));
-            true
-        }) {
-            daemon.reply(to, response);
-            return;
-        }
-        let attr = sort.attr;
-        all.sort_by(|(_, a), (_, b)| {
-            let order = match (a.values.get(attr), b.values.get(attr)) {
-                (Some(x), Some(y)) => compare_values(x, y),
-                _ => Ordering::Equal,
-            };
-            if sort.descending {
-                order.reverse()
-            } else {
-                order
-            }
-        });
-        all.truncate(limit);
-        daemon.reply(
-            to,
-            DaemonResponse::SearchBatch {
-                objects: all,
-                done: true,
-            },
-        );
-        return;
+    let wanted = page_objects(limit, PAGE_OBJECTS_MAX);
+    if wanted == 0 {
+        return DaemonResponse::SearchPage {
+            objects: Vec::new(),
+            more: false,
+        };
     }
-    let mut batch = Vec::new();
-    let mut batch_bytes = 0;
-    let mut sent = 0usize;
-    let result = scan_matching(daemon, region, checks, |v, o, bytes| {
-        batch.push((v, o));
-        batch_bytes += bytes;
-        sent += 1;
-        if batch.len() >= BATCH_OBJECTS_MAX || batch_bytes >= BATCH_BYTES_MAX {
-            let objects = std::mem::take(&mut batch);
-            batch_bytes = 0;
-            daemon.reply(
-                to,
-                DaemonResponse::SearchBatch {
-                    objects,
-                    done: false,
-                },
-            );
-        }
-        sent < limit
-    });
-    match result {
-        Ok(()) => daemon.reply(
-            to,
-            DaemonResponse::SearchBatch {
-                objects: batch,
-                done: true,
-            },
-        ),
-        Err(response) => daemon.reply(to, response),
+    let page = match sort {
+        Some(sort) => sorted_page(daemon, region, checks, sort, after, wanted),
+        None => key_order_page(daemon, region, checks, after, wanted),
+    };
+    match page {
+        Ok((objects, more)) => DaemonResponse::SearchPage { objects, more },
+        Err(response) => response,
     }
 }
 
-pub(crate) fn count(
+type Page = (Vec<(Version, Object)>, bool);
+
+/// The next `wanted` matches in key order after `after`.
+fn key_order_page(
+    daemon: &Daemon,
+    region: RegionId,
+    checks: &[Check],
+    after: Option<&SearchAfter>,
+    wanted: usize,
+) -> Result<Page, DaemonResponse> {
+    let mut objects = Vec::new();
+    let mut bytes_total = 0;
+    let mut more = false;
+    let after = after.map(|a| a.key.as_slice());
+    scan_matching(
+        daemon,
+        region,
+        checks,
+        after,
+        |_, version, object, bytes| {
+            objects.push((version, object));
+            bytes_total += bytes;
+            more = objects.len() >= wanted || bytes_total >= PAGE_BYTES_MAX;
+            !more
+        },
+    )?;
+    Ok((objects, more))
+}
+
+/// One candidate of a sorted page, ordered by [`SortBy::compare`] so that
+/// a max-heap keeps the worst candidate on top.
+struct Ranked {
+    sort: SortBy,
+    key: Vec<u8>,
+    version: Version,
+    object: Object,
+    bytes: usize,
+}
+
+impl Ranked {
+    fn value(&self) -> &Value {
+        &self.object.values[self.sort.attr]
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.sort
+            .compare((self.value(), &self.key), (other.value(), &other.key))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Ranked {}
+
+/// The best `wanted` matches in sort order strictly after `after`: a scan
+/// of the whole region keeping a heap of `wanted` candidates, so the
+/// daemon holds at most one page whatever the region's size.
+fn sorted_page(
+    daemon: &Daemon,
+    region: RegionId,
+    checks: &[Check],
+    sort: SortBy,
+    after: Option<&SearchAfter>,
+    wanted: usize,
+) -> Result<Page, DaemonResponse> {
+    let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(wanted + 1);
+    let mut dropped = false;
+    scan_matching(
+        daemon,
+        region,
+        checks,
+        None,
+        |key, version, object, bytes| {
+            let Some(value) = object.values.get(sort.attr) else {
+                return true;
+            };
+            if let Some(after) = after {
+                let after_value = after.sort_value.as_ref().unwrap_or(value);
+                if sort.compare((value, key), (after_value, &after.key)) != Ordering::Greater {
+                    return true;
+                }
+            }
+            heap.push(Ranked {
+                sort,
+                key: key.to_vec(),
+                version,
+                object,
+                bytes,
+            });
+            if heap.len() > wanted {
+                heap.pop();
+                dropped = true;
+            }
+            true
+        },
+    )?;
+    let mut objects = Vec::with_capacity(heap.len());
+    let mut bytes_total = 0;
+    let ranked = heap.into_sorted_vec();
+    let mut cut = false;
+    for r in ranked {
+        if !objects.is_empty() && bytes_total + r.bytes > PAGE_BYTES_MAX {
+            cut = true;
+            break;
+        }
+        bytes_total += r.bytes;
+        objects.push((r.version, r.object));
+    }
+    Ok((objects, dropped || cut))
+}
+
+/// One page of a keys-only search (`DaemonRequest::SearchKeys`).
+pub(crate) fn search_keys(
     daemon: &Daemon,
     epoch: Epoch,
     space: SpaceId,
     region: RegionId,
     checks: &[Check],
+    after: Option<&[u8]>,
 ) -> DaemonResponse {
     if let Err(response) = check_region(daemon, epoch, space, region) {
         return response;
     }
-    let mut count = 0u64;
-    match scan_matching(daemon, region, checks, |_, _, _| {
-        count += 1;
-        true
-    }) {
-        Ok(()) => DaemonResponse::Count { count },
+    let mut keys = Vec::new();
+    let mut bytes_total = 0;
+    let mut more = false;
+    let result = scan_matching(daemon, region, checks, after, |key, _, object, _| {
+        bytes_total += key.len();
+        let Some(key) = object.values.into_iter().next() else {
+            return true;
+        };
+        keys.push(key);
+        more = keys.len() >= KEYS_PAGE_MAX || bytes_total >= PAGE_BYTES_MAX;
+        !more
+    });
+    match result {
+        Ok(()) => DaemonResponse::KeysPage { keys, more },
         Err(response) => response,
     }
 }

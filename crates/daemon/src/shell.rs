@@ -325,21 +325,40 @@ impl Daemon {
                 region,
                 checks,
                 sort,
+                after,
                 limit,
             } => {
                 let daemon = self.clone();
                 tokio::task::spawn_blocking(move || {
-                    search::search(&daemon, to, epoch, space, region, &checks, sort, limit);
+                    let response = search::search(
+                        &daemon,
+                        epoch,
+                        space,
+                        region,
+                        &checks,
+                        sort,
+                        after.as_ref(),
+                        limit,
+                    );
+                    daemon.reply(to, response);
                 });
             }
-            DaemonRequest::Count {
+            DaemonRequest::SearchKeys {
                 space,
                 region,
                 checks,
+                after,
             } => {
                 let daemon = self.clone();
                 tokio::task::spawn_blocking(move || {
-                    let response = search::count(&daemon, epoch, space, region, &checks);
+                    let response = search::search_keys(
+                        &daemon,
+                        epoch,
+                        space,
+                        region,
+                        &checks,
+                        after.as_deref(),
+                    );
                     daemon.reply(to, response);
                 });
             }

@@ -4,6 +4,7 @@
 
 use crate::status::{AdminStatus, Status};
 use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
 use tessera_types::{
     Check, Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version,
 };
@@ -16,7 +17,7 @@ pub enum Message {
         epoch: Epoch,
         request: DaemonRequest,
     },
-    /// Daemon → client. A search may answer with several frames of one id.
+    /// Daemon → client; exactly one response per request.
     DaemonResponse { id: u64, response: DaemonResponse },
     /// Daemon → daemon, along a value-dependent chain.
     Chain(ChainMsg),
@@ -263,26 +264,72 @@ pub struct SortBy {
     pub descending: bool,
 }
 
+impl SortBy {
+    /// The order of a sorted search over `(sort value, key bytes)`
+    /// positions: by the value (reversed when descending), ties by key
+    /// bytes ascending. Daemons page by it and clients merge by it, so both
+    /// must use this one function.
+    pub fn compare(self, a: (&Value, &[u8]), b: (&Value, &[u8])) -> Ordering {
+        let by_value = sort_value_order(a.0, b.0);
+        let by_value = if self.descending {
+            by_value.reverse()
+        } else {
+            by_value
+        };
+        by_value.then_with(|| a.1.cmp(b.1))
+    }
+}
+
+/// The order of sort values: numbers numerically (floats in IEEE total
+/// order), strings bytewise. Values of different kinds (which one
+/// attribute never holds) order by kind, so the order stays total.
+pub fn sort_value_order(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) | (Value::Timestamp(x), Value::Timestamp(y)) => x.cmp(y),
+        (Value::Float(x), Value::Float(y)) => x.total_cmp(y),
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        _ => tessera_types::coordinate::key_bytes(a).cmp(&tessera_types::coordinate::key_bytes(b)),
+    }
+}
+
+/// Where the next page of a region's search starts: just after this
+/// position in the answer's order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchAfter {
+    /// `key_bytes` of the last key already received.
+    pub key: Vec<u8>,
+    /// In a sorted search, that object's sort attribute value (the order
+    /// is then [`SortBy::compare`]); `None` in key order.
+    pub sort_value: Option<Value>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum DaemonRequest {
     /// Read a key's committed object at its point leader.
     Get { space: SpaceId, key: Value },
     /// Sent to the point leader of `update.key`.
     Update(UpdateRequest),
-    /// Scan one region's committed objects for those matching `checks`.
-    /// With `sort`, return only the best `limit` in that order.
+    /// One page of the committed objects of one region matching `checks`,
+    /// in key order (`key_bytes`), or with `sort` in [`SortBy::compare`]
+    /// order, starting after `after`. At most `limit` objects (the daemon
+    /// may return fewer: it bounds every page by a number of objects and
+    /// of bytes). Answered by [`DaemonResponse::SearchPage`].
     Search {
         space: SpaceId,
         region: RegionId,
         checks: Vec<Check>,
         sort: Option<SortBy>,
+        after: Option<SearchAfter>,
         limit: Option<u64>,
     },
-    /// Count one region's committed objects matching `checks`.
-    Count {
+    /// Like `Search` in key order, but only the keys (count and group
+    /// operations need nothing else). `after` is the `key_bytes` of the
+    /// last key received. Answered by [`DaemonResponse::KeysPage`].
+    SearchKeys {
         space: SpaceId,
         region: RegionId,
         checks: Vec<Check>,
+        after: Option<Vec<u8>>,
     },
 }
 
@@ -290,30 +337,23 @@ pub enum DaemonRequest {
 pub enum DaemonResponse {
     /// The request named another epoch than the daemon's; retry after
     /// fetching a configuration at least as new as `epoch`.
-    WrongEpoch {
-        epoch: Epoch,
-    },
+    WrongEpoch { epoch: Epoch },
     /// A get found this committed object.
-    Found {
-        version: Version,
-        object: Object,
-    },
+    Found { version: Version, object: Object },
     /// The update was applied on every replica of every subspace.
     Done,
     /// The operation did not happen: NOTFOUND, CMPFAIL, UNKNOWNSPACE,
     /// WRONGTYPE, SERVERERROR …, with a human-readable reason.
-    Failed {
-        status: Status,
-        reason: String,
-    },
-    /// Part of a search's results; the last batch has `done`.
-    SearchBatch {
+    Failed { status: Status, reason: String },
+    /// One page of a search. `more`: the page was cut by a bound; ask
+    /// again after its last object (the next page may be empty).
+    SearchPage {
         objects: Vec<(Version, Object)>,
-        done: bool,
+        more: bool,
     },
-    Count {
-        count: u64,
-    },
+    /// One page of a keys-only search, the keys in key order; `more` as in
+    /// `SearchPage`.
+    KeysPage { keys: Vec<Value>, more: bool },
 }
 
 /// What a chain member does to its region's copy of the key.

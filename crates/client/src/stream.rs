@@ -1,0 +1,412 @@
+//! Streaming search: [`SearchStream`] fetches each planned region's pages
+//! lazily and yields the merged results one at a time.
+//!
+//! ```text
+//!  next() ──▶ Merge::pop ──Item──▶ Record
+//!                 │ Wait(lane)
+//!                 ▼
+//!       lane's page fetch (a task: one page ahead per region) ──▶ tail of
+//!       the region's chain: Search { after: last item of the previous page }
+//! ```
+//!
+//! Daemons keep no cursor: each page request names where to continue, so a
+//! page can be retried anywhere — after a reconfiguration it goes to the
+//! region's new tail. The stream holds about two pages per region (the
+//! unconsumed one and the one being fetched) and, in a sorted search, the
+//! keys yielded so far.
+//!
+//! Consistency: an object that no update touches while the stream runs, and
+//! whose last update completed before it started, is yielded exactly once.
+//! An object updated meanwhile may come in its old or new version; one that
+//! an update moves between two regions of the chosen subspace — from the
+//! part of one region not yet read into the part of another already read —
+//! can be missed, as in any search over regions read at different moments.
+
+use crate::client::{check_shape, unexpected, Client, Record, Step};
+use crate::error::ClientError;
+use crate::merge::{Item, Merge, Pop};
+use crate::resolve;
+use std::sync::Arc;
+use tessera_protocol::{DaemonRequest, DaemonResponse, SearchAfter, SortBy, Status};
+use tessera_types::coordinate::key_bytes;
+use tessera_types::plan::plan_search;
+use tessera_types::{Check, Configuration, PredOp, RegionId, SpaceDesc, SpaceId, Value};
+use tokio::task::JoinHandle;
+
+/// What a search asks of each region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// Whole objects.
+    Objects,
+    /// Keys only (count, group operations).
+    Keys,
+}
+
+/// A result of a search stream: an object, or a key of a keys-only search.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Found {
+    Object(tessera_types::Object),
+    Key(Value),
+}
+
+type Page = (Vec<Item<Found>>, bool);
+
+/// What the stream was asked for, kept until the first `next` plans it.
+struct Request {
+    space: String,
+    predicates: Vec<(String, PredOp)>,
+    sort: Option<(String, bool)>,
+    limit: Option<u64>,
+    want: Want,
+}
+
+/// A planned, running search.
+struct Running {
+    space: SpaceId,
+    desc: Arc<SpaceDesc>,
+    regions: Vec<RegionId>,
+    checks: Arc<Vec<Check>>,
+    sort: Option<SortBy>,
+    want: Want,
+    merge: Merge<Found>,
+    /// Per lane: the position after the last item received.
+    after: Vec<Option<SearchAfter>>,
+    /// Per lane: the page being fetched.
+    fetches: Vec<Option<JoinHandle<Result<Page, ClientError>>>>,
+}
+
+enum State {
+    Start(Request),
+    Running(Box<Running>),
+    Finished,
+}
+
+/// The results of a search, fetched lazily: each matching object once,
+/// with its key attribute first; in key order, or in a sorted search's
+/// order. Obtained from [`Client::search_stream`] or
+/// [`Client::sorted_search_stream`]; the blocking form is
+/// [`crate::BlockingSearchStream`].
+///
+/// Errors (an unknown space or attribute, a wrong type, a region that
+/// stays unreachable) come out of [`SearchStream::next`] as `Some(Err)`,
+/// after which the stream ends. Dropping the stream stops its fetches.
+pub struct SearchStream {
+    client: Client,
+    state: State,
+}
+
+impl Client {
+    /// Every object matching all predicates (none: every object), as a
+    /// stream: see [`SearchStream`]. Nothing is checked or sent before the
+    /// first [`SearchStream::next`].
+    pub fn search_stream<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> SearchStream {
+        self.stream(space, predicates, None, None, Want::Objects)
+    }
+
+    /// At most `limit` matching objects ordered by `sort_by` (largest first
+    /// when `descending`; ties in key order), as a stream. Each region
+    /// returns its best `limit`, in pages; the client merges them.
+    pub fn sorted_search_stream<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        sort_by: &str,
+        limit: u64,
+        descending: bool,
+    ) -> SearchStream {
+        self.stream(
+            space,
+            predicates,
+            Some((sort_by.to_string(), descending)),
+            Some(limit),
+            Want::Objects,
+        )
+    }
+
+    pub(crate) fn stream<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        sort: Option<(String, bool)>,
+        limit: Option<u64>,
+        want: Want,
+    ) -> SearchStream {
+        SearchStream {
+            client: self.clone(),
+            state: State::Start(Request {
+                space: space.to_string(),
+                predicates: predicates
+                    .into_iter()
+                    .map(|(n, p)| (n.as_ref().to_string(), p))
+                    .collect(),
+                sort,
+                limit,
+                want,
+            }),
+        }
+    }
+}
+
+impl SearchStream {
+    /// The next matching object; `None` when there are no more.
+    pub async fn next(&mut self) -> Option<Result<Record, ClientError>> {
+        let found = self.next_found().await?;
+        Some(
+            found.and_then(|(version, found)| match (&self.state, found) {
+                (State::Running(r), Found::Object(object)) => {
+                    Ok(Record::from_object(&r.desc, version, object, true))
+                }
+                _ => Err(ClientError::new(
+                    Status::Internal,
+                    "a search stream yielded a key where an object was due",
+                )),
+            }),
+        )
+    }
+
+    /// The next key of a keys-only stream.
+    pub(crate) async fn next_key(&mut self) -> Option<Result<Value, ClientError>> {
+        Some(self.next_found().await?.map(|(_, found)| match found {
+            Found::Key(key) => key,
+            Found::Object(object) => object.values.into_iter().next().unwrap_or(Value::Int(0)),
+        }))
+    }
+
+    async fn next_found(&mut self) -> Option<Result<(tessera_types::Version, Found), ClientError>> {
+        if let State::Start(_) = self.state {
+            let State::Start(request) = std::mem::replace(&mut self.state, State::Finished) else {
+                unreachable!()
+            };
+            match self.start(request).await {
+                Ok(running) => self.state = State::Running(Box::new(running)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let State::Running(running) = &mut self.state else {
+            return None;
+        };
+        loop {
+            match running.merge.pop() {
+                Pop::Item(item) => return Some(Ok((item.version, item.payload))),
+                Pop::Done => {
+                    self.state = State::Finished;
+                    return None;
+                }
+                Pop::Wait(lane) => {
+                    if let Err(e) = running.receive(&self.client, lane).await {
+                        self.state = State::Finished;
+                        return Some(Err(e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves and plans the search, and asks every region for its first
+    /// page at once.
+    async fn start(&self, request: Request) -> Result<Running, ClientError> {
+        let Request {
+            space,
+            predicates,
+            sort,
+            limit,
+            want,
+        } = request;
+        let (space, predicates, sort) = (&space, &predicates, &sort);
+        let (space_id, desc, regions, checks, sort) = self
+            .client
+            .run(move |config, _| async move {
+                let space = resolve::space(&config, space)?;
+                let checks =
+                    resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
+                let sort = match sort {
+                    Some((name, descending)) => Some(SortBy {
+                        attr: resolve::sort_attr(&space.desc, name)?,
+                        descending: *descending,
+                    }),
+                    None => None,
+                };
+                let plan = plan_search(space, &checks);
+                let subspace = &space.subspaces[plan.subspace];
+                let regions: Vec<RegionId> = plan
+                    .regions
+                    .iter()
+                    .map(|&i| subspace.regions[i].id)
+                    .collect();
+                Ok((space.id, space.desc.clone(), regions, checks, sort))
+            })
+            .await?;
+        let lanes = regions.len();
+        let mut running = Running {
+            space: space_id,
+            desc: Arc::new(desc),
+            regions,
+            checks: Arc::new(checks),
+            sort,
+            want,
+            merge: Merge::new(lanes, sort, limit),
+            after: vec![None; lanes],
+            fetches: (0..lanes).map(|_| None).collect(),
+        };
+        for lane in 0..lanes {
+            running.fetch(&self.client, lane);
+        }
+        Ok(running)
+    }
+}
+
+impl Running {
+    /// Starts fetching `lane`'s next page if the merge wants one and none
+    /// is on its way.
+    fn fetch(&mut self, client: &Client, lane: usize) {
+        if self.fetches[lane].is_some() {
+            return;
+        }
+        let Some(limit) = self.merge.wants(lane) else {
+            return;
+        };
+        let page = PageRequest {
+            space: self.space,
+            region: self.regions[lane],
+            checks: self.checks.clone(),
+            sort: self.sort,
+            after: self.after[lane].clone(),
+            limit,
+            want: self.want,
+            desc: self.desc.clone(),
+        };
+        let client = client.clone();
+        self.fetches[lane] = Some(tokio::spawn(async move { page.fetch(&client).await }));
+    }
+
+    /// Waits for `lane`'s page, hands it to the merge, and starts fetching
+    /// the next one.
+    async fn receive(&mut self, client: &Client, lane: usize) -> Result<(), ClientError> {
+        self.fetch(client, lane);
+        let Some(handle) = self.fetches[lane].take() else {
+            return Err(ClientError::new(
+                Status::Internal,
+                "waiting for a region nobody asked",
+            ));
+        };
+        let (items, more) = handle
+            .await
+            .map_err(|e| ClientError::new(Status::Internal, e.to_string()))??;
+        if more && items.is_empty() {
+            return Err(ClientError::new(
+                Status::ServerError,
+                "a daemon answered an empty search page with more to come",
+            ));
+        }
+        if let Some(last) = items.last() {
+            self.after[lane] = Some(last.after());
+        }
+        self.merge.push_page(lane, items, more);
+        self.fetch(client, lane);
+        Ok(())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for handle in self.fetches.iter().flatten() {
+            handle.abort();
+        }
+    }
+}
+
+/// One page request, owned so that it can run as a task.
+struct PageRequest {
+    space: SpaceId,
+    region: RegionId,
+    checks: Arc<Vec<Check>>,
+    sort: Option<SortBy>,
+    after: Option<SearchAfter>,
+    limit: Option<u64>,
+    want: Want,
+    desc: Arc<SpaceDesc>,
+}
+
+impl PageRequest {
+    /// Fetches the page from the tail of the region's chain in the newest
+    /// configuration, retrying like any read.
+    async fn fetch(&self, client: &Client) -> Result<Page, ClientError> {
+        client
+            .run(move |config, deadline| async move {
+                let replica = self.replica(&config)?;
+                let request = match self.want {
+                    Want::Objects => DaemonRequest::Search {
+                        space: self.space,
+                        region: self.region,
+                        checks: self.checks.to_vec(),
+                        sort: self.sort,
+                        after: self.after.clone(),
+                        limit: self.limit,
+                    },
+                    Want::Keys => DaemonRequest::SearchKeys {
+                        space: self.space,
+                        region: self.region,
+                        checks: self.checks.to_vec(),
+                        after: self.after.as_ref().map(|a| a.key.clone()),
+                    },
+                };
+                let mut answer = client.send(&config, replica, request).await?;
+                match client.answer_read(&mut answer, deadline).await? {
+                    DaemonResponse::SearchPage { objects, more } if self.want == Want::Objects => {
+                        let mut items = Vec::with_capacity(objects.len());
+                        for (version, object) in objects {
+                            check_shape(&self.desc, &object)?;
+                            items.push(Item {
+                                key: key_bytes(object.key()),
+                                sort_value: self.sort.map(|s| object.values[s.attr].clone()),
+                                version,
+                                payload: Found::Object(object),
+                            });
+                        }
+                        Ok((items, more))
+                    }
+                    DaemonResponse::KeysPage { keys, more } if self.want == Want::Keys => {
+                        let items = keys
+                            .into_iter()
+                            .map(|key| Item {
+                                key: key_bytes(&key),
+                                sort_value: None,
+                                version: tessera_types::Version(0),
+                                payload: Found::Key(key),
+                            })
+                            .collect();
+                        Ok((items, more))
+                    }
+                    other => Err(unexpected(config.epoch, other)),
+                }
+            })
+            .await
+    }
+
+    /// The replica to ask: the tail of the region's chain.
+    fn replica(&self, config: &Configuration) -> Result<tessera_types::DaemonId, Step> {
+        match config.region(self.region) {
+            Some((space, _, region)) if space.id == self.space => match region.chain.last() {
+                Some(&tail) => Ok(tail),
+                None => Err(Step::Later(ClientError::new(
+                    Status::Offline,
+                    format!(
+                        "region {} of space {:?} has no replica",
+                        region.id, space.desc.name
+                    ),
+                ))),
+            },
+            _ => Err(Step::Fail(ClientError::new(
+                Status::UnknownSpace,
+                format!(
+                    "region {} of the searched space is gone from configuration {}",
+                    self.region, config.epoch
+                ),
+            ))),
+        }
+    }
+}
