@@ -20,7 +20,7 @@ use std::io::Read;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tessera_client::{Admin, AdminError, AdminStatus, Client, ClientError, Status};
+use tessera_client::{Admin, AdminError, AdminStatus, Client, ClientError, Outcome, Status};
 
 #[derive(Parser)]
 #[command(
@@ -357,7 +357,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let desc = client.space(&space).await?;
             let key = json::key_from_arg(&desc, &key)?;
             let attrs = json::attrs_from_json(&desc, &json::parse(&json)?)?;
-            client.put(&space, key, attrs).await?;
+            client.put(&space, key, attrs).await?.into_result()?;
         }
         Command::Get { space, key, target } => {
             let client = Client::connect(&target.addr()).await?;
@@ -375,7 +375,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let client = Client::connect(&target.addr()).await?;
             let desc = client.space(&space).await?;
             let key = json::key_from_arg(&desc, &key)?;
-            if !client.del(&space, key).await? {
+            if client.del(&space, key).await? == Outcome::NotFound {
                 return Err(ClientError::new(
                     Status::NotFound,
                     format!("no object with that key in {space:?}"),
@@ -396,9 +396,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 print!("{}", client.search_describe(&space, predicates).await?);
             } else {
                 use std::io::Write;
-                let records = client.search(&space, predicates).await?;
+                // Printed as the pages arrive.
+                let mut records = client.search_stream(&space, predicates);
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-                for record in records {
+                while let Some(record) = records.next().await {
+                    let record = record?;
                     writeln!(
                         out,
                         "{}",

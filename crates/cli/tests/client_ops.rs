@@ -6,7 +6,7 @@ mod common;
 
 use common::Cluster;
 use std::time::Duration;
-use tessera_client::{BlockingClient, PredOp, Status, Value};
+use tessera_client::{BlockingClient, CmpFailKind, Outcome, PredOp, Status, Value};
 
 #[test]
 fn results_and_errors_follow_the_api() {
@@ -18,25 +18,29 @@ fn results_and_errors_follow_the_api() {
     let client = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("connect");
     let no_predicates = Vec::<(&str, PredOp)>::new;
 
-    // put_if_not_exist: true once, then false (CMPFAIL).
-    assert!(client
+    // put_if_not_exist: Done once, then CMPFAIL (HyperDex's False) with
+    // the reason "exists".
+    let created = client
         .put_if_not_exist(
             "acct",
             Value::Int(1),
-            [("owner", Value::str("ann")), ("balance", Value::Int(10))]
+            [("owner", Value::str("ann")), ("balance", Value::Int(10))],
         )
-        .unwrap());
-    assert!(!client
+        .unwrap();
+    assert_eq!(created.as_option(), Some(true));
+    let again = client
         .put_if_not_exist("acct", Value::Int(1), [("owner", Value::str("bob"))])
-        .unwrap());
+        .unwrap();
+    assert_eq!(again.as_option(), Some(false));
+    assert_eq!(again.cmp_fail_kind(), Some(CmpFailKind::Exists));
     let got = client.get("acct", Value::Int(1)).unwrap().expect("object");
     assert_eq!(got.get("owner"), Some(&Value::str("ann")));
     // Unwritten attributes hold their defaults; the key is not in a get.
     assert_eq!(got.get("rate"), Some(&Value::Float(0.0)));
     assert_eq!(got.get("id"), None);
 
-    // cond_put: Some(true) when the predicates hold, Some(false) when not,
-    // None when there is no object.
+    // cond_put: Done (True) when the predicates hold, CMPFAIL (False) when
+    // not, NOTFOUND (None) when there is no object.
     let enough = [("balance", PredOp::Ge(Value::Int(5)))];
     assert_eq!(
         client
@@ -47,7 +51,7 @@ fn results_and_errors_follow_the_api() {
                 [("balance", Value::Int(4))]
             )
             .unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         client
@@ -57,26 +61,28 @@ fn results_and_errors_follow_the_api() {
                 enough.clone(),
                 [("balance", Value::Int(0))]
             )
-            .unwrap(),
-        Some(false)
+            .unwrap()
+            .cmp_fail_kind(),
+        Some(CmpFailKind::Predicate)
     );
     assert_eq!(
         client
             .cond_put("acct", Value::Int(2), enough, [("balance", Value::Int(0))])
             .unwrap(),
-        None
+        Outcome::NotFound
     );
     let got = client.get("acct", Value::Int(1)).unwrap().expect("object");
     assert_eq!(got.get("balance"), Some(&Value::Int(4)));
 
     // Numbers mix on writes: a float into an int attribute is rounded.
-    client
+    let outcome = client
         .put(
             "acct",
             Value::Int(3),
             [("balance", Value::Float(2.6)), ("rate", Value::Int(1))],
         )
         .unwrap();
+    assert_eq!(outcome, Outcome::Done);
     let got = client.get("acct", Value::Int(3)).unwrap().expect("object");
     assert_eq!(
         (got.get("balance"), got.get("rate")),
@@ -84,13 +90,14 @@ fn results_and_errors_follow_the_api() {
     );
 
     // Search, sorted search, count, describe.
-    client
+    let outcome = client
         .put(
             "acct",
             Value::Int(4),
             [("owner", Value::str("ann")), ("balance", Value::Int(40))],
         )
         .unwrap();
+    assert!(outcome.is_done());
     let anns = client
         .search("acct", [("owner", PredOp::Eq(Value::str("ann")))])
         .unwrap();
@@ -110,9 +117,9 @@ fn results_and_errors_follow_the_api() {
         .unwrap();
     assert!(plan.contains("contacts 1 of"), "{plan}");
 
-    // del: true, then false (NOTFOUND).
-    assert!(client.del("acct", Value::Int(3)).unwrap());
-    assert!(!client.del("acct", Value::Int(3)).unwrap());
+    // del: Done (True), then NOTFOUND (None).
+    assert_eq!(client.del("acct", Value::Int(3)).unwrap(), Outcome::Done);
+    assert_eq!(client.del("acct", Value::Int(3)).unwrap().as_option(), None);
     assert_eq!(client.get("acct", Value::Int(3)).unwrap(), None);
 
     // Errors raised before anything is sent.
@@ -174,9 +181,10 @@ fn results_and_errors_follow_the_api() {
         .admin()
         .add_space("space late key k attributes v")
         .unwrap();
-    client
+    let outcome = client
         .put("late", Value::str("x"), [("v", Value::str("y"))])
         .expect("put in a new space");
+    assert_eq!(outcome, Outcome::Done);
 
     // Every daemon restarts on the same port and data: the pooled
     // connections die, and reads and writes reconnect.
@@ -196,7 +204,7 @@ fn results_and_errors_follow_the_api() {
             .expect("count after the restart"),
         2
     );
-    common::wait_for(
+    let outcome = common::wait_for(
         "a put after the daemons restarted",
         Duration::from_secs(30),
         || {
@@ -205,4 +213,5 @@ fn results_and_errors_follow_the_api() {
                 .ok()
         },
     );
+    assert_eq!(outcome, Outcome::Done);
 }

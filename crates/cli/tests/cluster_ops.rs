@@ -38,26 +38,28 @@ fn operation_families_through_the_chain() {
     let c = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("connect");
     let none = Vec::<(&str, PredOp)>::new;
 
-    // Mutators on a missing key: NOTFOUND → None.
+    // Mutators on a missing key: NOTFOUND (HyperDex's None).
+    let missing = c.atomic_add("t", s("a"), [("n", Value::Int(1))]).unwrap();
+    assert_eq!(missing, Outcome::NotFound);
+    assert_eq!(missing.as_option(), None);
     assert_eq!(
-        c.atomic_add("t", s("a"), [("n", Value::Int(1))]).unwrap(),
-        None
+        c.put("t", s("a"), [("n", Value::Int(10)), ("s", s("mid"))])
+            .unwrap(),
+        Outcome::Done
     );
-    c.put("t", s("a"), [("n", Value::Int(10)), ("s", s("mid"))])
-        .unwrap();
 
     // Numeric atomics, results and subspace relocation.
     assert_eq!(
         c.atomic_add("t", s("a"), [("n", Value::Int(5))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.atomic_mul("t", s("a"), [("n", Value::Int(2))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.atomic_mod("t", s("a"), [("n", Value::Int(7))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.get("t", s("a")).unwrap().unwrap().get("n"),
@@ -66,11 +68,13 @@ fn operation_families_through_the_chain() {
     let found = c.search("t", [("n", PredOp::Eq(Value::Int(2)))]).unwrap();
     assert_eq!(found.len(), 1, "the subspace on n holds the new value");
     // Overflow and ÷0: CMPFAIL → false, nothing changed, precise reason.
-    c.put("t", s("a"), [("n", Value::Int(i64::MAX))]).unwrap();
-    assert_eq!(
-        c.atomic_add("t", s("a"), [("n", Value::Int(1))]).unwrap(),
-        Some(false)
-    );
+    assert!(c
+        .put("t", s("a"), [("n", Value::Int(i64::MAX))])
+        .unwrap()
+        .is_done());
+    let overflow = c.atomic_add("t", s("a"), [("n", Value::Int(1))]).unwrap();
+    assert_eq!(overflow.as_option(), Some(false));
+    assert_eq!(overflow.cmp_fail_kind(), Some(CmpFailKind::Overflow));
     let outcome = c
         .execute(
             "t",
@@ -104,28 +108,28 @@ fn operation_families_through_the_chain() {
     // Strings, lists, sets, maps.
     assert_eq!(
         c.string_prepend("t", s("a"), [("s", s("<"))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.string_rtrim("t", s("a"), [("s", Value::Int(1))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.list_rpush("t", s("a"), [("l", Value::Int(2))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.list_lpush("t", s("a"), [("l", Value::Int(1))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.set_union("t", s("a"), [("st", Value::Set(vec![s("y"), s("x")]))])
             .unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.set_remove("t", s("a"), [("st", s("y"))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.map_add(
@@ -134,7 +138,7 @@ fn operation_families_through_the_chain() {
             [("m", vec![(s("p"), Value::Int(1)), (s("q"), Value::Int(2))])]
         )
         .unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.map_atomic_add(
@@ -143,11 +147,11 @@ fn operation_families_through_the_chain() {
             [("m", vec![(s("p"), Value::Int(10)), (s("r"), Value::Int(3))])]
         )
         .unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.map_remove("t", s("a"), [("m", s("q"))]).unwrap(),
-        Some(true)
+        Outcome::Done
     );
     let got = c.get("t", s("a")).unwrap().unwrap();
     assert_eq!(got.get("s"), Some(&s("<mi")));
@@ -165,35 +169,48 @@ fn operation_families_through_the_chain() {
     );
 
     // Documents: put by path, atomics, rename, unset, path predicates.
-    c.put(
-        "t",
-        s("a"),
-        [
-            ("d.profile.name", s("Jo")),
-            ("d.profile.age", Value::Int(30)),
-        ],
-    )
-    .unwrap();
+    assert_eq!(
+        c.put(
+            "t",
+            s("a"),
+            [
+                ("d.profile.name", s("Jo")),
+                ("d.profile.age", Value::Int(30)),
+            ],
+        )
+        .unwrap(),
+        Outcome::Done
+    );
     assert_eq!(
         c.atomic_add("t", s("a"), [("d.profile.age", Value::Int(1))])
             .unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.document_rename("t", s("a"), [("d.profile.name", s("profile.first"))])
             .unwrap(),
-        Some(true)
+        Outcome::Done
     );
     assert_eq!(
         c.document_unset("t", s("a"), [("d.nothing", Value::Int(0))])
-            .unwrap(),
+            .unwrap()
+            .as_option(),
         Some(false)
     );
+    // A put through a non-object: CMPFAIL (False), nothing changed, with
+    // the reason.
+    let through_int = c
+        .put(
+            "t",
+            s("a"),
+            [("s", s("never")), ("d.profile.age.x", Value::Int(1))],
+        )
+        .unwrap();
+    assert_eq!(through_int.as_option(), Some(false));
+    assert_eq!(through_int.cmp_fail_kind(), Some(CmpFailKind::BadPath));
     assert_eq!(
-        c.put("t", s("a"), [("d.profile.age.x", Value::Int(1))])
-            .unwrap_err()
-            .status(),
-        Status::CmpFail
+        c.get("t", s("a")).unwrap().unwrap().get("s"),
+        Some(&s("<mi"))
     );
     let got = c.get("t", s("a")).unwrap().unwrap();
     assert_eq!(
@@ -213,8 +230,9 @@ fn operation_families_through_the_chain() {
             [("d.profile.first", PredOp::Eq(s("Al")))],
             [("n", Value::Int(1))]
         )
-        .unwrap(),
-        Some(false)
+        .unwrap()
+        .cmp_fail_kind(),
+        Some(CmpFailKind::Predicate)
     );
 
     // get_partial.
@@ -237,12 +255,14 @@ fn operation_families_through_the_chain() {
 
     // Group operations: exact counts, applied when they return.
     for i in 0..20 {
-        c.put(
-            "t",
-            s(&format!("g{i}")),
-            [("n", Value::Int(i)), ("s", s("group"))],
-        )
-        .unwrap();
+        let outcome = c
+            .put(
+                "t",
+                s(&format!("g{i}")),
+                [("n", Value::Int(i)), ("s", s("group"))],
+            )
+            .unwrap();
+        assert_eq!(outcome, Outcome::Done);
     }
     let even_or_small = [
         ("s", PredOp::Eq(s("group"))),
@@ -288,15 +308,16 @@ fn operation_families_through_the_chain() {
     );
     assert_eq!(
         c.cond_del("t", s("b"), [("n", PredOp::Eq(Value::Int(0)))])
-            .unwrap(),
-        Some(false)
+            .unwrap()
+            .cmp_fail_kind(),
+        Some(CmpFailKind::Predicate)
     );
     assert_eq!(
         c.cond_del("t", s("b"), [("n", PredOp::Eq(Value::Int(-3)))])
             .unwrap(),
-        Some(true)
+        Outcome::Done
     );
-    assert_eq!(c.cond_del("t", s("b"), none()).unwrap(), None);
+    assert_eq!(c.cond_del("t", s("b"), none()).unwrap(), Outcome::NotFound);
     assert_eq!(c.group_del("t", none()).unwrap(), 11);
     assert_eq!(c.count("t", none()).unwrap(), 0);
 }

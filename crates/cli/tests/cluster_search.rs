@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tessera_client::{Client, PredOp, Record, Value};
+use tessera_client::{Client, Outcome, PredOp, Record, Value};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 
@@ -293,6 +293,8 @@ fn searches_match_a_model_before_and_after_a_restart() {
             client
                 .put("t", Value::str(&key), attrs_of(&obj))
                 .await
+                .unwrap_or_else(|e| panic!("put {key}: {e}"))
+                .into_result()
                 .unwrap_or_else(|e| panic!("put {key}: {e}"));
         });
     }
@@ -327,6 +329,8 @@ fn searches_match_a_model_before_and_after_a_restart() {
             client
                 .put("t", Value::str(&key), attrs)
                 .await
+                .unwrap_or_else(|e| panic!("update {key}: {e}"))
+                .into_result()
                 .unwrap_or_else(|e| panic!("update {key}: {e}"));
         });
     }
@@ -340,11 +344,12 @@ fn searches_match_a_model_before_and_after_a_restart() {
         model.remove(&key);
         let client = client.clone();
         writes.push(async move {
-            assert!(
+            assert_eq!(
                 client
                     .del("t", Value::str(&key))
                     .await
                     .unwrap_or_else(|e| panic!("del {key}: {e}")),
+                Outcome::Done,
                 "del {key}"
             );
         });
@@ -355,9 +360,12 @@ fn searches_match_a_model_before_and_after_a_restart() {
         .map(|i| format!("key-{i}"))
         .find(|k| !model.contains_key(k))
         .expect("a deleted key");
-    assert!(!runtime
-        .block_on(client.del("t", Value::str(&gone)))
-        .expect("del again"));
+    assert_eq!(
+        runtime
+            .block_on(client.del("t", Value::str(&gone)))
+            .expect("del again"),
+        Outcome::NotFound
+    );
 
     check_searches(&runtime, &client, &model, &mut rng, SEARCHES);
     drop(client);

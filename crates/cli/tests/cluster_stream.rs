@@ -6,7 +6,7 @@
 mod common;
 
 use common::Cluster;
-use tessera_client::{BlockingClient, ClientOptions, PredOp, Value};
+use tessera_client::{BlockingClient, ClientOptions, Outcome, PredOp, Value};
 
 /// One partition: every object in one region of each subspace.
 const SPACE: &str = "space big key int k attributes string pad, int n \
@@ -59,13 +59,15 @@ fn a_region_larger_than_a_frame_streams_in_pages() {
             }
             let c = inner.clone();
             tasks.spawn(async move {
-                c.put(
-                    "big",
-                    Value::Int(k),
-                    [("pad", pad_of(k)), ("n", Value::Int(n_of(k)))],
-                )
-                .await
-                .unwrap_or_else(|e| panic!("put {k}: {e}"));
+                let outcome = c
+                    .put(
+                        "big",
+                        Value::Int(k),
+                        [("pad", pad_of(k)), ("n", Value::Int(n_of(k)))],
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("put {k}: {e}"));
+                assert_eq!(outcome, Outcome::Done, "put {k}");
             });
         }
         while let Some(done) = tasks.join_next().await {

@@ -7,7 +7,7 @@ mod common;
 
 use common::{free_port, wait_for, Cluster, Procs};
 use std::time::Duration;
-use tessera_client::{BlockingAdmin, BlockingClient, ClientOptions, Value};
+use tessera_client::{BlockingAdmin, BlockingClient, ClientOptions, Outcome, Value};
 
 #[test]
 fn the_cluster_serves_after_the_coordinator_leader_dies() {
@@ -52,9 +52,10 @@ fn the_cluster_serves_after_the_coordinator_leader_dies() {
         ..ClientOptions::default()
     };
     let client = BlockingClient::connect_with(members.clone(), options).expect("connect");
-    client
+    let outcome = client
         .put("before", Value::str("x"), [("v", Value::str("1"))])
         .expect("put before the failure");
+    assert_eq!(outcome, Outcome::Done);
 
     // Find the leader and kill it.
     let status = wait_for("a known leader", Duration::from_secs(30), || {
@@ -82,11 +83,12 @@ fn the_cluster_serves_after_the_coordinator_leader_dies() {
     );
     let client =
         BlockingClient::connect_with(members, options).expect("connect after the failover");
-    wait_for("a put after the failover", Duration::from_secs(60), || {
+    let outcome = wait_for("a put after the failover", Duration::from_secs(60), || {
         client
             .put("after", Value::str("y"), [("v", Value::str("2"))])
             .ok()
     });
+    assert_eq!(outcome, Outcome::Done);
     let got = client
         .get("after", Value::str("y"))
         .expect("get after the failover")

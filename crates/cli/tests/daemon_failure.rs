@@ -10,7 +10,7 @@ mod common;
 use common::{wait_for, Cluster};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use tessera_client::{BlockingClient, PredOp, Value};
+use tessera_client::{BlockingClient, Outcome, PredOp, Value};
 use tessera_types::{DaemonState, Epoch};
 
 const SPACE: &str = "space f key int k attributes int a, int b \
@@ -33,7 +33,8 @@ fn put_acked(client: &BlockingClient, key: i64, a: i64, b: i64, deadline: Instan
             key_of(key),
             [("a", Value::Int(a)), ("b", Value::Int(b))],
         ) {
-            Ok(()) => return Instant::now(),
+            Ok(Outcome::Done) => return Instant::now(),
+            Ok(other) => panic!("put of key {key}: {other:?}"),
             Err(e) => {
                 assert!(
                     Instant::now() < deadline,

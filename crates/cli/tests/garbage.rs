@@ -11,7 +11,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
-use tessera_client::{BlockingClient, Epoch, Value};
+use tessera_client::{BlockingClient, Epoch, Outcome, Value};
 
 /// Sends `bytes` on a fresh connection to `addr`, then waits (bounded) for
 /// the server to close the connection or stay silent; a server that
@@ -83,9 +83,10 @@ fn servers_survive_garbage() {
         .add_space("space kv key k attributes v create 4 partitions")
         .expect("add_space");
     let client = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("connect");
-    client
+    let outcome = client
         .put("kv", Value::str("a"), [("v", Value::str("1"))])
         .expect("put before");
+    assert_eq!(outcome, Outcome::Done);
 
     attack(&cluster.daemon_addr(0), &mut rng);
     attack(&cluster.daemon_addr(1), &mut rng);
@@ -97,9 +98,10 @@ fn servers_survive_garbage() {
         .expect("config fetch")
         .expect("a configuration");
     assert!(config.space("kv").is_some());
-    client
+    let outcome = client
         .put("kv", Value::str("b"), [("v", Value::str("2"))])
         .expect("put after");
+    assert_eq!(outcome, Outcome::Done);
     assert_eq!(
         client
             .get("kv", Value::str("a"))

@@ -72,6 +72,24 @@ impl BlockingClient {
         self.client.config()
     }
 
+    /// See [`Client::client_id`].
+    pub fn client_id(&self) -> u64 {
+        self.client.client_id()
+    }
+
+    /// See [`Client::check`].
+    pub fn check<P: AsRef<str>>(
+        &self,
+        space: &str,
+        key: Option<&Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        ops: &[(String, crate::ops::Op)],
+        sort_by: Option<&str>,
+    ) -> Result<(), ClientError> {
+        self.runtime
+            .block_on(self.client.check(space, key, predicates, ops, sort_by))
+    }
+
     pub fn refresh(&self, wait: Duration) -> Result<Arc<Configuration>, ClientError> {
         self.runtime.block_on(self.client.refresh(wait))
     }
@@ -87,40 +105,6 @@ impl BlockingClient {
 
     pub fn get(&self, space: &str, key: impl Into<Value>) -> Result<Option<Record>, ClientError> {
         self.runtime.block_on(self.client.get(space, key))
-    }
-
-    pub fn put<K: AsRef<str>>(
-        &self,
-        space: &str,
-        key: impl Into<Value>,
-        attrs: impl IntoIterator<Item = (K, Value)>,
-    ) -> Result<(), ClientError> {
-        self.runtime.block_on(self.client.put(space, key, attrs))
-    }
-
-    pub fn put_if_not_exist<K: AsRef<str>>(
-        &self,
-        space: &str,
-        key: impl Into<Value>,
-        attrs: impl IntoIterator<Item = (K, Value)>,
-    ) -> Result<bool, ClientError> {
-        self.runtime
-            .block_on(self.client.put_if_not_exist(space, key, attrs))
-    }
-
-    pub fn cond_put<K: AsRef<str>, P: AsRef<str>>(
-        &self,
-        space: &str,
-        key: impl Into<Value>,
-        predicates: impl IntoIterator<Item = (P, PredOp)>,
-        attrs: impl IntoIterator<Item = (K, Value)>,
-    ) -> Result<Option<bool>, ClientError> {
-        self.runtime
-            .block_on(self.client.cond_put(space, key, predicates, attrs))
-    }
-
-    pub fn del(&self, space: &str, key: impl Into<Value>) -> Result<bool, ClientError> {
-        self.runtime.block_on(self.client.del(space, key))
     }
 
     pub fn search<P: AsRef<str>>(

@@ -87,11 +87,6 @@ impl Record {
 use crate::ops::{Op, Outcome};
 use tessera_protocol::CmpFailKind;
 
-/// Attribute values of a `put` as operations.
-fn put_ops(attrs: Vec<(String, Value)>) -> Vec<(String, Op)> {
-    attrs.into_iter().map(|(n, v)| (n, Op::Put(v))).collect()
-}
-
 /// Why one attempt of an operation did not finish, and what to do next.
 pub(crate) enum Step {
     /// Give up with this error.
@@ -261,110 +256,6 @@ impl Client {
             }
         })
         .await
-    }
-
-    /// Creates or updates the object under `key`: the named attributes take
-    /// the given values; the others keep theirs (or their type's default on
-    /// creation).
-    pub async fn put<K: AsRef<str>>(
-        &self,
-        space: &str,
-        key: impl Into<Value>,
-        attrs: impl IntoIterator<Item = (K, Value)>,
-    ) -> Result<(), ClientError> {
-        let ops = put_ops(owned(attrs));
-        match self
-            .update(
-                space,
-                key.into(),
-                UpdateFlags::default(),
-                Vec::new(),
-                ops,
-                true,
-            )
-            .await?
-        {
-            Outcome::Done => Ok(()),
-            Outcome::NotFound => Err(ClientError::new(Status::NotFound, "put answered NOTFOUND")),
-            Outcome::CmpFail { reason, .. } => Err(ClientError::new(Status::CmpFail, reason)),
-        }
-    }
-
-    /// Creates the object only when `key` holds none; `false` (CMPFAIL)
-    /// when it exists.
-    pub async fn put_if_not_exist<K: AsRef<str>>(
-        &self,
-        space: &str,
-        key: impl Into<Value>,
-        attrs: impl IntoIterator<Item = (K, Value)>,
-    ) -> Result<bool, ClientError> {
-        let flags = UpdateFlags {
-            must_not_exist: true,
-            ..UpdateFlags::default()
-        };
-        match self
-            .update(
-                space,
-                key.into(),
-                flags,
-                Vec::new(),
-                put_ops(owned(attrs)),
-                true,
-            )
-            .await?
-        {
-            Outcome::Done => Ok(true),
-            Outcome::CmpFail { .. } => Ok(false),
-            Outcome::NotFound => Err(ClientError::new(
-                Status::NotFound,
-                "put_if_not_exist answered NOTFOUND",
-            )),
-        }
-    }
-
-    /// Updates the object under `key` only if every predicate holds on it,
-    /// atomically: `Some(true)` when applied, `Some(false)` (CMPFAIL) when a
-    /// predicate failed, `None` (NOTFOUND) when there is no object.
-    pub async fn cond_put<K: AsRef<str>, P: AsRef<str>>(
-        &self,
-        space: &str,
-        key: impl Into<Value>,
-        predicates: impl IntoIterator<Item = (P, PredOp)>,
-        attrs: impl IntoIterator<Item = (K, Value)>,
-    ) -> Result<Option<bool>, ClientError> {
-        let flags = UpdateFlags {
-            must_exist: true,
-            ..UpdateFlags::default()
-        };
-        Ok(self
-            .update(
-                space,
-                key.into(),
-                flags,
-                owned(predicates),
-                put_ops(owned(attrs)),
-                true,
-            )
-            .await?
-            .as_option())
-    }
-
-    /// Deletes the object under `key`: `true` when one was deleted, `false`
-    /// (NOTFOUND) when there was none.
-    pub async fn del(&self, space: &str, key: impl Into<Value>) -> Result<bool, ClientError> {
-        let flags = UpdateFlags {
-            must_exist: true,
-            erase: true,
-            ..UpdateFlags::default()
-        };
-        match self
-            .update(space, key.into(), flags, Vec::new(), Vec::new(), false)
-            .await?
-        {
-            Outcome::Done => Ok(true),
-            Outcome::NotFound => Ok(false),
-            Outcome::CmpFail { reason, .. } => Err(ClientError::new(Status::CmpFail, reason)),
-        }
     }
 
     /// Runs one update of `key`: `ops` (applied together or not at all)

@@ -1,15 +1,18 @@
-//! The operation families of API.md §3.6, each as `X`, `cond_X` and
-//! `group_X` on [`Client`] and [`BlockingClient`], plus `get_partial`,
-//! `cond_put_or_create`, `cond_del`, `group_put`, `group_del`, group
+//! The operation families of API.md §3.6 on [`Client`] and
+//! [`BlockingClient`]: `put`, `put_if_not_exist`, `cond_put`,
+//! `cond_put_or_create`, `del`, `cond_del`, `get_partial`, each mutator
+//! family as `X`, `cond_X` and `group_X`, `group_put`, `group_del`, group
 //! updates and microtransactions.
 //!
-//! Results (API.md §3.4): a plain or conditional mutator returns
-//! `Some(true)` when applied, `None` when the key has no object
-//! (NOTFOUND), `Some(false)` when nothing changed (CMPFAIL: a predicate
-//! failed, or the mutation could not be applied — overflow, division by
-//! zero, a bad document path; [`Client::execute`] reports which). A group
-//! operation returns the number of objects it changed, after every one of
-//! those updates has been applied.
+//! Results (API.md §3.4), the same for every single-key write: an
+//! [`Outcome`] — `Done` (SUCCESS, HyperDex's `True`), `NotFound` (no
+//! object where one must exist: `None`), or `CmpFail` (nothing changed:
+//! `False`) with the precise reason: a predicate failed, the object exists
+//! (`put_if_not_exist`), or a mutation could not be applied (overflow,
+//! division by zero, a bad document path …; [`crate::CmpFailKind`]).
+//! [`Outcome::as_option`] gives HyperDex's `True` / `None` / `False`. Every
+//! other status is an error. A group operation returns the number of
+//! objects it changed, after every one of those updates has been applied.
 
 use crate::blocking::BlockingClient;
 use crate::client::{Client, Record};
@@ -18,10 +21,19 @@ use crate::ops::{Op, Outcome};
 use tessera_protocol::{NumOp, Status, UpdateFlags};
 use tessera_types::{PredOp, Value};
 
-/// The flags of every mutator but `put`: the object must exist.
+/// The flags of every mutator but the puts: the object must exist.
 fn must_exist() -> UpdateFlags {
     UpdateFlags {
         must_exist: true,
+        ..UpdateFlags::default()
+    }
+}
+
+/// The flags of the deletes.
+fn erase() -> UpdateFlags {
+    UpdateFlags {
+        must_exist: true,
+        erase: true,
         ..UpdateFlags::default()
     }
 }
@@ -33,10 +45,142 @@ fn named<K: AsRef<str>, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Vec<(Stri
         .collect()
 }
 
+/// Attribute values of a put as operations.
+fn put_ops<K: AsRef<str>>(attrs: impl IntoIterator<Item = (K, Value)>) -> Vec<(String, Op)> {
+    attr_ops(attrs, Op::Put)
+}
+
+/// One operation per (attribute, operand).
+fn attr_ops<K: AsRef<str>>(
+    attrs: impl IntoIterator<Item = (K, Value)>,
+    make: impl Fn(Value) -> Op,
+) -> Vec<(String, Op)> {
+    attrs
+        .into_iter()
+        .map(|(n, v)| (n.as_ref().to_string(), make(v)))
+        .collect()
+}
+
+/// One operation per (map attribute, map key, operand).
+fn map_ops<K: AsRef<str>>(
+    mattrs: impl IntoIterator<Item = (K, Vec<(Value, Value)>)>,
+    make: impl Fn(Value, Value) -> Op,
+) -> Vec<(String, Op)> {
+    let mut out = Vec::new();
+    for (name, entries) in mattrs {
+        for (k, v) in entries {
+            out.push((name.as_ref().to_string(), make(k, v)));
+        }
+    }
+    out
+}
+
+/// No predicates.
+fn always() -> Vec<(String, PredOp)> {
+    Vec::new()
+}
+
 /// How many per-object updates of a group operation run at once.
 const GROUP_IN_FLIGHT: usize = 32;
 
 impl Client {
+    /// Creates or updates the object under `key`: the named attributes take
+    /// the given values, the others keep theirs (or their type's default on
+    /// creation). `Done`, or `CmpFail` when a document-path put cannot be
+    /// applied (a path through a non-object); never `NotFound`.
+    pub async fn put<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Outcome, ClientError> {
+        self.put_with(space, key, UpdateFlags::default(), always(), attrs)
+            .await
+    }
+
+    /// Creates the object only when `key` holds none: `Done`, or `CmpFail`
+    /// (kind `Exists`) when it exists.
+    pub async fn put_if_not_exist<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Outcome, ClientError> {
+        let flags = UpdateFlags {
+            must_not_exist: true,
+            ..UpdateFlags::default()
+        };
+        self.put_with(space, key, flags, always(), attrs).await
+    }
+
+    /// Updates the object under `key` only if every predicate holds on it,
+    /// atomically: `Done`, `CmpFail` (a predicate failed, or a path put
+    /// could not be applied), or `NotFound` when there is no object.
+    pub async fn cond_put<K: AsRef<str>, P: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Outcome, ClientError> {
+        self.put_with(space, key, must_exist(), named(predicates), attrs)
+            .await
+    }
+
+    /// Creates the object if `key` has none (ignoring the predicates),
+    /// else updates it only if every predicate holds: `Done` or `CmpFail`.
+    pub async fn cond_put_or_create<P: AsRef<str>, K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Outcome, ClientError> {
+        let flags = UpdateFlags::default();
+        self.put_with(space, key, flags, named(predicates), attrs)
+            .await
+    }
+
+    /// A put under `flags`; naming an attribute twice is DUPEATTR.
+    async fn put_with<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        flags: UpdateFlags,
+        predicates: Vec<(String, PredOp)>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Outcome, ClientError> {
+        let ops = put_ops(attrs);
+        self.update(space, key.into(), flags, predicates, ops, true)
+            .await
+    }
+
+    /// Deletes the object under `key`: `Done`, or `NotFound` when there is
+    /// none.
+    pub async fn del(&self, space: &str, key: impl Into<Value>) -> Result<Outcome, ClientError> {
+        self.update(space, key.into(), erase(), always(), Vec::new(), false)
+            .await
+    }
+
+    /// Deletes the object under `key` only if every predicate holds:
+    /// `Done`, `CmpFail` or `NotFound`.
+    pub async fn cond_del<P: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<Outcome, ClientError> {
+        self.update(
+            space,
+            key.into(),
+            erase(),
+            named(predicates),
+            Vec::new(),
+            false,
+        )
+        .await
+    }
+
     /// The named attributes of the object under `key` (not the key);
     /// `None` when there is none. Naming the key is DONTUSEKEY; an unknown
     /// name UNKNOWNATTR.
@@ -68,58 +212,6 @@ impl Client {
         }))
     }
 
-    /// Creates the object if `key` has none (ignoring the predicates),
-    /// else updates it only if every predicate holds: `Some(true)` or
-    /// `Some(false)` (CMPFAIL).
-    pub async fn cond_put_or_create<P: AsRef<str>, K: AsRef<str>>(
-        &self,
-        space: &str,
-        key: impl Into<Value>,
-        predicates: impl IntoIterator<Item = (P, PredOp)>,
-        attrs: impl IntoIterator<Item = (K, Value)>,
-    ) -> Result<Option<bool>, ClientError> {
-        let ops = named(attrs)
-            .into_iter()
-            .map(|(n, v)| (n, Op::Put(v)))
-            .collect();
-        Ok(self
-            .update(
-                space,
-                key.into(),
-                UpdateFlags::default(),
-                named(predicates),
-                ops,
-                true,
-            )
-            .await?
-            .as_option())
-    }
-
-    /// Deletes the object under `key` only if every predicate holds.
-    pub async fn cond_del<P: AsRef<str>>(
-        &self,
-        space: &str,
-        key: impl Into<Value>,
-        predicates: impl IntoIterator<Item = (P, PredOp)>,
-    ) -> Result<Option<bool>, ClientError> {
-        let flags = UpdateFlags {
-            must_exist: true,
-            erase: true,
-            ..UpdateFlags::default()
-        };
-        Ok(self
-            .update(
-                space,
-                key.into(),
-                flags,
-                named(predicates),
-                Vec::new(),
-                false,
-            )
-            .await?
-            .as_option())
-    }
-
     /// Puts `attrs` into every object matching the predicates; the count
     /// of objects changed.
     pub async fn group_put<P: AsRef<str>, K: AsRef<str>>(
@@ -128,11 +220,7 @@ impl Client {
         predicates: impl IntoIterator<Item = (P, PredOp)>,
         attrs: impl IntoIterator<Item = (K, Value)>,
     ) -> Result<u64, ClientError> {
-        let ops = named(attrs)
-            .into_iter()
-            .map(|(n, v)| (n, Op::Put(v)))
-            .collect();
-        self.group_execute(space, predicates, ops).await
+        self.group_execute(space, predicates, put_ops(attrs)).await
     }
 
     /// Deletes every object matching the predicates (`[]` empties the
@@ -142,12 +230,7 @@ impl Client {
         space: &str,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
     ) -> Result<u64, ClientError> {
-        let flags = UpdateFlags {
-            must_exist: true,
-            erase: true,
-            ..UpdateFlags::default()
-        };
-        self.group_update(space, named(predicates), flags, Vec::new())
+        self.group_update(space, named(predicates), erase(), Vec::new())
             .await
     }
 
@@ -294,33 +377,20 @@ impl Microtransaction {
         &self.ops
     }
 
-    /// Applies everything to `key` (creating the object if missing).
-    pub async fn commit(self, key: impl Into<Value>) -> Result<Option<bool>, ClientError> {
-        Ok(self.commit_outcome(key).await?.as_option())
+    /// Applies everything to `key` (creating the object if missing):
+    /// `Done`, or `CmpFail` when a mutation cannot be applied.
+    pub async fn commit(self, key: impl Into<Value>) -> Result<Outcome, ClientError> {
+        self.cond_commit(key, always()).await
     }
 
-    /// [`Microtransaction::commit`] with the precise outcome.
-    pub async fn commit_outcome(self, key: impl Into<Value>) -> Result<Outcome, ClientError> {
-        self.client
-            .update(
-                &self.space,
-                key.into(),
-                UpdateFlags::default(),
-                Vec::new(),
-                self.ops,
-                false,
-            )
-            .await
-    }
-
-    /// Applies everything to `key` if every predicate holds on its object.
+    /// Applies everything to `key` if every predicate holds on its object
+    /// (a missing object is created, as by `commit`): `Done` or `CmpFail`.
     pub async fn cond_commit<P: AsRef<str>>(
         self,
         key: impl Into<Value>,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
-    ) -> Result<Option<bool>, ClientError> {
-        Ok(self
-            .client
+    ) -> Result<Outcome, ClientError> {
+        self.client
             .update(
                 &self.space,
                 key.into(),
@@ -329,8 +399,7 @@ impl Microtransaction {
                 self.ops,
                 false,
             )
-            .await?
-            .as_option())
+            .await
     }
 
     /// Applies everything to each object matching the predicates.
@@ -344,49 +413,50 @@ impl Microtransaction {
     }
 }
 
-/// `X`, `cond_X`, `group_X` for an operation taking attribute → operand.
-macro_rules! attr_family {
-    ($( $plain:ident, $cond:ident, $group:ident, $doc:literal, |$v:ident| $make:expr; )*) => {
+/// `X`, `cond_X` and `group_X` on [`Client`] and [`BlockingClient`] for
+/// each listed operation. `$arg` is the operand given per attribute (a
+/// value, or map-key → value pairs); `$ops` turns the operands into
+/// operations with the operation's `$make`.
+macro_rules! family {
+    ($arg:ty, $ops:ident; $( $plain:ident, $cond:ident, $group:ident, $doc:literal, $make:expr; )*) => {
         impl Client {
             $(
                 #[doc = $doc]
                 #[doc = ""]
-                #[doc = "`attrs`: attribute (or document path) → operand. `Some(true)` applied, `None` no object, `Some(false)` nothing changed."]
+                #[doc = "On the object under `key`, which must exist: `Done`, `NotFound`, or `CmpFail` when the mutation cannot be applied."]
                 pub async fn $plain<K: AsRef<str>>(
                     &self,
                     space: &str,
                     key: impl Into<Value>,
-                    attrs: impl IntoIterator<Item = (K, Value)>,
-                ) -> Result<Option<bool>, ClientError> {
-                    let ops = named(attrs).into_iter().map(|(n, $v)| (n, $make)).collect();
-                    Ok(self.update(space, key.into(), must_exist(), Vec::new(), ops, false).await?.as_option())
+                    attrs: impl IntoIterator<Item = (K, $arg)>,
+                ) -> Result<Outcome, ClientError> {
+                    self.$cond(space, key, always(), attrs).await
                 }
 
                 #[doc = $doc]
                 #[doc = ""]
-                #[doc = "Only if every predicate holds on the object, atomically."]
+                #[doc = "Only if every predicate holds on the object, atomically; `CmpFail` when one does not."]
                 pub async fn $cond<P: AsRef<str>, K: AsRef<str>>(
                     &self,
                     space: &str,
                     key: impl Into<Value>,
                     predicates: impl IntoIterator<Item = (P, PredOp)>,
-                    attrs: impl IntoIterator<Item = (K, Value)>,
-                ) -> Result<Option<bool>, ClientError> {
-                    let ops = named(attrs).into_iter().map(|(n, $v)| (n, $make)).collect();
-                    Ok(self.update(space, key.into(), must_exist(), named(predicates), ops, false).await?.as_option())
+                    attrs: impl IntoIterator<Item = (K, $arg)>,
+                ) -> Result<Outcome, ClientError> {
+                    let ops = $ops(attrs, $make);
+                    self.update(space, key.into(), must_exist(), named(predicates), ops, false).await
                 }
 
                 #[doc = $doc]
                 #[doc = ""]
-                #[doc = "On every object matching the predicates; the count changed."]
+                #[doc = "On every object matching the predicates; the number changed."]
                 pub async fn $group<P: AsRef<str>, K: AsRef<str>>(
                     &self,
                     space: &str,
                     predicates: impl IntoIterator<Item = (P, PredOp)>,
-                    attrs: impl IntoIterator<Item = (K, Value)>,
+                    attrs: impl IntoIterator<Item = (K, $arg)>,
                 ) -> Result<u64, ClientError> {
-                    let ops = named(attrs).into_iter().map(|(n, $v)| (n, $make)).collect();
-                    self.group_execute(space, predicates, ops).await
+                    self.group_execute(space, predicates, $ops(attrs, $make)).await
                 }
             )*
         }
@@ -398,8 +468,8 @@ macro_rules! attr_family {
                     &self,
                     space: &str,
                     key: impl Into<Value>,
-                    attrs: impl IntoIterator<Item = (K, Value)>,
-                ) -> Result<Option<bool>, ClientError> {
+                    attrs: impl IntoIterator<Item = (K, $arg)>,
+                ) -> Result<Outcome, ClientError> {
                     self.block_on(self.client().$plain(space, key, attrs))
                 }
 
@@ -409,8 +479,8 @@ macro_rules! attr_family {
                     space: &str,
                     key: impl Into<Value>,
                     predicates: impl IntoIterator<Item = (P, PredOp)>,
-                    attrs: impl IntoIterator<Item = (K, Value)>,
-                ) -> Result<Option<bool>, ClientError> {
+                    attrs: impl IntoIterator<Item = (K, $arg)>,
+                ) -> Result<Outcome, ClientError> {
                     self.block_on(self.client().$cond(space, key, predicates, attrs))
                 }
 
@@ -419,7 +489,7 @@ macro_rules! attr_family {
                     &self,
                     space: &str,
                     predicates: impl IntoIterator<Item = (P, PredOp)>,
-                    attrs: impl IntoIterator<Item = (K, Value)>,
+                    attrs: impl IntoIterator<Item = (K, $arg)>,
                 ) -> Result<u64, ClientError> {
                     self.block_on(self.client().$group(space, predicates, attrs))
                 }
@@ -428,101 +498,8 @@ macro_rules! attr_family {
     };
 }
 
-/// `X`, `cond_X`, `group_X` for an operation taking attribute → map key →
-/// operand (HyperDex's "mapattributes").
-macro_rules! map_family {
-    ($( $plain:ident, $cond:ident, $group:ident, $doc:literal, |$k:ident, $v:ident| $make:expr; )*) => {
-        impl Client {
-            $(
-                #[doc = $doc]
-                #[doc = ""]
-                #[doc = "`mattrs`: map attribute → (map key, operand) pairs; several keys of several maps change together."]
-                pub async fn $plain<K: AsRef<str>>(
-                    &self,
-                    space: &str,
-                    key: impl Into<Value>,
-                    mattrs: impl IntoIterator<Item = (K, Vec<(Value, Value)>)>,
-                ) -> Result<Option<bool>, ClientError> {
-                    let ops = map_ops(mattrs, |$k, $v| $make);
-                    Ok(self.update(space, key.into(), must_exist(), Vec::new(), ops, false).await?.as_option())
-                }
-
-                #[doc = $doc]
-                pub async fn $cond<P: AsRef<str>, K: AsRef<str>>(
-                    &self,
-                    space: &str,
-                    key: impl Into<Value>,
-                    predicates: impl IntoIterator<Item = (P, PredOp)>,
-                    mattrs: impl IntoIterator<Item = (K, Vec<(Value, Value)>)>,
-                ) -> Result<Option<bool>, ClientError> {
-                    let ops = map_ops(mattrs, |$k, $v| $make);
-                    Ok(self.update(space, key.into(), must_exist(), named(predicates), ops, false).await?.as_option())
-                }
-
-                #[doc = $doc]
-                pub async fn $group<P: AsRef<str>, K: AsRef<str>>(
-                    &self,
-                    space: &str,
-                    predicates: impl IntoIterator<Item = (P, PredOp)>,
-                    mattrs: impl IntoIterator<Item = (K, Vec<(Value, Value)>)>,
-                ) -> Result<u64, ClientError> {
-                    let ops = map_ops(mattrs, |$k, $v| $make);
-                    self.group_execute(space, predicates, ops).await
-                }
-            )*
-        }
-
-        impl BlockingClient {
-            $(
-                #[doc = $doc]
-                pub fn $plain<K: AsRef<str>>(
-                    &self,
-                    space: &str,
-                    key: impl Into<Value>,
-                    mattrs: impl IntoIterator<Item = (K, Vec<(Value, Value)>)>,
-                ) -> Result<Option<bool>, ClientError> {
-                    self.block_on(self.client().$plain(space, key, mattrs))
-                }
-
-                #[doc = $doc]
-                pub fn $cond<P: AsRef<str>, K: AsRef<str>>(
-                    &self,
-                    space: &str,
-                    key: impl Into<Value>,
-                    predicates: impl IntoIterator<Item = (P, PredOp)>,
-                    mattrs: impl IntoIterator<Item = (K, Vec<(Value, Value)>)>,
-                ) -> Result<Option<bool>, ClientError> {
-                    self.block_on(self.client().$cond(space, key, predicates, mattrs))
-                }
-
-                #[doc = $doc]
-                pub fn $group<P: AsRef<str>, K: AsRef<str>>(
-                    &self,
-                    space: &str,
-                    predicates: impl IntoIterator<Item = (P, PredOp)>,
-                    mattrs: impl IntoIterator<Item = (K, Vec<(Value, Value)>)>,
-                ) -> Result<u64, ClientError> {
-                    self.block_on(self.client().$group(space, predicates, mattrs))
-                }
-            )*
-        }
-    };
-}
-
-fn map_ops<K: AsRef<str>>(
-    mattrs: impl IntoIterator<Item = (K, Vec<(Value, Value)>)>,
-    make: impl Fn(Value, Value) -> Op,
-) -> Vec<(String, Op)> {
-    let mut out = Vec::new();
-    for (name, entries) in mattrs {
-        for (k, v) in entries {
-            out.push((name.as_ref().to_string(), make(k, v)));
-        }
-    }
-    out
-}
-
-attr_family! {
+family! {
+    Value, attr_ops;
     atomic_add, cond_atomic_add, group_atomic_add, "Adds the operand (checked for ints).", |v| Op::Atomic(NumOp::Add, v);
     atomic_sub, cond_atomic_sub, group_atomic_sub, "Subtracts the operand (checked for ints).", |v| Op::Atomic(NumOp::Sub, v);
     atomic_mul, cond_atomic_mul, group_atomic_mul, "Multiplies by the operand (checked for ints).", |v| Op::Atomic(NumOp::Mul, v);
@@ -533,23 +510,24 @@ attr_family! {
     atomic_xor, cond_atomic_xor, group_atomic_xor, "Bitwise xor (ints only).", |v| Op::Atomic(NumOp::Xor, v);
     atomic_min, cond_atomic_min, group_atomic_min, "Stores the minimum of the value and the operand.", |v| Op::Atomic(NumOp::Min, v);
     atomic_max, cond_atomic_max, group_atomic_max, "Stores the maximum of the value and the operand.", |v| Op::Atomic(NumOp::Max, v);
-    string_prepend, cond_string_prepend, group_string_prepend, "Concatenates the operand at the front.", |v| Op::StringPrepend(v);
-    string_append, cond_string_append, group_string_append, "Concatenates the operand at the back.", |v| Op::StringAppend(v);
-    string_ltrim, cond_string_ltrim, group_string_ltrim, "Drops N bytes from the start (clamped).", |v| Op::StringLtrim(v);
-    string_rtrim, cond_string_rtrim, group_string_rtrim, "Drops N bytes from the end (clamped).", |v| Op::StringRtrim(v);
-    list_lpush, cond_list_lpush, group_list_lpush, "Pushes one element at the front.", |v| Op::ListLpush(v);
-    list_rpush, cond_list_rpush, group_list_rpush, "Pushes one element at the back.", |v| Op::ListRpush(v);
-    set_add, cond_set_add, group_set_add, "Adds one element to a set.", |v| Op::SetAdd(v);
-    set_remove, cond_set_remove, group_set_remove, "Removes one element from a set (absent: no change).", |v| Op::SetRemove(v);
-    set_union, cond_set_union, group_set_union, "Stores the union with the operand set.", |v| Op::SetUnion(v);
-    set_intersect, cond_set_intersect, group_set_intersect, "Stores the intersection with the operand set.", |v| Op::SetIntersect(v);
-    map_remove, cond_map_remove, group_map_remove, "Removes the entry with the given map key (absent: no change).", |v| Op::MapRemove(v);
-    document_rename, cond_document_rename, group_document_rename, "Moves the field at the path to the new path given (relative to the document root); a missing source fails.", |v| Op::DocumentRename(v);
-    document_unset, cond_document_unset, group_document_unset, "Removes the field at the path (the operand is ignored); a missing field fails.", |_v| Op::DocumentUnset;
+    string_prepend, cond_string_prepend, group_string_prepend, "Concatenates the operand at the front.", Op::StringPrepend;
+    string_append, cond_string_append, group_string_append, "Concatenates the operand at the back.", Op::StringAppend;
+    string_ltrim, cond_string_ltrim, group_string_ltrim, "Drops N bytes from the start (clamped).", Op::StringLtrim;
+    string_rtrim, cond_string_rtrim, group_string_rtrim, "Drops N bytes from the end (clamped).", Op::StringRtrim;
+    list_lpush, cond_list_lpush, group_list_lpush, "Pushes one element at the front.", Op::ListLpush;
+    list_rpush, cond_list_rpush, group_list_rpush, "Pushes one element at the back.", Op::ListRpush;
+    set_add, cond_set_add, group_set_add, "Adds one element to a set.", Op::SetAdd;
+    set_remove, cond_set_remove, group_set_remove, "Removes one element from a set (absent: no change).", Op::SetRemove;
+    set_union, cond_set_union, group_set_union, "Stores the union with the operand set.", Op::SetUnion;
+    set_intersect, cond_set_intersect, group_set_intersect, "Stores the intersection with the operand set.", Op::SetIntersect;
+    map_remove, cond_map_remove, group_map_remove, "Removes the entry with the given map key (absent: no change).", Op::MapRemove;
+    document_rename, cond_document_rename, group_document_rename, "Moves the field at the path to the new path given (relative to the document root); a missing source fails.", Op::DocumentRename;
+    document_unset, cond_document_unset, group_document_unset, "Removes the field at the path (the operand is ignored); a missing field fails.", |_: Value| Op::DocumentUnset;
 }
 
-map_family! {
-    map_add, cond_map_add, group_map_add, "Inserts or overwrites map entries.", |k, v| Op::MapAdd(k, v);
+family! {
+    Vec<(Value, Value)>, map_ops;
+    map_add, cond_map_add, group_map_add, "Inserts or overwrites map entries.", Op::MapAdd;
     map_atomic_add, cond_map_atomic_add, group_map_atomic_add, "Adds to the value under each map key (absent: from 0).", |k, v| Op::MapAtomic(NumOp::Add, k, v);
     map_atomic_sub, cond_map_atomic_sub, group_map_atomic_sub, "Subtracts from the value under each map key.", |k, v| Op::MapAtomic(NumOp::Sub, k, v);
     map_atomic_mul, cond_map_atomic_mul, group_map_atomic_mul, "Multiplies the value under each map key.", |k, v| Op::MapAtomic(NumOp::Mul, k, v);
@@ -560,8 +538,8 @@ map_family! {
     map_atomic_xor, cond_map_atomic_xor, group_map_atomic_xor, "Bitwise xor on the value under each map key (int values).", |k, v| Op::MapAtomic(NumOp::Xor, k, v);
     map_atomic_min, cond_map_atomic_min, group_map_atomic_min, "Minimum of the value under each map key and the operand.", |k, v| Op::MapAtomic(NumOp::Min, k, v);
     map_atomic_max, cond_map_atomic_max, group_map_atomic_max, "Maximum of the value under each map key and the operand.", |k, v| Op::MapAtomic(NumOp::Max, k, v);
-    map_string_prepend, cond_map_string_prepend, group_map_string_prepend, "Prepends to the string under each map key (absent: from \"\").", |k, v| Op::MapStringPrepend(k, v);
-    map_string_append, cond_map_string_append, group_map_string_append, "Appends to the string under each map key (absent: from \"\").", |k, v| Op::MapStringAppend(k, v);
+    map_string_prepend, cond_map_string_prepend, group_map_string_prepend, "Prepends to the string under each map key (absent: from \"\").", Op::MapStringPrepend;
+    map_string_append, cond_map_string_append, group_map_string_append, "Appends to the string under each map key (absent: from \"\").", Op::MapStringAppend;
 }
 
 impl BlockingClient {
@@ -604,7 +582,7 @@ impl BlockingClient {
         key: impl Into<Value>,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
         attrs: impl IntoIterator<Item = (K, Value)>,
-    ) -> Result<Option<bool>, ClientError> {
+    ) -> Result<Outcome, ClientError> {
         self.block_on(
             self.client()
                 .cond_put_or_create(space, key, predicates, attrs),
@@ -617,7 +595,7 @@ impl BlockingClient {
         space: &str,
         key: impl Into<Value>,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
-    ) -> Result<Option<bool>, ClientError> {
+    ) -> Result<Outcome, ClientError> {
         self.block_on(self.client().cond_del(space, key, predicates))
     }
 
@@ -640,18 +618,74 @@ impl BlockingClient {
         self.block_on(self.client().group_del(space, predicates))
     }
 
-    /// See [`Client::microtransaction`]; commit it with
-    /// [`BlockingClient::commit`].
+    /// See [`Client::put`].
+    pub fn put<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Outcome, ClientError> {
+        self.block_on(self.client().put(space, key, attrs))
+    }
+
+    /// See [`Client::put_if_not_exist`].
+    pub fn put_if_not_exist<K: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Outcome, ClientError> {
+        self.block_on(self.client().put_if_not_exist(space, key, attrs))
+    }
+
+    /// See [`Client::cond_put`].
+    pub fn cond_put<K: AsRef<str>, P: AsRef<str>>(
+        &self,
+        space: &str,
+        key: impl Into<Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Outcome, ClientError> {
+        self.block_on(self.client().cond_put(space, key, predicates, attrs))
+    }
+
+    /// See [`Client::del`].
+    pub fn del(&self, space: &str, key: impl Into<Value>) -> Result<Outcome, ClientError> {
+        self.block_on(self.client().del(space, key))
+    }
+
+    /// See [`Client::microtransaction`]; finish it with
+    /// [`BlockingClient::commit`], [`BlockingClient::cond_commit`] or
+    /// [`BlockingClient::group_commit`].
     pub fn microtransaction(&self, space: &str) -> Result<Microtransaction, ClientError> {
         self.block_on(self.client().microtransaction(space))
     }
 
-    /// Commits a microtransaction to `key` (see [`Microtransaction::commit_outcome`]).
+    /// See [`Microtransaction::commit`].
     pub fn commit(
         &self,
         tx: Microtransaction,
         key: impl Into<Value>,
     ) -> Result<Outcome, ClientError> {
-        self.block_on(tx.commit_outcome(key))
+        self.block_on(tx.commit(key))
+    }
+
+    /// See [`Microtransaction::cond_commit`].
+    pub fn cond_commit<P: AsRef<str>>(
+        &self,
+        tx: Microtransaction,
+        key: impl Into<Value>,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<Outcome, ClientError> {
+        self.block_on(tx.cond_commit(key, predicates))
+    }
+
+    /// See [`Microtransaction::group_commit`].
+    pub fn group_commit<P: AsRef<str>>(
+        &self,
+        tx: Microtransaction,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<u64, ClientError> {
+        self.block_on(tx.group_commit(predicates))
     }
 }

@@ -17,9 +17,14 @@
 //! except through the coordinator's admin requests; it does not retry an
 //! update whose outcome it cannot know (that is RECONFIGURE).
 //!
-//! Results follow API.md §3.4 in Rust form: NOTFOUND and CMPFAIL, where an
-//! operation defines them, are values (`Option`, `bool`); every other
-//! status is a [`ClientError`] with `status()`, `symbol()` and `message()`.
+//! Results follow API.md §3.4 in Rust form: every single-key write
+//! returns an [`Outcome`] — `Done` (SUCCESS), `NotFound` (NOTFOUND) or
+//! `CmpFail` with its precise [`CmpFailKind`] (CMPFAIL: a predicate
+//! failed, the object exists, or a mutation could not be applied) —
+//! whose [`Outcome::as_option`] is HyperDex's `True` / `None` / `False`;
+//! `get` returns `Option`; group operations and `count` a number. Every
+//! other status is a [`ClientError`] with `status()`, `symbol()` and
+//! `message()`.
 
 mod admin;
 mod blocking;

@@ -57,8 +57,10 @@ pub enum Op {
     DocumentUnset,
 }
 
-/// How an update ended, with the precise reason of a CMPFAIL.
+/// How a single-key write ended (API.md §3.4), with the precise reason of
+/// a CMPFAIL. Every status other than these three is a `ClientError`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a write may not have happened: check its Outcome"]
 pub enum Outcome {
     /// Applied on every replica (SUCCESS).
     Done,
@@ -82,6 +84,29 @@ impl Outcome {
             Outcome::Done => Some(true),
             Outcome::NotFound => None,
             Outcome::CmpFail { .. } => Some(false),
+        }
+    }
+
+    /// `Ok` when the write was applied; NOTFOUND and CMPFAIL (with its
+    /// reason) as errors, for callers to whom both mean failure.
+    pub fn into_result(self) -> Result<(), ClientError> {
+        match self {
+            Outcome::Done => Ok(()),
+            Outcome::NotFound => Err(ClientError::new(Status::NotFound, "no object has this key")),
+            Outcome::CmpFail { reason, .. } => Err(ClientError::new(Status::CmpFail, reason)),
+        }
+    }
+
+    /// Whether the write was applied (SUCCESS).
+    pub fn is_done(&self) -> bool {
+        *self == Outcome::Done
+    }
+
+    /// The kind of a CMPFAIL; `None` for the other outcomes.
+    pub fn cmp_fail_kind(&self) -> Option<CmpFailKind> {
+        match self {
+            Outcome::CmpFail { kind, .. } => Some(*kind),
+            _ => None,
         }
     }
 }

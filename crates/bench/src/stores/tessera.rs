@@ -59,7 +59,8 @@ impl TesseraStore {
                 Value::str(key),
                 [(name.as_str(), Value::String(value.to_vec()))],
             )
-            .await?;
+            .await?
+            .into_result()?;
         Ok(Outcome::Ok)
     }
 
@@ -71,7 +72,10 @@ impl TesseraStore {
                 for (name, value) in self.fields.iter().zip(fields.iter()) {
                     attrs.push((name.as_str(), Value::String(value.clone())));
                 }
-                self.client.put(&self.space, Value::str(key), attrs).await?;
+                self.client
+                    .put(&self.space, Value::str(key), attrs)
+                    .await?
+                    .into_result()?;
                 Ok(Outcome::Ok)
             }
             Op::Read { key } => self.get(key).await,
@@ -129,7 +133,8 @@ impl TesseraStore {
                         Value::str(key),
                         [("recno", Value::Int(*recno))],
                     )
-                    .await?;
+                    .await?
+                    .into_result()?;
                 Ok(Outcome::Ok)
             }
         }
