@@ -497,10 +497,27 @@ mod tests {
             status("d.a", Op::Atomic(Mod, Value::Float(1.0))),
             Status::WrongType
         );
+        // Decided (docs/API-NOTES.md): trims do not apply inside a
+        // document (API.md §9 lists prepend and append only), min and max
+        // do (§3.6 lists them for no document field).
         assert_eq!(
             status("d.a", Op::StringLtrim(Value::Int(1))),
             Status::WrongType
         );
+        assert_eq!(
+            status("d.a", Op::StringRtrim(Value::Int(1))),
+            Status::WrongType
+        );
+        for n in [Min, Max] {
+            assert_eq!(
+                action("d.a", Op::Atomic(n, Value::Float(0.5))).0,
+                Action::Num(n, Value::Float(0.5))
+            );
+            assert_eq!(
+                action("d.a", Op::Atomic(n, Value::Int(2))).0,
+                Action::Num(n, Value::Int(2))
+            );
+        }
         assert_eq!(status("d.a", Op::SetAdd(Value::Int(1))), Status::WrongType);
         assert_eq!(
             status("d.a", Op::Put(Value::List(vec![]))),
@@ -550,5 +567,13 @@ mod tests {
             reason: String::new(),
         };
         assert_eq!(cmp.as_option(), Some(false));
+        assert_eq!(cmp.cmp_fail_kind(), Some(CmpFailKind::Overflow));
+        assert_eq!(cmp.into_result().unwrap_err().status(), Status::CmpFail);
+        assert_eq!(
+            Outcome::NotFound.into_result().unwrap_err().status(),
+            Status::NotFound
+        );
+        assert!(Outcome::Done.into_result().is_ok());
+        assert!(Outcome::Done.is_done() && !Outcome::NotFound.is_done());
     }
 }

@@ -537,6 +537,27 @@ fn document_paths() {
         vec![at(D, "a.f", Action::Num(Mul, Value::Int(2)))],
         r#"{"a": {"b": 1, "s": "x", "arr": [1, {"q": 2}], "f": 3.0}, "n": 3}"#,
     );
+    // min and max apply to document fields too (docs/API-NOTES.md: API.md
+    // §3.6 lists them for no document field); int with int stays an int,
+    // a float on either side gives a float.
+    ok(
+        vec![
+            at(D, "a.b", Action::Num(Max, Value::Int(5))),
+            at(D, "n", Action::Num(Min, Value::Int(-1))),
+        ],
+        r#"{"a": {"b": 5, "s": "x", "arr": [1, {"q": 2}], "f": 1.5}, "n": -1}"#,
+    );
+    ok(
+        vec![
+            at(D, "a.b", Action::Num(Min, Value::Int(9))),
+            at(D, "a.f", Action::Num(Max, Value::Float(-2.0))),
+        ],
+        r#"{"a": {"b": 1, "s": "x", "arr": [1, {"q": 2}], "f": 1.5}, "n": 3}"#,
+    );
+    ok(
+        vec![at(D, "a.f", Action::Num(Min, Value::Int(1)))],
+        r#"{"a": {"b": 1, "s": "x", "arr": [1, {"q": 2}], "f": 1.0}, "n": 3}"#,
+    );
     // Strings.
     ok(
         vec![

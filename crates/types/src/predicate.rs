@@ -179,11 +179,22 @@ pub fn op_matches(op: &PredOp, value: &Value) -> bool {
 }
 
 /// Equality as `Eq` checks it: `==` on values, except that sets and maps are
-/// compared regardless of the operand's order and duplicates.
+/// compared regardless of the operand's order and duplicates, and
+/// documents as JSON values (a document is stored as written, or compact
+/// after a path update, so its text's spacing and key order mean nothing).
 fn values_equal(value: &Value, operand: &Value) -> bool {
     match (value, operand) {
         (Value::Set(_), Value::Set(_)) | (Value::Map(_), Value::Map(_)) => {
             canonicalize(value.clone()) == canonicalize(operand.clone())
+        }
+        (Value::Document(a), Value::Document(b)) => {
+            match (
+                serde_json::from_str::<serde_json::Value>(a),
+                serde_json::from_str::<serde_json::Value>(b),
+            ) {
+                (Ok(x), Ok(y)) => x == y,
+                _ => a == b,
+            }
         }
         _ => value == operand,
     }
@@ -989,6 +1000,13 @@ mod tests {
             PredOp::Eq(Value::Document(r#"{ "x": [1], "y": 1 }"#.into()))
         ));
         assert!(at("t", PredOp::Eq(Value::Document("true".into()))));
+        // A whole document attribute compares as JSON too, whatever its
+        // spacing and key order.
+        let whole = |op: PredOp| Check::new(1, op).matches(&obj(d.clone()));
+        assert!(whole(PredOp::Eq(Value::Document(
+            r#"{"t":true,"p":{"sub":{"x":[1],"y":1},"tags":["a","b"],"h":1.5,"age":30,"name":"Jo"}}"#.into()
+        ))));
+        assert!(!whole(PredOp::Eq(Value::Document(r#"{"t": true}"#.into()))));
         // Missing paths and paths through non-objects match nothing.
         assert!(!at("p.nope", PredOp::Eq(Value::str("Jo"))));
         assert!(!at("p.name.x", PredOp::Eq(Value::str("Jo"))));
