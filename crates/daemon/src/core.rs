@@ -18,7 +18,7 @@ use crate::record::{Record, RECENT_WRITERS_MAX};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
-    ChainAck, ChainForward, ChainMsg, DaemonResponse, HopWrite, Status, TransferEntry, TransferMsg,
+    ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite, Status, TransferEntry,
     UpdateRequest,
 };
 use tessera_storage::{Engine, Write};
@@ -39,10 +39,11 @@ pub enum Effect {
         to: DaemonId,
         msg: ChainMsg,
     },
-    /// A committed entry for a daemon receiving this region by transfer.
-    Transfer {
-        to: DaemonId,
-        msg: TransferMsg,
+    /// A committed entry for the target of `transfer`, which receives this
+    /// region (the shell numbers it through `transfer::Transfers::stamp`).
+    Ship {
+        transfer: u64,
+        entry: TransferEntry,
     },
     Reply {
         to: ReplyTo,
@@ -90,7 +91,7 @@ pub struct ReplicaCore {
     me: DaemonId,
     config: Arc<Configuration>,
     engine: Arc<dyn Engine>,
-    keys: HashMap<StateKey, KeyState>,
+    keys: BTreeMap<StateKey, KeyState>,
     /// Chain messages stamped with an epoch newer than ours, held until our
     /// configuration catches up.
     future: Vec<ChainMsg>,
@@ -99,21 +100,27 @@ pub struct ReplicaCore {
     effects: Vec<Effect>,
     /// Transfers this daemon is the source of, by region: every commit in
     /// the region is also shipped to the target.
-    outgoing: HashMap<RegionId, Vec<(u64, DaemonId)>>,
+    outgoing: HashMap<RegionId, Vec<u64>>,
     /// Logical time: the number of `on_tick` calls so far.
     tick: u64,
     /// Keys that left a region being transferred in, with the version at
     /// which they left, so an older transferred entry cannot resurrect them.
     removed: HashMap<StateKey, Version>,
+    /// Requests this point leader refused when it evaluated them (NOTFOUND,
+    /// CMPFAIL, …), oldest first. A late copy of one (its client timed out,
+    /// sent it again and may have returned with this answer already) gets
+    /// the same answer instead of a second evaluation that could apply.
+    refused: HashMap<ClientRef, DaemonResponse>,
+    refused_order: VecDeque<ClientRef>,
 }
 
-fn outgoing_transfers(
-    me: DaemonId,
-    config: &Configuration,
-) -> HashMap<RegionId, Vec<(u64, DaemonId)>> {
-    let mut out: HashMap<RegionId, Vec<(u64, DaemonId)>> = HashMap::new();
+/// How many refused requests a point leader remembers.
+const REFUSED_REMEMBERED_MAX: usize = 1 << 16;
+
+fn outgoing_transfers(me: DaemonId, config: &Configuration) -> HashMap<RegionId, Vec<u64>> {
+    let mut out: HashMap<RegionId, Vec<u64>> = HashMap::new();
     for t in config.transfers.iter().filter(|t| t.from == me) {
-        out.entry(t.region).or_default().push((t.id, t.to));
+        out.entry(t.region).or_default().push(t.id);
     }
     out
 }
@@ -130,12 +137,14 @@ impl ReplicaCore {
         ReplicaCore {
             me,
             engine,
-            keys: HashMap::new(),
+            keys: BTreeMap::new(),
             future: Vec::new(),
             local: VecDeque::new(),
             effects: Vec::new(),
             outgoing: outgoing_transfers(me, &config),
             removed: HashMap::new(),
+            refused: HashMap::new(),
+            refused_order: VecDeque::new(),
             tick: 0,
             config,
         }
@@ -153,6 +162,41 @@ impl ReplicaCore {
     /// Number of (region, key) entries with work in flight (for tests and metrics).
     pub fn busy_keys(&self) -> usize {
         self.keys.values().filter(|s| !s.is_idle()).count()
+    }
+
+    /// What the busy keys wait for, for diagnostics.
+    pub fn describe_busy(&self) -> String {
+        let mut out = Vec::new();
+        for ((region, key), s) in self.keys.iter().filter(|(_, s)| !s.is_idle()) {
+            let pending: Vec<String> = s
+                .pending
+                .iter()
+                .map(|(v, p)| {
+                    let hop = p.forward.hops[p.forward.position as usize];
+                    format!(
+                        "v{} at {}/{} after {:?} acked {} from {}",
+                        v.0,
+                        p.forward.position,
+                        p.forward.hops.len(),
+                        hop.after,
+                        p.acked,
+                        p.forward.from
+                    )
+                })
+                .collect();
+            let stored = self
+                .load(&(*region, key.clone()))
+                .ok()
+                .flatten()
+                .map(|r| r.version.0);
+            out.push(format!(
+                "{region} {key:?}: stored v{stored:?} pending [{}] buffered {:?} queued {}",
+                pending.join(", "),
+                s.buffered.keys().map(|v| v.0).collect::<Vec<_>>(),
+                s.queued.len()
+            ));
+        }
+        out.join("; ")
     }
 
     // ------------------------------------------------------------ inputs
@@ -224,6 +268,11 @@ impl ReplicaCore {
         reply: ReplyTo,
         request: &UpdateRequest,
     ) -> bool {
+        if let Some(response) = self.refused.get(&request.client) {
+            let response = response.clone();
+            self.reply(reply, response);
+            return true;
+        }
         if let Some(state) = self.keys.get_mut(state_key) {
             if let Some(p) = state
                 .pending
@@ -240,6 +289,17 @@ impl ReplicaCore {
                 true
             }
             _ => false,
+        }
+    }
+
+    fn remember_refusal(&mut self, client: ClientRef, response: DaemonResponse) {
+        if self.refused.insert(client, response).is_none() {
+            self.refused_order.push_back(client);
+        }
+        while self.refused_order.len() > REFUSED_REMEMBERED_MAX {
+            if let Some(old) = self.refused_order.pop_front() {
+                self.refused.remove(&old);
+            }
         }
     }
 
@@ -341,6 +401,11 @@ impl ReplicaCore {
                     dropped.push(*version); // this daemon left the region's chain
                     continue;
                 };
+                // An acknowledgement came from the old chain: whoever
+                // follows this daemon now may not hold the update yet, so
+                // it must acknowledge again (members that committed it do
+                // so at once). Only the last hop needs no acknowledgement.
+                pending.acked = pos + 1 == hops.len();
                 pending.forward.hops = hops;
                 pending.forward.position = pos as u32;
                 pending.forward.epoch = epoch;
@@ -417,7 +482,9 @@ impl ReplicaCore {
             // contradicted if that version never completes: wait for it.
             Err(_) if has_pending => return false,
             Err(Refusal { status, reason }) => {
-                self.reply(reply, DaemonResponse::Failed { status, reason });
+                let response = DaemonResponse::Failed { status, reason };
+                self.remember_refusal(request.client, response.clone());
+                self.reply(reply, response);
                 return true;
             }
         };
@@ -476,6 +543,11 @@ impl ReplicaCore {
             else {
                 return;
             };
+            // The same request may have been queued twice (its client sent
+            // it again): the first copy's outcome answers the second.
+            if self.answer_retry(state_key, reply, &request) {
+                continue;
+            }
             if !self.try_start(state_key, reply, &request) {
                 if let Some(s) = self.keys.get_mut(state_key) {
                     s.queued.push_front((reply, request));
@@ -743,21 +815,14 @@ impl ReplicaCore {
                 }
                 return;
             }
-            if let Some(targets) = self.outgoing.get(&hop.region) {
-                let record = shipped;
-                for &(transfer, to) in targets {
+            if let Some(transfers) = self.outgoing.get(&hop.region) {
+                for &transfer in transfers {
                     let entry = TransferEntry {
                         key: state_key.1.clone(),
                         version: forward.version,
-                        record: record.clone(),
+                        record: shipped.clone(),
                     };
-                    let msg = TransferMsg::Entries {
-                        transfer,
-                        from: self.me,
-                        region: hop.region,
-                        entries: vec![entry],
-                    };
-                    self.effects.push(Effect::Transfer { to, msg });
+                    self.effects.push(Effect::Ship { transfer, entry });
                 }
             }
             if pos > 0 {

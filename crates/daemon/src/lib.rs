@@ -15,8 +15,9 @@ pub mod chain;
 pub mod core;
 pub mod ops;
 pub mod record;
-mod search;
+pub mod search;
 mod shell;
+pub mod transfer;
 
 use std::future::Future;
 use std::net::SocketAddr;

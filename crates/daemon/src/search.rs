@@ -13,8 +13,11 @@ use crate::shell::{decode_record, Daemon};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use tessera_protocol::{DaemonResponse, SearchAfter, SortBy, Status};
+use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Check, Epoch, Object, RegionId, SpaceId, Value, Version};
+use tessera_types::{
+    Check, Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version,
+};
 
 /// The most objects in one search page.
 pub const PAGE_OBJECTS_MAX: usize = 256;
@@ -32,7 +35,27 @@ fn failed(status: Status, reason: impl Into<String>) -> DaemonResponse {
 }
 
 pub(crate) fn get(daemon: &Daemon, epoch: Epoch, space: SpaceId, key: &Value) -> DaemonResponse {
-    let config = daemon.config();
+    get_committed(
+        &daemon.config(),
+        daemon.me,
+        daemon.engine.as_ref(),
+        epoch,
+        space,
+        key,
+    )
+}
+
+/// A get at daemon `me` under `config`: the key's committed object, if
+/// `me` is its point leader and the client's epoch is `config`'s. (A
+/// committed version at the point leader is held by every replica.)
+pub fn get_committed(
+    config: &Configuration,
+    me: DaemonId,
+    engine: &dyn Engine,
+    epoch: Epoch,
+    space: SpaceId,
+    key: &Value,
+) -> DaemonResponse {
     if epoch != config.epoch {
         return DaemonResponse::WrongEpoch {
             epoch: config.epoch,
@@ -47,13 +70,13 @@ pub(crate) fn get(daemon: &Daemon, epoch: Epoch, space: SpaceId, key: &Value) ->
     let Some(region) = key_region(space, key) else {
         return failed(Status::Internal, "the key subspace has no regions");
     };
-    if region.chain.first() != Some(&daemon.me) {
+    if region.chain.first() != Some(&me) {
         return failed(
             Status::Reconfigure,
             "this daemon is not the key's point leader",
         );
     }
-    match daemon.engine.get(region.id, &key_bytes(key)) {
+    match engine.get(region.id, &key_bytes(key)) {
         Err(e) => failed(Status::ServerError, e.to_string()),
         Ok(None) => failed(Status::NotFound, "no object has this key"),
         Ok(Some(bytes)) => match decode_record(&bytes) {

@@ -8,8 +8,9 @@
 use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::record::Record;
 use crate::search;
+use crate::transfer::{Action as TransferAction, Transfers};
 use crate::{DaemonError, DaemonOptions};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -23,13 +24,16 @@ use tessera_protocol::{
 use tessera_protocol::{TransferEntry, TransferMsg};
 use tessera_storage::{Durability, Engine, FjallEngine};
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Configuration, DaemonId, Epoch, Value};
+use tessera_types::{Configuration, DaemonId, Epoch, RegionId, Value};
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 /// Number of replica cores per daemon.
 pub const SHARDS: usize = 16;
+
+/// Records per state-transfer message.
+const TRANSFER_BATCH: usize = 256;
 
 const META_DAEMON_ID: &str = "daemon_id";
 
@@ -43,10 +47,8 @@ pub(crate) struct Daemon {
     next_conn: AtomicU64,
     frame_bytes_max: usize,
     coord: CoordClient,
-    /// Transfers whose initial scan this daemon (as source) has started.
-    scans_started: Mutex<HashSet<u64>>,
-    /// Transfers this daemon (as target) has begun receiving.
-    transfers_received: Mutex<HashSet<u64>>,
+    /// State transfers this daemon sends or receives.
+    transfers: Mutex<Transfers>,
     lease: Lease,
 }
 
@@ -112,7 +114,9 @@ impl Daemon {
         for effect in effects {
             match effect {
                 Effect::Send { to, msg } => self.send_peer(to, Message::Chain(msg)),
-                Effect::Transfer { to, msg } => self.send_peer(to, Message::Transfer(msg)),
+                Effect::Ship { transfer, entry } => {
+                    self.ship(transfer, None, vec![entry]);
+                }
                 Effect::Reply { to, response } => self.reply(to, response),
             }
         }
@@ -151,7 +155,7 @@ impl Daemon {
         Some(tx)
     }
 
-    fn install_config(&self, config: Configuration) {
+    fn install_config(self: &Arc<Self>, config: Configuration) {
         let config = Arc::new(config);
         {
             let mut current = self.config.write().unwrap_or_else(|p| p.into_inner());
@@ -163,6 +167,9 @@ impl Daemon {
         tracing::info!(epoch = %config.epoch, "installed configuration");
         // A peer's address may have changed: reconnect lazily.
         lock(&self.peers).clear();
+        // Transfers first: a core ships the commits of a new transfer from
+        // now on, and they must find the transfer known.
+        let actions = lock(&self.transfers).on_config(&config);
         for shard in &self.shards {
             let mut core = lock(shard);
             core.on_config(config.clone());
@@ -170,117 +177,117 @@ impl Daemon {
             self.execute(effects);
         }
         self.drop_removed_regions(&config);
-        self.start_transfer_scans(&config);
+        self.run_transfer_actions(actions);
     }
 
-    /// As the source of a transfer: ship every committed record of the
-    /// region, then `ScanDone`. Commits made meanwhile are shipped by the
-    /// cores as they happen (they learned of the transfer before the scan
-    /// began), and the target keeps the highest version of each key.
-    fn start_transfer_scans(self: &Daemon, config: &Configuration) {
-        for t in config.transfers.iter().filter(|t| t.from == self.me) {
-            if !lock(&self.scans_started).insert(t.id) {
-                continue;
+    /// Numbers entries of `transfer` and queues them for its target, in
+    /// the order numbered. False when the transfer (or this attempt of it,
+    /// when given) is no longer being sent.
+    fn ship(&self, transfer: u64, attempt: Option<u32>, entries: Vec<TransferEntry>) -> bool {
+        let mut transfers = lock(&self.transfers);
+        match transfers.stamp(transfer, attempt, entries) {
+            Some((to, msg)) => {
+                self.send_peer(to, Message::Transfer(msg));
+                true
             }
-            let (engine, transfer, region, to, me) =
-                (self.engine.clone(), t.id, t.region, t.to, self.me);
-            let peer = self.peer_sender(to);
-            tracing::info!(transfer, %region, %to, "state transfer: sending");
-            tokio::task::spawn_blocking(move || {
-                let Some(peer) = peer else { return };
-                let mut batch = Vec::new();
-                let mut sent = 0usize;
-                let result = engine.scan(region, None, &mut |key, value| {
-                    let version = match Record::decode(value) {
-                        Ok(r) => r.version,
-                        Err(_) => return true,
-                    };
-                    batch.push(TransferEntry {
-                        key: key.to_vec(),
-                        version,
-                        record: Some(value.to_vec()),
-                    });
-                    if batch.len() >= 256 {
-                        sent += batch.len();
-                        let entries = std::mem::take(&mut batch);
-                        let _ = peer.send(Message::Transfer(TransferMsg::Entries {
-                            transfer,
-                            from: me,
-                            region,
-                            entries,
-                        }));
-                    }
-                    true
-                });
-                if let Err(e) = result {
-                    tracing::error!(transfer, "state transfer scan failed: {e}");
-                    return;
-                }
-                sent += batch.len();
-                let _ = peer.send(Message::Transfer(TransferMsg::Entries {
-                    transfer,
-                    from: me,
-                    region,
-                    entries: batch,
-                }));
-                let _ = peer.send(Message::Transfer(TransferMsg::ScanDone {
-                    transfer,
-                    from: me,
-                    region,
-                }));
-                tracing::info!(transfer, sent, "state transfer: scan shipped");
-            });
+            None => false,
         }
     }
 
-    /// As the target of a transfer.
-    fn on_transfer(self: &Arc<Self>, msg: TransferMsg) {
-        match msg {
-            TransferMsg::Entries {
-                transfer,
-                region,
-                entries,
-                ..
-            } => {
-                if lock(&self.transfers_received).insert(transfer) {
-                    // Whatever this daemon held of the region before is stale.
-                    if let Err(e) = self.engine.drop_region(region) {
-                        tracing::error!(%region, "cannot clear region for transfer: {e}");
+    fn run_transfer_actions(self: &Arc<Self>, actions: Vec<TransferAction>) {
+        for action in actions {
+            match action {
+                TransferAction::Scan {
+                    transfer,
+                    attempt,
+                    region,
+                } => self.scan_for_transfer(transfer, attempt, region),
+                TransferAction::Store {
+                    region,
+                    entries,
+                    fresh,
+                } => {
+                    if fresh {
+                        // Whatever this daemon held of the region is stale.
+                        if let Err(e) = self.engine.drop_region(region) {
+                            tracing::error!(%region, "cannot clear region for transfer: {e}");
+                        }
+                    }
+                    for entry in entries {
+                        let mut core = lock(&self.shards[shard_of_bytes(&entry.key)]);
+                        core.on_transfer_entry(region, entry);
+                        let effects = core.drain_effects();
+                        self.execute(effects);
                     }
                 }
-                for entry in entries {
-                    let mut core = lock(&self.shards[shard_of_bytes(&entry.key)]);
-                    core.on_transfer_entry(region, entry);
-                    let effects = core.drain_effects();
-                    self.execute(effects);
-                }
-            }
-            TransferMsg::ScanDone {
-                transfer, region, ..
-            } => {
-                tracing::info!(transfer, %region, "state transfer: caught up");
-                let daemon = self.clone();
-                tokio::spawn(async move {
-                    for _ in 0..20 {
+                TransferAction::Send { to, msg } => self.send_peer(to, Message::Transfer(msg)),
+                TransferAction::Complete { transfer } => {
+                    let daemon = self.clone();
+                    tokio::spawn(async move {
                         match daemon
                             .coord
                             .call(CoordRequest::TransferComplete { transfer })
                             .await
                         {
-                            Ok(CoordResponse::Done) => return,
-                            Ok(other) => {
-                                tracing::warn!(transfer, "transfer completion refused: {other:?}");
-                                return;
+                            Ok(CoordResponse::Done) => {
+                                tracing::info!(transfer, "state transfer: caught up")
                             }
-                            Err(e) => {
-                                tracing::warn!(transfer, "cannot report transfer completion: {e}")
-                            }
+                            Ok(other) => tracing::debug!(transfer, "completion: {other:?}"),
+                            Err(e) => tracing::debug!(transfer, "completion not reported: {e}"),
                         }
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                    }
-                });
+                    });
+                }
             }
         }
+    }
+
+    /// As the source of a transfer: ship every record of the region. Commits
+    /// made meanwhile are shipped by the cores as they happen (they learned
+    /// of the transfer before the scan began), and the target keeps the
+    /// highest version of each key.
+    fn scan_for_transfer(self: &Arc<Self>, transfer: u64, attempt: u32, region: RegionId) {
+        tracing::info!(transfer, attempt, %region, "state transfer: scanning");
+        let daemon = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut batch = Vec::new();
+            let mut sent = 0usize;
+            let mut current = true;
+            let result = daemon.engine.scan(region, None, &mut |key, value| {
+                let version = match Record::decode(value) {
+                    Ok(r) => r.version,
+                    Err(_) => return true,
+                };
+                batch.push(TransferEntry {
+                    key: key.to_vec(),
+                    version,
+                    record: Some(value.to_vec()),
+                });
+                if batch.len() >= TRANSFER_BATCH {
+                    sent += batch.len();
+                    current = daemon.ship(transfer, Some(attempt), std::mem::take(&mut batch));
+                }
+                current
+            });
+            if let Err(e) = result {
+                // The target will ask for a restart.
+                tracing::error!(transfer, "state transfer scan failed: {e}");
+                return;
+            }
+            if !current {
+                return; // superseded by a restart
+            }
+            sent += batch.len();
+            if daemon.ship(transfer, Some(attempt), batch) {
+                lock(&daemon.transfers).scanned(transfer, attempt);
+                tracing::info!(transfer, attempt, sent, "state transfer: scan shipped");
+            }
+        });
+    }
+
+    /// A transfer message from a peer.
+    fn on_transfer(self: &Arc<Self>, msg: TransferMsg) {
+        let actions = lock(&self.transfers).on_message(msg);
+        self.run_transfer_actions(actions);
     }
 
     /// Regions that no configuration names any more (their space was
@@ -578,8 +585,7 @@ pub(crate) async fn run(
         next_conn: AtomicU64::new(1),
         frame_bytes_max: options.frame_bytes_max,
         coord: coord.clone(),
-        scans_started: Mutex::new(HashSet::new()),
-        transfers_received: Mutex::new(HashSet::new()),
+        transfers: Mutex::new(Transfers::new(me)),
         lease: Lease {
             started: std::time::Instant::now(),
             last_ok_ms: AtomicU64::new(0),
@@ -587,7 +593,8 @@ pub(crate) async fn run(
         },
     });
     daemon.drop_removed_regions(&config);
-    daemon.start_transfer_scans(&config);
+    let actions = lock(&daemon.transfers).on_config(&config);
+    daemon.run_transfer_actions(actions);
     let stop = Arc::new(tokio::sync::Notify::new());
     let heartbeat_task = tokio::spawn(heartbeat(
         daemon.clone(),
@@ -639,6 +646,8 @@ pub(crate) async fn run(
                     let effects = core.drain_effects();
                     daemon.execute(effects);
                 }
+                let actions = lock(&daemon.transfers).on_tick();
+                daemon.run_transfer_actions(actions);
             }
         })
     };

@@ -258,7 +258,7 @@ impl Net {
     fn collect(&mut self, from: DaemonId) {
         for effect in self.cores.get_mut(&from).unwrap().drain_effects() {
             match effect {
-                Effect::Transfer { .. } => panic!("these configurations have no transfers"),
+                Effect::Ship { .. } => panic!("these configurations have no transfers"),
                 Effect::Send { to, msg } => {
                     self.links.entry((from, to)).or_default().push_back(msg)
                 }

@@ -425,19 +425,35 @@ pub struct TransferEntry {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum TransferMsg {
-    /// Committed entries, from the initial scan or from later commits; the
-    /// target keeps, per key, the highest version it has seen.
+    /// Committed entries, from the source's scan or from later commits; the
+    /// target keeps, per key, the highest version it has seen. `seq` counts
+    /// the messages of one `attempt` from 0, so the target can tell whether
+    /// it has them all.
     Entries {
         transfer: u64,
+        attempt: u32,
+        seq: u64,
         from: DaemonId,
         region: RegionId,
         entries: Vec<TransferEntry>,
     },
-    /// The initial scan is complete.
-    ScanDone {
+    /// Source to target, every tick while the transfer runs (and for a
+    /// while after it ends): `sent` messages of `attempt` have gone out;
+    /// `scanned` when the scan among them is complete. Idempotent, so a
+    /// lost copy costs nothing.
+    Progress {
         transfer: u64,
+        attempt: u32,
         from: DaemonId,
         region: RegionId,
+        sent: u64,
+        scanned: bool,
+    },
+    /// Target to source: some messages were lost; scan again, as `attempt`.
+    Restart {
+        transfer: u64,
+        attempt: u32,
+        from: DaemonId,
     },
 }
 

@@ -1,0 +1,224 @@
+//! Per-key linearizability of a recorded history.
+//!
+//! Each key is an independent register-like object, so the history is
+//! checked key by key (linearizability is compositional). For one key the
+//! search tries every order consistent with real time — an operation may
+//! come next only if no other unplaced operation returned before it was
+//! invoked — replaying each against the sequential model and pruning
+//! `(placed set, state)` pairs already seen. Operations that never returned
+//! may take effect at any point after their invocation, or not at all.
+
+use std::collections::HashSet;
+
+/// The operations the simulated clients issue, on objects `(a, b)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvOp {
+    /// Create or overwrite both attributes.
+    Put {
+        a: i64,
+        b: i64,
+    },
+    /// If the object exists and `a == a_is`, set `b`.
+    CondPut {
+        a_is: i64,
+        b: i64,
+    },
+    /// Atomically add `n` to `a` of an existing object.
+    Add {
+        n: i64,
+    },
+    /// Delete an existing object.
+    Del,
+    Get,
+}
+
+/// What the cluster answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvResult {
+    Ok,
+    CmpFail,
+    NotFound,
+    Value(i64, i64),
+}
+
+/// The object under one key, if any.
+pub type State = Option<(i64, i64)>;
+
+/// The sequential model.
+pub fn step(state: State, op: KvOp) -> (State, KvResult) {
+    match (op, state) {
+        (KvOp::Put { a, b }, _) => (Some((a, b)), KvResult::Ok),
+        (KvOp::CondPut { .. } | KvOp::Add { .. } | KvOp::Del, None) => (None, KvResult::NotFound),
+        (KvOp::CondPut { a_is, b }, Some((a, _))) if a == a_is => (Some((a, b)), KvResult::Ok),
+        (KvOp::CondPut { .. }, s) => (s, KvResult::CmpFail),
+        (KvOp::Add { n }, Some((a, b))) => (Some((a + n, b)), KvResult::Ok),
+        (KvOp::Del, Some(_)) => (None, KvResult::Ok),
+        (KvOp::Get, s) => (
+            s,
+            s.map_or(KvResult::NotFound, |(a, b)| KvResult::Value(a, b)),
+        ),
+    }
+}
+
+/// One operation on one key: invoked at `invoke`, returned at `ret.0` with
+/// `ret.1`, or never returned.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub op: KvOp,
+    pub invoke: u64,
+    pub ret: Option<(u64, KvResult)>,
+}
+
+/// The most operations one key's history may hold.
+pub const EVENTS_PER_KEY_MAX: usize = 64;
+
+/// Whether the history of one key, starting from no object, is
+/// linearizable. The error describes the history.
+pub fn check_key(events: &[Event]) -> Result<(), String> {
+    assert!(
+        events.len() <= EVENTS_PER_KEY_MAX,
+        "too many events for one key"
+    );
+    let n = events.len();
+    let all_completed: u64 = (0..n)
+        .filter(|&i| events[i].ret.is_some())
+        .fold(0, |m, i| m | 1 << i);
+    let mut seen: HashSet<(u64, State)> = HashSet::new();
+    let mut stack: Vec<(u64, State)> = vec![(0, None)];
+    while let Some((placed, state)) = stack.pop() {
+        if placed & all_completed == all_completed {
+            return Ok(());
+        }
+        if !seen.insert((placed, state)) {
+            continue;
+        }
+        // The earliest return among the unplaced completed operations: an
+        // operation invoked after it cannot come next.
+        let horizon = (0..n)
+            .filter(|&i| placed & (1 << i) == 0)
+            .filter_map(|i| events[i].ret.map(|(t, _)| t))
+            .min()
+            .unwrap_or(u64::MAX);
+        for (i, event) in events.iter().enumerate() {
+            if placed & (1 << i) != 0 || event.invoke > horizon {
+                continue;
+            }
+            let (next, result) = step(state, event.op);
+            if let Some((_, got)) = event.ret {
+                if got != result {
+                    continue;
+                }
+            }
+            stack.push((placed | 1 << i, next));
+        }
+    }
+    let mut lines = vec!["no linearization of this history:".to_string()];
+    let mut sorted: Vec<&Event> = events.iter().collect();
+    sorted.sort_by_key(|e| e.invoke);
+    for e in sorted {
+        lines.push(format!(
+            "  [{:>7} .. {:>7}] {:?} -> {:?}",
+            e.invoke,
+            e.ret.map_or("never".to_string(), |(t, _)| t.to_string()),
+            e.op,
+            e.ret.map(|(_, r)| r)
+        ));
+    }
+    Err(lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(op: KvOp, invoke: u64, ret: u64, result: KvResult) -> Event {
+        Event {
+            op,
+            invoke,
+            ret: Some((ret, result)),
+        }
+    }
+
+    #[test]
+    fn sequential_histories_follow_the_model() {
+        let h = [
+            ev(KvOp::Put { a: 1, b: 2 }, 0, 1, KvResult::Ok),
+            ev(KvOp::Add { n: 3 }, 2, 3, KvResult::Ok),
+            ev(KvOp::Get, 4, 5, KvResult::Value(4, 2)),
+            ev(KvOp::CondPut { a_is: 9, b: 0 }, 6, 7, KvResult::CmpFail),
+            ev(KvOp::Del, 8, 9, KvResult::Ok),
+            ev(KvOp::Get, 10, 11, KvResult::NotFound),
+        ];
+        assert!(check_key(&h).is_ok());
+    }
+
+    #[test]
+    fn a_lost_acknowledged_write_is_caught() {
+        let h = [
+            ev(KvOp::Put { a: 1, b: 1 }, 0, 1, KvResult::Ok),
+            ev(KvOp::Put { a: 2, b: 2 }, 2, 3, KvResult::Ok),
+            ev(KvOp::Get, 4, 5, KvResult::Value(1, 1)),
+        ];
+        assert!(check_key(&h).is_err());
+    }
+
+    #[test]
+    fn concurrent_operations_may_take_either_order() {
+        let h = [
+            ev(KvOp::Put { a: 1, b: 1 }, 0, 10, KvResult::Ok),
+            ev(KvOp::Put { a: 2, b: 2 }, 1, 9, KvResult::Ok),
+            ev(KvOp::Get, 11, 12, KvResult::Value(1, 1)),
+        ];
+        assert!(check_key(&h).is_ok());
+        let h = [
+            ev(KvOp::Put { a: 1, b: 1 }, 0, 10, KvResult::Ok),
+            ev(KvOp::Put { a: 2, b: 2 }, 1, 9, KvResult::Ok),
+            ev(KvOp::Get, 11, 12, KvResult::Value(2, 2)),
+        ];
+        assert!(check_key(&h).is_ok());
+    }
+
+    #[test]
+    fn a_double_applied_add_is_caught_and_unreturned_ones_are_optional() {
+        let h = [
+            ev(KvOp::Put { a: 0, b: 0 }, 0, 1, KvResult::Ok),
+            ev(KvOp::Add { n: 1 }, 2, 3, KvResult::Ok),
+            ev(KvOp::Get, 4, 5, KvResult::Value(2, 0)),
+        ];
+        assert!(check_key(&h).is_err(), "one add applied twice");
+        let pending = Event {
+            op: KvOp::Add { n: 1 },
+            invoke: 2,
+            ret: None,
+        };
+        for seen in [0, 1] {
+            let h = [
+                ev(KvOp::Put { a: 0, b: 0 }, 0, 1, KvResult::Ok),
+                pending.clone(),
+                ev(KvOp::Get, 4, 5, KvResult::Value(seen, 0)),
+            ];
+            assert!(
+                check_key(&h).is_ok(),
+                "an unanswered add may or may not apply"
+            );
+        }
+        let h = [
+            ev(KvOp::Put { a: 0, b: 0 }, 0, 1, KvResult::Ok),
+            pending,
+            ev(KvOp::Get, 4, 5, KvResult::Value(2, 0)),
+        ];
+        assert!(check_key(&h).is_err(), "but at most once");
+    }
+
+    #[test]
+    fn real_time_order_is_respected() {
+        // The get began after the delete returned, so it cannot see the
+        // object even though a concurrent schedule could have.
+        let h = [
+            ev(KvOp::Put { a: 1, b: 1 }, 0, 1, KvResult::Ok),
+            ev(KvOp::Del, 2, 3, KvResult::Ok),
+            ev(KvOp::Get, 4, 5, KvResult::Value(1, 1)),
+        ];
+        assert!(check_key(&h).is_err());
+    }
+}

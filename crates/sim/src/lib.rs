@@ -1,0 +1,1445 @@
+//! `tessera-sim`: a deterministic simulation of a Tessera cluster.
+//!
+//! Everything runs on one thread in simulated time: five daemons (the real
+//! [`ReplicaCore`] over an in-memory engine, the real state-transfer
+//! bookkeeping, a lease from heartbeats), the coordinator (the real
+//! [`ClusterState`] and [`FailureDetector`]; its Raft group is modelled as
+//! one state machine that can become unavailable for a while, which is what
+//! a leader crash or a lost majority looks like from outside), and clients
+//! that retry with the same request id. The network delays, drops,
+//! duplicates and reorders messages and can cut a daemon off.
+//!
+//! A seed fixes everything: the knobs (loss, duplication, delay, which
+//! faults) and every random choice. Phase 1 runs the workload while a
+//! nemesis injects faults, never taking the last healthy replica of any
+//! region. Phase 2 heals everything and requires every operation to finish
+//! and the cluster to settle. Then the checkers run: per-key
+//! linearizability of the history (which covers acknowledged writes lost),
+//! every replica of every region equal, every object in exactly the regions
+//! its attributes map to, and epochs only growing at every daemon.
+
+pub mod check;
+
+use check::{Event, KvOp, KvResult};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tessera_coordinator::detector::FailureDetector;
+use tessera_coordinator::state::{ClusterState, Command, CommandResult};
+use tessera_daemon::chain::key_region;
+use tessera_daemon::core::{Effect, ReplicaCore, ReplyTo};
+use tessera_daemon::record::Record;
+use tessera_daemon::search::get_committed;
+use tessera_daemon::transfer::{Action as TransferAction, Transfers};
+use tessera_protocol::{
+    Action, ChainMsg, ClientRef, DaemonResponse, Mutation, NumOp, Status, TransferEntry,
+    TransferMsg, UpdateFlags, UpdateRequest,
+};
+use tessera_storage::{Engine, MemoryEngine};
+use tessera_types::{
+    Check, Configuration, DaemonId, DaemonState, Epoch, Object, PredOp, RegionId, SpaceId, Value,
+};
+
+const DAEMONS: u64 = 5;
+const TICK_MS: u64 = 250;
+const HEARTBEAT_MS: u64 = 500;
+/// A daemon serves clients for this long after sending a heartbeat the
+/// coordinator answered (the real shell: half the failure timeout).
+const LEASE_MS: u64 = 1_000;
+const FAILURE_TIMEOUT_MS: u64 = 2_000;
+const DETECTOR_TICK_MS: u64 = 200;
+const CLIENT_TIMEOUT_MS: u64 = 1_500;
+const PHASE1_MS: u64 = 20_000;
+const SETTLE_MS_MAX: u64 = 180_000;
+const TRANSFER_BATCH: usize = 8;
+
+/// A small deterministic generator (splitmix64).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    /// True with probability `per_mille / 1000`.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+/// What a seed chose.
+#[derive(Clone, Debug)]
+pub struct Knobs {
+    /// Messages lost, per thousand.
+    pub drop_per_mille: u64,
+    /// Messages delivered twice, per thousand.
+    pub dup_per_mille: u64,
+    /// Largest one-way delay; delays are uniform from 1 ms.
+    pub delay_max_ms: u64,
+    /// `tolerate f failures` of the space.
+    pub f: usize,
+    /// Non-key subspaces (on `a`, then `b`).
+    pub subspaces: usize,
+    /// Whether the nemesis crashes daemons, cuts them off, and takes the
+    /// coordinator away.
+    pub crashes: bool,
+    pub partitions: bool,
+    pub coordinator_outages: bool,
+    pub clients: usize,
+    pub ops_per_client: usize,
+    pub keys: i64,
+}
+
+impl Knobs {
+    pub fn from_seed(rng: &mut Rng) -> Knobs {
+        Knobs {
+            drop_per_mille: rng.pick(&[0, 0, 5, 30, 100]),
+            dup_per_mille: rng.pick(&[0, 10, 50]),
+            delay_max_ms: rng.pick(&[2, 10, 40, 150]),
+            f: rng.pick(&[1, 1, 2]),
+            subspaces: rng.pick(&[1, 2]),
+            crashes: rng.chance(700),
+            partitions: rng.chance(600),
+            coordinator_outages: rng.chance(400),
+            clients: rng.pick(&[2, 3, 4]),
+            ops_per_client: rng.pick(&[10, 20, 30]),
+            keys: rng.pick(&[3, 5, 8]),
+        }
+    }
+}
+
+/// What one run did.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub seed: u64,
+    pub knobs: String,
+    /// Simulated milliseconds until the checks ran.
+    pub sim_ms: u64,
+    pub operations: usize,
+    pub messages: u64,
+    pub dropped: u64,
+    pub crashes: u32,
+    pub partitions: u32,
+    pub coordinator_outages: u32,
+    pub epochs: u64,
+    pub transfers: u64,
+}
+
+/// A failed run: what went wrong, and how to replay it.
+#[derive(Debug)]
+pub struct Failure {
+    pub seed: u64,
+    pub knobs: String,
+    pub at_ms: u64,
+    pub what: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {} failed at {} ms ({})\n{}\nreplay: cargo run -p tessera-sim -- --seed {} --trace",
+            self.seed, self.at_ms, self.knobs, self.what, self.seed
+        )
+    }
+}
+
+/// What a run of many seeds did.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub seeds: u64,
+    pub sim_ms: u64,
+    pub operations: usize,
+    pub crashes: u32,
+    pub partitions: u32,
+    pub coordinator_outages: u32,
+    pub transfers: u64,
+    pub failed: Vec<u64>,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} seeds: {:.0} simulated seconds, {} operations, {} daemon crashes, {} partitions, \
+             {} coordinator outages, {} state transfers; {} failed {:?}",
+            self.seeds,
+            self.sim_ms as f64 / 1000.0,
+            self.operations,
+            self.crashes,
+            self.partitions,
+            self.coordinator_outages,
+            self.transfers,
+            self.failed.len(),
+            self.failed
+        )
+    }
+}
+
+/// Runs `count` seeds from `first`, calling `on_failure` for each failure.
+pub fn run_many(first: u64, count: u64, mut on_failure: impl FnMut(&Failure)) -> Summary {
+    let mut summary = Summary {
+        seeds: count,
+        ..Summary::default()
+    };
+    for seed in first..first + count {
+        match run(seed) {
+            Ok(r) => {
+                summary.sim_ms += r.sim_ms;
+                summary.operations += r.operations;
+                summary.crashes += r.crashes;
+                summary.partitions += r.partitions;
+                summary.coordinator_outages += r.coordinator_outages;
+                summary.transfers += r.transfers;
+            }
+            Err(f) => {
+                on_failure(&f);
+                summary.failed.push(seed);
+            }
+        }
+    }
+    summary
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Node {
+    Coord,
+    Daemon(DaemonId),
+    Client(usize),
+}
+
+#[derive(Clone, Debug)]
+enum Req {
+    Update(UpdateRequest),
+    Get(Value),
+}
+
+#[derive(Clone, Debug)]
+enum HbAnswer {
+    Ok(Option<Arc<Configuration>>),
+    /// The coordinator took this daemon offline: register again.
+    Offline,
+}
+
+#[derive(Clone, Debug)]
+enum Msg {
+    Chain(ChainMsg),
+    Transfer(TransferMsg),
+    Heartbeat { epoch: Epoch, sent_at: u64 },
+    HeartbeatReply { sent_at: u64, answer: HbAnswer },
+    Register,
+    Registered(Arc<Configuration>),
+    TransferComplete(u64),
+    Config(Arc<Configuration>),
+    ConfigRequest,
+    Request { id: u64, epoch: Epoch, req: Req },
+    Response { id: u64, resp: DaemonResponse },
+}
+
+#[derive(Debug)]
+enum Ev {
+    Deliver { from: Node, to: Node, msg: Msg },
+    DaemonTick(DaemonId, u64),
+    Heartbeat(DaemonId, u64),
+    CoordTick,
+    ClientWake(usize),
+    Nemesis,
+    Restart(DaemonId),
+    Heal(DaemonId),
+    CoordUp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// No message to or from anyone.
+    Full,
+    /// Only the coordinator is unreachable (the daemon still talks to
+    /// peers and clients: its lease must stop it serving).
+    Coordinator,
+}
+
+struct Running {
+    core: ReplicaCore,
+    transfers: Transfers,
+    config: Arc<Configuration>,
+    lease_until: u64,
+}
+
+struct SimDaemon {
+    id: DaemonId,
+    engine: Arc<MemoryEngine>,
+    up: bool,
+    incarnation: u64,
+    run: Option<Running>,
+    last_epoch: Epoch,
+}
+
+struct Coord {
+    state: ClusterState,
+    detector: FailureDetector,
+    up: bool,
+    term: u64,
+    base: Instant,
+}
+
+struct Current {
+    key: i64,
+    op: KvOp,
+    request_no: u64,
+    event: usize,
+    msg_id: u64,
+    deadline: u64,
+}
+
+struct SimClient {
+    id: u64,
+    config: Option<Arc<Configuration>>,
+    ops_left: usize,
+    request_no: u64,
+    current: Option<Current>,
+    /// Final reads: keys still to read after everything settled.
+    final_reads: Vec<i64>,
+}
+
+struct World {
+    trace: bool,
+    knobs: Knobs,
+    rng: Rng,
+    now: u64,
+    seq: u64,
+    queue: BTreeMap<(u64, u64), Ev>,
+    daemons: BTreeMap<DaemonId, SimDaemon>,
+    coord: Coord,
+    clients: Vec<SimClient>,
+    cuts: BTreeMap<DaemonId, Cut>,
+    /// Per key, the operations and their outcomes.
+    history: BTreeMap<i64, Vec<Event>>,
+    next_msg_id: u64,
+    phase2: bool,
+    finals_started: bool,
+    done: bool,
+    report: Report,
+    space: SpaceId,
+}
+
+fn space_description(knobs: &Knobs) -> String {
+    let subspaces = ["subspace a", "subspace b"][..knobs.subspaces].join(" ");
+    let failures = if knobs.f == 1 { "failure" } else { "failures" };
+    format!(
+        "space kv key int k attributes int a, int b {subspaces} create 4 partitions tolerate {} {failures}",
+        knobs.f
+    )
+}
+
+/// Runs one seed to completion (tracing to stderr when the environment
+/// sets `TESSERA_SIM_TRACE`).
+pub fn run(seed: u64) -> Result<Report, Failure> {
+    run_with(seed, std::env::var_os("TESSERA_SIM_TRACE").is_some())
+}
+
+/// Runs one seed, tracing every fault, epoch, chain message and client
+/// operation to stderr when `trace`.
+pub fn run_with(seed: u64, trace: bool) -> Result<Report, Failure> {
+    let mut rng = Rng::new(seed);
+    let knobs = Knobs::from_seed(&mut rng);
+    let mut world = World::new(seed, knobs, rng);
+    world.trace = trace;
+    let outcome = world.run();
+    let failure = |what: String, w: &World| Failure {
+        seed,
+        knobs: w.report.knobs.clone(),
+        at_ms: w.now,
+        what,
+    };
+    match outcome {
+        Ok(()) => match world.check() {
+            Ok(()) => {
+                world.report.sim_ms = world.now;
+                world.report.epochs = world.coord.state.epoch.0;
+                world.report.transfers = world.coord.state.transfer_id_next - 1;
+                Ok(world.report)
+            }
+            Err(what) => Err(failure(what, &world)),
+        },
+        Err(what) => Err(failure(what, &world)),
+    }
+}
+
+impl World {
+    fn new(seed: u64, knobs: Knobs, rng: Rng) -> World {
+        let mut state = ClusterState::default();
+        let mut daemons = BTreeMap::new();
+        for i in 0..DAEMONS {
+            let id = match state.apply(Command::RegisterDaemon {
+                id: None,
+                addr: format!("d{i}"),
+            }) {
+                CommandResult::Registered { id } => id,
+                other => panic!("registration refused: {other:?}"),
+            };
+            daemons.insert(
+                id,
+                SimDaemon {
+                    id,
+                    engine: Arc::new(MemoryEngine::new()),
+                    up: true,
+                    incarnation: 0,
+                    run: None,
+                    last_epoch: Epoch(0),
+                },
+            );
+        }
+        let space = match state.apply(Command::AddSpace {
+            description: space_description(&knobs),
+        }) {
+            CommandResult::SpaceAdded { id } => id,
+            other => panic!("space refused: {other:?}"),
+        };
+        let mut detector = FailureDetector::new(Duration::from_millis(FAILURE_TIMEOUT_MS));
+        detector.lead(1);
+        let clients = (0..knobs.clients)
+            .map(|i| SimClient {
+                id: 100 + i as u64,
+                config: None,
+                ops_left: knobs.ops_per_client,
+                request_no: 0,
+                current: None,
+                final_reads: Vec::new(),
+            })
+            .collect();
+        let report = Report {
+            seed,
+            knobs: format!("{knobs:?}"),
+            ..Report::default()
+        };
+        let mut world = World {
+            trace: false,
+            knobs,
+            rng,
+            now: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            daemons,
+            coord: Coord {
+                state,
+                detector,
+                up: true,
+                term: 1,
+                base: Instant::now(),
+            },
+            clients,
+            cuts: BTreeMap::new(),
+            history: BTreeMap::new(),
+            next_msg_id: 1,
+            phase2: false,
+            finals_started: false,
+            done: false,
+            report,
+            space,
+        };
+        let config = Arc::new(world.configuration());
+        let ids: Vec<DaemonId> = world.daemons.keys().copied().collect();
+        for id in ids {
+            world.start_daemon(id, config.clone());
+        }
+        for i in 0..world.clients.len() {
+            let at = world.rng.below(50);
+            world.at(at, Ev::ClientWake(i));
+        }
+        world.at(DETECTOR_TICK_MS, Ev::CoordTick);
+        world.at(700, Ev::Nemesis);
+        world
+    }
+
+    fn trace(&self, what: impl FnOnce() -> String) {
+        if self.trace {
+            eprintln!("{:>7} {}", self.now, what());
+        }
+    }
+
+    fn configuration(&self) -> Configuration {
+        self.coord.state.configuration(Vec::new())
+    }
+
+    fn at(&mut self, delay: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((self.now + delay, self.seq), ev);
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        while let Some(((t, _), ev)) = self.queue.pop_first() {
+            self.now = t;
+            if !self.phase2 && self.now >= PHASE1_MS {
+                self.heal_all();
+            }
+            if self.now > PHASE1_MS + SETTLE_MS_MAX {
+                return Err(format!(
+                    "the cluster did not settle within {} ms of healing: {}",
+                    SETTLE_MS_MAX,
+                    self.unsettled()
+                ));
+            }
+            self.handle(ev)?;
+            if self.done {
+                return Ok(());
+            }
+        }
+        Err("the event queue ran dry".into())
+    }
+
+    fn handle(&mut self, ev: Ev) -> Result<(), String> {
+        match ev {
+            Ev::Deliver { from, to, msg } => {
+                if self.blocked(from, to) {
+                    self.report.dropped += 1;
+                    return Ok(());
+                }
+                match to {
+                    Node::Coord => self.coord_receive(from, msg),
+                    Node::Daemon(d) => self.daemon_receive(d, from, msg),
+                    Node::Client(c) => self.client_receive(c, msg)?,
+                }
+            }
+            Ev::DaemonTick(d, inc) => {
+                let Some(daemon) = self.daemons.get_mut(&d) else {
+                    return Ok(());
+                };
+                if !daemon.up || daemon.incarnation != inc {
+                    return Ok(());
+                }
+                if let Some(run) = daemon.run.as_mut() {
+                    run.core.on_tick();
+                    let actions = run.transfers.on_tick();
+                    self.core_effects(d);
+                    self.transfer_actions(d, actions);
+                }
+                self.at(TICK_MS, Ev::DaemonTick(d, inc));
+            }
+            Ev::Heartbeat(d, inc) => {
+                let daemon = &self.daemons[&d];
+                if !daemon.up || daemon.incarnation != inc {
+                    return Ok(());
+                }
+                match &daemon.run {
+                    Some(run) => {
+                        let epoch = run.config.epoch;
+                        let sent_at = self.now;
+                        self.send(
+                            Node::Daemon(d),
+                            Node::Coord,
+                            Msg::Heartbeat { epoch, sent_at },
+                        );
+                    }
+                    // Restarted, not registered yet: ask again.
+                    None => self.send(Node::Daemon(d), Node::Coord, Msg::Register),
+                }
+                self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
+            }
+            Ev::CoordTick => {
+                self.coord_tick();
+                if self.phase2 {
+                    self.try_finish()?;
+                }
+                self.at(DETECTOR_TICK_MS, Ev::CoordTick);
+            }
+            Ev::ClientWake(c) => self.client_wake(c),
+            Ev::Nemesis => {
+                if !self.phase2 {
+                    self.nemesis();
+                    let next = 300 + self.rng.below(1_000);
+                    self.at(next, Ev::Nemesis);
+                }
+            }
+            Ev::Restart(d) => self.restart(d),
+            Ev::Heal(d) => {
+                self.cuts.remove(&d);
+                self.trace(|| format!("heal {d}"));
+            }
+            Ev::CoordUp => self.coord_up(),
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ network
+
+    fn blocked(&self, from: Node, to: Node) -> bool {
+        let cut = |n: Node, other: Node| match n {
+            Node::Daemon(d) => match self.cuts.get(&d) {
+                Some(Cut::Full) => true,
+                Some(Cut::Coordinator) => other == Node::Coord,
+                None => false,
+            },
+            _ => false,
+        };
+        let coord_down = (from == Node::Coord || to == Node::Coord) && !self.coord.up;
+        coord_down || cut(from, to) || cut(to, from)
+    }
+
+    fn send(&mut self, from: Node, to: Node, msg: Msg) {
+        self.report.messages += 1;
+        if self.blocked(from, to) || self.rng.chance(self.knobs.drop_per_mille) {
+            self.report.dropped += 1;
+            return;
+        }
+        let delay = 1 + self.rng.below(self.knobs.delay_max_ms);
+        if self.rng.chance(self.knobs.dup_per_mille) {
+            let later = delay + 1 + self.rng.below(self.knobs.delay_max_ms * 3);
+            self.at(
+                later,
+                Ev::Deliver {
+                    from,
+                    to,
+                    msg: msg.clone(),
+                },
+            );
+        }
+        self.at(delay, Ev::Deliver { from, to, msg });
+    }
+
+    // ------------------------------------------------------------ daemons
+
+    fn start_daemon(&mut self, id: DaemonId, config: Arc<Configuration>) {
+        let daemon = self.daemons.get_mut(&id).expect("known daemon");
+        let engine: Arc<dyn Engine> = daemon.engine.clone();
+        let mut transfers = Transfers::new(id);
+        let actions = transfers.on_config(&config);
+        daemon.last_epoch = daemon.last_epoch.max(config.epoch);
+        daemon.run = Some(Running {
+            core: ReplicaCore::new(id, config.clone(), engine),
+            transfers,
+            config,
+            lease_until: 0,
+        });
+        let inc = daemon.incarnation;
+        self.transfer_actions(id, actions);
+        let (t, h) = (self.rng.below(TICK_MS), self.rng.below(HEARTBEAT_MS));
+        self.at(t, Ev::DaemonTick(id, inc));
+        self.at(h, Ev::Heartbeat(id, inc));
+    }
+
+    fn install(&mut self, d: DaemonId, config: Arc<Configuration>) {
+        let daemon = self.daemons.get_mut(&d).expect("known daemon");
+        let Some(run) = daemon.run.as_mut() else {
+            return;
+        };
+        if config.epoch <= run.config.epoch {
+            return;
+        }
+        assert!(
+            config.epoch > daemon.last_epoch,
+            "daemon {d} installed epoch {} after {}",
+            config.epoch,
+            daemon.last_epoch
+        );
+        daemon.last_epoch = config.epoch;
+        run.config = config.clone();
+        let actions = run.transfers.on_config(&config);
+        run.core.on_config(config.clone());
+        // Regions no configuration names are dropped (spaces are never
+        // removed here, so there are none).
+        self.core_effects(d);
+        self.transfer_actions(d, actions);
+    }
+
+    fn daemon_receive(&mut self, d: DaemonId, from: Node, msg: Msg) {
+        let now = self.now;
+        let daemon = self.daemons.get_mut(&d).expect("known daemon");
+        if !daemon.up {
+            return;
+        }
+        if let Msg::Registered(config) = msg {
+            if daemon.run.is_some() {
+                self.install(d, config);
+            } else {
+                self.start_daemon(d, config);
+            }
+            return;
+        }
+        let Some(run) = daemon.run.as_mut() else {
+            return; // not registered yet
+        };
+        match msg {
+            Msg::Chain(m) => {
+                if self.trace {
+                    if let ChainMsg::Forward(f) = &m {
+                        let hop = f.hops[f.position as usize];
+                        eprintln!(
+                            "{:>7} {d} gets {:?} v{} {} hop {} {} of {:?} at {} (own {})",
+                            now,
+                            f.key,
+                            f.version.0,
+                            f.epoch,
+                            f.position,
+                            hop.region,
+                            f.hops
+                                .iter()
+                                .map(|h| (h.daemon.0, h.region.0))
+                                .collect::<Vec<_>>(),
+                            f.from,
+                            run.config.epoch
+                        );
+                    }
+                    if let ChainMsg::Ack(a) = &m {
+                        eprintln!(
+                            "{:>7} {d} gets ack {:?} v{} {} pos {} {} from {} (own {})",
+                            now,
+                            a.key,
+                            a.version.0,
+                            a.epoch,
+                            a.position,
+                            a.region,
+                            a.from,
+                            run.config.epoch
+                        );
+                    }
+                }
+                run.core.on_chain(m);
+                self.core_effects(d);
+            }
+            Msg::Transfer(m) => {
+                if self.trace {
+                    match &m {
+                        TransferMsg::Entries {
+                            transfer,
+                            attempt,
+                            seq,
+                            entries,
+                            ..
+                        } => eprintln!(
+                            "{now:>7} {d} transfer {transfer}.{attempt} #{seq}: {:?}",
+                            entries
+                                .iter()
+                                .map(|e| (e.key.last().copied(), e.version.0))
+                                .collect::<Vec<_>>()
+                        ),
+                        other => eprintln!("{now:>7} {d} {other:?}"),
+                    }
+                }
+                let actions = run.transfers.on_message(m);
+                self.transfer_actions(d, actions);
+            }
+            Msg::Config(config) => self.install(d, config),
+            Msg::HeartbeatReply { sent_at, answer } => match answer {
+                HbAnswer::Ok(config) => {
+                    run.lease_until = run.lease_until.max(sent_at + LEASE_MS);
+                    if let Some(config) = config {
+                        self.install(d, config);
+                    }
+                }
+                HbAnswer::Offline => self.send(Node::Daemon(d), Node::Coord, Msg::Register),
+            },
+            Msg::Request { id, epoch, req } => {
+                let Node::Client(c) = from else { return };
+                if now >= run.lease_until {
+                    let resp = DaemonResponse::Failed {
+                        status: Status::Reconfigure,
+                        reason: "lease expired".into(),
+                    };
+                    self.send(Node::Daemon(d), from, Msg::Response { id, resp });
+                    return;
+                }
+                match req {
+                    Req::Update(u) => {
+                        let reply = ReplyTo { conn: c as u64, id };
+                        run.core.on_update(reply, epoch, u);
+                        self.core_effects(d);
+                    }
+                    Req::Get(key) => {
+                        let resp = get_committed(
+                            &run.config,
+                            d,
+                            daemon.engine.as_ref(),
+                            epoch,
+                            self.space,
+                            &key,
+                        );
+                        self.send(Node::Daemon(d), from, Msg::Response { id, resp });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn core_effects(&mut self, d: DaemonId) {
+        let Some(run) = self.daemons.get_mut(&d).and_then(|x| x.run.as_mut()) else {
+            return;
+        };
+        let effects = run.core.drain_effects();
+        let mut out = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Send { to, msg } => out.push((Node::Daemon(to), Msg::Chain(msg))),
+                Effect::Ship { transfer, entry } => {
+                    if let Some((to, msg)) = run.transfers.stamp(transfer, None, vec![entry]) {
+                        out.push((Node::Daemon(to), Msg::Transfer(msg)));
+                    }
+                }
+                Effect::Reply { to, response } => out.push((
+                    Node::Client(to.conn as usize),
+                    Msg::Response {
+                        id: to.id,
+                        resp: response,
+                    },
+                )),
+            }
+        }
+        for (to, msg) in out {
+            self.send(Node::Daemon(d), to, msg);
+        }
+    }
+
+    fn transfer_actions(&mut self, d: DaemonId, actions: Vec<TransferAction>) {
+        for action in actions {
+            let daemon = self.daemons.get_mut(&d).expect("known daemon");
+            let engine = daemon.engine.clone();
+            let Some(run) = daemon.run.as_mut() else {
+                return;
+            };
+            match action {
+                TransferAction::Scan {
+                    transfer,
+                    attempt,
+                    region,
+                } => {
+                    let mut entries = Vec::new();
+                    engine
+                        .scan(region, None, &mut |k, v| {
+                            let version = Record::decode(v).expect("valid record").version;
+                            entries.push(TransferEntry {
+                                key: k.to_vec(),
+                                version,
+                                record: Some(v.to_vec()),
+                            });
+                            true
+                        })
+                        .expect("memory scan");
+                    let mut out = Vec::new();
+                    for chunk in entries.chunks(TRANSFER_BATCH) {
+                        if let Some(m) =
+                            run.transfers.stamp(transfer, Some(attempt), chunk.to_vec())
+                        {
+                            out.push(m);
+                        }
+                    }
+                    if entries.is_empty() {
+                        // An empty region still sends one (empty) message.
+                        if let Some(m) = run.transfers.stamp(transfer, Some(attempt), Vec::new()) {
+                            out.push(m);
+                        }
+                    }
+                    run.transfers.scanned(transfer, attempt);
+                    for (to, msg) in out {
+                        self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg));
+                    }
+                }
+                TransferAction::Store {
+                    region,
+                    entries,
+                    fresh,
+                } => {
+                    if fresh {
+                        engine.drop_region(region).expect("memory drop");
+                    }
+                    for entry in entries {
+                        run.core.on_transfer_entry(region, entry);
+                    }
+                    self.core_effects(d);
+                }
+                TransferAction::Send { to, msg } => {
+                    self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg))
+                }
+                TransferAction::Complete { transfer } => self.send(
+                    Node::Daemon(d),
+                    Node::Coord,
+                    Msg::TransferComplete(transfer),
+                ),
+            }
+        }
+    }
+
+    fn crash(&mut self, d: DaemonId) {
+        let daemon = self.daemons.get_mut(&d).expect("known daemon");
+        daemon.up = false;
+        daemon.run = None;
+        daemon.incarnation += 1;
+        self.report.crashes += 1;
+        self.trace(|| format!("crash {d}"));
+    }
+
+    fn restart(&mut self, d: DaemonId) {
+        let daemon = self.daemons.get_mut(&d).expect("known daemon");
+        if daemon.up {
+            return;
+        }
+        daemon.up = true;
+        let inc = daemon.incarnation;
+        self.trace(|| format!("restart {d}"));
+        // Its disk survived (the engine); it registers again before serving.
+        self.send(Node::Daemon(d), Node::Coord, Msg::Register);
+        // Registration may be lost: the heartbeat timer retries it.
+        self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
+    }
+
+    // ------------------------------------------------------------ coordinator
+
+    fn apply(&mut self, command: Command) -> CommandResult {
+        let before = self.coord.state.epoch;
+        let result = self.coord.state.apply(command);
+        if let Err(e) = self.coord.state.check_invariants() {
+            panic!("coordinator invariant broken: {e}");
+        }
+        if self.coord.state.epoch != before {
+            let config = Arc::new(self.configuration());
+            self.trace(|| {
+                let space = &config.spaces[0];
+                let chains: Vec<String> = space.subspaces[0]
+                    .regions
+                    .iter()
+                    .map(|r| format!("{}:{:?}", r.id, r.chain))
+                    .collect();
+                let others: Vec<String> = space.subspaces[1..]
+                    .iter()
+                    .flat_map(|l| l.regions.iter())
+                    .map(|r| format!("{}:{:?}", r.id, r.chain))
+                    .collect();
+                format!(
+                    "epoch {} transfers {:?} key regions {} others {}",
+                    config.epoch,
+                    config.transfers,
+                    chains.join(" "),
+                    others.join(" ")
+                )
+            });
+            let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
+            for id in ids {
+                self.send(Node::Coord, Node::Daemon(id), Msg::Config(config.clone()));
+            }
+        }
+        result
+    }
+
+    fn coord_receive(&mut self, from: Node, msg: Msg) {
+        let instant = self.coord.base + Duration::from_millis(self.now);
+        match (from, msg) {
+            (Node::Daemon(d), Msg::Heartbeat { epoch, sent_at }) => {
+                let info = self.coord.state.daemons.get(&d).map(|i| i.state);
+                let answer = match info {
+                    Some(DaemonState::Available) => {
+                        self.coord.detector.on_heartbeat(d, epoch, instant);
+                        let config = (epoch < self.coord.state.epoch)
+                            .then(|| Arc::new(self.configuration()));
+                        HbAnswer::Ok(config)
+                    }
+                    _ => HbAnswer::Offline,
+                };
+                self.send(Node::Coord, from, Msg::HeartbeatReply { sent_at, answer });
+            }
+            (Node::Daemon(d), Msg::Register) => {
+                self.apply(Command::RegisterDaemon {
+                    id: Some(d),
+                    addr: format!("d{}", d.0),
+                });
+                let config = Arc::new(self.configuration());
+                self.send(Node::Coord, from, Msg::Registered(config));
+            }
+            (Node::Daemon(_), Msg::TransferComplete(t)) => {
+                self.apply(Command::TransferComplete { transfer: t });
+            }
+            (Node::Client(_), Msg::ConfigRequest) => {
+                let config = Arc::new(self.configuration());
+                self.send(Node::Coord, from, Msg::Config(config));
+            }
+            _ => {}
+        }
+    }
+
+    fn coord_tick(&mut self) {
+        if !self.coord.up {
+            return;
+        }
+        let instant = self.coord.base + Duration::from_millis(self.now);
+        let suspects = self.coord.detector.suspects(instant, &self.coord.state);
+        for id in suspects {
+            self.apply(Command::DaemonOffline { id });
+        }
+    }
+
+    fn coord_up(&mut self) {
+        if self.coord.up {
+            return;
+        }
+        self.coord.up = true;
+        // A new leader: its detector starts afresh, giving every daemon a
+        // full timeout of grace.
+        self.coord.term += 1;
+        self.coord.detector.lead(self.coord.term);
+    }
+
+    // ------------------------------------------------------------ nemesis
+
+    /// Daemons that are up, registered and reachable.
+    fn healthy(&self, d: DaemonId) -> bool {
+        let daemon = &self.daemons[&d];
+        daemon.up && daemon.run.is_some() && !self.cuts.contains_key(&d)
+    }
+
+    /// Whether taking `d` away leaves every region a healthy replica.
+    fn may_fail(&self, d: DaemonId) -> bool {
+        if !self.healthy(d) {
+            return false;
+        }
+        self.coord.state.spaces.iter().all(|space| {
+            space.subspaces.iter().all(|layout| {
+                layout.regions.iter().all(|r| {
+                    r.chain
+                        .iter()
+                        .filter(|&&m| m != d && self.healthy(m))
+                        .count()
+                        >= 1
+                })
+            })
+        })
+    }
+
+    fn nemesis(&mut self) {
+        let roll = self.rng.below(10);
+        let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
+        let d = ids[self.rng.below(ids.len() as u64) as usize];
+        match roll {
+            0..=2 if self.knobs.crashes && self.may_fail(d) => {
+                self.crash(d);
+                let down = 200 + self.rng.below(4_000);
+                self.at(down, Ev::Restart(d));
+            }
+            3..=4 if self.knobs.partitions && self.may_fail(d) => {
+                let cut = if self.rng.chance(500) {
+                    Cut::Full
+                } else {
+                    Cut::Coordinator
+                };
+                self.cuts.insert(d, cut);
+                self.trace(|| format!("cut {d} {cut:?}"));
+                self.report.partitions += 1;
+                let length = 200 + self.rng.below(5_000);
+                self.at(length, Ev::Heal(d));
+            }
+            5 if self.knobs.coordinator_outages && self.coord.up => {
+                self.coord.up = false;
+                self.report.coordinator_outages += 1;
+                let length = 300 + self.rng.below(3_000);
+                self.at(length, Ev::CoordUp);
+            }
+            _ => {}
+        }
+    }
+
+    fn heal_all(&mut self) {
+        self.phase2 = true;
+        self.cuts.clear();
+        self.coord_up();
+        let down: Vec<DaemonId> = self
+            .daemons
+            .values()
+            .filter(|d| !d.up)
+            .map(|d| d.id)
+            .collect();
+        for d in down {
+            self.restart(d);
+        }
+    }
+
+    // ------------------------------------------------------------ clients
+
+    fn client_wake(&mut self, c: usize) {
+        let client = &self.clients[c];
+        match &client.current {
+            Some(cur) if self.now >= cur.deadline => {
+                // No answer in time: fetch the configuration, send again
+                // with the same request id.
+                self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+                self.send_current(c);
+            }
+            Some(_) => {}
+            None => self.start_next(c),
+        }
+    }
+
+    fn start_next(&mut self, c: usize) {
+        let keys = self.knobs.keys;
+        let (key, op) = if self.phase2 {
+            if !self.finals_started {
+                return;
+            }
+            let Some(key) = self.clients[c].final_reads.pop() else {
+                return;
+            };
+            (key, KvOp::Get)
+        } else {
+            if self.clients[c].ops_left == 0 {
+                return;
+            }
+            self.clients[c].ops_left -= 1;
+            let key = self.rng.below(keys as u64) as i64;
+            let v = |rng: &mut Rng| rng.below(4) as i64;
+            let op = match self.rng.below(10) {
+                0..=2 => KvOp::Put {
+                    a: v(&mut self.rng),
+                    b: v(&mut self.rng),
+                },
+                3 => KvOp::CondPut {
+                    a_is: v(&mut self.rng),
+                    b: v(&mut self.rng),
+                },
+                4..=5 => KvOp::Add {
+                    n: 1 + v(&mut self.rng),
+                },
+                6 => KvOp::Del,
+                _ => KvOp::Get,
+            };
+            (key, op)
+        };
+        let events = self.history.entry(key).or_default();
+        events.push(Event {
+            op,
+            invoke: self.now,
+            ret: None,
+        });
+        let event = events.len() - 1;
+        let client = &mut self.clients[c];
+        client.request_no += 1;
+        client.current = Some(Current {
+            key,
+            op,
+            request_no: client.request_no,
+            event,
+            msg_id: 0,
+            deadline: 0,
+        });
+        self.report.operations += 1;
+        self.send_current(c);
+    }
+
+    fn send_current(&mut self, c: usize) {
+        let msg_id = self.next_msg_id;
+        self.next_msg_id += 1;
+        let now = self.now;
+        let space = self.space;
+        let client = &mut self.clients[c];
+        let Some(cur) = client.current.as_mut() else {
+            return;
+        };
+        cur.msg_id = msg_id;
+        cur.deadline = now + CLIENT_TIMEOUT_MS;
+        let (key, op, request_no) = (cur.key, cur.op, cur.request_no);
+        let client_id = client.id;
+        let target = client.config.as_ref().and_then(|config| {
+            let space = config.space_by_id(space)?;
+            let leader = *key_region(space, &Value::Int(key))?.chain.first()?;
+            Some((leader, config.epoch))
+        });
+        self.at(CLIENT_TIMEOUT_MS, Ev::ClientWake(c));
+        let Some((leader, epoch)) = target else {
+            self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+            return;
+        };
+        self.trace(|| format!("client {c} key {key} {op:?} #{request_no} -> {leader} at {epoch}"));
+        let req = match op {
+            KvOp::Get => Req::Get(Value::Int(key)),
+            op => Req::Update(update_request(space, key, op, client_id, request_no)),
+        };
+        self.send(
+            Node::Client(c),
+            Node::Daemon(leader),
+            Msg::Request {
+                id: msg_id,
+                epoch,
+                req,
+            },
+        );
+    }
+
+    fn client_receive(&mut self, c: usize, msg: Msg) -> Result<(), String> {
+        match msg {
+            Msg::Config(config) => {
+                let client = &mut self.clients[c];
+                let newer = client
+                    .config
+                    .as_ref()
+                    .is_none_or(|old| config.epoch > old.epoch);
+                if newer {
+                    client.config = Some(config);
+                    if client.current.is_some() {
+                        self.send_current(c);
+                    }
+                }
+            }
+            Msg::Response { id, resp } => {
+                let Some(cur) = self.clients[c].current.as_ref() else {
+                    return Ok(());
+                };
+                if cur.msg_id != id {
+                    return Ok(()); // an answer to an earlier send
+                }
+                self.trace(|| format!("client {c} key {} {:?} hears {resp:?}", cur.key, cur.op));
+                let result = match (&resp, cur.op) {
+                    (DaemonResponse::Done, KvOp::Get) => None,
+                    (DaemonResponse::Done, _) => Some(KvResult::Ok),
+                    (DaemonResponse::Found { object, .. }, KvOp::Get) => {
+                        match (&object.values[1], &object.values[2]) {
+                            (Value::Int(a), Value::Int(b)) => Some(KvResult::Value(*a, *b)),
+                            _ => return Err(format!("a get returned {object:?}")),
+                        }
+                    }
+                    (DaemonResponse::Failed { status, reason }, _) => match status {
+                        Status::NotFound => Some(KvResult::NotFound),
+                        Status::CmpFail => Some(KvResult::CmpFail),
+                        Status::Reconfigure => None,
+                        other => {
+                            return Err(format!(
+                                "client {c}: {:?} on key {} answered {other:?}: {reason}",
+                                cur.op, cur.key
+                            ))
+                        }
+                    },
+                    (DaemonResponse::WrongEpoch { .. }, _) => None,
+                    (other, op) => return Err(format!("client {c}: {op:?} answered {other:?}")),
+                };
+                match result {
+                    Some(result) => {
+                        let cur = self.clients[c].current.take().expect("checked");
+                        self.trace(|| {
+                            format!("client {c} key {} {:?} -> {result:?}", cur.key, cur.op)
+                        });
+                        self.history.get_mut(&cur.key).expect("recorded")[cur.event].ret =
+                            Some((self.now, result));
+                        let think = self.rng.below(30);
+                        self.at(think, Ev::ClientWake(c));
+                    }
+                    None => {
+                        // Stale configuration, or a point leader without a
+                        // lease: ask for the configuration, try again soon.
+                        self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+                        if let Some(cur) = self.clients[c].current.as_mut() {
+                            cur.deadline = self.now + 100;
+                        }
+                        self.at(100, Ev::ClientWake(c));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ settling
+
+    fn unsettled(&self) -> String {
+        let mut why = Vec::new();
+        let busy: usize = self.clients.iter().filter(|c| c.current.is_some()).count();
+        if busy > 0 {
+            why.push(format!("{busy} clients wait for an answer"));
+        }
+        if !self.coord.state.transfers.is_empty() {
+            why.push(format!("transfers {:?}", self.coord.state.transfers));
+        }
+        for d in self.daemons.values() {
+            match &d.run {
+                None => why.push(format!("{} not running", d.id)),
+                Some(run) => {
+                    if run.config.epoch != self.coord.state.epoch {
+                        why.push(format!("{} at epoch {}", d.id, run.config.epoch));
+                    }
+                    if run.core.busy_keys() > 0 {
+                        why.push(format!("{} busy: {}", d.id, run.core.describe_busy()));
+                    }
+                }
+            }
+            let state = self.coord.state.daemons.get(&d.id).map(|i| i.state);
+            if state != Some(DaemonState::Available) {
+                why.push(format!("{} is {state:?}", d.id));
+            }
+        }
+        why.join("; ")
+    }
+
+    fn try_finish(&mut self) -> Result<(), String> {
+        let idle = self.clients.iter().all(|c| c.current.is_none());
+        if !idle || !self.unsettled().is_empty() {
+            return Ok(());
+        }
+        if !self.finals_started {
+            // Everything settled: read every key once more.
+            self.finals_started = true;
+            let keys: Vec<i64> = (0..self.knobs.keys).collect();
+            self.clients[0].final_reads = keys;
+            self.start_next(0);
+            return Ok(());
+        }
+        if self.clients[0].final_reads.is_empty() {
+            self.done = true;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ checks
+
+    fn check(&self) -> Result<(), String> {
+        for (key, events) in &self.history {
+            if events.len() > check::EVENTS_PER_KEY_MAX {
+                return Err(format!("key {key}: too many events to check"));
+            }
+            if let Some(e) = events.iter().find(|e| e.ret.is_none()) {
+                return Err(format!("key {key}: {:?} never finished", e.op));
+            }
+            check::check_key(events).map_err(|e| format!("key {key}: {e}"))?;
+        }
+        self.check_replicas()
+    }
+
+    /// Every replica of every region holds the same records, and every
+    /// object lies in exactly the regions its attributes map to.
+    fn check_replicas(&self) -> Result<(), String> {
+        let config = self.configuration();
+        let space = config.space_by_id(self.space).ok_or("the space is gone")?;
+        let read = |d: DaemonId, region: RegionId| {
+            let mut out: BTreeMap<Vec<u8>, (u64, Option<Object>)> = BTreeMap::new();
+            self.daemons[&d]
+                .engine
+                .scan(region, None, &mut |k, v| {
+                    let r = Record::decode(v).expect("valid record");
+                    out.insert(k.to_vec(), (r.version.0, r.object));
+                    true
+                })
+                .expect("memory scan");
+            out
+        };
+        // The objects, from the key subspace.
+        let mut objects: BTreeMap<Vec<u8>, (u64, Object)> = BTreeMap::new();
+        for (si, layout) in space.subspaces.iter().enumerate() {
+            for region in &layout.regions {
+                let Some(&first) = region.chain.first() else {
+                    return Err(format!("region {} has no replica", region.id));
+                };
+                if region.chain.len() < self.knobs.f + 1 {
+                    return Err(format!(
+                        "region {} has {} replicas after healing",
+                        region.id,
+                        region.chain.len()
+                    ));
+                }
+                let reference = read(first, region.id);
+                for &d in &region.chain[1..] {
+                    let got = read(d, region.id);
+                    if got != reference {
+                        return Err(format!(
+                            "region {} (subspace {si}) differs between {first} and {d}:\n  {first}: {reference:?}\n  {d}: {got:?}",
+                            region.id
+                        ));
+                    }
+                }
+                if si == 0 {
+                    for (k, (v, o)) in reference {
+                        if let Some(o) = o {
+                            objects.insert(k, (v, o));
+                        }
+                    }
+                }
+            }
+        }
+        for (si, layout) in space.subspaces.iter().enumerate().skip(1) {
+            for region in &layout.regions {
+                let held: BTreeSet<(Vec<u8>, u64)> = read(region.chain[0], region.id)
+                    .into_iter()
+                    .filter(|(_, (_, o))| o.is_some())
+                    .map(|(k, (v, _))| (k, v))
+                    .collect();
+                let expected: BTreeSet<(Vec<u8>, u64)> = objects
+                    .iter()
+                    .filter(|(_, (_, o))| layout.region_of(o).id == region.id)
+                    .map(|(k, (v, _))| (k.clone(), *v))
+                    .collect();
+                if held != expected {
+                    return Err(format!(
+                        "subspace {si} region {} holds {held:?}, the key subspace says {expected:?}",
+                        region.id
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn update_request(
+    space: SpaceId,
+    key: i64,
+    op: KvOp,
+    client_id: u64,
+    request_no: u64,
+) -> UpdateRequest {
+    let set = |attr, v| Mutation {
+        attr,
+        path: None,
+        action: Action::Set(Value::Int(v)),
+    };
+    let exist = UpdateFlags {
+        must_exist: true,
+        ..UpdateFlags::default()
+    };
+    let (flags, checks, mutations) = match op {
+        KvOp::Put { a, b } => (UpdateFlags::default(), vec![], vec![set(1, a), set(2, b)]),
+        KvOp::CondPut { a_is, b } => (
+            exist,
+            vec![Check {
+                attr: 1,
+                path: None,
+                op: PredOp::Eq(Value::Int(a_is)),
+            }],
+            vec![set(2, b)],
+        ),
+        KvOp::Add { n } => (
+            exist,
+            vec![],
+            vec![Mutation {
+                attr: 1,
+                path: None,
+                action: Action::Num(NumOp::Add, Value::Int(n)),
+            }],
+        ),
+        KvOp::Del => (
+            UpdateFlags {
+                erase: true,
+                ..exist
+            },
+            vec![],
+            vec![],
+        ),
+        KvOp::Get => unreachable!("a get is not an update"),
+    };
+    UpdateRequest {
+        space,
+        key: Value::Int(key),
+        client: ClientRef {
+            client_id,
+            request_no,
+        },
+        flags,
+        checks,
+        mutations,
+    }
+}

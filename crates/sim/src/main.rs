@@ -1,0 +1,43 @@
+//! Runs the simulator from the command line.
+//!
+//! ```text
+//! cargo run -p tessera-sim -- [--seeds N] [--first S]   # N seeds from S (default 500 from 0)
+//! cargo run -p tessera-sim -- --seed S [--trace]         # one seed, with its report or failure
+//! ```
+//! Exits with status 1 if any seed fails; each failure prints its seed.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| -> Option<u64> {
+        let i = args.iter().position(|a| a == flag)?;
+        let v = args.get(i + 1)?;
+        Some(v.parse().unwrap_or_else(|_| {
+            eprintln!("{flag} needs a number, not {v:?}");
+            std::process::exit(2)
+        }))
+    };
+    let trace = args.iter().any(|a| a == "--trace");
+    if let Some(seed) = value("--seed") {
+        return match tessera_sim::run_with(seed, trace) {
+            Ok(report) => {
+                println!("{report:#?}");
+                ExitCode::SUCCESS
+            }
+            Err(failure) => {
+                eprintln!("{failure}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let count = value("--seeds").unwrap_or(500);
+    let first = value("--first").unwrap_or(0);
+    let summary = tessera_sim::run_many(first, count, |f| eprintln!("{f}\n"));
+    println!("{summary}");
+    if summary.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
