@@ -206,6 +206,49 @@ fn dev_cluster_through_the_command_line() {
         "the plan uses the city subspace: {plan}"
     );
 
+    // Every type in JSON: sets as sorted arrays, maps as objects,
+    // documents as JSON, timestamps as RFC 3339; the same line from get
+    // (without the key) and from search (with it).
+    ok(&["add-space", "space every key timestamp(day) t attributes int i, float f, \
+          timestamp(second) at, document d, list(string) l, set(int) st, map(string, float) m, \
+          map(int, string) mi create 2 partitions"]);
+    ok(&[
+        "put",
+        "every",
+        "2024-05-01T12:00:00Z",
+        r#"{"i": -4, "f": 2.5, "at": "2024-05-01T14:00:00.5+02:00", "d": {"p": {"n": [1, "x"]}},
+            "l": ["b", "a", "b"], "st": [3, 1, 2, 1], "m": {"y": 1, "x": 0.5}, "mi": {"10": "ten", "2": "two"}}"#,
+    ]);
+    ok(&["put", "every", "2024-05-02T00:00:00Z", r#"{"d.p.n": 7}"#]);
+    let first = serde_json::json!({
+        "i": -4, "f": 2.5, "at": "2024-05-01T12:00:00.500000Z", "d": {"p": {"n": [1, "x"]}},
+        "l": ["b", "a", "b"], "st": [1, 2, 3], "m": {"x": 0.5, "y": 1.0}, "mi": {"2": "two", "10": "ten"}
+    });
+    let got: serde_json::Value =
+        serde_json::from_str(&ok(&["get", "every", "2024-05-01T12:00:00Z"])).expect("JSON");
+    assert_eq!(got, first);
+    let got: serde_json::Value =
+        serde_json::from_str(&ok(&["get", "every", "2024-05-02T00:00:00Z"])).expect("JSON");
+    assert_eq!(
+        got,
+        serde_json::json!({
+            "i": 0, "f": 0.0, "at": "1970-01-01T00:00:00Z", "d": {"p": {"n": 7}},
+            "l": [], "st": [], "m": {}, "mi": {}
+        })
+    );
+    let lines = ok(&["search", "every", r#"{"st": {"contains": 2}, "d.p.n": {"len_eq": 2}}"#]);
+    let found: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let mut with_key = first.clone();
+    with_key["t"] = serde_json::json!("2024-05-01T12:00:00Z");
+    assert_eq!(found, vec![with_key]);
+    assert_eq!(
+        ok(&["count", "every", r#"{"t": {"ge": "2024-05-01T13:00:00Z"}}"#]).trim(),
+        "1"
+    );
+
     // Errors carry their status names.
     let (success, _, err) = cli(&["get", "nospace", "x"], None);
     assert!(!success && err.contains("UNKNOWNSPACE"), "{err}");
