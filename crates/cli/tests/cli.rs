@@ -209,9 +209,12 @@ fn dev_cluster_through_the_command_line() {
     // Every type in JSON: sets as sorted arrays, maps as objects,
     // documents as JSON, timestamps as RFC 3339; the same line from get
     // (without the key) and from search (with it).
-    ok(&["add-space", "space every key timestamp(day) t attributes int i, float f, \
+    ok(&[
+        "add-space",
+        "space every key timestamp(day) t attributes int i, float f, \
           timestamp(second) at, document d, list(string) l, set(int) st, map(string, float) m, \
-          map(int, string) mi create 2 partitions"]);
+          map(int, string) mi create 2 partitions",
+    ]);
     ok(&[
         "put",
         "every",
@@ -236,7 +239,11 @@ fn dev_cluster_through_the_command_line() {
             "l": [], "st": [], "m": {}, "mi": {}
         })
     );
-    let lines = ok(&["search", "every", r#"{"st": {"contains": 2}, "d.p.n": {"len_eq": 2}}"#]);
+    let lines = ok(&[
+        "search",
+        "every",
+        r#"{"st": {"contains": 2}, "d.p.n": {"len_eq": 2}}"#,
+    ]);
     let found: Vec<serde_json::Value> = lines
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))

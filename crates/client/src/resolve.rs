@@ -147,6 +147,14 @@ mod tests {
             status(mutations(&desc, [("l", Value::str("x"))])),
             Status::WrongType
         );
+        // A heterogeneous container, refused before sending.
+        assert_eq!(
+            status(mutations(
+                &desc,
+                [("l", Value::List(vec![Value::Int(1), Value::str("x")]))]
+            )),
+            Status::WrongType
+        );
     }
 
     #[test]

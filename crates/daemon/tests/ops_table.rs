@@ -797,3 +797,176 @@ fn types_defaults_and_empty_containers() {
     );
     wrong_type(one(TS, Value::Timestamp(0), Action::Set(Value::Float(9.0))));
 }
+
+/// Every one of the nine map(K, V) types: a whole map is stored sorted by
+/// key with the last duplicate winning; add, remove, atomics and string
+/// ops on values follow V's rules; `contains` finds keys; a key or value of
+/// another kind is refused.
+#[test]
+fn every_map_combination() {
+    use NumOp::*;
+    let prims = [Prim::String, Prim::Int, Prim::Float];
+    let sample = |p: Prim, n: i64| match p {
+        Prim::String => s(&format!("v{n}")),
+        Prim::Int => Value::Int(n),
+        Prim::Float => Value::Float(n as f64 + 0.5),
+    };
+    let other_kind = |p: Prim| match p {
+        Prim::String => Value::Int(1),
+        _ => s("x"),
+    };
+    for kp in prims {
+        for vp in prims {
+            let space = Space {
+                id: SpaceId(1),
+                desc: SpaceDesc {
+                    name: "t".into(),
+                    attrs: vec![
+                        Attribute {
+                            name: "k".into(),
+                            dtype: DataType::String,
+                        },
+                        Attribute {
+                            name: "m".into(),
+                            dtype: DataType::Map(kp, vp),
+                        },
+                    ],
+                    subspaces: vec![],
+                    indexes: vec![],
+                    fault_tolerance: 0,
+                    partitions: 1,
+                    authorization: false,
+                },
+                subspaces: vec![],
+            };
+            let what = format!("map({kp:?}, {vp:?})");
+            let eval = |start: Value, actions: Vec<Action>| {
+                let object = Object {
+                    values: vec![s("key"), start],
+                };
+                let ms = actions.into_iter().map(|a| m(1, a)).collect();
+                evaluate(&space, Some(&object), &request(ms)).map(|o| o.unwrap().values[1].clone())
+            };
+            let (k1, k2, k3) = (sample(kp, 1), sample(kp, 2), sample(kp, 3));
+            let (v1, v2, v3) = (sample(vp, 1), sample(vp, 2), sample(vp, 3));
+            let stored = eval(
+                Value::Map(vec![]),
+                vec![Action::Set(Value::Map(vec![
+                    (k2.clone(), v1.clone()),
+                    (k1.clone(), v2.clone()),
+                    (k2.clone(), v3.clone()),
+                ]))],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            assert_eq!(
+                stored,
+                Value::Map(vec![(k1.clone(), v2.clone()), (k2.clone(), v3.clone())]),
+                "{what}: sorted by key, the last duplicate wins"
+            );
+            let edited = eval(
+                stored.clone(),
+                vec![
+                    Action::MapAdd(k3.clone(), v1.clone()),
+                    Action::MapRemove(k1.clone()),
+                    Action::MapRemove(sample(kp, 9)),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            assert_eq!(
+                edited,
+                Value::Map(vec![(k2.clone(), v3.clone()), (k3.clone(), v1.clone())]),
+                "{what}: add and remove"
+            );
+            let holder = Object {
+                values: vec![s("key"), edited.clone()],
+            };
+            assert!(Check::new(1, PredOp::Contains(k3.clone())).matches(&holder));
+            assert!(!Check::new(1, PredOp::Contains(k1.clone())).matches(&holder));
+            assert!(Check::new(1, PredOp::LenEq(2)).matches(&holder));
+            wrong_type(eval(
+                stored.clone(),
+                vec![Action::MapAdd(other_kind(kp), v1.clone())],
+            ));
+            wrong_type(eval(
+                stored.clone(),
+                vec![Action::MapAdd(k1.clone(), other_kind(vp))],
+            ));
+            match vp {
+                Prim::String => {
+                    assert_eq!(
+                        eval(
+                            stored.clone(),
+                            vec![
+                                Action::MapStringAppend(k1.clone(), b"!".to_vec()),
+                                Action::MapStringPrepend(sample(kp, 9), b"<".to_vec()),
+                            ],
+                        )
+                        .unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                        Value::Map(vec![
+                            (k1.clone(), s("v2!")),
+                            (k2.clone(), v3.clone()),
+                            (sample(kp, 9), s("<")),
+                        ]),
+                        "{what}: string ops on values, a missing key from \"\""
+                    );
+                    wrong_type(eval(
+                        stored.clone(),
+                        vec![Action::MapNum(k1.clone(), Add, Value::Int(1))],
+                    ));
+                }
+                Prim::Int => {
+                    assert_eq!(
+                        eval(
+                            stored.clone(),
+                            vec![
+                                Action::MapNum(k1.clone(), Mul, Value::Int(5)),
+                                Action::MapNum(sample(kp, 9), Sub, Value::Int(4)),
+                            ],
+                        )
+                        .unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                        Value::Map(vec![
+                            (k1.clone(), Value::Int(10)),
+                            (k2.clone(), v3.clone()),
+                            (sample(kp, 9), Value::Int(-4)),
+                        ]),
+                        "{what}: atomics on values, a missing key from 0"
+                    );
+                    assert_eq!(
+                        kind(eval(
+                            stored.clone(),
+                            vec![Action::MapNum(k1.clone(), Mod, Value::Int(0))]
+                        )),
+                        CmpFailKind::DivideByZero,
+                        "{what}"
+                    );
+                    wrong_type(eval(
+                        stored.clone(),
+                        vec![Action::MapStringAppend(k1.clone(), b"x".to_vec())],
+                    ));
+                }
+                Prim::Float => {
+                    assert_eq!(
+                        eval(
+                            stored.clone(),
+                            vec![
+                                Action::MapNum(k1.clone(), Max, Value::Float(9.0)),
+                                Action::MapNum(sample(kp, 9), Add, Value::Float(0.25)),
+                            ],
+                        )
+                        .unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                        Value::Map(vec![
+                            (k1.clone(), Value::Float(9.0)),
+                            (k2.clone(), v3.clone()),
+                            (sample(kp, 9), Value::Float(0.25)),
+                        ]),
+                        "{what}: atomics on values, a missing key from 0"
+                    );
+                    wrong_type(eval(
+                        stored.clone(),
+                        vec![Action::MapNum(k1.clone(), Xor, Value::Float(1.0))],
+                    ));
+                }
+            }
+        }
+    }
+}
