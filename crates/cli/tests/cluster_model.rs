@@ -984,6 +984,63 @@ fn random_operations_match_a_model() {
     }
 
     eprintln!("outcomes {tally:?}; {} objects at the end", model.len());
+    // Conditional writes are atomic with their check: racing
+    // compare-and-set increments of one key never both succeed from the
+    // same value, and plain atomics never lose an update.
+    runtime.block_on(async {
+        let key = Value::Int(KEYS);
+        let start = [("a", Value::Int(0)), ("s", Value::str("race"))];
+        assert!(client.put("m", key.clone(), start).await.unwrap().is_done());
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (c, key) = (client.clone(), key.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut won = Vec::new();
+                for _ in 0..15 {
+                    let record = c.get("m", key.clone()).await.unwrap().expect("object");
+                    let Some(Value::Int(seen)) = record.get("a").cloned() else {
+                        panic!("a is not an int");
+                    };
+                    let outcome = c
+                        .cond_put(
+                            "m",
+                            key.clone(),
+                            [("a", PredOp::Eq(Value::Int(seen)))],
+                            [("a", Value::Int(seen + 1))],
+                        )
+                        .await
+                        .unwrap();
+                    if outcome.is_done() {
+                        won.push(seen);
+                    }
+                    let bump = c
+                        .atomic_add("m", key.clone(), [("f", Value::Float(1.0))])
+                        .await
+                        .unwrap();
+                    assert!(bump.is_done());
+                }
+                won
+            }));
+        }
+        let mut won = Vec::new();
+        for t in tasks {
+            won.extend(t.await.expect("task"));
+        }
+        won.sort_unstable();
+        let distinct: BTreeSet<i64> = won.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            won.len(),
+            "two cond_puts won from one value"
+        );
+        let n = won.len() as i64;
+        assert_eq!(won, (0..n).collect::<Vec<i64>>(), "each value won once");
+        let record = client.get("m", key.clone()).await.unwrap().expect("object");
+        assert_eq!(record.get("a"), Some(&Value::Int(won.len() as i64)));
+        assert_eq!(record.get("f"), Some(&Value::Float(8.0 * 15.0)));
+        assert_eq!(client.del("m", key).await.unwrap(), Outcome::Done);
+    });
+
     // Every object, read back.
     runtime.block_on(async {
         for k in 0..KEYS {

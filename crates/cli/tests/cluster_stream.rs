@@ -41,7 +41,7 @@ fn pad_of(k: i64) -> Value {
 
 #[test]
 fn a_region_larger_than_a_frame_streams_in_pages() {
-    let cluster = Cluster::start(2);
+    let mut cluster = Cluster::start(2);
     cluster.admin().add_space(SPACE).expect("add_space");
     let options = ClientOptions {
         frame_bytes_max: FRAME_BYTES_MAX,
@@ -138,5 +138,38 @@ fn a_region_larger_than_a_frame_streams_in_pages() {
         .filter(|r| matches!(r.get("n"), Some(Value::Int(n)) if (10..OBJECTS - 1000).contains(n)))
         .count();
     assert_eq!(rest, OBJECTS as usize - 1010);
+
+    // A stream outlives the replica it reads from: once that daemon is
+    // killed, the next page goes to the region's new tail and continues
+    // after the last key received — every remaining key once, in order.
+    let everything = Vec::<(&str, PredOp)>::new;
+    let plan = client
+        .search_describe("big", everything())
+        .expect("describe");
+    let tail = plan
+        .lines()
+        .filter(|l| l.contains(" -> "))
+        .find_map(|l| l.split(" at ").nth(1))
+        .expect("the plan names a replica")
+        .trim()
+        .to_string();
+    let victim = (0..2)
+        .find(|&i| cluster.daemon_addr(i) == tail)
+        .expect("the replica is one of ours");
+    let want: Vec<i64> = (0..OBJECTS)
+        .filter(|&k| (10..OBJECTS - 1000).contains(&n_of(k)))
+        .collect();
+    let key = |r: Result<tessera_client::Record, tessera_client::ClientError>| match r
+        .expect("a page across the failure")
+        .get("k")
+    {
+        Some(Value::Int(k)) => *k,
+        other => panic!("key {other:?}"),
+    };
+    let mut stream = client.search_stream("big", everything());
+    let mut got: Vec<i64> = stream.by_ref().take(600).map(key).collect();
+    cluster.procs.kill(&format!("daemon-{victim}"));
+    got.extend(stream.map(key));
+    assert_eq!(got, want);
     drop(client);
 }

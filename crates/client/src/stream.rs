@@ -410,3 +410,19 @@ impl PageRequest {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compiles only if a stream and its `next` future can move to another
+    /// task or thread (a binding spawns them on a runtime).
+    #[allow(dead_code)]
+    fn streams_are_send(client: &Client, stream: &mut SearchStream) {
+        fn send<T: Send>(_: T) {}
+        send(client.search_stream("s", Vec::<(&str, PredOp)>::new()));
+        send(stream.next());
+        send(client.count("s", Vec::<(&str, PredOp)>::new()));
+        send(client.group_del("s", Vec::<(&str, PredOp)>::new()));
+    }
+}
