@@ -560,6 +560,58 @@ fn older_epoch_requests_are_refused() {
     );
 }
 
+/// At most once for a retry that arrives while its original still waits in
+/// the point leader's queue (behind a delete, which never pipelines): the
+/// retry must be answered with the original's outcome, not run again.
+#[test]
+fn a_retry_queued_behind_its_original_is_not_applied_twice() {
+    let config = Arc::new(config(3, 1, 2));
+    let mut net = Net::new(&config);
+    let key = 1;
+    let leader = key_region(&config.spaces[0], &Value::Int(key))
+        .unwrap()
+        .chain[0];
+    let ops = [
+        (0, Op::Put { key, a: 1, b: 1 }),
+        (1, Op::Del { key }),
+        (2, Op::PutIfNotExist { key, a: 2 }),
+        // The client's retry of request 2, on a new connection.
+        (2, Op::PutIfNotExist { key, a: 2 }),
+    ];
+    for (reply_id, (request_no, op)) in ops.iter().enumerate() {
+        net.cores.get_mut(&leader).unwrap().on_update(
+            ReplyTo {
+                conn: reply_id as u64,
+                id: reply_id as u64,
+            },
+            config.epoch,
+            request(op, *request_no),
+        );
+        net.collect(leader);
+    }
+    let mut pick = 1;
+    while net.step(pick) {
+        pick = xorshift(pick);
+    }
+    for id in 0..4 {
+        assert_eq!(
+            net.replies.get(&id),
+            Some(&DaemonResponse::Done),
+            "reply {id}"
+        );
+    }
+    let region = key_region(&config.spaces[0], &Value::Int(key)).unwrap();
+    for daemon in &region.chain {
+        let record = net.engines[daemon]
+            .get(region.id, &key_bytes(&Value::Int(key)))
+            .unwrap()
+            .map(|b| Record::decode(&b).unwrap())
+            .expect("the key exists");
+        // put, delete, put_if_not_exist: three versions, not four.
+        assert_eq!(record.version.0, 3, "at {daemon}");
+    }
+}
+
 /// Kills the point leader of key 0 while updates are in flight, installs a
 /// configuration without it, and lets clients retry unanswered updates with
 /// the same (client id, request number). Every update must then be applied
