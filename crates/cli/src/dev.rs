@@ -76,6 +76,7 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
         data_dir: coordinator_dir,
         join: None,
         failure_timeout: tessera_coordinator::FAILURE_TIMEOUT_DEFAULT,
+        advertise: None,
     };
     let shutdown = stopped(stop_rx.clone());
     tasks.spawn(async move {

@@ -64,6 +64,10 @@ enum Command {
         /// `host:port` of a member of an existing group to join.
         #[arg(long)]
         join: Option<String>,
+        /// `host:port` the others should dial when it is not the listening
+        /// address (behind a proxy); keep it the same across restarts.
+        #[arg(long)]
+        advertise: Option<String>,
     },
     /// Run one daemon.
     Daemon {
@@ -77,6 +81,10 @@ enum Command {
         /// Where the daemon keeps its objects and identity.
         #[arg(long)]
         data: PathBuf,
+        /// `host:port` that peers and clients should dial when it is not
+        /// the listening address (behind a proxy).
+        #[arg(long)]
+        advertise: Option<String>,
     },
     /// Run a coordinator and N daemons in this process (daemon i listens on
     /// port P+30+i); prints a line with `ready` once the cluster serves.
@@ -268,12 +276,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
             port,
             data,
             join,
+            advertise,
         } => {
             let options = tessera_coordinator::server::CoordinatorOptions {
                 listen: socket_addr(&listen, port)?,
                 data_dir: data,
                 join,
                 failure_timeout: tessera_coordinator::FAILURE_TIMEOUT_DEFAULT,
+                advertise,
             };
             tessera_coordinator::server::run(options, shutdown_signal())
                 .await
@@ -284,9 +294,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             port,
             coordinator,
             data,
+            advertise,
         } => {
-            let options =
-                tessera_daemon::DaemonOptions::new(socket_addr(&listen, port)?, data, coordinator);
+            let options = tessera_daemon::DaemonOptions {
+                advertise,
+                ..tessera_daemon::DaemonOptions::new(socket_addr(&listen, port)?, data, coordinator)
+            };
             tessera_daemon::run(options, shutdown_signal())
                 .await
                 .context("daemon")?;

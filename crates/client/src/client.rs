@@ -5,7 +5,7 @@ use crate::error::ClientError;
 use crate::pool::{Answer, ConnError, DaemonPool};
 use crate::resolve;
 use crate::stream::{SearchStream, Want};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
@@ -25,12 +25,14 @@ const RETRY_PAUSE_MAX: Duration = Duration::from_millis(500);
 /// Knobs of a [`Client`].
 #[derive(Clone, Copy, Debug)]
 pub struct ClientOptions {
-    /// How long an operation keeps retrying through stale epochs and
-    /// unreachable replicas before it fails with RECONFIGURE (or COORDFAIL
-    /// when the coordinator cannot be reached). Also bounds `connect`.
+    /// How long an operation keeps retrying through stale epochs,
+    /// unreachable replicas and unanswered updates before it fails with
+    /// RECONFIGURE (or COORDFAIL when the coordinator cannot be reached).
+    /// Also bounds `connect`.
     pub retry_time_max: Duration,
-    /// How long an update waits for its point leader's answer before it
-    /// fails with RECONFIGURE (its outcome is then unknown).
+    /// How long one attempt of an update waits for its point leader's
+    /// answer before the client retries it (with the same request number,
+    /// so it is not applied twice).
     pub update_timeout: Duration,
     /// How long opening a TCP connection to a daemon may take.
     pub connect_timeout: Duration,
@@ -42,7 +44,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             retry_time_max: Duration::from_secs(10),
-            update_timeout: Duration::from_secs(30),
+            update_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
             frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
         }
@@ -115,14 +117,20 @@ impl From<ClientError> for Step {
 /// with each key at most once.
 ///
 /// Retries: an operation that meets a daemon with a newer epoch fetches that
-/// configuration and retries; one that meets a daemon behind it, or a
-/// replica it cannot connect to, retries after a short pause; all within
-/// [`ClientOptions::retry_time_max`]. A read whose connection fails
-/// mid-request is retried too. An update whose connection fails after it
-/// was sent fails with RECONFIGURE, because the client cannot tell whether
-/// the point leader applied it; the retry that asks the point leader by
-/// `(client id, request number)` is the job of the at-most-once machinery,
-/// which every update already carries the identifiers for.
+/// configuration and retries; one that meets a daemon behind it, a replica
+/// it cannot connect to, or a daemon that refuses to serve (it lost its
+/// lease, or no longer leads the key) retries after a short pause with the
+/// newest configuration; all within [`ClientOptions::retry_time_max`]. A
+/// read whose connection fails mid-request is retried too. So is an update
+/// whose connection fails, or whose answer does not come within
+/// [`ClientOptions::update_timeout`], after it was sent: every attempt
+/// carries the same `(client id, request number)`, and the point leader —
+/// the old one or a new one after a failure — recognizes a request it has
+/// seen, attaching the retry to the update still in flight or answering
+/// from the key's record of recent writers, so the update is applied at
+/// most once. Only when the retry time runs out without a definite answer
+/// after an attempt may have arrived does an update fail with RECONFIGURE,
+/// meaning its outcome is unknown.
 ///
 /// Cheap to clone; clones share connections and the configuration.
 #[derive(Clone)]
@@ -283,58 +291,86 @@ impl Client {
         ops: Vec<(String, Op)>,
         refuse_dupes: bool,
     ) -> Result<Outcome, ClientError> {
-        // One request number for every attempt: attempts are only repeated
-        // when the point leader surely did not apply the previous one.
+        // One request number for every attempt: a point leader that has
+        // seen it (pending, or among the key's recent writers) answers the
+        // retry instead of applying the update again.
         let request_no = self.inner.request_no_next.fetch_add(1, Ordering::Relaxed);
         let client = ClientRef {
             client_id: self.inner.client_id,
             request_no,
         };
+        // Set once an attempt may have reached a point leader: from then on
+        // a failure to get an answer leaves the outcome unknown.
+        let maybe_applied = &AtomicBool::new(false);
         let (key, predicates, ops) = (&key, &predicates, &ops);
-        self.run(move |config, _| async move {
-            let space = resolve::space(&config, space)?;
-            let key = resolve::key(&space.desc, key.clone())?;
-            let checks = resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
-            let mutations = crate::ops::mutations(&space.desc, ops, refuse_dupes)?;
-            let request = DaemonRequest::Update(UpdateRequest {
-                space: space.id,
-                key: key.clone(),
-                client,
-                flags,
-                checks,
-                mutations,
-            });
-            let leader = point_leader(&config, space, &key)?;
-            let mut answer = self.send(&config, leader, request).await?;
-            let response = match tokio::time::timeout(self.inner.options.update_timeout, answer.next()).await {
-                Ok(Ok(response)) => response,
-                Ok(Err(e)) => {
-                    return Err(Step::Fail(ClientError::new(
-                        Status::Reconfigure,
-                        format!("{e} while an update was in flight; it may or may not have been applied"),
-                    )));
+        let update_timeout = self.inner.options.update_timeout;
+        let result = self
+            .run(move |config, deadline| async move {
+                let space = resolve::space(&config, space)?;
+                let key = resolve::key(&space.desc, key.clone())?;
+                let checks =
+                    resolve::checks(&space.desc, predicates.iter().map(|(n, p)| (n, p.clone())))?;
+                let mutations = crate::ops::mutations(&space.desc, ops, refuse_dupes)?;
+                let request = DaemonRequest::Update(UpdateRequest {
+                    space: space.id,
+                    key: key.clone(),
+                    client,
+                    flags,
+                    checks,
+                    mutations,
+                });
+                let leader = point_leader(&config, space, &key)?;
+                let mut answer = self.send(&config, leader, request).await?;
+                maybe_applied.store(true, Ordering::Relaxed);
+                // An attempt waits at most `update_timeout`, and not much
+                // past the retry time: the retry attaches to the update if
+                // it is still in flight.
+                let wait_until = (Instant::now() + update_timeout)
+                    .min(deadline.max(Instant::now() + Duration::from_secs(1)));
+                let response = match tokio::time::timeout_at(wait_until, answer.next()).await {
+                    Ok(Ok(response)) => response,
+                    Ok(Err(e)) => {
+                        return Err(Step::Later(ClientError::new(
+                            Status::Reconfigure,
+                            format!("{e} while an update was in flight"),
+                        )));
+                    }
+                    Err(_) => {
+                        return Err(Step::Later(ClientError::new(
+                            Status::Reconfigure,
+                            "the point leader did not answer in time",
+                        )));
+                    }
+                };
+                match response {
+                    DaemonResponse::Done => Ok(Outcome::Done),
+                    DaemonResponse::Failed {
+                        status: Status::NotFound,
+                        ..
+                    } => Ok(Outcome::NotFound),
+                    DaemonResponse::Failed {
+                        status: Status::CmpFail,
+                        reason,
+                    } => Ok(Outcome::CmpFail {
+                        kind: CmpFailKind::of_reason(&reason),
+                        reason,
+                    }),
+                    other => Err(unexpected(config.epoch, other)),
                 }
-                Err(_) => {
-                    return Err(Step::Fail(ClientError::new(
-                        Status::Reconfigure,
-                        format!(
-                            "the point leader did not answer within {:?}; the update may or may not have been applied",
-                            self.inner.options.update_timeout
-                        ),
-                    )));
-                }
-            };
-            match response {
-                DaemonResponse::Done => Ok(Outcome::Done),
-                DaemonResponse::Failed { status: Status::NotFound, .. } => Ok(Outcome::NotFound),
-                DaemonResponse::Failed { status: Status::CmpFail, reason } => Ok(Outcome::CmpFail {
-                    kind: CmpFailKind::of_reason(&reason),
-                    reason,
-                }),
-                other => Err(unexpected(config.epoch, other)),
+            })
+            .await;
+        match result {
+            Err(e) if maybe_applied.load(Ordering::Relaxed) && is_transient(e.status) => {
+                Err(ClientError::new(
+                    Status::Reconfigure,
+                    format!(
+                        "no definite answer within the retry time ({}); the update may or may not have been applied",
+                        e.message
+                    ),
+                ))
             }
-        })
-        .await
+            other => other,
+        }
     }
 
     /// Checks an operation as it would be checked before sending, and
@@ -588,6 +624,14 @@ fn point_leader(
     }
 }
 
+/// Statuses that say "no answer yet" rather than "this is the answer".
+fn is_transient(status: Status) -> bool {
+    matches!(
+        status,
+        Status::Reconfigure | Status::Timeout | Status::Offline | Status::CoordFail
+    )
+}
+
 /// The step for an answer that is not what the request expects:
 /// an epoch mismatch, a refusal, or nonsense.
 pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
@@ -597,6 +641,13 @@ pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
             Status::Reconfigure,
             format!("a daemon is at configuration {epoch}, behind the client's {ours}"),
         )),
+        // The daemon refused before doing anything (it lost its lease, or
+        // is no longer the point leader): a newer configuration will say
+        // who serves now.
+        DaemonResponse::Failed {
+            status: Status::Reconfigure,
+            reason,
+        } => Step::Later(ClientError::new(Status::Reconfigure, reason)),
         DaemonResponse::Failed { status, reason } => Step::Fail(ClientError::new(status, reason)),
         other => Step::Fail(ClientError::new(
             Status::ServerError,

@@ -85,6 +85,10 @@ pub struct CoordinatorOptions {
     /// it out of every chain ([`FAILURE_TIMEOUT_DEFAULT`], 2 s). Daemons
     /// heartbeat every 500 ms and hold a lease of half the default.
     pub failure_timeout: Duration,
+    /// The address other members, daemons and clients should dial, when it
+    /// is not the listening address (e.g. behind a proxy); it must stay the
+    /// same across restarts, since the group remembers it.
+    pub advertise: Option<String>,
 }
 
 impl CoordinatorOptions {
@@ -96,6 +100,7 @@ impl CoordinatorOptions {
             data_dir,
             join: None,
             failure_timeout: FAILURE_TIMEOUT_DEFAULT,
+            advertise: None,
         }
     }
 }
@@ -165,7 +170,8 @@ pub async fn serve(
 }
 
 /// [`serve`] with every option; `opts.listen` is ignored in favour of the
-/// listener's address.
+/// listener's address, which the member advertises unless `opts.advertise`
+/// names another.
 pub async fn serve_with(
     listener: TcpListener,
     opts: CoordinatorOptions,
@@ -175,6 +181,7 @@ pub async fn serve_with(
         data_dir,
         join,
         failure_timeout,
+        advertise,
         ..
     } = opts;
     let local = listener
@@ -186,7 +193,7 @@ pub async fn serve_with(
     if local.ip().is_unspecified() {
         tracing::warn!(%local, "listening on a wildcard address; other members will be told to dial it as is");
     }
-    let addr = local.to_string();
+    let addr = advertise.unwrap_or_else(|| local.to_string());
     std::fs::create_dir_all(&data_dir).map_err(|source| CoordinatorError::DataDir {
         path: data_dir.clone(),
         source,

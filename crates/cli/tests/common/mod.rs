@@ -301,3 +301,201 @@ pub fn run_cli(args: &[&str], stdin: Option<&str>, timeout: Duration) -> (bool, 
         err_thread.join().unwrap_or_default(),
     )
 }
+
+pub mod proxy;
+
+/// One server of a [`ProxiedCluster`]: the port it listens on, the proxy
+/// that everyone else dials, and its process id while it runs.
+pub struct Server {
+    pub name: String,
+    pub port: u16,
+    pub proxy: proxy::Proxy,
+    pub pid: Option<u32>,
+}
+
+impl Server {
+    /// The advertised address: the proxy's.
+    pub fn addr(&self) -> String {
+        self.proxy.addr()
+    }
+}
+
+/// Coordinator members and daemons as processes, each behind a proxy of
+/// one [`proxy::Network`], so that tests can cut one off the network,
+/// drop answers, and kill -9 and restart any of them on the same ports.
+pub struct ProxiedCluster {
+    // Declared first: the processes die before their directory goes.
+    pub procs: Procs,
+    pub dir: tempfile::TempDir,
+    pub net: proxy::Network,
+    pub coordinators: Vec<Server>,
+    pub daemons: Vec<Server>,
+}
+
+impl ProxiedCluster {
+    /// `coordinators` members (the first starts the group, the others join
+    /// it) and `daemons` daemons, all registered and available.
+    pub fn start(coordinators: usize, daemons: usize) -> ProxiedCluster {
+        let net = proxy::Network::default();
+        let server = |name: String| {
+            let port = free_port();
+            Server {
+                name,
+                port,
+                proxy: net.proxy(port),
+                pid: None,
+            }
+        };
+        let mut cluster = ProxiedCluster {
+            procs: Procs::default(),
+            dir: tempfile::tempdir().expect("tempdir"),
+            coordinators: (0..coordinators)
+                .map(|i| server(format!("coordinator-{i}")))
+                .collect(),
+            daemons: (0..daemons)
+                .map(|i| server(format!("daemon-{i}")))
+                .collect(),
+            net,
+        };
+        cluster.start_coordinator(0);
+        let first = BlockingAdmin::new(&cluster.coordinators[0].addr()).expect("admin");
+        wait_for(
+            "the first coordinator to serve",
+            Duration::from_secs(30),
+            || first.config().ok(),
+        );
+        for i in 1..coordinators {
+            cluster.start_coordinator(i);
+        }
+        wait_for(
+            "every coordinator member to vote",
+            Duration::from_secs(60),
+            || {
+                let status = first.coordinator_status().ok()?;
+                (status.voters.len() == coordinators).then_some(())
+            },
+        );
+        for i in 0..daemons {
+            cluster.start_daemon(i);
+        }
+        cluster.wait_daemons_available(Duration::from_secs(60));
+        cluster
+    }
+
+    pub fn coordinator_addrs(&self) -> Vec<String> {
+        self.coordinators.iter().map(Server::addr).collect()
+    }
+
+    /// Starts (or restarts, from its data directory) coordinator member `i`;
+    /// members other than the first join the first at their first start.
+    pub fn start_coordinator(&mut self, i: usize) {
+        let server = &self.coordinators[i];
+        let data = self.dir.path().join(&server.name);
+        let mut args = vec![
+            "coordinator".to_string(),
+            "--listen".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            server.port.to_string(),
+            "--advertise".into(),
+            server.addr(),
+            "--data".into(),
+            data.display().to_string(),
+        ];
+        if i > 0 {
+            args.extend(["--join".to_string(), self.coordinators[0].addr()]);
+        }
+        let log = self.dir.path().join(format!("{}.log", server.name));
+        let name = server.name.clone();
+        let pid = self.procs.spawn(&name, &args, &log);
+        self.coordinators[i].pid = Some(pid);
+    }
+
+    /// Starts (or restarts, from its data directory) daemon `i`.
+    pub fn start_daemon(&mut self, i: usize) {
+        let server = &self.daemons[i];
+        let data = self.dir.path().join(&server.name);
+        let args = vec![
+            "daemon".to_string(),
+            "--listen".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            server.port.to_string(),
+            "--advertise".into(),
+            server.addr(),
+            "--coordinator".into(),
+            self.coordinators[i % self.coordinators.len()].addr(),
+            "--data".into(),
+            data.display().to_string(),
+        ];
+        let log = self.dir.path().join(format!("{}.log", server.name));
+        let name = server.name.clone();
+        let pid = self.procs.spawn(&name, &args, &log);
+        self.net.track(pid);
+        self.daemons[i].pid = Some(pid);
+    }
+
+    /// Kills daemon `i` with SIGKILL.
+    pub fn kill_daemon(&mut self, i: usize) {
+        let name = self.daemons[i].name.clone();
+        self.procs.kill(&name);
+        if let Some(pid) = self.daemons[i].pid.take() {
+            self.net.untrack(pid);
+        }
+    }
+
+    /// Kills coordinator member `i` with SIGKILL.
+    pub fn kill_coordinator(&mut self, i: usize) {
+        let name = self.coordinators[i].name.clone();
+        self.procs.kill(&name);
+        self.coordinators[i].pid = None;
+    }
+
+    /// Cuts daemon `i` off the network (both directions, coordinator too).
+    pub fn isolate_daemon(&self, i: usize) {
+        let server = &self.daemons[i];
+        self.net
+            .isolate(&server.proxy, server.pid.expect("daemon running"));
+    }
+
+    pub fn heal_daemon(&self, i: usize) {
+        let server = &self.daemons[i];
+        self.net
+            .heal(&server.proxy, server.pid.expect("daemon running"));
+    }
+
+    /// An admin handle over every coordinator member.
+    pub fn admin(&self) -> BlockingAdmin {
+        BlockingAdmin::with_members(self.coordinator_addrs(), Duration::from_secs(60))
+            .expect("admin")
+    }
+
+    /// The id daemon `i` registered under, from its advertised address.
+    pub fn daemon_id(&self, config: &Configuration, i: usize) -> Option<tessera_types::DaemonId> {
+        let addr = self.daemons[i].addr();
+        config
+            .daemons
+            .values()
+            .find(|d| d.addr == addr)
+            .map(|d| d.id)
+    }
+
+    /// Waits until every daemon is available; returns that configuration.
+    pub fn wait_daemons_available(&self, timeout: Duration) -> Configuration {
+        let admin = self.admin();
+        wait_for("every daemon to be available", timeout, || {
+            let config = admin.config().ok()?;
+            let all = (0..self.daemons.len()).all(|i| {
+                self.daemon_id(&config, i)
+                    .is_some_and(|id| config.daemons[&id].state == DaemonState::Available)
+            });
+            all.then_some(config)
+        })
+    }
+}
+
+impl Drop for ProxiedCluster {
+    fn drop(&mut self) {
+        self.net.shutdown();
+    }
+}
