@@ -2,7 +2,8 @@
 //!
 //! Servers: `coordinator`, `daemon`, and `dev` (a coordinator and N daemons
 //! in one process). Admin: `add-space`, `rm-space`, `list-spaces`,
-//! `list-subspaces`, `show-config`, `validate-space`. Data: `put`, `get`,
+//! `list-subspaces`, `show-config`, `validate-space`, `server-offline`,
+//! `server-online`, `server-kill`, `server-forget`, `wait-until-stable`. Data: `put`, `get`,
 //! `del`, `search`, `count`, with values and results as JSON.
 //!
 //! Exit status 0 on success; otherwise non-zero with the status name (e.g.
@@ -130,6 +131,38 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
+    /// Take a daemon out of every chain (`d3` or `3`); it keeps running.
+    ServerOffline {
+        id: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Let an offline daemon take regions again.
+    ServerOnline {
+        id: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Take a daemon offline and tell it to stop.
+    ServerKill {
+        id: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Remove a daemon for good (its id is never reused).
+    ServerForget {
+        id: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Wait until every daemon acknowledged the current epoch and no state
+    /// transfer runs; TIMEOUT after `--timeout` seconds.
+    WaitUntilStable {
+        #[arg(long, default_value_t = 60.0)]
+        timeout: f64,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Create or update an object: `put SPACE KEY '{"attr": value, ...}'`.
     Put {
         space: String,
@@ -230,6 +263,20 @@ fn socket_addr(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("resolving {host}:{port}"))?
         .next()
         .with_context(|| format!("{host}:{port} resolves to no address"))
+}
+
+/// A daemon id as `show-config` prints it (`d3`) or as a number.
+fn daemon_id(text: &str) -> Result<tessera_client::DaemonId, AdminError> {
+    text.strip_prefix('d')
+        .unwrap_or(text)
+        .parse()
+        .map(tessera_client::DaemonId)
+        .map_err(|_| {
+            AdminError::new(
+                AdminStatus::LocalError,
+                format!("{text:?} is not a daemon id (like d3 or 3)"),
+            )
+        })
 }
 
 /// The text of an optional argument, or all of stdin.
@@ -359,6 +406,38 @@ async fn run(command: Command) -> anyhow::Result<()> {
             } else {
                 print!("{}", show::config_text(&config));
             }
+        }
+        Command::ServerOffline { id, target } => {
+            Admin::new(&target.addr())
+                .server_offline(daemon_id(&id)?)
+                .await?;
+        }
+        Command::ServerOnline { id, target } => {
+            Admin::new(&target.addr())
+                .server_online(daemon_id(&id)?)
+                .await?;
+        }
+        Command::ServerKill { id, target } => {
+            Admin::new(&target.addr())
+                .server_kill(daemon_id(&id)?)
+                .await?;
+        }
+        Command::ServerForget { id, target } => {
+            Admin::new(&target.addr())
+                .server_forget(daemon_id(&id)?)
+                .await?;
+        }
+        Command::WaitUntilStable { timeout, target } => {
+            let timeout = std::time::Duration::try_from_secs_f64(timeout).map_err(|_| {
+                AdminError::new(
+                    AdminStatus::LocalError,
+                    format!("--timeout {timeout} is not a number of seconds"),
+                )
+            })?;
+            let epoch = Admin::new(&target.addr())
+                .wait_until_stable(timeout, std::time::Duration::from_millis(200))
+                .await?;
+            println!("stable at epoch {}", epoch.0);
         }
         Command::Put {
             space,

@@ -3,8 +3,9 @@
 use std::fmt::Write;
 use tessera_types::{Configuration, DaemonState, Space, SubspaceLayout};
 
-/// The configuration for humans: epoch, coordinators, daemons, and every
-/// space's subspaces with each region's bounds and replica chain.
+/// The configuration for humans: epoch, coordinators, daemons with their
+/// state, running state transfers, and every space's subspaces with each
+/// region's bounds and replica chain (head first).
 pub fn config_text(config: &Configuration) -> String {
     let mut out = String::new();
     let mode = if config.read_only {
@@ -24,6 +25,16 @@ pub fn config_text(config: &Configuration) -> String {
             DaemonState::Offline => "offline",
         };
         let _ = writeln!(out, "  {} {state} {}", daemon.id, daemon.addr);
+    }
+    if !config.transfers.is_empty() {
+        let _ = writeln!(out, "transfers:");
+        for t in &config.transfers {
+            let _ = writeln!(
+                out,
+                "  t{} region {}: {} -> {}",
+                t.id, t.region, t.from, t.to
+            );
+        }
     }
     let _ = writeln!(out, "spaces:");
     for space in &config.spaces {

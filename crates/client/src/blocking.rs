@@ -2,14 +2,14 @@
 //! API on a small runtime of their own. Do not call them from inside an
 //! async runtime (tokio refuses to block one of its own threads).
 
-use crate::admin::Admin;
+use crate::admin::{Admin, Stability};
 use crate::client::{Client, ClientOptions, Record};
 use crate::error::{AdminError, ClientError};
 use crate::stream::SearchStream;
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_protocol::{AdminStatus, CoordStatus, Status};
-use tessera_types::{Configuration, Epoch, PredOp, SpaceDesc, Value};
+use tessera_types::{Configuration, DaemonId, Epoch, PredOp, SpaceDesc, Value};
 use tokio::runtime::Runtime;
 
 fn runtime() -> std::io::Result<Arc<Runtime>> {
@@ -266,5 +266,34 @@ impl BlockingAdmin {
 
     pub fn set_read_only(&self, read_only: bool) -> Result<(), AdminError> {
         self.runtime.block_on(self.admin.set_read_only(read_only))
+    }
+
+    pub fn server_offline(&self, id: DaemonId) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.server_offline(id))
+    }
+
+    pub fn server_online(&self, id: DaemonId) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.server_online(id))
+    }
+
+    pub fn server_kill(&self, id: DaemonId) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.server_kill(id))
+    }
+
+    pub fn server_forget(&self, id: DaemonId) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.server_forget(id))
+    }
+
+    pub fn stability(&self) -> Result<Stability, AdminError> {
+        self.runtime.block_on(self.admin.stability())
+    }
+
+    pub fn wait_until_stable(
+        &self,
+        timeout: Duration,
+        poll: Duration,
+    ) -> Result<Epoch, AdminError> {
+        self.runtime
+            .block_on(self.admin.wait_until_stable(timeout, poll))
     }
 }
