@@ -30,7 +30,10 @@
 //! cancelled. Repair then plans, per short region, one transfer from the
 //! chain's tail to the least-loaded Available daemon outside the chain; the
 //! target joins at the tail when it reports the transfer complete. A region
-//! whose chain became empty lost every replica and cannot be repaired.
+//! whose chain became empty is an *orphan*: it is unavailable, and the
+//! daemon that left it last (it holds everything the region acknowledged)
+//! becomes its chain again as soon as it is Available again; only
+//! forgetting that daemon loses the region.
 
 use crate::placement::Placer;
 use serde::{Deserialize, Serialize};
@@ -133,6 +136,12 @@ pub struct ClusterState {
     /// Daemons killed by an operator: Offline, told to stop at their next
     /// heartbeat, and barred from registering again under their id.
     pub killed: BTreeSet<DaemonId>,
+    /// Regions whose chain emptied, with the replica that left last. It
+    /// still holds every update the region acknowledged, so when it is
+    /// Available again (it registers, or an operator brings it online) it
+    /// becomes the region's chain and repair copies the region from it.
+    #[serde(default)]
+    pub orphans: BTreeMap<RegionId, DaemonId>,
 }
 
 impl Default for ClusterState {
@@ -148,6 +157,7 @@ impl Default for ClusterState {
             transfer_id_next: 1,
             transfers: Vec::new(),
             killed: BTreeSet::new(),
+            orphans: BTreeMap::new(),
         }
     }
 }
@@ -198,6 +208,7 @@ impl ClusterState {
                 Ok(DaemonState::Available) => CommandResult::Done,
                 Ok(DaemonState::Offline) => {
                     self.daemons.get_mut(&id).expect("known").state = DaemonState::Available;
+                    self.adopt_orphans(id);
                     self.bump();
                     CommandResult::Done
                 }
@@ -206,6 +217,9 @@ impl ClusterState {
                 Err(failed) => failed,
                 Ok(_) => {
                     self.take_offline(id);
+                    // Its data goes with it: regions it was the last
+                    // replica of are lost for good.
+                    self.orphans.retain(|_, d| *d != id);
                     self.daemons.remove(&id);
                     self.killed.remove(&id);
                     self.bump();
@@ -294,13 +308,42 @@ impl ClusterState {
                             space = %space.desc.name,
                             region = %region.id,
                             daemon = %id,
-                            "region lost its last replica; it cannot be repaired"
+                            "region lost its last replica; it is unavailable until that daemon returns"
                         );
+                        self.orphans.insert(region.id, id);
                     }
                 }
             }
         }
         self.transfers.retain(|t| t.from != id && t.to != id);
+    }
+
+    /// Gives `id`, Available again, back the regions it was the last
+    /// replica of; true when any chain changed.
+    fn adopt_orphans(&mut self, id: DaemonId) -> bool {
+        let mine: BTreeSet<RegionId> = self
+            .orphans
+            .iter()
+            .filter(|(_, d)| **d == id)
+            .map(|(r, _)| *r)
+            .collect();
+        if mine.is_empty() {
+            return false;
+        }
+        self.orphans.retain(|r, _| !mine.contains(r));
+        let mut changed = false;
+        for space in &mut self.spaces {
+            for sub in &mut space.subspaces {
+                for region in &mut sub.regions {
+                    if mine.contains(&region.id) && region.chain.is_empty() {
+                        tracing::warn!(region = %region.id, daemon = %id, "a region's last replica returned");
+                        region.chain.push(id);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        changed
     }
 
     /// Takes `id` out of every chain that has another member; true when
@@ -489,6 +532,7 @@ impl ClusterState {
                 // the only replica, so restarting a whole cluster never
                 // empties a chain. Its transfers restart from scratch.
                 changed |= self.leave_shared_chains(id);
+                changed |= self.adopt_orphans(id);
                 let transfers = self.transfers.len();
                 self.transfers.retain(|t| t.from != id && t.to != id);
                 changed |= self.transfers.len() != transfers;
@@ -593,7 +637,10 @@ impl ClusterState {
     fn rm_space(&mut self, name: &str) -> CommandResult {
         match self.spaces.iter().position(|s| s.desc.name == name) {
             Some(index) => {
-                self.spaces.remove(index);
+                let space = self.spaces.remove(index);
+                for region in space.subspaces.iter().flat_map(|s| &s.regions) {
+                    self.orphans.remove(&region.id);
+                }
                 self.bump();
                 CommandResult::Done
             }
@@ -1315,5 +1362,69 @@ mod tests {
             a.transfers,
             "transfers are published"
         );
+    }
+
+    /// Both replicas of a `tolerate 1 failure` region fail one after the
+    /// other: the region is unavailable, not lost. The daemon that left
+    /// last holds everything it acknowledged, so it heads the chain again
+    /// when it is back — brought online, or registering again — and repair
+    /// then copies the region to a second daemon. The one that left first
+    /// may be missing updates, so it gets nothing back.
+    #[test]
+    fn a_region_waits_for_its_last_replica() {
+        for back_by_registering in [false, true] {
+            let mut state = ClusterState::default();
+            register(&mut state, 2);
+            add(
+                &mut state,
+                "space kv key k create 1 partitions tolerate 1 failure",
+            );
+            let (region, chain) = chains(&state)[0].clone();
+            let (first, last) = (chain[0], chain[1]);
+            state.apply(Command::DaemonOffline { id: first });
+            state.apply(Command::DaemonOffline { id: last });
+            assert!(chains(&state).iter().all(|(_, c)| c.is_empty()));
+            assert!(state.transfers.is_empty());
+
+            // The first to leave comes back: it may lack updates.
+            state.apply(Command::ServerOnline { id: first });
+            assert!(chains(&state).iter().all(|(_, c)| c.is_empty()));
+
+            let epoch = state.epoch;
+            if back_by_registering {
+                state.apply(Command::RegisterDaemon {
+                    id: Some(last),
+                    addr: "again:1".into(),
+                });
+            } else {
+                state.apply(Command::ServerOnline { id: last });
+            }
+            assert_eq!(state.epoch.0, epoch.0 + 1, "one epoch for the return");
+            for (r, c) in chains(&state) {
+                assert_eq!(c, vec![last], "region {r}");
+            }
+            assert!(state
+                .transfers
+                .iter()
+                .any(|t| t.region == region && t.from == last && t.to == first));
+            assert!(state.orphans.is_empty());
+        }
+    }
+
+    /// Forgetting the last replica of a region gives the region up.
+    #[test]
+    fn forgetting_a_last_replica_gives_its_region_up() {
+        let mut state = ClusterState::default();
+        register(&mut state, 1);
+        add(
+            &mut state,
+            "space kv key k create 2 partitions tolerate 0 failures",
+        );
+        state.apply(Command::DaemonOffline { id: DaemonId(1) });
+        assert_eq!(state.orphans.len(), 2);
+        state.apply(Command::ServerForget { id: DaemonId(1) });
+        assert!(state.orphans.is_empty());
+        register(&mut state, 1);
+        assert!(chains(&state).iter().all(|(_, c)| c.is_empty()));
     }
 }
