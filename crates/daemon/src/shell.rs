@@ -59,7 +59,8 @@ pub(crate) struct Daemon {
 /// stops answering before a replacement can take its place.
 struct Lease {
     started: std::time::Instant,
-    /// Milliseconds since `started` of the last answered heartbeat; 0 until
+    /// Milliseconds since `started` at which the last answered heartbeat
+    /// was sent; 0 until
     /// the coordinator first answers one (before that no lease is enforced,
     /// for coordinators that do not detect failures).
     last_ok_ms: AtomicU64,
@@ -67,9 +68,16 @@ struct Lease {
 }
 
 impl Lease {
-    fn renew(&self) {
-        let ms = self.started.elapsed().as_millis().max(1) as u64;
-        self.last_ok_ms.store(ms, Ordering::Release);
+    /// Now, in the lease's milliseconds (never 0).
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis().max(1) as u64
+    }
+
+    /// Renews the lease from `sent_ms`, when the answered heartbeat left:
+    /// the coordinator heard it after that, so the lease cannot outlast
+    /// the coordinator's failure timeout however late the answer came.
+    fn renew(&self, sent_ms: u64) {
+        self.last_ok_ms.fetch_max(sent_ms, Ordering::AcqRel);
     }
 
     fn valid(&self) -> bool {
@@ -510,14 +518,30 @@ async fn heartbeat(daemon: Arc<Daemon>, coordinator: String, stop: Arc<tokio::sy
     );
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut answered = tokio::time::Instant::now();
+    let mut lease_lost = false;
     loop {
         tick.tick().await;
+        if !lease_lost && answered.elapsed() > LEASE {
+            // Operators want to know why a daemon stopped serving.
+            tracing::warn!(silence = ?answered.elapsed(), "no heartbeat answered within the lease; not serving clients");
+            lease_lost = true;
+        }
         let request = CoordRequest::Heartbeat {
             id: daemon.me,
             epoch: daemon.config().epoch,
         };
+        let sent_ms = daemon.lease.now_ms();
+        let sent = tokio::time::Instant::now();
         match coord.call(request).await {
-            Ok(CoordResponse::Done) => daemon.lease.renew(),
+            Ok(CoordResponse::Done) => {
+                daemon.lease.renew(sent_ms);
+                answered = sent;
+                if lease_lost {
+                    tracing::warn!("heartbeats answered again; serving clients");
+                    lease_lost = false;
+                }
+            }
             Ok(CoordResponse::Failed {
                 status: AdminStatus::NotFound,
                 reason,
@@ -596,11 +620,36 @@ pub(crate) async fn run(
     let actions = lock(&daemon.transfers).on_config(&config);
     daemon.run_transfer_actions(actions);
     let stop = Arc::new(tokio::sync::Notify::new());
-    let heartbeat_task = tokio::spawn(heartbeat(
-        daemon.clone(),
-        options.coordinator.clone(),
-        stop.clone(),
-    ));
+    // Heartbeats run on a thread of their own: cores write through the
+    // engine on the runtime's workers (a state transfer can keep them busy
+    // for seconds on a loaded machine), and a daemon that is alive but
+    // busy must not be declared failed — it would leave every chain.
+    let (heartbeat_stop, heartbeat_stopped) = tokio::sync::oneshot::channel::<()>();
+    let heartbeat_thread = {
+        let (daemon, coordinator, stop) =
+            (daemon.clone(), options.coordinator.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("tessera-heartbeat".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        tracing::error!("cannot start the heartbeat runtime: {e}");
+                        stop.notify_one();
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    tokio::select! {
+                        () = heartbeat(daemon, coordinator, stop) => {}
+                        _ = heartbeat_stopped => {}
+                    }
+                });
+            })?
+    };
 
     let config_task = {
         let daemon = daemon.clone();
@@ -669,7 +718,8 @@ pub(crate) async fn run(
         () = shutdown => {}
         () = stop.notified() => tracing::warn!(%me, "the coordinator told this daemon to stop"),
     }
-    heartbeat_task.abort();
+    let _ = heartbeat_stop.send(());
+    let _ = heartbeat_thread.join();
     tick_task.abort();
     config_task.abort();
     accept_task.abort();
