@@ -5,9 +5,11 @@
 //! one failure and one tolerating two, each with subspaces on `a` and `b`.
 //! Worker threads, each with its own client, run put, put_if_not_exist,
 //! conditional put, atomic add, delete, get and search on a few keys, while
-//! a nemesis, one fault at a time, kills -9 and restarts daemons, kills -9
-//! and restarts the coordinator leader, and cuts a daemon off the network
-//! (both directions, coordinator included) and heals it. Between faults it
+//! a nemesis kills -9 and restarts daemons (also the target of a running
+//! state transfer, right after another daemon died), kills -9 and restarts
+//! the coordinator leader, cuts a daemon off the network (both directions,
+//! coordinator included; sometimes while the coordinator leader dies too),
+//! and pauses a daemon with SIGSTOP. Between faults it
 //! waits until every daemon is available, the cluster is stable and every
 //! region has f + 1 replicas again, so that no space loses more than it
 //! tolerates.
@@ -351,7 +353,98 @@ struct Faults {
     daemon_kills: u64,
     coordinator_leader_kills: u64,
     daemon_isolations: u64,
+    daemon_pauses: u64,
+    transfer_target_kills: u64,
     brought_back_online: u64,
+}
+
+/// One fault (or two at once), then healing; the kinds take turns.
+fn nemesis(
+    cluster: &mut ProxiedCluster,
+    admin: &BlockingAdmin,
+    rng: &mut Rng,
+    faults: &mut Faults,
+    round: usize,
+) {
+    let i = rng.below(DAEMONS);
+    match round % 6 {
+        0 => {
+            eprintln!("chaos: kill -9 daemon {i}");
+            cluster.kill_daemon(i);
+            faults.daemon_kills += 1;
+            std::thread::sleep(rng.millis(300, 3500));
+            cluster.start_daemon(i);
+        }
+        1 => {
+            let leader = leader_index(cluster, admin);
+            eprintln!("chaos: kill -9 coordinator leader {leader}");
+            cluster.kill_coordinator(leader);
+            faults.coordinator_leader_kills += 1;
+            std::thread::sleep(rng.millis(500, 3000));
+            cluster.start_coordinator(leader);
+        }
+        2 => {
+            eprintln!("chaos: cut daemon {i} off the network");
+            cluster.isolate_daemon(i);
+            faults.daemon_isolations += 1;
+            std::thread::sleep(rng.millis(2500, 5000));
+            cluster.heal_daemon(i);
+        }
+        3 => {
+            eprintln!("chaos: pause daemon {i} (SIGSTOP)");
+            cluster.pause_daemon(i, true);
+            faults.daemon_pauses += 1;
+            std::thread::sleep(rng.millis(1500, 4500));
+            cluster.pause_daemon(i, false);
+        }
+        4 => {
+            // A second failure that the spaces tolerate: the daemon that
+            // receives a region by state transfer dies mid-transfer.
+            eprintln!("chaos: kill -9 daemon {i}, then a state transfer's target");
+            cluster.kill_daemon(i);
+            faults.daemon_kills += 1;
+            let target = (0..60).find_map(|_| {
+                std::thread::sleep(Duration::from_millis(100));
+                let config = admin.config().ok()?;
+                let dead = cluster.daemon_id(&config, i)?;
+                config.transfers.iter().find_map(|transfer| {
+                    let j = (0..DAEMONS)
+                        .find(|&j| j != i && cluster.daemon_id(&config, j) == Some(transfer.to))?;
+                    // Only if every region keeps a live replica without
+                    // both: that is all a space tolerating one failure has.
+                    let survives = config.spaces.iter().all(|space| {
+                        space.subspaces.iter().flat_map(|l| &l.regions).all(|r| {
+                            !r.chain.contains(&transfer.to)
+                                || r.chain.iter().any(|&d| d != dead && d != transfer.to)
+                        })
+                    });
+                    survives.then_some(j)
+                })
+            });
+            if let Some(j) = target {
+                eprintln!("chaos: kill -9 daemon {j}, a transfer target");
+                cluster.kill_daemon(j);
+                faults.transfer_target_kills += 1;
+                std::thread::sleep(rng.millis(300, 2000));
+                cluster.start_daemon(j);
+            }
+            cluster.start_daemon(i);
+        }
+        _ => {
+            // Both fault domains at once.
+            eprintln!("chaos: cut daemon {i} off the network and kill -9 the coordinator leader");
+            cluster.isolate_daemon(i);
+            faults.daemon_isolations += 1;
+            std::thread::sleep(rng.millis(500, 2000));
+            let leader = leader_index(cluster, admin);
+            cluster.kill_coordinator(leader);
+            faults.coordinator_leader_kills += 1;
+            std::thread::sleep(rng.millis(1000, 3000));
+            cluster.start_coordinator(leader);
+            std::thread::sleep(rng.millis(500, 2000));
+            cluster.heal_daemon(i);
+        }
+    }
 }
 
 /// The index of the coordinator member that leads now.
@@ -590,32 +683,7 @@ fn chaos_history_is_linearizable() {
     let mut round = 0usize;
     while Instant::now() < deadline {
         std::thread::sleep(rng.millis(200, 1000));
-        match round % 4 {
-            0 | 2 => {
-                let i = rng.below(DAEMONS);
-                eprintln!("chaos: kill -9 daemon {i}");
-                cluster.kill_daemon(i);
-                faults.daemon_kills += 1;
-                std::thread::sleep(rng.millis(300, 3500));
-                cluster.start_daemon(i);
-            }
-            1 => {
-                let leader = leader_index(&cluster, &admin);
-                eprintln!("chaos: kill -9 coordinator leader {leader}");
-                cluster.kill_coordinator(leader);
-                faults.coordinator_leader_kills += 1;
-                std::thread::sleep(rng.millis(500, 3000));
-                cluster.start_coordinator(leader);
-            }
-            _ => {
-                let i = rng.below(DAEMONS);
-                eprintln!("chaos: cut daemon {i} off the network");
-                cluster.isolate_daemon(i);
-                faults.daemon_isolations += 1;
-                std::thread::sleep(rng.millis(2500, 5000));
-                cluster.heal_daemon(i);
-            }
-        }
+        nemesis(&mut cluster, &admin, &mut rng, &mut faults, round);
         check_processes(&mut cluster);
         settle(&cluster, &admin, &mut faults);
         round += 1;

@@ -451,6 +451,18 @@ impl ProxiedCluster {
         self.coordinators[i].pid = None;
     }
 
+    /// Stops daemon `i` with SIGSTOP (a process pause: it neither sends
+    /// nor answers, and wakes up later with a stale view), or resumes it.
+    pub fn pause_daemon(&self, i: usize, paused: bool) {
+        let pid = self.daemons[i].pid.expect("daemon running");
+        let signal = if paused { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid} failed");
+    }
+
     /// Cuts daemon `i` off the network (both directions, coordinator too).
     pub fn isolate_daemon(&self, i: usize) {
         let server = &self.daemons[i];
