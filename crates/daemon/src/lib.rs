@@ -4,7 +4,8 @@
 //! value-dependent chain protocol — ordering at the point leader, in-order
 //! application with buffering at members, commit on the acknowledgement's way
 //! back — plus the pure update evaluation and chain construction
-//! ([`chain`]), search and count over committed data, and the tokio shell
+//! ([`chain`]), search and count over committed data through per-region
+//! secondary indexes ([`index`]), and the tokio shell
 //! that connects them to sockets, peers and the coordinator.
 //!
 //! What it is not: it never changes the configuration (only the coordinator
@@ -13,6 +14,7 @@
 
 pub mod chain;
 pub mod core;
+pub mod index;
 pub mod ops;
 pub mod record;
 pub mod search;

@@ -6,18 +6,17 @@
 //! [`KEYS_PAGE_MAX`] keys) and about [`PAGE_BYTES_MAX`] bytes — far below
 //! the frame maximum, so a region of any size streams without the daemon or
 //! the client holding more than a page. The daemon keeps no cursor state:
-//! a page is a fresh scan starting after the given position.
+//! a page is a fresh read starting after the given position — through the
+//! region's index when the checks select few entries of it
+//! ([`index::choose_access`]), else a scan of the region.
 
 use crate::chain::{check_key, key_region};
+use crate::index::{self, Access, PageBounds};
 use crate::shell::{decode_record, Daemon};
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use tessera_protocol::{DaemonResponse, SearchAfter, SortBy, Status};
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{
-    Check, Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version,
-};
+use tessera_types::{Check, Configuration, DaemonId, Epoch, RegionId, SpaceId, Value};
 
 /// The most objects in one search page.
 pub const PAGE_OBJECTS_MAX: usize = 256;
@@ -115,37 +114,26 @@ fn check_region(
     }
 }
 
-/// Visits, in key order after `after`, the region's committed objects that
-/// match every check: `visit(key bytes, version, object, record bytes)`
-/// returns whether to go on.
-fn scan_matching(
+/// How a search reads `region` of `space` (see [`index::choose_access`]).
+fn access_for(
     daemon: &Daemon,
+    space: SpaceId,
     region: RegionId,
     checks: &[Check],
-    after: Option<&[u8]>,
-    mut visit: impl FnMut(&[u8], Version, Object, usize) -> bool,
-) -> Result<(), DaemonResponse> {
-    let mut error = None;
-    daemon
-        .engine
-        .scan(
-            region,
-            after,
-            &mut |key, bytes| match decode_record(bytes) {
-                Ok(record) => match record.object {
-                    Some(object) if checks.iter().all(|c| c.matches(&object)) => {
-                        visit(key, record.version, object, bytes.len())
-                    }
-                    _ => true,
-                },
-                Err(e) => {
-                    error = Some(e);
-                    false
-                }
-            },
-        )
-        .map_err(|e| failed(Status::ServerError, e.to_string()))?;
-    error.map_or(Ok(()), Err)
+    sort: Option<SortBy>,
+    wanted: usize,
+) -> Access {
+    let config = daemon.config();
+    match config.space_by_id(space) {
+        Some(space) => index::choose_access(
+            &space.desc,
+            &index::cell_of(space, region),
+            checks,
+            sort,
+            Some(wanted as u64),
+        ),
+        None => Access::Scan,
+    }
 }
 
 /// The number of objects a page may hold when the client asks for at most
@@ -176,137 +164,30 @@ pub(crate) fn search(
             more: false,
         };
     }
+    let access = access_for(daemon, space, region, checks, sort, wanted);
+    let engine = daemon.engine.as_ref();
+    let bounds = PageBounds {
+        objects: wanted,
+        size: |m| m.bytes,
+        size_max: PAGE_BYTES_MAX,
+    };
     let page = match sort {
-        Some(sort) => sorted_page(daemon, region, checks, sort, after, wanted),
-        None => key_order_page(daemon, region, checks, after, wanted),
+        Some(sort) => {
+            let after = after.map(|a| (a.sort_value.as_ref(), a.key.as_slice()));
+            index::sorted_page(engine, region, &access, checks, sort, after, bounds)
+        }
+        None => {
+            let after = after.map(|a| a.key.as_slice());
+            index::key_order_page(engine, region, &access, checks, after, bounds)
+        }
     };
     match page {
-        Ok((objects, more)) => DaemonResponse::SearchPage { objects, more },
-        Err(response) => response,
-    }
-}
-
-type Page = (Vec<(Version, Object)>, bool);
-
-/// The next `wanted` matches in key order after `after`.
-fn key_order_page(
-    daemon: &Daemon,
-    region: RegionId,
-    checks: &[Check],
-    after: Option<&SearchAfter>,
-    wanted: usize,
-) -> Result<Page, DaemonResponse> {
-    let mut objects = Vec::new();
-    let mut bytes_total = 0;
-    let mut more = false;
-    let after = after.map(|a| a.key.as_slice());
-    scan_matching(
-        daemon,
-        region,
-        checks,
-        after,
-        |_, version, object, bytes| {
-            objects.push((version, object));
-            bytes_total += bytes;
-            more = objects.len() >= wanted || bytes_total >= PAGE_BYTES_MAX;
-            !more
+        Ok((matches, more)) => DaemonResponse::SearchPage {
+            objects: matches.into_iter().map(|m| (m.version, m.object)).collect(),
+            more,
         },
-    )?;
-    Ok((objects, more))
-}
-
-/// One candidate of a sorted page, ordered by [`SortBy::compare`] so that
-/// a max-heap keeps the worst candidate on top.
-struct Ranked {
-    sort: SortBy,
-    key: Vec<u8>,
-    version: Version,
-    object: Object,
-    bytes: usize,
-}
-
-impl Ranked {
-    fn value(&self) -> &Value {
-        &self.object.values[self.sort.attr]
+        Err(reason) => failed(Status::ServerError, reason),
     }
-}
-
-impl Ord for Ranked {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.sort
-            .compare((self.value(), &self.key), (other.value(), &other.key))
-    }
-}
-
-impl PartialOrd for Ranked {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Ranked {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Ranked {}
-
-/// The best `wanted` matches in sort order strictly after `after`: a scan
-/// of the whole region keeping a heap of `wanted` candidates, so the
-/// daemon holds at most one page whatever the region's size.
-fn sorted_page(
-    daemon: &Daemon,
-    region: RegionId,
-    checks: &[Check],
-    sort: SortBy,
-    after: Option<&SearchAfter>,
-    wanted: usize,
-) -> Result<Page, DaemonResponse> {
-    let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(wanted + 1);
-    let mut dropped = false;
-    scan_matching(
-        daemon,
-        region,
-        checks,
-        None,
-        |key, version, object, bytes| {
-            let Some(value) = object.values.get(sort.attr) else {
-                return true;
-            };
-            if let Some(after) = after {
-                let after_value = after.sort_value.as_ref().unwrap_or(value);
-                if sort.compare((value, key), (after_value, &after.key)) != Ordering::Greater {
-                    return true;
-                }
-            }
-            heap.push(Ranked {
-                sort,
-                key: key.to_vec(),
-                version,
-                object,
-                bytes,
-            });
-            if heap.len() > wanted {
-                heap.pop();
-                dropped = true;
-            }
-            true
-        },
-    )?;
-    let mut objects = Vec::with_capacity(heap.len());
-    let mut bytes_total = 0;
-    let ranked = heap.into_sorted_vec();
-    let mut cut = false;
-    for r in ranked {
-        if !objects.is_empty() && bytes_total + r.bytes > PAGE_BYTES_MAX {
-            cut = true;
-            break;
-        }
-        bytes_total += r.bytes;
-        objects.push((r.version, r.object));
-    }
-    Ok((objects, dropped || cut))
 }
 
 /// One page of a keys-only search (`DaemonRequest::SearchKeys`).
@@ -321,20 +202,27 @@ pub(crate) fn search_keys(
     if let Err(response) = check_region(daemon, epoch, space, region) {
         return response;
     }
-    let mut keys = Vec::new();
-    let mut bytes_total = 0;
-    let mut more = false;
-    let result = scan_matching(daemon, region, checks, after, |key, _, object, _| {
-        bytes_total += key.len();
-        let Some(key) = object.values.into_iter().next() else {
-            return true;
-        };
-        keys.push(key);
-        more = keys.len() >= KEYS_PAGE_MAX || bytes_total >= PAGE_BYTES_MAX;
-        !more
-    });
-    match result {
-        Ok(()) => DaemonResponse::KeysPage { keys, more },
-        Err(response) => response,
+    let access = access_for(daemon, space, region, checks, None, KEYS_PAGE_MAX);
+    let bounds = PageBounds {
+        objects: KEYS_PAGE_MAX,
+        size: |m| m.key.len(),
+        size_max: PAGE_BYTES_MAX,
+    };
+    match index::key_order_page(
+        daemon.engine.as_ref(),
+        region,
+        &access,
+        checks,
+        after,
+        bounds,
+    ) {
+        Ok((matches, more)) => DaemonResponse::KeysPage {
+            keys: matches
+                .into_iter()
+                .filter_map(|m| m.object.values.into_iter().next())
+                .collect(),
+            more,
+        },
+        Err(reason) => failed(Status::ServerError, reason),
     }
 }

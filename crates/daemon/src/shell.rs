@@ -6,6 +6,7 @@
 //! one core.
 
 use crate::core::{Effect, ReplicaCore, ReplyTo};
+use crate::index::IndexedEngine;
 use crate::record::Record;
 use crate::search;
 use crate::transfer::{Action as TransferAction, Transfers};
@@ -39,7 +40,10 @@ const META_DAEMON_ID: &str = "daemon_id";
 
 pub(crate) struct Daemon {
     pub(crate) me: DaemonId,
+    /// The storage engine behind `index`, which keeps every region's index
+    /// in step with its objects.
     pub(crate) engine: Arc<dyn Engine>,
+    index: Arc<IndexedEngine>,
     shards: Vec<Mutex<ReplicaCore>>,
     config: RwLock<Arc<Configuration>>,
     peers: Mutex<HashMap<DaemonId, mpsc::UnboundedSender<Message>>>,
@@ -170,6 +174,8 @@ impl Daemon {
             if config.epoch <= current.epoch {
                 return;
             }
+            // Before anyone can write to a region this configuration adds.
+            self.index.on_config(&config);
             *current = config.clone();
         }
         tracing::info!(epoch = %config.epoch, "installed configuration");
@@ -582,7 +588,7 @@ pub(crate) async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     std::fs::create_dir_all(&options.data_dir)?;
-    let engine: Arc<dyn Engine> = Arc::new(
+    let storage: Arc<dyn Engine> = Arc::new(
         FjallEngine::open(&options.data_dir, options.durability)
             .map_err(|e| DaemonError::Storage(e.to_string()))?,
     );
@@ -594,12 +600,17 @@ pub(crate) async fn run(
             .unwrap_or_else(|_| options.listen.to_string())
     });
     let coord = CoordClient::new([options.coordinator.clone()]);
-    let me = register(&coord, engine.as_ref(), &advertise).await?;
+    let me = register(&coord, storage.as_ref(), &advertise).await?;
     let config = Arc::new(first_config(&coord, me).await?);
     tracing::info!(%me, addr = %advertise, epoch = %config.epoch, "daemon registered");
+    let index = Arc::new(
+        IndexedEngine::open(storage, &config).map_err(|e| DaemonError::Storage(e.to_string()))?,
+    );
+    let engine: Arc<dyn Engine> = index.clone();
     let daemon = Arc::new(Daemon {
         me,
         engine: engine.clone(),
+        index,
         shards: (0..SHARDS)
             .map(|_| Mutex::new(ReplicaCore::new(me, config.clone(), engine.clone())))
             .collect(),

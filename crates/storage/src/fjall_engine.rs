@@ -1,7 +1,7 @@
 //! The default engine: fjall, an embedded log-structured store with a
 //! journal.
 
-use crate::{region_key, Engine, StorageError, Write};
+use crate::{region_key, Engine, IndexRange, IndexWrite, StorageError, Write};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +22,7 @@ pub enum Durability {
 pub struct FjallEngine {
     db: Database,
     objects: Keyspace,
+    index: Keyspace,
     meta: Keyspace,
     durability: Durability,
     /// Set after a failed write or sync: what reached disk is unknown, so
@@ -39,12 +40,16 @@ impl FjallEngine {
         let objects = db
             .keyspace("objects", KeyspaceCreateOptions::default)
             .map_err(engine_err)?;
+        let index = db
+            .keyspace("index", KeyspaceCreateOptions::default)
+            .map_err(engine_err)?;
         let meta = db
             .keyspace("meta", KeyspaceCreateOptions::default)
             .map_err(engine_err)?;
         Ok(FjallEngine {
             db,
             objects,
+            index,
             meta,
             durability,
             poisoned: AtomicBool::new(false),
@@ -80,7 +85,11 @@ impl Engine for FjallEngine {
             .map(|v| v.to_vec()))
     }
 
-    fn apply(&self, writes: Vec<Write>) -> Result<(), StorageError> {
+    fn apply_with_index(
+        &self,
+        writes: Vec<Write>,
+        index_writes: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
         self.check_writable()?;
         let mut batch = self.db.batch();
         for write in writes {
@@ -90,6 +99,16 @@ impl Engine for FjallEngine {
                 }
                 Write::Delete { region, key } => {
                     batch.remove(&self.objects, region_key(region, &key))
+                }
+            }
+        }
+        for write in index_writes {
+            match write {
+                IndexWrite::Put { region, entry } => {
+                    batch.insert(&self.index, region_key(region, &entry), [])
+                }
+                IndexWrite::Delete { region, entry } => {
+                    batch.remove(&self.index, region_key(region, &entry))
                 }
             }
         }
@@ -123,8 +142,64 @@ impl Engine for FjallEngine {
         Ok(())
     }
 
+    fn index_scan(
+        &self,
+        region: RegionId,
+        range: IndexRange<'_>,
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        let start = region_key(region, range.start);
+        let end = match range.end {
+            Some(e) => Some(region_key(region, e)),
+            None => region.0.checked_add(1).map(|n| n.to_be_bytes().to_vec()),
+        };
+        let mut iter = match end {
+            Some(end) => self.index.range(start..end),
+            None => self.index.range(start..),
+        };
+        loop {
+            let guard = if range.reverse {
+                iter.next_back()
+            } else {
+                iter.next()
+            };
+            let Some(guard) = guard else { break };
+            let key = guard.key().map_err(engine_err)?;
+            if !visit(&key[8..]) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
         self.check_writable()?;
+        // Index entries first: a write racing with the drop then leaves at
+        // worst an entry without its object (readers check the object), never
+        // an object without its entries.
+        let mut entries = Vec::new();
+        self.index_scan(
+            region,
+            IndexRange {
+                start: &[],
+                end: None,
+                reverse: false,
+            },
+            &mut |e| {
+                entries.push(e.to_vec());
+                true
+            },
+        )?;
+        for chunk in entries.chunks(1024) {
+            let writes = chunk
+                .iter()
+                .map(|e| IndexWrite::Delete {
+                    region,
+                    entry: e.clone(),
+                })
+                .collect();
+            self.apply_with_index(Vec::new(), writes)?;
+        }
         let mut keys = Vec::new();
         self.scan(region, None, &mut |k, _| {
             keys.push(k.to_vec());
@@ -145,22 +220,26 @@ impl Engine for FjallEngine {
 
     fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
         let mut out = Vec::new();
-        let mut from: Option<u64> = Some(0);
-        // Jump from region to region instead of walking every key.
-        while let Some(start) = from {
-            let Some(guard) = self.objects.range(start.to_be_bytes().to_vec()..).next() else {
-                break;
-            };
-            let key = guard.key().map_err(engine_err)?;
-            let Ok(prefix) = <[u8; 8]>::try_from(&key[..8.min(key.len())]) else {
-                return Err(StorageError::Engine(
-                    "object key shorter than its region prefix".into(),
-                ));
-            };
-            let id = u64::from_be_bytes(prefix);
-            out.push(RegionId(id));
-            from = id.checked_add(1);
+        for keyspace in [&self.objects, &self.index] {
+            let mut from: Option<u64> = Some(0);
+            // Jump from region to region instead of walking every key.
+            while let Some(start) = from {
+                let Some(guard) = keyspace.range(start.to_be_bytes().to_vec()..).next() else {
+                    break;
+                };
+                let key = guard.key().map_err(engine_err)?;
+                let Ok(prefix) = <[u8; 8]>::try_from(&key[..8.min(key.len())]) else {
+                    return Err(StorageError::Engine(
+                        "stored key shorter than its region prefix".into(),
+                    ));
+                };
+                let id = u64::from_be_bytes(prefix);
+                out.push(RegionId(id));
+                from = id.checked_add(1);
+            }
         }
+        out.sort();
+        out.dedup();
         Ok(out)
     }
 
@@ -214,10 +293,33 @@ mod tests {
                 value: b"v".to_vec(),
             }])
             .unwrap();
+            e.apply_with_index(
+                vec![],
+                vec![IndexWrite::Put {
+                    region: RegionId(9),
+                    entry: b"e".to_vec(),
+                }],
+            )
+            .unwrap();
             e.meta_put("id", b"3").unwrap();
         }
         let e = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
         assert_eq!(e.get(RegionId(9), b"k").unwrap(), Some(b"v".to_vec()));
+        let mut entries = Vec::new();
+        e.index_scan(
+            RegionId(9),
+            IndexRange {
+                start: b"",
+                end: None,
+                reverse: false,
+            },
+            &mut |x| {
+                entries.push(x.to_vec());
+                true
+            },
+        )
+        .unwrap();
+        assert_eq!(entries, vec![b"e".to_vec()]);
         assert_eq!(e.meta_get("id").unwrap(), Some(b"3".to_vec()));
     }
 
@@ -228,6 +330,16 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let engine = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
             crate::conformance::against_model(&engine, &ops);
+        }
+
+        #[test]
+        fn index_matches_model(
+            ops in proptest::collection::vec(any::<(u8, u8, u8)>(), 0..80),
+            probes in proptest::collection::vec(any::<(u8, u8, u8)>(), 1..20),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
+            crate::conformance::index_against_model(&engine, &ops, &probes);
         }
     }
 }

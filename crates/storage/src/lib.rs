@@ -10,8 +10,11 @@
 //! prefix.
 //!
 //! Layout in fjall: keyspace `objects` holds `region id (u64 BE) ++ key bytes`
-//! → value bytes, so one region is one contiguous key range; keyspace `meta`
-//! holds named records (the daemon's instance id, its last configuration).
+//! → value bytes, so one region is one contiguous key range; keyspace `index`
+//! holds `region id (u64 BE) ++ entry bytes` → nothing, the region's index
+//! entries (opaque here: the daemon composes them, and writes them in the
+//! same atomic batch as the objects they describe); keyspace `meta` holds
+//! named records (the daemon's instance id, its last configuration).
 
 mod fjall_engine;
 mod memory;
@@ -44,13 +47,50 @@ pub enum Write {
     },
 }
 
+/// One index write of an atomic batch. A region's index is a set of byte
+/// strings kept in byte order, separate from its objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexWrite {
+    /// Adds the entry (nothing if present).
+    Put { region: RegionId, entry: Vec<u8> },
+    /// Removes the entry (nothing if absent).
+    Delete { region: RegionId, entry: Vec<u8> },
+}
+
+/// Which index entries [`Engine::index_scan`] visits, and in which order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexRange<'a> {
+    /// The first entry visited, inclusive (ascending order).
+    pub start: &'a [u8],
+    /// Entries must be below this; `None`: to the region's last entry.
+    pub end: Option<&'a [u8]>,
+    /// Largest entry first.
+    pub reverse: bool,
+}
+
+impl IndexRange<'_> {
+    /// Whether `entry` lies in the range.
+    pub fn contains(&self, entry: &[u8]) -> bool {
+        entry >= self.start && self.end.is_none_or(|e| entry < e)
+    }
+}
+
 /// A durable, region-scoped byte map. Implementations are internally
 /// synchronized; every method may be called from any thread.
 pub trait Engine: Send + Sync + 'static {
     fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
 
     /// Applies every write or none.
-    fn apply(&self, writes: Vec<Write>) -> Result<(), StorageError>;
+    fn apply(&self, writes: Vec<Write>) -> Result<(), StorageError> {
+        self.apply_with_index(writes, Vec::new())
+    }
+
+    /// Applies every object write and every index write, or none.
+    fn apply_with_index(
+        &self,
+        writes: Vec<Write>,
+        index: Vec<IndexWrite>,
+    ) -> Result<(), StorageError>;
 
     /// Visits the region's entries in key order, starting after `after` when
     /// given, until `visit` returns false.
@@ -61,10 +101,19 @@ pub trait Engine: Send + Sync + 'static {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError>;
 
-    /// Removes every entry of the region.
+    /// Visits the region's index entries in `range`, in its order, until
+    /// `visit` returns false.
+    fn index_scan(
+        &self,
+        region: RegionId,
+        range: IndexRange<'_>,
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// Removes every object and every index entry of the region.
     fn drop_region(&self, region: RegionId) -> Result<(), StorageError>;
 
-    /// Lists the regions that hold at least one entry.
+    /// Lists the regions that hold at least one object or index entry.
     fn regions(&self) -> Result<Vec<RegionId>, StorageError>;
 
     fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError>;
@@ -149,6 +198,174 @@ pub(crate) mod conformance {
         engine.meta_put("id", b"7").unwrap();
         assert_eq!(engine.meta_get("id").unwrap(), Some(b"7".to_vec()));
         assert_eq!(engine.meta_get("other").unwrap(), None);
+
+        // Index entries live beside the objects, in the same batches.
+        let r3 = RegionId(3);
+        engine
+            .apply_with_index(
+                vec![Write::Put {
+                    region: r3,
+                    key: b"x".to_vec(),
+                    value: b"9".to_vec(),
+                }],
+                vec![
+                    IndexWrite::Put {
+                        region: r3,
+                        entry: b"ix".to_vec(),
+                    },
+                    IndexWrite::Put {
+                        region: r3,
+                        entry: b"iy".to_vec(),
+                    },
+                ],
+            )
+            .unwrap();
+        assert_eq!(index_entries(engine, r3, b"", None, false), [b"ix", b"iy"]);
+        assert_eq!(index_entries(engine, r3, b"", None, true), [b"iy", b"ix"]);
+        assert_eq!(index_entries(engine, r3, b"iy", None, false), [b"iy"]);
+        assert_eq!(index_entries(engine, r3, b"", Some(b"iy"), true), [b"ix"]);
+        // Objects and index entries are separate: a scan sees no entry.
+        let mut keys = Vec::new();
+        engine
+            .scan(r3, None, &mut |k, _| {
+                keys.push(k.to_vec());
+                true
+            })
+            .unwrap();
+        assert_eq!(keys, vec![b"x".to_vec()]);
+        engine
+            .apply_with_index(
+                vec![],
+                vec![IndexWrite::Delete {
+                    region: r3,
+                    entry: b"ix".to_vec(),
+                }],
+            )
+            .unwrap();
+        assert_eq!(index_entries(engine, r3, b"", None, false), [b"iy"]);
+        assert_eq!(engine.regions().unwrap(), vec![r2, r3]);
+        engine.drop_region(r3).unwrap();
+        assert!(index_entries(engine, r3, b"", None, false).is_empty());
+        assert_eq!(engine.regions().unwrap(), vec![r2]);
+    }
+
+    fn index_entries(
+        engine: &dyn Engine,
+        region: RegionId,
+        start: &[u8],
+        end: Option<&[u8]>,
+        reverse: bool,
+    ) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        engine
+            .index_scan(
+                region,
+                IndexRange {
+                    start,
+                    end,
+                    reverse,
+                },
+                &mut |e| {
+                    out.push(e.to_vec());
+                    true
+                },
+            )
+            .unwrap();
+        out
+    }
+
+    /// Applies random batches of index writes, object writes and region
+    /// drops to the engine and to a model, and compares every index range
+    /// scan (both directions, with early stops) and the region list.
+    pub fn index_against_model(engine: &dyn Engine, ops: &[(u8, u8, u8)], probes: &[(u8, u8, u8)]) {
+        use std::collections::BTreeSet;
+        let mut index: BTreeSet<(u64, Vec<u8>)> = BTreeSet::new();
+        let mut objects: BTreeSet<(u64, Vec<u8>)> = BTreeSet::new();
+        for chunk in ops.chunks(4) {
+            let mut batch = Vec::new();
+            let mut index_batch = Vec::new();
+            for &(region, entry, kind) in chunk {
+                let r = u64::from(region % 4);
+                let region = RegionId(r);
+                // Entries of one or two bytes, so prefixes occur.
+                let entry = if entry % 3 == 0 {
+                    vec![entry % 8]
+                } else {
+                    vec![entry % 8, entry / 8 % 4]
+                };
+                match kind % 8 {
+                    0..=3 => {
+                        index.insert((r, entry.clone()));
+                        index_batch.push(IndexWrite::Put { region, entry });
+                    }
+                    4 | 5 => {
+                        index.remove(&(r, entry.clone()));
+                        index_batch.push(IndexWrite::Delete { region, entry });
+                    }
+                    6 => {
+                        objects.insert((r, entry.clone()));
+                        batch.push(Write::Put {
+                            region,
+                            key: entry,
+                            value: vec![1],
+                        });
+                    }
+                    _ => {
+                        engine
+                            .apply_with_index(
+                                std::mem::take(&mut batch),
+                                std::mem::take(&mut index_batch),
+                            )
+                            .unwrap();
+                        index.retain(|(x, _)| *x != r);
+                        objects.retain(|(x, _)| *x != r);
+                        engine.drop_region(region).unwrap();
+                    }
+                }
+            }
+            engine.apply_with_index(batch, index_batch).unwrap();
+        }
+        let mut regions: Vec<RegionId> = index
+            .iter()
+            .chain(objects.iter())
+            .map(|(r, _)| RegionId(*r))
+            .collect();
+        regions.sort();
+        regions.dedup();
+        assert_eq!(engine.regions().unwrap(), regions);
+        for &(region, bounds, stop) in probes {
+            let r = u64::from(region % 4);
+            let start = vec![bounds % 8];
+            let end = (bounds / 8 % 2 == 1).then(|| vec![(bounds % 8) + bounds / 16 % 4]);
+            let range = IndexRange {
+                start: &start,
+                end: end.as_deref(),
+                reverse: stop % 2 == 1,
+            };
+            let stop_after = usize::from(stop / 2 % 6);
+            let mut want: Vec<Vec<u8>> = index
+                .iter()
+                .filter(|(x, e)| *x == r && range.contains(e))
+                .map(|(_, e)| e.clone())
+                .collect();
+            if range.reverse {
+                want.reverse();
+            }
+            if stop_after > 0 {
+                want.truncate(stop_after);
+            }
+            let mut got = Vec::new();
+            engine
+                .index_scan(RegionId(r), range, &mut |e| {
+                    got.push(e.to_vec());
+                    stop_after == 0 || got.len() < stop_after
+                })
+                .unwrap();
+            assert_eq!(
+                got, want,
+                "region {r} range {range:?} stop after {stop_after}"
+            );
+        }
     }
 
     /// Applies random batches to the engine and to a model and compares

@@ -1,13 +1,15 @@
 //! An in-memory engine for unit tests and the simulator.
 
-use crate::{region_key, Engine, StorageError, Write};
-use std::collections::BTreeMap;
+use crate::{region_key, Engine, IndexRange, IndexWrite, StorageError, Write};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use tessera_types::RegionId;
 
 #[derive(Default)]
 pub struct MemoryEngine {
     objects: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// `region_key(region, entry)` of every index entry.
+    index: Mutex<BTreeSet<Vec<u8>>>,
     meta: Mutex<BTreeMap<String, Vec<u8>>>,
 }
 
@@ -33,8 +35,14 @@ impl Engine for MemoryEngine {
             .cloned())
     }
 
-    fn apply(&self, writes: Vec<Write>) -> Result<(), StorageError> {
+    fn apply_with_index(
+        &self,
+        writes: Vec<Write>,
+        index_writes: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        // Both locks, always in this order, so a batch is seen whole.
         let mut objects = self.objects.lock().expect("poisoned");
+        let mut index = self.index.lock().expect("poisoned");
         for write in writes {
             match write {
                 Write::Put { region, key, value } => {
@@ -43,6 +51,44 @@ impl Engine for MemoryEngine {
                 Write::Delete { region, key } => {
                     objects.remove(&region_key(region, &key));
                 }
+            }
+        }
+        for write in index_writes {
+            match write {
+                IndexWrite::Put { region, entry } => {
+                    index.insert(region_key(region, &entry));
+                }
+                IndexWrite::Delete { region, entry } => {
+                    index.remove(&region_key(region, &entry));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn index_scan(
+        &self,
+        region: RegionId,
+        range: IndexRange<'_>,
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        // Copied out, so that `visit` may call back into the engine.
+        let mut entries: Vec<Vec<u8>> = {
+            let index = self.index.lock().expect("poisoned");
+            let (start, end) = region_bounds(region);
+            index
+                .range(start..)
+                .take_while(|k| end.as_ref().is_none_or(|e| *k < e))
+                .map(|k| k[8..].to_vec())
+                .filter(|e| range.contains(e))
+                .collect()
+        };
+        if range.reverse {
+            entries.reverse();
+        }
+        for e in &entries {
+            if !visit(e) {
+                break;
             }
         }
         Ok(())
@@ -73,22 +119,24 @@ impl Engine for MemoryEngine {
 
     fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
         let (start, end) = region_bounds(region);
-        self.objects
-            .lock()
-            .expect("poisoned")
-            .retain(|k, _| !(k >= &start && end.as_ref().is_none_or(|e| k < e)));
+        let outside = |k: &Vec<u8>| !(k >= &start && end.as_ref().is_none_or(|e| k < e));
+        let mut objects = self.objects.lock().expect("poisoned");
+        let mut index = self.index.lock().expect("poisoned");
+        objects.retain(|k, _| outside(k));
+        index.retain(outside);
         Ok(())
     }
 
     fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
         let objects = self.objects.lock().expect("poisoned");
-        let mut out: Vec<RegionId> = Vec::new();
-        for k in objects.keys() {
-            let id = RegionId(u64::from_be_bytes(k[..8].try_into().expect("8 bytes")));
-            if out.last() != Some(&id) {
-                out.push(id);
-            }
-        }
+        let index = self.index.lock().expect("poisoned");
+        let mut out: Vec<RegionId> = objects
+            .keys()
+            .chain(index.iter())
+            .map(|k| RegionId(u64::from_be_bytes(k[..8].try_into().expect("8 bytes"))))
+            .collect();
+        out.sort();
+        out.dedup();
         Ok(out)
     }
 
@@ -124,6 +172,14 @@ mod tests {
         #[test]
         fn matches_model(ops in proptest::collection::vec(any::<(u8, u8, u8, bool)>(), 0..60)) {
             crate::conformance::against_model(&MemoryEngine::new(), &ops);
+        }
+
+        #[test]
+        fn index_matches_model(
+            ops in proptest::collection::vec(any::<(u8, u8, u8)>(), 0..80),
+            probes in proptest::collection::vec(any::<(u8, u8, u8)>(), 1..20),
+        ) {
+            crate::conformance::index_against_model(&MemoryEngine::new(), &ops, &probes);
         }
     }
 }
