@@ -372,6 +372,11 @@ impl Microtransaction {
         Ok(self)
     }
 
+    /// The space the microtransaction writes to.
+    pub fn space(&self) -> &str {
+        &self.space
+    }
+
     /// The operations collected so far.
     pub fn ops(&self) -> &[(String, Op)] {
         &self.ops

@@ -1,0 +1,208 @@
+"""``tessera.admin``: spaces and the cluster (HyperDex's ``hyperdex.admin``,
+API.md §7 and §0.2).
+
+>>> from tessera.admin import Admin
+>>> a = Admin('127.0.0.1', 1982)
+>>> a.add_space('space phonebook key username attributes first, last, int phone '
+...             'subspace first, last, phone create 8 partitions tolerate 1 failure')
+True
+>>> a.list_spaces()
+['phonebook']
+
+Errors raise ``AdminError`` (also ``HyperDexAdminException``) with
+``status()``, ``symbol()`` (``HYPERDEX_ADMIN_...``) and ``message()``.
+
+Thread safety: an Admin is safe to use from several threads at once; each
+call releases the GIL while it waits on the coordinator.
+
+What Tessera's server does not do yet, and so raises ``AdminError``
+COORDFAIL naming it (after the checks HyperDex makes first): secondary
+indexes (``add_index``, ``rm_index``), changing a space's fault tolerance,
+renaming a space (``mv_space``), backups, and performance counters.
+"""
+
+from tessera import _core
+from tessera._errors import AdminError, HyperDexAdminException
+
+__all__ = ["Admin", "AdminError", "HyperDexAdminException", "Subspace", "Index"]
+
+_COORDFAIL = (8774, "HYPERDEX_ADMIN_COORDFAIL")
+
+
+def _unsupported(what, why):
+    return AdminError(_COORDFAIL[0], _COORDFAIL[1],
+                      "%s is not supported by this Tessera server: %s" % (what, why))
+
+
+class Subspace(object):
+    """One subspace of a space: ``identifier`` (0 is the key subspace, then
+    the declared subspaces in order) and ``attributes`` (names)."""
+
+    __slots__ = ("identifier", "attributes")
+
+    def __init__(self, identifier, attributes):
+        self.identifier = identifier
+        self.attributes = list(attributes)
+
+    def __eq__(self, other):
+        if isinstance(other, Subspace):
+            return (self.identifier, self.attributes) == (other.identifier, other.attributes)
+        return NotImplemented
+
+    def __repr__(self):
+        return "Subspace(%r, %r)" % (self.identifier, self.attributes)
+
+
+class Index(object):
+    """One index of a space: ``identifier`` and ``attribute`` (its name)."""
+
+    __slots__ = ("identifier", "attribute")
+
+    def __init__(self, identifier, attribute):
+        self.identifier = identifier
+        self.attribute = attribute
+
+    def __eq__(self, other):
+        if isinstance(other, Index):
+            return (self.identifier, self.attribute) == (other.identifier, other.attribute)
+        return NotImplemented
+
+    def __repr__(self):
+        return "Index(%r, %r)" % (self.identifier, self.attribute)
+
+
+class Admin(object):
+    """Administers a cluster through one coordinator member.
+
+    ``Admin(host, port=1982)``: no network activity until the first call.
+    Every method blocks until the coordinator answered (with the GIL
+    released) and returns its value or raises ``AdminError``.
+    """
+
+    def __init__(self, host="127.0.0.1", port=1982):
+        self._core = _core.AdminCore(str(host), int(port))
+        self.host = host
+        self.port = port
+
+    def __repr__(self):
+        return "Admin(%r, %r)" % (self.host, self.port)
+
+    # -- spaces
+
+    def add_space(self, description):
+        """Creates a space from its description (API.md §8). Returns True.
+        BADSPACE names the line and column of a mistake; DUPLICATE when the
+        name exists."""
+        return self._core.add_space(_text(description))
+
+    def rm_space(self, name):
+        """Removes a space and its data. Returns True; NOTFOUND when there is none."""
+        return self._core.rm_space(_text(name))
+
+    def list_spaces(self):
+        """The names of every space, as a list of str."""
+        return self._core.list_spaces()
+
+    def list_subspaces(self, space):
+        """The space's subspaces as Subspace objects, the key subspace first;
+        [] for an unknown space."""
+        return [Subspace(i, attrs) for i, attrs in self._core.list_subspaces(_text(space))]
+
+    def list_indices(self, space):
+        """The indexes the space's description declares (its ``index``
+        clauses) as Index objects; [] for an unknown space. (Tessera's
+        daemons keep no secondary indexes yet: a search reads every object
+        of each region it contacts.)"""
+        return [Index(i, attr) for i, attr in self._core.list_indices(_text(space))]
+
+    def add_index(self, space, attribute):
+        """Not supported: raises AdminError NOTFOUND for an unknown space or
+        attribute, else COORDFAIL saying that indexes are not supported."""
+        self._core.check_attribute(_text(space), _text(attribute))
+        raise _unsupported("add_index", "the daemons keep no secondary indexes "
+                           "(a search reads every object of each region it contacts)")
+
+    def rm_index(self, idx):
+        """Not supported (no index can be added): ValueError for an id that
+        is not an int (or Index), else AdminError COORDFAIL."""
+        if isinstance(idx, Index):
+            idx = idx.identifier
+        if isinstance(idx, bool) or not isinstance(idx, int):
+            raise ValueError("rm_index takes an Index or an int id, not %r" % (idx,))
+        raise _unsupported("rm_index", "the daemons keep no secondary indexes")
+
+    def validate_space(self, description):
+        """Parses and checks a description locally, sending nothing. Returns
+        True, or raises BADSPACE naming the problem's line and column."""
+        return _core.validate_space(_text(description))
+
+    def mv_space(self, source, target):
+        """Not supported: raises AdminError COORDFAIL."""
+        raise _unsupported("mv_space", "spaces cannot be renamed")
+
+    def fault_tolerance(self, space, tolerance):
+        """Not supported: raises AdminError COORDFAIL (a space's fault
+        tolerance is fixed by its description)."""
+        raise _unsupported("fault_tolerance", "a space's fault tolerance is fixed when it is created")
+
+    # -- the cluster
+
+    def dump_config(self):
+        """The configuration as a dict: ``cluster`` (always 0: Tessera has no
+        cluster id), ``version`` (the configuration's epoch), ``servers``
+        (a list of {'id', 'location', 'state'} with state 'AVAILABLE' or
+        'NOT_AVAILABLE'), ``read_only`` and ``spaces`` (names)."""
+        return self._core.dump_config()
+
+    def wait_until_stable(self, timeout=60.0):
+        """Blocks until every available daemon runs the current configuration
+        and no state transfer is running; returns True. Raises TIMEOUT after
+        ``timeout`` seconds."""
+        return self._core.wait_until_stable(float(timeout))
+
+    def read_only(self, flag=True):
+        """Sets (True) or clears (False) the cluster-wide read-only switch;
+        writes then fail with READONLY. Returns True."""
+        return self._core.set_read_only(bool(flag))
+
+    def set_read_only(self):
+        """The cluster refuses writes (READONLY) until set_read_write(). Returns True."""
+        return self._core.set_read_only(True)
+
+    def set_read_write(self):
+        """The cluster accepts writes again. Returns True."""
+        return self._core.set_read_only(False)
+
+    def server_offline(self, server_id):
+        """Takes the daemon with this id out of every replica chain; it keeps its data. Returns True."""
+        return self._core.server("offline", int(server_id))
+
+    def server_online(self, server_id):
+        """Lets an offline daemon take regions again. Returns True."""
+        return self._core.server("online", int(server_id))
+
+    def server_kill(self, server_id):
+        """Marks the daemon offline and tells it to stop. Returns True."""
+        return self._core.server("kill", int(server_id))
+
+    def server_forget(self, server_id):
+        """Removes the daemon from the configuration for good. Returns True."""
+        return self._core.server("forget", int(server_id))
+
+    def backup(self, name):
+        """Not supported: raises AdminError COORDFAIL."""
+        raise _unsupported("backup", "coordinated backups are not implemented")
+
+    def enable_perf_counters(self):
+        """Not supported: raises AdminError COORDFAIL."""
+        raise _unsupported("enable_perf_counters", "the daemons report no performance counters")
+
+    def disable_perf_counters(self):
+        """Not supported: raises AdminError COORDFAIL."""
+        raise _unsupported("disable_perf_counters", "the daemons report no performance counters")
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return value
