@@ -161,16 +161,17 @@ class Admin(object):
         return self._core.wait_until_stable(float(timeout))
 
     def read_only(self, flag=True):
-        """Sets (True) or clears (False) the cluster-wide read-only switch;
-        writes then fail with READONLY. Returns True."""
+        """Sets (True) or clears (False) the cluster-wide read-only flag in
+        the configuration. Returns True. (Tessera's daemons do not refuse
+        writes on it yet: it is recorded, not enforced.)"""
         return self._core.set_read_only(bool(flag))
 
     def set_read_only(self):
-        """The cluster refuses writes (READONLY) until set_read_write(). Returns True."""
+        """Sets the read-only flag (see read_only()). Returns True."""
         return self._core.set_read_only(True)
 
     def set_read_write(self):
-        """The cluster accepts writes again. Returns True."""
+        """Clears the read-only flag. Returns True."""
         return self._core.set_read_only(False)
 
     def server_offline(self, server_id):
