@@ -503,12 +503,11 @@ fn spawn(py: Python<'_>, shared: &Arc<Shared>, request: Request) -> PyResult<Py<
     Ok(deferred)
 }
 
-/// Sends the results of one search into `tx`, in order, until the
-/// iterator is dropped.
-///
-/// Today the Rust client returns a search's merged results at once, so the
-/// whole result is in memory here and flows to Python through the bounded
-/// channel; when the client streams, only this function changes.
+/// Sends the results of one search into `tx`, in order, until the search
+/// ends or the iterator is dropped. The client's `SearchStream` fetches
+/// each region's pages lazily, so with the bounded channel a search holds
+/// a few pages per region and the results waiting for Python, however many
+/// objects match.
 async fn produce(
     shared: Arc<Shared>,
     space: String,
@@ -516,28 +515,23 @@ async fn produce(
     sort: Option<(String, u64, bool)>,
     tx: mpsc::Sender<Result<Record, ClientError>>,
 ) {
-    let found = async {
-        let client = shared.client().await?;
-        match &sort {
-            None => client.search(&space, preds).await,
-            Some((by, limit, descending)) => {
-                client
-                    .sorted_search(&space, preds, by, *limit, *descending)
-                    .await
-            }
-        }
-    }
-    .await;
-    match found {
-        Ok(records) => {
-            for record in records {
-                if tx.send(Ok(record)).await.is_err() {
-                    return; // The iterator is gone.
-                }
-            }
-        }
+    let client = match shared.client().await {
+        Ok(client) => client,
         Err(e) => {
             let _ = tx.send(Err(e)).await;
+            return;
+        }
+    };
+    let mut stream = match &sort {
+        None => client.search_stream(&space, preds),
+        Some((by, limit, descending)) => {
+            client.sorted_search_stream(&space, preds, by, *limit, *descending)
+        }
+    };
+    while let Some(item) = stream.next().await {
+        let last = item.is_err(); // an error ends the stream
+        if tx.send(item).await.is_err() || last {
+            return; // the iterator is gone, or the search failed
         }
     }
 }

@@ -83,3 +83,33 @@ def test_argument_errors_raise_from_the_call(big):
     with pytest.raises(ClientError) as e:
         client.search(space, {"nope": 1})
     assert e.value.symbol() == "HYPERDEX_CLIENT_UNKNOWNATTR"
+
+
+def test_results_are_fetched_while_iterating(client, make_space):
+    """The iterator holds a bounded amount ahead of the reader: after the
+    first result, delete every object; the iterator then yields only what
+    it had fetched already — fewer than all — where a client that fetched
+    the whole result first would yield every object."""
+    # 4 regions; pages of 256 KiB hold 64 of these objects, so the pages a
+    # stream holds ahead (a couple per region) plus the iterator's channel
+    # (256) are far fewer than n.
+    space = make_space("key int k attributes string pad", partitions=4)
+    n = 2000
+    pad = "p" * 4096
+    window = []
+    for k in range(n):
+        window.append(client.async_put(space, k, {"pad": pad}))
+        if len(window) == 64:
+            assert all(d.wait() is True for d in window)
+            window = []
+    assert all(d.wait() is True for d in window)
+    it = client.search(space, {})
+    first = next(it)
+    assert first["pad"] == pad
+    assert client.group_del(space, {}) == n
+    assert client.count(space, {}) == 0
+    rest = [obj["k"] for obj in it]
+    yielded = [first["k"]] + rest
+    assert len(set(yielded)) == len(yielded)
+    assert set(yielded) <= set(range(n))
+    assert len(yielded) < n
