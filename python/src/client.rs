@@ -135,9 +135,11 @@ async fn execute(client: &Client, request: Request) -> Result<Reply, ClientError
             Reply::Text(client.search_describe(&space, preds).await?)
         }
         Request::Commit { tx, key, preds } if preds.is_empty() => {
-            Reply::Flag(tx.commit(key).await?)
+            Reply::Flag(tx.commit(key).await?.as_option())
         }
-        Request::Commit { tx, key, preds } => Reply::Flag(tx.cond_commit(key, preds).await?),
+        Request::Commit { tx, key, preds } => {
+            Reply::Flag(tx.cond_commit(key, preds).await?.as_option())
+        }
         Request::GroupCommit { tx, preds } => Reply::Count(tx.group_commit(preds).await?),
     })
 }
