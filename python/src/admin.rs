@@ -74,19 +74,31 @@ impl AdminCore {
             .collect())
     }
 
-    /// `(identifier, attribute name)` per `index` clause of the space's
-    /// description; `[]` for an unknown space.
+    /// `(identifier, attribute name)` per attribute the daemons index in
+    /// every region of the space: the non-key attributes of a hashable type
+    /// (string, int, float, timestamp) named in a subspace or an `index`
+    /// clause, ascending (the rule of `tessera_daemon::index::indexed_attrs`).
+    /// The identifier is the attribute's position in the schema. `[]` for
+    /// an unknown space.
     fn list_indices(&self, py: Python<'_>, space: &str) -> PyResult<Vec<(usize, String)>> {
         let config = self.config(py)?;
         let Some(space) = config.space(space) else {
             return Ok(Vec::new());
         };
         let desc = &space.desc;
-        Ok(desc
-            .indexes
+        let mut attrs: Vec<usize> = desc
+            .subspaces
             .iter()
-            .enumerate()
-            .map(|(i, &a)| (i, desc.attrs[a].name.clone()))
+            .flatten()
+            .chain(&desc.indexes)
+            .copied()
+            .filter(|&a| a != 0 && desc.attrs.get(a).is_some_and(|x| x.dtype.is_hashable()))
+            .collect();
+        attrs.sort_unstable();
+        attrs.dedup();
+        Ok(attrs
+            .into_iter()
+            .map(|a| (a, desc.attrs[a].name.clone()))
             .collect())
     }
 

@@ -16,8 +16,8 @@ Thread safety: an Admin is safe to use from several threads at once; each
 call releases the GIL while it waits on the coordinator.
 
 What Tessera's server does not do yet, and so raises ``AdminError``
-COORDFAIL naming it (after the checks HyperDex makes first): secondary
-indexes (``add_index``, ``rm_index``), changing a space's fault tolerance,
+COORDFAIL naming it (after the checks HyperDex makes first): adding or
+removing an index of an existing space (``add_index``, ``rm_index``), changing a space's fault tolerance,
 renaming a space (``mv_space``), backups, and performance counters.
 """
 
@@ -109,27 +109,27 @@ class Admin(object):
         return [Subspace(i, attrs) for i, attrs in self._core.list_subspaces(_text(space))]
 
     def list_indices(self, space):
-        """The indexes the space's description declares (its ``index``
-        clauses) as Index objects; [] for an unknown space. (Tessera's
-        daemons keep no secondary indexes yet: a search reads every object
-        of each region it contacts.)"""
+        """The indexes every region of the space keeps, as Index objects:
+        one per attribute of type string, int, float or timestamp named in a
+        subspace or an ``index`` clause (identifier: the attribute's
+        position in the schema); [] for an unknown space."""
         return [Index(i, attr) for i, attr in self._core.list_indices(_text(space))]
 
     def add_index(self, space, attribute):
         """Not supported: raises AdminError NOTFOUND for an unknown space or
         attribute, else COORDFAIL saying that indexes are not supported."""
         self._core.check_attribute(_text(space), _text(attribute))
-        raise _unsupported("add_index", "the daemons keep no secondary indexes "
-                           "(a search reads every object of each region it contacts)")
+        raise _unsupported("add_index", "a space's indexes are fixed by its description "
+                           "(its subspaces and index clauses)")
 
     def rm_index(self, idx):
-        """Not supported (no index can be added): ValueError for an id that
+        """Not supported: ValueError for an id that
         is not an int (or Index), else AdminError COORDFAIL."""
         if isinstance(idx, Index):
             idx = idx.identifier
         if isinstance(idx, bool) or not isinstance(idx, int):
             raise ValueError("rm_index takes an Index or an int id, not %r" % (idx,))
-        raise _unsupported("rm_index", "the daemons keep no secondary indexes")
+        raise _unsupported("rm_index", "a space's indexes are fixed by its description")
 
     def validate_space(self, description):
         """Parses and checks a description locally, sending nothing. Returns

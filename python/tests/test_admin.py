@@ -11,11 +11,13 @@ from tessera.client import Client, ClientError
 def test_spaces_subspaces_and_indices(admin):
     name = "adm_" + uuid.uuid4().hex[:8]
     assert admin.validate_space("space %s key k attributes a, int b subspace a index b" % name) is True
-    assert admin.add_space("space %s key k attributes a, int b, c subspace a subspace b, c index c" % name) is True
+    assert admin.add_space("space %s key k attributes a, int b, c, list(int) l, float f "
+                           "subspace a subspace b, c index f index l" % name) is True
     try:
         assert name in admin.list_spaces()
         assert admin.list_subspaces(name) == [Subspace(0, ["k"]), Subspace(1, ["a"]), Subspace(2, ["b", "c"])]
-        assert admin.list_indices(name) == [Index(0, "c")]
+        # Hashable attributes of subspaces and index clauses (a list is not indexed).
+        assert admin.list_indices(name) == [Index(1, "a"), Index(2, "b"), Index(3, "c"), Index(5, "f")]
         assert admin.list_subspaces("no_such_space") == []
         assert admin.list_indices("no_such_space") == []
     finally:
