@@ -77,7 +77,7 @@ impl AdminCore {
     /// `(identifier, attribute name)` per attribute the daemons index in
     /// every region of the space: the non-key attributes of a hashable type
     /// (string, int, float, timestamp) named in a subspace or an `index`
-    /// clause, ascending (the rule of `tessera_daemon::index::indexed_attrs`).
+    /// clause, ascending (`SpaceDesc::indexed_attrs`, which the daemons use).
     /// The identifier is the attribute's position in the schema. `[]` for
     /// an unknown space.
     fn list_indices(&self, py: Python<'_>, space: &str) -> PyResult<Vec<(usize, String)>> {
@@ -86,16 +86,7 @@ impl AdminCore {
             return Ok(Vec::new());
         };
         let desc = &space.desc;
-        let mut attrs: Vec<usize> = desc
-            .subspaces
-            .iter()
-            .flatten()
-            .chain(&desc.indexes)
-            .copied()
-            .filter(|&a| a != 0 && desc.attrs.get(a).is_some_and(|x| x.dtype.is_hashable()))
-            .collect();
-        attrs.sort_unstable();
-        attrs.dedup();
+        let attrs = desc.indexed_attrs();
         Ok(attrs
             .into_iter()
             .map(|a| (a, desc.attrs[a].name.clone()))

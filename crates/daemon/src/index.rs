@@ -47,17 +47,7 @@ const PREFIX_BYTES: usize = ATTR_BYTES + COORD_BYTES;
 /// by a subspace or an `index` clause, except the key, whose type has a
 /// coordinate.
 pub fn indexed_attrs(desc: &SpaceDesc) -> Vec<usize> {
-    let mut attrs: Vec<usize> = desc
-        .subspaces
-        .iter()
-        .flatten()
-        .chain(&desc.indexes)
-        .copied()
-        .filter(|&a| a != 0 && desc.attrs.get(a).is_some_and(|x| x.dtype.is_hashable()))
-        .collect();
-    attrs.sort_unstable();
-    attrs.dedup();
-    attrs
+    desc.indexed_attrs()
 }
 
 /// The index entry of an object with storage key `key` whose attribute

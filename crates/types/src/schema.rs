@@ -48,6 +48,23 @@ impl SpaceDesc {
         self.attrs.iter().position(|a| a.name == name)
     }
 
+    /// The attributes every region of the space indexes, ascending: those
+    /// named by a subspace or an `index` clause, except the key, whose type
+    /// has a coordinate (is hashable).
+    pub fn indexed_attrs(&self) -> Vec<usize> {
+        let mut attrs: Vec<usize> = self
+            .subspaces
+            .iter()
+            .flatten()
+            .chain(&self.indexes)
+            .copied()
+            .filter(|&a| a != 0 && self.attrs.get(a).is_some_and(|x| x.dtype.is_hashable()))
+            .collect();
+        attrs.sort_unstable();
+        attrs.dedup();
+        attrs
+    }
+
     /// Every subspace's attribute indexes: the key subspace `[0]` first, then
     /// the declared subspaces in order (the order of `Space::subspaces`).
     pub fn all_subspaces(&self) -> Vec<Vec<usize>> {
