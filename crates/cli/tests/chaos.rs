@@ -9,7 +9,8 @@
 //! state transfer, right after another daemon died), kills -9 and restarts
 //! the coordinator leader, cuts a daemon off the network (both directions,
 //! coordinator included; sometimes while the coordinator leader dies too),
-//! and pauses a daemon with SIGSTOP. Between faults it
+//! and pauses a daemon with SIGSTOP; meanwhile answers are dropped on their
+//! way back now and then, so clients retry. Between faults it
 //! waits until every daemon is available, the cluster is stable and every
 //! region has f + 1 replicas again, so that no space loses more than it
 //! tolerates.
@@ -676,6 +677,28 @@ fn chaos_history_is_linearizable() {
         })
         .collect();
 
+    // Answers lost on their way back, now and then at a random daemon: the
+    // client retries at once, and the point leader must recognise the
+    // retry (pending, or among the key's recent writers).
+    let dropper = {
+        let (shared, proxies) = (
+            shared.clone(),
+            cluster
+                .daemons
+                .iter()
+                .map(|d| d.proxy.clone())
+                .collect::<Vec<_>>(),
+        );
+        let mut rng = Rng(seed ^ 0x2545_f491_4f6c_dd1d);
+        std::thread::spawn(move || {
+            while !shared.stop.load(Ordering::SeqCst) {
+                std::thread::sleep(rng.millis(100, 400));
+                proxies[rng.below(proxies.len())].drop_next_replies(1);
+            }
+            proxies.iter().map(|p| p.replies_dropped()).sum::<u64>()
+        })
+    };
+
     // The nemesis: one fault at a time, then wait until the cluster has
     // repaired itself, until the time is up.
     let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
@@ -691,6 +714,10 @@ fn chaos_history_is_linearizable() {
     shared.stop.store(true, Ordering::SeqCst);
     for worker in workers {
         worker.join().expect("a worker panicked");
+    }
+    let replies_dropped = dropper.join().expect("the reply dropper panicked");
+    for daemon in &cluster.daemons {
+        daemon.proxy.drop_next_replies(0);
     }
     settle(&cluster, &admin, &mut faults);
     check_processes(&mut cluster);
@@ -799,7 +826,7 @@ fn chaos_history_is_linearizable() {
     eprintln!(
         "chaos summary: seed {seed}; {} operations recorded {:?}; gets without answer {}; \
          searches {} ({} failed, {} objects); faults {faults:?}; proxy: {links_cut} connections \
-         cut, {connections_held} held; final-state keys checked for lost writes: {keys_checked}\n{text}",
+         cut, {connections_held} held, {replies_dropped} answers dropped; final-state keys checked for lost writes: {keys_checked}\n{text}",
         history.len(),
         stats.by_outcome,
         stats.gets_failed,

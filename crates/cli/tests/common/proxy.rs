@@ -63,7 +63,9 @@ impl Link {
     }
 }
 
-/// One proxy: connections to `port` go on to the target port.
+/// One proxy: connections to `port` go on to the target port. Clones
+/// control the same proxy.
+#[derive(Clone)]
 pub struct Proxy {
     pub port: u16,
     state: Arc<ProxyState>,
