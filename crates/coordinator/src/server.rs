@@ -569,6 +569,19 @@ impl Member {
         }
         self.detector()
             .on_heartbeat(id, epoch, std::time::Instant::now());
+        if let Some(&left) = state.left_chain_at.get(&id) {
+            if epoch < left {
+                // Alive (so not suspected), but it may still act on chain
+                // places it no longer holds: no lease until it catches up.
+                return CoordResponse::Failed {
+                    status: AdminStatus::ServerError,
+                    reason: format!(
+                        "daemon {id} runs configuration {epoch} but left a chain in {left}; \
+                         its lease is renewed once it installs {left}"
+                    ),
+                };
+            }
+        }
         CoordResponse::Done
     }
 

@@ -142,6 +142,12 @@ pub struct ClusterState {
     /// becomes the region's chain and repair copies the region from it.
     #[serde(default)]
     pub orphans: BTreeMap<RegionId, DaemonId>,
+    /// The epoch in which each daemon last left a chain (it went offline,
+    /// or registered again). Until it has installed that epoch it may still
+    /// believe it holds those places — lead a key, answer its reads — so the
+    /// coordinator renews its lease only once it reports that epoch.
+    #[serde(default)]
+    pub left_chain_at: BTreeMap<DaemonId, Epoch>,
 }
 
 impl Default for ClusterState {
@@ -158,6 +164,7 @@ impl Default for ClusterState {
             transfers: Vec::new(),
             killed: BTreeSet::new(),
             orphans: BTreeMap::new(),
+            left_chain_at: BTreeMap::new(),
         }
     }
 }
@@ -220,6 +227,7 @@ impl ClusterState {
                     // Its data goes with it: regions it was the last
                     // replica of are lost for good.
                     self.orphans.retain(|_, d| *d != id);
+                    self.left_chain_at.remove(&id);
                     self.daemons.remove(&id);
                     self.killed.remove(&id);
                     self.bump();
@@ -298,6 +306,9 @@ impl ClusterState {
         if let Some(info) = self.daemons.get_mut(&id) {
             info.state = DaemonState::Offline;
         }
+        if self.regions().any(|(_, r)| r.chain.contains(&id)) {
+            self.note_left_chain(id);
+        }
         for space in &mut self.spaces {
             for sub in &mut space.subspaces {
                 for region in &mut sub.regions {
@@ -316,6 +327,12 @@ impl ClusterState {
             }
         }
         self.transfers.retain(|t| t.from != id && t.to != id);
+    }
+
+    /// Records that `id` leaves a chain in the epoch the caller is about to
+    /// bump to.
+    fn note_left_chain(&mut self, id: DaemonId) {
+        self.left_chain_at.insert(id, Epoch(self.epoch.0 + 1));
     }
 
     /// Gives `id`, Available again, back the regions it was the last
@@ -359,6 +376,9 @@ impl ClusterState {
                     }
                 }
             }
+        }
+        if changed {
+            self.note_left_chain(id);
         }
         changed
     }

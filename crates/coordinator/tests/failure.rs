@@ -239,3 +239,71 @@ async fn a_silent_daemon_is_replaced_by_state_transfer() {
     assert!(!last.daemons.contains_key(&victim));
     member.stop().await.unwrap();
 }
+
+/// A daemon taken out of a chain keeps heartbeating, but until it reports
+/// the epoch it left the chain in, its lease is not renewed: a healed or
+/// resumed daemon that has not installed the new configuration would
+/// otherwise lead keys and answer reads it no longer owns. It is not told
+/// to stop, and it is not suspected either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_lease_for_a_daemon_behind_the_epoch_it_left_a_chain_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let member = Member::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        dir.path(),
+        None,
+        FAILURE_TIMEOUT,
+    )
+    .await;
+    agreed_leader(std::slice::from_ref(&member.addr), 1, PATIENCE).await;
+    let client = CoordClient::new([member.addr.clone()]);
+    let mut ids = Vec::new();
+    for port in 2012..2015 {
+        let register = CoordRequest::RegisterDaemon {
+            id: None,
+            addr: format!("127.0.0.1:{port}"),
+        };
+        match client.call(register).await.unwrap() {
+            CoordResponse::Registered { id } => ids.push(id),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let add = CoordRequest::AddSpace {
+        description: "space kv key k create 3 partitions tolerate 1 failure".into(),
+    };
+    assert_eq!(client.call(add).await.unwrap(), CoordResponse::Done);
+    let before = current_config(&client).await.unwrap();
+    let victim = chains(&before)[0][0];
+    let other = *ids.iter().find(|&&d| d != victim).unwrap();
+    let heartbeat = |id, epoch| {
+        let client = client.clone();
+        async move {
+            client
+                .call(CoordRequest::Heartbeat { id, epoch })
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(heartbeat(victim, before.epoch).await, CoordResponse::Done);
+
+    assert_eq!(
+        client
+            .call(CoordRequest::ServerOffline { id: victim })
+            .await
+            .unwrap(),
+        CoordResponse::Done
+    );
+    let after = current_config(&client).await.unwrap();
+    assert!(after.epoch > before.epoch);
+    match heartbeat(victim, before.epoch).await {
+        CoordResponse::Failed { reason, .. } => {
+            assert!(!reason.contains("stop"), "{reason}");
+            assert!(reason.contains("lease"), "{reason}");
+        }
+        other => panic!("a stale daemon's lease was renewed: {other:?}"),
+    }
+    // Others, behind or not, and the victim once it caught up, are renewed.
+    assert_eq!(heartbeat(other, before.epoch).await, CoordResponse::Done);
+    assert_eq!(heartbeat(victim, after.epoch).await, CoordResponse::Done);
+    member.stop().await.unwrap();
+}
