@@ -66,18 +66,31 @@ fn chains(config: &Configuration) -> Vec<Vec<DaemonId>> {
         .collect()
 }
 
+/// One member with the test's failure timeout, leading; and a client.
+async fn leading_member(dir: &std::path::Path) -> (Member, CoordClient) {
+    let member =
+        Member::start_with("127.0.0.1:0".parse().unwrap(), dir, None, FAILURE_TIMEOUT).await;
+    agreed_leader(std::slice::from_ref(&member.addr), 1, PATIENCE).await;
+    let client = CoordClient::new([member.addr.clone()]);
+    (member, client)
+}
+
+/// Registers a daemon at 127.0.0.1:`port`; its id.
+async fn register(client: &CoordClient, port: u16) -> DaemonId {
+    let register = CoordRequest::RegisterDaemon {
+        id: None,
+        addr: format!("127.0.0.1:{port}"),
+    };
+    match client.call(register).await.unwrap() {
+        CoordResponse::Registered { id } => id,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_daemon_is_replaced_by_state_transfer() {
     let dir = tempfile::tempdir().unwrap();
-    let member = Member::start_with(
-        "127.0.0.1:0".parse().unwrap(),
-        dir.path(),
-        None,
-        FAILURE_TIMEOUT,
-    )
-    .await;
-    agreed_leader(std::slice::from_ref(&member.addr), 1, PATIENCE).await;
-    let client = CoordClient::new([member.addr.clone()]);
+    let (member, client) = leading_member(dir.path()).await;
 
     // Unknown daemons are told to stop.
     match client
@@ -98,17 +111,9 @@ async fn a_silent_daemon_is_replaced_by_state_transfer() {
     let alive = Arc::new(Mutex::new(BTreeSet::new()));
     let mut ids = Vec::new();
     for port in 2012..2015 {
-        let register = CoordRequest::RegisterDaemon {
-            id: None,
-            addr: format!("127.0.0.1:{port}"),
-        };
-        match client.call(register).await.unwrap() {
-            CoordResponse::Registered { id } => {
-                alive.lock().unwrap().insert(id);
-                ids.push(id);
-            }
-            other => panic!("unexpected {other:?}"),
-        }
+        let id = register(&client, port).await;
+        alive.lock().unwrap().insert(id);
+        ids.push(id);
     }
     heartbeat(client.clone(), alive.clone());
     let add = CoordRequest::AddSpace {
@@ -248,25 +253,10 @@ async fn a_silent_daemon_is_replaced_by_state_transfer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_lease_for_a_daemon_behind_the_epoch_it_left_a_chain_in() {
     let dir = tempfile::tempdir().unwrap();
-    let member = Member::start_with(
-        "127.0.0.1:0".parse().unwrap(),
-        dir.path(),
-        None,
-        FAILURE_TIMEOUT,
-    )
-    .await;
-    agreed_leader(std::slice::from_ref(&member.addr), 1, PATIENCE).await;
-    let client = CoordClient::new([member.addr.clone()]);
+    let (member, client) = leading_member(dir.path()).await;
     let mut ids = Vec::new();
     for port in 2012..2015 {
-        let register = CoordRequest::RegisterDaemon {
-            id: None,
-            addr: format!("127.0.0.1:{port}"),
-        };
-        match client.call(register).await.unwrap() {
-            CoordResponse::Registered { id } => ids.push(id),
-            other => panic!("unexpected {other:?}"),
-        }
+        ids.push(register(&client, port).await);
     }
     let add = CoordRequest::AddSpace {
         description: "space kv key k create 3 partitions tolerate 1 failure".into(),
