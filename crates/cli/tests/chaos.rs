@@ -9,11 +9,12 @@
 //! state transfer, right after another daemon died), kills -9 and restarts
 //! the coordinator leader, cuts a daemon off the network (both directions,
 //! coordinator included; sometimes while the coordinator leader dies too),
-//! and pauses a daemon with SIGSTOP; meanwhile answers are dropped on their
-//! way back now and then, so clients retry. Between faults it
-//! waits until every daemon is available, the cluster is stable and every
-//! region has f + 1 replicas again, so that no space loses more than it
-//! tolerates.
+//! cuts a daemon off the coordinator only (it still reaches its peers and
+//! they it), and pauses a daemon with SIGSTOP; meanwhile answers are
+//! dropped on their way back now and then, so clients retry. Between
+//! faults it waits until every daemon is available, the cluster is stable
+//! and every region has f + 1 replicas again, so that no space loses more
+//! than it tolerates.
 //!
 //! Then everything heals, and the test checks:
 //! - the recorded history (invocation and return times, operation, result;
@@ -355,6 +356,7 @@ struct Faults {
     coordinator_leader_kills: u64,
     daemon_isolations: u64,
     daemon_pauses: u64,
+    coordinator_cuts: u64,
     transfer_target_kills: u64,
     brought_back_online: u64,
 }
@@ -368,7 +370,7 @@ fn nemesis(
     round: usize,
 ) {
     let i = rng.below(DAEMONS);
-    match round % 6 {
+    match round % 7 {
         0 => {
             eprintln!("chaos: kill -9 daemon {i}");
             cluster.kill_daemon(i);
@@ -430,6 +432,15 @@ fn nemesis(
                 cluster.start_daemon(j);
             }
             cluster.start_daemon(i);
+        }
+        5 => {
+            // A partial partition: peers and clients still reach the
+            // daemon, but it loses its lease and is replaced.
+            eprintln!("chaos: cut daemon {i} off the coordinator only");
+            cluster.cut_daemon_from_coordinators(i, true);
+            faults.coordinator_cuts += 1;
+            std::thread::sleep(rng.millis(2500, 5000));
+            cluster.cut_daemon_from_coordinators(i, false);
         }
         _ => {
             // Both fault domains at once.

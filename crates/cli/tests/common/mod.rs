@@ -470,6 +470,17 @@ impl ProxiedCluster {
             .isolate(&server.proxy, server.pid.expect("daemon running"));
     }
 
+    /// Cuts daemon `i` off the coordinator members only, or reconnects it.
+    pub fn cut_daemon_from_coordinators(&self, i: usize, cut: bool) {
+        let pid = self.daemons[i].pid.expect("daemon running");
+        let proxies: Vec<&proxy::Proxy> = self.coordinators.iter().map(|c| &c.proxy).collect();
+        if cut {
+            self.net.block(pid, &proxies);
+        } else {
+            self.net.unblock(pid, &proxies);
+        }
+    }
+
     pub fn heal_daemon(&self, i: usize) {
         let server = &self.daemons[i];
         self.net

@@ -75,6 +75,8 @@ struct ProxyState {
     target: u16,
     /// Cut off: new connections are held, none are forwarded.
     cut: AtomicBool,
+    /// Processes whose connections through this proxy alone are cut.
+    blocked: Mutex<HashSet<u32>>,
     /// While positive, the next answer bytes from the target are dropped
     /// and their connection closed, one connection per unit.
     drop_replies: AtomicU64,
@@ -102,6 +104,7 @@ impl Network {
         let state = Arc::new(ProxyState {
             target,
             cut: AtomicBool::new(false),
+            blocked: Mutex::new(HashSet::new()),
             drop_replies: AtomicU64::new(0),
             replies_dropped: AtomicU64::new(0),
         });
@@ -124,6 +127,35 @@ impl Network {
             }
             !cut
         });
+    }
+
+    /// Cuts only the connections process `pid` opens through `proxies`
+    /// (e.g. a daemon from the coordinator members, while it still reaches
+    /// its peers and they it): a partial partition.
+    pub fn block(&self, pid: u32, proxies: &[&Proxy]) {
+        for proxy in proxies {
+            proxy.state.blocked.lock().unwrap().insert(pid);
+        }
+        let ports: HashSet<u16> = proxies.iter().map(|p| p.port).collect();
+        let mut links = self.shared.links.lock().unwrap();
+        links.retain(|link| {
+            let cut = link.source == Some(pid) && ports.contains(&link.proxy);
+            if cut {
+                link.close();
+                self.shared.links_cut.fetch_add(1, Ordering::Relaxed);
+            }
+            !cut
+        });
+    }
+
+    /// Undoes [`Network::block`]; held connections close.
+    pub fn unblock(&self, pid: u32, proxies: &[&Proxy]) {
+        for proxy in proxies {
+            proxy.state.blocked.lock().unwrap().remove(&pid);
+        }
+        for stream in self.shared.held.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
     }
 
     /// Reconnects what [`Network::isolate`] cut; held connections close.
@@ -189,7 +221,10 @@ fn accept_loop(listener: TcpListener, port: u16, shared: Arc<Shared>, state: Arc
         };
         let _ = inbound.set_nonblocking(false);
         let source = source_process(&shared, peer, port);
-        let isolated = source.is_some_and(|pid| shared.isolated.lock().unwrap().contains(&pid));
+        let isolated = source.is_some_and(|pid| {
+            shared.isolated.lock().unwrap().contains(&pid)
+                || state.blocked.lock().unwrap().contains(&pid)
+        });
         if state.cut.load(Ordering::SeqCst) || isolated {
             shared.connections_held.fetch_add(1, Ordering::Relaxed);
             shared.held.lock().unwrap().push(inbound);
