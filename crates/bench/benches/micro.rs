@@ -1,0 +1,259 @@
+//! criterion micro-benchmarks of the hot paths under every operation: the
+//! wire codec (protocol frames), coordinate mapping and search planning,
+//! predicate evaluation, and the storage engine's get and put (plain fjall,
+//! and through the daemon's per-region index).
+//!
+//! `cargo bench -p tessera-bench --bench micro` times them (release
+//! profile); `cargo test` runs each once in test mode (debug profile), so
+//! CI compiles and exercises them without an optimized build.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use std::hint::black_box;
+use std::sync::Arc;
+use tessera_daemon::index::{cell_of, choose_access, key_order_page, IndexedEngine, PageBounds};
+use tessera_daemon::record::Record;
+use tessera_protocol::frame::{decode, encode};
+use tessera_protocol::{
+    Action, ClientRef, DaemonRequest, DaemonResponse, Message, Mutation, UpdateFlags, UpdateRequest,
+};
+use tessera_storage::{Durability, Engine, FjallEngine, Write};
+use tessera_types::coordinate::{coordinate, key_bytes, string_hash};
+use tessera_types::region::default_splits;
+use tessera_types::{
+    parse_space, plan_search, Check, Configuration, Epoch, Object, PredOp, Region, RegionId, Space,
+    SpaceId, SubspaceLayout, Value, Version,
+};
+
+/// The YCSB usertable as the bench creates it: key, `recno`, 10 fields of
+/// 100 bytes, a `recno` subspace, 24 partitions.
+fn usertable() -> Space {
+    let fields: Vec<String> = (0..10).map(|i| format!("field{i}")).collect();
+    let text = format!(
+        "space usertable key k attributes int recno, {} subspace recno create 24 partitions",
+        fields.join(", ")
+    );
+    let desc = parse_space(&text).expect("the usertable parses");
+    let mut next = 0;
+    let subspaces = desc
+        .all_subspaces()
+        .into_iter()
+        .map(|attrs| {
+            let splits = default_splits(desc.partitions, attrs.len());
+            let count: usize = splits.iter().map(|s| s.len() + 1).product();
+            let regions = (0..count)
+                .map(|_| {
+                    next += 1;
+                    Region {
+                        id: RegionId(next),
+                        chain: vec![],
+                    }
+                })
+                .collect();
+            SubspaceLayout {
+                attrs,
+                splits,
+                regions,
+            }
+        })
+        .collect();
+    Space {
+        id: SpaceId(1),
+        desc,
+        subspaces,
+    }
+}
+
+fn record_object(n: i64) -> Object {
+    let mut values = vec![Value::str(&format!("user{n:019}")), Value::Int(n)];
+    values.extend((0..10).map(|f| Value::String(vec![b'a' + (f as u8) + (n % 7) as u8; 100])));
+    Object { values }
+}
+
+fn codec(c: &mut Criterion) {
+    let object = record_object(42);
+    let update = Message::DaemonRequest {
+        id: 7,
+        epoch: Epoch(3),
+        request: DaemonRequest::Update(UpdateRequest {
+            space: SpaceId(1),
+            key: object.values[0].clone(),
+            client: ClientRef {
+                client_id: 1,
+                request_no: 99,
+            },
+            flags: UpdateFlags::default(),
+            checks: vec![],
+            mutations: (1..object.values.len())
+                .map(|attr| Mutation {
+                    attr,
+                    action: Action::Set(object.values[attr].clone()),
+                    path: None,
+                })
+                .collect(),
+        }),
+    };
+    let page = Message::DaemonResponse {
+        id: 7,
+        response: DaemonResponse::SearchPage {
+            objects: (0..10)
+                .map(|n| (Version(n), record_object(n as i64)))
+                .collect(),
+            more: false,
+        },
+    };
+    let mut group = c.benchmark_group("codec");
+    group.bench_function("encode put of a 1 KB record", |b| {
+        b.iter(|| encode(black_box(&update)))
+    });
+    let frame = encode(&update);
+    group.bench_function("decode put of a 1 KB record", |b| {
+        b.iter(|| decode(black_box(&frame[4..])).expect("decodes"))
+    });
+    group.bench_function("encode search page of 10 records", |b| {
+        b.iter(|| encode(black_box(&page)))
+    });
+    let frame = encode(&page);
+    group.bench_function("decode search page of 10 records", |b| {
+        b.iter(|| decode(black_box(&frame[4..])).expect("decodes"))
+    });
+    group.finish();
+}
+
+fn coordinates(c: &mut Criterion) {
+    let space = usertable();
+    let object = record_object(12345);
+    let mut group = c.benchmark_group("coordinate");
+    group.bench_function("string hash of a 24-byte key", |b| {
+        b.iter(|| string_hash(black_box(b"user00000000000012345xyz")))
+    });
+    group.bench_function("coordinate of an int", |b| {
+        b.iter(|| coordinate(black_box(&Value::Int(-77))))
+    });
+    group.bench_function("key bytes of a string key", |b| {
+        b.iter(|| key_bytes(black_box(&object.values[0])))
+    });
+    group.bench_function("regions of an object in every subspace", |b| {
+        b.iter(|| {
+            space
+                .subspaces
+                .iter()
+                .map(|l| l.region_of(black_box(&object)).id)
+                .collect::<Vec<_>>()
+        })
+    });
+    let range = [
+        Check::new(1, PredOp::Ge(Value::Int(1000))),
+        Check::new(1, PredOp::Lt(Value::Int(2000))),
+    ];
+    group.bench_function("plan a range search", |b| {
+        b.iter(|| plan_search(black_box(&space), black_box(&range)))
+    });
+    group.finish();
+}
+
+fn predicates(c: &mut Criterion) {
+    let object = record_object(12345);
+    let eq = Check::new(1, PredOp::Eq(Value::Int(12345)));
+    let range = Check::new(1, PredOp::Lt(Value::Int(20000)));
+    let regex = Check::new(3, PredOp::Regex("^b.*b$".into()));
+    let mut group = c.benchmark_group("predicate");
+    group.bench_function("int equality", |b| {
+        b.iter(|| black_box(&eq).matches(black_box(&object)))
+    });
+    group.bench_function("int range", |b| {
+        b.iter(|| black_box(&range).matches(black_box(&object)))
+    });
+    group.bench_function("regex on 100 bytes", |b| {
+        b.iter(|| black_box(&regex).matches(black_box(&object)))
+    });
+    group.finish();
+}
+
+const RECORDS: i64 = 2000;
+
+fn put(n: i64, region: RegionId) -> Write {
+    let object = record_object(n);
+    Write::Put {
+        region,
+        key: key_bytes(&object.values[0]),
+        value: Record {
+            version: Version(1),
+            object: Some(object),
+            recent: vec![],
+        }
+        .encode(),
+    }
+}
+
+fn engines(c: &mut Criterion) {
+    let space = usertable();
+    // The region of the recno subspace that holds recno 0.. (ints map
+    // order-preservingly, so the non-negative ones share a few regions).
+    let region = space.subspaces[1].region_of(&record_object(0)).id;
+    let config = Configuration {
+        epoch: Epoch(1),
+        spaces: vec![space.clone()],
+        ..Configuration::default()
+    };
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let fjall: Arc<dyn Engine> = Arc::new(
+        FjallEngine::open(&dir.path().join("plain"), Durability::Interval).expect("fjall opens"),
+    );
+    let indexed_inner: Arc<dyn Engine> = Arc::new(
+        FjallEngine::open(&dir.path().join("indexed"), Durability::Interval).expect("fjall opens"),
+    );
+    let indexed = IndexedEngine::open(indexed_inner, &config).expect("index opens");
+    for n in 0..RECORDS {
+        fjall.apply(vec![put(n, region)]).expect("put");
+        indexed.apply(vec![put(n, region)]).expect("put");
+    }
+    let mut group = c.benchmark_group("engine");
+    let key = key_bytes(&record_object(777).values[0]);
+    group.bench_function("fjall get of a 1 KB record", |b| {
+        b.iter(|| fjall.get(region, black_box(&key)).expect("get"))
+    });
+    let mut n = 0;
+    group.bench_function("fjall put of a 1 KB record", |b| {
+        b.iter_batched(
+            || {
+                n = (n + 1) % RECORDS;
+                put(n, region)
+            },
+            |w| fjall.apply(vec![w]).expect("put"),
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("indexed put of a 1 KB record (index kept)", |b| {
+        b.iter_batched(
+            || {
+                n = (n + 1) % RECORDS;
+                put(n, region)
+            },
+            |w| indexed.apply(vec![w]).expect("put"),
+            BatchSize::SmallInput,
+        )
+    });
+    let checks = [Check::new(1, PredOp::Eq(Value::Int(777)))];
+    let access = choose_access(&space.desc, &cell_of(&space, region), &checks, None, None);
+    let bounds = PageBounds {
+        objects: 256,
+        size: |m| m.bytes,
+        size_max: 256 * 1024,
+    };
+    let (found, more) =
+        key_order_page(&indexed, region, &access, &checks, None, bounds).expect("page");
+    assert!(
+        found.len() == 1 && found[0].object.values[1] == Value::Int(777) && !more,
+        "the index finds exactly recno 777"
+    );
+    group.bench_function("equality search page through the index", |b| {
+        b.iter(|| {
+            key_order_page(&indexed, region, &access, black_box(&checks), None, bounds)
+                .expect("page")
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, codec, coordinates, predicates, engines);
+criterion_main!(benches);
