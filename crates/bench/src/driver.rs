@@ -60,7 +60,18 @@ pub struct OpStats {
     pub p99_us: u64,
     pub p999_us: u64,
     pub max_us: u64,
+    /// The latency distribution: `(quantile, µs)` at [`CDF_QUANTILES`]
+    /// (for plots).
+    #[serde(default)]
+    pub cdf: Vec<(f64, u64)>,
 }
+
+/// Quantiles of [`OpStats::cdf`]: every percent, then finer in the tail.
+pub const CDF_QUANTILES: &[f64] = &[
+    0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2,
+    0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.92, 0.94, 0.95,
+    0.96, 0.97, 0.98, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0,
+];
 
 /// The result of one phase against one store.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -203,6 +214,12 @@ where
                 p99_us: q(0.99),
                 p999_us: q(0.999),
                 max_us: h.map(|h| h.max()).unwrap_or(0),
+                cdf: h.map_or_else(Vec::new, |h| {
+                    CDF_QUANTILES
+                        .iter()
+                        .map(|&q| (q, h.value_at_quantile(q)))
+                        .collect()
+                }),
             },
         );
     }

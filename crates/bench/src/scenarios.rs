@@ -89,6 +89,9 @@ pub struct CompareSize {
     pub records: u64,
     /// Operations per phase after the load.
     pub operations: u64,
+    /// Operations per YCSB workload (A–F) after the phases; 0: none.
+    #[serde(default)]
+    pub ycsb_operations: u64,
     pub workers: usize,
     pub fieldcount: usize,
     pub fieldlength: usize,
@@ -103,6 +106,16 @@ pub struct CompareSize {
 pub async fn compare_phases(
     store: Arc<dyn Store>,
     size: CompareSize,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    compare_phase_set(store, size, true).await
+}
+
+/// The comparison's load, read and update phases, and with `secondary`
+/// the search and indexed-update phases where the store supports them.
+pub async fn compare_phase_set(
+    store: Arc<dyn Store>,
+    size: CompareSize,
+    secondary: bool,
 ) -> anyhow::Result<Vec<PhaseResult>> {
     let mut results = Vec::new();
     let workload = Arc::new(Workload {
@@ -156,7 +169,7 @@ pub async fn compare_phases(
         })
         .await?,
     );
-    if store.supports("SEARCH-EQ") {
+    if secondary && store.supports("SEARCH-EQ") {
         results.push(
             run_phase(store.clone(), "search-eq", phase, move |i| {
                 FnSource::boxed(30 + i as u64, move |rng| Op::SearchEq {
@@ -188,9 +201,88 @@ pub async fn compare_phases(
     Ok(results)
 }
 
+/// The YCSB core workloads in the order the suite runs them (YCSB's own
+/// advice: the read-mostly ones before D and E grow the table).
+pub const YCSB_ORDER: [char; 6] = ['a', 'b', 'c', 'f', 'd', 'e'];
+
+/// The operation kinds a workload mixes, by the names stores support.
+fn workload_kinds(w: &Workload) -> Vec<&'static str> {
+    [
+        (w.read, "READ"),
+        (w.update, "UPDATE"),
+        (w.insert, "INSERT"),
+        (w.scan, "SCAN"),
+        (w.readmodifywrite, "READ-MODIFY-WRITE"),
+    ]
+    .into_iter()
+    .filter(|(p, _)| *p > 0.0)
+    .map(|(_, k)| k)
+    .collect()
+}
+
+/// YCSB workloads A–F (in [`YCSB_ORDER`]) against a store that already
+/// holds `loaded` records (records `0..loaded`), `size.ycsb_operations`
+/// operations each, phases named `ycsb-a` …; inserts of D and E take new
+/// record numbers from one shared sequence. A workload whose operations
+/// the store cannot do is left out, with a note.
+pub async fn ycsb_suite(
+    store: Arc<dyn Store>,
+    size: CompareSize,
+    loaded: u64,
+) -> anyhow::Result<(Vec<PhaseResult>, Vec<String>)> {
+    let mut results = Vec::new();
+    let mut notes = Vec::new();
+    if size.ycsb_operations == 0 || loaded == 0 {
+        return Ok((results, notes));
+    }
+    let seq = Arc::new(InsertSequence::new(loaded));
+    for letter in YCSB_ORDER {
+        let workload = Arc::new(Workload {
+            fieldcount: size.fieldcount,
+            fieldlength: size.fieldlength,
+            ..Workload::core(letter, loaded, size.ycsb_operations).expect("a core workload")
+        });
+        let missing: Vec<&str> = workload_kinds(&workload)
+            .into_iter()
+            .filter(|k| !store.supports(k))
+            .collect();
+        if !missing.is_empty() {
+            notes.push(format!(
+                "{}: YCSB {} not run (no {})",
+                store.name(),
+                letter.to_ascii_uppercase(),
+                missing.join(", ")
+            ));
+            continue;
+        }
+        let chooser = RunOps::chooser(&workload);
+        let (w, seq) = (workload.clone(), seq.clone());
+        let phase = Load {
+            workers: size.workers,
+            operations: size.ycsb_operations,
+            time_limit: size.time_limit,
+        };
+        results.push(
+            run_phase(store.clone(), &format!("ycsb-{letter}"), phase, move |i| {
+                Box::new(RunOps::new(
+                    w.clone(),
+                    seq.clone(),
+                    chooser.clone(),
+                    3000 + i as u64,
+                ))
+            })
+            .await?,
+        );
+    }
+    Ok((results, notes))
+}
+
 /// One line of a ratio table: Tessera ÷ baseline for one phase.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Ratio {
+    /// Which Tessera run (its `PhaseResult::store`: durability and f).
+    #[serde(default)]
+    pub tessera: String,
     pub baseline: String,
     pub phase: String,
     pub op: String,
@@ -220,6 +312,7 @@ pub fn ratios(tessera: &[PhaseResult], baselines: &[PhaseResult]) -> Vec<Ratio> 
             };
             let (tt, bt) = (tput(t, ts), tput(b, bs));
             out.push(Ratio {
+                tessera: t.store.clone(),
                 baseline: b.store.clone(),
                 phase: b.phase.clone(),
                 op: op.clone(),
@@ -237,14 +330,24 @@ pub fn ratios(tessera: &[PhaseResult], baselines: &[PhaseResult]) -> Vec<Ratio> 
 /// A fixed-width ratio table.
 pub fn ratio_table(ratios: &[Ratio]) -> String {
     let mut out = format!(
-        "{:<10} {:<16} {:>12} {:>12} {:>12} {:>10} {:>10}\n",
-        "baseline", "phase", "tessera op/s", "base op/s", "tput ratio", "p50 ratio", "p99 ratio"
+        "{:<22} {:<10} {:<15} {:<18} {:>12} {:>12} {:>11} {:>9} {:>9}\n",
+        "tessera",
+        "baseline",
+        "phase",
+        "op",
+        "tessera op/s",
+        "base op/s",
+        "tput ratio",
+        "p50 ratio",
+        "p99 ratio"
     );
     for r in ratios {
         out.push_str(&format!(
-            "{:<10} {:<16} {:>12.0} {:>12.0} {:>12.3} {:>10.2} {:>10.2}\n",
+            "{:<22} {:<10} {:<15} {:<18} {:>12.0} {:>12.0} {:>11.3} {:>9.2} {:>9.2}\n",
+            r.tessera,
             r.baseline,
             r.phase,
+            r.op,
             r.tessera_ops_per_s,
             r.baseline_ops_per_s,
             r.throughput_ratio,
@@ -444,6 +547,7 @@ pub async fn latency(
         let size = CompareSize {
             records,
             operations,
+            ycsb_operations: 0,
             workers: inflight,
             fieldcount: 10,
             fieldlength: 100,

@@ -19,12 +19,22 @@ use tessera_bench::stores::redis::RedisStore;
 use tessera_bench::stores::tessera::{usertable_description, TesseraStore};
 use tessera_bench::workload::Workload;
 use tessera_client::{Admin, Client, Epoch};
+use tessera_daemon::Durability;
 use tessera_types::DaemonState;
 use tokio::sync::oneshot;
 
 /// What Tessera promises about acknowledged writes in these runs.
 const TESSERA_DURABILITY: &str =
     "every replica (tolerate 1 failure: 2 per region) writes to the OS before the ack; fsync every 200 ms";
+const TESSERA_F0_DURABILITY: &str =
+    "tolerate 0 failures: 1 replica per region, writes to the OS before the ack; fsync every 200 ms";
+const TESSERA_FSYNC_DURABILITY: &str =
+    "every replica (2 per region) fsyncs each commit before the ack (daemons run with durability always)";
+
+/// The labels of the Tessera runs in the comparison.
+const MAIN: &str = "tessera f=1";
+const F0: &str = "tessera f=0";
+const FSYNC: &str = "tessera f=1 fsync";
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -54,6 +64,10 @@ pub struct ClusterArgs {
     /// Partitions of each benchmark space.
     #[arg(long, default_value_t = 24)]
     partitions: u32,
+    /// The `--local` cluster's daemons fsync every commit before
+    /// acknowledging it (default: fsync every 200 ms).
+    #[arg(long)]
+    fsync_every_commit: bool,
 }
 
 /// Load shape shared by the scenarios.
@@ -145,6 +159,10 @@ enum Scenario {
         /// Operations per phase (default 50000; 5000 with --quick).
         #[arg(long)]
         operations: Option<u64>,
+        /// Operations per YCSB workload A–F (default: as --operations; 0
+        /// leaves YCSB out).
+        #[arg(long)]
+        ycsb_operations: Option<u64>,
         /// Baselines to leave out, e.g. `--skip etcd`.
         #[arg(long, value_delimiter = ',')]
         skip: Vec<String>,
@@ -172,7 +190,11 @@ struct LocalCluster {
 }
 
 impl LocalCluster {
-    async fn start(daemons: usize, port: u16) -> anyhow::Result<(LocalCluster, String)> {
+    async fn start(
+        daemons: usize,
+        port: u16,
+        durability: Durability,
+    ) -> anyhow::Result<(LocalCluster, String)> {
         let dir = tempfile::Builder::new()
             .prefix("tessera-bench-")
             .tempdir()
@@ -182,6 +204,7 @@ impl LocalCluster {
             daemons,
             port,
             data: dir.path().to_path_buf(),
+            durability,
         };
         let task = tokio::spawn(crate::dev::run(options, async move {
             let _ = stop_rx.await;
@@ -248,8 +271,16 @@ async fn wait_ready(coordinator: &str, daemons: usize) -> anyhow::Result<()> {
 /// to stop afterwards if we started one.
 async fn cluster(args: &ClusterArgs) -> anyhow::Result<(Option<LocalCluster>, String)> {
     if args.local {
-        let (c, addr) = LocalCluster::start(args.daemons, args.local_port).await?;
-        eprintln!("bench: local cluster of {} daemons at {addr}", args.daemons);
+        let durability = if args.fsync_every_commit {
+            Durability::Always
+        } else {
+            Durability::Interval
+        };
+        let (c, addr) = LocalCluster::start(args.daemons, args.local_port, durability).await?;
+        eprintln!(
+            "bench: local cluster of {} daemons at {addr} (durability {durability:?})",
+            args.daemons
+        );
         Ok((Some(c), addr))
     } else {
         Ok((None, format!("{}:{}", args.host, args.port)))
@@ -278,11 +309,21 @@ async fn tessera_usertable(
     name: &str,
     partitions: u32,
 ) -> anyhow::Result<Arc<dyn Store>> {
+    tessera_usertable_f(coordinator, name, partitions, 1).await
+}
+
+/// The same, tolerating `tolerate` failures (`tolerate + 1` replicas).
+async fn tessera_usertable_f(
+    coordinator: &str,
+    name: &str,
+    partitions: u32,
+    tolerate: u32,
+) -> anyhow::Result<Arc<dyn Store>> {
     let admin = Admin::new(coordinator);
     scenarios::fresh_space(
         &admin,
         name,
-        &usertable_description(name, 10, true, partitions, 1),
+        &usertable_description(name, 10, true, partitions, tolerate),
     )
     .await?;
     let client = Client::connect(coordinator).await?;
@@ -443,6 +484,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             quick,
             records,
             operations,
+            ycsb_operations,
             skip,
             baseline_port,
             cluster: c,
@@ -450,9 +492,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             time_limit,
             json,
         } => {
+            let operations = operations.unwrap_or(if quick { 5_000 } else { 50_000 });
             let size = CompareSize {
                 records: records.unwrap_or(if quick { 5_000 } else { 100_000 }),
-                operations: operations.unwrap_or(if quick { 5_000 } else { 50_000 }),
+                operations,
+                ycsb_operations: ycsb_operations.unwrap_or(operations),
                 workers,
                 fieldcount: 10,
                 fieldlength: 100,
@@ -488,6 +532,53 @@ async fn start_baseline(
     Ok((server, store))
 }
 
+/// One Tessera run of the comparison: a fresh cluster (when `--local`)
+/// with `durability`, a usertable tolerating `tolerate` failures, the
+/// phases (all of them with `full`, else load, read and update) and, with
+/// `full`, the YCSB suite. Results are labelled `label`.
+#[allow(clippy::too_many_arguments)]
+async fn tessera_run(
+    c: &ClusterArgs,
+    port_offset: u16,
+    durability: Durability,
+    tolerate: u32,
+    full: bool,
+    size: CompareSize,
+    label: &str,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    eprintln!("bench: {label} …");
+    let c = ClusterArgs {
+        local_port: c.local_port + port_offset,
+        fsync_every_commit: durability == Durability::Always,
+        ..c.clone()
+    };
+    let (local, coordinator) = cluster(&c).await?;
+    let run = async {
+        let space = "bench_usertable";
+        let store = tessera_usertable_f(&coordinator, space, c.partitions, tolerate).await?;
+        let mut results = scenarios::compare_phase_set(store.clone(), size, full).await?;
+        if full {
+            let loaded = results
+                .first()
+                .and_then(|r| r.ops.get("INSERT"))
+                .map_or(0, |s| s.count);
+            let (ycsb, ycsb_notes) = scenarios::ycsb_suite(store, size, loaded).await?;
+            results.extend(ycsb);
+            notes.extend(ycsb_notes);
+        }
+        let _ = Admin::new(&coordinator).rm_space(space).await;
+        Ok::<_, anyhow::Error>(results)
+    }
+    .await;
+    finish(local).await?;
+    let mut results = run?;
+    for r in &mut results {
+        r.store = label.to_string();
+    }
+    Ok(results)
+}
+
 async fn compare(
     size: CompareSize,
     skip: &[String],
@@ -496,21 +587,27 @@ async fn compare(
     json: &Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let mut durability = vec![("tessera".to_string(), TESSERA_DURABILITY.to_string())];
-    eprintln!("bench: tessera …");
-    let (local, coordinator) = cluster(c).await?;
-    let tessera = async {
-        let store = tessera_usertable(&coordinator, "bench_usertable", c.partitions).await?;
-        let results = scenarios::compare_phases(store, size).await?;
-        let _ = Admin::new(&coordinator).rm_space("bench_usertable").await;
-        Ok::<_, anyhow::Error>(results)
-    }
-    .await;
-    finish(local).await?;
-    let tessera = tessera?;
-    let mut all: Vec<PhaseResult> = tessera.clone();
-    let mut baseline_results: Vec<PhaseResult> = Vec::new();
     let mut notes = Vec::new();
+    let mut durability = vec![(MAIN.to_string(), TESSERA_DURABILITY.to_string())];
+    let tessera = tessera_run(c, 0, Durability::Interval, 1, true, size, MAIN, &mut notes).await?;
+    let mut all: Vec<PhaseResult> = tessera.clone();
+    // Puts with one replica per region, and with an fsync per commit
+    // (like etcd's): load, read and update only.
+    let f0 = tessera_run(c, 40, Durability::Interval, 0, false, size, F0, &mut notes).await?;
+    durability.push((F0.to_string(), TESSERA_F0_DURABILITY.to_string()));
+    all.extend(f0.clone());
+    let fsync = if c.local {
+        let r = tessera_run(c, 80, Durability::Always, 1, false, size, FSYNC, &mut notes).await?;
+        durability.push((FSYNC.to_string(), TESSERA_FSYNC_DURABILITY.to_string()));
+        all.extend(r.clone());
+        r
+    } else {
+        notes.push(format!(
+            "{FSYNC}: not run (needs --local; a running cluster keeps its own durability)"
+        ));
+        Vec::new()
+    };
+    let mut baseline_results: Vec<PhaseResult> = Vec::new();
     for (i, name) in ["redis", "etcd", "postgres"].into_iter().enumerate() {
         if skip.iter().any(|s| s == name) {
             notes.push(format!("{name}: skipped (--skip)"));
@@ -529,20 +626,38 @@ async fn compare(
             }
         };
         durability.push((name.to_string(), server.durability.to_string()));
-        let outcome = async { scenarios::compare_phases(store, size).await }.await;
+        let outcome = async {
+            let mut results = scenarios::compare_phases(store.clone(), size).await?;
+            let loaded = results
+                .first()
+                .and_then(|r| r.ops.get("INSERT"))
+                .map_or(0, |s| s.count);
+            let (ycsb, ycsb_notes) = scenarios::ycsb_suite(store, size, loaded).await?;
+            results.extend(ycsb);
+            Ok::<_, anyhow::Error>((results, ycsb_notes))
+        }
+        .await;
         tokio::task::block_in_place(|| server.stop());
         match outcome {
-            Ok(results) => {
+            Ok((results, ycsb_notes)) => {
                 all.extend(results.clone());
                 baseline_results.extend(results);
+                notes.extend(ycsb_notes);
             }
             Err(e) => notes.push(format!("{name}: failed: {e:#}")),
         }
     }
-    let ratios = scenarios::ratios(&tessera, &baseline_results);
+    let mut ratios = scenarios::ratios(&tessera, &baseline_results);
+    ratios.extend(scenarios::ratios(&f0, &baseline_results));
+    let etcd: Vec<PhaseResult> = baseline_results
+        .iter()
+        .filter(|r| r.store == "etcd")
+        .cloned()
+        .collect();
+    ratios.extend(scenarios::ratios(&fsync, &etcd));
     println!(
-        "records {}, operations per phase {}, {} in flight, record 10 × 100 bytes",
-        size.records, size.operations, size.workers
+        "records {}, operations per phase {}, per YCSB workload {}, {} in flight, record 10 × 100 bytes",
+        size.records, size.operations, size.ycsb_operations, size.workers
     );
     print!("{}", results_table(&all));
     println!();

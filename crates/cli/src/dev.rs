@@ -43,6 +43,8 @@ pub struct DevOptions {
     pub daemons: usize,
     pub port: u16,
     pub data: PathBuf,
+    /// When the daemons' commits reach stable storage.
+    pub durability: tessera_daemon::Durability,
 }
 
 /// A future that completes once `stop` turns true.
@@ -89,8 +91,9 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
         let data_dir = options.data.join(format!("daemon-{i}"));
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("creating {}", data_dir.display()))?;
-        let daemon_options =
+        let mut daemon_options =
             tessera_daemon::DaemonOptions::new(*addr, data_dir, coordinator_addr.to_string());
+        daemon_options.durability = options.durability;
         let shutdown = stopped(stop_rx.clone());
         tasks.spawn(async move {
             tessera_daemon::run(daemon_options, shutdown)

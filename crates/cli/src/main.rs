@@ -361,6 +361,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     daemons,
                     port,
                     data,
+                    durability: tessera_daemon::Durability::default(),
                 },
                 shutdown_signal(),
             )
