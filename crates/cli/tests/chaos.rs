@@ -555,13 +555,22 @@ fn build_checker(out: &Path) -> PathBuf {
     });
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/linearizability");
     let binary = out.join("linearizability");
-    let status = Command::new(&go)
+    let mut build = Command::new(&go);
+    build
         .args(["build", "-buildvcs=false", "-o"])
         .arg(&binary)
         .arg(".")
         .current_dir(&source)
         .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=readonly")
+        .env("GOFLAGS", "-mod=readonly");
+    if std::env::var_os("HOME").is_none() {
+        // Go keeps its caches under $HOME; without one, under target/.
+        let caches = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        build
+            .env("GOCACHE", caches.join("go-build"))
+            .env("GOMODCACHE", caches.join("go-mod"));
+    }
+    let status = build
         .status()
         .unwrap_or_else(|e| panic!("cannot run the Go toolchain ({go}): {e}"));
     assert!(status.success(), "go build of the checker failed");
