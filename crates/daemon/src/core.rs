@@ -14,7 +14,7 @@
 //! ```
 
 use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Refusal};
-use crate::record::{Record, RECENT_WRITERS_MAX};
+use crate::record::{trim_recent, Record};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
@@ -781,8 +781,7 @@ impl ReplicaCore {
                     _ => Vec::new(),
                 };
                 recent.push((forward.client, forward.version));
-                let excess = recent.len().saturating_sub(RECENT_WRITERS_MAX);
-                recent.drain(..excess);
+                trim_recent(&mut recent);
                 recent
             } else {
                 Vec::new()

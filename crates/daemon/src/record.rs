@@ -8,16 +8,60 @@ use serde::{Deserialize, Serialize};
 use tessera_protocol::ClientRef;
 use tessera_types::{Object, Version};
 
-/// How many recent writers of a key the key subspace remembers, so that a
-/// retried update is recognized instead of applied twice.
-pub const RECENT_WRITERS_MAX: usize = 16;
+/// How many clients' latest updates of a key the key subspace remembers, so
+/// that a retried update is recognized instead of applied twice.
+///
+/// Remembered per client rather than as the last N updates: a client whose
+/// answer was lost retries within seconds, but on a busy key seconds are
+/// many updates by others, and a window of the last N updates forgot the
+/// original before the retry came (the chaos test saw a put applied twice).
+/// A client's entries go only when it wrote the key again several times,
+/// or when this many other clients wrote it since; the newest
+/// [`RECENT_WRITES_MAX`] updates are kept in any case.
+pub const RECENT_CLIENTS_MAX: usize = 16;
+
+/// How many of one client's latest updates of a key are remembered (a
+/// client may have several in flight at once).
+pub const RECENT_PER_CLIENT_MAX: usize = 4;
+
+/// How many of a key's latest updates are remembered whoever made them
+/// (one client may pipeline many updates of one key).
+pub const RECENT_WRITES_MAX: usize = 16;
+
+/// Trims `recent` (newest last) to its newest [`RECENT_WRITES_MAX`]
+/// entries and the newest [`RECENT_PER_CLIENT_MAX`] updates of each of the
+/// [`RECENT_CLIENTS_MAX`] clients that wrote last.
+pub fn trim_recent(recent: &mut Vec<(ClientRef, Version)>) {
+    let mut kept_per_client: Vec<(u64, usize)> = Vec::new();
+    let newest = recent.len().saturating_sub(RECENT_WRITES_MAX);
+    let mut keep: Vec<bool> = (0..recent.len()).map(|i| i >= newest).collect();
+    for (i, (client, _)) in recent.iter().enumerate().rev() {
+        let known = kept_per_client
+            .iter()
+            .position(|(id, _)| *id == client.client_id);
+        match known {
+            Some(at) if kept_per_client[at].1 < RECENT_PER_CLIENT_MAX => {
+                kept_per_client[at].1 += 1;
+                keep[i] = true;
+            }
+            Some(_) => {}
+            None if kept_per_client.len() < RECENT_CLIENTS_MAX => {
+                kept_per_client.push((client.client_id, 1));
+                keep[i] = true;
+            }
+            None => {}
+        }
+    }
+    let mut keep = keep.into_iter();
+    recent.retain(|_| keep.next().expect("one flag per entry"));
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub version: Version,
     pub object: Option<Object>,
     /// Key subspace only: the latest updates' `(client id, request number)`
-    /// with the version each produced, newest last.
+    /// with the version each produced, newest last (see [`trim_recent`]).
     pub recent: Vec<(ClientRef, Version)>,
 }
 
@@ -28,5 +72,75 @@ impl Record {
 
     pub fn decode(bytes: &[u8]) -> Result<Record, String> {
         postcard::from_bytes(bytes).map_err(|e| format!("corrupt record: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer(client_id: u64, request_no: u64, version: u64) -> (ClientRef, Version) {
+        (
+            ClientRef {
+                client_id,
+                request_no,
+            },
+            Version(version),
+        )
+    }
+
+    /// Appends one write and trims, as a commit does.
+    fn write(recent: &mut Vec<(ClientRef, Version)>, client_id: u64, request_no: u64) {
+        let version = recent.last().map_or(1, |(_, v)| v.0 + 1);
+        recent.push(writer(client_id, request_no, version));
+        trim_recent(recent);
+    }
+
+    fn remembers(recent: &[(ClientRef, Version)], client_id: u64, request_no: u64) -> bool {
+        recent.iter().any(|(c, _)| {
+            *c == ClientRef {
+                client_id,
+                request_no,
+            }
+        })
+    }
+
+    #[test]
+    fn a_clients_update_outlives_any_number_of_updates_by_a_few_others() {
+        // (The last RECENT_WRITES_MAX updates alone, as before, forgot it.)
+        let mut recent = Vec::new();
+        write(&mut recent, 1, 7);
+        for n in 0..1000 {
+            write(&mut recent, 2 + n % 5, n);
+        }
+        assert!(remembers(&recent, 1, 7));
+        // Besides the newest writes, each of the others keeps its newest few.
+        assert_eq!(
+            recent.len(),
+            1 + RECENT_WRITES_MAX.max(5 * RECENT_PER_CLIENT_MAX)
+        );
+        assert!(remembers(&recent, 2 + 999 % 5, 999));
+        assert!(!remembers(&recent, 2, 0));
+    }
+
+    #[test]
+    fn a_client_keeps_its_newest_updates_and_the_newest_clients_stay() {
+        let mut recent = Vec::new();
+        let writes = RECENT_WRITES_MAX as u64 + 4;
+        for n in 0..writes {
+            write(&mut recent, 1, n);
+        }
+        for n in 0..writes {
+            let newest = n >= writes - RECENT_WRITES_MAX as u64;
+            assert_eq!(remembers(&recent, 1, n), newest, "request {n}");
+        }
+        // Once RECENT_CLIENTS_MAX other clients wrote RECENT_WRITES_MAX
+        // times since, client 1 is forgotten.
+        for n in 0..RECENT_WRITES_MAX.max(RECENT_CLIENTS_MAX) as u64 {
+            write(&mut recent, 100 + n % RECENT_CLIENTS_MAX as u64, n);
+        }
+        assert!(!recent.iter().any(|(c, _)| c.client_id == 1));
+        // Order (newest last) and versions are kept.
+        assert!(recent.windows(2).all(|w| w[0].1 < w[1].1));
     }
 }
