@@ -16,6 +16,11 @@ mod json;
 mod show;
 
 use anyhow::Context;
+
+/// mimalloc instead of the system allocator (see the workspace Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Args, Parser, Subcommand};
 use std::io::Read;
 use std::net::{SocketAddr, ToSocketAddrs};
