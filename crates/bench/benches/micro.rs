@@ -10,7 +10,7 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use std::hint::black_box;
 use std::sync::Arc;
-use tessera_daemon::index::{cell_of, choose_access, key_order_page, IndexedEngine, PageBounds};
+use tessera_daemon::index::{choose_access, key_order_page, place_of, IndexedEngine, PageBounds};
 use tessera_daemon::record::Record;
 use tessera_protocol::frame::{decode, encode};
 use tessera_protocol::{
@@ -234,7 +234,7 @@ fn engines(c: &mut Criterion) {
         )
     });
     let checks = [Check::new(1, PredOp::Eq(Value::Int(777)))];
-    let access = choose_access(&space.desc, &cell_of(&space, region), &checks, None, None);
+    let access = choose_access(&space.desc, &place_of(&space, region), &checks, None, None);
     let bounds = PageBounds {
         objects: 256,
         size: |m| m.bytes,

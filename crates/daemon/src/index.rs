@@ -43,11 +43,30 @@ const ATTR_BYTES: usize = 4;
 const COORD_BYTES: usize = 8;
 const PREFIX_BYTES: usize = ATTR_BYTES + COORD_BYTES;
 
-/// The attributes every region of the space indexes, ascending: those named
-/// by a subspace or an `index` clause, except the key, whose type has a
-/// coordinate.
-pub fn indexed_attrs(desc: &SpaceDesc) -> Vec<usize> {
-    desc.indexed_attrs()
+/// The attributes the regions of subspace `subspace` (0: the key subspace)
+/// index, ascending: in the key subspace every indexed attribute of the
+/// space ([`SpaceDesc::indexed_attrs`]: those a subspace or an `index`
+/// clause names); in another subspace its own attributes and the `index`
+/// clauses' (hashable ones only). A search goes to one subspace's regions:
+/// to the subspace of the attribute its checks narrow, or to the key
+/// subspace when none narrows — so each put writes entries in proportion to
+/// its subspaces, not to their square.
+pub fn indexed_attrs(desc: &SpaceDesc, subspace: usize) -> Vec<usize> {
+    if subspace == 0 {
+        return desc.indexed_attrs();
+    }
+    let mut attrs: Vec<usize> = desc
+        .subspaces
+        .get(subspace - 1)
+        .into_iter()
+        .flatten()
+        .chain(&desc.indexes)
+        .copied()
+        .filter(|&a| a != 0 && desc.attrs.get(a).is_some_and(|x| x.dtype.is_hashable()))
+        .collect();
+    attrs.sort_unstable();
+    attrs.dedup();
+    attrs
 }
 
 /// The index entry of an object with storage key `key` whose attribute
@@ -136,15 +155,28 @@ pub fn region_cell(layout: &SubspaceLayout, index: usize) -> BTreeMap<usize, (u6
     out
 }
 
-/// The cell of `region` in its space, or an empty map if the space does not
-/// hold it.
-pub fn cell_of(space: &Space, region: RegionId) -> BTreeMap<usize, (u64, u64)> {
+/// Where a region lies in its space: its subspace and its cell.
+#[derive(Clone, Debug, Default)]
+pub struct RegionPlace {
+    /// Index into `Space::subspaces` (0: the key subspace).
+    pub subspace: usize,
+    /// See [`region_cell`].
+    pub cell: BTreeMap<usize, (u64, u64)>,
+}
+
+/// The place of `region` in its space (the key subspace and no cell if the
+/// space does not hold it).
+pub fn place_of(space: &Space, region: RegionId) -> RegionPlace {
     space
         .subspaces
         .iter()
-        .find_map(|layout| {
+        .enumerate()
+        .find_map(|(subspace, layout)| {
             let index = layout.regions.iter().position(|r| r.id == region)?;
-            Some(region_cell(layout, index))
+            Some(RegionPlace {
+                subspace,
+                cell: region_cell(layout, index),
+            })
         })
         .unwrap_or_default()
 }
@@ -157,15 +189,16 @@ fn is_ordered(dtype: DataType) -> bool {
 }
 
 /// Picks how a search with `checks` (and `sort`, `limit`) reads a region
-/// of `desc`'s space whose cell is `cell` (see [`region_cell`]).
+/// of `desc`'s space at `place` (see [`place_of`]).
 pub fn choose_access(
     desc: &SpaceDesc,
-    cell: &BTreeMap<usize, (u64, u64)>,
+    place: &RegionPlace,
     checks: &[Check],
     sort: Option<SortBy>,
     limit: Option<u64>,
 ) -> Access {
-    let indexed = indexed_attrs(desc);
+    let indexed = indexed_attrs(desc, place.subspace);
+    let cell = &place.cell;
     let mut bounds: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
     for check in checks.iter().filter(|c| indexed.contains(&c.attr)) {
         let dtype = desc.attrs[check.attr].dtype;
@@ -682,8 +715,8 @@ const INDEX_FORMAT: &[u8] = b"1";
 fn specs_of(config: &Configuration) -> HashMap<RegionId, Arc<[usize]>> {
     let mut out = HashMap::new();
     for space in &config.spaces {
-        let attrs: Arc<[usize]> = indexed_attrs(&space.desc).into();
-        for layout in &space.subspaces {
+        for (subspace, layout) in space.subspaces.iter().enumerate() {
+            let attrs: Arc<[usize]> = indexed_attrs(&space.desc, subspace).into();
             for region in &layout.regions {
                 out.insert(region.id, attrs.clone());
             }

@@ -127,7 +127,7 @@ fn access_for(
     match config.space_by_id(space) {
         Some(space) => index::choose_access(
             &space.desc,
-            &index::cell_of(space, region),
+            &index::place_of(space, region),
             checks,
             sort,
             Some(wanted as u64),

@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tessera_daemon::index::{
-    cell_of, choose_access, key_order_page, sorted_page, Access, IndexedEngine, Match, PageBounds,
+    choose_access, key_order_page, place_of, sorted_page, Access, IndexedEngine, Match, PageBounds,
 };
 use tessera_daemon::record::Record;
 use tessera_protocol::SortBy;
@@ -353,11 +353,22 @@ fn apply_ops(engine: &dyn Engine, config: &Configuration, ops: &[Op], model: &mu
 
 /// The index entries the objects of a region imply, built here from the
 /// documented layout: attr (u32 BE) ++ coordinate (u64 BE) ++ key.
-fn expected_entries(objects: &BTreeMap<Vec<u8>, Record>) -> BTreeSet<Vec<u8>> {
+/// The indexed attributes of subspace `subspace` of this test's space: the
+/// key subspace indexes every subspace attribute and `t` (the index
+/// clause); `a`'s subspace indexes `a` and `t`; `c, d`'s indexes `c`, `d`, `t`.
+fn indexed_in(subspace: usize) -> &'static [usize] {
+    match subspace {
+        0 => &[A, D, C, T],
+        1 => &[A, T],
+        _ => &[D, C, T],
+    }
+}
+
+fn expected_entries(objects: &BTreeMap<Vec<u8>, Record>, subspace: usize) -> BTreeSet<Vec<u8>> {
     let mut out = BTreeSet::new();
     for (key, rec) in objects {
         let Some(object) = &rec.object else { continue };
-        for attr in [A, D, C, T] {
+        for &attr in indexed_in(subspace) {
             out.insert(entry_of(attr, &object.values[attr], key));
         }
     }
@@ -393,14 +404,14 @@ fn brute_cmp(a: &Value, b: &Value) -> Ordering {
 
 fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queries: &[Query]) {
     let space = &config.spaces[0];
-    for layout in &space.subspaces {
+    for (subspace, layout) in space.subspaces.iter().enumerate() {
         for region in layout.regions.iter().map(|r| r.id) {
             let empty = BTreeMap::new();
             let objects = model.objects.get(&region).unwrap_or(&empty);
             // Every object's entries are there; nothing else but injected
             // stale entries (which a later write of the key may remove).
             let stored = stored_entries(engine, region);
-            let expected = expected_entries(objects);
+            let expected = expected_entries(objects, subspace);
             let no_stale = BTreeSet::new();
             let stale = model.stale.get(&region).unwrap_or(&no_stale);
             assert!(
@@ -413,7 +424,7 @@ fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queri
                     .all(|e| expected.contains(e) || stale.contains(e)),
                 "index of {region} has entries of no object"
             );
-            let cell = cell_of(space, region);
+            let cell = place_of(space, region);
             for q in queries {
                 let matching: BTreeMap<&Vec<u8>, &Object> = objects
                     .iter()
@@ -621,7 +632,7 @@ fn access_choices() {
     let config = config();
     let space = &config.spaces[0];
     let key_region = space.subspaces[0].regions[0].id;
-    let cell = cell_of(space, key_region);
+    let cell = place_of(space, key_region);
     let eq_a = Check::new(A, PredOp::Eq(Value::Int(3)));
     match choose_access(&space.desc, &cell, &[eq_a], None, None) {
         Access::Index {
@@ -672,10 +683,23 @@ fn access_choices() {
     // cell narrows nothing there.
     let a_layout = &space.subspaces[1];
     let a_region = a_layout.regions[a_layout.regions.len() - 1].id;
-    let cell = cell_of(space, a_region);
+    let cell = place_of(space, a_region);
     let everything_above = Check::new(A, PredOp::Ge(Value::Int(-10)));
     assert_eq!(
         choose_access(&space.desc, &cell, &[everything_above], None, None),
         Access::Scan
     );
+    // A region of the `c, d` subspace indexes c, d and t, not a.
+    let cd_region = space.subspaces[2].regions[0].id;
+    let place = place_of(space, cd_region);
+    let eq_a = Check::new(A, PredOp::Eq(Value::Int(3)));
+    assert_eq!(
+        choose_access(&space.desc, &place, &[eq_a], None, None),
+        Access::Scan
+    );
+    let eq_t = Check::new(T, PredOp::Eq(Value::Timestamp(2)));
+    assert!(matches!(
+        choose_access(&space.desc, &place, &[eq_t], None, None),
+        Access::Index { attr: T, .. }
+    ));
 }
