@@ -389,6 +389,70 @@ pub async fn wait_space(client: &Client, space: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The shares of scans in the search-heavy mixes of [`scan_share`].
+pub const SCAN_SHARES: [f64; 6] = [0.0, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+/// Latency of a mix of point reads and scans as the scan share grows
+/// (HyperDex paper, Fig. 9): the usertable is loaded with `records`
+/// records, then for each share `s` a phase of `operations` operations,
+/// a fraction `s` of them YCSB scans (`sorted_search` on a `recno` range,
+/// 1..=100 records) and the rest reads, zipfian keys. Phases are named
+/// `scan-share=<s>`.
+pub async fn scan_share(
+    store: Arc<dyn Store>,
+    records: u64,
+    operations: u64,
+    workers: usize,
+    time_limit: Duration,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    let base = Workload::core('e', records, operations).expect("workload e");
+    let seq = Arc::new(InsertSequence::new(0));
+    let w = Arc::new(base.clone());
+    let load = Load {
+        workers,
+        operations: records,
+        time_limit,
+    };
+    let loaded = run_phase(store.clone(), "load", load, move |i| {
+        Box::new(LoadOps::new(w.clone(), seq.clone(), 7 + i as u64))
+    })
+    .await?;
+    let loaded = loaded.ops.get("INSERT").map_or(0, |s| s.count).max(1);
+    let mut results = Vec::new();
+    let seq = Arc::new(InsertSequence::new(loaded));
+    for share in SCAN_SHARES {
+        let workload = Arc::new(Workload {
+            name: format!("scan-share={share}"),
+            recordcount: loaded,
+            read: 1.0 - share,
+            update: 0.0,
+            insert: 0.0,
+            scan: share,
+            readmodifywrite: 0.0,
+            ..base.clone()
+        });
+        let chooser = RunOps::chooser(&workload);
+        let (w, seq) = (workload.clone(), seq.clone());
+        let phase = Load {
+            workers,
+            operations,
+            time_limit,
+        };
+        results.push(
+            run_phase(store.clone(), &workload.name, phase, move |i| {
+                Box::new(RunOps::new(
+                    w.clone(),
+                    seq.clone(),
+                    chooser.clone(),
+                    4000 + i as u64,
+                ))
+            })
+            .await?,
+        );
+    }
+    Ok(results)
+}
+
 /// Put latency and throughput as a function of the number of non-key
 /// subspaces (HyperDex paper, Figure 10): for each `k`, a space whose
 /// fields `field0..field{k-1}` each have a subspace is loaded with

@@ -136,6 +136,18 @@ enum Scenario {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Latency of a read/scan mix as the scan share grows (0 to 100%).
+    ScanShare {
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        /// Operations per scan share.
+        #[arg(long, default_value_t = 5_000)]
+        operations: u64,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Get and put latency distributions (1 and `--workers` in flight).
     Latency {
         #[arg(long, default_value_t = 20_000)]
@@ -451,6 +463,32 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                     r.mean_latency_ratio, r.throughput_ratio
                 );
                 write_json(&load.json, &serde_json::to_value(&r)?)
+            }
+            .await;
+            finish(local).await?;
+            outcome
+        }
+        Scenario::ScanShare {
+            records,
+            operations,
+            cluster: c,
+            load,
+        } => {
+            let (local, coordinator) = cluster(&c).await?;
+            let outcome = async {
+                let store =
+                    tessera_usertable(&coordinator, "bench_scan_share", c.partitions).await?;
+                let results = scenarios::scan_share(
+                    store,
+                    records,
+                    operations,
+                    load.workers,
+                    Duration::from_secs(load.time_limit),
+                )
+                .await?;
+                print!("{}", results_table(&results));
+                let _ = Admin::new(&coordinator).rm_space("bench_scan_share").await;
+                write_json(&load.json, &serde_json::json!({ "results": results }))
             }
             .await;
             finish(local).await?;
