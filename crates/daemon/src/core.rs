@@ -103,9 +103,6 @@ pub struct ReplicaCore {
     outgoing: HashMap<RegionId, Vec<u64>>,
     /// Logical time: the number of `on_tick` calls so far.
     tick: u64,
-    /// Keys that left a region being transferred in, with the version at
-    /// which they left, so an older transferred entry cannot resurrect them.
-    removed: HashMap<StateKey, Version>,
     /// Requests this point leader refused when it evaluated them (NOTFOUND,
     /// CMPFAIL, …), oldest first. A late copy of one (its client timed out,
     /// sent it again and may have returned with this answer already) gets
@@ -142,7 +139,6 @@ impl ReplicaCore {
             local: VecDeque::new(),
             effects: Vec::new(),
             outgoing: outgoing_transfers(me, &config),
-            removed: HashMap::new(),
             refused: HashMap::new(),
             refused_order: VecDeque::new(),
             tick: 0,
@@ -315,23 +311,15 @@ impl ReplicaCore {
                 return;
             }
         };
-        let gone = self.removed.get(&state_key).copied();
-        if stored.is_some_and(|v| v >= entry.version) || gone.is_some_and(|v| v >= entry.version) {
+        // Removals arrive as tombstone records, so the stored version alone
+        // tells whether this entry is news.
+        if stored.is_some_and(|v| v >= entry.version) {
             return;
         }
-        let write = match entry.record {
-            Some(value) => Write::Put {
-                region,
-                key: entry.key,
-                value,
-            },
-            None => {
-                self.removed.insert(state_key.clone(), entry.version);
-                Write::Delete {
-                    region,
-                    key: entry.key,
-                }
-            }
+        let write = Write::Put {
+            region,
+            key: entry.key,
+            value: entry.record,
         };
         if let Err(e) = self.engine.apply(vec![write]) {
             tracing::error!("transfer write failed: {e}");
@@ -699,21 +687,16 @@ impl ReplicaCore {
     }
 
     fn send_downstream(&mut self, state_key: &StateKey, version: Version) {
+        let tick = self.tick;
         let Some(pending) = self
-            .keys
-            .get(state_key)
-            .and_then(|s| s.pending.get(&version))
-        else {
-            return;
-        };
-        let mut next = pending.forward.clone();
-        if let Some(p) = self
             .keys
             .get_mut(state_key)
             .and_then(|s| s.pending.get_mut(&version))
-        {
-            p.sent_tick = self.tick;
-        }
+        else {
+            return;
+        };
+        pending.sent_tick = tick;
+        let mut next = pending.forward.clone();
         let pos = next.position as usize;
         let Some(to) = next.hops.get(pos + 1).map(|h| h.daemon) else {
             return;
@@ -799,12 +782,13 @@ impl ReplicaCore {
                 recent,
             }
             .encode();
+            let shipping = self.outgoing.get(&hop.region).cloned().unwrap_or_default();
+            let shipped = (!shipping.is_empty()).then(|| value.clone());
             let write = Write::Put {
                 region: hop.region,
                 key: state_key.1.clone(),
-                value: value.clone(),
+                value,
             };
-            let shipped = Some(value);
             if let Err(e) = self.engine.apply(vec![write]) {
                 // A daemon that cannot write must not acknowledge: stop here.
                 // Replication keeps the data; failure handling replaces us.
@@ -814,12 +798,12 @@ impl ReplicaCore {
                 }
                 return;
             }
-            if let Some(transfers) = self.outgoing.get(&hop.region) {
-                for &transfer in transfers {
+            if let Some(record) = shipped {
+                for transfer in shipping {
                     let entry = TransferEntry {
                         key: state_key.1.clone(),
                         version: forward.version,
-                        record: shipped.clone(),
+                        record: record.clone(),
                     };
                     self.effects.push(Effect::Ship { transfer, entry });
                 }

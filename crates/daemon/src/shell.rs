@@ -9,7 +9,7 @@ use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::index::IndexedEngine;
 use crate::record::Record;
 use crate::search;
-use crate::transfer::{Action as TransferAction, Transfers};
+use crate::transfer::{scan_region, Action as TransferAction, Transfers};
 use crate::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -263,37 +263,19 @@ impl Daemon {
         tracing::info!(transfer, attempt, %region, "state transfer: scanning");
         let daemon = self.clone();
         tokio::task::spawn_blocking(move || {
-            let mut batch = Vec::new();
             let mut sent = 0usize;
-            let mut current = true;
-            let result = daemon.engine.scan(region, None, &mut |key, value| {
-                let version = match Record::decode(value) {
-                    Ok(r) => r.version,
-                    Err(_) => return true,
-                };
-                batch.push(TransferEntry {
-                    key: key.to_vec(),
-                    version,
-                    record: Some(value.to_vec()),
-                });
-                if batch.len() >= TRANSFER_BATCH {
-                    sent += batch.len();
-                    current = daemon.ship(transfer, Some(attempt), std::mem::take(&mut batch));
-                }
-                current
+            let shipped = scan_region(daemon.engine.as_ref(), region, TRANSFER_BATCH, |batch| {
+                sent += batch.len();
+                daemon.ship(transfer, Some(attempt), batch)
             });
-            if let Err(e) = result {
+            match shipped {
+                Ok(true) => {
+                    lock(&daemon.transfers).scanned(transfer, attempt);
+                    tracing::info!(transfer, attempt, sent, "state transfer: scan shipped");
+                }
+                Ok(false) => {} // superseded by a restart
                 // The target will ask for a restart.
-                tracing::error!(transfer, "state transfer scan failed: {e}");
-                return;
-            }
-            if !current {
-                return; // superseded by a restart
-            }
-            sent += batch.len();
-            if daemon.ship(transfer, Some(attempt), batch) {
-                lock(&daemon.transfers).scanned(transfer, attempt);
-                tracing::info!(transfer, attempt, sent, "state transfer: scan shipped");
+                Err(e) => tracing::error!(transfer, "state transfer scan failed: {e}"),
             }
         });
     }

@@ -20,8 +20,10 @@
 //!   its final count for a while after the end, and the target, by then a
 //!   chain member, asks for a restart if it lacks any of them.
 
+use crate::record::Record;
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::{TransferEntry, TransferMsg};
+use tessera_storage::{Engine, StorageError};
 use tessera_types::{Configuration, DaemonId, RegionId};
 
 /// Ticks a source keeps reporting its final count after the transfer ended.
@@ -82,6 +84,38 @@ impl Target {
         // attempt, so holding `sent` of them below `sent` means all.
         self.received.range(..sent).count() as u64 == sent
     }
+}
+
+/// Source: reads every record of `region` and hands them to `ship` in
+/// batches of at most `batch` entries, the last one possibly short (or
+/// empty, so an empty region still sends a message). Stops early when
+/// `ship` returns false (the attempt was superseded); returns whether every
+/// batch was shipped.
+pub fn scan_region(
+    engine: &dyn Engine,
+    region: RegionId,
+    batch: usize,
+    mut ship: impl FnMut(Vec<TransferEntry>) -> bool,
+) -> Result<bool, StorageError> {
+    let mut entries = Vec::new();
+    let mut going = true;
+    engine.scan(region, None, &mut |key, value| {
+        // A record that does not decode is not shipped (its key waits for
+        // a later write to reach the target).
+        let Ok(record) = Record::decode(value) else {
+            return true;
+        };
+        entries.push(TransferEntry {
+            key: key.to_vec(),
+            version: record.version,
+            record: value.to_vec(),
+        });
+        if entries.len() >= batch {
+            going = ship(std::mem::take(&mut entries));
+        }
+        going
+    })?;
+    Ok(going && ship(entries))
 }
 
 /// Every transfer one daemon takes part in.
@@ -363,7 +397,7 @@ mod tests {
         TransferEntry {
             key: vec![k],
             version: tessera_types::Version(1),
-            record: None,
+            record: Vec::new(),
         }
     }
 

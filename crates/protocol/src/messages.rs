@@ -418,9 +418,9 @@ pub struct TransferEntry {
     /// The key's storage bytes (`key_bytes`).
     pub key: Vec<u8>,
     pub version: Version,
-    /// The daemon's stored record bytes; `None` when the key left the
-    /// region at `version`.
-    pub record: Option<Vec<u8>>,
+    /// The daemon's stored record bytes (a tombstone when the key was
+    /// deleted or left the region at `version`).
+    pub record: Vec<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -30,10 +30,10 @@ use tessera_daemon::chain::key_region;
 use tessera_daemon::core::{Effect, ReplicaCore, ReplyTo};
 use tessera_daemon::record::Record;
 use tessera_daemon::search::get_committed;
-use tessera_daemon::transfer::{Action as TransferAction, Transfers};
+use tessera_daemon::transfer::{scan_region, Action as TransferAction, Transfers};
 use tessera_protocol::{
-    Action, ChainMsg, ClientRef, DaemonResponse, Mutation, NumOp, Status, TransferEntry,
-    TransferMsg, UpdateFlags, UpdateRequest,
+    Action, ChainMsg, ClientRef, DaemonResponse, Mutation, NumOp, Status, TransferMsg, UpdateFlags,
+    UpdateRequest,
 };
 use tessera_storage::{Engine, MemoryEngine};
 use tessera_types::{
@@ -816,33 +816,18 @@ impl World {
                     attempt,
                     region,
                 } => {
-                    let mut entries = Vec::new();
-                    engine
-                        .scan(region, None, &mut |k, v| {
-                            let version = Record::decode(v).expect("valid record").version;
-                            entries.push(TransferEntry {
-                                key: k.to_vec(),
-                                version,
-                                record: Some(v.to_vec()),
-                            });
-                            true
-                        })
-                        .expect("memory scan");
                     let mut out = Vec::new();
-                    for chunk in entries.chunks(TRANSFER_BATCH) {
-                        if let Some(m) =
-                            run.transfers.stamp(transfer, Some(attempt), chunk.to_vec())
-                        {
-                            out.push(m);
-                        }
+                    let transfers = &mut run.transfers;
+                    let shipped = scan_region(engine.as_ref(), region, TRANSFER_BATCH, |batch| {
+                        transfers
+                            .stamp(transfer, Some(attempt), batch)
+                            .map(|m| out.push(m))
+                            .is_some()
+                    })
+                    .expect("memory scan");
+                    if shipped {
+                        run.transfers.scanned(transfer, attempt);
                     }
-                    if entries.is_empty() {
-                        // An empty region still sends one (empty) message.
-                        if let Some(m) = run.transfers.stamp(transfer, Some(attempt), Vec::new()) {
-                            out.push(m);
-                        }
-                    }
-                    run.transfers.scanned(transfer, attempt);
                     for (to, msg) in out {
                         self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg));
                     }
