@@ -79,6 +79,28 @@ struct Target {
 }
 
 impl Target {
+    /// Follows the source to a newer attempt (forgetting what the older one
+    /// delivered); false for a message of an older attempt.
+    fn follow(&mut self, attempt: u32) -> bool {
+        if attempt > self.attempt {
+            self.attempt = attempt;
+            self.received.clear();
+        }
+        attempt == self.attempt
+    }
+
+    /// Asks the source to scan again, as this target's current attempt.
+    fn restart(&self, transfer: u64, me: DaemonId) -> Action {
+        Action::Send {
+            to: self.from,
+            msg: TransferMsg::Restart {
+                transfer,
+                attempt: self.attempt,
+                from: me,
+            },
+        }
+    }
+
     fn has_all(&self, sent: u64) -> bool {
         // Sequence numbers start at 0 and are never repeated within an
         // attempt, so holding `sent` of them below `sent` means all.
@@ -286,12 +308,8 @@ impl Transfers {
                 let Some(t) = self.targets.get_mut(&transfer) else {
                     return Vec::new();
                 };
-                if attempt < t.attempt {
+                if !t.follow(attempt) {
                     return Vec::new();
-                }
-                if attempt > t.attempt {
-                    t.attempt = attempt;
-                    t.received.clear();
                 }
                 t.received.insert(seq);
                 // Clear stale data once, before the first entries, and only
@@ -314,20 +332,9 @@ impl Transfers {
                 let Some(t) = self.targets.get_mut(&transfer) else {
                     return Vec::new();
                 };
-                if attempt < t.attempt {
+                if !t.follow(attempt) {
                     // Our request for a restart was lost: ask again.
-                    return vec![Action::Send {
-                        to: t.from,
-                        msg: TransferMsg::Restart {
-                            transfer,
-                            attempt: t.attempt,
-                            from: me,
-                        },
-                    }];
-                }
-                if attempt > t.attempt {
-                    t.attempt = attempt;
-                    t.received.clear();
+                    return vec![t.restart(transfer, me)];
                 }
                 if t.has_all(sent) {
                     t.behind = 0;
@@ -341,16 +348,8 @@ impl Transfers {
                     return Vec::new();
                 }
                 t.behind = 0;
-                t.attempt += 1;
-                t.received.clear();
-                vec![Action::Send {
-                    to: t.from,
-                    msg: TransferMsg::Restart {
-                        transfer,
-                        attempt: t.attempt,
-                        from: me,
-                    },
-                }]
+                t.follow(t.attempt + 1);
+                vec![t.restart(transfer, me)]
             }
             TransferMsg::Restart {
                 transfer, attempt, ..
