@@ -506,30 +506,26 @@ async fn heartbeat(daemon: Arc<Daemon>, coordinator: String, stop: Arc<tokio::sy
     );
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut answered = tokio::time::Instant::now();
-    let mut lease_lost = false;
+    // Whether the lease held at the last tick: operators want to know why
+    // a daemon stopped serving, and when it resumed.
+    let mut serving = true;
     loop {
         tick.tick().await;
-        if !lease_lost && answered.elapsed() > LEASE {
-            // Operators want to know why a daemon stopped serving.
-            tracing::warn!(silence = ?answered.elapsed(), "no heartbeat answered within the lease; not serving clients");
-            lease_lost = true;
+        if serving != daemon.lease.valid() {
+            serving = !serving;
+            if serving {
+                tracing::warn!("heartbeats answered again; serving clients");
+            } else {
+                tracing::warn!("no heartbeat answered within the lease; not serving clients");
+            }
         }
         let request = CoordRequest::Heartbeat {
             id: daemon.me,
             epoch: daemon.config().epoch,
         };
         let sent_ms = daemon.lease.now_ms();
-        let sent = tokio::time::Instant::now();
         match coord.call(request).await {
-            Ok(CoordResponse::Done) => {
-                daemon.lease.renew(sent_ms);
-                answered = sent;
-                if lease_lost {
-                    tracing::warn!("heartbeats answered again; serving clients");
-                    lease_lost = false;
-                }
-            }
+            Ok(CoordResponse::Done) => daemon.lease.renew(sent_ms),
             Ok(CoordResponse::Failed {
                 status: AdminStatus::NotFound,
                 reason,
