@@ -590,7 +590,7 @@ async fn collect(mut stream: SearchStream) -> Result<Vec<Record>, ClientError> {
 
 /// Owned copies of user-given `(name, value)` pairs, so that every attempt
 /// can resolve them again against the configuration it uses.
-fn owned<K: AsRef<str>, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Vec<(String, V)> {
+pub(crate) fn owned<K: AsRef<str>, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Vec<(String, V)> {
     pairs
         .into_iter()
         .map(|(k, v)| (k.as_ref().to_string(), v))

@@ -15,7 +15,7 @@
 //! objects it changed, after every one of those updates has been applied.
 
 use crate::blocking::BlockingClient;
-use crate::client::{Client, Record};
+use crate::client::{owned, Client, Record};
 use crate::error::ClientError;
 use crate::ops::{Op, Outcome};
 use tessera_protocol::{NumOp, Status, UpdateFlags};
@@ -36,13 +36,6 @@ fn erase() -> UpdateFlags {
         erase: true,
         ..UpdateFlags::default()
     }
-}
-
-fn named<K: AsRef<str>, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Vec<(String, V)> {
-    pairs
-        .into_iter()
-        .map(|(k, v)| (k.as_ref().to_string(), v))
-        .collect()
 }
 
 /// Attribute values of a put as operations.
@@ -123,7 +116,7 @@ impl Client {
         predicates: impl IntoIterator<Item = (P, PredOp)>,
         attrs: impl IntoIterator<Item = (K, Value)>,
     ) -> Result<Outcome, ClientError> {
-        self.put_with(space, key, must_exist(), named(predicates), attrs)
+        self.put_with(space, key, must_exist(), owned(predicates), attrs)
             .await
     }
 
@@ -137,7 +130,7 @@ impl Client {
         attrs: impl IntoIterator<Item = (K, Value)>,
     ) -> Result<Outcome, ClientError> {
         let flags = UpdateFlags::default();
-        self.put_with(space, key, flags, named(predicates), attrs)
+        self.put_with(space, key, flags, owned(predicates), attrs)
             .await
     }
 
@@ -174,7 +167,7 @@ impl Client {
             space,
             key.into(),
             erase(),
-            named(predicates),
+            owned(predicates),
             Vec::new(),
             false,
         )
@@ -230,7 +223,7 @@ impl Client {
         space: &str,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
     ) -> Result<u64, ClientError> {
-        self.group_update(space, named(predicates), erase(), Vec::new())
+        self.group_update(space, owned(predicates), erase(), Vec::new())
             .await
     }
 
@@ -247,7 +240,7 @@ impl Client {
         predicates: impl IntoIterator<Item = (P, PredOp)>,
         ops: Vec<(String, Op)>,
     ) -> Result<u64, ClientError> {
-        self.group_update(space, named(predicates), must_exist(), ops)
+        self.group_update(space, owned(predicates), must_exist(), ops)
             .await
     }
 
@@ -400,7 +393,7 @@ impl Microtransaction {
                 &self.space,
                 key.into(),
                 UpdateFlags::default(),
-                named(predicates),
+                owned(predicates),
                 self.ops,
                 false,
             )
@@ -449,7 +442,7 @@ macro_rules! family {
                     attrs: impl IntoIterator<Item = (K, $arg)>,
                 ) -> Result<Outcome, ClientError> {
                     let ops = $ops(attrs, $make);
-                    self.update(space, key.into(), must_exist(), named(predicates), ops, false).await
+                    self.update(space, key.into(), must_exist(), owned(predicates), ops, false).await
                 }
 
                 #[doc = $doc]

@@ -22,7 +22,7 @@
 //! part of one region not yet read into the part of another already read —
 //! can be missed, as in any search over regions read at different moments.
 
-use crate::client::{check_shape, unexpected, Client, Record, Step};
+use crate::client::{check_shape, owned, unexpected, Client, Record, Step};
 use crate::error::ClientError;
 use crate::merge::{Item, Merge, Pop};
 use crate::resolve;
@@ -139,10 +139,7 @@ impl Client {
             client: self.clone(),
             state: State::Start(Request {
                 space: space.to_string(),
-                predicates: predicates
-                    .into_iter()
-                    .map(|(n, p)| (n.as_ref().to_string(), p))
-                    .collect(),
+                predicates: owned(predicates),
                 sort,
                 limit,
                 want,
