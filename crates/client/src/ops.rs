@@ -122,11 +122,11 @@ pub(crate) fn target(desc: &SpaceDesc, name: &str) -> Result<(usize, Option<Stri
         return Ok((index, None));
     }
     let Some((attr, path)) = tessera_types::value::split_attr_path(name) else {
-        return Err(resolve_unknown(desc, name));
+        return Err(resolve::unknown_attr(desc, name));
     };
     let index = desc
         .attr_index(attr)
-        .ok_or_else(|| resolve_unknown(desc, name))?;
+        .ok_or_else(|| resolve::unknown_attr(desc, name))?;
     let dtype = desc.attrs[index].dtype;
     if dtype != DataType::Document {
         return Err(wrong_type(format!(
@@ -135,13 +135,6 @@ pub(crate) fn target(desc: &SpaceDesc, name: &str) -> Result<(usize, Option<Stri
     }
     parse_doc_path(path).map_err(|e| wrong_type(format!("{name:?}: {e}")))?;
     Ok((index, Some(path.to_string())))
-}
-
-fn resolve_unknown(desc: &SpaceDesc, name: &str) -> ClientError {
-    ClientError::new(
-        Status::UnknownAttr,
-        format!("space {:?} has no attribute {name:?}", desc.name),
-    )
 }
 
 /// The mutations of a list of named operations, every check of API.md §9

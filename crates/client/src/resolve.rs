@@ -33,12 +33,16 @@ pub(crate) fn key(desc: &SpaceDesc, key: Value) -> Result<Value, ClientError> {
 
 /// The index of the attribute with this name, or UNKNOWNATTR.
 pub(crate) fn attr(desc: &SpaceDesc, name: &str) -> Result<usize, ClientError> {
-    desc.attr_index(name).ok_or_else(|| {
-        ClientError::new(
-            Status::UnknownAttr,
-            format!("space {:?} has no attribute {name:?}", desc.name),
-        )
-    })
+    desc.attr_index(name)
+        .ok_or_else(|| unknown_attr(desc, name))
+}
+
+/// UNKNOWNATTR: `name` addresses no attribute of the space.
+pub(crate) fn unknown_attr(desc: &SpaceDesc, name: &str) -> ClientError {
+    ClientError::new(
+        Status::UnknownAttr,
+        format!("space {:?} has no attribute {name:?}", desc.name),
+    )
 }
 
 /// The attribute a sorted search orders by: it must be a string, number or
