@@ -202,16 +202,7 @@ pub struct BlockingAdmin {
 impl BlockingAdmin {
     /// An admin handle starting from the member at `coordinator`.
     pub fn new(coordinator: &str) -> Result<BlockingAdmin, AdminError> {
-        let runtime = runtime().map_err(|e| {
-            AdminError::new(
-                AdminStatus::Internal,
-                format!("cannot start a runtime: {e}"),
-            )
-        })?;
-        Ok(BlockingAdmin {
-            admin: Admin::new(coordinator),
-            runtime,
-        })
+        BlockingAdmin::on_own_runtime(Admin::new(coordinator))
     }
 
     /// An admin handle over several member addresses, giving up on the group
@@ -224,16 +215,18 @@ impl BlockingAdmin {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        BlockingAdmin::on_own_runtime(Admin::with_members(members, give_up_after))
+    }
+
+    /// `admin` with a runtime of its own to block on.
+    fn on_own_runtime(admin: Admin) -> Result<BlockingAdmin, AdminError> {
         let runtime = runtime().map_err(|e| {
             AdminError::new(
                 AdminStatus::Internal,
                 format!("cannot start a runtime: {e}"),
             )
         })?;
-        Ok(BlockingAdmin {
-            admin: Admin::with_members(members, give_up_after),
-            runtime,
-        })
+        Ok(BlockingAdmin { admin, runtime })
     }
 
     pub fn add_space(&self, description: &str) -> Result<(), AdminError> {
