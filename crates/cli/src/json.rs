@@ -18,6 +18,7 @@
 
 use serde_json::Value as Json;
 use tessera_client::{ClientError, DataType, PredOp, SpaceDesc, Status, Value};
+use tessera_types::value::json_to_value;
 use tessera_types::Prim;
 
 fn wrong_type(message: String) -> ClientError {
@@ -164,7 +165,7 @@ pub fn attrs_from_json(desc: &SpaceDesc, json: &Json) -> Result<Vec<(String, Val
     for (name, value) in object {
         match target_type(desc, name)? {
             Some(dtype) => out.push((name.clone(), value_from_json(dtype, value)?)),
-            None => out.push((name.clone(), field_from_json(value))),
+            None => out.push((name.clone(), json_to_value(value))),
         }
     }
     Ok(out)
@@ -294,19 +295,6 @@ fn target_type(desc: &SpaceDesc, name: &str) -> Result<Option<DataType>, ClientE
     }
 }
 
-/// A JSON value written into, or compared with, a document field: strings,
-/// integers and floats as themselves, anything else as a document.
-fn field_from_json(json: &Json) -> Value {
-    match json {
-        Json::String(s) => Value::str(s),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        other => Value::Document(other.to_string()),
-    }
-}
-
 fn attr_type(desc: &SpaceDesc, name: &str) -> Result<DataType, ClientError> {
     desc.attr_index(name)
         .map(|i| desc.attrs[i].dtype)
@@ -339,7 +327,7 @@ pub fn predicates_from_json(
         let dtype = target_type(desc, name)?;
         let operand = |json: &Json| match dtype {
             Some(dtype) => value_from_json(dtype, json),
-            None => Ok(field_from_json(json)),
+            None => Ok(json_to_value(json)),
         };
         match spec.as_object() {
             Some(ops) if !ops.is_empty() && ops.keys().all(|k| OPERATORS.contains(&k.as_str())) => {
@@ -361,12 +349,12 @@ pub fn predicates_from_json(
 fn path_predicate(op: &str, operand: &Json) -> Result<PredOp, ClientError> {
     match op {
         "regex" | "len_eq" | "len_le" | "len_ge" => predicate(DataType::String, op, operand),
-        "contains" => Ok(PredOp::Contains(field_from_json(operand))),
-        "eq" => Ok(PredOp::Eq(field_from_json(operand))),
-        "lt" => Ok(PredOp::Lt(field_from_json(operand))),
-        "le" => Ok(PredOp::Le(field_from_json(operand))),
-        "gt" => Ok(PredOp::Gt(field_from_json(operand))),
-        "ge" => Ok(PredOp::Ge(field_from_json(operand))),
+        "contains" => Ok(PredOp::Contains(json_to_value(operand))),
+        "eq" => Ok(PredOp::Eq(json_to_value(operand))),
+        "lt" => Ok(PredOp::Lt(json_to_value(operand))),
+        "le" => Ok(PredOp::Le(json_to_value(operand))),
+        "gt" => Ok(PredOp::Gt(json_to_value(operand))),
+        "ge" => Ok(PredOp::Ge(json_to_value(operand))),
         other => Err(wrong_type(format!("unknown predicate operator {other:?}"))),
     }
 }
