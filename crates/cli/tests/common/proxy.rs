@@ -118,15 +118,7 @@ impl Network {
     pub fn isolate(&self, proxy: &Proxy, pid: u32) {
         proxy.state.cut.store(true, Ordering::SeqCst);
         self.shared.isolated.lock().unwrap().insert(pid);
-        let mut links = self.shared.links.lock().unwrap();
-        links.retain(|link| {
-            let cut = link.proxy == proxy.port || link.source == Some(pid);
-            if cut {
-                link.close();
-                self.shared.links_cut.fetch_add(1, Ordering::Relaxed);
-            }
-            !cut
-        });
+        self.cut_links(|link| link.proxy == proxy.port || link.source == Some(pid));
     }
 
     /// Cuts only the connections process `pid` opens through `proxies`
@@ -137,9 +129,28 @@ impl Network {
             proxy.state.blocked.lock().unwrap().insert(pid);
         }
         let ports: HashSet<u16> = proxies.iter().map(|p| p.port).collect();
-        let mut links = self.shared.links.lock().unwrap();
-        links.retain(|link| {
-            let cut = link.source == Some(pid) && ports.contains(&link.proxy);
+        self.cut_links(|link| link.source == Some(pid) && ports.contains(&link.proxy));
+    }
+
+    /// Undoes [`Network::block`]; held connections close.
+    pub fn unblock(&self, pid: u32, proxies: &[&Proxy]) {
+        for proxy in proxies {
+            proxy.state.blocked.lock().unwrap().remove(&pid);
+        }
+        self.close_held();
+    }
+
+    /// Reconnects what [`Network::isolate`] cut; held connections close.
+    pub fn heal(&self, proxy: &Proxy, pid: u32) {
+        self.shared.isolated.lock().unwrap().remove(&pid);
+        proxy.state.cut.store(false, Ordering::SeqCst);
+        self.close_held();
+    }
+
+    /// Closes and forgets the live connections that `cut` selects.
+    fn cut_links(&self, cut: impl Fn(&Link) -> bool) {
+        self.shared.links.lock().unwrap().retain(|link| {
+            let cut = cut(link);
             if cut {
                 link.close();
                 self.shared.links_cut.fetch_add(1, Ordering::Relaxed);
@@ -148,20 +159,8 @@ impl Network {
         });
     }
 
-    /// Undoes [`Network::block`]; held connections close.
-    pub fn unblock(&self, pid: u32, proxies: &[&Proxy]) {
-        for proxy in proxies {
-            proxy.state.blocked.lock().unwrap().remove(&pid);
-        }
-        for stream in self.shared.held.lock().unwrap().drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-    }
-
-    /// Reconnects what [`Network::isolate`] cut; held connections close.
-    pub fn heal(&self, proxy: &Proxy, pid: u32) {
-        self.shared.isolated.lock().unwrap().remove(&pid);
-        proxy.state.cut.store(false, Ordering::SeqCst);
+    /// Closes every connection held by a cut.
+    fn close_held(&self) {
         for stream in self.shared.held.lock().unwrap().drain(..) {
             let _ = stream.shutdown(Shutdown::Both);
         }
