@@ -528,16 +528,7 @@ fn settle(cluster: &ProxiedCluster, admin: &BlockingAdmin, faults: &mut Faults) 
 fn check_processes(cluster: &mut ProxiedCluster) {
     for proc in &mut cluster.procs.procs {
         if let Ok(Some(status)) = proc.child.try_wait() {
-            let log = std::fs::read_to_string(&proc.log).unwrap_or_default();
-            let tail: String = log
-                .lines()
-                .rev()
-                .take(60)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n");
+            let tail = proc.log_tail(60);
             panic!("{} exited on its own ({status}):\n{tail}", proc.name);
         }
     }

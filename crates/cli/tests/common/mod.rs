@@ -49,6 +49,16 @@ pub struct Proc {
     pub log: PathBuf,
 }
 
+impl Proc {
+    /// The last `lines` lines of the process's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut tail: Vec<&str> = text.lines().rev().take(lines).collect();
+        tail.reverse();
+        tail.join("\n")
+    }
+}
+
 /// Server processes that are killed (SIGKILL, by PID) when the guard drops,
 /// also when a test fails. On failure their logs are printed.
 #[derive(Default)]
@@ -108,16 +118,12 @@ impl Procs {
 
     fn print_logs(&self) {
         for proc in &self.procs {
-            let text = std::fs::read_to_string(&proc.log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(40).collect();
             eprintln!(
                 "----- {} ({}) last lines -----",
                 proc.name,
                 proc.log.display()
             );
-            for line in tail.into_iter().rev() {
-                eprintln!("{line}");
-            }
+            eprintln!("{}", proc.log_tail(40));
         }
     }
 }
@@ -133,11 +139,16 @@ impl Drop for Procs {
 
 /// Sends SIGTERM to `pid`.
 pub fn sigterm(pid: u32) {
+    signal(pid, "-TERM");
+}
+
+/// Sends `signal` (`-TERM`, `-STOP` …) to `pid` with `kill`.
+pub fn signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([signal, &pid.to_string()])
         .status()
         .expect("run kill");
-    assert!(status.success(), "kill -TERM {pid} failed");
+    assert!(status.success(), "kill {signal} {pid} failed");
 }
 
 /// Waits for `child` to exit within `timeout`.
@@ -145,6 +156,25 @@ pub fn wait_exit(child: &mut Child, timeout: Duration) -> ExitStatus {
     wait_for("a process to exit", timeout, || {
         child.try_wait().expect("try_wait")
     })
+}
+
+/// The arguments of `tessera coordinator` or `tessera daemon` listening on
+/// 127.0.0.1:`port`, advertising `advertise` when given, keeping its state
+/// in `data`.
+fn server_args(kind: &str, port: u16, advertise: Option<String>, data: &Path) -> Vec<String> {
+    let mut args = vec![
+        kind.to_string(),
+        "--listen".into(),
+        "127.0.0.1".into(),
+        "--port".into(),
+        port.to_string(),
+        "--data".into(),
+        data.display().to_string(),
+    ];
+    if let Some(addr) = advertise {
+        args.extend(["--advertise".to_string(), addr]);
+    }
+    args
 }
 
 /// A coordinator and daemons as separate processes, with their data under
@@ -192,15 +222,7 @@ impl Cluster {
     /// `coordinator_ports`), joining `join` when given.
     pub fn start_coordinator(&mut self, i: usize, join: Option<String>) {
         let data = self.dir.path().join(format!("coordinator-{i}"));
-        let mut args = vec![
-            "coordinator".to_string(),
-            "--listen".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            self.coordinator_ports[i].to_string(),
-            "--data".into(),
-            data.display().to_string(),
-        ];
+        let mut args = server_args("coordinator", self.coordinator_ports[i], None, &data);
         if let Some(join) = join {
             args.extend(["--join".to_string(), join]);
         }
@@ -211,17 +233,8 @@ impl Cluster {
     /// Starts daemon `i` against coordinator member 0.
     pub fn start_daemon(&mut self, i: usize) {
         let data = self.dir.path().join(format!("daemon-{i}"));
-        let args = vec![
-            "daemon".to_string(),
-            "--listen".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            self.daemon_ports[i].to_string(),
-            "--coordinator".into(),
-            self.coordinator_addr(0),
-            "--data".into(),
-            data.display().to_string(),
-        ];
+        let mut args = server_args("daemon", self.daemon_ports[i], None, &data);
+        args.extend(["--coordinator".to_string(), self.coordinator_addr(0)]);
         let log = self.dir.path().join(format!("daemon-{i}.log"));
         self.procs.spawn(&format!("daemon-{i}"), &args, &log);
     }
@@ -391,17 +404,7 @@ impl ProxiedCluster {
     pub fn start_coordinator(&mut self, i: usize) {
         let server = &self.coordinators[i];
         let data = self.dir.path().join(&server.name);
-        let mut args = vec![
-            "coordinator".to_string(),
-            "--listen".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            server.port.to_string(),
-            "--advertise".into(),
-            server.addr(),
-            "--data".into(),
-            data.display().to_string(),
-        ];
+        let mut args = server_args("coordinator", server.port, Some(server.addr()), &data);
         if i > 0 {
             args.extend(["--join".to_string(), self.coordinators[0].addr()]);
         }
@@ -415,19 +418,11 @@ impl ProxiedCluster {
     pub fn start_daemon(&mut self, i: usize) {
         let server = &self.daemons[i];
         let data = self.dir.path().join(&server.name);
-        let args = vec![
-            "daemon".to_string(),
-            "--listen".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            server.port.to_string(),
-            "--advertise".into(),
-            server.addr(),
-            "--coordinator".into(),
+        let mut args = server_args("daemon", server.port, Some(server.addr()), &data);
+        args.extend([
+            "--coordinator".to_string(),
             self.coordinators[i % self.coordinators.len()].addr(),
-            "--data".into(),
-            data.display().to_string(),
-        ];
+        ]);
         let log = self.dir.path().join(format!("{}.log", server.name));
         let name = server.name.clone();
         let pid = self.procs.spawn(&name, &args, &log);
@@ -455,12 +450,7 @@ impl ProxiedCluster {
     /// nor answers, and wakes up later with a stale view), or resumes it.
     pub fn pause_daemon(&self, i: usize, paused: bool) {
         let pid = self.daemons[i].pid.expect("daemon running");
-        let signal = if paused { "-STOP" } else { "-CONT" };
-        let status = Command::new("kill")
-            .args([signal, &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {signal} {pid} failed");
+        signal(pid, if paused { "-STOP" } else { "-CONT" });
     }
 
     /// Cuts daemon `i` off the network (both directions, coordinator too).
