@@ -55,18 +55,13 @@ pub fn indexed_attrs(desc: &SpaceDesc, subspace: usize) -> Vec<usize> {
     if subspace == 0 {
         return desc.indexed_attrs();
     }
-    let mut attrs: Vec<usize> = desc
-        .subspaces
-        .get(subspace - 1)
-        .into_iter()
-        .flatten()
-        .chain(&desc.indexes)
-        .copied()
-        .filter(|&a| a != 0 && desc.attrs.get(a).is_some_and(|x| x.dtype.is_hashable()))
-        .collect();
-    attrs.sort_unstable();
-    attrs.dedup();
-    attrs
+    desc.indexable(
+        desc.subspaces
+            .get(subspace - 1)
+            .into_iter()
+            .flatten()
+            .chain(&desc.indexes),
+    )
 }
 
 /// The index entry of an object with storage key `key` whose attribute

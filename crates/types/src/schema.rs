@@ -52,17 +52,20 @@ impl SpaceDesc {
     /// named by a subspace or an `index` clause, except the key, whose type
     /// has a coordinate (is hashable).
     pub fn indexed_attrs(&self) -> Vec<usize> {
-        let mut attrs: Vec<usize> = self
-            .subspaces
-            .iter()
-            .flatten()
-            .chain(&self.indexes)
+        self.indexable(self.subspaces.iter().flatten().chain(&self.indexes))
+    }
+
+    /// Those of `attrs` an index can hold, ascending and once each: not the
+    /// key, and of a type that has a coordinate (is hashable).
+    pub fn indexable<'a>(&self, attrs: impl IntoIterator<Item = &'a usize>) -> Vec<usize> {
+        let mut out: Vec<usize> = attrs
+            .into_iter()
             .copied()
             .filter(|&a| a != 0 && self.attrs.get(a).is_some_and(|x| x.dtype.is_hashable()))
             .collect();
-        attrs.sort_unstable();
-        attrs.dedup();
-        attrs
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Every subspace's attribute indexes: the key subspace `[0]` first, then
