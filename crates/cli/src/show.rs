@@ -1,7 +1,7 @@
 //! `show-config` and `list-subspaces`: the configuration as text.
 
 use std::fmt::Write;
-use tessera_types::{Configuration, DaemonState, Space, SubspaceLayout};
+use tessera_types::{Configuration, DaemonState, Space};
 
 /// The configuration for humans: epoch, coordinators, daemons with their
 /// state, running state transfers, and every space's subspaces with each
@@ -79,7 +79,8 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             subspace.regions.len()
         );
         for (region_index, region) in subspace.regions.iter().enumerate() {
-            let bounds: Vec<String> = region_bounds(subspace, region_index)
+            let bounds: Vec<String> = subspace
+                .cell_bounds(region_index)
                 .into_iter()
                 .map(|(lo, hi)| format!("[{lo:016x}, {hi:016x}]"))
                 .collect();
@@ -101,26 +102,6 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
     }
 }
 
-/// Per dimension, the inclusive coordinate interval of region `index`
-/// (mixed-radix order, last dimension fastest).
-fn region_bounds(subspace: &SubspaceLayout, index: usize) -> Vec<(u64, u64)> {
-    let mut rest = index;
-    let mut bounds = vec![(0, u64::MAX); subspace.splits.len()];
-    for (dim, splits) in subspace.splits.iter().enumerate().rev() {
-        let intervals = splits.len() + 1;
-        let i = rest % intervals;
-        rest /= intervals;
-        let lo = if i == 0 { 0 } else { splits[i - 1] };
-        let hi = if i == splits.len() {
-            u64::MAX
-        } else {
-            splits[i].saturating_sub(1)
-        };
-        bounds[dim] = (lo, hi);
-    }
-    bounds
-}
-
 /// `list-subspaces`: one line per subspace with its attribute names.
 pub fn subspaces_text(space: &Space) -> String {
     let mut out = String::new();
@@ -133,27 +114,4 @@ pub fn subspaces_text(space: &Space) -> String {
         let _ = writeln!(out, "{index}: {}", names.join(", "));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tessera_types::{Region, RegionId};
-
-    #[test]
-    fn bounds_follow_mixed_radix_order() {
-        let layout = SubspaceLayout {
-            attrs: vec![1, 2],
-            splits: vec![vec![100], vec![10, 20]],
-            regions: (0..6)
-                .map(|i| Region {
-                    id: RegionId(i),
-                    chain: vec![],
-                })
-                .collect(),
-        };
-        assert_eq!(region_bounds(&layout, 0), vec![(0, 99), (0, 9)]);
-        assert_eq!(region_bounds(&layout, 2), vec![(0, 99), (20, u64::MAX)]);
-        assert_eq!(region_bounds(&layout, 4), vec![(100, u64::MAX), (10, 19)]);
-    }
 }

@@ -135,19 +135,14 @@ pub enum Access {
 }
 
 /// The inclusive coordinate interval of each dimension of the cell at
-/// `index` in `layout` (mixed radix, last dimension fastest), by attribute.
+/// `index` in `layout` ([`SubspaceLayout::cell_bounds`]), by attribute.
 pub fn region_cell(layout: &SubspaceLayout, index: usize) -> BTreeMap<usize, (u64, u64)> {
-    let mut rest = index;
-    let mut out = BTreeMap::new();
-    for (d, splits) in layout.splits.iter().enumerate().rev() {
-        let n = splits.len() + 1;
-        let i = rest % n;
-        rest /= n;
-        let lo = if i == 0 { 0 } else { splits[i - 1] };
-        let hi = splits.get(i).map_or(u64::MAX, |s| s.saturating_sub(1));
-        out.insert(layout.attrs[d], (lo, hi));
-    }
-    out
+    layout
+        .attrs
+        .iter()
+        .copied()
+        .zip(layout.cell_bounds(index))
+        .collect()
 }
 
 /// Where a region lies in its space: its subspace and its cell.

@@ -192,6 +192,21 @@ impl SubspaceLayout {
             })
     }
 
+    /// The inclusive coordinate interval of each dimension of the cell at
+    /// `index` in `regions` (the inverse of [`Self::region_index`]).
+    pub fn cell_bounds(&self, index: usize) -> Vec<(u64, u64)> {
+        let mut rest = index;
+        let mut bounds = vec![(0, u64::MAX); self.splits.len()];
+        for (d, splits) in self.splits.iter().enumerate().rev() {
+            let i = rest % (splits.len() + 1);
+            rest /= splits.len() + 1;
+            let lo = if i == 0 { 0 } else { splits[i - 1] };
+            let hi = splits.get(i).map_or(u64::MAX, |s| s.saturating_sub(1));
+            bounds[d] = (lo, hi);
+        }
+        bounds
+    }
+
     /// The coordinates of `object` in this subspace, one per dimension.
     ///
     /// Panics if a subspace attribute is missing from the object or holds a
@@ -349,6 +364,26 @@ mod tests {
         assert_eq!(l.region_index(&[25, 5]), 4);
         assert_eq!(l.region_index(&[u64::MAX, u64::MAX]), 5);
         assert_eq!(l.grid(), vec![3, 2]);
+    }
+
+    #[test]
+    fn cell_bounds_follow_mixed_radix_order() {
+        let l = layout(vec![1, 2], vec![vec![100], vec![10, 20]]);
+        assert_eq!(l.cell_bounds(0), vec![(0, 99), (0, 9)]);
+        assert_eq!(l.cell_bounds(2), vec![(0, 99), (20, u64::MAX)]);
+        assert_eq!(l.cell_bounds(4), vec![(100, u64::MAX), (10, 19)]);
+        // Every point of a cell's bounds, and no point just outside them,
+        // lies in that cell.
+        let l = layout(vec![1, 2], vec![vec![3, 6], vec![2, 4, 5]]);
+        for index in 0..l.regions.len() {
+            let b = l.cell_bounds(index);
+            for x in 0..8u64 {
+                for y in 0..8u64 {
+                    let inside = (b[0].0..=b[0].1).contains(&x) && (b[1].0..=b[1].1).contains(&y);
+                    assert_eq!(l.region_index(&[x, y]) == index, inside, "{index} {x} {y}");
+                }
+            }
+        }
     }
 
     #[test]
