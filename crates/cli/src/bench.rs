@@ -299,11 +299,18 @@ async fn cluster(args: &ClusterArgs) -> anyhow::Result<(Option<LocalCluster>, St
     }
 }
 
-async fn finish(local: Option<LocalCluster>) -> anyhow::Result<()> {
-    match local {
-        Some(c) => c.stop().await,
-        None => Ok(()),
+/// Runs `body` against the cluster `args` names: a local one started for it
+/// and stopped after, whatever `body` returned, or the given coordinator.
+async fn with_cluster<T>(
+    args: &ClusterArgs,
+    body: impl AsyncFnOnce(&str) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let (local, coordinator) = cluster(args).await?;
+    let outcome = body(&coordinator).await;
+    if let Some(local) = local {
+        local.stop().await?;
     }
+    outcome
 }
 
 fn write_json(path: &Option<PathBuf>, value: &serde_json::Value) -> anyhow::Result<()> {
@@ -384,13 +391,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                     &serde_json::json!({ "workload": w, "durability": server.durability, "results": results }),
                 );
             }
-            let (local, coordinator) = cluster(&c).await?;
-            let outcome = async {
+            with_cluster(&c, async |coordinator: &str| {
                 let store = if no_load {
-                    let client = Client::connect(&coordinator).await?;
+                    let client = Client::connect(coordinator).await?;
                     Arc::new(TesseraStore::new(client, "usertable", w.fieldcount)) as Arc<dyn Store>
                 } else {
-                    tessera_usertable(&coordinator, "usertable", c.partitions).await?
+                    tessera_usertable(coordinator, "usertable", c.partitions).await?
                 };
                 let results = scenarios::ycsb(
                     store,
@@ -405,10 +411,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                     &load.json,
                     &serde_json::json!({ "workload": w, "results": results }),
                 )
-            }
-            .await;
-            finish(local).await?;
-            outcome
+            })
+            .await
         }
         Scenario::Subspaces {
             max,
@@ -416,11 +420,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             cluster: c,
             load,
         } => {
-            let (local, coordinator) = cluster(&c).await?;
             let counts: Vec<usize> = (0..=max).collect();
-            let outcome = async {
+            with_cluster(&c, async |coordinator: &str| {
                 let results = scenarios::subspaces(
-                    &coordinator,
+                    coordinator,
                     &counts,
                     records,
                     load.workers,
@@ -430,10 +433,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .await?;
                 print!("{}", results_table(&results));
                 write_json(&load.json, &serde_json::json!({ "results": results }))
-            }
-            .await;
-            finish(local).await?;
-            outcome
+            })
+            .await
         }
         Scenario::SearchVsScan {
             records,
@@ -441,10 +442,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             cluster: c,
             load,
         } => {
-            let (local, coordinator) = cluster(&c).await?;
-            let outcome = async {
+            with_cluster(&c, async |coordinator: &str| {
                 let r = scenarios::search_vs_scan(
-                    &coordinator,
+                    coordinator,
                     records,
                     searches,
                     load.workers,
@@ -463,10 +463,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                     r.mean_latency_ratio, r.throughput_ratio
                 );
                 write_json(&load.json, &serde_json::to_value(&r)?)
-            }
-            .await;
-            finish(local).await?;
-            outcome
+            })
+            .await
         }
         Scenario::ScanShare {
             records,
@@ -474,10 +472,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             cluster: c,
             load,
         } => {
-            let (local, coordinator) = cluster(&c).await?;
-            let outcome = async {
+            with_cluster(&c, async |coordinator: &str| {
                 let store =
-                    tessera_usertable(&coordinator, "bench_scan_share", c.partitions).await?;
+                    tessera_usertable(coordinator, "bench_scan_share", c.partitions).await?;
                 let results = scenarios::scan_share(
                     store,
                     records,
@@ -487,12 +484,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 )
                 .await?;
                 print!("{}", results_table(&results));
-                let _ = Admin::new(&coordinator).rm_space("bench_scan_share").await;
+                let _ = Admin::new(coordinator).rm_space("bench_scan_share").await;
                 write_json(&load.json, &serde_json::json!({ "results": results }))
-            }
-            .await;
-            finish(local).await?;
-            outcome
+            })
+            .await
         }
         Scenario::Latency {
             records,
@@ -500,10 +495,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             cluster: c,
             load,
         } => {
-            let (local, coordinator) = cluster(&c).await?;
-            let outcome = async {
+            with_cluster(&c, async |coordinator: &str| {
                 let results = scenarios::latency(
-                    &coordinator,
+                    coordinator,
                     records,
                     operations,
                     load.workers,
@@ -513,10 +507,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .await?;
                 print!("{}", results_table(&results));
                 write_json(&load.json, &serde_json::json!({ "results": results }))
-            }
-            .await;
-            finish(local).await?;
-            outcome
+            })
+            .await
         }
         Scenario::Compare {
             quick,
@@ -591,10 +583,9 @@ async fn tessera_run(
         fsync_every_commit: durability == Durability::Always,
         ..c.clone()
     };
-    let (local, coordinator) = cluster(&c).await?;
-    let run = async {
+    let mut results = with_cluster(&c, async |coordinator: &str| {
         let space = "bench_usertable";
-        let store = tessera_usertable_f(&coordinator, space, c.partitions, tolerate).await?;
+        let store = tessera_usertable_f(coordinator, space, c.partitions, tolerate).await?;
         let mut results = scenarios::compare_phase_set(store.clone(), size, full).await?;
         if full {
             let loaded = results
@@ -605,12 +596,10 @@ async fn tessera_run(
             results.extend(ycsb);
             notes.extend(ycsb_notes);
         }
-        let _ = Admin::new(&coordinator).rm_space(space).await;
+        let _ = Admin::new(coordinator).rm_space(space).await;
         Ok::<_, anyhow::Error>(results)
-    }
-    .await;
-    finish(local).await?;
-    let mut results = run?;
+    })
+    .await?;
     for r in &mut results {
         r.store = label.to_string();
     }
