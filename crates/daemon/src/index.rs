@@ -787,6 +787,10 @@ impl IndexedEngine {
     }
 }
 
+/// A write to an indexed region: its region, key, new record (none: a
+/// delete) and the attributes the region indexes.
+type IndexedWrite<'a> = (RegionId, &'a [u8], Option<&'a [u8]>, Arc<[usize]>);
+
 impl Engine for IndexedEngine {
     fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         self.inner.get(region, key)
@@ -797,14 +801,14 @@ impl Engine for IndexedEngine {
         writes: Vec<Write>,
         mut index: Vec<IndexWrite>,
     ) -> Result<(), StorageError> {
-        let indexed: Vec<(usize, Arc<[usize]>)> = writes
+        let indexed: Vec<IndexedWrite> = writes
             .iter()
-            .enumerate()
-            .filter_map(|(i, w)| {
-                let region = match w {
-                    Write::Put { region, .. } | Write::Delete { region, .. } => *region,
+            .filter_map(|w| {
+                let (region, key, value) = match w {
+                    Write::Put { region, key, value } => (*region, key, Some(value.as_slice())),
+                    Write::Delete { region, key } => (*region, key, None),
                 };
-                self.spec(region).map(|attrs| (i, attrs))
+                Some((region, key.as_slice(), value, self.spec(region)?))
             })
             .collect();
         if indexed.is_empty() {
@@ -812,11 +816,7 @@ impl Engine for IndexedEngine {
         }
         let mut stripes: Vec<usize> = indexed
             .iter()
-            .map(|(i, _)| match &writes[*i] {
-                Write::Put { region, key, .. } | Write::Delete { region, key } => {
-                    stripe_of(*region, key)
-                }
-            })
+            .map(|&(region, key, ..)| stripe_of(region, key))
             .collect();
         stripes.sort_unstable();
         stripes.dedup();
@@ -825,13 +825,9 @@ impl Engine for IndexedEngine {
             .map(|&s| self.stripes[s].lock().unwrap_or_else(|p| p.into_inner()))
             .collect();
         // The entries each key has so far, counting earlier writes of this batch.
-        let mut current: HashMap<(RegionId, Vec<u8>), Vec<Vec<u8>>> = HashMap::new();
-        for (i, attrs) in indexed {
-            let (region, key, value) = match &writes[i] {
-                Write::Put { region, key, value } => (*region, key, Some(value)),
-                Write::Delete { region, key } => (*region, key, None),
-            };
-            let old = match current.remove(&(region, key.clone())) {
+        let mut current: HashMap<(RegionId, &[u8]), Vec<Vec<u8>>> = HashMap::new();
+        for (region, key, value, attrs) in indexed {
+            let old = match current.remove(&(region, key)) {
                 Some(old) => old,
                 None => match self.inner.get(region, key)? {
                     // An old record that does not decode has unknown entries;
@@ -846,19 +842,17 @@ impl Engine for IndexedEngine {
                 })?,
                 None => Vec::new(),
             };
-            for entry in old.iter().filter(|e| !new.contains(e)) {
-                index.push(IndexWrite::Delete {
-                    region,
-                    entry: entry.clone(),
-                });
-            }
             for entry in new.iter().filter(|e| !old.contains(e)) {
                 index.push(IndexWrite::Put {
                     region,
                     entry: entry.clone(),
                 });
             }
-            current.insert((region, key.clone()), new);
+            // Disjoint from the puts just made, so their order is free.
+            for entry in old.into_iter().filter(|e| !new.contains(e)) {
+                index.push(IndexWrite::Delete { region, entry });
+            }
+            current.insert((region, key), new);
         }
         self.inner.apply_with_index(writes, index)
     }

@@ -580,6 +580,65 @@ proptest! {
     }
 }
 
+/// One batch writing a key of a region several times: each write's old
+/// entries are the previous write's, so only the last value's entries stay
+/// (and a delete in the batch leaves none).
+#[test]
+fn a_batch_writing_one_key_twice_keeps_the_last_entries() {
+    let config = config();
+    let engine = IndexedEngine::open(Arc::new(MemoryEngine::new()), &config).unwrap();
+    let region = config.spaces[0].subspaces[0].regions[0].id;
+    let key = key_bytes(&Value::Int(7));
+    let object = |a: i64, c: usize, t: i64| Object {
+        values: vec![
+            Value::Int(7),
+            Value::Int(a),
+            Value::Float(FLOATS[0]),
+            Value::str(NAMES[c]),
+            Value::Timestamp(t),
+            Value::Int(0),
+        ],
+    };
+    let put = |version: u64, o: &Object| Write::Put {
+        region,
+        key: key.clone(),
+        value: record(version, Some(o.clone())).encode(),
+    };
+    let entries = |o: &Object| -> BTreeSet<Vec<u8>> {
+        indexed_in(0)
+            .iter()
+            .map(|&attr| entry_of(attr, &o.values[attr], &key))
+            .collect()
+    };
+    let (first, second, third) = (object(1, 0, 5), object(2, 1, 5), object(1, 2, 6));
+    engine.apply(vec![put(1, &first)]).unwrap();
+    engine
+        .apply(vec![put(2, &second), put(3, &third), put(4, &first)])
+        .unwrap();
+    assert_eq!(stored_entries(&engine, region), entries(&first));
+    engine
+        .apply(vec![
+            put(5, &second),
+            Write::Delete {
+                region,
+                key: key.clone(),
+            },
+            put(6, &third),
+        ])
+        .unwrap();
+    assert_eq!(stored_entries(&engine, region), entries(&third));
+    engine
+        .apply(vec![
+            put(7, &first),
+            Write::Delete {
+                region,
+                key: key.clone(),
+            },
+        ])
+        .unwrap();
+    assert!(stored_entries(&engine, region).is_empty());
+}
+
 /// Objects written before indexes existed (straight to the engine) are
 /// indexed when the engine is first opened with an index.
 #[test]
