@@ -63,24 +63,37 @@ pub async fn ycsb(
         results.push(r);
     }
     let seq = Arc::new(InsertSequence::new(workload.recordcount));
-    let chooser = RunOps::chooser(&workload);
-    let w = workload.clone();
     let phase = Load {
         workers,
         operations: workload.operationcount,
         time_limit,
     };
-    let r = run_phase(store, &workload.name, phase, move |i| {
+    let name = workload.name.clone();
+    results.push(run_mix(store, &name, workload, seq, phase, 2000).await?);
+    Ok(results)
+}
+
+/// Runs `workload`'s operation mix as phase `name`, with inserts taking
+/// record numbers from `seq`; worker `i` seeds its generator with
+/// `seed + i`.
+async fn run_mix(
+    store: Arc<dyn Store>,
+    name: &str,
+    workload: Arc<Workload>,
+    seq: Arc<InsertSequence>,
+    phase: Load,
+    seed: u64,
+) -> anyhow::Result<PhaseResult> {
+    let chooser = RunOps::chooser(&workload);
+    run_phase(store, name, phase, move |i| {
         Box::new(RunOps::new(
-            w.clone(),
+            workload.clone(),
             seq.clone(),
             chooser.clone(),
-            2000 + i as u64,
+            seed + i as u64,
         ))
     })
-    .await?;
-    results.push(r);
-    Ok(results)
+    .await
 }
 
 /// Sizes of the side-by-side comparison.
@@ -255,24 +268,13 @@ pub async fn ycsb_suite(
             ));
             continue;
         }
-        let chooser = RunOps::chooser(&workload);
-        let (w, seq) = (workload.clone(), seq.clone());
         let phase = Load {
             workers: size.workers,
             operations: size.ycsb_operations,
             time_limit: size.time_limit,
         };
-        results.push(
-            run_phase(store.clone(), &format!("ycsb-{letter}"), phase, move |i| {
-                Box::new(RunOps::new(
-                    w.clone(),
-                    seq.clone(),
-                    chooser.clone(),
-                    3000 + i as u64,
-                ))
-            })
-            .await?,
-        );
+        let name = format!("ycsb-{letter}");
+        results.push(run_mix(store.clone(), &name, workload, seq.clone(), phase, 3000).await?);
     }
     Ok((results, notes))
 }
@@ -431,24 +433,13 @@ pub async fn scan_share(
             readmodifywrite: 0.0,
             ..base.clone()
         });
-        let chooser = RunOps::chooser(&workload);
-        let (w, seq) = (workload.clone(), seq.clone());
         let phase = Load {
             workers,
             operations,
             time_limit,
         };
-        results.push(
-            run_phase(store.clone(), &workload.name, phase, move |i| {
-                Box::new(RunOps::new(
-                    w.clone(),
-                    seq.clone(),
-                    chooser.clone(),
-                    4000 + i as u64,
-                ))
-            })
-            .await?,
-        );
+        let name = workload.name.clone();
+        results.push(run_mix(store.clone(), &name, workload, seq.clone(), phase, 4000).await?);
     }
     Ok(results)
 }
