@@ -333,9 +333,9 @@ impl ClientCore {
         }
     }
 
-    /// Runs an update family operation (`put`, `cond_atomic_add`,
+    /// Runs one operation (`get`, `count`, `put`, `cond_atomic_add`,
     /// `group_del` …) and returns its decoded result.
-    #[pyo3(signature = (op, space, key, predicates, attributes))]
+    #[pyo3(signature = (op, space, key, predicates, arg))]
     fn call(
         &self,
         py: Python<'_>,
@@ -343,14 +343,13 @@ impl ClientCore {
         space: &Bound<'_, PyAny>,
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
-        attributes: Option<&Bound<'_, PyAny>>,
+        arg: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
-        let request = update_request(op, space, key, predicates, attributes)?;
-        self.run(py, request)
+        run(py, &self.shared, request(op, space, key, predicates, arg)?)
     }
 
     /// `call`, started in the background: a `Deferred`.
-    #[pyo3(signature = (op, space, key, predicates, attributes))]
+    #[pyo3(signature = (op, space, key, predicates, arg))]
     fn start(
         &self,
         py: Python<'_>,
@@ -358,40 +357,9 @@ impl ClientCore {
         space: &Bound<'_, PyAny>,
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
-        attributes: Option<&Bound<'_, PyAny>>,
+        arg: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Deferred>> {
-        let request = update_request(op, space, key, predicates, attributes)?;
-        self.spawn(py, request)
-    }
-
-    /// A read or count: `get`, `get_partial`, `count`, `search_describe`.
-    #[pyo3(signature = (op, space, key, predicates, names))]
-    fn read(
-        &self,
-        py: Python<'_>,
-        op: &str,
-        space: &Bound<'_, PyAny>,
-        key: Option<&Bound<'_, PyAny>>,
-        predicates: Option<&Bound<'_, PyAny>>,
-        names: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyObject> {
-        let request = read_request(op, space, key, predicates, names)?;
-        self.run(py, request)
-    }
-
-    /// `read`, started in the background: a `Deferred`.
-    #[pyo3(signature = (op, space, key, predicates, names))]
-    fn start_read(
-        &self,
-        py: Python<'_>,
-        op: &str,
-        space: &Bound<'_, PyAny>,
-        key: Option<&Bound<'_, PyAny>>,
-        predicates: Option<&Bound<'_, PyAny>>,
-        names: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<Deferred>> {
-        let request = read_request(op, space, key, predicates, names)?;
-        self.spawn(py, request)
+        spawn(py, &self.shared, request(op, space, key, predicates, arg)?)
     }
 
     /// A search as a lazy iterator; `sort` is `(attribute, limit,
@@ -433,7 +401,7 @@ impl ClientCore {
         })
     }
 
-    /// The next finished operation started with `start`/`start_read` that
+    /// The next finished operation started with `start`/`start_commit` that
     /// `loop` has not returned yet; NONEPENDING when there is none.
     #[pyo3(name = "loop")]
     fn loop_(&self, py: Python<'_>) -> PyResult<Py<Deferred>> {
@@ -463,17 +431,11 @@ impl ClientCore {
     }
 }
 
-impl ClientCore {
-    fn run(&self, py: Python<'_>, request: Request) -> PyResult<PyObject> {
-        let shared = self.shared.clone();
-        match block_on(py, async { shared.run(request).await }) {
-            Ok(reply) => reply.to_py(py),
-            Err(e) => Err(client_err(py, &e)),
-        }
-    }
-
-    fn spawn(&self, py: Python<'_>, request: Request) -> PyResult<Py<Deferred>> {
-        spawn(py, &self.shared, request)
+/// Runs `request` with the GIL released and decodes its reply.
+fn run(py: Python<'_>, shared: &Arc<Shared>, request: Request) -> PyResult<PyObject> {
+    match block_on(py, shared.run(request)) {
+        Ok(reply) => reply.to_py(py),
+        Err(e) => Err(client_err(py, &e)),
     }
 }
 
@@ -668,10 +630,7 @@ impl TxCore {
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Request> {
-        let preds = match predicates {
-            Some(p) => convert::predicates(p)?,
-            None => Vec::new(),
-        };
+        let preds = optional_predicates(predicates)?;
         let tx = self.take()?;
         Ok(match key {
             Some(key) => Request::Commit {
@@ -709,12 +668,7 @@ impl TxCore {
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
-        let request = self.request(key, predicates)?;
-        let shared = self.shared.clone();
-        match block_on(py, async { shared.run(request).await }) {
-            Ok(reply) => reply.to_py(py),
-            Err(e) => Err(client_err(py, &e)),
-        }
+        run(py, &self.shared, self.request(key, predicates)?)
     }
 
     /// `commit`, started in the background: a `Deferred`.
@@ -725,70 +679,66 @@ impl TxCore {
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Deferred>> {
-        let request = self.request(key, predicates)?;
-        spawn(py, &self.shared, request)
+        spawn(py, &self.shared, self.request(key, predicates)?)
     }
 }
 
 // ------------------------------------------------------------ requests
 
-fn read_request(
+/// The request of a client method: `op` is its name (`get`, `count`,
+/// `put`, `cond_put_or_create`, `group_map_add`, `del` …); `arg` is the
+/// attribute names of `get_partial`, the attributes of an update.
+fn request(
     op: &str,
     space: &Bound<'_, PyAny>,
     key: Option<&Bound<'_, PyAny>>,
     predicates: Option<&Bound<'_, PyAny>>,
-    names: Option<&Bound<'_, PyAny>>,
+    arg: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Request> {
     let space = convert::name(space)?;
-    let key = || -> PyResult<Value> {
-        convert::to_value(key.ok_or_else(|| PyValueError::new_err(format!("{op} needs a key")))?)
-    };
-    let preds = || -> PyResult<Preds> {
-        match predicates {
-            Some(p) => convert::predicates(p),
-            None => Ok(Vec::new()),
-        }
-    };
+    let preds = optional_predicates(predicates)?;
     Ok(match op {
-        "get" => Request::Get { space, key: key()? },
+        "get" => Request::Get {
+            space,
+            key: required_key(op, key)?,
+        },
         "get_partial" => {
-            let names = names
+            let names = arg
                 .ok_or_else(|| PyValueError::new_err("get_partial needs attribute names"))?
                 .try_iter()?
                 .map(|n| convert::name(&n?))
                 .collect::<PyResult<Vec<String>>>()?;
             Request::GetPartial {
                 space,
-                key: key()?,
+                key: required_key(op, key)?,
                 names,
             }
         }
-        "count" => Request::Count {
-            space,
-            preds: preds()?,
-        },
-        "search_describe" => Request::Describe {
-            space,
-            preds: preds()?,
-        },
-        other => return Err(PyValueError::new_err(format!("unknown read {other:?}"))),
+        "count" => Request::Count { space, preds },
+        "search_describe" => Request::Describe { space, preds },
+        _ => update_request(op, space, key, preds, arg)?,
     })
 }
 
-/// The request of an update family method: `op` is the method name
-/// (`put`, `cond_put_or_create`, `group_map_add`, `del` …).
+fn required_key(op: &str, key: Option<&Bound<'_, PyAny>>) -> PyResult<Value> {
+    convert::to_value(key.ok_or_else(|| PyValueError::new_err(format!("{op} needs a key")))?)
+}
+
+fn optional_predicates(predicates: Option<&Bound<'_, PyAny>>) -> PyResult<Preds> {
+    match predicates {
+        Some(p) => convert::predicates(p),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The request of an update family method.
 fn update_request(
     op: &str,
-    space: &Bound<'_, PyAny>,
+    space: String,
     key: Option<&Bound<'_, PyAny>>,
-    predicates: Option<&Bound<'_, PyAny>>,
+    preds: Preds,
     attributes: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Request> {
-    let space = convert::name(space)?;
-    let preds = match predicates {
-        Some(p) => convert::predicates(p)?,
-        None => Vec::new(),
-    };
     let (form, base) = if let Some(base) = op.strip_prefix("cond_") {
         (Form::Cond, base)
     } else if let Some(base) = op.strip_prefix("group_") {
@@ -809,8 +759,7 @@ fn update_request(
             delete: base == "del",
         });
     }
-    let key =
-        convert::to_value(key.ok_or_else(|| PyValueError::new_err(format!("{op} needs a key")))?)?;
+    let key = required_key(op, key)?;
     let flags = match (form, base) {
         (Form::Plain, "put") | (Form::Cond, "put_or_create") => UpdateFlags::default(),
         (Form::Plain, "put_if_not_exist") => UpdateFlags {

@@ -307,38 +307,38 @@ class Client(object):
     def get(self, space, key):
         """The object under key as a dict of every attribute except the key;
         None when there is none (NOTFOUND)."""
-        return self._core.read("get", space, key, None, None)
+        return self._core.call("get", space, key, None, None)
 
     def async_get(self, space, key):
         """Starts get in the background; the Deferred's wait() returns a dict or None."""
-        return self._core.start_read("get", space, key, None, None)
+        return self._core.start("get", space, key, None, None)
 
     def get_partial(self, space, key, attributenames):
         """The named attributes of the object under key as a dict; None when
         there is none. Naming the key raises DONTUSEKEY, an unknown name
         UNKNOWNATTR."""
-        return self._core.read("get_partial", space, key, None, attributenames)
+        return self._core.call("get_partial", space, key, None, attributenames)
 
     def async_get_partial(self, space, key, attributenames):
         """Starts get_partial in the background; wait() returns a dict or None."""
-        return self._core.start_read("get_partial", space, key, None, attributenames)
+        return self._core.start("get_partial", space, key, None, attributenames)
 
     def count(self, space, predicates):
         """The number of objects matching every predicate ({} counts all)."""
-        return self._core.read("count", space, None, predicates, None)
+        return self._core.call("count", space, None, predicates, None)
 
     def async_count(self, space, predicates):
         """Starts count in the background; wait() returns the number."""
-        return self._core.start_read("count", space, None, predicates, None)
+        return self._core.start("count", space, None, predicates, None)
 
     def search_describe(self, space, predicates):
         """How a search with these predicates would run (the subspace chosen
         and the regions contacted), as text."""
-        return self._core.read("search_describe", space, None, predicates, None)
+        return self._core.call("search_describe", space, None, predicates, None)
 
     def async_search_describe(self, space, predicates):
         """Starts search_describe in the background; wait() returns the text."""
-        return self._core.start_read("search_describe", space, None, predicates, None)
+        return self._core.start("search_describe", space, None, predicates, None)
 
     # -- search
 
