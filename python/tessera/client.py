@@ -170,77 +170,49 @@ _ASYNC_DOC = ("Starts {name} in the background and returns a Deferred; its wait(
               "what {name} returns, or raises. Argument errors raise here.\n\n{doc}")
 
 
-def _finish(function, name, doc):
+def _finish(function, owner, name, doc):
     function.__name__ = name
-    function.__qualname__ = "Client." + name
+    function.__qualname__ = owner + "." + name
     function.__doc__ = doc
     return function
 
 
-def _update_methods(op, family_doc, shape):
-    """The sync and async methods of one update operation.
+def _update_method(core_method, op, shape):
+    """A method of one update operation calling ``core_method``
+    (``ClientCore.call``, or ``ClientCore.start`` for ``async_X``).
 
     ``op`` is the name the core knows (``put``, ``cond_atomic_add``,
     ``group_del`` ...); ``shape`` names the arguments."""
-    call, start = _core.ClientCore.call, _core.ClientCore.start
-
     if shape == "key_attrs":
-        def sync(self, space, key, attributes):
-            return call(self._core, op, space, key, None, attributes)
-
-        def async_(self, space, key, attributes):
-            return start(self._core, op, space, key, None, attributes)
+        def method(self, space, key, attributes):
+            return core_method(self._core, op, space, key, None, attributes)
     elif shape == "key_mattrs":
-        def sync(self, space, key, mapattributes):
-            return call(self._core, op, space, key, None, mapattributes)
-
-        def async_(self, space, key, mapattributes):
-            return start(self._core, op, space, key, None, mapattributes)
+        def method(self, space, key, mapattributes):
+            return core_method(self._core, op, space, key, None, mapattributes)
     elif shape == "cond_attrs":
-        def sync(self, space, key, predicates, attributes):
-            return call(self._core, op, space, key, predicates, attributes)
-
-        def async_(self, space, key, predicates, attributes):
-            return start(self._core, op, space, key, predicates, attributes)
+        def method(self, space, key, predicates, attributes):
+            return core_method(self._core, op, space, key, predicates, attributes)
     elif shape == "cond_mattrs":
-        def sync(self, space, key, predicates, mapattributes):
-            return call(self._core, op, space, key, predicates, mapattributes)
-
-        def async_(self, space, key, predicates, mapattributes):
-            return start(self._core, op, space, key, predicates, mapattributes)
+        def method(self, space, key, predicates, mapattributes):
+            return core_method(self._core, op, space, key, predicates, mapattributes)
     elif shape == "group_attrs":
-        def sync(self, space, predicates, attributes):
-            return call(self._core, op, space, None, predicates, attributes)
-
-        def async_(self, space, predicates, attributes):
-            return start(self._core, op, space, None, predicates, attributes)
+        def method(self, space, predicates, attributes):
+            return core_method(self._core, op, space, None, predicates, attributes)
     elif shape == "group_mattrs":
-        def sync(self, space, predicates, mapattributes):
-            return call(self._core, op, space, None, predicates, mapattributes)
-
-        def async_(self, space, predicates, mapattributes):
-            return start(self._core, op, space, None, predicates, mapattributes)
+        def method(self, space, predicates, mapattributes):
+            return core_method(self._core, op, space, None, predicates, mapattributes)
     elif shape == "key":
-        def sync(self, space, key):
-            return call(self._core, op, space, key, None, None)
-
-        def async_(self, space, key):
-            return start(self._core, op, space, key, None, None)
+        def method(self, space, key):
+            return core_method(self._core, op, space, key, None, None)
     elif shape == "cond_key":
-        def sync(self, space, key, predicates):
-            return call(self._core, op, space, key, predicates, None)
-
-        def async_(self, space, key, predicates):
-            return start(self._core, op, space, key, predicates, None)
+        def method(self, space, key, predicates):
+            return core_method(self._core, op, space, key, predicates, None)
     elif shape == "group":
-        def sync(self, space, predicates):
-            return call(self._core, op, space, None, predicates, None)
-
-        def async_(self, space, predicates):
-            return start(self._core, op, space, None, predicates, None)
+        def method(self, space, predicates):
+            return core_method(self._core, op, space, None, predicates, None)
     else:
         raise AssertionError(shape)
-    return sync, async_
+    return method
 
 
 def _update_table():
@@ -387,10 +359,11 @@ class Client(object):
 
 def _install_update_methods():
     for name, op, shape, doc in _update_table():
-        sync, async_ = _update_methods(op, doc, shape)
-        setattr(Client, name, _finish(sync, name, doc))
+        sync = _update_method(_core.ClientCore.call, op, shape)
+        setattr(Client, name, _finish(sync, "Client", name, doc))
+        async_ = _update_method(_core.ClientCore.start, op, shape)
         async_name = "async_" + name
-        setattr(Client, async_name, _finish(async_, async_name, _ASYNC_DOC.format(name=name, doc=doc)))
+        setattr(Client, async_name, _finish(async_, "Client", async_name, _ASYNC_DOC.format(name=name, doc=doc)))
     # HyperDex's C and wire name of delete.
     setattr(Client, "async_del", Client.async_delete)
 
@@ -448,10 +421,7 @@ class Microtransaction(object):
 def _collector(op, doc):
     def method(self, attributes):
         return self._core.add(op, attributes)
-    method.__name__ = op
-    method.__qualname__ = "Microtransaction." + op
-    method.__doc__ = "Collects: " + doc + " Returns True."
-    return method
+    return _finish(method, "Microtransaction", op, "Collects: " + doc + " Returns True.")
 
 
 _MICROTRANSACTION_OPS = [("put", "sets each attribute (or document path) to the value given.")] + [
