@@ -44,14 +44,18 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
     })
 }
 
-fn cannot_convert(obj: &Bound<'_, PyAny>) -> PyErr {
-    let type_name = obj
-        .get_type()
+/// The name of `obj`'s type, for error messages.
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
         .name()
         .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into());
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn cannot_convert(obj: &Bound<'_, PyAny>) -> PyErr {
     PyTypeError::new_err(format!(
-        "Cannot convert object to a HyperDex type (a {type_name})"
+        "Cannot convert object to a HyperDex type (a {})",
+        type_name(obj)
     ))
 }
 
@@ -76,13 +80,9 @@ impl Kind {
 /// One element of a list, set or map: a string, int or float.
 fn element(obj: &Bound<'_, PyAny>) -> PyResult<(Kind, Value)> {
     let value = scalar(obj)?.ok_or_else(|| {
-        let type_name = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_else(|_| "?".into());
         PyTypeError::new_err(format!(
-            "cannot convert a {type_name} inside a container: elements must be bytes, str, int or float"
+            "cannot convert a {} inside a container: elements must be bytes, str, int or float",
+            type_name(obj)
         ))
     })?;
     let kind = match value {
@@ -231,7 +231,7 @@ pub fn name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     }
     Err(PyTypeError::new_err(format!(
         "a name must be str or bytes, not {}",
-        obj.get_type().name()?
+        type_name(obj)
     )))
 }
 
