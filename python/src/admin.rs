@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::time::Duration;
 use tessera_client::{Admin, AdminError, AdminStatus, Configuration, DaemonId};
+use tessera_types::value::split_attr_path;
 use tessera_types::DaemonState;
 
 /// The Rust half of `tessera.admin.Admin`.
@@ -104,7 +105,7 @@ impl AdminCore {
                 &format!("space {space:?} does not exist"),
             ));
         };
-        let attr = attribute.split(['.', '[']).next().unwrap_or(attribute);
+        let attr = split_attr_path(attribute).map_or(attribute, |(attr, _)| attr);
         if found.desc.attr_index(attr).is_none() {
             return Err(admin_status(
                 py,
