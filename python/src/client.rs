@@ -614,15 +614,18 @@ pub struct TxCore {
     tx: Mutex<Option<Microtransaction>>,
 }
 
+/// The error of a microtransaction used after its commit.
+fn committed_already() -> PyErr {
+    PyValueError::new_err("this microtransaction was committed already (single use)")
+}
+
 impl TxCore {
     fn take(&self) -> PyResult<Microtransaction> {
         self.tx
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
-            .ok_or_else(|| {
-                PyValueError::new_err("this microtransaction was committed already (single use)")
-            })
+            .ok_or_else(committed_already)
     }
 
     fn request(
@@ -650,9 +653,7 @@ impl TxCore {
     fn add(&self, py: Python<'_>, op: &str, attributes: &Bound<'_, PyAny>) -> PyResult<bool> {
         let ops = ops_for(op, attributes)?;
         let mut guard = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = guard.as_mut().ok_or_else(|| {
-            PyValueError::new_err("this microtransaction was committed already (single use)")
-        })?;
+        let tx = guard.as_mut().ok_or_else(committed_already)?;
         for (name, op) in ops {
             tx.add(&name, op).map_err(|e| client_err(py, &e))?;
         }
