@@ -15,7 +15,7 @@
 
 use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Refusal};
 use crate::record::{trim_recent, Record};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
     ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite, Status, TransferEntry,
@@ -101,6 +101,9 @@ pub struct ReplicaCore {
     /// Transfers this daemon is the source of, by region: every commit in
     /// the region is also shipped to the target.
     outgoing: HashMap<RegionId, Vec<u64>>,
+    /// Regions whose transfer is handing over: updates stay pending here
+    /// (see `transfer`), so nothing more is shipped to the target.
+    held: BTreeSet<RegionId>,
     /// Logical time: the number of `on_tick` calls so far.
     tick: u64,
     /// Requests this point leader refused when it evaluated them (NOTFOUND,
@@ -139,6 +142,7 @@ impl ReplicaCore {
             local: VecDeque::new(),
             effects: Vec::new(),
             outgoing: outgoing_transfers(me, &config),
+            held: BTreeSet::new(),
             refused: HashMap::new(),
             refused_order: VecDeque::new(),
             tick: 0,
@@ -318,14 +322,41 @@ impl ReplicaCore {
         }
         let write = Write::Put {
             region,
-            key: entry.key,
-            value: entry.record,
+            key: entry.key.clone(),
+            value: entry.record.clone(),
         };
         if let Err(e) = self.engine.apply(vec![write]) {
             tracing::error!("transfer write failed: {e}");
             return;
         }
+        // This daemon may itself be the source of a transfer of the region
+        // whose scan has passed the key already (a late entry of the
+        // transfer that made it a member): pass the entry on like a commit.
+        self.ship(region, &entry.key, entry.version, &entry.record);
         self.release_buffered(&state_key);
+        self.run_local();
+    }
+
+    /// Stops committing updates of `region` (a transfer of it is handing
+    /// over to its target). They stay pending until [`Self::release`].
+    pub fn hold(&mut self, region: RegionId) {
+        self.held.insert(region);
+    }
+
+    /// Commits updates of `region` again, those held first.
+    pub fn release(&mut self, region: RegionId) {
+        if !self.held.remove(&region) {
+            return;
+        }
+        let keys: Vec<StateKey> = self
+            .keys
+            .range((region, Vec::new())..)
+            .take_while(|(k, _)| k.0 == region)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for state_key in keys {
+            self.commit_ready(&state_key);
+        }
         self.run_local();
     }
 
@@ -744,6 +775,9 @@ impl ReplicaCore {
     /// Commits acknowledged updates in version order: writes them through,
     /// then acknowledges upstream (or answers the client at the head).
     fn commit_ready(&mut self, state_key: &StateKey) {
+        if self.held.contains(&state_key.0) {
+            return;
+        }
         let mut leader_committed = false;
         while let Some(entry) = self
             .keys
@@ -782,8 +816,10 @@ impl ReplicaCore {
                 recent,
             }
             .encode();
-            let shipping = self.outgoing.get(&hop.region).cloned().unwrap_or_default();
-            let shipped = (!shipping.is_empty()).then(|| value.clone());
+            let shipped = self
+                .outgoing
+                .contains_key(&hop.region)
+                .then(|| value.clone());
             let write = Write::Put {
                 region: hop.region,
                 key: state_key.1.clone(),
@@ -799,14 +835,7 @@ impl ReplicaCore {
                 return;
             }
             if let Some(record) = shipped {
-                for transfer in shipping {
-                    let entry = TransferEntry {
-                        key: state_key.1.clone(),
-                        version: forward.version,
-                        record: record.clone(),
-                    };
-                    self.effects.push(Effect::Ship { transfer, entry });
-                }
+                self.ship(hop.region, &state_key.1, forward.version, &record);
             }
             if pos > 0 {
                 self.send_ack(forward, pos);
@@ -822,6 +851,22 @@ impl ReplicaCore {
         }
         if self.keys.get(state_key).is_some_and(KeyState::is_idle) {
             self.keys.remove(state_key);
+        }
+    }
+
+    /// Hands a record just stored in `region` to every transfer this
+    /// daemon sends of that region.
+    fn ship(&mut self, region: RegionId, key: &[u8], version: Version, record: &[u8]) {
+        for transfer in self.outgoing.get(&region).into_iter().flatten() {
+            let entry = TransferEntry {
+                key: key.to_vec(),
+                version,
+                record: record.to_vec(),
+            };
+            self.effects.push(Effect::Ship {
+                transfer: *transfer,
+                entry,
+            });
         }
     }
 

@@ -235,6 +235,23 @@ impl Daemon {
                     }
                 }
                 TransferAction::Send { to, msg } => self.send_peer(to, Message::Transfer(msg)),
+                TransferAction::Hold { transfer, region } => {
+                    // Each core ships its commits before its lock is let
+                    // go, so once every core holds, nothing more is shipped.
+                    for shard in &self.shards {
+                        lock(shard).hold(region);
+                    }
+                    let actions = lock(&self.transfers).held(transfer);
+                    self.run_transfer_actions(actions);
+                }
+                TransferAction::Release { region } => {
+                    for shard in &self.shards {
+                        let mut core = lock(shard);
+                        core.release(region);
+                        let effects = core.drain_effects();
+                        self.execute(effects);
+                    }
+                }
                 TransferAction::Complete { transfer } => {
                     let daemon = self.clone();
                     tokio::spawn(async move {

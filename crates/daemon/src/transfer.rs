@@ -8,17 +8,28 @@
 //! - The source scans the region and ships every record, and its cores ship
 //!   each commit made meanwhile. Every message of one attempt carries a
 //!   sequence number from 0.
-//! - Every tick the source reports `Progress { sent, scanned }`. The target
-//!   reports the transfer complete to the coordinator once the scan is done
-//!   and it holds every message sent so far.
+//! - Every tick the source reports `Progress { sent, scanned }`; once the
+//!   scan is done the target answers `Have { have }`, the number of leading
+//!   messages it holds.
 //! - A target that keeps missing messages (a broken connection lost them)
 //!   asks for a `Restart`: the source scans again as a new attempt. Entries
 //!   are versioned records and the target keeps the highest version per
 //!   key, so a second copy of anything is harmless.
-//! - Commits shipped between the target's report and the source learning
-//!   that the transfer ended could be lost too: the source keeps reporting
-//!   its final count for a while after the end, and the target, by then a
-//!   chain member, asks for a restart if it lacks any of them.
+//! - Hand-over. When the target has every message, the source *holds* the
+//!   region: its cores stop committing updates of it (they stay pending,
+//!   acknowledged from downstream). Once the holds are in place and the
+//!   target still has every message, nothing more can be shipped, so the
+//!   source reports the transfer complete to the coordinator. The epoch
+//!   that makes the target the region's tail releases the holds, and the
+//!   held updates travel on through the chain, now through the target.
+//!   So an update acknowledged to a client is either on the target before
+//!   it joins or reaches it as a chain member; if the source dies while
+//!   holding, the held updates are still pending upstream and the chain's
+//!   repair drives them again. A hold lasts one round trip to the target
+//!   and one to the coordinator.
+//! - The source keeps reporting its final count for a while after the end,
+//!   and a target, by then a chain member, asks for a restart if it lacks
+//!   any message (none is expected: a safety net).
 
 use crate::record::Record;
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,8 +62,23 @@ pub enum Action {
     },
     /// Send a message to a peer.
     Send { to: DaemonId, msg: TransferMsg },
-    /// Target: tell the coordinator the transfer has caught up.
+    /// Source: stop committing updates of `region` in every core, then
+    /// call [`Transfers::held`].
+    Hold { transfer: u64, region: RegionId },
+    /// Source: commit updates of `region` again (the transfer ended).
+    Release { region: RegionId },
+    /// Source: tell the coordinator the transfer has caught up.
     Complete { transfer: u64 },
+}
+
+/// A source's hand-over of its region to the target.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Hold {
+    Off,
+    /// The cores are being told to hold.
+    Requested,
+    /// Every core holds: nothing more is shipped until the end.
+    Held,
 }
 
 #[derive(Debug)]
@@ -62,8 +88,18 @@ struct Source {
     attempt: u32,
     sent: u64,
     scanned: bool,
+    /// Leading messages of `attempt` the target has confirmed it holds.
+    confirmed: u64,
+    hold: Hold,
     /// Ticks since the configuration stopped naming the transfer.
     ended: Option<u32>,
+}
+
+impl Source {
+    /// Whether the target holds everything shipped, scan included.
+    fn caught_up(&self) -> bool {
+        self.scanned && self.confirmed >= self.sent
+    }
 }
 
 #[derive(Debug)]
@@ -171,6 +207,8 @@ impl Transfers {
                         attempt: 0,
                         sent: 0,
                         scanned: false,
+                        confirmed: 0,
+                        hold: Hold::Off,
                         ended: None,
                     },
                 );
@@ -188,6 +226,10 @@ impl Transfers {
         for (id, s) in self.sources.iter_mut() {
             if !running(id) && s.ended.is_none() {
                 s.ended = Some(0);
+                // Always, not only when a hold is known: a hold racing a
+                // restart's release may have reached a core late.
+                s.hold = Hold::Off;
+                actions.push(Action::Release { region: s.region });
             }
         }
         for (id, t) in self.targets.iter_mut() {
@@ -250,6 +292,22 @@ impl Transfers {
                 s.scanned = true;
             }
         }
+    }
+
+    /// Source: every core now holds the region of `transfer`. Complete when
+    /// the target still has everything (nothing can be shipped any more).
+    pub fn held(&mut self, transfer: u64) -> Vec<Action> {
+        let Some(s) = self.sources.get_mut(&transfer) else {
+            return Vec::new();
+        };
+        if s.hold != Hold::Requested || s.ended.is_some() {
+            return Vec::new();
+        }
+        s.hold = Hold::Held;
+        if s.caught_up() {
+            return vec![Action::Complete { transfer }];
+        }
+        Vec::new()
     }
 
     /// Time passes: sources report their progress; ended transfers are
@@ -339,7 +397,15 @@ impl Transfers {
                 if t.has_all(sent) {
                     t.behind = 0;
                     if scanned && t.ended.is_none() {
-                        return vec![Action::Complete { transfer }];
+                        return vec![Action::Send {
+                            to: t.from,
+                            msg: TransferMsg::Have {
+                                transfer,
+                                attempt,
+                                from: me,
+                                have: sent,
+                            },
+                        }];
                     }
                     return Vec::new();
                 }
@@ -350,6 +416,35 @@ impl Transfers {
                 t.behind = 0;
                 t.follow(t.attempt + 1);
                 vec![t.restart(transfer, me)]
+            }
+            TransferMsg::Have {
+                transfer,
+                attempt,
+                have,
+                ..
+            } => {
+                let Some(s) = self.sources.get_mut(&transfer) else {
+                    return Vec::new();
+                };
+                if attempt != s.attempt || s.ended.is_some() {
+                    return Vec::new();
+                }
+                s.confirmed = s.confirmed.max(have);
+                if !s.caught_up() {
+                    return Vec::new();
+                }
+                match s.hold {
+                    Hold::Off => {
+                        s.hold = Hold::Requested;
+                        vec![Action::Hold {
+                            transfer,
+                            region: s.region,
+                        }]
+                    }
+                    Hold::Requested => Vec::new(),
+                    // The coordinator may not have heard: report again.
+                    Hold::Held => vec![Action::Complete { transfer }],
+                }
             }
             TransferMsg::Restart {
                 transfer, attempt, ..
@@ -363,11 +458,19 @@ impl Transfers {
                 s.attempt = attempt;
                 s.sent = 0;
                 s.scanned = false;
-                vec![Action::Scan {
+                s.confirmed = 0;
+                let mut actions = Vec::new();
+                if s.hold != Hold::Off && s.ended.is_none() {
+                    // Writes go on while the region is scanned again.
+                    s.hold = Hold::Off;
+                    actions.push(Action::Release { region: s.region });
+                }
+                actions.push(Action::Scan {
                     transfer,
                     attempt,
                     region: s.region,
-                }]
+                });
+                actions
             }
         }
     }
@@ -465,18 +568,80 @@ mod tests {
             let out = target.on_message(m);
             assert!(matches!(out[..], [Action::Store { fresh: false, .. }]));
         }
-        // Not complete before the scan is done, complete after.
+        // No hand-over before the scan is done.
         let out: Vec<_> = sends(source.on_tick())
             .into_iter()
             .flat_map(|m| target.on_message(m))
             .collect();
         assert!(out.is_empty());
         source.scanned(7, 1);
-        let out: Vec<_> = sends(source.on_tick())
-            .into_iter()
-            .flat_map(|m| target.on_message(m))
-            .collect();
-        assert_eq!(out, vec![Action::Complete { transfer: 7 }]);
+        let have = sends(
+            sends(source.on_tick())
+                .into_iter()
+                .flat_map(|m| target.on_message(m))
+                .collect(),
+        );
+        assert!(matches!(have[..], [TransferMsg::Have { have: 3, .. }]));
+        // The source holds the region, then reports completion.
+        let hold = source.on_message(have[0].clone());
+        assert_eq!(
+            hold,
+            vec![Action::Hold {
+                transfer: 7,
+                region: RegionId(3)
+            }]
+        );
+        assert_eq!(source.held(7), vec![Action::Complete { transfer: 7 }]);
+    }
+
+    /// A commit shipped after the target confirmed, but before the cores
+    /// held, must reach the target before the source reports completion.
+    #[test]
+    fn hand_over_waits_for_what_was_shipped_before_the_hold() {
+        let (src, dst) = (DaemonId(1), DaemonId(2));
+        let t = Transfer {
+            id: 4,
+            region: RegionId(9),
+            from: src,
+            to: dst,
+        };
+        let mut source = Transfers::new(src);
+        let mut target = Transfers::new(dst);
+        let cfg = config(vec![t]);
+        source.on_config(&cfg);
+        target.on_config(&cfg);
+        let (_, m0) = source.stamp(4, Some(0), vec![entry(1)]).unwrap();
+        source.scanned(4, 0);
+        target.on_message(m0);
+        let exchange = |source: &mut Transfers, target: &mut Transfers| -> Vec<Action> {
+            sends(source.on_tick())
+                .into_iter()
+                .flat_map(|m| sends(target.on_message(m)))
+                .flat_map(|m| source.on_message(m))
+                .collect()
+        };
+        let hold = exchange(&mut source, &mut target);
+        assert!(matches!(hold[..], [Action::Hold { transfer: 4, .. }]));
+        // A core commits and ships once more before it holds.
+        let (_, late) = source.stamp(4, None, vec![entry(2)]).unwrap();
+        assert!(source.held(4).is_empty(), "the target lacks message 1");
+        assert!(exchange(&mut source, &mut target).is_empty());
+        target.on_message(late);
+        assert_eq!(
+            exchange(&mut source, &mut target),
+            vec![Action::Complete { transfer: 4 }]
+        );
+        // The epoch without the transfer releases the region.
+        let released = source.on_config(&Configuration {
+            epoch: Epoch(2),
+            ..Configuration::default()
+        });
+        assert_eq!(
+            released,
+            vec![Action::Release {
+                region: RegionId(9)
+            }]
+        );
     }
 
     #[test]

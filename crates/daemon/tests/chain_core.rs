@@ -612,6 +612,50 @@ fn a_retry_queued_behind_its_original_is_not_applied_twice() {
     }
 }
 
+/// A daemon handing a region over to a transfer target holds its commits:
+/// an update that passes through a held region is not acknowledged (nor
+/// written there) until the hold is released, and then completes once.
+#[test]
+fn a_held_region_commits_nothing_until_released() {
+    let config = Arc::new(config(3, 1, 2));
+    let mut net = Net::new(&config);
+    let key = 1;
+    let region = key_region(&config.spaces[0], &Value::Int(key)).unwrap();
+    let (leader, tail) = (region.chain[0], *region.chain.last().unwrap());
+    net.cores.get_mut(&tail).unwrap().hold(region.id);
+    net.cores.get_mut(&leader).unwrap().on_update(
+        ReplyTo { conn: 0, id: 0 },
+        config.epoch,
+        request(&Op::Put { key, a: 1, b: 2 }, 0),
+    );
+    net.collect(leader);
+    let mut pick = 1;
+    while net.step(pick) {
+        pick = xorshift(pick);
+    }
+    assert!(net.replies.is_empty(), "answered while the tail held");
+    let stored = |net: &Net, d: DaemonId| {
+        net.engines[&d]
+            .get(region.id, &key_bytes(&Value::Int(key)))
+            .unwrap()
+    };
+    assert!(stored(&net, tail).is_none(), "committed while held");
+    // Holding another region changes nothing; releasing this one commits.
+    net.cores.get_mut(&tail).unwrap().release(RegionId(9999));
+    net.collect(tail);
+    assert!(net.links.values().all(VecDeque::is_empty));
+    net.cores.get_mut(&tail).unwrap().release(region.id);
+    net.collect(tail);
+    while net.step(pick) {
+        pick = xorshift(pick);
+    }
+    assert_eq!(net.replies.get(&0), Some(&DaemonResponse::Done));
+    for d in &region.chain {
+        let record = Record::decode(&stored(&net, *d).expect("committed")).unwrap();
+        assert_eq!(record.version.0, 1, "at {d}");
+    }
+}
+
 /// Kills the point leader of key 0 while updates are in flight, installs a
 /// configuration without it, and lets clients retry unanswered updates with
 /// the same (client id, request number). Every update must then be applied

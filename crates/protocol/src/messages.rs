@@ -449,6 +449,15 @@ pub enum TransferMsg {
         sent: u64,
         scanned: bool,
     },
+    /// Target to source, in answer to a `Progress` that says the scan is
+    /// complete: it holds every one of the first `have` messages of
+    /// `attempt`. The source uses it to decide when to hand over.
+    Have {
+        transfer: u64,
+        attempt: u32,
+        from: DaemonId,
+        have: u64,
+    },
     /// Target to source: some messages were lost; scan again, as `attempt`.
     Restart {
         transfer: u64,

@@ -848,6 +848,15 @@ impl World {
                 TransferAction::Send { to, msg } => {
                     self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg))
                 }
+                TransferAction::Hold { transfer, region } => {
+                    run.core.hold(region);
+                    let actions = run.transfers.held(transfer);
+                    self.transfer_actions(d, actions);
+                }
+                TransferAction::Release { region } => {
+                    run.core.release(region);
+                    self.core_effects(d);
+                }
                 TransferAction::Complete { transfer } => self.send(
                     Node::Daemon(d),
                     Node::Coord,
