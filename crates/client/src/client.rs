@@ -644,10 +644,11 @@ pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
         // The daemon refused before doing anything (it lost its lease, or
         // is no longer the point leader): a newer configuration will say
         // who serves now.
+        // A region the update must pass has no replica for now (Offline).
         DaemonResponse::Failed {
-            status: Status::Reconfigure,
+            status: status @ (Status::Reconfigure | Status::Offline),
             reason,
-        } => Step::Later(ClientError::new(Status::Reconfigure, reason)),
+        } => Step::Later(ClientError::new(status, reason)),
         DaemonResponse::Failed { status, reason } => Step::Fail(ClientError::new(status, reason)),
         other => Step::Fail(ClientError::new(
             Status::ServerError,

@@ -3,7 +3,7 @@
 
 use tessera_protocol::{CmpFailKind, Hop, HopWrite, Status, UpdateRequest};
 use tessera_types::predicate::coerce_value;
-use tessera_types::{Configuration, DaemonId, Object, Region, Space, Value, Version};
+use tessera_types::{Configuration, DaemonId, Object, Region, RegionId, Space, Value, Version};
 
 /// Why an update was not applied, as the client will hear it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,13 +132,25 @@ pub fn key_region<'a>(space: &'a Space, key: &Value) -> Option<&'a Region> {
     layout.regions.get(layout.region_index(&[coordinate]))
 }
 
-fn push_chain(hops: &mut Vec<Hop>, region: &Region, write: HopWrite, after: Option<Version>) {
+/// Appends `region`'s replicas; an empty chain (every replica lost, the
+/// coordinator waits for the last one to return) is an error: an update
+/// that skipped it would leave the region stale for good.
+fn push_chain(
+    hops: &mut Vec<Hop>,
+    region: &Region,
+    write: HopWrite,
+    after: Option<Version>,
+) -> Result<(), RegionId> {
+    if region.chain.is_empty() {
+        return Err(region.id);
+    }
     hops.extend(region.chain.iter().map(|&daemon| Hop {
         daemon,
         region: region.id,
         write,
         after,
     }));
+    Ok(())
 }
 
 /// Builds the value-dependent chain of an update that turns `old` (at
@@ -152,7 +164,8 @@ fn push_chain(hops: &mut Vec<Hop>, region: &Region, write: HopWrite, after: Opti
 /// The key region always comes first, so its head — the point leader —
 /// orders every update of the key. A region that held the old object must
 /// apply `prev_version` before this one (`after`); a region the object moves
-/// into takes it fresh.
+/// into takes it fresh. Fails with the first region on the way that has no
+/// replica.
 pub fn build_hops(
     _config: &Configuration,
     space: &Space,
@@ -160,7 +173,7 @@ pub fn build_hops(
     old: Option<&Object>,
     new: Option<&Object>,
     prev_version: Option<Version>,
-) -> Vec<Hop> {
+) -> Result<Vec<Hop>, RegionId> {
     let mut hops = Vec::new();
     if let Some(region) = key_region(space, key) {
         let write = if new.is_some() {
@@ -168,45 +181,53 @@ pub fn build_hops(
         } else {
             HopWrite::Remove
         };
-        push_chain(&mut hops, region, write, prev_version);
+        push_chain(&mut hops, region, write, prev_version)?;
     }
     for layout in space.subspaces.iter().skip(1) {
         let old_region = old.map(|o| layout.region_of(o));
         let new_region = new.map(|o| layout.region_of(o));
         match (old_region, new_region) {
             (Some(o), Some(n)) if o.id == n.id => {
-                push_chain(&mut hops, n, HopWrite::Put, prev_version)
+                push_chain(&mut hops, n, HopWrite::Put, prev_version)?
             }
             (o, n) => {
                 if let Some(o) = o {
-                    push_chain(&mut hops, o, HopWrite::Remove, prev_version);
+                    push_chain(&mut hops, o, HopWrite::Remove, prev_version)?;
                 }
                 if let Some(n) = n {
-                    push_chain(&mut hops, n, HopWrite::Put, None);
+                    push_chain(&mut hops, n, HopWrite::Put, None)?;
                 }
             }
         }
     }
-    hops
+    Ok(hops)
+}
+
+/// Why a pending update cannot be drawn in a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unchained {
+    /// A region on its way was removed with its space.
+    Gone,
+    /// A region on its way has no replica now; the update waits for one.
+    Unavailable(RegionId),
 }
 
 /// The chain of a pending update as `config` draws it: each run of hops in
 /// one region is replaced by that region's current replica chain, keeping
-/// the run's write and `after`. `None` when a region no longer exists.
-/// Regions themselves never move, so the object's old and new regions stay
-/// the same; only their members change.
-pub fn rechain(config: &Configuration, hops: &[Hop]) -> Option<Vec<Hop>> {
+/// the run's write and `after`. Regions themselves never move, so the
+/// object's old and new regions stay the same; only their members change.
+pub fn rechain(config: &Configuration, hops: &[Hop]) -> Result<Vec<Hop>, Unchained> {
     let mut out = Vec::with_capacity(hops.len());
     let mut i = 0;
     while i < hops.len() {
         let run = hops[i];
-        let (_, _, region) = config.region(run.region)?;
-        push_chain(&mut out, region, run.write, run.after);
+        let (_, _, region) = config.region(run.region).ok_or(Unchained::Gone)?;
+        push_chain(&mut out, region, run.write, run.after).map_err(Unchained::Unavailable)?;
         while i < hops.len() && hops[i].region == run.region {
             i += 1;
         }
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Whether an update with chain `next` may be sent while one with chain

@@ -13,7 +13,9 @@
 //!   queued:  (point leader only) client updates waiting for earlier ones
 //! ```
 
-use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Refusal};
+use crate::chain::{
+    build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Refusal, Unchained,
+};
 use crate::record::{trim_recent, Record};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -61,6 +63,9 @@ struct Pending {
     replies: Vec<ReplyTo>,
     /// The tick at which this member last sent the update downstream.
     sent_tick: u64,
+    /// A region on the update's way has no replica in this epoch: it is
+    /// neither sent on nor committed until one returns.
+    blocked: bool,
 }
 
 /// Ticks after which a chain member sends an unacknowledged update again to
@@ -375,7 +380,7 @@ impl ReplicaCore {
             .flat_map(|(k, s)| {
                 s.pending
                     .iter()
-                    .filter(|(_, p)| !p.acked && tick - p.sent_tick >= REDRIVE_TICKS)
+                    .filter(|(_, p)| !p.acked && !p.blocked && tick - p.sent_tick >= REDRIVE_TICKS)
                     .map(move |(v, _)| (k.clone(), *v))
             })
             .collect();
@@ -409,10 +414,34 @@ impl ReplicaCore {
             state.buffered.clear();
             let mut dropped = Vec::new();
             for (version, pending) in state.pending.iter_mut() {
-                let Some(hops) = rechain(&config, &pending.forward.hops) else {
-                    dropped.push(*version); // the space is gone
-                    continue;
+                let hops = match rechain(&config, &pending.forward.hops) {
+                    Ok(hops) => hops,
+                    Err(Unchained::Gone) => {
+                        dropped.push(*version); // the space is gone
+                        continue;
+                    }
+                    Err(Unchained::Unavailable(_)) => {
+                        // Skipping the region would leave it stale when
+                        // its replica returns: wait for that instead.
+                        if !config
+                            .region(state_key.0)
+                            .is_some_and(|(_, _, r)| r.chain.contains(&me))
+                        {
+                            dropped.push(*version);
+                            continue;
+                        }
+                        pending.blocked = true;
+                        pending.acked = false;
+                        let head = config
+                            .region(state_key.0)
+                            .is_some_and(|(_, sub, r)| sub == 0 && r.chain.first() == Some(&me));
+                        if !head {
+                            refused.append(&mut pending.replies);
+                        }
+                        continue;
+                    }
                 };
+                pending.blocked = false;
                 let Some(pos) = hops
                     .iter()
                     .position(|h| h.daemon == me && h.region == state_key.0)
@@ -507,14 +536,26 @@ impl ReplicaCore {
                 return true;
             }
         };
-        let hops = build_hops(
+        let hops = match build_hops(
             &config,
             space,
             &request.key,
             old.as_ref(),
             new.as_ref(),
             prev_version,
-        );
+        ) {
+            Ok(hops) => hops,
+            Err(region) => {
+                // Not remembered as refused: the client retries, and may
+                // succeed once the region has a replica again.
+                let reason = format!(
+                    "region {region} has no replica at epoch {}; it returns with its last replica",
+                    config.epoch
+                );
+                self.reply(reply, refuse(Status::Offline, reason));
+                return true;
+            }
+        };
         if let Some((_, last)) = self
             .keys
             .get(state_key)
@@ -665,6 +706,7 @@ impl ReplicaCore {
                 acked: last,
                 replies,
                 sent_tick: self.tick,
+                blocked: false,
             },
         );
         if last {
@@ -706,7 +748,7 @@ impl ReplicaCore {
         else {
             return;
         };
-        if pending.acked {
+        if pending.acked || pending.blocked {
             return;
         }
         if pending.forward.position as usize + 1 == pending.forward.hops.len() {

@@ -516,7 +516,8 @@ fn relocation_chain_visits_old_region_before_new() {
         Some(&obj(a_old)),
         Some(&obj(a_new)),
         Some(tessera_types::Version(3)),
-    );
+    )
+    .unwrap();
     // key region (2 replicas), subspace 1 old (2) + new (2), subspace 2 (2)
     assert_eq!(hops.len(), 8);
     assert!(hops[..2]
@@ -538,9 +539,29 @@ fn relocation_chain_visits_old_region_before_new() {
         Some(&obj(a_old)),
         None,
         Some(tessera_types::Version(3)),
-    );
+    )
+    .unwrap();
     assert_eq!(hops.len(), 6);
     assert!(hops.iter().all(|h| h.write == HopWrite::Remove));
+    // A region on the way that lost every replica fails the chain rather
+    // than being skipped (it would come back stale).
+    let mut orphaned = config.clone();
+    let lost = orphaned.spaces[0].subspaces[1].region_of(&obj(a_old)).id;
+    for layout in &mut orphaned.spaces[0].subspaces {
+        for region in layout.regions.iter_mut().filter(|r| r.id == lost) {
+            region.chain.clear();
+        }
+    }
+    let space = &orphaned.spaces[0];
+    let built = build_hops(
+        &orphaned,
+        space,
+        &Value::Int(7),
+        Some(&obj(a_old)),
+        Some(&obj(a_new)),
+        Some(tessera_types::Version(3)),
+    );
+    assert_eq!(built, Err(lost));
 }
 
 #[test]

@@ -1202,7 +1202,7 @@ impl World {
                     (DaemonResponse::Failed { status, reason }, _) => match status {
                         Status::NotFound => Some(KvResult::NotFound),
                         Status::CmpFail => Some(KvResult::CmpFail),
-                        Status::Reconfigure => None,
+                        Status::Reconfigure | Status::Offline => None,
                         other => {
                             return Err(format!(
                                 "client {c}: {:?} on key {} answered {other:?}: {reason}",
