@@ -69,9 +69,30 @@ def test_dump_config_and_wait_until_stable(admin, cluster):
     assert config["read_only"] is False
 
 
+def test_read_only_refuses_writes_and_keeps_reads(admin, client, make_space):
+    space = make_space("key k attributes int v")
+    assert client.put(space, "a", {"v": 1}) is True
+    assert admin.set_read_only() is True
+    try:
+        # Every daemon runs the read-only configuration once stable.
+        assert admin.wait_until_stable() is True
+        with pytest.raises(ClientError) as e:
+            client.put(space, "a", {"v": 2})
+        assert e.value.symbol() == "HYPERDEX_CLIENT_READONLY"
+        with pytest.raises(ClientError) as e:
+            client.atomic_add(space, "b", {"v": 1})
+        assert e.value.symbol() == "HYPERDEX_CLIENT_READONLY"
+        assert client.get(space, "a") == {"v": 1}
+        assert client.get(space, "b") is None
+    finally:
+        assert admin.set_read_write() is True
+    assert admin.wait_until_stable() is True
+    assert client.put(space, "a", {"v": 3}) is True
+    assert client.get(space, "a") == {"v": 3}
+
+
 def test_read_only_flag(admin):
-    """The flag is in the configuration. (Tessera's daemons do not refuse
-    writes on it yet, so no write is attempted here.)"""
+    """The flag is in the configuration."""
     assert admin.set_read_only() is True
     try:
         assert admin.dump_config()["read_only"] is True

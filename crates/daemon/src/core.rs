@@ -249,6 +249,15 @@ impl ReplicaCore {
         if self.answer_retry(&state_key, reply, &request) {
             return;
         }
+        if config.read_only {
+            // A retry of an update applied before the switch was answered
+            // above; anything new waits for `set-read-write`.
+            self.reply(
+                reply,
+                refuse(Status::ReadOnly, "the cluster is read-only; writes are refused"),
+            );
+            return;
+        }
         let state = self.keys.entry(state_key.clone()).or_default();
         if !state.queued.is_empty() {
             state.queued.push_back((reply, request));
