@@ -254,7 +254,10 @@ impl ReplicaCore {
             // above; anything new waits for `set-read-write`.
             self.reply(
                 reply,
-                refuse(Status::ReadOnly, "the cluster is read-only; writes are refused"),
+                refuse(
+                    Status::ReadOnly,
+                    "the cluster is read-only; writes are refused",
+                ),
             );
             return;
         }
