@@ -66,6 +66,9 @@ struct Pending {
     /// A region on the update's way has no replica in this epoch: it is
     /// neither sent on nor committed until one returns.
     blocked: bool,
+    /// It arrived while its region was held for a transfer's hand-over: it
+    /// waits here, unsent and uncommitted, until [`ReplicaCore::release`].
+    held: bool,
 }
 
 /// Ticks after which a chain member sends an unacknowledged update again to
@@ -106,8 +109,9 @@ pub struct ReplicaCore {
     /// Transfers this daemon is the source of, by region: every commit in
     /// the region is also shipped to the target.
     outgoing: HashMap<RegionId, Vec<u64>>,
-    /// Regions whose transfer is handing over: updates stay pending here
-    /// (see `transfer`), so nothing more is shipped to the target.
+    /// Regions whose transfer is handing over (see `transfer`): updates
+    /// arriving now wait here, neither sent on nor committed, so the target
+    /// joins holding everything any daemon after this one holds.
     held: BTreeSet<RegionId>,
     /// Logical time: the number of `on_tick` calls so far.
     tick: u64,
@@ -172,6 +176,9 @@ impl ReplicaCore {
     /// What the busy keys wait for, for diagnostics.
     pub fn describe_busy(&self) -> String {
         let mut out = Vec::new();
+        if !self.held.is_empty() {
+            out.push(format!("holding {:?}", self.held));
+        }
         for ((region, key), s) in self.keys.iter().filter(|(_, s)| !s.is_idle()) {
             let pending: Vec<String> = s
                 .pending
@@ -179,13 +186,15 @@ impl ReplicaCore {
                 .map(|(v, p)| {
                     let hop = p.forward.hops[p.forward.position as usize];
                     format!(
-                        "v{} at {}/{} after {:?} acked {} from {}",
+                        "v{} at {}/{} after {:?} acked {} from {}{}{}",
                         v.0,
                         p.forward.position,
                         p.forward.hops.len(),
                         hop.after,
                         p.acked,
-                        p.forward.from
+                        p.forward.from,
+                        if p.held { " held" } else { "" },
+                        if p.blocked { " blocked" } else { "" },
                     )
                 })
                 .collect();
@@ -354,25 +363,54 @@ impl ReplicaCore {
         self.run_local();
     }
 
-    /// Stops committing updates of `region` (a transfer of it is handing
-    /// over to its target). They stay pending until [`Self::release`].
+    /// Holds `region` for a transfer's hand-over: updates that arrive from
+    /// now on wait here, neither sent on nor committed, until
+    /// [`Self::release`]. Those already sent on complete as usual (their
+    /// commits are shipped to the target); [`Self::in_flight`] counts them.
     pub fn hold(&mut self, region: RegionId) {
         self.held.insert(region);
     }
 
-    /// Commits updates of `region` again, those held first.
+    /// Updates of `region` this daemon sent on (or was sending) before the
+    /// hold and has not committed yet. When none is left and the target has
+    /// every shipped commit, it holds all the region holds downstream.
+    pub fn in_flight(&self, region: RegionId) -> usize {
+        self.region_keys(region)
+            .map(|(_, s)| s.pending.values().filter(|p| !p.held).count())
+            .sum()
+    }
+
+    fn region_keys(&self, region: RegionId) -> impl Iterator<Item = (&StateKey, &KeyState)> {
+        self.keys
+            .range((region, Vec::new())..)
+            .take_while(move |(k, _)| k.0 == region)
+    }
+
+    /// Ends the hold of `region`: the updates that waited go on along their
+    /// chains as the current configuration draws them (to the target, once
+    /// it is the region's tail).
     pub fn release(&mut self, region: RegionId) {
         if !self.held.remove(&region) {
             return;
         }
-        let keys: Vec<StateKey> = self
-            .keys
-            .range((region, Vec::new())..)
-            .take_while(|(k, _)| k.0 == region)
-            .map(|(k, _)| k.clone())
+        let waiting: Vec<(StateKey, Version)> = self
+            .region_keys(region)
+            .flat_map(|(k, s)| {
+                s.pending
+                    .iter()
+                    .filter(|(_, p)| p.held)
+                    .map(move |(v, _)| (k.clone(), *v))
+            })
             .collect();
-        for state_key in keys {
-            self.commit_ready(&state_key);
+        for (state_key, version) in waiting {
+            if let Some(p) = self
+                .keys
+                .get_mut(&state_key)
+                .and_then(|s| s.pending.get_mut(&version))
+            {
+                p.held = false;
+            }
+            self.continue_pending(&state_key, version);
         }
         self.run_local();
     }
@@ -392,7 +430,9 @@ impl ReplicaCore {
             .flat_map(|(k, s)| {
                 s.pending
                     .iter()
-                    .filter(|(_, p)| !p.acked && !p.blocked && tick - p.sent_tick >= REDRIVE_TICKS)
+                    .filter(|(_, p)| {
+                        !p.acked && !p.blocked && !p.held && tick - p.sent_tick >= REDRIVE_TICKS
+                    })
                     .map(move |(v, _)| (k.clone(), *v))
             })
             .collect();
@@ -464,18 +504,21 @@ impl ReplicaCore {
                 // An acknowledgement came from the old chain: whoever
                 // follows this daemon now may not hold the update yet, so
                 // it must acknowledge again (members that committed it do
-                // so at once). Only the last hop needs no acknowledgement.
-                pending.acked = pos + 1 == hops.len();
+                // so at once). The last hop commits without one, below.
+                pending.acked = false;
+                let last = pos + 1 == hops.len();
                 pending.forward.hops = hops;
                 pending.forward.position = pos as u32;
                 pending.forward.epoch = epoch;
                 if pos == 0 {
                     // Head of the key region: drive the update again.
                     pending.forward.from = me;
-                    redrive.push((state_key.clone(), *version));
                 } else {
                     // Someone else heads it now; they answer its clients.
                     refused.append(&mut pending.replies);
+                }
+                if pos == 0 || last {
+                    redrive.push((state_key.clone(), *version));
                 }
             }
             for version in dropped {
@@ -710,18 +753,22 @@ impl ReplicaCore {
             }
         }
         let last = pos + 1 == forward.hops.len();
+        let held = self.held.contains(&state_key.0);
         let state = self.keys.entry(state_key.clone()).or_default();
         state.pending.insert(
             version,
             Pending {
                 forward,
-                acked: last,
+                acked: last && !held,
                 replies,
                 sent_tick: self.tick,
                 blocked: false,
+                held,
             },
         );
-        if last {
+        if held {
+            // Waits for the release (see `hold`).
+        } else if last {
             self.commit_ready(&state_key);
         } else {
             self.send_downstream(&state_key, version);
@@ -760,7 +807,7 @@ impl ReplicaCore {
         else {
             return;
         };
-        if pending.acked || pending.blocked {
+        if pending.acked || pending.blocked || pending.held {
             return;
         }
         if pending.forward.position as usize + 1 == pending.forward.hops.len() {
@@ -829,9 +876,6 @@ impl ReplicaCore {
     /// Commits acknowledged updates in version order: writes them through,
     /// then acknowledges upstream (or answers the client at the head).
     fn commit_ready(&mut self, state_key: &StateKey) {
-        if self.held.contains(&state_key.0) {
-            return;
-        }
         let mut leader_committed = false;
         while let Some(entry) = self
             .keys

@@ -236,13 +236,19 @@ impl Daemon {
                 }
                 TransferAction::Send { to, msg } => self.send_peer(to, Message::Transfer(msg)),
                 TransferAction::Hold { transfer, region } => {
-                    // Each core ships its commits before its lock is let
-                    // go, so once every core holds, nothing more is shipped.
                     for shard in &self.shards {
                         lock(shard).hold(region);
                     }
                     let actions = lock(&self.transfers).held(transfer);
                     self.run_transfer_actions(actions);
+                }
+                TransferAction::CheckDrained { transfer, region } => {
+                    // Each core ships its commits before its lock is let
+                    // go, so the count `drained` checks covers them.
+                    if self.shards.iter().all(|s| lock(s).in_flight(region) == 0) {
+                        let actions = lock(&self.transfers).drained(transfer);
+                        self.run_transfer_actions(actions);
+                    }
                 }
                 TransferAction::Release { region } => {
                     for shard in &self.shards {

@@ -16,17 +16,26 @@
 //!   are versioned records and the target keeps the highest version per
 //!   key, so a second copy of anything is harmless.
 //! - Hand-over. When the target has every message, the source *holds* the
-//!   region: its cores stop committing updates of it (they stay pending,
-//!   acknowledged from downstream). Once the holds are in place and the
-//!   target still has every message, nothing more can be shipped, so the
+//!   region: updates that reach it from then on wait there, neither sent
+//!   on nor committed. Those it had sent on before complete as usual and
+//!   their commits are shipped. When none is left in flight
+//!   (`ReplicaCore::in_flight`) and the target has every message, the
+//!   target holds everything any daemon after the source holds, and the
 //!   source reports the transfer complete to the coordinator. The epoch
-//!   that makes the target the region's tail releases the holds, and the
-//!   held updates travel on through the chain, now through the target.
-//!   So an update acknowledged to a client is either on the target before
-//!   it joins or reaches it as a chain member; if the source dies while
-//!   holding, the held updates are still pending upstream and the chain's
-//!   repair drives them again. A hold lasts one round trip to the target
+//!   that makes the target the region's tail releases the hold, and the
+//!   waiting updates travel on through the target. If the source dies
+//!   meanwhile, the waiting updates are still pending upstream and nobody
+//!   downstream has them, so the chain's repair drives them again without
+//!   a hole. (Completing while the source had updates in flight let a
+//!   target join lacking an update that daemons after it held; if the
+//!   source then died, a new point leader reused that version number.)
+//!   A hold lasts about one round trip down the chain, one to the target
 //!   and one to the coordinator.
+//! - Two hand-overs on one chain can wait for each other: an update in
+//!   flight from one held region waits, held, at the next. So a hold that
+//!   has not completed within [`HOLD_TICKS_MAX`] is released, and the source
+//!   waits a while that depends on the transfer's id before holding again,
+//!   so that one of them goes first.
 //! - The source keeps reporting its final count for a while after the end,
 //!   and a target, by then a chain member, asks for a restart if it lacks
 //!   any message (none is expected: a safety net).
@@ -42,6 +51,15 @@ pub const PROGRESS_TICKS_AFTER_END: u32 = 40;
 /// Progress reports a target may see while lacking messages before it asks
 /// for a restart (messages may still be on their way).
 pub const BEHIND_REPORTS_MAX: u32 = 6;
+/// Ticks a source holds its region before giving up this hand-over attempt.
+pub const HOLD_TICKS_MAX: u32 = 8;
+
+/// Ticks a source waits after giving up a hold before holding again:
+/// different for transfers with different ids, so two that blocked each
+/// other do not hold at the same time again.
+fn hold_backoff(transfer: u64) -> u32 {
+    4 + 3 * (transfer % 8) as u32
+}
 
 /// What the caller must do, in order.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,9 +80,12 @@ pub enum Action {
     },
     /// Send a message to a peer.
     Send { to: DaemonId, msg: TransferMsg },
-    /// Source: stop committing updates of `region` in every core, then
+    /// Source: hold `region` in every core (`ReplicaCore::hold`), then
     /// call [`Transfers::held`].
     Hold { transfer: u64, region: RegionId },
+    /// Source: if no core has an update of `region` in flight
+    /// (`ReplicaCore::in_flight`), call [`Transfers::drained`].
+    CheckDrained { transfer: u64, region: RegionId },
     /// Source: commit updates of `region` again (the transfer ended).
     Release { region: RegionId },
     /// Source: tell the coordinator the transfer has caught up.
@@ -77,7 +98,7 @@ enum Hold {
     Off,
     /// The cores are being told to hold.
     Requested,
-    /// Every core holds: nothing more is shipped until the end.
+    /// Every core holds: only updates sent on before are still shipped.
     Held,
 }
 
@@ -91,6 +112,10 @@ struct Source {
     /// Leading messages of `attempt` the target has confirmed it holds.
     confirmed: u64,
     hold: Hold,
+    /// Ticks since the hold was asked for (while it lasts).
+    hold_ticks: u32,
+    /// Ticks to wait before holding again after giving up a hold.
+    backoff: u32,
     /// Ticks since the configuration stopped naming the transfer.
     ended: Option<u32>,
 }
@@ -209,6 +234,8 @@ impl Transfers {
                         scanned: false,
                         confirmed: 0,
                         hold: Hold::Off,
+                        hold_ticks: 0,
+                        backoff: 0,
                         ended: None,
                     },
                 );
@@ -294,8 +321,7 @@ impl Transfers {
         }
     }
 
-    /// Source: every core now holds the region of `transfer`. Complete when
-    /// the target still has everything (nothing can be shipped any more).
+    /// Source: every core now holds the region of `transfer`.
     pub fn held(&mut self, transfer: u64) -> Vec<Action> {
         let Some(s) = self.sources.get_mut(&transfer) else {
             return Vec::new();
@@ -305,9 +331,23 @@ impl Transfers {
         }
         s.hold = Hold::Held;
         if s.caught_up() {
-            return vec![Action::Complete { transfer }];
+            return vec![Action::CheckDrained {
+                transfer,
+                region: s.region,
+            }];
         }
         Vec::new()
+    }
+
+    /// Source: no core has an update of the region in flight any more.
+    /// Complete when the target still has everything shipped.
+    pub fn drained(&mut self, transfer: u64) -> Vec<Action> {
+        match self.sources.get(&transfer) {
+            Some(s) if s.hold == Hold::Held && s.ended.is_none() && s.caught_up() => {
+                vec![Action::Complete { transfer }]
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Time passes: sources report their progress; ended transfers are
@@ -323,6 +363,17 @@ impl Transfers {
             }
             true
         });
+        for (id, s) in self.sources.iter_mut() {
+            s.backoff = s.backoff.saturating_sub(1);
+            if s.hold != Hold::Off && s.ended.is_none() {
+                s.hold_ticks += 1;
+                if s.hold_ticks > HOLD_TICKS_MAX {
+                    s.hold = Hold::Off;
+                    s.backoff = hold_backoff(*id);
+                    actions.push(Action::Release { region: s.region });
+                }
+            }
+        }
         for (id, s) in &self.sources {
             actions.push(Action::Send {
                 to: s.to,
@@ -434,16 +485,21 @@ impl Transfers {
                     return Vec::new();
                 }
                 match s.hold {
+                    Hold::Off if s.backoff > 0 => Vec::new(),
                     Hold::Off => {
                         s.hold = Hold::Requested;
+                        s.hold_ticks = 0;
                         vec![Action::Hold {
                             transfer,
                             region: s.region,
                         }]
                     }
                     Hold::Requested => Vec::new(),
-                    // The coordinator may not have heard: report again.
-                    Hold::Held => vec![Action::Complete { transfer }],
+                    // Still draining, or the coordinator may not have heard.
+                    Hold::Held => vec![Action::CheckDrained {
+                        transfer,
+                        region: s.region,
+                    }],
                 }
             }
             TransferMsg::Restart {
@@ -591,7 +647,14 @@ mod tests {
                 region: RegionId(3)
             }]
         );
-        assert_eq!(source.held(7), vec![Action::Complete { transfer: 7 }]);
+        assert_eq!(
+            source.held(7),
+            vec![Action::CheckDrained {
+                transfer: 7,
+                region: RegionId(3)
+            }]
+        );
+        assert_eq!(source.drained(7), vec![Action::Complete { transfer: 7 }]);
     }
 
     /// A commit shipped after the target confirmed, but before the cores
@@ -625,12 +688,15 @@ mod tests {
         // A core commits and ships once more before it holds.
         let (_, late) = source.stamp(4, None, vec![entry(2)]).unwrap();
         assert!(source.held(4).is_empty(), "the target lacks message 1");
+        assert!(source.drained(4).is_empty(), "the target lacks message 1");
         assert!(exchange(&mut source, &mut target).is_empty());
         target.on_message(late);
-        assert_eq!(
-            exchange(&mut source, &mut target),
-            vec![Action::Complete { transfer: 4 }]
-        );
+        let check = exchange(&mut source, &mut target);
+        assert!(matches!(
+            check[..],
+            [Action::CheckDrained { transfer: 4, .. }]
+        ));
+        assert_eq!(source.drained(4), vec![Action::Complete { transfer: 4 }]);
         // The epoch without the transfer releases the region.
         let released = source.on_config(&Configuration {
             epoch: Epoch(2),
@@ -665,5 +731,64 @@ mod tests {
             assert_eq!(sends(source.on_tick()).len(), 1);
         }
         assert!(sends(source.on_tick()).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod hold_tests {
+    use super::*;
+    use tessera_types::{Epoch, Transfer};
+
+    /// A hold that cannot drain is given up after `HOLD_TICKS_MAX` ticks,
+    /// and taken again only after the transfer's backoff.
+    #[test]
+    fn an_undrained_hold_is_released_then_retried_later() {
+        let (src, dst) = (DaemonId(1), DaemonId(2));
+        let t = Transfer {
+            id: 5,
+            region: RegionId(2),
+            from: src,
+            to: dst,
+        };
+        let cfg = Configuration {
+            epoch: Epoch(1),
+            transfers: vec![t],
+            ..Configuration::default()
+        };
+        let mut source = Transfers::new(src);
+        source.on_config(&cfg);
+        source.stamp(5, Some(0), Vec::new()).unwrap();
+        source.scanned(5, 0);
+        let have = || TransferMsg::Have {
+            transfer: 5,
+            attempt: 0,
+            from: dst,
+            have: 1,
+        };
+        assert!(matches!(
+            source.on_message(have())[..],
+            [Action::Hold { transfer: 5, .. }]
+        ));
+        source.held(5);
+        let releases = |actions: Vec<Action>| {
+            actions
+                .iter()
+                .filter(|a| matches!(a, Action::Release { .. }))
+                .count()
+        };
+        for _ in 0..HOLD_TICKS_MAX {
+            assert_eq!(releases(source.on_tick()), 0);
+        }
+        assert_eq!(releases(source.on_tick()), 1, "given up");
+        // No new hold during the backoff, then one again.
+        for _ in 1..hold_backoff(5) {
+            assert!(source.on_message(have()).is_empty());
+            source.on_tick();
+        }
+        source.on_tick();
+        assert!(matches!(
+            source.on_message(have())[..],
+            [Action::Hold { transfer: 5, .. }]
+        ));
     }
 }

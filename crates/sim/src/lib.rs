@@ -678,7 +678,7 @@ impl World {
                     if let ChainMsg::Forward(f) = &m {
                         let hop = f.hops[f.position as usize];
                         eprintln!(
-                            "{:>7} {d} gets {:?} v{} {} hop {} {} of {:?} at {} (own {})",
+                            "{:>7} {d} gets {:?} v{} {} hop {} {} of {:?} at {} (own {}) by {:?}: {:?}",
                             now,
                             f.key,
                             f.version.0,
@@ -690,7 +690,9 @@ impl World {
                                 .map(|h| (h.daemon.0, h.region.0))
                                 .collect::<Vec<_>>(),
                             f.from,
-                            run.config.epoch
+                            run.config.epoch,
+                            f.client,
+                            f.object.as_ref().map(|o| &o.values[1..]),
                         );
                     }
                     if let ChainMsg::Ack(a) = &m {
@@ -852,6 +854,12 @@ impl World {
                     run.core.hold(region);
                     let actions = run.transfers.held(transfer);
                     self.transfer_actions(d, actions);
+                }
+                TransferAction::CheckDrained { transfer, region } => {
+                    if run.core.in_flight(region) == 0 {
+                        let actions = run.transfers.drained(transfer);
+                        self.transfer_actions(d, actions);
+                    }
                 }
                 TransferAction::Release { region } => {
                     run.core.release(region);

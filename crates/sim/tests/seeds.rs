@@ -96,3 +96,13 @@ fn seed_1627_targets_join_with_every_acknowledged_update() {
 fn seed_9119_updates_wait_for_a_region_without_replicas() {
     must_pass(9119);
 }
+
+/// A transfer target joined while its source still had updates in flight
+/// downstream; the source and the member before it died, the target became
+/// point leader without those updates and numbered new ones with the same
+/// versions, so replicas held different objects under one version. The
+/// source now holds the region until nothing is in flight.
+#[test]
+fn seed_88939_targets_join_with_nothing_in_flight_past_them() {
+    must_pass(88939);
+}
