@@ -116,6 +116,10 @@ struct Source {
     hold_ticks: u32,
     /// Ticks to wait before holding again after giving up a hold.
     backoff: u32,
+    /// Completion was reported: the coordinator may have made the target
+    /// a member already, so the hold lasts until the configuration says
+    /// how it ended, whatever the time.
+    completing: bool,
     /// Ticks since the configuration stopped naming the transfer.
     ended: Option<u32>,
 }
@@ -236,6 +240,7 @@ impl Transfers {
                         hold: Hold::Off,
                         hold_ticks: 0,
                         backoff: 0,
+                        completing: false,
                         ended: None,
                     },
                 );
@@ -342,8 +347,9 @@ impl Transfers {
     /// Source: no core has an update of the region in flight any more.
     /// Complete when the target still has everything shipped.
     pub fn drained(&mut self, transfer: u64) -> Vec<Action> {
-        match self.sources.get(&transfer) {
+        match self.sources.get_mut(&transfer) {
             Some(s) if s.hold == Hold::Held && s.ended.is_none() && s.caught_up() => {
+                s.completing = true;
                 vec![Action::Complete { transfer }]
             }
             _ => Vec::new(),
@@ -365,7 +371,7 @@ impl Transfers {
         });
         for (id, s) in self.sources.iter_mut() {
             s.backoff = s.backoff.saturating_sub(1);
-            if s.hold != Hold::Off && s.ended.is_none() {
+            if s.hold != Hold::Off && s.ended.is_none() && !s.completing {
                 s.hold_ticks += 1;
                 if s.hold_ticks > HOLD_TICKS_MAX {
                     s.hold = Hold::Off;
@@ -516,7 +522,7 @@ impl Transfers {
                 s.scanned = false;
                 s.confirmed = 0;
                 let mut actions = Vec::new();
-                if s.hold != Hold::Off && s.ended.is_none() {
+                if s.hold != Hold::Off && s.ended.is_none() && !s.completing {
                     // Writes go on while the region is scanned again.
                     s.hold = Hold::Off;
                     actions.push(Action::Release { region: s.region });
@@ -790,5 +796,12 @@ mod hold_tests {
             source.on_message(have())[..],
             [Action::Hold { transfer: 5, .. }]
         ));
+        // Once completion is reported the hold outlasts any timeout: the
+        // coordinator may already have made the target a member.
+        source.held(5);
+        assert_eq!(source.drained(5), vec![Action::Complete { transfer: 5 }]);
+        for _ in 0..3 * HOLD_TICKS_MAX {
+            assert_eq!(releases(source.on_tick()), 0);
+        }
     }
 }

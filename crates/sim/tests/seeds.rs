@@ -106,3 +106,12 @@ fn seed_9119_updates_wait_for_a_region_without_replicas() {
 fn seed_88939_targets_join_with_nothing_in_flight_past_them() {
     must_pass(88939);
 }
+
+/// A source whose hold timed out after it had reported completion (it was
+/// cut off from the coordinator, which had made the target a member)
+/// committed an update as the region's last replica; the target never got
+/// it. A hold now lasts until the configuration says how it ended.
+#[test]
+fn seed_11301_a_reported_hand_over_holds_until_the_epoch() {
+    must_pass(11301);
+}
