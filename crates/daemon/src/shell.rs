@@ -9,7 +9,7 @@ use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::index::IndexedEngine;
 use crate::record::Record;
 use crate::search;
-use crate::transfer::{scan_region, Action as TransferAction, Transfers};
+use crate::transfer::{region_digest, scan_region, Action as TransferAction, Transfers};
 use crate::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -215,18 +215,30 @@ impl Daemon {
                     transfer,
                     attempt,
                     region,
-                } => self.scan_for_transfer(transfer, attempt, region),
-                TransferAction::Store {
+                    digest,
+                } => self.scan_for_transfer(transfer, attempt, region, digest),
+                TransferAction::Digest {
+                    transfer,
                     region,
-                    entries,
-                    fresh,
+                    to,
                 } => {
-                    if fresh {
-                        // Whatever this daemon held of the region is stale.
-                        if let Err(e) = self.engine.drop_region(region) {
-                            tracing::error!(%region, "cannot clear region for transfer: {e}");
+                    let daemon = self.clone();
+                    tokio::task::spawn_blocking(move || {
+                        match region_digest(daemon.engine.as_ref(), region) {
+                            Ok(buckets) => daemon.send_peer(
+                                to,
+                                Message::Transfer(TransferMsg::Digest {
+                                    transfer,
+                                    from: daemon.me,
+                                    buckets,
+                                }),
+                            ),
+                            // The source ships everything after a while.
+                            Err(e) => tracing::error!(transfer, "region digest failed: {e}"),
                         }
-                    }
+                    });
+                }
+                TransferAction::Store { region, entries } => {
                     for entry in entries {
                         let mut core = lock(&self.shards[shard_of_bytes(&entry.key)]);
                         core.on_transfer_entry(region, entry);
@@ -282,12 +294,19 @@ impl Daemon {
     /// made meanwhile are shipped by the cores as they happen (they learned
     /// of the transfer before the scan began), and the target keeps the
     /// highest version of each key.
-    fn scan_for_transfer(self: &Arc<Self>, transfer: u64, attempt: u32, region: RegionId) {
+    fn scan_for_transfer(
+        self: &Arc<Self>,
+        transfer: u64,
+        attempt: u32,
+        region: RegionId,
+        digest: Option<Vec<u64>>,
+    ) {
         tracing::info!(transfer, attempt, %region, "state transfer: scanning");
         let daemon = self.clone();
         tokio::task::spawn_blocking(move || {
             let mut sent = 0usize;
-            let shipped = scan_region(daemon.engine.as_ref(), region, TRANSFER_BATCH, |batch| {
+            let engine = daemon.engine.as_ref();
+            let shipped = scan_region(engine, region, TRANSFER_BATCH, digest.as_deref(), |batch| {
                 sent += batch.len();
                 daemon.ship(transfer, Some(attempt), batch)
             });

@@ -5,9 +5,17 @@
 //! copies one region from a chain member (the source) to a daemon about to
 //! join the chain (the target):
 //!
-//! - The source scans the region and ships every record, and its cores ship
-//!   each commit made meanwhile. Every message of one attempt carries a
-//!   sequence number from 0.
+//! - The target first sends a `Digest` of what it already holds of the
+//!   region (nothing, or a stale copy from before a restart): per bucket of
+//!   keys, a sum of hashes of (key, version). The source scans the region
+//!   and ships the records of every bucket whose digest differs from its
+//!   own — all of them when the target holds nothing, only what changed
+//!   when it comes back with its data directory — and its cores ship each
+//!   commit made meanwhile. Every message of one attempt carries a
+//!   sequence number from 0. Without a digest within
+//!   [`DIGEST_WAIT_TICKS`], and on every restart, it ships everything.
+//!   The target keeps its stale copy: removals are tombstones and every
+//!   region's versions only grow, so the highest version per key is right.
 //! - Every tick the source reports `Progress { sent, scanned }`; once the
 //!   scan is done the target answers `Have { have }`, the number of leading
 //!   messages it holds.
@@ -44,13 +52,18 @@ use crate::record::Record;
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::{TransferEntry, TransferMsg};
 use tessera_storage::{Engine, StorageError};
-use tessera_types::{Configuration, DaemonId, RegionId};
+use tessera_types::{Configuration, DaemonId, RegionId, Version};
 
 /// Ticks a source keeps reporting its final count after the transfer ended.
 pub const PROGRESS_TICKS_AFTER_END: u32 = 40;
 /// Progress reports a target may see while lacking messages before it asks
 /// for a restart (messages may still be on their way).
 pub const BEHIND_REPORTS_MAX: u32 = 6;
+/// Buckets of a region digest.
+pub const DIGEST_BUCKETS: usize = 4096;
+/// Ticks a source waits for the target's digest before shipping everything.
+pub const DIGEST_WAIT_TICKS: u32 = 4;
+
 /// Ticks a source holds its region before giving up this hand-over attempt.
 pub const HOLD_TICKS_MAX: u32 = 8;
 
@@ -64,19 +77,27 @@ fn hold_backoff(transfer: u64) -> u32 {
 /// What the caller must do, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Source: scan `region`, send its records through [`Transfers::stamp`],
-    /// then call [`Transfers::scanned`] with the same attempt.
+    /// Source: scan `region` (skipping the buckets where `digest`, the
+    /// target's, equals ours: see [`scan_region`]), send its records through
+    /// [`Transfers::stamp`], then call [`Transfers::scanned`] with the same
+    /// attempt.
     Scan {
         transfer: u64,
         attempt: u32,
         region: RegionId,
+        digest: Option<Vec<u64>>,
     },
-    /// Target: store these entries (through `ReplicaCore::on_transfer_entry`),
-    /// first dropping whatever the daemon held of the region when `fresh`.
+    /// Target: send the source `TransferMsg::Digest` with
+    /// [`region_digest`] of what this daemon holds of `region`.
+    Digest {
+        transfer: u64,
+        region: RegionId,
+        to: DaemonId,
+    },
+    /// Target: store these entries (through `ReplicaCore::on_transfer_entry`).
     Store {
         region: RegionId,
         entries: Vec<TransferEntry>,
-        fresh: bool,
     },
     /// Send a message to a peer.
     Send { to: DaemonId, msg: TransferMsg },
@@ -116,6 +137,8 @@ struct Source {
     hold_ticks: u32,
     /// Ticks to wait before holding again after giving up a hold.
     backoff: u32,
+    /// Ticks waited for the target's digest, until the first scan starts.
+    waiting: Option<u32>,
     /// Completion was reported: the coordinator may have made the target
     /// a member already, so the hold lasts until the configuration says
     /// how it ended, whatever the time.
@@ -136,8 +159,6 @@ struct Target {
     from: DaemonId,
     attempt: u32,
     received: BTreeSet<u64>,
-    /// Whether the region was cleared for this transfer already.
-    cleared: bool,
     behind: u32,
     /// Ticks since the configuration stopped naming the transfer.
     ended: Option<u32>,
@@ -173,20 +194,74 @@ impl Target {
     }
 }
 
+fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The digest bucket of a key.
+pub fn bucket_of(key: &[u8]) -> usize {
+    (fnv1a(0xcbf2_9ce4_8422_2325, key) % DIGEST_BUCKETS as u64) as usize
+}
+
+/// The hash one record adds to its bucket's digest.
+fn entry_hash(key: &[u8], version: Version) -> u64 {
+    let h = fnv1a(0x9e37_79b9_7f4a_7c15, key);
+    let mut z = fnv1a(h, &version.0.to_le_bytes());
+    // splitmix64's finalizer, so that sums of similar entries spread.
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// What this daemon holds of `region`, as [`DIGEST_BUCKETS`] sums of
+/// (key, version) hashes; empty when it holds nothing.
+pub fn region_digest(engine: &dyn Engine, region: RegionId) -> Result<Vec<u64>, StorageError> {
+    let mut buckets = Vec::new();
+    engine.scan(region, None, &mut |key, value| {
+        if let Ok(record) = Record::decode(value) {
+            if buckets.is_empty() {
+                buckets = vec![0u64; DIGEST_BUCKETS];
+            }
+            let b = &mut buckets[bucket_of(key)];
+            *b = b.wrapping_add(entry_hash(key, record.version));
+        }
+        true
+    })?;
+    Ok(buckets)
+}
+
 /// Source: reads every record of `region` and hands them to `ship` in
 /// batches of at most `batch` entries, the last one possibly short (or
-/// empty, so an empty region still sends a message). Stops early when
-/// `ship` returns false (the attempt was superseded); returns whether every
-/// batch was shipped.
+/// empty, so an empty region still sends a message). With the target's
+/// `digest`, records of the buckets where it equals ours are skipped: the
+/// target holds them already. Stops early when `ship` returns false (the
+/// attempt was superseded); returns whether every batch was shipped.
 pub fn scan_region(
     engine: &dyn Engine,
     region: RegionId,
     batch: usize,
+    digest: Option<&[u64]>,
     mut ship: impl FnMut(Vec<TransferEntry>) -> bool,
 ) -> Result<bool, StorageError> {
+    let same: Vec<bool> = match digest {
+        Some(theirs) if theirs.len() == DIGEST_BUCKETS => {
+            let ours = region_digest(engine, region)?;
+            if ours.is_empty() {
+                Vec::new()
+            } else {
+                ours.iter().zip(theirs).map(|(a, b)| a == b).collect()
+            }
+        }
+        _ => Vec::new(),
+    };
     let mut entries = Vec::new();
     let mut going = true;
     engine.scan(region, None, &mut |key, value| {
+        if same.get(bucket_of(key)).copied().unwrap_or(false) {
+            return true;
+        }
         // A record that does not decode is not shipped (its key waits for
         // a later write to reach the target).
         let Ok(record) = Record::decode(value) else {
@@ -241,17 +316,18 @@ impl Transfers {
                         hold_ticks: 0,
                         backoff: 0,
                         completing: false,
+                        waiting: Some(0),
                         ended: None,
                     },
                 );
-                actions.push(Action::Scan {
-                    transfer: t.id,
-                    attempt: 0,
-                    region: t.region,
-                });
             }
-            if t.to == self.me {
+            if t.to == self.me && !self.targets.contains_key(&t.id) {
                 self.target(t.id, t.from);
+                actions.push(Action::Digest {
+                    transfer: t.id,
+                    region: t.region,
+                    to: t.from,
+                });
             }
         }
         let running = |id: &u64| config.transfers.iter().any(|t| t.id == *id);
@@ -277,7 +353,6 @@ impl Transfers {
             from,
             attempt: 0,
             received: BTreeSet::new(),
-            cleared: false,
             behind: 0,
             ended: None,
         })
@@ -370,6 +445,18 @@ impl Transfers {
             true
         });
         for (id, s) in self.sources.iter_mut() {
+            if let Some(ticks) = s.waiting.as_mut() {
+                *ticks += 1;
+                if *ticks > DIGEST_WAIT_TICKS && s.ended.is_none() {
+                    s.waiting = None;
+                    actions.push(Action::Scan {
+                        transfer: *id,
+                        attempt: s.attempt,
+                        region: s.region,
+                        digest: None,
+                    });
+                }
+            }
             s.backoff = s.backoff.saturating_sub(1);
             if s.hold != Hold::Off && s.ended.is_none() && !s.completing {
                 s.hold_ticks += 1;
@@ -417,9 +504,7 @@ impl Transfers {
                 entries,
                 ..
             } => {
-                // Only transfers a configuration named to us: a late message
-                // of one long forgotten must not clear a region we now
-                // serve as a chain member.
+                // Only transfers a configuration named to us.
                 let Some(t) = self.targets.get_mut(&transfer) else {
                     return Vec::new();
                 };
@@ -427,15 +512,7 @@ impl Transfers {
                     return Vec::new();
                 }
                 t.received.insert(seq);
-                // Clear stale data once, before the first entries, and only
-                // while the transfer runs (afterwards we are a member).
-                let fresh = !t.cleared && t.ended.is_none();
-                t.cleared = true;
-                vec![Action::Store {
-                    region,
-                    entries,
-                    fresh,
-                }]
+                vec![Action::Store { region, entries }]
             }
             TransferMsg::Progress {
                 transfer,
@@ -527,12 +604,30 @@ impl Transfers {
                     s.hold = Hold::Off;
                     actions.push(Action::Release { region: s.region });
                 }
+                s.waiting = None;
                 actions.push(Action::Scan {
                     transfer,
                     attempt,
                     region: s.region,
+                    digest: None,
                 });
                 actions
+            }
+            TransferMsg::Digest {
+                transfer, buckets, ..
+            } => {
+                let Some(s) = self.sources.get_mut(&transfer) else {
+                    return Vec::new();
+                };
+                if s.waiting.take().is_none() || s.ended.is_some() {
+                    return Vec::new(); // late: the scan started without it
+                }
+                vec![Action::Scan {
+                    transfer,
+                    attempt: s.attempt,
+                    region: s.region,
+                    digest: Some(buckets),
+                }]
             }
         }
     }
@@ -587,23 +682,39 @@ mod tests {
         let mut source = Transfers::new(src);
         let mut target = Transfers::new(dst);
         let cfg = config(vec![t]);
+        // The source scans once the target said what it holds.
+        assert!(source.on_config(&cfg).is_empty());
         assert_eq!(
-            source.on_config(&cfg),
+            target.on_config(&cfg),
+            vec![Action::Digest {
+                transfer: 7,
+                region: RegionId(3),
+                to: src
+            }]
+        );
+        let digest = TransferMsg::Digest {
+            transfer: 7,
+            from: dst,
+            buckets: Vec::new(),
+        };
+        assert_eq!(
+            source.on_message(digest.clone()),
             vec![Action::Scan {
                 transfer: 7,
                 attempt: 0,
-                region: RegionId(3)
+                region: RegionId(3),
+                digest: Some(Vec::new()),
             }]
         );
-        assert!(target.on_config(&cfg).is_empty());
+        assert!(source.on_message(digest).is_empty(), "one scan only");
         let (_, m0) = source.stamp(7, Some(0), vec![entry(1)]).unwrap();
         let (_, _lost) = source.stamp(7, Some(0), vec![entry(2)]).unwrap();
         let (_, m2) = source.stamp(7, Some(0), vec![entry(3)]).unwrap();
         source.scanned(7, 0);
         let stores = target.on_message(m0);
-        assert!(matches!(stores[..], [Action::Store { fresh: true, .. }]));
+        assert!(matches!(stores[..], [Action::Store { .. }]));
         let stores = target.on_message(m2);
-        assert!(matches!(stores[..], [Action::Store { fresh: false, .. }]));
+        assert!(matches!(stores[..], [Action::Store { .. }]));
         // Message 1 was lost: never complete; after a few reports, restart.
         let mut restart = None;
         for _ in 0..BEHIND_REPORTS_MAX {
@@ -620,7 +731,8 @@ mod tests {
             vec![Action::Scan {
                 transfer: 7,
                 attempt: 1,
-                region: RegionId(3)
+                region: RegionId(3),
+                digest: None,
             }]
         );
         // A message of the superseded scan is refused at the source.
@@ -628,7 +740,7 @@ mod tests {
         for k in 1..=3 {
             let (_, m) = source.stamp(7, Some(1), vec![entry(k)]).unwrap();
             let out = target.on_message(m);
-            assert!(matches!(out[..], [Action::Store { fresh: false, .. }]));
+            assert!(matches!(out[..], [Action::Store { .. }]));
         }
         // No hand-over before the scan is done.
         let out: Vec<_> = sends(source.on_tick())
@@ -803,5 +915,110 @@ mod hold_tests {
         for _ in 0..3 * HOLD_TICKS_MAX {
             assert_eq!(releases(source.on_tick()), 0);
         }
+    }
+}
+
+#[cfg(test)]
+mod digest_tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use tessera_storage::{MemoryEngine, Write};
+
+    fn put(engine: &MemoryEngine, region: RegionId, key: u32, version: u64) {
+        let record = Record {
+            version: Version(version),
+            object: None,
+            recent: Vec::new(),
+        };
+        engine
+            .apply(vec![Write::Put {
+                region,
+                key: key.to_be_bytes().to_vec(),
+                value: record.encode(),
+            }])
+            .unwrap();
+    }
+
+    fn contents(engine: &MemoryEngine, region: RegionId) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        engine
+            .scan(region, None, &mut |k, v| {
+                out.insert(k.to_vec(), v.to_vec());
+                true
+            })
+            .unwrap();
+        out
+    }
+
+    /// A target that comes back with a stale copy gets only the buckets
+    /// that differ, and ends up equal to the source; one that holds nothing
+    /// gets everything.
+    #[test]
+    fn a_stale_target_receives_only_what_differs() {
+        let region = RegionId(4);
+        let (source, target) = (MemoryEngine::new(), MemoryEngine::new());
+        for k in 0..2000 {
+            put(&source, region, k, 3);
+            put(&target, region, k, 3);
+        }
+        // What happened while the target was away: newer versions, new
+        // keys (a removal is a newer tombstone, the same thing here).
+        let changed: Vec<u32> = vec![5, 77, 1500, 1999];
+        for &k in &changed {
+            put(&source, region, k, 4);
+        }
+        for k in 2000..2003 {
+            put(&source, region, k, 1);
+        }
+        let digest = region_digest(&target, region).unwrap();
+        let mut shipped = Vec::new();
+        let done = scan_region(&source, region, 64, Some(&digest), |batch| {
+            shipped.extend(batch);
+            true
+        })
+        .unwrap();
+        assert!(done);
+        let differing: BTreeSet<usize> = changed
+            .iter()
+            .copied()
+            .chain(2000..2003)
+            .map(|k| bucket_of(&k.to_be_bytes()))
+            .collect();
+        // Exactly the records of the differing buckets, by brute force.
+        let expected: BTreeSet<Vec<u8>> = contents(&source, region)
+            .into_keys()
+            .filter(|k| differing.contains(&bucket_of(k)))
+            .collect();
+        let got: BTreeSet<Vec<u8>> = shipped.iter().map(|e| e.key.clone()).collect();
+        assert_eq!(got, expected);
+        assert!(got.len() < 100, "{} of 2003 shipped", got.len());
+        // Stored the way a target stores them: the highest version wins.
+        for e in shipped {
+            let stored = target
+                .get(region, &e.key)
+                .unwrap()
+                .map(|v| Record::decode(&v).unwrap().version);
+            if stored.is_none_or(|v| v < e.version) {
+                target
+                    .apply(vec![Write::Put {
+                        region,
+                        key: e.key,
+                        value: e.record,
+                    }])
+                    .unwrap();
+            }
+        }
+        assert_eq!(contents(&target, region), contents(&source, region));
+        // An empty target sends an empty digest and gets everything.
+        let empty = MemoryEngine::new();
+        let none = region_digest(&empty, region).unwrap();
+        assert!(none.is_empty());
+        let mut all = 0;
+        scan_region(&source, region, 64, Some(&none), |batch| {
+            all += batch.len();
+            true
+        })
+        .unwrap();
+        assert_eq!(all, 2003);
     }
 }

@@ -458,6 +458,14 @@ pub enum TransferMsg {
         from: DaemonId,
         have: u64,
     },
+    /// Target to source, when a transfer starts: what the target holds of
+    /// the region already, as per-bucket sums of (key, version) hashes
+    /// (empty when nothing). The source skips the buckets that match.
+    Digest {
+        transfer: u64,
+        from: DaemonId,
+        buckets: Vec<u64>,
+    },
     /// Target to source: some messages were lost; scan again, as `attempt`.
     Restart {
         transfer: u64,

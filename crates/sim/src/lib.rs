@@ -30,7 +30,7 @@ use tessera_daemon::chain::key_region;
 use tessera_daemon::core::{Effect, ReplicaCore, ReplyTo};
 use tessera_daemon::record::Record;
 use tessera_daemon::search::get_committed;
-use tessera_daemon::transfer::{scan_region, Action as TransferAction, Transfers};
+use tessera_daemon::transfer::{region_digest, scan_region, Action as TransferAction, Transfers};
 use tessera_protocol::{
     Action, ChainMsg, ClientRef, DaemonResponse, Mutation, NumOp, Status, TransferMsg, UpdateFlags,
     UpdateRequest,
@@ -817,10 +817,13 @@ impl World {
                     transfer,
                     attempt,
                     region,
+                    digest,
                 } => {
                     let mut out = Vec::new();
                     let transfers = &mut run.transfers;
-                    let shipped = scan_region(engine.as_ref(), region, TRANSFER_BATCH, |batch| {
+                    let engine = engine.as_ref();
+                    let digest = digest.as_deref();
+                    let shipped = scan_region(engine, region, TRANSFER_BATCH, digest, |batch| {
                         transfers
                             .stamp(transfer, Some(attempt), batch)
                             .map(|m| out.push(m))
@@ -834,14 +837,20 @@ impl World {
                         self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg));
                     }
                 }
-                TransferAction::Store {
+                TransferAction::Digest {
+                    transfer,
                     region,
-                    entries,
-                    fresh,
+                    to,
                 } => {
-                    if fresh {
-                        engine.drop_region(region).expect("memory drop");
-                    }
+                    let buckets = region_digest(engine.as_ref(), region).expect("memory scan");
+                    let msg = TransferMsg::Digest {
+                        transfer,
+                        from: d,
+                        buckets,
+                    };
+                    self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg));
+                }
+                TransferAction::Store { region, entries } => {
                     for entry in entries {
                         run.core.on_transfer_entry(region, entry);
                     }
