@@ -11,10 +11,14 @@
 //!   one [`driver::Store`] trait, so every system sees the same load.
 //! - [`baselines`]: starting and stopping the baseline servers on loopback.
 //! - [`scenarios`]: YCSB runs, the comparison, and the paper's experiments.
+//! - [`recovery`]: kill -9 of a point leader among real server processes:
+//!   the time to the first acknowledged write and the state transfer's
+//!   throughput.
 
 pub mod baselines;
 pub mod driver;
 pub mod generator;
+pub mod recovery;
 pub mod scenarios;
 pub mod stores;
 pub mod workload;

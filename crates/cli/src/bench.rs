@@ -2,8 +2,10 @@
 //! measured side by side. The load generator, stores and scenarios live in
 //! `tessera-bench`; this module parses options, starts an in-process
 //! cluster for `--local` (as `tessera dev` does, in a temporary
-//! directory), starts and stops baseline servers, and prints results as a
-//! table and, with `--json FILE`, as JSON.
+//! directory), starts and stops baseline servers, gives `recovery` (which
+//! runs this binary's coordinator and daemons as processes) a temporary
+//! directory, and prints results as a table and, with `--json FILE`, as
+//! JSON.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -12,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tessera_bench::baselines::{self, Server};
 use tessera_bench::driver::{results_table, PhaseResult, Store};
+use tessera_bench::recovery::{self, RecoveryOptions, Rejoin};
 use tessera_bench::scenarios::{self, CompareSize};
 use tessera_bench::stores::etcd::EtcdStore;
 use tessera_bench::stores::postgres::PostgresStore;
@@ -158,6 +161,35 @@ enum Scenario {
         cluster: ClusterArgs,
         #[command(flatten)]
         load: LoadArgs,
+    },
+    /// Kill -9 of a region's point leader among real processes (a
+    /// coordinator and 3 daemons of this binary, on 127.0.0.1): the time
+    /// to the first acknowledged write, and the throughput of the state
+    /// transfer that re-replicates the region.
+    Recovery {
+        /// Objects in the region (one partition, tolerate 1 failure).
+        #[arg(long, default_value_t = 100_000)]
+        records: u64,
+        /// Kills, each followed by re-replication and a restart.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// The coordinator's port; the daemons take the next three.
+        #[arg(long, default_value_t = 19700)]
+        port: u16,
+        /// Puts in flight while loading.
+        #[arg(long, default_value_t = 32)]
+        workers: usize,
+        /// How the killed daemon's place is filled for the next run: `empty`
+        /// forgets it and starts a new daemon with an empty data directory
+        /// (every transfer copies the whole region); `data` restarts it from
+        /// its data directory (a transfer ships only what it lacks).
+        #[arg(long, default_value = "empty")]
+        rejoin: Rejoin,
+        /// Bound of each wait (start, load, recovery, rejoin), in seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// Tessera and every installed baseline (Redis, etcd, PostgreSQL) with
     /// the same load, and a ratio table (Tessera ÷ baseline).
@@ -533,6 +565,55 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 time_limit: Duration::from_secs(time_limit.unwrap_or(if quick { 12 } else { 60 })),
             };
             compare(size, &skip, baseline_port, &c, &json).await
+        }
+        Scenario::Recovery {
+            records,
+            runs,
+            port,
+            workers,
+            rejoin,
+            timeout,
+            json,
+        } => {
+            let dir = tempfile::Builder::new()
+                .prefix("tessera-bench-recovery-")
+                .tempdir()
+                .context("creating a temporary directory")?;
+            let options = RecoveryOptions {
+                exe: std::env::current_exe().context("finding the tessera binary")?,
+                dir: dir.path().to_path_buf(),
+                port,
+                records,
+                runs,
+                workers,
+                rejoin,
+                timeout: Duration::from_secs(timeout),
+            };
+            let failure_timeout = tessera_coordinator::FAILURE_TIMEOUT_DEFAULT;
+            eprintln!(
+                "bench: coordinator at 127.0.0.1:{port}, {} daemons on the next ports, data in {}",
+                recovery::DAEMONS,
+                dir.path().display()
+            );
+            // Ctrl-C or SIGTERM drops the run, whose guard kills the servers.
+            let report = tokio::select! {
+                report = recovery::recovery(&options) => report?,
+                _ = crate::shutdown_signal() => anyhow::bail!("interrupted; the servers were killed"),
+            };
+            println!(
+                "{} objects of {} × {} bytes in one region (tolerate 1 failure, {} daemons, rejoin {}); failure timeout {} ms; loaded in {:.1} s",
+                report.objects,
+                report.record_fields,
+                report.field_bytes,
+                recovery::DAEMONS,
+                report.rejoin.name(),
+                failure_timeout.as_millis(),
+                report.load_seconds
+            );
+            print!("{}", recovery::recovery_table(&report));
+            let mut value = serde_json::to_value(&report)?;
+            value["failure_timeout_ms"] = serde_json::json!(failure_timeout.as_millis() as u64);
+            write_json(&json, &value)
         }
     }
 }

@@ -3,11 +3,13 @@
 //! re-replicates its regions by state transfer, and no acknowledged write
 //! is lost. Afterwards every key reads back as last acknowledged, every
 //! search equals a brute-force filter over the model, and every region has
-//! two replicas again, none of them the dead daemon.
+//! two replicas again, none of them the dead daemon. And `tessera bench
+//! recovery`, which measures the same on processes of its own, reports
+//! the chain's repair as it happens.
 
 mod common;
 
-use common::{wait_for, Cluster};
+use common::{free_port, ports_free, run_cli, wait_for, Cluster};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tessera_client::{BlockingClient, Outcome, PredOp, Value};
@@ -163,4 +165,91 @@ fn killing_a_daemon_loses_no_acknowledged_write() {
     let got = client.search("f", lo_hi).expect("range search").len();
     let want = model.values().filter(|v| (100..300).contains(&v.1)).count();
     assert_eq!(got, want, "range search on b");
+}
+
+/// `tessera bench recovery --runs 2 --rejoin MODE` on a small region; its
+/// JSON report.
+fn bench_recovery(rejoin: &str) -> serde_json::Value {
+    let port = wait_for("4 consecutive free ports", Duration::from_secs(10), || {
+        let port = free_port();
+        let ports: Option<Vec<u16>> = (0..4).map(|i| port.checked_add(i)).collect();
+        ports
+            .filter(|p| ports_free(p.iter().copied()))
+            .map(|_| port)
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("recovery.json");
+    let (ok, out, err) = run_cli(
+        &[
+            "bench",
+            "recovery",
+            "--records",
+            "300",
+            "--runs",
+            "2",
+            "--rejoin",
+            rejoin,
+            "--port",
+            &port.to_string(),
+            "--timeout",
+            "60",
+            "--json",
+            json.to_str().expect("utf-8 path"),
+        ],
+        None,
+        Duration::from_secs(240),
+    );
+    assert!(ok, "bench recovery failed:\n{out}\n{err}");
+    assert!(out.contains("median: detected"), "no summary in:\n{out}");
+    serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON report"))
+        .expect("valid JSON")
+}
+
+/// The benchmark on a small region, filling the killed daemon's place as
+/// `rejoin` says: each run kills the chain's head and the transfer goes
+/// from the survivor to the one daemon outside the chain, so the second
+/// run kills the first run's survivor; its target is the daemon killed
+/// first, restarted with its old copy (`data`), or a new daemon with a
+/// fresh id (`empty`).
+fn check_bench_recovery(rejoin: &str) {
+    let report = bench_recovery(rejoin);
+    assert_eq!(report["objects"], 300);
+    assert_eq!(report["rejoin"], rejoin);
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2);
+    let id = |run: &serde_json::Value, field: &str| run[field].as_u64().expect(field);
+    for run in runs {
+        let (killed, from, to) = (
+            id(run, "killed"),
+            id(run, "transfer_from"),
+            id(run, "transfer_to"),
+        );
+        assert!(
+            killed != from && killed != to && from != to,
+            "transfer d{from} -> d{to} after killing d{killed}"
+        );
+        assert!(run["first_write_ms"].as_f64().expect("first write") > 0.0);
+    }
+    let (first, second) = (&runs[0], &runs[1]);
+    assert_eq!(id(second, "killed"), id(first, "transfer_from"));
+    assert_eq!(first["target_held_region"], false);
+    if rejoin == "data" {
+        assert_eq!(id(second, "transfer_to"), id(first, "killed"));
+        assert_eq!(second["target_held_region"], true);
+    } else {
+        // Ids are never reused: the new daemon's is above every other.
+        let seen = ["killed", "transfer_from", "transfer_to"].map(|f| id(first, f));
+        assert!(seen.iter().all(|&d| id(second, "transfer_to") > d));
+        assert_eq!(second["target_held_region"], false);
+    }
+}
+
+#[test]
+fn bench_recovery_restarting_the_killed_daemon_with_its_data() {
+    check_bench_recovery("data");
+}
+
+#[test]
+fn bench_recovery_replacing_the_killed_daemon_with_an_empty_one() {
+    check_bench_recovery("empty");
 }
