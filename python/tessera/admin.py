@@ -162,8 +162,10 @@ class Admin(object):
 
     def read_only(self, flag=True):
         """Sets (True) or clears (False) the cluster-wide read-only flag in
-        the configuration. Returns True. (Tessera's daemons do not refuse
-        writes on it yet: it is recorded, not enforced.)"""
+        the configuration. Returns True. While it is set, every write fails
+        with READONLY (a ClientError); reads and searches keep working.
+        Daemons apply it as they install the new configuration, so
+        wait_until_stable() first when the next write must see it."""
         return self._core.set_read_only(bool(flag))
 
     def set_read_only(self):
