@@ -191,13 +191,23 @@ impl std::fmt::Display for Summary {
 }
 
 /// Runs `count` seeds from `first`, calling `on_failure` for each failure.
-pub fn run_many(first: u64, count: u64, mut on_failure: impl FnMut(&Failure)) -> Summary {
+pub fn run_many(first: u64, count: u64, on_failure: impl FnMut(&Failure)) -> Summary {
+    run_many_opts(first, count, Options::default(), on_failure)
+}
+
+/// [`run_many`] with `options` for every seed.
+pub fn run_many_opts(
+    first: u64,
+    count: u64,
+    options: Options,
+    mut on_failure: impl FnMut(&Failure),
+) -> Summary {
     let mut summary = Summary {
         seeds: count,
         ..Summary::default()
     };
     for seed in first..first + count {
-        match run(seed) {
+        match run_opts(seed, options) {
             Ok(r) => {
                 summary.sim_ms += r.sim_ms;
                 summary.operations += r.operations;
@@ -326,6 +336,10 @@ struct World {
     coord: Coord,
     clients: Vec<SimClient>,
     cuts: BTreeMap<DaemonId, Cut>,
+    /// With [`Options::within_f`]: daemons faulted since the cluster was
+    /// last whole (every region f + 1 replicas, no transfer, all healthy).
+    faulted: BTreeSet<DaemonId>,
+    within_f: bool,
     /// Per key, the operations and their outcomes.
     history: BTreeMap<i64, Vec<Event>>,
     next_msg_id: u64,
@@ -354,10 +368,36 @@ pub fn run(seed: u64) -> Result<Report, Failure> {
 /// Runs one seed, tracing every fault, epoch, chain message and client
 /// operation to stderr when `trace`.
 pub fn run_with(seed: u64, trace: bool) -> Result<Report, Failure> {
+    run_opts(
+        seed,
+        Options {
+            trace,
+            within_f: false,
+        },
+    )
+}
+
+/// How to run a seed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Trace every fault, epoch, chain message and client operation to
+    /// stderr.
+    pub trace: bool,
+    /// Keep the nemesis within the guarantee: at most f daemons faulted
+    /// (crashed or cut off) between two moments when the cluster is whole
+    /// again. Without it the nemesis only spares each region's last
+    /// healthy replica, which can take more than f replicas of a region
+    /// before re-replication ends.
+    pub within_f: bool,
+}
+
+/// Runs one seed with `options`.
+pub fn run_opts(seed: u64, options: Options) -> Result<Report, Failure> {
     let mut rng = Rng::new(seed);
     let knobs = Knobs::from_seed(&mut rng);
     let mut world = World::new(seed, knobs, rng);
-    world.trace = trace;
+    world.trace = options.trace;
+    world.within_f = options.within_f;
     let outcome = world.run();
     let failure = |what: String, w: &World| Failure {
         seed,
@@ -443,6 +483,8 @@ impl World {
             },
             clients,
             cuts: BTreeMap::new(),
+            faulted: BTreeSet::new(),
+            within_f: false,
             history: BTreeMap::new(),
             next_msg_id: 1,
             phase2: false,
@@ -1009,10 +1051,27 @@ impl World {
         daemon.up && daemon.run.is_some() && !self.cuts.contains_key(&d)
     }
 
-    /// Whether taking `d` away leaves every region a healthy replica.
-    fn may_fail(&self, d: DaemonId) -> bool {
+    /// Whether taking `d` away leaves every region a healthy replica (and,
+    /// within f, whether fewer than f daemons are faulted).
+    fn may_fail(&mut self, d: DaemonId) -> bool {
         if !self.healthy(d) {
             return false;
+        }
+        if self.within_f {
+            let whole = self.daemons.keys().all(|&m| self.healthy(m))
+                && self.coord.state.transfers.is_empty()
+                && self.coord.state.spaces.iter().all(|space| {
+                    space
+                        .subspaces
+                        .iter()
+                        .all(|layout| layout.regions.iter().all(|r| r.chain.len() > self.knobs.f))
+                });
+            if whole {
+                self.faulted.clear();
+            }
+            if self.faulted.len() >= self.knobs.f {
+                return false;
+            }
         }
         self.coord.state.spaces.iter().all(|space| {
             space.subspaces.iter().all(|layout| {
@@ -1033,11 +1092,13 @@ impl World {
         let d = ids[self.rng.below(ids.len() as u64) as usize];
         match roll {
             0..=2 if self.knobs.crashes && self.may_fail(d) => {
+                self.faulted.insert(d);
                 self.crash(d);
                 let down = 200 + self.rng.below(4_000);
                 self.at(down, Ev::Restart(d));
             }
             3..=4 if self.knobs.partitions && self.may_fail(d) => {
+                self.faulted.insert(d);
                 let cut = if self.rng.chance(500) {
                     Cut::Full
                 } else {

@@ -4,6 +4,8 @@
 //! cargo run -p tessera-sim -- [--seeds N] [--first S]   # N seeds from S (default 500 from 0)
 //! cargo run -p tessera-sim -- --seed S [--trace]         # one seed, with its report or failure
 //! ```
+//! `--within-f` keeps the nemesis to at most f faulted daemons between two
+//! moments when the cluster is whole (see `Options::within_f`).
 //! Exits with status 1 if any seed fails; each failure prints its seed.
 
 use std::process::ExitCode;
@@ -18,9 +20,12 @@ fn main() -> ExitCode {
             std::process::exit(2)
         }))
     };
-    let trace = args.iter().any(|a| a == "--trace");
+    let options = tessera_sim::Options {
+        trace: args.iter().any(|a| a == "--trace"),
+        within_f: args.iter().any(|a| a == "--within-f"),
+    };
     if let Some(seed) = value("--seed") {
-        return match tessera_sim::run_with(seed, trace) {
+        return match tessera_sim::run_opts(seed, options) {
             Ok(report) => {
                 println!("{report:#?}");
                 ExitCode::SUCCESS
@@ -33,7 +38,7 @@ fn main() -> ExitCode {
     }
     let count = value("--seeds").unwrap_or(500);
     let first = value("--first").unwrap_or(0);
-    let summary = tessera_sim::run_many(first, count, |f| eprintln!("{f}\n"));
+    let summary = tessera_sim::run_many_opts(first, count, options, |f| eprintln!("{f}\n"));
     println!("{summary}");
     if summary.failed.is_empty() {
         ExitCode::SUCCESS

@@ -1,10 +1,11 @@
-//! The simulator in CI: determinism, a sweep of 1000 seeds, and the seeds
+//! The simulator in CI: determinism, a sweep of 1000 seeds (and of 500
+//! with the nemesis kept within f), and the seeds
 //! that found bugs since fixed (each comment says which). More seeds:
 //! `TESSERA_SIM_SEEDS=20000 cargo test -p tessera-sim --release --test seeds`
 //! (and `TESSERA_SIM_FIRST` to start elsewhere), or
-//! `cargo run -p tessera-sim --release -- --seeds 20000`.
+//! `cargo run -p tessera-sim --release -- --seeds 20000 [--within-f]`.
 
-use tessera_sim::{run, run_many};
+use tessera_sim::{run, run_many_opts, Options};
 
 fn must_pass(seed: u64) {
     if let Err(f) = run(seed) {
@@ -25,13 +26,28 @@ fn env_u64(name: &str, default: u64) -> u64 {
 /// the command that replays them.
 #[test]
 fn sweep() {
+    sweep_with(Options::default(), 1000);
+}
+
+/// The same with the nemesis kept within f faulted daemons at a time.
+#[test]
+fn sweep_within_f() {
+    let options = Options {
+        within_f: true,
+        ..Options::default()
+    };
+    sweep_with(options, 500);
+}
+
+fn sweep_with(options: Options, default_count: u64) {
     let first = env_u64("TESSERA_SIM_FIRST", 0);
-    let count = env_u64("TESSERA_SIM_SEEDS", 1000);
+    let count = env_u64("TESSERA_SIM_SEEDS", default_count);
+    let report = |f: &tessera_sim::Failure| eprintln!("{f}\n");
     // Two halves on two threads: the sweep is CPU-bound and deterministic.
     let half = count / 2;
     let other =
-        std::thread::spawn(move || run_many(first + half, count - half, |f| eprintln!("{f}\n")));
-    let mine = run_many(first, half, |f| eprintln!("{f}\n"));
+        std::thread::spawn(move || run_many_opts(first + half, count - half, options, report));
+    let mine = run_many_opts(first, half, options, report);
     let theirs = other.join().expect("the sweep thread");
     eprintln!("{mine}\n{theirs}");
     let mut failed = mine.failed;
