@@ -52,6 +52,7 @@ use crate::record::Record;
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::{TransferEntry, TransferMsg};
 use tessera_storage::{Engine, StorageError};
+use tessera_types::coordinate::string_hash;
 use tessera_types::{Configuration, DaemonId, RegionId, Version};
 
 /// Ticks a source keeps reporting its final count after the transfer ended.
@@ -194,25 +195,16 @@ impl Target {
     }
 }
 
-fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(hash, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// The digest bucket of a key.
 pub fn bucket_of(key: &[u8]) -> usize {
-    (fnv1a(0xcbf2_9ce4_8422_2325, key) % DIGEST_BUCKETS as u64) as usize
+    (string_hash(key) % DIGEST_BUCKETS as u64) as usize
 }
 
-/// The hash one record adds to its bucket's digest.
+/// The hash one record adds to its bucket's digest: the key's hash mixed
+/// with the version, hashed again so that sums of similar entries spread.
 fn entry_hash(key: &[u8], version: Version) -> u64 {
-    let h = fnv1a(0x9e37_79b9_7f4a_7c15, key);
-    let mut z = fnv1a(h, &version.0.to_le_bytes());
-    // splitmix64's finalizer, so that sums of similar entries spread.
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    let mixed = string_hash(key) ^ version.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    string_hash(&mixed.to_le_bytes())
 }
 
 /// What this daemon holds of `region`, as [`DIGEST_BUCKETS`] sums of
