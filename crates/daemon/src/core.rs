@@ -475,19 +475,17 @@ impl ReplicaCore {
                     Err(Unchained::Unavailable(_)) => {
                         // Skipping the region would leave it stale when
                         // its replica returns: wait for that instead.
-                        if !config
+                        let Some((_, sub, region)) = config
                             .region(state_key.0)
-                            .is_some_and(|(_, _, r)| r.chain.contains(&me))
-                        {
+                            .filter(|(_, _, r)| r.chain.contains(&me))
+                        else {
                             dropped.push(*version);
                             continue;
-                        }
+                        };
                         pending.blocked = true;
                         pending.acked = false;
-                        let head = config
-                            .region(state_key.0)
-                            .is_some_and(|(_, sub, r)| sub == 0 && r.chain.first() == Some(&me));
-                        if !head {
+                        if sub != 0 || region.chain.first() != Some(&me) {
+                            // Only the key region's head answers clients.
                             refused.append(&mut pending.replies);
                         }
                         continue;
