@@ -190,13 +190,9 @@ impl std::fmt::Display for Summary {
     }
 }
 
-/// Runs `count` seeds from `first`, calling `on_failure` for each failure.
-pub fn run_many(first: u64, count: u64, on_failure: impl FnMut(&Failure)) -> Summary {
-    run_many_opts(first, count, Options::default(), on_failure)
-}
-
-/// [`run_many`] with `options` for every seed.
-pub fn run_many_opts(
+/// Runs `count` seeds from `first` with `options`, calling `on_failure`
+/// for each failure.
+pub fn run_many(
     first: u64,
     count: u64,
     options: Options,
@@ -362,12 +358,7 @@ fn space_description(knobs: &Knobs) -> String {
 /// Runs one seed to completion (tracing to stderr when the environment
 /// sets `TESSERA_SIM_TRACE`).
 pub fn run(seed: u64) -> Result<Report, Failure> {
-    run_with(seed, std::env::var_os("TESSERA_SIM_TRACE").is_some())
-}
-
-/// Runs one seed, tracing every fault, epoch, chain message and client
-/// operation to stderr when `trace`.
-pub fn run_with(seed: u64, trace: bool) -> Result<Report, Failure> {
+    let trace = std::env::var_os("TESSERA_SIM_TRACE").is_some();
     run_opts(
         seed,
         Options {
@@ -1051,27 +1042,27 @@ impl World {
         daemon.up && daemon.run.is_some() && !self.cuts.contains_key(&d)
     }
 
+    /// Within f: forgets past faults once the cluster is whole again
+    /// (every daemon healthy, every region f + 1 replicas, no transfer).
+    fn forget_faults_when_whole(&mut self) {
+        let whole = self.daemons.keys().all(|&m| self.healthy(m))
+            && self.coord.state.transfers.is_empty()
+            && self.coord.state.spaces.iter().all(|space| {
+                space
+                    .subspaces
+                    .iter()
+                    .all(|layout| layout.regions.iter().all(|r| r.chain.len() > self.knobs.f))
+            });
+        if whole {
+            self.faulted.clear();
+        }
+    }
+
     /// Whether taking `d` away leaves every region a healthy replica (and,
     /// within f, whether fewer than f daemons are faulted).
-    fn may_fail(&mut self, d: DaemonId) -> bool {
-        if !self.healthy(d) {
+    fn may_fail(&self, d: DaemonId) -> bool {
+        if !self.healthy(d) || (self.within_f && self.faulted.len() >= self.knobs.f) {
             return false;
-        }
-        if self.within_f {
-            let whole = self.daemons.keys().all(|&m| self.healthy(m))
-                && self.coord.state.transfers.is_empty()
-                && self.coord.state.spaces.iter().all(|space| {
-                    space
-                        .subspaces
-                        .iter()
-                        .all(|layout| layout.regions.iter().all(|r| r.chain.len() > self.knobs.f))
-                });
-            if whole {
-                self.faulted.clear();
-            }
-            if self.faulted.len() >= self.knobs.f {
-                return false;
-            }
         }
         self.coord.state.spaces.iter().all(|space| {
             space.subspaces.iter().all(|layout| {
@@ -1087,6 +1078,9 @@ impl World {
     }
 
     fn nemesis(&mut self) {
+        if self.within_f {
+            self.forget_faults_when_whole();
+        }
         let roll = self.rng.below(10);
         let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
         let d = ids[self.rng.below(ids.len() as u64) as usize];

@@ -38,7 +38,7 @@ fn main() -> ExitCode {
     }
     let count = value("--seeds").unwrap_or(500);
     let first = value("--first").unwrap_or(0);
-    let summary = tessera_sim::run_many_opts(first, count, options, |f| eprintln!("{f}\n"));
+    let summary = tessera_sim::run_many(first, count, options, |f| eprintln!("{f}\n"));
     println!("{summary}");
     if summary.failed.is_empty() {
         ExitCode::SUCCESS

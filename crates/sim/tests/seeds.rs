@@ -5,7 +5,7 @@
 //! (and `TESSERA_SIM_FIRST` to start elsewhere), or
 //! `cargo run -p tessera-sim --release -- --seeds 20000 [--within-f]`.
 
-use tessera_sim::{run, run_many_opts, Options};
+use tessera_sim::{run, run_many, Options};
 
 fn must_pass(seed: u64) {
     if let Err(f) = run(seed) {
@@ -45,9 +45,8 @@ fn sweep_with(options: Options, default_count: u64) {
     let report = |f: &tessera_sim::Failure| eprintln!("{f}\n");
     // Two halves on two threads: the sweep is CPU-bound and deterministic.
     let half = count / 2;
-    let other =
-        std::thread::spawn(move || run_many_opts(first + half, count - half, options, report));
-    let mine = run_many_opts(first, half, options, report);
+    let other = std::thread::spawn(move || run_many(first + half, count - half, options, report));
+    let mine = run_many(first, half, options, report);
     let theirs = other.join().expect("the sweep thread");
     eprintln!("{mine}\n{theirs}");
     let mut failed = mine.failed;
