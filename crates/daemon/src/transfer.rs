@@ -426,6 +426,7 @@ impl Transfers {
     /// Time passes: sources report their progress; ended transfers are
     /// forgotten after a while.
     pub fn on_tick(&mut self) -> Vec<Action> {
+        let me = self.me;
         let mut actions = Vec::new();
         self.sources.retain(|_, s| {
             if let Some(ticks) = s.ended.as_mut() {
@@ -458,14 +459,12 @@ impl Transfers {
                     actions.push(Action::Release { region: s.region });
                 }
             }
-        }
-        for (id, s) in &self.sources {
             actions.push(Action::Send {
                 to: s.to,
                 msg: TransferMsg::Progress {
                     transfer: *id,
                     attempt: s.attempt,
-                    from: self.me,
+                    from: me,
                     region: s.region,
                     sent: s.sent,
                     scanned: s.scanned,
