@@ -44,6 +44,22 @@ pub struct Load {
     pub json: Option<PathBuf>,
 }
 
+/// Runs `scenario` against the cluster `c` names, then reports its results.
+async fn run_and_report(
+    c: &ClusterSpec,
+    load: &Load,
+    scenario: impl AsyncFnOnce(&str) -> anyhow::Result<Vec<PhaseResult>>,
+) -> anyhow::Result<()> {
+    let results = with_cluster(c, scenario).await?;
+    report(load, &results)
+}
+
+/// Prints `results` as a table, and writes them as JSON when asked.
+fn report(load: &Load, results: &[PhaseResult]) -> anyhow::Result<()> {
+    print!("{}", results_table(results));
+    write_json(&load.json, &serde_json::json!({ "results": results }))
+}
+
 fn write_json(path: &Option<PathBuf>, value: &serde_json::Value) -> anyhow::Result<()> {
     if let Some(path) = path {
         std::fs::write(path, serde_json::to_string_pretty(value)?)
@@ -146,18 +162,9 @@ pub async fn subspaces(
     load: &Load,
 ) -> anyhow::Result<()> {
     let counts: Vec<usize> = (0..=max).collect();
-    with_cluster(c, async |coordinator: &str| {
-        let results = scenarios::subspaces(
-            coordinator,
-            &counts,
-            records,
-            load.workers,
-            c.partitions,
-            load.time_limit,
-        )
-        .await?;
-        print!("{}", results_table(&results));
-        write_json(&load.json, &serde_json::json!({ "results": results }))
+    let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
+    run_and_report(c, load, async |coordinator: &str| {
+        scenarios::subspaces(coordinator, &counts, records, workers, partitions, limit).await
     })
     .await
 }
@@ -201,14 +208,12 @@ pub async fn scan_share(
     c: &ClusterSpec,
     load: &Load,
 ) -> anyhow::Result<()> {
-    with_cluster(c, async |coordinator: &str| {
+    let (workers, limit) = (load.workers, load.time_limit);
+    run_and_report(c, load, async |coordinator: &str| {
         let store = tessera_usertable(coordinator, "bench_scan_share", c.partitions).await?;
-        let results =
-            scenarios::scan_share(store, records, operations, load.workers, load.time_limit)
-                .await?;
-        print!("{}", results_table(&results));
+        let results = scenarios::scan_share(store, records, operations, workers, limit).await;
         let _ = Admin::new(coordinator).rm_space("bench_scan_share").await;
-        write_json(&load.json, &serde_json::json!({ "results": results }))
+        results
     })
     .await
 }
@@ -220,18 +225,9 @@ pub async fn latency(
     c: &ClusterSpec,
     load: &Load,
 ) -> anyhow::Result<()> {
-    with_cluster(c, async |coordinator: &str| {
-        let results = scenarios::latency(
-            coordinator,
-            records,
-            operations,
-            load.workers,
-            c.partitions,
-            load.time_limit,
-        )
-        .await?;
-        print!("{}", results_table(&results));
-        write_json(&load.json, &serde_json::json!({ "results": results }))
+    let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
+    run_and_report(c, load, async |coordinator: &str| {
+        scenarios::latency(coordinator, records, operations, workers, partitions, limit).await
     })
     .await
 }
@@ -322,13 +318,7 @@ async fn tessera_run(
         let store = tessera_usertable_f(coordinator, space, c.partitions, tolerate).await?;
         let mut results = scenarios::compare_phase_set(store.clone(), size, full).await?;
         if full {
-            let loaded = results
-                .first()
-                .and_then(|r| r.ops.get("INSERT"))
-                .map_or(0, |s| s.count);
-            let (ycsb, ycsb_notes) = scenarios::ycsb_suite(store, size, loaded).await?;
-            results.extend(ycsb);
-            notes.extend(ycsb_notes);
+            notes.extend(add_ycsb_suite(store, size, &mut results).await?);
         }
         let _ = Admin::new(coordinator).rm_space(space).await;
         Ok::<_, anyhow::Error>(results)
@@ -338,6 +328,22 @@ async fn tessera_run(
         r.store = label.to_string();
     }
     Ok(results)
+}
+
+/// Runs the YCSB suite on `store`, whose records the first phase of
+/// `results` loaded, appends its results and returns its notes.
+async fn add_ycsb_suite(
+    store: Arc<dyn Store>,
+    size: CompareSize,
+    results: &mut Vec<PhaseResult>,
+) -> anyhow::Result<Vec<String>> {
+    let loaded = results
+        .first()
+        .and_then(|r| r.ops.get("INSERT"))
+        .map_or(0, |s| s.count);
+    let (ycsb, notes) = scenarios::ycsb_suite(store, size, loaded).await?;
+    results.extend(ycsb);
+    Ok(notes)
 }
 
 /// Tessera (tolerating 1 failure, 0 failures, and with an fsync per commit
@@ -393,12 +399,7 @@ pub async fn compare(
         durability.push((name.to_string(), server.durability.to_string()));
         let outcome = async {
             let mut results = scenarios::compare_phases(store.clone(), size).await?;
-            let loaded = results
-                .first()
-                .and_then(|r| r.ops.get("INSERT"))
-                .map_or(0, |s| s.count);
-            let (ycsb, ycsb_notes) = scenarios::ycsb_suite(store, size, loaded).await?;
-            results.extend(ycsb);
+            let ycsb_notes = add_ycsb_suite(store, size, &mut results).await?;
             Ok::<_, anyhow::Error>((results, ycsb_notes))
         }
         .await;

@@ -900,15 +900,22 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
-    async fn connection_reports_closed_when_the_member_goes_away() {
+    /// A connection to a listener on 127.0.0.1, and the listener's side of
+    /// it (which reads nothing).
+    async fn connected() -> (CoordConnection, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let accept = tokio::spawn(async move { listener.accept().await.map(|(stream, _)| stream) });
         let connection = CoordConnection::connect(&addr, Duration::from_secs(1))
             .await
             .unwrap();
-        drop(accept.await.unwrap().unwrap());
+        (connection, accept.await.unwrap().unwrap())
+    }
+
+    #[tokio::test]
+    async fn connection_reports_closed_when_the_member_goes_away() {
+        let (connection, member_side) = connected().await;
+        drop(member_side);
         let error = connection
             .call(CoordRequest::Status, Duration::from_secs(5))
             .await
@@ -922,13 +929,7 @@ mod tests {
         // A member that accepts but never reads: once the socket buffers
         // fill, the writer stops, the queue fills to its bound, and callers
         // wait for room until their timeout.
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let accept = tokio::spawn(async move { listener.accept().await.map(|(stream, _)| stream) });
-        let connection = CoordConnection::connect(&addr, Duration::from_secs(1))
-            .await
-            .unwrap();
-        let _held = accept.await.unwrap().unwrap();
+        let (connection, _held) = connected().await;
         assert_eq!(connection.outgoing.max_capacity(), OUTGOING_MESSAGES_MAX);
         let big = "x".repeat(64 << 10);
         // 4096 requests of 64 KiB are 256 MiB, far beyond any socket
