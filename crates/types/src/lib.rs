@@ -47,5 +47,6 @@ pub use plan::{describe_plan, plan_search, SearchPlan};
 pub use predicate::{
     coerce_value, coordinate_interval, validate_check, Check, CheckError, PredOp, TypeError,
 };
+pub use region::KeyRegionError;
 pub use schema::{Attribute, SpaceDesc};
 pub use value::{DataType, Object, Prim, TimeUnit, Value};
