@@ -294,10 +294,9 @@ async fn first_config(coord: &CoordClient, me: DaemonId) -> Result<Configuration
 /// Sends the node's heartbeat (or, once poisoned, its request to leave)
 /// every [`HEARTBEAT_INTERVAL`] and hands the answer back to it.
 async fn heartbeat(shell: Arc<Shell>, coordinator: String) {
-    let options = CoordClientOptions {
-        attempt_timeout: Duration::from_millis(400),
-        give_up_after: Duration::from_millis(400),
-    };
+    // Fails over between members fast enough (see the options) that a
+    // new leader hears this daemon well within its failure timeout.
+    let options = CoordClientOptions::heartbeat();
     let coord = CoordClient::with_options(
         shell.coord.members().into_iter().chain([coordinator]),
         options,
