@@ -433,6 +433,7 @@ fn message_kind(message: &Message) -> &'static str {
         Message::DaemonResponse { .. } => "DaemonResponse",
         Message::Chain(_) => "Chain",
         Message::Transfer(_) => "Transfer",
+        Message::Held(_) => "Held",
         Message::CoordRequest { .. } => "CoordRequest",
         Message::CoordResponse { .. } => "CoordResponse",
     }

@@ -201,6 +201,44 @@ pub fn build_hops(
     Ok(hops)
 }
 
+/// The chain of anti-entropy's repair of `key` (see
+/// `ReplicaCore::on_held`): the key region writes the committed `object`
+/// again after `prev_version`; `stray`, a non-key region that holds the key
+/// apart from the key subspace, drops it unless the object belongs there;
+/// and every subspace puts the object where it belongs. Regions other than
+/// the key region take the repair whatever they applied before (versions
+/// keep it from undoing anything newer), so a region that missed a write
+/// is repaired too instead of waiting for it.
+pub fn repair_hops(
+    space: &Space,
+    key: &Value,
+    object: Option<&Object>,
+    stray: RegionId,
+    prev_version: Option<Version>,
+) -> Result<Vec<Hop>, RegionId> {
+    let mut hops = Vec::new();
+    if let Some(region) = key_region(space, key) {
+        let write = if object.is_some() {
+            HopWrite::Put
+        } else {
+            HopWrite::Remove
+        };
+        push_chain(&mut hops, region, write, prev_version)?;
+    }
+    for layout in space.subspaces.iter().skip(1) {
+        let home = object.map(|o| layout.region_of(o));
+        if let Some(stray) = layout.regions.iter().find(|r| r.id == stray) {
+            if home.is_none_or(|h| h.id != stray.id) {
+                push_chain(&mut hops, stray, HopWrite::Remove, None)?;
+            }
+        }
+        if let Some(home) = home {
+            push_chain(&mut hops, home, HopWrite::Put, None)?;
+        }
+    }
+    Ok(hops)
+}
+
 /// Why a pending update cannot be drawn in a configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unchained {

@@ -23,6 +23,9 @@ pub enum Message {
     Chain(ChainMsg),
     /// Daemon → daemon: state transfer of one region.
     Transfer(TransferMsg),
+    /// Daemon → point leader: anti-entropy between a subspace and the key
+    /// subspace.
+    Held(HeldObjects),
     /// Client, daemon or member → coordinator member.
     CoordRequest { id: u64, request: CoordRequest },
     /// Coordinator member → requester.
@@ -37,6 +40,30 @@ pub enum Message {
 pub struct ClientRef {
     pub client_id: u64,
     pub request_no: u64,
+}
+
+impl ClientRef {
+    /// The writer of anti-entropy's repairs (no client's: client ids are
+    /// random, and a repair is never answered nor remembered for
+    /// at-most-once).
+    pub const REPAIR: ClientRef = ClientRef {
+        client_id: 0,
+        request_no: 0,
+    };
+}
+
+/// Anti-entropy: live objects the head of a non-key region holds, sent to
+/// their keys' point leader. The point leader repairs each one the key
+/// subspace does not hold exactly there (at that version, in that
+/// region): an orphan left by an update lost with every key-region
+/// replica, or a region that missed a write.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeldObjects {
+    /// The sender's epoch; a point leader in another epoch ignores it.
+    pub epoch: Epoch,
+    pub space: SpaceId,
+    pub region: RegionId,
+    pub objects: Vec<(Value, Version)>,
 }
 
 /// The three flags that decide NOTFOUND and CMPFAIL (API.md §3.5).
