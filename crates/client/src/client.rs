@@ -87,7 +87,6 @@ impl Record {
 }
 
 use crate::ops::{Op, Outcome};
-use tessera_protocol::CmpFailKind;
 
 /// Why one attempt of an operation did not finish, and what to do next.
 pub(crate) enum Step {
@@ -348,13 +347,9 @@ impl Client {
                         status: Status::NotFound,
                         ..
                     } => Ok(Outcome::NotFound),
-                    DaemonResponse::Failed {
-                        status: Status::CmpFail,
-                        reason,
-                    } => Ok(Outcome::CmpFail {
-                        kind: CmpFailKind::of_reason(&reason),
-                        reason,
-                    }),
+                    DaemonResponse::CmpFail { kind, reason } => {
+                        Ok(Outcome::CmpFail { kind, reason })
+                    }
                     other => Err(unexpected(config.epoch, other)),
                 }
             })
@@ -650,6 +645,9 @@ pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
             reason,
         } => Step::Later(ClientError::new(status, reason)),
         DaemonResponse::Failed { status, reason } => Step::Fail(ClientError::new(status, reason)),
+        DaemonResponse::CmpFail { reason, .. } => {
+            Step::Fail(ClientError::new(Status::CmpFail, reason))
+        }
         other => Step::Fail(ClientError::new(
             Status::ServerError,
             format!("unexpected answer from a daemon: {other:?}"),

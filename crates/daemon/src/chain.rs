@@ -1,7 +1,7 @@
 //! Pure pieces of the chain protocol: evaluating an update at the point
 //! leader, and building its value-dependent chain.
 
-use tessera_protocol::{CmpFailKind, Hop, HopWrite, Status, UpdateRequest};
+use tessera_protocol::{CmpFailKind, DaemonResponse, Hop, HopWrite, Status, UpdateRequest};
 use tessera_types::predicate::coerce_value;
 use tessera_types::{Configuration, DaemonId, Object, Region, RegionId, Space, Value, Version};
 
@@ -10,6 +10,8 @@ use tessera_types::{Configuration, DaemonId, Object, Region, RegionId, Space, Va
 pub struct Refusal {
     pub status: Status,
     pub reason: String,
+    /// Set exactly when `status` is CMPFAIL: why, for the client's code.
+    pub kind: Option<CmpFailKind>,
 }
 
 impl Refusal {
@@ -17,6 +19,30 @@ impl Refusal {
         Refusal {
             status,
             reason: reason.into(),
+            kind: None,
+        }
+    }
+
+    /// A CMPFAIL of this kind.
+    pub fn cmpfail(kind: CmpFailKind, reason: impl Into<String>) -> Self {
+        Refusal {
+            status: Status::CmpFail,
+            reason: reason.into(),
+            kind: Some(kind),
+        }
+    }
+
+    /// The answer a client hears.
+    pub fn into_response(self) -> DaemonResponse {
+        match self.kind {
+            Some(kind) => DaemonResponse::CmpFail {
+                kind,
+                reason: self.reason,
+            },
+            None => DaemonResponse::Failed {
+                status: self.status,
+                reason: self.reason,
+            },
         }
     }
 }
@@ -28,9 +54,8 @@ impl Refusal {
 /// The flags decide NOTFOUND and CMPFAIL first (API.md §3.5); the checks
 /// are evaluated only when the object exists; then every mutation is
 /// applied in order to a copy of the object ([`crate::ops::apply`]), so
-/// that one failing mutation (CMPFAIL with a `[tag]` reason, or WRONGTYPE)
-/// leaves nothing changed. A CMPFAIL reason's tag is a
-/// [`CmpFailKind`]; the reason then names the attribute.
+/// that one failing mutation (CMPFAIL with its [`CmpFailKind`], or
+/// WRONGTYPE) leaves nothing changed. The reason then names the attribute.
 pub fn evaluate(
     space: &Space,
     current: Option<&Object>,
@@ -43,9 +68,9 @@ pub fn evaluate(
             return Err(Refusal::new(Status::NotFound, "no object has this key"))
         }
         Some(_) if flags.must_not_exist => {
-            return Err(Refusal::new(
-                Status::CmpFail,
-                CmpFailKind::Exists.reason("an object with this key exists"),
+            return Err(Refusal::cmpfail(
+                CmpFailKind::Exists,
+                "an object with this key exists",
             ))
         }
         Some(object) => {
@@ -55,12 +80,12 @@ pub fn evaluate(
                     .path
                     .as_ref()
                     .map_or(String::new(), |p| format!(".{p}"));
-                return Err(Refusal::new(
-                    Status::CmpFail,
-                    CmpFailKind::Predicate.reason(format_args!(
+                return Err(Refusal::cmpfail(
+                    CmpFailKind::Predicate,
+                    format!(
                         "the predicate {} on `{name}{at}` does not hold",
                         check.op.name()
-                    )),
+                    ),
                 ));
             }
         }
@@ -96,16 +121,9 @@ pub fn evaluate(
             mutation.path.as_deref(),
             &mutation.action,
         )
-        .map_err(|r| {
-            // Keep a `[tag]` first, where clients look for it.
-            let reason = match r.reason.strip_prefix('[').and_then(|t| t.split_once("] ")) {
-                Some((tag, text)) => format!("[{tag}] attribute `{}`: {text}", attr.name),
-                None => format!("attribute `{}`: {}", attr.name, r.reason),
-            };
-            Refusal {
-                status: r.status,
-                reason,
-            }
+        .map_err(|r| Refusal {
+            reason: format!("attribute `{}`: {}", attr.name, r.reason),
+            ..r
         })?;
         object.values[mutation.attr] = value;
     }

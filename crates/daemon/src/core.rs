@@ -13,9 +13,7 @@
 //!   queued:  (point leader only) client updates waiting for earlier ones
 //! ```
 
-use crate::chain::{
-    build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Refusal, Unchained,
-};
+use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Unchained};
 use crate::record::{trim_recent, Record};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -582,8 +580,8 @@ impl ReplicaCore {
             // An answer computed from an unacknowledged version could be
             // contradicted if that version never completes: wait for it.
             Err(_) if has_pending => return false,
-            Err(Refusal { status, reason }) => {
-                let response = DaemonResponse::Failed { status, reason };
+            Err(refusal) => {
+                let response = refusal.into_response();
                 self.remember_refusal(request.client, response.clone());
                 self.reply(reply, response);
                 return true;

@@ -10,7 +10,7 @@
 //! - the operation fits but cannot be applied to *this* value — integer
 //!   overflow, division or remainder by zero, a document path through a
 //!   non-object, a missing field to rename or unset, a non-numeric field
-//!   under an atomic: CMPFAIL, with a `[tag]` reason ([`CmpFailKind`]).
+//!   under an atomic: CMPFAIL, with its [`CmpFailKind`].
 //!
 //! Either way nothing changes: the caller applies every mutation of an
 //! update to a copy and keeps it only when all succeed.
@@ -22,17 +22,15 @@ use tessera_types::value::json::{Map as JsonMap, Number, Value as Json};
 use tessera_types::value::{parse_doc_path, value_to_json, PathStep};
 use tessera_types::{DataType, Prim, Value};
 
-fn cmpfail(kind: CmpFailKind, text: impl std::fmt::Display) -> Refusal {
-    Refusal {
-        status: Status::CmpFail,
-        reason: kind.reason(text),
-    }
+fn cmpfail(kind: CmpFailKind, text: impl Into<String>) -> Refusal {
+    Refusal::cmpfail(kind, text)
 }
 
 fn wrong_type(text: impl Into<String>) -> Refusal {
     Refusal {
         status: Status::WrongType,
         reason: text.into(),
+        kind: None,
     }
 }
 
@@ -250,8 +248,8 @@ pub fn apply(
 
 fn in_map(refusal: Refusal, key: &Value) -> Refusal {
     Refusal {
-        status: refusal.status,
         reason: format!("{} (map key {key:?})", refusal.reason),
+        ..refusal
     }
 }
 

@@ -124,7 +124,7 @@ fn one(attr: usize, start: Value, action: Action) -> Result<Value, Refusal> {
 fn kind(r: Result<Value, Refusal>) -> CmpFailKind {
     let refusal = r.expect_err("the mutation should fail");
     assert_eq!(refusal.status, Status::CmpFail, "{refusal:?}");
-    CmpFailKind::of_reason(&refusal.reason)
+    refusal.kind.expect("a CMPFAIL carries its kind")
 }
 
 fn wrong_type(r: Result<Value, Refusal>) {
@@ -162,12 +162,7 @@ fn int_arithmetic_table() {
     let fails = |op, a: i64, b: i64, k: CmpFailKind| {
         let e = int_op(op, a, b).unwrap_err();
         assert_eq!(e.status, Status::CmpFail);
-        assert_eq!(
-            CmpFailKind::of_reason(&e.reason),
-            k,
-            "{a} {op:?} {b}: {}",
-            e.reason
-        );
+        assert_eq!(e.kind, Some(k), "{a} {op:?} {b}: {}", e.reason);
     };
     ok(Add, 2, 3, 5);
     ok(Add, i64::MAX - 1, 1, i64::MAX);
@@ -701,10 +696,7 @@ fn mutations_apply_together_or_not_at_all() {
     );
     let refusal = r.unwrap_err();
     assert_eq!(refusal.status, Status::CmpFail);
-    assert_eq!(
-        CmpFailKind::of_reason(&refusal.reason),
-        CmpFailKind::Overflow
-    );
+    assert_eq!(refusal.kind, Some(CmpFailKind::Overflow));
     assert!(
         refusal.reason.contains("attribute `i`"),
         "{}",
@@ -743,17 +735,14 @@ fn flags_and_predicates() {
     assert!(evaluate(&space, Some(&object), &req).is_ok());
     req.checks = vec![Check::at_path(D, "p.age", PredOp::Ge(Value::Float(18.0)))];
     let refusal = evaluate(&space, Some(&object), &req).unwrap_err();
-    assert_eq!(
-        CmpFailKind::of_reason(&refusal.reason),
-        CmpFailKind::Predicate
-    );
+    assert_eq!(refusal.kind, Some(CmpFailKind::Predicate));
     req.flags = UpdateFlags {
         must_not_exist: true,
         ..UpdateFlags::default()
     };
     req.checks.clear();
     let refusal = evaluate(&space, Some(&object), &req).unwrap_err();
-    assert_eq!(CmpFailKind::of_reason(&refusal.reason), CmpFailKind::Exists);
+    assert_eq!(refusal.kind, Some(CmpFailKind::Exists));
     // Predicates are not evaluated on a missing object that may be created.
     req.flags = UpdateFlags::default();
     req.checks = vec![Check::new(I, PredOp::Eq(Value::Int(99)))];
