@@ -1,51 +1,10 @@
 //! Pure pieces of the chain protocol: evaluating an update at the point
 //! leader, and building its value-dependent chain.
 
-use tessera_protocol::{CmpFailKind, DaemonResponse, Hop, HopWrite, Status, UpdateRequest};
+use crate::ops::UpdateRefused;
+use tessera_protocol::{CmpFailKind, Hop, HopWrite, UpdateRequest};
 use tessera_types::predicate::coerce_value;
 use tessera_types::{Configuration, DaemonId, Object, Region, RegionId, Space, Value, Version};
-
-/// Why an update was not applied, as the client will hear it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub status: Status,
-    pub reason: String,
-    /// Set exactly when `status` is CMPFAIL: why, for the client's code.
-    pub kind: Option<CmpFailKind>,
-}
-
-impl Refusal {
-    fn new(status: Status, reason: impl Into<String>) -> Self {
-        Refusal {
-            status,
-            reason: reason.into(),
-            kind: None,
-        }
-    }
-
-    /// A CMPFAIL of this kind.
-    pub fn cmpfail(kind: CmpFailKind, reason: impl Into<String>) -> Self {
-        Refusal {
-            status: Status::CmpFail,
-            reason: reason.into(),
-            kind: Some(kind),
-        }
-    }
-
-    /// The answer a client hears.
-    pub fn into_response(self) -> DaemonResponse {
-        match self.kind {
-            Some(kind) => DaemonResponse::CmpFail {
-                kind,
-                reason: self.reason,
-            },
-            None => DaemonResponse::Failed {
-                status: self.status,
-                reason: self.reason,
-            },
-        }
-    }
-}
 
 /// Evaluates `request` against the key's current object (`None` when absent)
 /// and returns the object after the update (`None` when it erases).
@@ -60,18 +19,16 @@ pub fn evaluate(
     space: &Space,
     current: Option<&Object>,
     request: &UpdateRequest,
-) -> Result<Option<Object>, Refusal> {
+) -> Result<Option<Object>, UpdateRefused> {
     let desc = &space.desc;
     let flags = request.flags;
     match current {
-        None if flags.must_exist || flags.erase => {
-            return Err(Refusal::new(Status::NotFound, "no object has this key"))
-        }
+        None if flags.must_exist || flags.erase => return Err(UpdateRefused::NotFound),
         Some(_) if flags.must_not_exist => {
-            return Err(Refusal::cmpfail(
-                CmpFailKind::Exists,
-                "an object with this key exists",
-            ))
+            return Err(UpdateRefused::CmpFail {
+                kind: CmpFailKind::Exists,
+                reason: "an object with this key exists".into(),
+            })
         }
         Some(object) => {
             if let Some(check) = request.checks.iter().find(|c| !c.matches(object)) {
@@ -80,13 +37,13 @@ pub fn evaluate(
                     .path
                     .as_ref()
                     .map_or(String::new(), |p| format!(".{p}"));
-                return Err(Refusal::cmpfail(
-                    CmpFailKind::Predicate,
-                    format!(
+                return Err(UpdateRefused::CmpFail {
+                    kind: CmpFailKind::Predicate,
+                    reason: format!(
                         "the predicate {} on `{name}{at}` does not hold",
                         check.op.name()
                     ),
-                ));
+                });
             }
         }
         None => {}
@@ -104,16 +61,10 @@ pub fn evaluate(
     };
     for mutation in &request.mutations {
         if mutation.attr == 0 {
-            return Err(Refusal::new(
-                Status::DontUseKey,
-                "an update cannot change the key",
-            ));
+            return Err(UpdateRefused::ChangesKey);
         }
         let Some(attr) = desc.attrs.get(mutation.attr) else {
-            return Err(Refusal::new(
-                Status::UnknownAttr,
-                format!("attribute #{} does not exist", mutation.attr),
-            ));
+            return Err(UpdateRefused::UnknownAttr(mutation.attr));
         };
         let value = crate::ops::apply(
             attr.dtype,
@@ -121,10 +72,7 @@ pub fn evaluate(
             mutation.path.as_deref(),
             &mutation.action,
         )
-        .map_err(|r| Refusal {
-            reason: format!("attribute `{}`: {}", attr.name, r.reason),
-            ..r
-        })?;
+        .map_err(|r| r.reworded(|reason| format!("attribute `{}`: {reason}", attr.name)))?;
         object.values[mutation.attr] = value;
     }
     Ok(Some(object))
@@ -132,14 +80,14 @@ pub fn evaluate(
 
 /// Checks that `key` has the key attribute's type exactly (after coercion it
 /// must be unchanged, so that one key has one encoding).
-pub fn check_key(space: &Space, key: &Value) -> Result<(), Refusal> {
+pub fn check_key(space: &Space, key: &Value) -> Result<(), UpdateRefused> {
     let dtype = space.desc.attrs[0].dtype;
     match coerce_value(dtype, key.clone()) {
         Ok(k) if &k == key => Ok(()),
-        _ => Err(Refusal::new(
-            Status::WrongType,
-            format!("the key must be of type {dtype}, not {}", key.kind()),
-        )),
+        _ => Err(UpdateRefused::WrongType(format!(
+            "the key must be of type {dtype}, not {}",
+            key.kind()
+        ))),
     }
 }
 

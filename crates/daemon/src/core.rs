@@ -226,13 +226,7 @@ impl ReplicaCore {
             return;
         };
         if let Err(r) = check_key(space, &request.key) {
-            self.reply(
-                reply,
-                DaemonResponse::Failed {
-                    status: r.status,
-                    reason: r.reason,
-                },
-            );
+            self.reply(reply, r.into());
             return;
         }
         let Some(region) = key_region(space, &request.key) else {
@@ -581,7 +575,7 @@ impl ReplicaCore {
             // contradicted if that version never completes: wait for it.
             Err(_) if has_pending => return false,
             Err(refusal) => {
-                let response = refusal.into_response();
+                let response = DaemonResponse::from(refusal);
                 self.remember_refusal(request.client, response.clone());
                 self.reply(reply, response);
                 return true;

@@ -64,7 +64,7 @@ pub fn get_committed(
         return failed(Status::UnknownSpace, "no space has this id");
     };
     if let Err(r) = check_key(space, key) {
-        return failed(r.status, r.reason);
+        return r.into();
     }
     let Some(region) = key_region(space, key) else {
         return failed(Status::Internal, "the key subspace has no regions");
