@@ -14,7 +14,7 @@
 //! ```
 
 use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Unchained};
-use crate::record::{trim_recent, Record};
+use crate::record::{trim_recent, ReadRecordError, Record};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
@@ -557,7 +557,7 @@ impl ReplicaCore {
         let latest = match self.latest(state_key) {
             Ok(latest) => latest,
             Err(e) => {
-                self.reply(reply, refuse(Status::ServerError, e));
+                self.reply(reply, refuse(Status::ServerError, e.to_string()));
                 return true;
             }
         };
@@ -627,7 +627,10 @@ impl ReplicaCore {
     }
 
     /// The newest version of the key at the point leader, pending or committed.
-    fn latest(&self, state_key: &StateKey) -> Result<Option<(Version, Option<Object>)>, String> {
+    fn latest(
+        &self,
+        state_key: &StateKey,
+    ) -> Result<Option<(Version, Option<Object>)>, ReadRecordError> {
         if let Some((v, p)) = self
             .keys
             .get(state_key)
@@ -696,7 +699,7 @@ impl ReplicaCore {
     }
 
     /// The version this region of the key has applied: pending or committed.
-    fn applied(&self, state_key: &StateKey) -> Result<Option<Version>, String> {
+    fn applied(&self, state_key: &StateKey) -> Result<Option<Version>, ReadRecordError> {
         if let Some(v) = self
             .keys
             .get(state_key)
@@ -964,12 +967,9 @@ impl ReplicaCore {
             .is_some_and(|(_, subspace, _)| subspace == 0)
     }
 
-    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, String> {
-        let bytes = self
-            .engine
-            .get(state_key.0, &state_key.1)
-            .map_err(|e| e.to_string())?;
-        bytes.map(|b| Record::decode(&b)).transpose()
+    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, ReadRecordError> {
+        let bytes = self.engine.get(state_key.0, &state_key.1)?;
+        Ok(bytes.map(|b| Record::decode(&b)).transpose()?)
     }
 
     // ------------------------------------------------------------ effects

@@ -24,7 +24,7 @@
 //! whole region. A check whose interval covers this region's whole cell
 //! (its subspace already confines every object to it) narrows nothing.
 
-use crate::record::Record;
+use crate::record::{DecodeRecordError, ReadRecordError, Record};
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -277,8 +277,8 @@ fn load_match(
     coord: u64,
     key: &[u8],
     checks: &[Check],
-) -> Result<Option<Match>, String> {
-    let Some(bytes) = engine.get(region, key).map_err(|e| e.to_string())? else {
+) -> Result<Option<Match>, ReadRecordError> {
+    let Some(bytes) = engine.get(region, key)? else {
         return Ok(None);
     };
     let record = Record::decode(&bytes)?;
@@ -313,7 +313,7 @@ fn walk_index(
     checks: &[Check],
     step: &mut dyn FnMut(u64, &[u8]) -> Step,
     found: &mut dyn FnMut(Match) -> bool,
-) -> Result<(), String> {
+) -> Result<(), ReadRecordError> {
     let (first, end) = entry_bounds(attr, interval);
     let start = start.unwrap_or(first);
     let range = IndexRange {
@@ -322,25 +322,23 @@ fn walk_index(
         reverse,
     };
     let mut failure = None;
-    engine
-        .index_scan(region, range, &mut |entry| {
-            let Some((_, coord, key)) = entry_parts(entry) else {
-                return true;
-            };
-            match step(coord, key) {
-                Step::Stop => false,
-                Step::Skip => true,
-                Step::Load => match load_match(engine, region, attr, coord, key, checks) {
-                    Ok(Some(m)) => found(m),
-                    Ok(None) => true,
-                    Err(e) => {
-                        failure = Some(e);
-                        false
-                    }
-                },
-            }
-        })
-        .map_err(|e| e.to_string())?;
+    engine.index_scan(region, range, &mut |entry| {
+        let Some((_, coord, key)) = entry_parts(entry) else {
+            return true;
+        };
+        match step(coord, key) {
+            Step::Stop => false,
+            Step::Skip => true,
+            Step::Load => match load_match(engine, region, attr, coord, key, checks) {
+                Ok(Some(m)) => found(m),
+                Ok(None) => true,
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
+            },
+        }
+    })?;
     failure.map_or(Ok(()), Err)
 }
 
@@ -352,32 +350,30 @@ fn scan_region(
     after: Option<&[u8]>,
     checks: &[Check],
     found: &mut dyn FnMut(Match) -> bool,
-) -> Result<(), String> {
+) -> Result<(), ReadRecordError> {
     let mut failure = None;
-    engine
-        .scan(
-            region,
-            after,
-            &mut |key, bytes| match Record::decode(bytes) {
-                Ok(Record {
-                    version,
-                    object: Some(object),
-                    ..
-                }) if checks.iter().all(|c| c.matches(&object)) => found(Match {
-                    key: key.to_vec(),
-                    version,
-                    object,
-                    bytes: bytes.len(),
-                }),
-                Ok(_) => true,
-                Err(e) => {
-                    failure = Some(e);
-                    false
-                }
-            },
-        )
-        .map_err(|e| e.to_string())?;
-    failure.map_or(Ok(()), Err)
+    engine.scan(
+        region,
+        after,
+        &mut |key, bytes| match Record::decode(bytes) {
+            Ok(Record {
+                version,
+                object: Some(object),
+                ..
+            }) if checks.iter().all(|c| c.matches(&object)) => found(Match {
+                key: key.to_vec(),
+                version,
+                object,
+                bytes: bytes.len(),
+            }),
+            Ok(_) => true,
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        },
+    )?;
+    failure.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// Bounds on one page: at most `objects` matches, and the page is cut once
@@ -443,7 +439,7 @@ pub fn key_order_page(
     checks: &[Check],
     after: Option<&[u8]>,
     bounds: PageBounds,
-) -> Result<(Vec<Match>, bool), String> {
+) -> Result<(Vec<Match>, bool), ReadRecordError> {
     let wanted = bounds.objects;
     if wanted == 0 {
         return Ok((Vec::new(), false));
@@ -565,7 +561,7 @@ pub fn sorted_page(
     sort: SortBy,
     after: Option<(Option<&Value>, &[u8])>,
     bounds: PageBounds,
-) -> Result<(Vec<Match>, bool), String> {
+) -> Result<(Vec<Match>, bool), ReadRecordError> {
     let wanted = bounds.objects;
     if wanted == 0 {
         return Ok((Vec::new(), false));
@@ -722,7 +718,11 @@ fn stripe_of(region: RegionId, key: &[u8]) -> usize {
     (h.finish() % STRIPES as u64) as usize
 }
 
-fn record_entries(attrs: &[usize], key: &[u8], bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+fn record_entries(
+    attrs: &[usize],
+    key: &[u8],
+    bytes: &[u8],
+) -> Result<Vec<Vec<u8>>, DecodeRecordError> {
     Ok(match Record::decode(bytes)?.object {
         Some(object) => object_entries(attrs, &object, key),
         None => Vec::new(),

@@ -186,7 +186,7 @@ pub(crate) fn search(
             objects: matches.into_iter().map(|m| (m.version, m.object)).collect(),
             more,
         },
-        Err(reason) => failed(Status::ServerError, reason),
+        Err(e) => failed(Status::ServerError, e.to_string()),
     }
 }
 
@@ -223,6 +223,6 @@ pub(crate) fn search_keys(
                 .collect(),
             more,
         },
-        Err(reason) => failed(Status::ServerError, reason),
+        Err(e) => failed(Status::ServerError, e.to_string()),
     }
 }

@@ -764,8 +764,8 @@ pub(crate) async fn run(
 
 /// Decodes a stored record, treating corruption as a server error.
 pub(crate) fn decode_record(bytes: &[u8]) -> Result<Record, DaemonResponse> {
-    Record::decode(bytes).map_err(|reason| DaemonResponse::Failed {
+    Record::decode(bytes).map_err(|e| DaemonResponse::Failed {
         status: Status::ServerError,
-        reason,
+        reason: e.to_string(),
     })
 }
