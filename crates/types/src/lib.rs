@@ -26,12 +26,15 @@
 
 #![warn(missing_docs)]
 
+pub mod coerce;
 pub mod config;
 pub mod coordinate;
 pub mod ids;
+pub mod interval;
 pub mod parse;
 pub mod plan;
 pub mod predicate;
+pub mod regex;
 pub mod region;
 pub mod schema;
 pub mod value;
