@@ -3,7 +3,7 @@
 
 use crate::ops::UpdateRefused;
 use tessera_protocol::{CmpFailKind, Hop, HopWrite, UpdateRequest};
-use tessera_types::predicate::coerce_value;
+use tessera_types::coerce::coerce_value;
 use tessera_types::{Configuration, DaemonId, Object, Region, RegionId, Space, Value, Version};
 
 /// Evaluates `request` against the key's current object (`None` when absent)

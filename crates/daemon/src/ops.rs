@@ -18,7 +18,7 @@
 //! update to a copy and keeps it only when all succeed.
 
 use tessera_protocol::{Action, CmpFailKind, DaemonResponse, NumOp, Status};
-use tessera_types::predicate::{canonicalize, coerce_value};
+use tessera_types::coerce::{canonicalize, coerce_value};
 use tessera_types::value::json::{Map as JsonMap, Number, Value as Json};
 use tessera_types::value::{parse_doc_path, value_to_json, PathStep};
 use tessera_types::{DataType, Prim, Value};

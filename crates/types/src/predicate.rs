@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::fmt;
 
-// The coercion, interval and regex functions lived here once; other crates
-// still name them through this module.
+// Coercion, intervals and the regex dialect have their own modules now;
+// these names stay reachable here for callers that import them from
+// `predicate` (such as the client's name resolution).
 pub use crate::coerce::{canonicalize, coerce_value, scalar_total_cmp, TypeError};
 pub use crate::interval::{
     coordinate_interval, intersect_intervals, interval_is_empty, EMPTY_INTERVAL,

@@ -3,7 +3,7 @@
 use super::indexed_attrs;
 use std::collections::BTreeMap;
 use tessera_protocol::SortBy;
-use tessera_types::predicate::intersect_intervals;
+use tessera_types::interval::intersect_intervals;
 use tessera_types::{
     coordinate_interval, Check, DataType, RegionId, Space, SpaceDesc, SubspaceLayout,
 };
@@ -15,14 +15,37 @@ pub enum Access {
     Nothing,
     /// Every object of the region.
     Scan,
-    /// The entries of `attr` with a coordinate in `interval`; `order`
-    /// (descending when true) when the walk follows a sorted search's order
-    /// and may stop at its limit.
+    /// The entries of `attr` with a coordinate in `interval`, walked as
+    /// `walk` says.
     Index {
         attr: usize,
         interval: (u64, u64),
-        order: Option<bool>,
+        walk: Walk,
     },
+}
+
+/// How an index walk relates to the order of the answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// The walk reads every entry of the interval; the page orders what it
+    /// finds itself.
+    Unordered,
+    /// The walk follows an ascending sorted search on the walked attribute,
+    /// so it may stop once the page is full.
+    Ascending,
+    /// The same, largest coordinate first, for a descending sorted search.
+    Descending,
+}
+
+impl Walk {
+    /// The walk that follows `sort`'s order on its attribute.
+    pub fn following(sort: SortBy) -> Walk {
+        if sort.descending {
+            Walk::Descending
+        } else {
+            Walk::Ascending
+        }
+    }
 }
 
 /// The inclusive coordinate interval of each dimension of the cell at
@@ -104,7 +127,7 @@ pub fn choose_access(
         return Access::Index {
             attr,
             interval,
-            order: None,
+            walk: Walk::Unordered,
         };
     }
     let ordered_walk = match (sort, limit) {
@@ -114,7 +137,7 @@ pub fn choose_access(
             Some(Access::Index {
                 attr: sort.attr,
                 interval: bounds.get(&sort.attr).copied().unwrap_or((0, u64::MAX)),
-                order: Some(sort.descending),
+                walk: Walk::following(sort),
             })
         }
         _ => None,
@@ -131,7 +154,7 @@ pub fn choose_access(
         return Access::Index {
             attr,
             interval,
-            order: None,
+            walk: Walk::Unordered,
         };
     }
     ordered_walk.unwrap_or(Access::Scan)

@@ -14,9 +14,10 @@
 //! imply and writes the difference in the same atomic batch as the object —
 //! so a crash leaves both or neither, and state transfer (which writes
 //! through the same engine) indexes what it copies. Dropping a region drops
-//! its entries. Readers never trust an entry alone: [`visit_matching`]
-//! loads the object an entry names, skips it unless its current value
-//! still has the entry's coordinate, and evaluates every check on it.
+//! its entries. Readers never trust an entry alone: the page readers
+//! ([`key_order_page`], [`sorted_page`]) load the object an entry names,
+//! skip it unless its current value still has the entry's coordinate, and
+//! evaluate every check on it.
 //!
 //! Which index a search uses is pure ([`choose_access`]): an equality
 //! first, then the walk of the sort attribute in order when a sorted search
@@ -29,7 +30,7 @@ mod engine;
 mod entry;
 mod page;
 
-pub use access::{choose_access, place_of, region_cell, Access, RegionPlace};
+pub use access::{choose_access, place_of, region_cell, Access, RegionPlace, Walk};
 pub use engine::IndexedEngine;
 pub use entry::{entry, entry_bounds, entry_parts, object_entries};
 pub use page::{key_order_page, sorted_page, Match, PageBounds};

@@ -1,7 +1,7 @@
 //! Page readers: one page of a region's matches, in key order or in a
 //! sorted search's order, read through an index or by a scan.
 
-use super::access::Access;
+use super::access::{Access, Walk};
 use super::entry::{entry, entry_bounds, entry_parts};
 use crate::record::{ReadRecordError, Record};
 use std::cell::{Cell, RefCell};
@@ -64,22 +64,44 @@ fn load_match(
     }))
 }
 
-/// Walks the entries of `attr` in `interval` (from `start` instead of the
-/// interval's first entry when given), largest first when `reverse`;
-/// `step(coordinate, key)` decides per entry, `found` gets each match and
-/// returns whether to go on.
-#[allow(clippy::too_many_arguments)]
-fn walk_index(
-    engine: &dyn Engine,
-    region: RegionId,
+/// The index entries a walk reads: those of `attr` with a coordinate in
+/// `interval`, from `start` instead of the interval's first entry when
+/// given, largest first when `reverse`.
+struct Entries {
     attr: usize,
     interval: (u64, u64),
     start: Option<Vec<u8>>,
     reverse: bool,
+}
+
+impl Entries {
+    /// Every entry of `attr` in `interval`, smallest first.
+    fn of(attr: usize, interval: (u64, u64)) -> Entries {
+        Entries {
+            attr,
+            interval,
+            start: None,
+            reverse: false,
+        }
+    }
+}
+
+/// Walks `entries`; `step(coordinate, key)` decides per entry, `found` gets
+/// each match and returns whether to go on.
+fn walk_index(
+    engine: &dyn Engine,
+    region: RegionId,
+    entries: Entries,
     checks: &[Check],
     step: &mut dyn FnMut(u64, &[u8]) -> Step,
     found: &mut dyn FnMut(Match) -> bool,
 ) -> Result<(), ReadRecordError> {
+    let Entries {
+        attr,
+        interval,
+        start,
+        reverse,
+    } = entries;
     let (first, end) = entry_bounds(attr, interval);
     let start = start.unwrap_or(first);
     let range = IndexRange {
@@ -231,10 +253,10 @@ pub fn key_order_page(
             walk_index(
                 engine,
                 region,
-                attr,
-                interval,
-                start,
-                false,
+                Entries {
+                    start,
+                    ..Entries::of(attr, interval)
+                },
                 checks,
                 &mut |_, _| Step::Load,
                 &mut take,
@@ -248,10 +270,7 @@ pub fn key_order_page(
             walk_index(
                 engine,
                 region,
-                attr,
-                interval,
-                None,
-                false,
+                Entries::of(attr, interval),
                 checks,
                 &mut |_, key| {
                     if after.is_some_and(|a| key <= a) {
@@ -316,9 +335,10 @@ impl Ord for Ranked {
 /// follow (then the next page may be empty).
 ///
 /// The page holds the best `bounds.objects` in a heap. Read through the
-/// sort attribute's own index (`order` set), the walk starts at `after`'s
-/// coordinate and stops once the heap is full and the entries' coordinate
-/// has passed its worst member's: nothing later can rank higher.
+/// sort attribute's own index in its order ([`Walk::following`]), the walk
+/// starts at `after`'s coordinate and stops once the heap is full and the
+/// entries' coordinate has passed its worst member's: nothing later can
+/// rank higher.
 pub fn sorted_page(
     engine: &dyn Engine,
     region: RegionId,
@@ -348,8 +368,9 @@ pub fn sorted_page(
         Access::Index {
             attr,
             interval,
-            order: Some(descending),
-        } if attr == sort.attr && descending == sort.descending => {
+            walk,
+        } if attr == sort.attr && walk == Walk::following(sort) => {
+            let descending = sort.descending;
             let (mut lo, mut hi) = interval;
             if let Some(c) = after.and_then(|(v, _)| v.and_then(coordinate)) {
                 if descending {
@@ -365,10 +386,10 @@ pub fn sorted_page(
                 walk_index(
                     engine,
                     region,
-                    attr,
-                    (lo, hi),
-                    None,
-                    descending,
+                    Entries {
+                        reverse: descending,
+                        ..Entries::of(attr, (lo, hi))
+                    },
                     checks,
                     &mut |coord, _| match worst.get() {
                         Some(w) if (descending && coord < w) || (!descending && coord > w) => {
@@ -391,10 +412,7 @@ pub fn sorted_page(
         Access::Index { attr, interval, .. } => walk_index(
             engine,
             region,
-            attr,
-            interval,
-            None,
-            false,
+            Entries::of(attr, interval),
             checks,
             &mut |_, _| Step::Load,
             &mut |m| {
