@@ -11,14 +11,20 @@
 //!   one [`driver::Store`] trait, so every system sees the same load.
 //! - [`baselines`]: starting and stopping the baseline servers on loopback.
 //! - [`scenarios`]: YCSB runs, the comparison, and the paper's experiments.
+//! - [`cluster`]: the cluster a run uses (a local one started through the
+//!   binary's [`cluster::Launch`], or a running one) and the readiness test.
+//! - [`runs`]: every `tessera bench` scenario end to end, its tables and
+//!   JSON; the binary only maps its arguments onto these.
 //! - [`recovery`]: kill -9 of a point leader among real server processes:
 //!   the time to the first acknowledged write and the state transfer's
 //!   throughput.
 
 pub mod baselines;
+pub mod cluster;
 pub mod driver;
 pub mod generator;
 pub mod recovery;
+pub mod runs;
 pub mod scenarios;
 pub mod stores;
 pub mod workload;

@@ -21,19 +21,11 @@ use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
-use tessera_client::Admin;
-use tessera_protocol::{
-    read_frame, write_frame, DaemonRequest, DaemonResponse, Message, FRAME_BYTES_MAX_DEFAULT,
-};
-use tessera_types::{Configuration, DaemonState, Epoch, RegionId, SpaceId};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tessera_bench::cluster::{wait_ready, READY_TIMEOUT};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-/// How long the cluster may take to become ready.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the tasks may take to stop after a shutdown signal.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// Daemon `i` listens on the coordinator port plus this plus `i`.
@@ -103,7 +95,8 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
     }
 
     let daemon_addr_texts: Vec<String> = daemon_addrs.iter().map(|a| a.to_string()).collect();
-    let ready = wait_ready(coordinator_addr.to_string(), daemon_addr_texts.clone());
+    let coordinator_text = coordinator_addr.to_string();
+    let ready = wait_ready(&coordinator_text, options.daemons, READY_TIMEOUT);
     tokio::pin!(ready);
     tokio::pin!(signal);
     let mut outcome: anyhow::Result<()> = Ok(());
@@ -124,7 +117,7 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
                         let _ = std::io::stdout().flush();
                     }
                     Err(e) => {
-                        outcome = Err(e.context("the dev cluster did not become ready"));
+                        outcome = Err(anyhow::Error::new(e).context("the dev cluster did not become ready"));
                         break;
                     }
                 }
@@ -171,107 +164,4 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
         }
     }
     outcome
-}
-
-/// Waits until every daemon of `daemons` is available in the configuration
-/// and answers a request at that configuration's epoch; returns the epoch.
-async fn wait_ready(coordinator: String, daemons: Vec<String>) -> anyhow::Result<Epoch> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    let admin = Admin::with_members([coordinator], READY_TIMEOUT);
-    let mut known = Epoch(0);
-    let mut last_problem = String::from("no configuration yet");
-    loop {
-        if Instant::now() >= deadline {
-            bail!("not ready after {READY_TIMEOUT:?}: {last_problem}");
-        }
-        let config = match admin.wait_config(Epoch(0), Duration::ZERO).await {
-            Ok(Some(config)) => config,
-            Ok(None) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-            Err(e) => {
-                last_problem = e.to_string();
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        match check_ready(&config, &daemons).await {
-            Ok(()) => return Ok(config.epoch),
-            Err(problem) => last_problem = problem,
-        }
-        // Wait for a newer configuration, or a moment.
-        known = known.max(config.epoch);
-        let _ = tokio::time::timeout(
-            Duration::from_millis(500),
-            admin.wait_config(known, Duration::from_millis(400)),
-        )
-        .await;
-    }
-}
-
-async fn check_ready(config: &Configuration, daemons: &[String]) -> Result<(), String> {
-    for addr in daemons {
-        let registered = config
-            .daemons
-            .values()
-            .any(|d| &d.addr == addr && d.state == DaemonState::Available);
-        if !registered {
-            return Err(format!(
-                "daemon {addr} is not available at epoch {}",
-                config.epoch.0
-            ));
-        }
-    }
-    for addr in daemons {
-        probe_daemon(addr, config.epoch).await?;
-    }
-    Ok(())
-}
-
-/// Sends a request about a space that does not exist at `epoch`: a daemon
-/// that acts on that epoch answers it (with UNKNOWNSPACE); one that does
-/// not yet answers WrongEpoch.
-pub async fn probe_daemon(addr: &str, epoch: Epoch) -> Result<(), String> {
-    let attempt = async {
-        let mut stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("daemon {addr}: {e}"))?;
-        let request = DaemonRequest::SearchKeys {
-            space: SpaceId(u64::MAX),
-            region: RegionId(u64::MAX),
-            checks: vec![],
-            after: None,
-        };
-        write_frame(
-            &mut stream,
-            &Message::DaemonRequest {
-                id: 1,
-                epoch,
-                request,
-            },
-        )
-        .await
-        .map_err(|e| format!("daemon {addr}: {e}"))?;
-        stream
-            .flush()
-            .await
-            .map_err(|e| format!("daemon {addr}: {e}"))?;
-        match read_frame(&mut stream, FRAME_BYTES_MAX_DEFAULT).await {
-            Ok(Message::DaemonResponse {
-                response: DaemonResponse::WrongEpoch { epoch: theirs },
-                ..
-            }) => Err(format!(
-                "daemon {addr} is at epoch {}, not {}",
-                theirs.0, epoch.0
-            )),
-            Ok(Message::DaemonResponse { .. }) => Ok(()),
-            Ok(other) => Err(format!("daemon {addr} answered {other:?}")),
-            Err(e) => Err(format!("daemon {addr}: {e}")),
-        }
-    };
-    match tokio::time::timeout(Duration::from_secs(2), attempt).await {
-        Ok(result) => result,
-        Err(_) => Err(format!("daemon {addr} did not answer")),
-    }
 }

@@ -3,8 +3,9 @@
 //! async runtime (tokio refuses to block one of its own threads).
 
 use crate::admin::{Admin, Stability};
-use crate::client::{Client, ClientOptions, Record};
+use crate::client::{Client, ClientOptions};
 use crate::error::{AdminError, ClientError};
+use crate::record::Record;
 use crate::stream::SearchStream;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,10 +1,14 @@
-//! The async [`Client`]: routing, retries and result decoding.
+//! The async [`Client`]: connecting, key operations and result decoding.
+//! Every operation runs through the retry machinery of `attempt.rs`;
+//! searches and counts live beside their stream in `stream.rs`.
 
+use crate::attempt::{check_shape, owned, point_leader, unexpected, Attempts, Step};
 use crate::coord::ConfigCache;
 use crate::error::ClientError;
-use crate::pool::{Answer, ConnError, DaemonPool};
+use crate::ops::{Op, Outcome};
+use crate::pool::DaemonPool;
+use crate::record::Record;
 use crate::resolve;
-use crate::stream::{SearchStream, Want};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,14 +17,9 @@ use tessera_protocol::{
     ClientRef, DaemonRequest, DaemonResponse, Status, UpdateFlags, UpdateRequest,
     FRAME_BYTES_MAX_DEFAULT,
 };
-use tessera_types::coordinate::coordinate;
 use tessera_types::plan::{describe_plan, plan_search};
-use tessera_types::{Configuration, Epoch, Object, PredOp, Space, SpaceDesc, Value, Version};
+use tessera_types::{Configuration, Epoch, PredOp, Space, SpaceDesc, Value};
 use tokio::time::Instant;
-
-/// First pause before retrying an operation; it doubles up to the maximum.
-const RETRY_PAUSE_FIRST: Duration = Duration::from_millis(10);
-const RETRY_PAUSE_MAX: Duration = Duration::from_millis(500);
 
 /// Knobs of a [`Client`].
 #[derive(Clone, Copy, Debug)]
@@ -48,61 +47,6 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(2),
             frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
         }
-    }
-}
-
-/// An object as the client returns it: attribute names with their values,
-/// in schema order, and the version the point leader gave it.
-///
-/// `get` leaves the key out (as HyperDex's `get` does); `search` and
-/// `sorted_search` put the key attribute first.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Record {
-    pub version: Version,
-    pub attrs: Vec<(String, Value)>,
-}
-
-impl Record {
-    /// The value of the attribute with this name.
-    pub fn get(&self, name: &str) -> Option<&Value> {
-        self.attrs.iter().find(|(n, _)| n == name).map(|(_, v)| v)
-    }
-
-    pub(crate) fn from_object(
-        desc: &SpaceDesc,
-        version: Version,
-        object: Object,
-        with_key: bool,
-    ) -> Record {
-        let skip = if with_key { 0 } else { 1 };
-        let attrs = desc
-            .attrs
-            .iter()
-            .zip(object.values)
-            .skip(skip)
-            .map(|(a, v)| (a.name.clone(), v))
-            .collect();
-        Record { version, attrs }
-    }
-}
-
-use crate::ops::{Op, Outcome};
-
-/// Why one attempt of an operation did not finish, and what to do next.
-pub(crate) enum Step {
-    /// Give up with this error.
-    Fail(ClientError),
-    /// A daemon acts on a newer configuration: fetch it, then retry.
-    Newer(Epoch),
-    /// Retry after a pause (a daemon behind the client, a replica that could
-    /// not be reached, a chain without members). The error is reported if
-    /// time runs out.
-    Later(ClientError),
-}
-
-impl From<ClientError> for Step {
-    fn from(e: ClientError) -> Step {
-        Step::Fail(e)
     }
 }
 
@@ -138,8 +82,7 @@ pub struct Client {
 }
 
 struct Inner {
-    cache: Arc<ConfigCache>,
-    pool: DaemonPool,
+    attempts: Attempts,
     options: ClientOptions,
     /// Random per client; with `request_no_next` it names every update.
     client_id: u64,
@@ -150,7 +93,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.poller.abort();
-        self.pool.close_all();
+        self.attempts.pool.close_all();
     }
 }
 
@@ -182,8 +125,11 @@ impl Client {
         let poller = cache.spawn_poller();
         Ok(Client {
             inner: Arc::new(Inner {
-                cache,
-                pool: DaemonPool::new(options.frame_bytes_max, options.connect_timeout),
+                attempts: Attempts::new(
+                    cache,
+                    DaemonPool::new(options.frame_bytes_max, options.connect_timeout),
+                    options.retry_time_max,
+                ),
                 options,
                 client_id: rand::random(),
                 request_no_next: AtomicU64::new(1),
@@ -194,7 +140,7 @@ impl Client {
 
     /// The newest configuration this client knows.
     pub fn config(&self) -> Arc<Configuration> {
-        self.inner.cache.current()
+        self.inner.attempts.cache.current()
     }
 
     /// The random id that, with a request number, names each update.
@@ -205,13 +151,14 @@ impl Client {
     /// Asks the coordinator for a newer configuration now (waiting up to
     /// `wait` for one) and installs it.
     pub async fn refresh(&self, wait: Duration) -> Result<Arc<Configuration>, ClientError> {
-        self.inner.cache.fetch(wait).await?;
+        self.inner.attempts.cache.fetch(wait).await?;
         Ok(self.config())
     }
 
     /// Waits until this client knows a configuration of at least `epoch`.
     pub async fn wait_for_epoch(&self, epoch: Epoch, timeout: Duration) -> Result<(), ClientError> {
         self.inner
+            .attempts
             .cache
             .wait_for(epoch, Instant::now() + timeout)
             .await
@@ -241,10 +188,11 @@ impl Client {
                 space: space.id,
                 key: key.clone(),
             };
-            let mut answer = self
+            let attempts = self.attempts();
+            let mut answer = attempts
                 .send(&config, point_leader(&config, space, &key)?, request)
                 .await?;
-            let response = self.answer_read(&mut answer, deadline).await?;
+            let response = attempts.answer_read(&mut answer, deadline).await?;
             match response {
                 DaemonResponse::Found { version, object } => {
                     check_shape(&space.desc, &object)?;
@@ -319,7 +267,7 @@ impl Client {
                     mutations,
                 });
                 let leader = point_leader(&config, space, &key)?;
-                let mut answer = self.send(&config, leader, request).await?;
+                let mut answer = self.attempts().send(&config, leader, request).await?;
                 maybe_applied.store(true, Ordering::Relaxed);
                 // An attempt waits at most `update_timeout`, and not much
                 // past the retry time: the retry attaches to the update if
@@ -401,54 +349,6 @@ impl Client {
         .await
     }
 
-    // ------------------------------------------------------------ search
-
-    /// Every object matching all predicates (an empty list matches all),
-    /// each with its key attribute first, each key once, in key order:
-    /// [`Client::search_stream`] collected.
-    pub async fn search<P: AsRef<str>>(
-        &self,
-        space: &str,
-        predicates: impl IntoIterator<Item = (P, PredOp)>,
-    ) -> Result<Vec<Record>, ClientError> {
-        collect(self.search_stream(space, predicates)).await
-    }
-
-    /// At most `limit` matching objects, ordered by the attribute `sort_by`
-    /// (largest first when `descending`; ties in key order): each region
-    /// returns its best `limit`, the client merges them.
-    /// [`Client::sorted_search_stream`] collected.
-    pub async fn sorted_search<P: AsRef<str>>(
-        &self,
-        space: &str,
-        predicates: impl IntoIterator<Item = (P, PredOp)>,
-        sort_by: &str,
-        limit: u64,
-        descending: bool,
-    ) -> Result<Vec<Record>, ClientError> {
-        collect(self.sorted_search_stream(space, predicates, sort_by, limit, descending)).await
-    }
-
-    /// The number of objects matching all predicates.
-    ///
-    /// Each region sends the keys of its matches (no values), in pages;
-    /// the client counts distinct keys. A sum of per-region counts would
-    /// count twice an object that an update relocates between two regions
-    /// while the count runs (both regions can hold it for a moment).
-    pub async fn count<P: AsRef<str>>(
-        &self,
-        space: &str,
-        predicates: impl IntoIterator<Item = (P, PredOp)>,
-    ) -> Result<u64, ClientError> {
-        let mut keys = self.stream(space, predicates, None, None, Want::Keys);
-        let mut count = 0u64;
-        while let Some(key) = keys.next_key().await {
-            key?;
-            count += 1;
-        }
-        Ok(count)
-    }
-
     /// How a search with these predicates would run: the subspace chosen
     /// and the regions (with their replicas) it would contact.
     pub async fn search_describe<P: AsRef<str>>(
@@ -466,156 +366,18 @@ impl Client {
         .await
     }
 
-    // ------------------------------------------------------------ plumbing
+    /// The retry machinery this client's operations run through.
+    pub(crate) fn attempts(&self) -> &Attempts {
+        &self.inner.attempts
+    }
 
-    /// Runs `attempt` against the newest configuration until it finishes,
-    /// retrying as its [`Step`] asks, within the retry time.
-    ///
-    /// (`attempt` is a closure returning a future rather than an async
-    /// closure so that the futures of the public methods are `Send`.)
-    pub(crate) async fn run<T, F, Fut>(&self, mut attempt: F) -> Result<T, ClientError>
+    /// [`Attempts::run`] with this client's attempts.
+    pub(crate) async fn run<T, F, Fut>(&self, attempt: F) -> Result<T, ClientError>
     where
         F: FnMut(Arc<Configuration>, Instant) -> Fut,
         Fut: std::future::Future<Output = Result<T, Step>>,
     {
-        let deadline = Instant::now() + self.inner.options.retry_time_max;
-        let mut pause = RETRY_PAUSE_FIRST;
-        let mut refreshed_for_unknown_space = false;
-        loop {
-            let config = self.inner.cache.current();
-            match attempt(config, deadline).await {
-                Ok(value) => return Ok(value),
-                Err(Step::Fail(e))
-                    if e.status == Status::UnknownSpace && !refreshed_for_unknown_space =>
-                {
-                    // The space may be newer than our configuration.
-                    refreshed_for_unknown_space = true;
-                    self.refresh_until(deadline).await;
-                }
-                Err(Step::Fail(e)) => return Err(e),
-                Err(Step::Newer(epoch)) => {
-                    self.inner.cache.wait_for(epoch, deadline).await?;
-                    pause = RETRY_PAUSE_FIRST;
-                }
-                Err(Step::Later(why)) => {
-                    if Instant::now() + pause > deadline {
-                        return Err(why);
-                    }
-                    tracing::debug!(error = %why, ?pause, "retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(RETRY_PAUSE_MAX);
-                    // A replica that cannot be reached may be gone in a
-                    // configuration we have not seen yet.
-                    self.refresh_until(deadline).await;
-                }
-            }
-        }
-    }
-
-    /// Asks the coordinator for a newer configuration without waiting for
-    /// one, giving up at `deadline` (an unreachable coordinator must not
-    /// stretch an operation's retry time).
-    async fn refresh_until(&self, deadline: Instant) {
-        match tokio::time::timeout_at(deadline, self.inner.cache.fetch(Duration::ZERO)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::debug!(error = %e, "configuration refresh failed"),
-            Err(_) => tracing::debug!("configuration refresh timed out"),
-        }
-    }
-
-    /// Sends one request to `daemon` at the configuration's epoch.
-    pub(crate) async fn send(
-        &self,
-        config: &Configuration,
-        daemon: tessera_types::DaemonId,
-        request: DaemonRequest,
-    ) -> Result<Answer, Step> {
-        let Some(addr) = config.daemon_addr(daemon) else {
-            return Err(Step::Later(ClientError::new(
-                Status::Reconfigure,
-                format!("daemon {daemon} is named in a chain but has no address"),
-            )));
-        };
-        match self.inner.pool.request(addr, config.epoch, request).await {
-            Ok(answer) => Ok(answer),
-            Err(e @ ConnError::TooLarge { .. }) => Err(Step::Fail(ClientError::new(
-                Status::Internal,
-                e.to_string(),
-            ))),
-            Err(e) => Err(Step::Later(ClientError::new(
-                Status::Reconfigure,
-                e.to_string(),
-            ))),
-        }
-    }
-
-    /// The next answer frame of a read (get, search): a lost connection or
-    /// an answer later than the deadline means retry; an epoch mismatch
-    /// becomes its step.
-    pub(crate) async fn answer_read(
-        &self,
-        answer: &mut Answer,
-        deadline: Instant,
-    ) -> Result<DaemonResponse, Step> {
-        // Allow a moment past the deadline so that an attempt started just
-        // before it can still finish.
-        let wait_until = deadline.max(Instant::now() + Duration::from_secs(1));
-        match tokio::time::timeout_at(wait_until, answer.next()).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => Err(Step::Later(ClientError::new(
-                Status::Reconfigure,
-                e.to_string(),
-            ))),
-            Err(_) => Err(Step::Later(ClientError::new(
-                Status::Timeout,
-                "a daemon did not answer in time",
-            ))),
-        }
-    }
-}
-
-/// Every result of a stream, or its first error.
-async fn collect(mut stream: SearchStream) -> Result<Vec<Record>, ClientError> {
-    let mut out = Vec::new();
-    while let Some(record) = stream.next().await {
-        out.push(record?);
-    }
-    Ok(out)
-}
-
-/// Owned copies of user-given `(name, value)` pairs, so that every attempt
-/// can resolve them again against the configuration it uses.
-pub(crate) fn owned<K: AsRef<str>, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Vec<(String, V)> {
-    pairs
-        .into_iter()
-        .map(|(k, v)| (k.as_ref().to_string(), v))
-        .collect()
-}
-
-/// The point leader of `key`: the head of the chain of the key-subspace
-/// region holding it.
-fn point_leader(
-    config: &Configuration,
-    space: &Space,
-    key: &Value,
-) -> Result<tessera_types::DaemonId, Step> {
-    let Some(coordinate) = coordinate(key) else {
-        return Err(Step::Fail(ClientError::new(
-            Status::WrongType,
-            "the key is not of a hashable type",
-        )));
-    };
-    let key_subspace = &space.subspaces[0];
-    let region = &key_subspace.regions[key_subspace.region_index(&[coordinate])];
-    match region.chain.first() {
-        Some(&head) => Ok(head),
-        None => Err(Step::Later(ClientError::new(
-            Status::Offline,
-            format!(
-                "region {} of space {:?} has no replica at epoch {}",
-                region.id, space.desc.name, config.epoch
-            ),
-        ))),
+        self.inner.attempts.run(attempt).await
     }
 }
 
@@ -625,51 +387,6 @@ fn is_transient(status: Status) -> bool {
         status,
         Status::Reconfigure | Status::Timeout | Status::Offline | Status::CoordFail
     )
-}
-
-/// The step for an answer that is not what the request expects:
-/// an epoch mismatch, a refusal, or nonsense.
-pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
-    match response {
-        DaemonResponse::WrongEpoch { epoch } if epoch > ours => Step::Newer(epoch),
-        DaemonResponse::WrongEpoch { epoch } => Step::Later(ClientError::new(
-            Status::Reconfigure,
-            format!("a daemon is at configuration {epoch}, behind the client's {ours}"),
-        )),
-        // The daemon refused before doing anything (it lost its lease, or
-        // is no longer the point leader): a newer configuration will say
-        // who serves now.
-        // A region the update must pass has no replica for now (Offline).
-        DaemonResponse::Failed {
-            status: status @ (Status::Reconfigure | Status::Offline),
-            reason,
-        } => Step::Later(ClientError::new(status, reason)),
-        DaemonResponse::Failed { status, reason } => Step::Fail(ClientError::new(status, reason)),
-        DaemonResponse::CmpFail { reason, .. } => {
-            Step::Fail(ClientError::new(Status::CmpFail, reason))
-        }
-        other => Step::Fail(ClientError::new(
-            Status::ServerError,
-            format!("unexpected answer from a daemon: {other:?}"),
-        )),
-    }
-}
-
-/// A daemon's object must have one value per attribute of its space.
-pub(crate) fn check_shape(desc: &SpaceDesc, object: &Object) -> Result<(), Step> {
-    if object.values.len() == desc.attrs.len() {
-        Ok(())
-    } else {
-        Err(Step::Fail(ClientError::new(
-            Status::ServerError,
-            format!(
-                "a daemon returned an object with {} values for space {:?} of {} attributes",
-                object.values.len(),
-                desc.name,
-                desc.attrs.len()
-            ),
-        )))
-    }
 }
 
 /// The text of `search_describe`: the plan (subspace, regions contacted,
@@ -725,36 +442,5 @@ mod tests {
         send(client.count("s", no_predicates()));
         send(client.search_describe("s", no_predicates()));
         send(client.check("s", None, no_predicates(), &[], None));
-    }
-
-    #[test]
-    fn records_name_their_attributes() {
-        let desc = SpaceDesc {
-            name: "t".into(),
-            attrs: vec![
-                tessera_types::Attribute {
-                    name: "k".into(),
-                    dtype: tessera_types::DataType::Int,
-                },
-                tessera_types::Attribute {
-                    name: "v".into(),
-                    dtype: tessera_types::DataType::String,
-                },
-            ],
-            subspaces: vec![],
-            indexes: vec![],
-            fault_tolerance: 0,
-            partitions: 1,
-            authorization: false,
-        };
-        let object = Object {
-            values: vec![Value::Int(1), Value::str("x")],
-        };
-        let without_key = Record::from_object(&desc, Version(3), object.clone(), false);
-        assert_eq!(without_key.attrs, vec![("v".to_string(), Value::str("x"))]);
-        assert_eq!(without_key.get("k"), None);
-        let with_key = Record::from_object(&desc, Version(3), object, true);
-        assert_eq!(with_key.get("k"), Some(&Value::Int(1)));
-        assert_eq!(with_key.version, Version(3));
     }
 }

@@ -14,10 +14,12 @@
 //! other status is an error. A group operation returns the number of
 //! objects it changed, after every one of those updates has been applied.
 
+use crate::attempt::owned;
 use crate::blocking::BlockingClient;
-use crate::client::{owned, Client, Record};
+use crate::client::Client;
 use crate::error::ClientError;
 use crate::ops::{Op, Outcome};
+use crate::record::Record;
 use tessera_protocol::{NumOp, Status, UpdateFlags};
 use tessera_types::{PredOp, Value};
 

@@ -27,6 +27,7 @@
 //! `message()`.
 
 mod admin;
+mod attempt;
 mod blocking;
 mod client;
 mod coord;
@@ -35,15 +36,17 @@ mod family;
 mod merge;
 mod ops;
 mod pool;
+mod record;
 mod resolve;
 mod stream;
 
 pub use admin::{Admin, Stability};
 pub use blocking::{BlockingAdmin, BlockingClient, BlockingSearchStream};
-pub use client::{Client, ClientOptions, Record};
+pub use client::{Client, ClientOptions};
 pub use error::{AdminError, ClientError};
 pub use family::Microtransaction;
 pub use ops::{Op, Outcome};
+pub use record::Record;
 pub use stream::SearchStream;
 pub use tessera_protocol::{AdminStatus, CmpFailKind, CoordStatus, NumOp, Status, UpdateFlags};
 pub use tessera_types::{

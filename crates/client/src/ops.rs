@@ -3,7 +3,7 @@
 //! every type check of API.md §9 done before anything is sent.
 
 use crate::error::ClientError;
-use crate::resolve;
+use crate::resolve::{self, target, wrong_type};
 use tessera_protocol::{Action, CmpFailKind, Mutation, NumOp, Status};
 use tessera_types::coerce::coerce_value;
 use tessera_types::value::{parse_doc_path, value_to_json};
@@ -109,32 +109,6 @@ impl Outcome {
             _ => None,
         }
     }
-}
-
-fn wrong_type(message: String) -> ClientError {
-    ClientError::new(Status::WrongType, message)
-}
-
-/// The attribute (and document path) a name addresses. `doc.a.b` and
-/// `doc[3]` address inside the document attribute `doc`.
-pub(crate) fn target(desc: &SpaceDesc, name: &str) -> Result<(usize, Option<String>), ClientError> {
-    if let Some(index) = desc.attr_index(name) {
-        return Ok((index, None));
-    }
-    let Some((attr, path)) = tessera_types::value::split_attr_path(name) else {
-        return Err(resolve::unknown_attr(desc, name));
-    };
-    let index = desc
-        .attr_index(attr)
-        .ok_or_else(|| resolve::unknown_attr(desc, name))?;
-    let dtype = desc.attrs[index].dtype;
-    if dtype != DataType::Document {
-        return Err(wrong_type(format!(
-            "{name:?} addresses inside {attr:?}, which is a {dtype}, not a document"
-        )));
-    }
-    parse_doc_path(path).map_err(|e| wrong_type(format!("{name:?}: {e}")))?;
-    Ok((index, Some(path.to_string())))
 }
 
 /// The mutations of a list of named operations, every check of API.md §9
@@ -568,5 +542,82 @@ mod tests {
         );
         assert!(Outcome::Done.into_result().is_ok());
         assert!(Outcome::Done.is_done() && !Outcome::NotFound.is_done());
+    }
+
+    /// `space t key int k attributes string s, int n, float f, list(int) l`
+    fn put_desc() -> SpaceDesc {
+        tessera_types::parse::parse_space("space t key int k attributes string s, int n, float f, list(int) l subspace n create 4 partitions").expect("a valid description")
+    }
+
+    /// One `Set` mutation per named attribute (the resolution of a `put`).
+    fn put_mutations<K: AsRef<str>>(
+        desc: &SpaceDesc,
+        attrs: impl IntoIterator<Item = (K, Value)>,
+    ) -> Result<Vec<Mutation>, ClientError> {
+        let ops: Vec<(String, Op)> = attrs
+            .into_iter()
+            .map(|(k, v)| (k.as_ref().to_string(), Op::Put(v)))
+            .collect();
+        mutations(desc, &ops, true)
+    }
+
+    #[test]
+    fn mutations_resolve_names_to_indexes() {
+        let desc = put_desc();
+        let m = put_mutations(&desc, [("n", Value::Int(3)), ("s", Value::str("x"))]).unwrap();
+        assert_eq!(
+            m,
+            vec![
+                Mutation::new(2, Action::Set(Value::Int(3))),
+                Mutation::new(1, Action::Set(Value::str("x"))),
+            ]
+        );
+    }
+
+    #[test]
+    fn mutations_refuse_key_unknown_duplicate_and_wrong_type() {
+        let desc = put_desc();
+        let status = |r: Result<Vec<Mutation>, ClientError>| r.unwrap_err().status();
+        assert_eq!(
+            status(put_mutations(&desc, [("k", Value::Int(1))])),
+            Status::DontUseKey
+        );
+        assert_eq!(
+            status(put_mutations(&desc, [("zz", Value::Int(1))])),
+            Status::UnknownAttr
+        );
+        assert_eq!(
+            status(put_mutations(
+                &desc,
+                [("n", Value::Int(1)), ("n", Value::Int(2))]
+            )),
+            Status::DupeAttr
+        );
+        assert_eq!(
+            status(put_mutations(&desc, [("n", Value::str("x"))])),
+            Status::WrongType
+        );
+        assert_eq!(
+            status(put_mutations(&desc, [("l", Value::str("x"))])),
+            Status::WrongType
+        );
+        // A heterogeneous container, refused before sending.
+        assert_eq!(
+            status(put_mutations(
+                &desc,
+                [("l", Value::List(vec![Value::Int(1), Value::str("x")]))]
+            )),
+            Status::WrongType
+        );
+    }
+
+    #[test]
+    fn numbers_mix_on_put() {
+        // API.md §2.2: an int attribute takes a float (rounded), a float
+        // attribute takes an int.
+        let desc = put_desc();
+        let m = put_mutations(&desc, [("n", Value::Float(3.7)), ("f", Value::Int(2))]).unwrap();
+        assert_eq!(m[0].action, Action::Set(Value::Int(4)));
+        assert_eq!(m[1].action, Action::Set(Value::Float(2.0)));
     }
 }

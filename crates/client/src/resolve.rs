@@ -5,10 +5,9 @@
 
 use crate::error::ClientError;
 use tessera_protocol::Status;
-#[cfg(test)]
-use tessera_protocol::{Action, Mutation};
 use tessera_types::predicate::{coerce_value, validate_check};
-use tessera_types::{Check, Configuration, PredOp, Space, SpaceDesc, Value};
+use tessera_types::value::{parse_doc_path, split_attr_path};
+use tessera_types::{Check, Configuration, DataType, PredOp, Space, SpaceDesc, Value};
 
 /// The space with this name in `config`, or UNKNOWNSPACE.
 pub(crate) fn space<'c>(config: &'c Configuration, name: &str) -> Result<&'c Space, ClientError> {
@@ -60,19 +59,31 @@ pub(crate) fn sort_attr(desc: &SpaceDesc, name: &str) -> Result<usize, ClientErr
     }
 }
 
-/// One `Set` mutation per named attribute (the resolution of a `put`).
-/// Writing the key is DONTUSEKEY, naming an attribute twice is DUPEATTR, a
-/// value of the wrong type is WRONGTYPE.
-#[cfg(test)]
-pub(crate) fn mutations<K: AsRef<str>>(
-    desc: &SpaceDesc,
-    attrs: impl IntoIterator<Item = (K, Value)>,
-) -> Result<Vec<Mutation>, ClientError> {
-    let ops: Vec<(String, crate::ops::Op)> = attrs
-        .into_iter()
-        .map(|(k, v)| (k.as_ref().to_string(), crate::ops::Op::Put(v)))
-        .collect();
-    crate::ops::mutations(desc, &ops, true)
+/// A WRONGTYPE error with this message.
+pub(crate) fn wrong_type(message: String) -> ClientError {
+    ClientError::new(Status::WrongType, message)
+}
+
+/// The attribute (and document path) a name addresses. `doc.a.b` and
+/// `doc[3]` address inside the document attribute `doc`.
+pub(crate) fn target(desc: &SpaceDesc, name: &str) -> Result<(usize, Option<String>), ClientError> {
+    if let Some(index) = desc.attr_index(name) {
+        return Ok((index, None));
+    }
+    let Some((attr, path)) = split_attr_path(name) else {
+        return Err(unknown_attr(desc, name));
+    };
+    let index = desc
+        .attr_index(attr)
+        .ok_or_else(|| unknown_attr(desc, name))?;
+    let dtype = desc.attrs[index].dtype;
+    if dtype != DataType::Document {
+        return Err(wrong_type(format!(
+            "{name:?} addresses inside {attr:?}, which is a {dtype}, not a document"
+        )));
+    }
+    parse_doc_path(path).map_err(|e| wrong_type(format!("{name:?}: {e}")))?;
+    Ok((index, Some(path.to_string())))
 }
 
 /// One validated check per predicate; several predicates may name the same
@@ -84,7 +95,7 @@ pub(crate) fn checks<K: AsRef<str>>(
     let mut out = Vec::new();
     for (name, op) in predicates {
         let name = name.as_ref();
-        let (index, path) = crate::ops::target(desc, name)?;
+        let (index, path) = target(desc, name)?;
         let check = Check {
             attr: index,
             op,
@@ -109,66 +120,6 @@ mod tests {
     /// `space t key int k attributes string s, int n, float f, list(int) l`
     fn desc() -> SpaceDesc {
         tessera_types::parse::parse_space("space t key int k attributes string s, int n, float f, list(int) l subspace n create 4 partitions").expect("a valid description")
-    }
-
-    #[test]
-    fn mutations_resolve_names_to_indexes() {
-        let desc = desc();
-        let m = mutations(&desc, [("n", Value::Int(3)), ("s", Value::str("x"))]).unwrap();
-        assert_eq!(
-            m,
-            vec![
-                Mutation::new(2, Action::Set(Value::Int(3))),
-                Mutation::new(1, Action::Set(Value::str("x"))),
-            ]
-        );
-    }
-
-    #[test]
-    fn mutations_refuse_key_unknown_duplicate_and_wrong_type() {
-        let desc = desc();
-        let status = |r: Result<Vec<Mutation>, ClientError>| r.unwrap_err().status();
-        assert_eq!(
-            status(mutations(&desc, [("k", Value::Int(1))])),
-            Status::DontUseKey
-        );
-        assert_eq!(
-            status(mutations(&desc, [("zz", Value::Int(1))])),
-            Status::UnknownAttr
-        );
-        assert_eq!(
-            status(mutations(
-                &desc,
-                [("n", Value::Int(1)), ("n", Value::Int(2))]
-            )),
-            Status::DupeAttr
-        );
-        assert_eq!(
-            status(mutations(&desc, [("n", Value::str("x"))])),
-            Status::WrongType
-        );
-        assert_eq!(
-            status(mutations(&desc, [("l", Value::str("x"))])),
-            Status::WrongType
-        );
-        // A heterogeneous container, refused before sending.
-        assert_eq!(
-            status(mutations(
-                &desc,
-                [("l", Value::List(vec![Value::Int(1), Value::str("x")]))]
-            )),
-            Status::WrongType
-        );
-    }
-
-    #[test]
-    fn numbers_mix_on_put() {
-        // API.md §2.2: an int attribute takes a float (rounded), a float
-        // attribute takes an int.
-        let desc = desc();
-        let m = mutations(&desc, [("n", Value::Float(3.7)), ("f", Value::Int(2))]).unwrap();
-        assert_eq!(m[0].action, Action::Set(Value::Int(4)));
-        assert_eq!(m[1].action, Action::Set(Value::Float(2.0)));
     }
 
     #[test]

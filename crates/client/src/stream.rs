@@ -22,9 +22,11 @@
 //! part of one region not yet read into the part of another already read —
 //! can be missed, as in any search over regions read at different moments.
 
-use crate::client::{check_shape, owned, unexpected, Client, Record, Step};
+use crate::attempt::{check_shape, owned, unexpected, Step};
+use crate::client::Client;
 use crate::error::ClientError;
 use crate::merge::{Item, Merge, Pop};
+use crate::record::Record;
 use crate::resolve;
 use std::sync::Arc;
 use tessera_protocol::{DaemonRequest, DaemonResponse, SearchAfter, SortBy, Status};
@@ -96,6 +98,52 @@ pub struct SearchStream {
 }
 
 impl Client {
+    /// Every object matching all predicates (an empty list matches all),
+    /// each with its key attribute first, each key once, in key order:
+    /// [`Client::search_stream`] collected.
+    pub async fn search<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<Vec<Record>, ClientError> {
+        collect(self.search_stream(space, predicates)).await
+    }
+
+    /// At most `limit` matching objects, ordered by the attribute `sort_by`
+    /// (largest first when `descending`; ties in key order): each region
+    /// returns its best `limit`, the client merges them.
+    /// [`Client::sorted_search_stream`] collected.
+    pub async fn sorted_search<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+        sort_by: &str,
+        limit: u64,
+        descending: bool,
+    ) -> Result<Vec<Record>, ClientError> {
+        collect(self.sorted_search_stream(space, predicates, sort_by, limit, descending)).await
+    }
+
+    /// The number of objects matching all predicates.
+    ///
+    /// Each region sends the keys of its matches (no values), in pages;
+    /// the client counts distinct keys. A sum of per-region counts would
+    /// count twice an object that an update relocates between two regions
+    /// while the count runs (both regions can hold it for a moment).
+    pub async fn count<P: AsRef<str>>(
+        &self,
+        space: &str,
+        predicates: impl IntoIterator<Item = (P, PredOp)>,
+    ) -> Result<u64, ClientError> {
+        let mut keys = self.stream(space, predicates, None, None, Want::Keys);
+        let mut count = 0u64;
+        while let Some(key) = keys.next_key().await {
+            key?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
     /// Every object matching all predicates (none: every object), as a
     /// stream: see [`SearchStream`]. Nothing is checked or sent before the
     /// first [`SearchStream::next`].
@@ -146,6 +194,15 @@ impl Client {
             }),
         }
     }
+}
+
+/// Every result of a stream, or its first error.
+async fn collect(mut stream: SearchStream) -> Result<Vec<Record>, ClientError> {
+    let mut out = Vec::new();
+    while let Some(record) = stream.next().await {
+        out.push(record?);
+    }
+    Ok(out)
 }
 
 impl SearchStream {
@@ -351,8 +408,9 @@ impl PageRequest {
                         after: self.after.as_ref().map(|a| a.key.clone()),
                     },
                 };
-                let mut answer = client.send(&config, replica, request).await?;
-                match client.answer_read(&mut answer, deadline).await? {
+                let attempts = client.attempts();
+                let mut answer = attempts.send(&config, replica, request).await?;
+                match attempts.answer_read(&mut answer, deadline).await? {
                     DaemonResponse::SearchPage { objects, more } if self.want == Want::Objects => {
                         let mut items = Vec::with_capacity(objects.len());
                         for (version, object) in objects {

@@ -2,7 +2,9 @@
 //!
 //! Soft state, kept only by the leader and never written to the Raft log:
 //! when each daemon last sent a heartbeat and which epoch it reported. Time
-//! comes in as a parameter (`now`), so the logic is tested without clocks.
+//! comes in as a parameter (`now`, the time since an origin the caller
+//! chooses: a member's start, or the simulator's zero), so the logic is
+//! tested, and simulated, without clocks.
 //!
 //! ```text
 //!   heartbeat(d, epoch, now) ──▶ last[d] = now, epoch[d] = epoch
@@ -17,14 +19,14 @@
 
 use crate::state::ClusterState;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_types::{DaemonId, DaemonState, Epoch};
 
 /// What the detector remembers of one daemon.
 #[derive(Clone, Copy, Debug)]
 struct Watch {
     /// The last heartbeat, or when watching began, whichever is later.
-    heard: Instant,
+    heard: Duration,
     /// The epoch of the last heartbeat, if any since watching began.
     epoch: Option<Epoch>,
     /// Whether the daemon was Available when last looked at.
@@ -82,7 +84,7 @@ impl FailureDetector {
     }
 
     /// A heartbeat from `id`, which has installed `epoch`.
-    pub fn on_heartbeat(&mut self, id: DaemonId, epoch: Epoch, now: Instant) {
+    pub fn on_heartbeat(&mut self, id: DaemonId, epoch: Epoch, now: Duration) {
         let watch = self.watches.entry(id).or_insert(Watch {
             heard: now,
             epoch: None,
@@ -95,7 +97,7 @@ impl FailureDetector {
     /// The Available daemons silent for the timeout, by id. Starts watching
     /// daemons that became Available since the last call (their grace begins
     /// now) and drops daemons the state no longer knows.
-    pub fn suspects(&mut self, now: Instant, state: &ClusterState) -> Vec<DaemonId> {
+    pub fn suspects(&mut self, now: Duration, state: &ClusterState) -> Vec<DaemonId> {
         if self.leading.is_none() {
             return Vec::new();
         }
@@ -114,7 +116,7 @@ impl FailureDetector {
                 watch.heard = watch.heard.max(now);
             }
             watch.available = available;
-            if available && now.saturating_duration_since(watch.heard) >= self.timeout {
+            if available && now.saturating_sub(watch.heard) >= self.timeout {
                 suspects.push(*id);
             }
         }
@@ -152,14 +154,14 @@ mod tests {
         state
     }
 
-    fn ms(t0: Instant, ms: u64) -> Instant {
+    fn ms(t0: Duration, ms: u64) -> Duration {
         t0 + Duration::from_millis(ms)
     }
 
     #[test]
     fn a_follower_suspects_nobody() {
         let state = state_with(2);
-        let t0 = Instant::now();
+        let t0 = Duration::from_secs(1_000);
         let mut fd = FailureDetector::new(TIMEOUT);
         assert!(fd.suspects(t0, &state).is_empty());
         assert!(fd.suspects(ms(t0, 60_000), &state).is_empty());
@@ -168,7 +170,7 @@ mod tests {
     #[test]
     fn silence_past_the_timeout_is_suspected_heartbeats_are_not() {
         let state = state_with(3);
-        let t0 = Instant::now();
+        let t0 = Duration::from_secs(1_000);
         let mut fd = FailureDetector::new(TIMEOUT);
         fd.lead(1);
         assert!(
@@ -196,7 +198,7 @@ mod tests {
     #[test]
     fn a_new_leader_gives_a_full_timeout_of_grace() {
         let state = state_with(1);
-        let t0 = Instant::now();
+        let t0 = Duration::from_secs(1_000);
         let mut fd = FailureDetector::new(TIMEOUT);
         assert!(fd.lead(1));
         fd.on_heartbeat(DaemonId(1), state.epoch, t0);
@@ -213,7 +215,7 @@ mod tests {
     #[test]
     fn offline_daemons_are_not_suspected_and_get_grace_when_back() {
         let mut state = state_with(2);
-        let t0 = Instant::now();
+        let t0 = Duration::from_secs(1_000);
         let mut fd = FailureDetector::new(TIMEOUT);
         fd.lead(1);
         fd.suspects(t0, &state);
@@ -235,7 +237,7 @@ mod tests {
     #[test]
     fn forgotten_daemons_are_dropped() {
         let mut state = state_with(2);
-        let t0 = Instant::now();
+        let t0 = Duration::from_secs(1_000);
         let mut fd = FailureDetector::new(TIMEOUT);
         fd.lead(1);
         assert!(fd.suspects(t0, &state).is_empty());
@@ -248,7 +250,7 @@ mod tests {
     #[test]
     fn lagging_lists_available_daemons_behind_the_epoch() {
         let mut state = state_with(3);
-        let t0 = Instant::now();
+        let t0 = Duration::from_secs(1_000);
         let mut fd = FailureDetector::new(TIMEOUT);
         fd.lead(1);
         assert_eq!(fd.lagging(&state).len(), 3, "nobody heard yet");

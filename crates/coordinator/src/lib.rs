@@ -18,11 +18,13 @@
 //! - [`state`]: [`ClusterState`], [`Command`], [`CommandResult`] — the pure core.
 //! - [`placement`]: [`Placer`] — pure, balanced, distinct replica chains.
 //! - [`detector`]: [`FailureDetector`] — the leader's heartbeat bookkeeping (soft state, time as a parameter).
+//! - [`node`]: [`CoordinatorNode`] — the policy toward daemons (heartbeat answers, failure detection) that the shell and the simulator both drive.
 //! - [`store`]: fjall-backed `RaftLogStorage` and `RaftStateMachine`.
 //! - [`raft`]: the openraft type configuration and network.
 //! - [`server`]: [`run`] / [`serve`], the tokio shell of one member.
 
 pub mod detector;
+pub mod node;
 pub mod placement;
 pub mod raft;
 pub mod server;
@@ -30,6 +32,7 @@ pub mod state;
 pub mod store;
 
 pub use detector::FailureDetector;
+pub use node::CoordinatorNode;
 pub use placement::{PlacementError, Placer};
 pub use server::{
     run, serve, serve_with, CoordinatorError, CoordinatorOptions, FAILURE_TIMEOUT_DEFAULT,

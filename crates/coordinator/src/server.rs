@@ -14,22 +14,16 @@
 //!
 //! # Failure detection
 //!
-//! Daemons send `Heartbeat` to the leader about every 500 ms. The leader
-//! records them in its [`FailureDetector`] (soft state, not in the log);
-//! a background task ticks it and proposes [`Command::DaemonOffline`]
-//! through Raft for every Available daemon silent for
-//! [`CoordinatorOptions::failure_timeout`]. A member that becomes leader
-//! starts with an empty detector, so every daemon gets a full timeout of
-//! grace. Heartbeat answers (what a daemon should do):
-//!
-//! | answer | meaning | daemon |
-//! | --- | --- | --- |
-//! | `Done` | heard (also when the daemon is Offline but not killed) | keep going |
-//! | `NotLeader` | this member does not lead | ask the leader |
-//! | `Failed(NOTFOUND)`, reason names the id and says "stop" | the daemon was forgotten, is unknown, or was killed | stop |
-//! | `Failed(COORDFAIL)` | the leader could not decide (shutting down) | retry |
+//! Daemons send `Heartbeat` to the leader about every 500 ms. The policy —
+//! what each heartbeat is answered, who is silent for
+//! [`CoordinatorOptions::failure_timeout`] — is [`CoordinatorNode`]'s, the
+//! same type the simulator drives; this shell only feeds it the applied
+//! state and the time, and proposes through Raft the commands it returns.
+//! A member that becomes leader starts with an empty detector, so every
+//! daemon gets a full timeout of grace. A member that does not lead
+//! answers `NotLeader`, and the daemon's client tries the next member.
 
-use crate::detector::FailureDetector;
+use crate::node::CoordinatorNode;
 use crate::raft::{serve_rpc, Network, NodeId, Raft};
 use crate::state::{ClusterState, Command, CommandResult};
 use crate::store::{self, OpenStoreError};
@@ -228,7 +222,8 @@ pub async fn serve_with(
         raft: raft.clone(),
         config: opened.config,
         state: opened.state,
-        detector: Mutex::new(FailureDetector::new(failure_timeout)),
+        node: Mutex::new(CoordinatorNode::new(failure_timeout)),
+        started: std::time::Instant::now(),
     });
 
     let initialized = raft
@@ -356,16 +351,13 @@ async fn detect_failures(member: Arc<Member>) {
             continue;
         }
         let state = member.state.borrow().clone();
-        let suspects = member
-            .detector()
-            .suspects(std::time::Instant::now(), &state);
-        for id in suspects {
-            tracing::warn!(daemon = %id, timeout = ?member.failure_timeout(), "no heartbeat: taking the daemon offline");
-            match member.write(Command::DaemonOffline { id }).await {
+        let now = member.now();
+        let commands = member.node().tick(&state, now);
+        for command in commands {
+            tracing::warn!(?command, timeout = ?member.failure_timeout(), "no heartbeat: taking the daemon offline");
+            match member.write(command).await {
                 CoordResponse::Done => {}
-                other => {
-                    tracing::warn!(daemon = %id, "could not take the daemon offline: {other:?}")
-                }
+                other => tracing::warn!("could not take the daemon offline: {other:?}"),
             }
         }
     }
@@ -455,8 +447,11 @@ struct Member {
     config: watch::Receiver<Arc<Configuration>>,
     /// The cluster state as of the last applied entry.
     state: watch::Receiver<Arc<ClusterState>>,
-    /// Heartbeats, when this member leads. Held briefly, never across awaits.
-    detector: Mutex<FailureDetector>,
+    /// The policy toward daemons (heartbeats, failure detection), which
+    /// acts when this member leads. Held briefly, never across awaits.
+    node: Mutex<CoordinatorNode>,
+    /// The origin of the node's time.
+    started: std::time::Instant,
 }
 
 impl Member {
@@ -494,6 +489,13 @@ impl Member {
             },
             CoordRequest::Status => CoordResponse::Status(Box::new(self.status())),
             CoordRequest::Heartbeat { id, epoch } => self.heartbeat(id, epoch),
+            CoordRequest::Leave { id, reason } => {
+                if let Some(not_leader) = self.not_leader() {
+                    return not_leader;
+                }
+                let command = self.node().leave(id, reason);
+                self.write(command).await
+            }
             CoordRequest::TransferComplete { transfer } => {
                 self.write(Command::TransferComplete { transfer }).await
             }
@@ -505,16 +507,21 @@ impl Member {
         }
     }
 
-    fn detector(&self) -> std::sync::MutexGuard<'_, FailureDetector> {
+    fn node(&self) -> std::sync::MutexGuard<'_, CoordinatorNode> {
         // A panic while holding the lock leaves plain bookkeeping behind;
         // carrying on with it is safe.
-        self.detector
+        self.node
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Now, in the node's time.
+    fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     fn failure_timeout(&self) -> Duration {
-        self.detector().timeout()
+        self.node().failure_timeout()
     }
 
     /// Tells the detector whether (and in which term) this member leads, as
@@ -525,14 +532,14 @@ impl Member {
             let metrics = metrics.borrow();
             (metrics.current_leader, metrics.current_term)
         };
-        let mut detector = self.detector();
+        let mut node = self.node();
         if leader == Some(self.node_id) {
-            if detector.lead(term) {
+            if node.lead(term) {
                 tracing::info!(term, "leading: watching daemon heartbeats");
             }
             true
         } else {
-            detector.follow();
+            node.follow();
             false
         }
     }
@@ -549,40 +556,14 @@ impl Member {
         Some(CoordResponse::NotLeader { leader_addr })
     }
 
-    /// A daemon is alive at `epoch` (see the module docs for the answers).
+    /// A daemon is alive at `epoch` (see [`CoordinatorNode::heartbeat`]).
     fn heartbeat(&self, id: DaemonId, epoch: Epoch) -> CoordResponse {
         if let Some(not_leader) = self.not_leader() {
             return not_leader;
         }
         let state = self.state.borrow().clone();
-        if state.killed.contains(&id) {
-            return CoordResponse::Failed {
-                status: AdminStatus::NotFound,
-                reason: format!("daemon {id} was killed by an operator; stop"),
-            };
-        }
-        if !state.daemons.contains_key(&id) {
-            return CoordResponse::Failed {
-                status: AdminStatus::NotFound,
-                reason: format!("daemon {id} is not known to the coordinator (forgotten?); stop"),
-            };
-        }
-        self.detector()
-            .on_heartbeat(id, epoch, std::time::Instant::now());
-        if let Some(&left) = state.left_chain_at.get(&id) {
-            if epoch < left {
-                // Alive (so not suspected), but it may still act on chain
-                // places it no longer holds: no lease until it catches up.
-                return CoordResponse::Failed {
-                    status: AdminStatus::ServerError,
-                    reason: format!(
-                        "daemon {id} runs configuration {epoch} but left a chain in {left}; \
-                         its lease is renewed once it installs {left}"
-                    ),
-                };
-            }
-        }
-        CoordResponse::Done
+        let now = self.now();
+        CoordResponse::Heartbeat(self.node().heartbeat(&state, id, epoch, now))
     }
 
     /// Stable when every Available daemon reported the current epoch and no
@@ -592,7 +573,7 @@ impl Member {
             return not_leader;
         }
         let state = self.state.borrow().clone();
-        let lagging = self.detector().lagging(&state);
+        let lagging = self.node().lagging(&state);
         let transfers = state.transfers.len();
         CoordResponse::Stability {
             epoch: state.epoch,

@@ -148,6 +148,12 @@ pub struct ClusterState {
     /// coordinator renews its lease only once it reports that epoch.
     #[serde(default)]
     pub left_chain_at: BTreeMap<DaemonId, Epoch>,
+    /// Daemons an operator took offline (`server-offline`, `server-kill`):
+    /// unlike those the failure detector took out, they do not ask to come
+    /// back by themselves. Registering (a restart) or `server-online`
+    /// clears the mark.
+    #[serde(default)]
+    pub held_offline: BTreeSet<DaemonId>,
 }
 
 impl Default for ClusterState {
@@ -165,6 +171,7 @@ impl Default for ClusterState {
             killed: BTreeSet::new(),
             orphans: BTreeMap::new(),
             left_chain_at: BTreeMap::new(),
+            held_offline: BTreeSet::new(),
         }
     }
 }
@@ -199,9 +206,15 @@ impl ClusterState {
             Command::TransferComplete { transfer } => self.transfer_complete(transfer),
             Command::ServerOffline { id } => match self.known(id) {
                 Err(failed) => failed,
-                Ok(DaemonState::Offline) => CommandResult::Done,
+                Ok(DaemonState::Offline) => {
+                    // Already out (failed or left): it stays out until an
+                    // operator says otherwise. Nothing a daemon sees moves.
+                    self.held_offline.insert(id);
+                    CommandResult::Done
+                }
                 Ok(DaemonState::Available) => {
                     self.take_offline(id);
+                    self.held_offline.insert(id);
                     self.bump();
                     CommandResult::Done
                 }
@@ -214,6 +227,7 @@ impl ClusterState {
                 },
                 Ok(DaemonState::Available) => CommandResult::Done,
                 Ok(DaemonState::Offline) => {
+                    self.held_offline.remove(&id);
                     self.daemons.get_mut(&id).expect("known").state = DaemonState::Available;
                     self.adopt_orphans(id);
                     self.bump();
@@ -230,6 +244,7 @@ impl ClusterState {
                     self.left_chain_at.remove(&id);
                     self.daemons.remove(&id);
                     self.killed.remove(&id);
+                    self.held_offline.remove(&id);
                     self.bump();
                     CommandResult::Done
                 }
@@ -240,6 +255,7 @@ impl ClusterState {
                 Ok(_) => {
                     self.take_offline(id);
                     self.killed.insert(id);
+                    self.held_offline.insert(id);
                     self.bump();
                     CommandResult::Done
                 }
@@ -541,6 +557,7 @@ impl ClusterState {
                 };
             }
             if let Some(info) = self.daemons.get_mut(&id) {
+                self.held_offline.remove(&id);
                 let mut changed = info.addr != addr || info.state != DaemonState::Available;
                 info.addr = addr;
                 info.state = DaemonState::Available;

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tessera_protocol::coord_client::CoordClient;
-use tessera_protocol::{AdminStatus, CoordRequest, CoordResponse};
+use tessera_protocol::{AdminStatus, CoordRequest, CoordResponse, HeartbeatAnswer, StopReason};
 use tessera_types::{Configuration, DaemonId, DaemonState, Epoch};
 
 const PATIENCE: Duration = Duration::from_secs(15);
@@ -93,20 +93,16 @@ async fn a_silent_daemon_is_replaced_by_state_transfer() {
     let (member, client) = leading_member(dir.path()).await;
 
     // Unknown daemons are told to stop.
-    match client
-        .call(CoordRequest::Heartbeat {
-            id: DaemonId(99),
-            epoch: Epoch(0),
-        })
-        .await
-        .unwrap()
-    {
-        CoordResponse::Failed { status, reason } => {
-            assert_eq!(status, AdminStatus::NotFound);
-            assert!(reason.contains("stop"), "{reason}");
-        }
-        other => panic!("unexpected {other:?}"),
-    }
+    assert_eq!(
+        client
+            .call(CoordRequest::Heartbeat {
+                id: DaemonId(99),
+                epoch: Epoch(0),
+            })
+            .await
+            .unwrap(),
+        CoordResponse::Heartbeat(HeartbeatAnswer::Stop(StopReason::Unknown))
+    );
 
     let alive = Arc::new(Mutex::new(BTreeSet::new()));
     let mut ids = Vec::new();
@@ -207,23 +203,16 @@ async fn a_silent_daemon_is_replaced_by_state_transfer() {
             .unwrap(),
         CoordResponse::Done
     );
-    match client
-        .call(CoordRequest::Heartbeat {
-            id: victim,
-            epoch: repaired.epoch,
-        })
-        .await
-        .unwrap()
-    {
-        CoordResponse::Failed { status, reason } => {
-            assert_eq!(status, AdminStatus::NotFound);
-            assert!(
-                reason.contains("killed") && reason.contains("stop"),
-                "{reason}"
-            );
-        }
-        other => panic!("unexpected {other:?}"),
-    }
+    assert_eq!(
+        client
+            .call(CoordRequest::Heartbeat {
+                id: victim,
+                epoch: repaired.epoch,
+            })
+            .await
+            .unwrap(),
+        CoordResponse::Heartbeat(HeartbeatAnswer::Stop(StopReason::Killed))
+    );
     // Forgetting an unknown daemon is NOTFOUND; forgetting the victim works.
     match client
         .call(CoordRequest::ServerForget { id: DaemonId(99) })
@@ -274,7 +263,8 @@ async fn no_lease_for_a_daemon_behind_the_epoch_it_left_a_chain_in() {
                 .unwrap()
         }
     };
-    assert_eq!(heartbeat(victim, before.epoch).await, CoordResponse::Done);
+    let renewed = CoordResponse::Heartbeat(HeartbeatAnswer::Renewed);
+    assert_eq!(heartbeat(victim, before.epoch).await, renewed);
 
     assert_eq!(
         client
@@ -285,15 +275,29 @@ async fn no_lease_for_a_daemon_behind_the_epoch_it_left_a_chain_in() {
     );
     let after = current_config(&client).await.unwrap();
     assert!(after.epoch > before.epoch);
+    // Taken out by an operator: no lease, and it does not ask to come back.
+    assert_eq!(
+        heartbeat(victim, before.epoch).await,
+        CoordResponse::Heartbeat(HeartbeatAnswer::HeldOffline)
+    );
+    assert_eq!(
+        client
+            .call(CoordRequest::ServerOnline { id: victim })
+            .await
+            .unwrap(),
+        CoordResponse::Done
+    );
+    let online = current_config(&client).await.unwrap();
+    // Online again but still behind the epoch it left its chains in: no
+    // lease until it installs that epoch.
     match heartbeat(victim, before.epoch).await {
-        CoordResponse::Failed { reason, .. } => {
-            assert!(!reason.contains("stop"), "{reason}");
-            assert!(reason.contains("lease"), "{reason}");
+        CoordResponse::Heartbeat(HeartbeatAnswer::NoLeaseUntil { epoch }) => {
+            assert_eq!(epoch, after.epoch)
         }
         other => panic!("a stale daemon's lease was renewed: {other:?}"),
     }
     // Others, behind or not, and the victim once it caught up, are renewed.
-    assert_eq!(heartbeat(other, before.epoch).await, CoordResponse::Done);
-    assert_eq!(heartbeat(victim, after.epoch).await, CoordResponse::Done);
+    assert_eq!(heartbeat(other, before.epoch).await, renewed);
+    assert_eq!(heartbeat(victim, online.epoch).await, renewed);
     member.stop().await.unwrap();
 }

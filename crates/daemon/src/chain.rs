@@ -93,9 +93,7 @@ pub fn check_key(space: &Space, key: &Value) -> Result<(), UpdateRefused> {
 
 /// The key-subspace region holding `key`.
 pub fn key_region<'a>(space: &'a Space, key: &Value) -> Option<&'a Region> {
-    let coordinate = tessera_types::coordinate::coordinate(key)?;
-    let layout = space.subspaces.first()?;
-    layout.regions.get(layout.region_index(&[coordinate]))
+    space.key_region(key).ok()
 }
 
 /// Appends `region`'s replicas; an empty chain (every replica lost, the

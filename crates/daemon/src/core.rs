@@ -49,6 +49,13 @@ pub enum Effect {
         to: ReplyTo,
         response: DaemonResponse,
     },
+    /// Storage failed (a read, a write, a corrupt record): the daemon can no
+    /// longer vouch for what it holds. The core acknowledged nothing that
+    /// depends on it; the daemon must stop serving and leave its chains.
+    Fatal {
+        during: &'static str,
+        error: String,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -329,7 +336,7 @@ impl ReplicaCore {
         let stored = match self.load(&state_key) {
             Ok(r) => r.map(|r| r.version),
             Err(e) => {
-                tracing::error!("{e}");
+                self.fatal("reading a key a transfer brings", e);
                 return;
             }
         };
@@ -344,7 +351,7 @@ impl ReplicaCore {
             value: entry.record.clone(),
         };
         if let Err(e) = self.engine.apply(vec![write]) {
-            tracing::error!("transfer write failed: {e}");
+            self.fatal("storing a transferred record", e);
             return;
         }
         // This daemon may itself be the source of a transfer of the region
@@ -557,7 +564,11 @@ impl ReplicaCore {
         let latest = match self.latest(state_key) {
             Ok(latest) => latest,
             Err(e) => {
-                self.reply(reply, refuse(Status::ServerError, e.to_string()));
+                self.fatal("reading a key at its point leader", e);
+                self.reply(
+                    reply,
+                    refuse(Status::Reconfigure, "this daemon's storage failed"),
+                );
                 return true;
             }
         };
@@ -719,7 +730,7 @@ impl ReplicaCore {
         let applied = match self.applied(&state_key) {
             Ok(a) => a,
             Err(e) => {
-                tracing::error!("{e}");
+                self.fatal("reading a key's applied version", e);
                 return;
             }
         };
@@ -885,8 +896,14 @@ impl ReplicaCore {
             let is_key_region = pos < forward.hops.len() && self.is_key_subspace(hop.region);
             let recent = if is_key_region {
                 let mut recent = match self.load(state_key) {
-                    Ok(Some(r)) => r.recent,
-                    _ => Vec::new(),
+                    Ok(record) => record.map(|r| r.recent).unwrap_or_default(),
+                    Err(e) => {
+                        if let Some(state) = self.keys.get_mut(state_key) {
+                            state.pending.insert(forward.version, pending);
+                        }
+                        self.fatal("reading a record before its commit", e);
+                        return;
+                    }
                 };
                 recent.push((forward.client, forward.version));
                 trim_recent(&mut recent);
@@ -918,11 +935,13 @@ impl ReplicaCore {
             };
             if let Err(e) = self.engine.apply(vec![write]) {
                 // A daemon that cannot write must not acknowledge: stop here.
-                // Replication keeps the data; failure handling replaces us.
-                tracing::error!("commit failed: {e}");
+                // Replication keeps the data; the daemon leaves its chains
+                // (`Effect::Fatal`) and the update is driven again along
+                // the chain the next epoch draws.
                 if let Some(state) = self.keys.get_mut(state_key) {
                     state.pending.insert(forward.version, pending);
                 }
+                self.fatal("a commit", e);
                 return;
             }
             if let Some(record) = shipped {
@@ -984,6 +1003,13 @@ impl ReplicaCore {
 
     fn reply(&mut self, to: ReplyTo, response: DaemonResponse) {
         self.effects.push(Effect::Reply { to, response });
+    }
+
+    fn fatal(&mut self, during: &'static str, error: impl std::fmt::Display) {
+        self.effects.push(Effect::Fatal {
+            during,
+            error: error.to_string(),
+        });
     }
 
     fn run_local(&mut self) {

@@ -15,6 +15,7 @@
 pub mod chain;
 pub mod core;
 pub mod index;
+pub mod node;
 pub mod ops;
 pub mod record;
 pub mod search;
@@ -65,6 +66,9 @@ pub enum DaemonError {
     Storage(String),
     #[error("coordinator unreachable: {0}")]
     Coordinator(String),
+    /// The daemon's storage failed; it left every chain and stopped.
+    #[error("the daemon's storage failed (a write or fsync failed, or the disk is full); it left every chain and stopped")]
+    CannotPersist,
 }
 
 /// Runs a daemon until `shutdown` completes: registers with the coordinator

@@ -12,7 +12,7 @@
 
 use crate::chain::{check_key, key_region};
 use crate::index::{self, Access, PageBounds};
-use crate::shell::{decode_record, Daemon};
+use crate::record::Record;
 use tessera_protocol::{DaemonResponse, SearchAfter, SortBy, Status};
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
@@ -33,15 +33,12 @@ fn failed(status: Status, reason: impl Into<String>) -> DaemonResponse {
     }
 }
 
-pub(crate) fn get(daemon: &Daemon, epoch: Epoch, space: SpaceId, key: &Value) -> DaemonResponse {
-    get_committed(
-        &daemon.config(),
-        daemon.me,
-        daemon.engine.as_ref(),
-        epoch,
-        space,
-        key,
-    )
+/// What a read needs of its daemon: the configuration it routes by, who it
+/// is, and the engine to read from.
+pub struct ReadView<'a> {
+    pub config: &'a Configuration,
+    pub me: DaemonId,
+    pub engine: &'a dyn Engine,
 }
 
 /// A get at daemon `me` under `config`: the key's committed object, if
@@ -93,19 +90,19 @@ pub fn get_committed(
 
 /// Checks that this daemon holds `region` of `space` in `epoch`.
 fn check_region(
-    daemon: &Daemon,
+    view: &ReadView<'_>,
     epoch: Epoch,
     space: SpaceId,
     region: RegionId,
 ) -> Result<(), DaemonResponse> {
-    let config = daemon.config();
+    let config = view.config;
     if epoch != config.epoch {
         return Err(DaemonResponse::WrongEpoch {
             epoch: config.epoch,
         });
     }
     match config.region(region) {
-        Some((s, _, r)) if s.id == space && r.chain.contains(&daemon.me) => Ok(()),
+        Some((s, _, r)) if s.id == space && r.chain.contains(&view.me) => Ok(()),
         Some(_) => Err(failed(
             Status::Reconfigure,
             "this daemon does not hold that region",
@@ -116,14 +113,14 @@ fn check_region(
 
 /// How a search reads `region` of `space` (see [`index::choose_access`]).
 fn access_for(
-    daemon: &Daemon,
+    view: &ReadView<'_>,
     space: SpaceId,
     region: RegionId,
     checks: &[Check],
     sort: Option<SortBy>,
     wanted: usize,
 ) -> Access {
-    let config = daemon.config();
+    let config = view.config;
     match config.space_by_id(space) {
         Some(space) => index::choose_access(
             &space.desc,
@@ -144,8 +141,8 @@ fn page_objects(limit: Option<u64>, max: usize) -> usize {
 
 /// One page of a search (`DaemonRequest::Search`).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn search(
-    daemon: &Daemon,
+pub fn search(
+    view: &ReadView<'_>,
     epoch: Epoch,
     space: SpaceId,
     region: RegionId,
@@ -154,7 +151,7 @@ pub(crate) fn search(
     after: Option<&SearchAfter>,
     limit: Option<u64>,
 ) -> DaemonResponse {
-    if let Err(response) = check_region(daemon, epoch, space, region) {
+    if let Err(response) = check_region(view, epoch, space, region) {
         return response;
     }
     let wanted = page_objects(limit, PAGE_OBJECTS_MAX);
@@ -164,8 +161,8 @@ pub(crate) fn search(
             more: false,
         };
     }
-    let access = access_for(daemon, space, region, checks, sort, wanted);
-    let engine = daemon.engine.as_ref();
+    let access = access_for(view, space, region, checks, sort, wanted);
+    let engine = view.engine;
     let bounds = PageBounds {
         objects: wanted,
         size: |m| m.bytes,
@@ -191,31 +188,24 @@ pub(crate) fn search(
 }
 
 /// One page of a keys-only search (`DaemonRequest::SearchKeys`).
-pub(crate) fn search_keys(
-    daemon: &Daemon,
+pub fn search_keys(
+    view: &ReadView<'_>,
     epoch: Epoch,
     space: SpaceId,
     region: RegionId,
     checks: &[Check],
     after: Option<&[u8]>,
 ) -> DaemonResponse {
-    if let Err(response) = check_region(daemon, epoch, space, region) {
+    if let Err(response) = check_region(view, epoch, space, region) {
         return response;
     }
-    let access = access_for(daemon, space, region, checks, None, KEYS_PAGE_MAX);
+    let access = access_for(view, space, region, checks, None, KEYS_PAGE_MAX);
     let bounds = PageBounds {
         objects: KEYS_PAGE_MAX,
         size: |m| m.key.len(),
         size_max: PAGE_BYTES_MAX,
     };
-    match index::key_order_page(
-        daemon.engine.as_ref(),
-        region,
-        &access,
-        checks,
-        after,
-        bounds,
-    ) {
+    match index::key_order_page(view.engine, region, &access, checks, after, bounds) {
         Ok((matches, more)) => DaemonResponse::KeysPage {
             keys: matches
                 .into_iter()
@@ -225,4 +215,12 @@ pub(crate) fn search_keys(
         },
         Err(e) => failed(Status::ServerError, e.to_string()),
     }
+}
+
+/// Decodes a stored record, treating corruption as a server error.
+fn decode_record(bytes: &[u8]) -> Result<Record, DaemonResponse> {
+    Record::decode(bytes).map_err(|e| DaemonResponse::Failed {
+        status: Status::ServerError,
+        reason: e.to_string(),
+    })
 }

@@ -259,6 +259,9 @@ impl Net {
         for effect in self.cores.get_mut(&from).unwrap().drain_effects() {
             match effect {
                 Effect::Ship { .. } => panic!("these configurations have no transfers"),
+                Effect::Fatal { during, error } => {
+                    panic!("memory engines do not fail: {during}: {error}")
+                }
                 Effect::Send { to, msg } => {
                     self.links.entry((from, to)).or_default().push_back(msg)
                 }

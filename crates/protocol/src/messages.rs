@@ -474,11 +474,18 @@ pub enum CoordRequest {
         read_only: bool,
     },
     /// A daemon is alive and has installed `epoch` (leader only; sent about
-    /// every 500 ms). Answered `Done`, or `Failed(NOTFOUND)` for an id the
-    /// coordinator does not know (forgotten): that daemon must stop.
+    /// every 500 ms). Answered [`CoordResponse::Heartbeat`] with what the
+    /// daemon should do.
     Heartbeat {
         id: DaemonId,
         epoch: Epoch,
+    },
+    /// A daemon can no longer serve (it cannot persist): take it out of
+    /// every chain now rather than after the failure timeout (leader only).
+    /// It does not come back by itself; answered `Done`.
+    Leave {
+        id: DaemonId,
+        reason: LeaveReason,
     },
     /// The target of transfer `transfer` holds everything the source had
     /// committed when it finished its scan; the coordinator appends the
@@ -505,6 +512,64 @@ pub enum CoordRequest {
     /// Whether the cluster is stable: every available daemon reported the
     /// current epoch and no transfer is running (leader only).
     Stability,
+}
+
+/// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).
+/// The daemon acts on the variant alone; nothing is read from text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HeartbeatAnswer {
+    /// Heard: the daemon's lease is renewed from the moment it sent the
+    /// heartbeat.
+    Renewed,
+    /// Heard, but the daemon left a chain in `epoch` and reported an older
+    /// one: it may still act on places it no longer holds, so it gets no
+    /// lease until it has installed `epoch`.
+    NoLeaseUntil { epoch: Epoch },
+    /// The daemon is Offline (its heartbeats stopped for the failure
+    /// timeout, or it was paused): it is alive after all and asks to come
+    /// back by registering again. No lease.
+    Offline,
+    /// An operator took the daemon offline (`server-offline`): it waits,
+    /// without a lease, until an operator brings it back.
+    HeldOffline,
+    /// The daemon must stop.
+    Stop(StopReason),
+}
+
+/// Why the coordinator tells a daemon to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopReason {
+    /// An operator killed it (`server-kill`); it may not register again
+    /// under its id.
+    Killed,
+    /// The coordinator does not know its id (forgotten with
+    /// `server-forget`, or another cluster's).
+    Unknown,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Killed => "killed by an operator",
+            StopReason::Unknown => "unknown to the coordinator (forgotten?)",
+        })
+    }
+}
+
+/// Why a daemon leaves every chain by itself (`CoordRequest::Leave`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeaveReason {
+    /// A write or an fsync failed, or the disk is full: it cannot promise
+    /// that what it acknowledges is durable.
+    CannotPersist,
+}
+
+impl std::fmt::Display for LeaveReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LeaveReason::CannotPersist => "it cannot persist (write or fsync failed, or disk full)",
+        })
+    }
 }
 
 /// One member's view of the coordinator group (`CoordRequest::Status`).
@@ -548,6 +613,8 @@ pub enum CoordResponse {
         payload: Vec<u8>,
     },
     Status(Box<CoordStatus>),
+    /// The answer to `Heartbeat`.
+    Heartbeat(HeartbeatAnswer),
     /// The answer to `Stability`.
     Stability {
         epoch: Epoch,

@@ -19,21 +19,25 @@
 //! its attributes map to, and epochs only growing at every daemon.
 
 pub mod check;
+pub mod disk;
 
 use check::{Event, KvOp, KvResult};
+use disk::{Disk, Fault};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tessera_coordinator::detector::FailureDetector;
+use std::time::Duration;
+use tessera_coordinator::node::CoordinatorNode;
 use tessera_coordinator::state::{ClusterState, Command, CommandResult};
 use tessera_daemon::chain::key_region;
-use tessera_daemon::core::{Effect, ReplicaCore, ReplyTo};
+use tessera_daemon::core::ReplyTo;
+use tessera_daemon::index::IndexedEngine;
+use tessera_daemon::node::{
+    DaemonNode, Job, NodeOptions, Output, HEARTBEAT_INTERVAL, TICK_INTERVAL,
+};
 use tessera_daemon::record::Record;
-use tessera_daemon::search::get_committed;
-use tessera_daemon::transfer::{region_digest, scan_region, Action as TransferAction, Transfers};
 use tessera_protocol::{
-    Action, ChainMsg, ClientRef, DaemonResponse, Mutation, NumOp, Status, TransferMsg, UpdateFlags,
-    UpdateRequest,
+    Action, ClientRef, CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, Message,
+    Mutation, NumOp, Status, TransferMsg, UpdateFlags, UpdateRequest,
 };
 use tessera_storage::{Engine, MemoryEngine};
 use tessera_types::{
@@ -41,17 +45,17 @@ use tessera_types::{
 };
 
 const DAEMONS: u64 = 5;
-const TICK_MS: u64 = 250;
-const HEARTBEAT_MS: u64 = 500;
-/// A daemon serves clients for this long after sending a heartbeat the
-/// coordinator answered (the real shell: half the failure timeout).
-const LEASE_MS: u64 = 1_000;
+const TICK_MS: u64 = TICK_INTERVAL.as_millis() as u64;
+const HEARTBEAT_MS: u64 = HEARTBEAT_INTERVAL.as_millis() as u64;
 const FAILURE_TIMEOUT_MS: u64 = 2_000;
 const DETECTOR_TICK_MS: u64 = 200;
 const CLIENT_TIMEOUT_MS: u64 = 1_500;
 const PHASE1_MS: u64 = 20_000;
 const SETTLE_MS_MAX: u64 = 180_000;
 const TRANSFER_BATCH: usize = 8;
+/// How long a disk-bound job (a transfer's scan, a digest, a search page)
+/// waits before it runs, at most.
+const JOB_DELAY_MS_MAX: u64 = 5;
 
 /// A small deterministic generator (splitmix64).
 #[derive(Clone, Debug)]
@@ -99,6 +103,8 @@ pub struct Knobs {
     pub crashes: bool,
     pub partitions: bool,
     pub coordinator_outages: bool,
+    /// Whether the nemesis makes daemons' disks fill up or fail.
+    pub disk_faults: bool,
     pub clients: usize,
     pub ops_per_client: usize,
     pub keys: i64,
@@ -115,6 +121,7 @@ impl Knobs {
             crashes: rng.chance(700),
             partitions: rng.chance(600),
             coordinator_outages: rng.chance(400),
+            disk_faults: rng.chance(400),
             clients: rng.pick(&[2, 3, 4]),
             ops_per_client: rng.pick(&[10, 20, 30]),
             keys: rng.pick(&[3, 5, 8]),
@@ -135,6 +142,7 @@ pub struct Report {
     pub crashes: u32,
     pub partitions: u32,
     pub coordinator_outages: u32,
+    pub disk_faults: u32,
     pub epochs: u64,
     pub transfers: u64,
 }
@@ -167,6 +175,7 @@ pub struct Summary {
     pub crashes: u32,
     pub partitions: u32,
     pub coordinator_outages: u32,
+    pub disk_faults: u32,
     pub transfers: u64,
     pub failed: Vec<u64>,
 }
@@ -176,13 +185,14 @@ impl std::fmt::Display for Summary {
         write!(
             f,
             "{} seeds: {:.0} simulated seconds, {} operations, {} daemon crashes, {} partitions, \
-             {} coordinator outages, {} state transfers; {} failed {:?}",
+             {} coordinator outages, {} disk faults, {} state transfers; {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
             self.crashes,
             self.partitions,
             self.coordinator_outages,
+            self.disk_faults,
             self.transfers,
             self.failed.len(),
             self.failed
@@ -210,6 +220,7 @@ pub fn run_many(
                 summary.crashes += r.crashes;
                 summary.partitions += r.partitions;
                 summary.coordinator_outages += r.coordinator_outages;
+                summary.disk_faults += r.disk_faults;
                 summary.transfers += r.transfers;
             }
             Err(f) => {
@@ -229,38 +240,52 @@ enum Node {
 }
 
 #[derive(Clone, Debug)]
-enum Req {
-    Update(UpdateRequest),
-    Get(Value),
-}
-
-#[derive(Clone, Debug)]
-enum HbAnswer {
-    Ok(Option<Arc<Configuration>>),
-    /// The coordinator took this daemon offline: register again.
-    Offline,
-}
-
-#[derive(Clone, Debug)]
 enum Msg {
-    Chain(ChainMsg),
-    Transfer(TransferMsg),
-    Heartbeat { epoch: Epoch, sent_at: u64 },
-    HeartbeatReply { sent_at: u64, answer: HbAnswer },
-    Register,
-    Registered(Arc<Configuration>),
-    TransferComplete(u64),
+    /// Daemon to daemon: a chain or transfer message.
+    Peer(Message),
+    /// Daemon to coordinator, sent at `sent` (the daemon's time).
+    Coord {
+        request: CoordRequest,
+        sent: u64,
+    },
+    /// Coordinator to daemon: the answer to `request`.
+    CoordAnswer {
+        request: CoordRequest,
+        sent: u64,
+        response: CoordResponse,
+    },
+    /// Coordinator to daemon: registered as `id`, with the configuration
+    /// to start from (the shell's registration and first long-poll).
+    Registered {
+        request: CoordRequest,
+        sent: u64,
+        id: DaemonId,
+        config: Arc<Configuration>,
+    },
     Config(Arc<Configuration>),
     ConfigRequest,
-    Request { id: u64, epoch: Epoch, req: Req },
-    Response { id: u64, resp: DaemonResponse },
+    Request {
+        id: u64,
+        epoch: Epoch,
+        req: DaemonRequest,
+    },
+    Response {
+        id: u64,
+        resp: DaemonResponse,
+    },
 }
 
 #[derive(Debug)]
 enum Ev {
-    Deliver { from: Node, to: Node, msg: Msg },
+    Deliver {
+        from: Node,
+        to: Node,
+        msg: Msg,
+    },
     DaemonTick(DaemonId, u64),
     Heartbeat(DaemonId, u64),
+    /// A job a daemon's node handed out, run a little later.
+    Job(DaemonId, u64, Job),
     CoordTick,
     ClientWake(usize),
     Nemesis,
@@ -278,28 +303,26 @@ enum Cut {
     Coordinator,
 }
 
-struct Running {
-    core: ReplicaCore,
-    transfers: Transfers,
-    config: Arc<Configuration>,
-    lease_until: u64,
-}
-
 struct SimDaemon {
     id: DaemonId,
-    engine: Arc<MemoryEngine>,
+    /// The data directory: survives crashes.
+    data: Arc<MemoryEngine>,
     up: bool,
     incarnation: u64,
-    run: Option<Running>,
+    /// The running process's node, once registered; and its disk, which
+    /// the nemesis can make fail.
+    node: Option<DaemonNode>,
+    disk: Option<Arc<Disk>>,
+    /// A disk fault was injected into this incarnation.
+    disk_fault: bool,
     last_epoch: Epoch,
 }
 
 struct Coord {
     state: ClusterState,
-    detector: FailureDetector,
+    node: CoordinatorNode,
     up: bool,
     term: u64,
-    base: Instant,
 }
 
 struct Current {
@@ -426,10 +449,12 @@ impl World {
                 id,
                 SimDaemon {
                     id,
-                    engine: Arc::new(MemoryEngine::new()),
+                    data: Arc::new(MemoryEngine::new()),
                     up: true,
                     incarnation: 0,
-                    run: None,
+                    node: None,
+                    disk: None,
+                    disk_fault: false,
                     last_epoch: Epoch(0),
                 },
             );
@@ -440,8 +465,8 @@ impl World {
             CommandResult::SpaceAdded { id } => id,
             other => panic!("space refused: {other:?}"),
         };
-        let mut detector = FailureDetector::new(Duration::from_millis(FAILURE_TIMEOUT_MS));
-        detector.lead(1);
+        let mut node = CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS));
+        node.lead(1);
         let clients = (0..knobs.clients)
             .map(|i| SimClient {
                 id: 100 + i as u64,
@@ -467,10 +492,9 @@ impl World {
             daemons,
             coord: Coord {
                 state,
-                detector,
+                node,
                 up: true,
                 term: 1,
-                base: Instant::now(),
             },
             clients,
             cuts: BTreeMap::new(),
@@ -548,39 +572,37 @@ impl World {
                 }
             }
             Ev::DaemonTick(d, inc) => {
-                let Some(daemon) = self.daemons.get_mut(&d) else {
-                    return Ok(());
-                };
-                if !daemon.up || daemon.incarnation != inc {
+                if !self.incarnation_up(d, inc) {
                     return Ok(());
                 }
-                if let Some(run) = daemon.run.as_mut() {
-                    run.core.on_tick();
-                    let actions = run.transfers.on_tick();
-                    self.core_effects(d);
-                    self.transfer_actions(d, actions);
-                }
+                self.with_node(d, |node, out| {
+                    node.on_tick(out);
+                    // The shell's interval fsync: a full disk shows here
+                    // even when nothing is written.
+                    node.sync(out);
+                });
                 self.at(TICK_MS, Ev::DaemonTick(d, inc));
             }
             Ev::Heartbeat(d, inc) => {
-                let daemon = &self.daemons[&d];
-                if !daemon.up || daemon.incarnation != inc {
+                if !self.incarnation_up(d, inc) {
                     return Ok(());
                 }
-                match &daemon.run {
-                    Some(run) => {
-                        let epoch = run.config.epoch;
-                        let sent_at = self.now;
-                        self.send(
-                            Node::Daemon(d),
-                            Node::Coord,
-                            Msg::Heartbeat { epoch, sent_at },
-                        );
-                    }
+                let request = match &self.daemons[&d].node {
+                    Some(node) => node.heartbeat(),
                     // Restarted, not registered yet: ask again.
-                    None => self.send(Node::Daemon(d), Node::Coord, Msg::Register),
-                }
+                    None => CoordRequest::RegisterDaemon {
+                        id: Some(d),
+                        addr: format!("d{}", d.0),
+                    },
+                };
+                let sent = self.now;
+                self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
                 self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
+            }
+            Ev::Job(d, inc, job) => {
+                if self.incarnation_up(d, inc) {
+                    self.with_node(d, |node, out| node.run_job(job, out));
+                }
             }
             Ev::CoordTick => {
                 self.coord_tick();
@@ -645,282 +667,192 @@ impl World {
 
     // ------------------------------------------------------------ daemons
 
+    fn incarnation_up(&self, d: DaemonId, inc: u64) -> bool {
+        self.daemons
+            .get(&d)
+            .is_some_and(|daemon| daemon.up && daemon.incarnation == inc)
+    }
+
+    fn daemon_time(&self) -> Duration {
+        Duration::from_millis(self.now)
+    }
+
+    /// Calls into daemon `d`'s node, then carries out what it output, in
+    /// order: the simulator's counterpart of the shell's `execute`.
+    fn with_node(&mut self, d: DaemonId, f: impl FnOnce(&DaemonNode, &mut dyn FnMut(Output))) {
+        let Some(node) = self.daemons.get(&d).and_then(|x| x.node.as_ref()) else {
+            return;
+        };
+        let mut outputs = Vec::new();
+        f(node, &mut |o| outputs.push(o));
+        for output in outputs {
+            self.execute(d, output);
+        }
+    }
+
+    fn execute(&mut self, d: DaemonId, output: Output) {
+        match output {
+            Output::Send { to, msg } => {
+                if self.trace {
+                    if let Message::Transfer(m) = &msg {
+                        self.trace_transfer(d, m);
+                    }
+                }
+                self.send(Node::Daemon(d), Node::Daemon(to), Msg::Peer(msg))
+            }
+            Output::Reply { to, response } => self.send(
+                Node::Daemon(d),
+                Node::Client(to.conn as usize),
+                Msg::Response {
+                    id: to.id,
+                    resp: response,
+                },
+            ),
+            Output::Job(job) => {
+                let inc = self.daemons[&d].incarnation;
+                let delay = self.rng.below(JOB_DELAY_MS_MAX + 1);
+                self.at(delay, Ev::Job(d, inc, job));
+            }
+            Output::Coord(request) => {
+                let sent = self.now;
+                self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
+            }
+            Output::Stop(why) => {
+                self.trace(|| format!("{d} stops: {why}"));
+                self.stop(d);
+                // An operator (or a supervisor) starts it again once the
+                // disk is repaired.
+                let down = 500 + self.rng.below(3_000);
+                self.at(down, Ev::Restart(d));
+            }
+        }
+    }
+
+    fn trace_transfer(&self, d: DaemonId, m: &TransferMsg) {
+        match m {
+            TransferMsg::Entries {
+                transfer,
+                attempt,
+                seq,
+                entries,
+                ..
+            } => eprintln!(
+                "{:>7} {d} transfer {transfer}.{attempt} #{seq}: {:?}",
+                self.now,
+                entries
+                    .iter()
+                    .map(|e| (e.key.last().copied(), e.version.0))
+                    .collect::<Vec<_>>()
+            ),
+            other => eprintln!("{:>7} {d} {other:?}", self.now),
+        }
+    }
+
+    /// A registered process starts its node: the shell's `run` after
+    /// registration and the first configuration.
     fn start_daemon(&mut self, id: DaemonId, config: Arc<Configuration>) {
         let daemon = self.daemons.get_mut(&id).expect("known daemon");
-        let engine: Arc<dyn Engine> = daemon.engine.clone();
-        let mut transfers = Transfers::new(id);
-        let actions = transfers.on_config(&config);
-        daemon.last_epoch = daemon.last_epoch.max(config.epoch);
-        daemon.run = Some(Running {
-            core: ReplicaCore::new(id, config.clone(), engine),
-            transfers,
-            config,
-            lease_until: 0,
+        let disk = Arc::new(Disk::open(daemon.data.clone()));
+        let index = IndexedEngine::open(disk.clone(), &config).expect("a healthy disk opens");
+        let options = NodeOptions {
+            addr: format!("d{}", id.0),
+            transfer_batch: TRANSFER_BATCH,
+        };
+        assert!(
+            config.epoch >= daemon.last_epoch,
+            "daemon {id} started at epoch {} after {}",
+            config.epoch,
+            daemon.last_epoch
+        );
+        daemon.last_epoch = config.epoch;
+        let mut outputs = Vec::new();
+        let node = DaemonNode::new(id, options, config, Arc::new(index), &mut |o| {
+            outputs.push(o)
         });
+        daemon.node = Some(node);
+        daemon.disk = Some(disk);
         let inc = daemon.incarnation;
-        self.transfer_actions(id, actions);
+        for output in outputs {
+            self.execute(id, output);
+        }
         let (t, h) = (self.rng.below(TICK_MS), self.rng.below(HEARTBEAT_MS));
         self.at(t, Ev::DaemonTick(id, inc));
         self.at(h, Ev::Heartbeat(id, inc));
     }
 
     fn install(&mut self, d: DaemonId, config: Arc<Configuration>) {
-        let daemon = self.daemons.get_mut(&d).expect("known daemon");
-        let Some(run) = daemon.run.as_mut() else {
-            return;
-        };
-        if config.epoch <= run.config.epoch {
-            return;
+        let epoch = config.epoch;
+        let mut installed = false;
+        self.with_node(d, |node, out| installed = node.on_config(config, out));
+        if installed {
+            let daemon = self.daemons.get_mut(&d).expect("known daemon");
+            assert!(
+                epoch > daemon.last_epoch,
+                "daemon {d} installed epoch {epoch} after {}",
+                daemon.last_epoch
+            );
+            daemon.last_epoch = epoch;
         }
-        assert!(
-            config.epoch > daemon.last_epoch,
-            "daemon {d} installed epoch {} after {}",
-            config.epoch,
-            daemon.last_epoch
-        );
-        daemon.last_epoch = config.epoch;
-        run.config = config.clone();
-        let actions = run.transfers.on_config(&config);
-        run.core.on_config(config.clone());
-        // Regions no configuration names are dropped (spaces are never
-        // removed here, so there are none).
-        self.core_effects(d);
-        self.transfer_actions(d, actions);
     }
 
     fn daemon_receive(&mut self, d: DaemonId, from: Node, msg: Msg) {
-        let now = self.now;
-        let daemon = self.daemons.get_mut(&d).expect("known daemon");
-        if !daemon.up {
+        if !self.daemons[&d].up {
             return;
         }
-        if let Msg::Registered(config) = msg {
-            if daemon.run.is_some() {
-                self.install(d, config);
-            } else {
-                self.start_daemon(d, config);
-            }
-            return;
-        }
-        let Some(run) = daemon.run.as_mut() else {
-            return; // not registered yet
-        };
+        let now = self.daemon_time();
         match msg {
-            Msg::Chain(m) => {
-                if self.trace {
-                    if let ChainMsg::Forward(f) = &m {
-                        let hop = f.hops[f.position as usize];
-                        eprintln!(
-                            "{:>7} {d} gets {:?} v{} {} hop {} {} of {:?} at {} (own {}) by {:?}: {:?}",
-                            now,
-                            f.key,
-                            f.version.0,
-                            f.epoch,
-                            f.position,
-                            hop.region,
-                            f.hops
-                                .iter()
-                                .map(|h| (h.daemon.0, h.region.0))
-                                .collect::<Vec<_>>(),
-                            f.from,
-                            run.config.epoch,
-                            f.client,
-                            f.object.as_ref().map(|o| &o.values[1..]),
-                        );
-                    }
-                    if let ChainMsg::Ack(a) = &m {
-                        eprintln!(
-                            "{:>7} {d} gets ack {:?} v{} {} pos {} {} from {} (own {})",
-                            now,
-                            a.key,
-                            a.version.0,
-                            a.epoch,
-                            a.position,
-                            a.region,
-                            a.from,
-                            run.config.epoch
-                        );
-                    }
-                }
-                run.core.on_chain(m);
-                self.core_effects(d);
-            }
-            Msg::Transfer(m) => {
-                if self.trace {
-                    match &m {
-                        TransferMsg::Entries {
-                            transfer,
-                            attempt,
-                            seq,
-                            entries,
-                            ..
-                        } => eprintln!(
-                            "{now:>7} {d} transfer {transfer}.{attempt} #{seq}: {:?}",
-                            entries
-                                .iter()
-                                .map(|e| (e.key.last().copied(), e.version.0))
-                                .collect::<Vec<_>>()
-                        ),
-                        other => eprintln!("{now:>7} {d} {other:?}"),
-                    }
-                }
-                let actions = run.transfers.on_message(m);
-                self.transfer_actions(d, actions);
-            }
+            Msg::Peer(msg) => self.with_node(d, |node, out| node.on_peer(msg, out)),
             Msg::Config(config) => self.install(d, config),
-            Msg::HeartbeatReply { sent_at, answer } => match answer {
-                HbAnswer::Ok(config) => {
-                    run.lease_until = run.lease_until.max(sent_at + LEASE_MS);
-                    if let Some(config) = config {
-                        self.install(d, config);
+            Msg::CoordAnswer {
+                request,
+                sent,
+                response,
+            } => {
+                let sent = Duration::from_millis(sent);
+                self.with_node(d, |node, out| {
+                    node.on_coord_answer(&request, sent, response, now, out)
+                });
+            }
+            Msg::Registered {
+                request,
+                sent,
+                id,
+                config,
+            } => {
+                if self.daemons[&d].node.is_none() {
+                    if id == d {
+                        self.start_daemon(d, config);
                     }
-                }
-                HbAnswer::Offline => self.send(Node::Daemon(d), Node::Coord, Msg::Register),
-            },
-            Msg::Request { id, epoch, req } => {
-                let Node::Client(c) = from else { return };
-                if now >= run.lease_until {
-                    let resp = DaemonResponse::Failed {
-                        status: Status::Reconfigure,
-                        reason: "lease expired".into(),
-                    };
-                    self.send(Node::Daemon(d), from, Msg::Response { id, resp });
                     return;
                 }
-                match req {
-                    Req::Update(u) => {
-                        let reply = ReplyTo { conn: c as u64, id };
-                        run.core.on_update(reply, epoch, u);
-                        self.core_effects(d);
-                    }
-                    Req::Get(key) => {
-                        let resp = get_committed(
-                            &run.config,
-                            d,
-                            daemon.engine.as_ref(),
-                            epoch,
-                            self.space,
-                            &key,
-                        );
-                        self.send(Node::Daemon(d), from, Msg::Response { id, resp });
-                    }
-                }
+                let sent = Duration::from_millis(sent);
+                let response = CoordResponse::Registered { id };
+                self.with_node(d, |node, out| {
+                    node.on_coord_answer(&request, sent, response, now, out)
+                });
+                self.install(d, config);
+            }
+            Msg::Request { id, epoch, req } => {
+                let Node::Client(c) = from else { return };
+                let to = ReplyTo { conn: c as u64, id };
+                self.with_node(d, |node, out| node.on_request(to, epoch, req, now, out));
             }
             _ => {}
         }
     }
 
-    fn core_effects(&mut self, d: DaemonId) {
-        let Some(run) = self.daemons.get_mut(&d).and_then(|x| x.run.as_mut()) else {
-            return;
-        };
-        let effects = run.core.drain_effects();
-        let mut out = Vec::new();
-        for effect in effects {
-            match effect {
-                Effect::Send { to, msg } => out.push((Node::Daemon(to), Msg::Chain(msg))),
-                Effect::Ship { transfer, entry } => {
-                    if let Some((to, msg)) = run.transfers.stamp(transfer, None, vec![entry]) {
-                        out.push((Node::Daemon(to), Msg::Transfer(msg)));
-                    }
-                }
-                Effect::Reply { to, response } => out.push((
-                    Node::Client(to.conn as usize),
-                    Msg::Response {
-                        id: to.id,
-                        resp: response,
-                    },
-                )),
-            }
-        }
-        for (to, msg) in out {
-            self.send(Node::Daemon(d), to, msg);
-        }
-    }
-
-    fn transfer_actions(&mut self, d: DaemonId, actions: Vec<TransferAction>) {
-        for action in actions {
-            let daemon = self.daemons.get_mut(&d).expect("known daemon");
-            let engine = daemon.engine.clone();
-            let Some(run) = daemon.run.as_mut() else {
-                return;
-            };
-            match action {
-                TransferAction::Scan {
-                    transfer,
-                    attempt,
-                    region,
-                    digest,
-                } => {
-                    let mut out = Vec::new();
-                    let transfers = &mut run.transfers;
-                    let engine = engine.as_ref();
-                    let digest = digest.as_deref();
-                    let shipped = scan_region(engine, region, TRANSFER_BATCH, digest, |batch| {
-                        transfers
-                            .stamp(transfer, Some(attempt), batch)
-                            .map(|m| out.push(m))
-                            .is_some()
-                    })
-                    .expect("memory scan");
-                    if shipped {
-                        run.transfers.scanned(transfer, attempt);
-                    }
-                    for (to, msg) in out {
-                        self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg));
-                    }
-                }
-                TransferAction::Digest {
-                    transfer,
-                    region,
-                    to,
-                } => {
-                    let buckets = region_digest(engine.as_ref(), region).expect("memory scan");
-                    let msg = TransferMsg::Digest {
-                        transfer,
-                        from: d,
-                        buckets,
-                    };
-                    self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg));
-                }
-                TransferAction::Store { region, entries } => {
-                    for entry in entries {
-                        run.core.on_transfer_entry(region, entry);
-                    }
-                    self.core_effects(d);
-                }
-                TransferAction::Send { to, msg } => {
-                    self.send(Node::Daemon(d), Node::Daemon(to), Msg::Transfer(msg))
-                }
-                TransferAction::Hold { transfer, region } => {
-                    run.core.hold(region);
-                    let actions = run.transfers.held(transfer);
-                    self.transfer_actions(d, actions);
-                }
-                TransferAction::CheckDrained { transfer, region } => {
-                    if run.core.in_flight(region) == 0 {
-                        let actions = run.transfers.drained(transfer);
-                        self.transfer_actions(d, actions);
-                    }
-                }
-                TransferAction::Release { region } => {
-                    run.core.release(region);
-                    self.core_effects(d);
-                }
-                TransferAction::Complete { transfer } => self.send(
-                    Node::Daemon(d),
-                    Node::Coord,
-                    Msg::TransferComplete(transfer),
-                ),
-            }
-        }
+    /// The process ends (a crash, or it stopped itself): its memory is
+    /// gone, its data stays.
+    fn stop(&mut self, d: DaemonId) {
+        let daemon = self.daemons.get_mut(&d).expect("known daemon");
+        daemon.up = false;
+        daemon.node = None;
+        daemon.disk = None;
+        daemon.incarnation += 1;
     }
 
     fn crash(&mut self, d: DaemonId) {
-        let daemon = self.daemons.get_mut(&d).expect("known daemon");
-        daemon.up = false;
-        daemon.run = None;
-        daemon.incarnation += 1;
+        self.stop(d);
         self.report.crashes += 1;
         self.trace(|| format!("crash {d}"));
     }
@@ -931,10 +863,16 @@ impl World {
             return;
         }
         daemon.up = true;
+        daemon.disk_fault = false;
         let inc = daemon.incarnation;
         self.trace(|| format!("restart {d}"));
         // Its disk survived (the engine); it registers again before serving.
-        self.send(Node::Daemon(d), Node::Coord, Msg::Register);
+        let request = CoordRequest::RegisterDaemon {
+            id: Some(d),
+            addr: format!("d{}", d.0),
+        };
+        let sent = self.now;
+        self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
         // Registration may be lost: the heartbeat timer retries it.
         self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
     }
@@ -977,32 +915,65 @@ impl World {
         result
     }
 
+    fn coordinator_time(&self) -> Duration {
+        Duration::from_millis(self.now)
+    }
+
     fn coord_receive(&mut self, from: Node, msg: Msg) {
-        let instant = self.coord.base + Duration::from_millis(self.now);
+        let now = self.coordinator_time();
         match (from, msg) {
-            (Node::Daemon(d), Msg::Heartbeat { epoch, sent_at }) => {
-                let info = self.coord.state.daemons.get(&d).map(|i| i.state);
-                let answer = match info {
-                    Some(DaemonState::Available) => {
-                        self.coord.detector.on_heartbeat(d, epoch, instant);
-                        let config = (epoch < self.coord.state.epoch)
-                            .then(|| Arc::new(self.configuration()));
-                        HbAnswer::Ok(config)
+            (Node::Daemon(_), Msg::Coord { request, sent }) => {
+                let response = match &request {
+                    CoordRequest::Heartbeat { id, epoch } => {
+                        let answer = self
+                            .coord
+                            .node
+                            .heartbeat(&self.coord.state, *id, *epoch, now);
+                        if *epoch < self.coord.state.epoch {
+                            // What the daemon's configuration long-poll
+                            // would bring it.
+                            let config = Arc::new(self.configuration());
+                            self.send(Node::Coord, from, Msg::Config(config));
+                        }
+                        CoordResponse::Heartbeat(answer)
                     }
-                    _ => HbAnswer::Offline,
+                    CoordRequest::RegisterDaemon { id, addr } => {
+                        let result = self.apply(Command::RegisterDaemon {
+                            id: *id,
+                            addr: addr.clone(),
+                        });
+                        let CommandResult::Registered { id } = result else {
+                            return;
+                        };
+                        let config = Arc::new(self.configuration());
+                        let msg = Msg::Registered {
+                            request,
+                            sent,
+                            id,
+                            config,
+                        };
+                        self.send(Node::Coord, from, msg);
+                        return;
+                    }
+                    CoordRequest::TransferComplete { transfer } => {
+                        self.apply(Command::TransferComplete {
+                            transfer: *transfer,
+                        });
+                        CoordResponse::Done
+                    }
+                    CoordRequest::Leave { id, reason } => {
+                        let command = self.coord.node.leave(*id, *reason);
+                        self.apply(command);
+                        CoordResponse::Done
+                    }
+                    _ => return,
                 };
-                self.send(Node::Coord, from, Msg::HeartbeatReply { sent_at, answer });
-            }
-            (Node::Daemon(d), Msg::Register) => {
-                self.apply(Command::RegisterDaemon {
-                    id: Some(d),
-                    addr: format!("d{}", d.0),
-                });
-                let config = Arc::new(self.configuration());
-                self.send(Node::Coord, from, Msg::Registered(config));
-            }
-            (Node::Daemon(_), Msg::TransferComplete(t)) => {
-                self.apply(Command::TransferComplete { transfer: t });
+                let msg = Msg::CoordAnswer {
+                    request,
+                    sent,
+                    response,
+                };
+                self.send(Node::Coord, from, msg);
             }
             (Node::Client(_), Msg::ConfigRequest) => {
                 let config = Arc::new(self.configuration());
@@ -1016,10 +987,10 @@ impl World {
         if !self.coord.up {
             return;
         }
-        let instant = self.coord.base + Duration::from_millis(self.now);
-        let suspects = self.coord.detector.suspects(instant, &self.coord.state);
-        for id in suspects {
-            self.apply(Command::DaemonOffline { id });
+        let now = self.coordinator_time();
+        let commands = self.coord.node.tick(&self.coord.state, now);
+        for command in commands {
+            self.apply(command);
         }
     }
 
@@ -1031,7 +1002,7 @@ impl World {
         // A new leader: its detector starts afresh, giving every daemon a
         // full timeout of grace.
         self.coord.term += 1;
-        self.coord.detector.lead(self.coord.term);
+        self.coord.node.lead(self.coord.term);
     }
 
     // ------------------------------------------------------------ nemesis
@@ -1039,7 +1010,7 @@ impl World {
     /// Daemons that are up, registered and reachable.
     fn healthy(&self, d: DaemonId) -> bool {
         let daemon = &self.daemons[&d];
-        daemon.up && daemon.run.is_some() && !self.cuts.contains_key(&d)
+        daemon.up && daemon.node.is_some() && !daemon.disk_fault && !self.cuts.contains_key(&d)
     }
 
     /// Within f: forgets past faults once the cluster is whole again
@@ -1103,6 +1074,24 @@ impl World {
                 self.report.partitions += 1;
                 let length = 200 + self.rng.below(5_000);
                 self.at(length, Ev::Heal(d));
+            }
+            6 if self.knobs.disk_faults && self.may_fail(d) => {
+                // The daemon finds out at its next write or sync, leaves
+                // every chain and stops; it is restarted with the disk
+                // repaired.
+                self.faulted.insert(d);
+                let fault = if self.rng.chance(500) {
+                    Fault::Full
+                } else {
+                    Fault::Broken
+                };
+                let daemon = self.daemons.get_mut(&d).expect("known daemon");
+                daemon.disk_fault = true;
+                if let Some(disk) = &daemon.disk {
+                    disk.fail(fault);
+                }
+                self.trace(|| format!("disk of {d}: {fault:?}"));
+                self.report.disk_faults += 1;
             }
             5 if self.knobs.coordinator_outages && self.coord.up => {
                 self.coord.up = false;
@@ -1225,8 +1214,11 @@ impl World {
         };
         self.trace(|| format!("client {c} key {key} {op:?} #{request_no} -> {leader} at {epoch}"));
         let req = match op {
-            KvOp::Get => Req::Get(Value::Int(key)),
-            op => Req::Update(update_request(space, key, op, client_id, request_no)),
+            KvOp::Get => DaemonRequest::Get {
+                space,
+                key: Value::Int(key),
+            },
+            op => DaemonRequest::Update(update_request(space, key, op, client_id, request_no)),
         };
         self.send(
             Node::Client(c),
@@ -1325,14 +1317,15 @@ impl World {
             why.push(format!("transfers {:?}", self.coord.state.transfers));
         }
         for d in self.daemons.values() {
-            match &d.run {
+            match &d.node {
                 None => why.push(format!("{} not running", d.id)),
-                Some(run) => {
-                    if run.config.epoch != self.coord.state.epoch {
-                        why.push(format!("{} at epoch {}", d.id, run.config.epoch));
+                Some(node) => {
+                    let epoch = node.config().epoch;
+                    if epoch != self.coord.state.epoch {
+                        why.push(format!("{} at epoch {epoch}", d.id));
                     }
-                    if run.core.busy_keys() > 0 {
-                        why.push(format!("{} busy: {}", d.id, run.core.describe_busy()));
+                    if node.busy_keys() > 0 {
+                        why.push(format!("{} busy: {}", d.id, node.describe_busy()));
                     }
                 }
             }
@@ -1386,7 +1379,7 @@ impl World {
         let read = |d: DaemonId, region: RegionId| {
             let mut out: BTreeMap<Vec<u8>, (u64, Option<Object>)> = BTreeMap::new();
             self.daemons[&d]
-                .engine
+                .data
                 .scan(region, None, &mut |k, v| {
                     let r = Record::decode(v).expect("valid record");
                     out.insert(k.to_vec(), (r.version.0, r.object));

@@ -52,5 +52,6 @@ pub use interval::coordinate_interval;
 pub use parse::{format_space, parse_space, ParseSpaceError};
 pub use plan::{describe_plan, plan_search, SearchPlan};
 pub use predicate::{validate_check, Check, CheckError, PredOp};
+pub use region::KeyRegionError;
 pub use schema::{Attribute, SpaceDesc};
 pub use value::{DataType, Object, Prim, TimeUnit, Value};

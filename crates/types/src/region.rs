@@ -19,9 +19,46 @@
 //! Coordinate intervals here are inclusive `(lo, hi)` pairs; an interval with
 //! `lo > hi` is empty (see [`crate::interval::coordinate_interval`]).
 
-use crate::config::{Region, SubspaceLayout};
+use crate::config::{Region, Space, SubspaceLayout};
 use crate::coordinate::coordinate;
-use crate::value::Object;
+use crate::value::{Object, Value};
+
+/// Why a key has no key-subspace region.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyRegionError {
+    /// The key's type has no coordinate (only hashable types can be keys).
+    #[error("the key is not of a hashable type")]
+    NotHashable,
+    /// The space has no key subspace, or one that is not a one-dimensional
+    /// grid with a region for each of its cells (a configuration no
+    /// coordinator should produce).
+    #[error("space {space:?} has no well-formed key subspace")]
+    NoKeySubspace {
+        /// The space's name.
+        space: String,
+    },
+}
+
+impl Space {
+    /// The key-subspace region holding `key` (its chain's head is the
+    /// key's point leader). The one place that maps a key to its region,
+    /// for clients and daemons alike; it never panics on an odd
+    /// configuration.
+    pub fn key_region(&self, key: &Value) -> Result<&Region, KeyRegionError> {
+        let coordinate = coordinate(key).ok_or(KeyRegionError::NotHashable)?;
+        let malformed = || KeyRegionError::NoKeySubspace {
+            space: self.desc.name.clone(),
+        };
+        let layout = self.subspaces.first().ok_or_else(malformed)?;
+        if layout.splits.len() != 1 {
+            return Err(malformed());
+        }
+        layout
+            .regions
+            .get(layout.region_index(&[coordinate]))
+            .ok_or_else(malformed)
+    }
+}
 
 /// Intervals per dimension for about `partitions` regions over `dims`
 /// dimensions: counts as equal as possible, product as close as possible.
@@ -384,6 +421,64 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn space_with(subspaces: Vec<SubspaceLayout>) -> Space {
+        let desc = crate::parse::parse_space("space t key int k attributes v create 8 partitions")
+            .expect("a valid description");
+        Space {
+            id: crate::ids::SpaceId(1),
+            desc,
+            subspaces,
+        }
+    }
+
+    #[test]
+    fn key_region_is_the_cell_holding_the_key_coordinate() {
+        let space = space_with(vec![layout(vec![0], vec![uniform_splits(8)])]);
+        let cells: Vec<Vec<(u64, u64)>> =
+            (0..8).map(|i| space.subspaces[0].cell_bounds(i)).collect();
+        for key in (-50..50)
+            .map(|i| i * 987_654_321_987)
+            .chain([i64::MIN, i64::MAX])
+        {
+            let key = Value::Int(key);
+            let c = coordinate(&key).unwrap();
+            // Brute force: the one cell whose bounds contain the coordinate.
+            let holding: Vec<usize> = (0..8)
+                .filter(|&i| cells[i][0].0 <= c && c <= cells[i][0].1)
+                .collect();
+            assert_eq!(holding.len(), 1, "{key:?}");
+            let region = space.key_region(&key).unwrap();
+            assert_eq!(region.id, RegionId(100 + holding[0] as u64), "{key:?}");
+        }
+    }
+
+    #[test]
+    fn key_region_refuses_odd_configurations_without_panicking() {
+        let key = Value::Int(7);
+        let no_key_subspace = KeyRegionError::NoKeySubspace { space: "t".into() };
+        assert_eq!(
+            space_with(vec![]).key_region(&key),
+            Err(no_key_subspace.clone())
+        );
+        let two_dimensions = layout(vec![0, 1], vec![uniform_splits(2), uniform_splits(2)]);
+        assert_eq!(
+            space_with(vec![two_dimensions]).key_region(&key),
+            Err(no_key_subspace.clone())
+        );
+        let mut missing_regions = layout(vec![0], vec![uniform_splits(8)]);
+        missing_regions.regions.truncate(1);
+        // Int(7)'s coordinate lies above the middle, past the one region left.
+        assert_eq!(
+            space_with(vec![missing_regions]).key_region(&key),
+            Err(no_key_subspace)
+        );
+        let space = space_with(vec![layout(vec![0], vec![uniform_splits(8)])]);
+        assert_eq!(
+            space.key_region(&Value::List(vec![])),
+            Err(KeyRegionError::NotHashable)
+        );
     }
 
     #[test]

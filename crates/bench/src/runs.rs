@@ -1,0 +1,451 @@
+//! The benchmark runs behind `tessera bench`: each scenario against its
+//! cluster, its results printed as a table (and written as JSON on request),
+//! and the comparison of Tessera with the baselines and its ratio table.
+//! The binary maps its command line onto these functions.
+
+use crate::baselines::{self, Server};
+use crate::cluster::{with_cluster, ClusterSpec};
+use crate::driver::{results_table, PhaseResult, Store};
+use crate::recovery::{self, RecoveryOptions};
+use crate::scenarios::{self, CompareSize};
+use crate::stores::etcd::EtcdStore;
+use crate::stores::postgres::PostgresStore;
+use crate::stores::redis::RedisStore;
+use crate::stores::tessera::{usertable_description, TesseraStore};
+use crate::workload::Workload;
+use anyhow::Context;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_client::{Admin, Client};
+
+/// What Tessera promises about acknowledged writes in these runs.
+const TESSERA_DURABILITY: &str =
+    "every replica (tolerate 1 failure: 2 per region) writes to the OS before the ack; fsync every 200 ms";
+const TESSERA_F0_DURABILITY: &str =
+    "tolerate 0 failures: 1 replica per region, writes to the OS before the ack; fsync every 200 ms";
+const TESSERA_FSYNC_DURABILITY: &str =
+    "every replica (2 per region) fsyncs each commit before the ack (daemons run with durability always)";
+
+/// The labels of the Tessera runs in the comparison.
+const MAIN: &str = "tessera f=1";
+const F0: &str = "tessera f=0";
+const FSYNC: &str = "tessera f=1 fsync";
+
+/// The load shape shared by the scenarios.
+#[derive(Clone, Debug)]
+pub struct Load {
+    /// Operations in flight (one task each).
+    pub workers: usize,
+    /// Each phase stops after this long even if operations remain.
+    pub time_limit: Duration,
+    /// Where to write every result as JSON.
+    pub json: Option<PathBuf>,
+}
+
+/// Runs `scenario` against the cluster `c` names, then reports its results.
+async fn run_and_report(
+    c: &ClusterSpec,
+    load: &Load,
+    scenario: impl AsyncFnOnce(&str) -> anyhow::Result<Vec<PhaseResult>>,
+) -> anyhow::Result<()> {
+    let results = with_cluster(c, scenario).await?;
+    report(load, &results)
+}
+
+/// Prints `results` as a table, and writes them as JSON when asked.
+fn report(load: &Load, results: &[PhaseResult]) -> anyhow::Result<()> {
+    print!("{}", results_table(results));
+    write_json(&load.json, &serde_json::json!({ "results": results }))
+}
+
+fn write_json(path: &Option<PathBuf>, value: &serde_json::Value) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, serde_json::to_string_pretty(value)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("bench: results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// A Tessera usertable space with a `recno` subspace, made fresh.
+async fn tessera_usertable(
+    coordinator: &str,
+    name: &str,
+    partitions: u32,
+) -> anyhow::Result<Arc<dyn Store>> {
+    tessera_usertable_f(coordinator, name, partitions, 1).await
+}
+
+/// The same, tolerating `tolerate` failures (`tolerate + 1` replicas).
+async fn tessera_usertable_f(
+    coordinator: &str,
+    name: &str,
+    partitions: u32,
+    tolerate: u32,
+) -> anyhow::Result<Arc<dyn Store>> {
+    let admin = Admin::new(coordinator);
+    scenarios::fresh_space(
+        &admin,
+        name,
+        &usertable_description(name, 10, true, partitions, tolerate),
+    )
+    .await?;
+    let client = Client::connect(coordinator).await?;
+    scenarios::wait_space(&client, name).await?;
+    Ok(Arc::new(TesseraStore::new(client, name, 10)))
+}
+
+/// A YCSB core workload: against the baseline `store` (redis, etcd,
+/// postgres) started for the run, or against Tessera (a fresh usertable
+/// loaded first unless `no_load`).
+pub async fn ycsb(
+    w: Workload,
+    no_load: bool,
+    store: &str,
+    baseline_port: u16,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
+    if store != "tessera" {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("tessera-bench-{store}-"))
+            .tempdir()?;
+        let (mut server, target) = start_baseline(store, dir.path(), baseline_port).await?;
+        eprintln!("bench: {store} ({})", server.durability);
+        let results = scenarios::ycsb(
+            target,
+            Arc::new(w.clone()),
+            load.workers,
+            load.time_limit,
+            true,
+        )
+        .await;
+        tokio::task::block_in_place(|| server.stop());
+        let results = results?;
+        print!("{}", results_table(&results));
+        return write_json(
+            &load.json,
+            &serde_json::json!({ "workload": w, "durability": server.durability, "results": results }),
+        );
+    }
+    with_cluster(c, async |coordinator: &str| {
+        let store = if no_load {
+            let client = Client::connect(coordinator).await?;
+            Arc::new(TesseraStore::new(client, "usertable", w.fieldcount)) as Arc<dyn Store>
+        } else {
+            tessera_usertable(coordinator, "usertable", c.partitions).await?
+        };
+        let results = scenarios::ycsb(
+            store,
+            Arc::new(w.clone()),
+            load.workers,
+            load.time_limit,
+            !no_load,
+        )
+        .await?;
+        print!("{}", results_table(&results));
+        write_json(
+            &load.json,
+            &serde_json::json!({ "workload": w, "results": results }),
+        )
+    })
+    .await
+}
+
+/// Put latency and throughput with 0 to `max` non-key subspaces.
+pub async fn subspaces(
+    max: usize,
+    records: u64,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
+    let counts: Vec<usize> = (0..=max).collect();
+    let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
+    run_and_report(c, load, async |coordinator: &str| {
+        scenarios::subspaces(coordinator, &counts, records, workers, partitions, limit).await
+    })
+    .await
+}
+
+/// Equality search with a matching subspace vs. one over every region.
+pub async fn search_vs_scan(
+    records: u64,
+    searches: u64,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
+    with_cluster(c, async |coordinator: &str| {
+        let r = scenarios::search_vs_scan(
+            coordinator,
+            records,
+            searches,
+            load.workers,
+            c.partitions,
+            load.time_limit,
+        )
+        .await?;
+        print!(
+            "{}",
+            results_table(&[r.with_subspace.clone(), r.without_subspace.clone()])
+        );
+        println!("plan with the recno subspace:\n{}", r.plan_with_subspace);
+        println!("plan without it:\n{}", r.plan_without_subspace);
+        println!(
+            "mean latency ratio (all regions ÷ subspace): {:.2}; throughput ratio (subspace ÷ all regions): {:.2}",
+            r.mean_latency_ratio, r.throughput_ratio
+        );
+        write_json(&load.json, &serde_json::to_value(&r)?)
+    })
+    .await
+}
+
+/// Latency of a read/scan mix as the scan share grows.
+pub async fn scan_share(
+    records: u64,
+    operations: u64,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
+    let (workers, limit) = (load.workers, load.time_limit);
+    run_and_report(c, load, async |coordinator: &str| {
+        let store = tessera_usertable(coordinator, "bench_scan_share", c.partitions).await?;
+        let results = scenarios::scan_share(store, records, operations, workers, limit).await;
+        let _ = Admin::new(coordinator).rm_space("bench_scan_share").await;
+        results
+    })
+    .await
+}
+
+/// Get and put latency distributions.
+pub async fn latency(
+    records: u64,
+    operations: u64,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
+    let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
+    run_and_report(c, load, async |coordinator: &str| {
+        scenarios::latency(coordinator, records, operations, workers, partitions, limit).await
+    })
+    .await
+}
+
+/// Kill -9 of a region's point leader among real processes, until
+/// `interrupted` completes (the guard of the run kills the servers then).
+/// `failure_timeout` is the coordinator's, reported beside the figures.
+pub async fn recovery(
+    options: &RecoveryOptions,
+    failure_timeout: Duration,
+    interrupted: impl Future<Output = ()>,
+    json: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    eprintln!(
+        "bench: coordinator at 127.0.0.1:{}, {} daemons on the next ports, data in {}",
+        options.port,
+        recovery::DAEMONS,
+        options.dir.display()
+    );
+    let report = tokio::select! {
+        report = recovery::recovery(options) => report?,
+        _ = interrupted => anyhow::bail!("interrupted; the servers were killed"),
+    };
+    println!(
+        "{} objects of {} × {} bytes in one region (tolerate 1 failure, {} daemons, rejoin {}); failure timeout {} ms; loaded in {:.1} s",
+        report.objects,
+        report.record_fields,
+        report.field_bytes,
+        recovery::DAEMONS,
+        report.rejoin.name(),
+        failure_timeout.as_millis(),
+        report.load_seconds
+    );
+    print!("{}", recovery::recovery_table(&report));
+    let mut value = serde_json::to_value(&report)?;
+    value["failure_timeout_ms"] = serde_json::json!(failure_timeout.as_millis() as u64);
+    write_json(json, &value)
+}
+
+/// Starts the baseline `name` (redis, etcd, postgres) on 127.0.0.1:`port`
+/// with its data in `dir`, and its store (PostgreSQL's table created).
+async fn start_baseline(
+    name: &str,
+    dir: &std::path::Path,
+    port: u16,
+) -> anyhow::Result<(Server, Arc<dyn Store>)> {
+    let server = match name {
+        "redis" => baselines::start_redis(dir, port).await?,
+        "etcd" => baselines::start_etcd(dir, port).await?,
+        "postgres" => baselines::start_postgres(dir, port).await?,
+        other => anyhow::bail!("unknown store {other:?} (tessera, redis, etcd, postgres)"),
+    };
+    let store: Arc<dyn Store> = match name {
+        "redis" => Arc::new(RedisStore::new(&server.addr)),
+        "etcd" => Arc::new(EtcdStore::new(&server.addr)),
+        _ => {
+            let pg = PostgresStore::new(&baselines::postgres_conninfo(port), 10);
+            pg.create_table().await?;
+            Arc::new(pg)
+        }
+    };
+    Ok((server, store))
+}
+
+/// One Tessera run of the comparison: a fresh cluster (when local), whose
+/// daemons fsync every commit when `fsync_every_commit`, a usertable tolerating `tolerate` failures, the
+/// phases (all of them with `full`, else load, read and update) and, with
+/// `full`, the YCSB suite. Results are labelled `label`.
+#[allow(clippy::too_many_arguments)]
+async fn tessera_run(
+    c: &ClusterSpec,
+    port_offset: u16,
+    fsync_every_commit: bool,
+    tolerate: u32,
+    full: bool,
+    size: CompareSize,
+    label: &str,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    eprintln!("bench: {label} …");
+    let c = ClusterSpec {
+        local_port: c.local_port + port_offset,
+        fsync_every_commit,
+        ..c.clone()
+    };
+    let mut results = with_cluster(&c, async |coordinator: &str| {
+        let space = "bench_usertable";
+        let store = tessera_usertable_f(coordinator, space, c.partitions, tolerate).await?;
+        let mut results = scenarios::compare_phase_set(store.clone(), size, full).await?;
+        if full {
+            notes.extend(add_ycsb_suite(store, size, &mut results).await?);
+        }
+        let _ = Admin::new(coordinator).rm_space(space).await;
+        Ok::<_, anyhow::Error>(results)
+    })
+    .await?;
+    for r in &mut results {
+        r.store = label.to_string();
+    }
+    Ok(results)
+}
+
+/// Runs the YCSB suite on `store`, whose records the first phase of
+/// `results` loaded, appends its results and returns its notes.
+async fn add_ycsb_suite(
+    store: Arc<dyn Store>,
+    size: CompareSize,
+    results: &mut Vec<PhaseResult>,
+) -> anyhow::Result<Vec<String>> {
+    let loaded = results
+        .first()
+        .and_then(|r| r.ops.get("INSERT"))
+        .map_or(0, |s| s.count);
+    let (ycsb, notes) = scenarios::ycsb_suite(store, size, loaded).await?;
+    results.extend(ycsb);
+    Ok(notes)
+}
+
+/// Tessera (tolerating 1 failure, 0 failures, and with an fsync per commit
+/// when local) and every installed baseline not in `skip` under the same
+/// load, printed as one results table and a ratio table (Tessera ÷
+/// baseline), with the durability each run promised.
+pub async fn compare(
+    size: CompareSize,
+    skip: &[String],
+    baseline_port: u16,
+    c: &ClusterSpec,
+    json: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let mut notes = Vec::new();
+    let mut durability = vec![(MAIN.to_string(), TESSERA_DURABILITY.to_string())];
+    let tessera = tessera_run(c, 0, false, 1, true, size, MAIN, &mut notes).await?;
+    let mut all: Vec<PhaseResult> = tessera.clone();
+    // Puts with one replica per region, and with an fsync per commit
+    // (like etcd's): load, read and update only.
+    let f0 = tessera_run(c, 40, false, 0, false, size, F0, &mut notes).await?;
+    durability.push((F0.to_string(), TESSERA_F0_DURABILITY.to_string()));
+    all.extend(f0.clone());
+    let fsync = if c.local {
+        let r = tessera_run(c, 80, true, 1, false, size, FSYNC, &mut notes).await?;
+        durability.push((FSYNC.to_string(), TESSERA_FSYNC_DURABILITY.to_string()));
+        all.extend(r.clone());
+        r
+    } else {
+        notes.push(format!(
+            "{FSYNC}: not run (needs --local; a running cluster keeps its own durability)"
+        ));
+        Vec::new()
+    };
+    let mut baseline_results: Vec<PhaseResult> = Vec::new();
+    for (i, name) in ["redis", "etcd", "postgres"].into_iter().enumerate() {
+        if skip.iter().any(|s| s == name) {
+            notes.push(format!("{name}: skipped (--skip)"));
+            continue;
+        }
+        eprintln!("bench: {name} …");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("tessera-bench-{name}-"))
+            .tempdir()?;
+        let port = baseline_port + 10 * i as u16;
+        let (mut server, store) = match start_baseline(name, dir.path(), port).await {
+            Ok(started) => started,
+            Err(e) => {
+                notes.push(format!("{name}: not measured: {e:#}"));
+                continue;
+            }
+        };
+        durability.push((name.to_string(), server.durability.to_string()));
+        let outcome = async {
+            let mut results = scenarios::compare_phases(store.clone(), size).await?;
+            let ycsb_notes = add_ycsb_suite(store, size, &mut results).await?;
+            Ok::<_, anyhow::Error>((results, ycsb_notes))
+        }
+        .await;
+        tokio::task::block_in_place(|| server.stop());
+        match outcome {
+            Ok((results, ycsb_notes)) => {
+                all.extend(results.clone());
+                baseline_results.extend(results);
+                notes.extend(ycsb_notes);
+            }
+            Err(e) => notes.push(format!("{name}: failed: {e:#}")),
+        }
+    }
+    let mut ratios = scenarios::ratios(&tessera, &baseline_results);
+    ratios.extend(scenarios::ratios(&f0, &baseline_results));
+    let etcd: Vec<PhaseResult> = baseline_results
+        .iter()
+        .filter(|r| r.store == "etcd")
+        .cloned()
+        .collect();
+    ratios.extend(scenarios::ratios(&fsync, &etcd));
+    println!(
+        "records {}, operations per phase {}, per YCSB workload {}, {} in flight, record 10 × 100 bytes",
+        size.records, size.operations, size.ycsb_operations, size.workers
+    );
+    print!("{}", results_table(&all));
+    println!();
+    println!("Tessera ÷ baseline (throughput ratio above 1: Tessera faster; latency ratios above 1: Tessera slower)");
+    print!("{}", scenarios::ratio_table(&ratios));
+    println!();
+    println!("durability:");
+    for (name, d) in &durability {
+        println!("  {name:<9} {d}");
+    }
+    for n in &notes {
+        println!("note: {n}");
+    }
+    println!("total time {:.0} s", started.elapsed().as_secs_f64());
+    write_json(
+        json,
+        &serde_json::json!({
+            "size": size,
+            "results": all,
+            "ratios": ratios,
+            "durability": durability,
+            "notes": notes,
+        }),
+    )
+}

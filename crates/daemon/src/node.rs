@@ -1,0 +1,787 @@
+//! One daemon as a state machine without I/O: its replica cores, its state
+//! transfers, its lease and its side of the heartbeat protocol. Inputs come
+//! in as calls (a client request, a peer message, a configuration, a tick,
+//! a coordinator's answer, all with the time as a parameter); what must
+//! happen as a result goes out, in order, through a sink of [`Output`]s.
+//!
+//! ```text
+//!  tokio shell (shell.rs) ─┐                          ┌─▶ Send (peer), Reply (client)
+//!                          ├─▶ DaemonNode ──Output──▶─┼─▶ Job: scan / digest / read, run later
+//!  simulator (tessera-sim) ┘   cores, transfers,      ├─▶ Coord: a call to the coordinator
+//!                              lease, rejoin, poison  └─▶ Stop
+//! ```
+//!
+//! Both drivers call the same methods; neither holds protocol logic. The
+//! shell owns sockets, threads and clocks; the simulator owns a simulated
+//! network, clock and disk.
+//!
+//! Concurrency: keys are spread over [`SHARDS`] cores by their hash, each
+//! behind its own lock, so updates of different keys never wait on one
+//! another; outputs of a core are handed to the sink while its lock is
+//! held, so one key's messages leave in the order the core produced them.
+//! Locks are taken in the order core → transfers, never the other way.
+//!
+//! Invariants:
+//! - A daemon serves clients only while its lease holds: the coordinator
+//!   answered a heartbeat sent less than [`LEASE`] ago (the coordinator's
+//!   failure timeout is twice that), so a daemon cut off from the
+//!   coordinator stops answering before anyone can replace it.
+//! - A daemon whose storage failed (a write, an fsync, a read) is
+//!   *poisoned*: from then on it answers no client, acknowledges nothing,
+//!   and instead of heartbeats it asks the coordinator to take it out of
+//!   every chain ([`CoordRequest::Leave`]); once that is done it stops.
+//!   Its regions are re-replicated exactly as after a crash.
+//! - A daemon the coordinator took offline while it was alive (it was
+//!   paused, or cut off) registers again by itself, no more often than a
+//!   backoff allows, so a flapping daemon cannot churn epochs.
+
+use crate::core::{Effect, ReplicaCore, ReplyTo};
+use crate::index::IndexedEngine;
+use crate::search;
+use crate::transfer::{region_digest, scan_region, Action as TransferAction, Transfers};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+use tessera_protocol::{
+    ChainMsg, CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, HeartbeatAnswer,
+    LeaveReason, Message, Status, StopReason, TransferMsg,
+};
+use tessera_storage::Engine;
+use tessera_types::coordinate::key_bytes;
+use tessera_types::{Configuration, DaemonId, Epoch, RegionId};
+
+/// Number of replica cores per daemon.
+pub const SHARDS: usize = 16;
+
+/// How often a daemon sends a heartbeat (its driver keeps the rhythm).
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
+/// How often the driver calls [`DaemonNode::on_tick`].
+pub const TICK_INTERVAL: Duration = Duration::from_millis(250);
+/// How long an answered heartbeat lets a daemon serve: half the
+/// coordinator's default failure timeout (2 s).
+pub const LEASE: Duration = Duration::from_millis(1000);
+/// The first pause between two requests to come back after being taken
+/// offline; it doubles with each one up to [`REJOIN_BACKOFF_MAX`].
+const REJOIN_BACKOFF_MIN: Duration = Duration::from_secs(1);
+const REJOIN_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Serving this long without being taken offline resets the backoff.
+const REJOIN_BACKOFF_RESET: Duration = Duration::from_secs(60);
+
+/// What the driver must do, in the order given.
+#[derive(Debug)]
+pub enum Output {
+    /// A message to a peer daemon ([`Message::Chain`] or
+    /// [`Message::Transfer`]); it may be lost, as any network message.
+    Send { to: DaemonId, msg: Message },
+    /// The answer to a client's request.
+    Reply {
+        to: ReplyTo,
+        response: DaemonResponse,
+    },
+    /// Work that reads much of the disk: run it with
+    /// [`DaemonNode::run_job`] when convenient, off any lock (the shell
+    /// uses a blocking thread).
+    Job(Job),
+    /// A call to the coordinator; its answer (if one comes) goes to
+    /// [`DaemonNode::on_coord_answer`] with the time the call was made.
+    Coord(CoordRequest),
+    /// The daemon must stop serving and exit.
+    Stop(Stopping),
+}
+
+/// Disk-bound work a node hands its driver.
+#[derive(Debug)]
+pub enum Job {
+    /// Ship every record of `region` to the target of `transfer` (only
+    /// the buckets whose `digest` differs, when the target sent one).
+    Scan {
+        transfer: u64,
+        attempt: u32,
+        region: RegionId,
+        digest: Option<Vec<u64>>,
+    },
+    /// Send the source of `transfer` a digest of what we hold of `region`.
+    Digest {
+        transfer: u64,
+        region: RegionId,
+        to: DaemonId,
+    },
+    /// A search page for a client.
+    Read {
+        to: ReplyTo,
+        epoch: Epoch,
+        request: DaemonRequest,
+    },
+}
+
+/// Why a daemon stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopping {
+    /// The coordinator said so.
+    Told(StopReason),
+    /// Its storage failed, and the coordinator has taken it out of every
+    /// chain (or could not be told: then its silence does the same).
+    CannotPersist,
+}
+
+impl std::fmt::Display for Stopping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stopping::Told(reason) => write!(f, "the coordinator stopped it: {reason}"),
+            Stopping::CannotPersist => f.write_str("its storage failed; it left every chain"),
+        }
+    }
+}
+
+/// How a node is run.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// The address peers and clients reach this daemon at (registration).
+    pub addr: String,
+    /// Records per state-transfer message.
+    pub transfer_batch: usize,
+}
+
+/// Whether this daemon may serve clients, from the heartbeats the
+/// coordinator answered. Times are the driver's (`now`) in milliseconds,
+/// plus one, so that 0 means "never". The answer to the heartbeat sent
+/// last decides, however the answers are ordered on their way back.
+struct Lease {
+    /// When the newest heartbeat answered `Renewed` was sent.
+    renewed_ms: AtomicU64,
+    /// When the newest heartbeat answered without a lease was sent.
+    refused_ms: AtomicU64,
+}
+
+impl Lease {
+    fn renew(&self, sent: Duration) {
+        self.renewed_ms
+            .fetch_max(millis(sent) + 1, Ordering::AcqRel);
+    }
+
+    fn refuse(&self, sent: Duration) {
+        self.refused_ms
+            .fetch_max(millis(sent) + 1, Ordering::AcqRel);
+    }
+
+    fn valid(&self, now: Duration) -> bool {
+        let renewed = self.renewed_ms.load(Ordering::Acquire);
+        let refused = self.refused_ms.load(Ordering::Acquire);
+        if renewed == 0 && refused == 0 {
+            // No answer yet: the daemon was just given its configuration
+            // by the coordinator (and coordinators that detect no failures
+            // never answer otherwise).
+            return true;
+        }
+        renewed > refused && millis(now) + 1 < renewed + millis(LEASE)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// When this daemon last asked to come back, and how long to wait before
+/// asking again.
+#[derive(Debug)]
+struct Rejoin {
+    last: Option<Duration>,
+    backoff: Duration,
+}
+
+pub struct DaemonNode {
+    me: DaemonId,
+    options: NodeOptions,
+    /// Every write goes through the index, which keeps each region's
+    /// secondary index in step with its objects.
+    engine: Arc<IndexedEngine>,
+    shards: Vec<Mutex<ReplicaCore>>,
+    config: RwLock<Arc<Configuration>>,
+    transfers: Mutex<Transfers>,
+    lease: Lease,
+    poisoned: AtomicBool,
+    rejoin: Mutex<Rejoin>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic under a lock leaves plain bookkeeping; the invariants the
+    // cores assert make a broken one crash the daemon instead.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn shard_of(key: &[u8]) -> usize {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    (h.finish() % SHARDS as u64) as usize
+}
+
+/// A sink the node hands its outputs to.
+pub type Out<'a> = &'a mut dyn FnMut(Output);
+
+impl DaemonNode {
+    /// A node for daemon `me` starting from `config`, over `engine` (its
+    /// data survives restarts: regions no configuration names any more
+    /// are deleted, transfers named by `config` begin).
+    pub fn new(
+        me: DaemonId,
+        options: NodeOptions,
+        config: Arc<Configuration>,
+        engine: Arc<IndexedEngine>,
+        out: Out<'_>,
+    ) -> DaemonNode {
+        let dyn_engine: Arc<dyn Engine> = engine.clone();
+        let node = DaemonNode {
+            me,
+            options,
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(ReplicaCore::new(me, config.clone(), dyn_engine.clone())))
+                .collect(),
+            engine,
+            config: RwLock::new(config.clone()),
+            transfers: Mutex::new(Transfers::new(me)),
+            lease: Lease {
+                renewed_ms: AtomicU64::new(0),
+                refused_ms: AtomicU64::new(0),
+            },
+            poisoned: AtomicBool::new(false),
+            rejoin: Mutex::new(Rejoin {
+                last: None,
+                backoff: REJOIN_BACKOFF_MIN,
+            }),
+        };
+        node.drop_removed_regions(&config, out);
+        let actions = lock(&node.transfers).on_config(&config);
+        node.transfer_actions(actions, out);
+        node
+    }
+
+    pub fn me(&self) -> DaemonId {
+        self.me
+    }
+
+    /// The installed configuration.
+    pub fn config(&self) -> Arc<Configuration> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The engine reads and writes go through.
+    pub fn engine(&self) -> &dyn Engine {
+        self.engine.as_ref()
+    }
+
+    /// Whether the node answers clients at `now`: its lease holds and its
+    /// storage has not failed.
+    pub fn serving(&self, now: Duration) -> bool {
+        !self.poisoned() && self.lease.valid(now)
+    }
+
+    /// Whether the storage failed.
+    pub fn poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    // ------------------------------------------------------------ inputs
+
+    /// A client's request on connection `to.conn`.
+    pub fn on_request(
+        &self,
+        to: ReplyTo,
+        epoch: Epoch,
+        request: DaemonRequest,
+        now: Duration,
+        out: Out<'_>,
+    ) {
+        if !self.serving(now) {
+            let reason = if self.poisoned() {
+                "this daemon's storage failed; it is leaving every chain"
+            } else {
+                "this daemon has lost contact with the coordinator"
+            };
+            let response = DaemonResponse::Failed {
+                status: Status::Reconfigure,
+                reason: reason.into(),
+            };
+            out(Output::Reply { to, response });
+            return;
+        }
+        match request {
+            DaemonRequest::Update(update) => {
+                let key = key_bytes(&update.key);
+                self.with_core(&key, out, |core| core.on_update(to, epoch, update));
+            }
+            DaemonRequest::Get { space, key } => {
+                let response = search::get_committed(
+                    &self.config(),
+                    self.me,
+                    self.engine(),
+                    epoch,
+                    space,
+                    &key,
+                );
+                let response = self.vouch(response, out);
+                out(Output::Reply { to, response });
+            }
+            request @ (DaemonRequest::Search { .. } | DaemonRequest::SearchKeys { .. }) => {
+                out(Output::Job(Job::Read { to, epoch, request }))
+            }
+        }
+    }
+
+    /// A message from a peer daemon.
+    pub fn on_peer(&self, msg: Message, out: Out<'_>) {
+        if self.poisoned() {
+            // Nothing it stores can be trusted to last: it must not
+            // acknowledge, nor take part in a transfer.
+            return;
+        }
+        match msg {
+            Message::Chain(msg) => {
+                let key = match &msg {
+                    ChainMsg::Forward(f) => key_bytes(&f.key),
+                    ChainMsg::Ack(a) => key_bytes(&a.key),
+                };
+                self.with_core(&key, out, |core| core.on_chain(msg));
+            }
+            Message::Transfer(msg) => {
+                let actions = lock(&self.transfers).on_message(msg);
+                self.transfer_actions(actions, out);
+            }
+            other => tracing::warn!("not a peer message: {other:?}"),
+        }
+    }
+
+    /// A configuration from the coordinator; true when it was news and is
+    /// now installed.
+    pub fn on_config(&self, config: Arc<Configuration>, out: Out<'_>) -> bool {
+        {
+            let mut current = self.config.write().unwrap_or_else(|p| p.into_inner());
+            if config.epoch <= current.epoch {
+                return false;
+            }
+            // Before anyone can write to a region this configuration adds.
+            self.engine.on_config(&config);
+            *current = config.clone();
+        }
+        tracing::info!(epoch = %config.epoch, "installed configuration");
+        // Transfers first: a core ships the commits of a new transfer from
+        // now on, and they must find the transfer known.
+        let actions = lock(&self.transfers).on_config(&config);
+        for shard in &self.shards {
+            let mut core = lock(shard);
+            core.on_config(config.clone());
+            let effects = core.drain_effects();
+            self.core_effects(effects, out);
+        }
+        self.drop_removed_regions(&config, out);
+        self.transfer_actions(actions, out);
+        true
+    }
+
+    /// Logical time passes ([`TICK_INTERVAL`]): cores re-send what waits
+    /// too long, transfers follow up.
+    pub fn on_tick(&self, out: Out<'_>) {
+        if self.poisoned() {
+            return;
+        }
+        for shard in &self.shards {
+            let mut core = lock(shard);
+            core.on_tick();
+            let effects = core.drain_effects();
+            self.core_effects(effects, out);
+        }
+        let actions = lock(&self.transfers).on_tick();
+        self.transfer_actions(actions, out);
+    }
+
+    /// Makes what was written durable (interval durability); a failure
+    /// poisons the node.
+    pub fn sync(&self, out: Out<'_>) {
+        if let Err(e) = self.engine.sync() {
+            self.poison("fsync", &e, out);
+        }
+    }
+
+    /// The request the driver sends the coordinator every
+    /// [`HEARTBEAT_INTERVAL`]: a heartbeat, or, once poisoned, a request to
+    /// leave every chain.
+    pub fn heartbeat(&self) -> CoordRequest {
+        if self.poisoned() {
+            CoordRequest::Leave {
+                id: self.me,
+                reason: LeaveReason::CannotPersist,
+            }
+        } else {
+            CoordRequest::Heartbeat {
+                id: self.me,
+                epoch: self.config().epoch,
+            }
+        }
+    }
+
+    /// The coordinator answered `request`, which left at `sent`.
+    pub fn on_coord_answer(
+        &self,
+        request: &CoordRequest,
+        sent: Duration,
+        response: CoordResponse,
+        now: Duration,
+        out: Out<'_>,
+    ) {
+        match (request, response) {
+            (CoordRequest::Heartbeat { .. }, CoordResponse::Heartbeat(answer)) => {
+                self.on_heartbeat_answer(answer, sent, now, out)
+            }
+            (CoordRequest::Leave { .. }, CoordResponse::Done) => {
+                tracing::error!("the coordinator took this daemon out of every chain; stopping");
+                out(Output::Stop(Stopping::CannotPersist));
+            }
+            (CoordRequest::RegisterDaemon { .. }, CoordResponse::Registered { id })
+                if id != self.me =>
+            {
+                // Our id was forgotten meanwhile: this process is no longer
+                // the daemon it was.
+                out(Output::Stop(Stopping::Told(StopReason::Unknown)));
+            }
+            (CoordRequest::TransferComplete { transfer }, CoordResponse::Done) => {
+                tracing::info!(transfer, "state transfer: caught up");
+            }
+            (request, response) => {
+                tracing::debug!(?request, ?response, "coordinator answer");
+            }
+        }
+    }
+
+    fn on_heartbeat_answer(
+        &self,
+        answer: HeartbeatAnswer,
+        sent: Duration,
+        now: Duration,
+        out: Out<'_>,
+    ) {
+        match answer {
+            HeartbeatAnswer::Renewed => {
+                self.lease.renew(sent);
+                let mut rejoin = lock(&self.rejoin);
+                if rejoin
+                    .last
+                    .is_some_and(|last| now >= last + REJOIN_BACKOFF_RESET)
+                {
+                    rejoin.backoff = REJOIN_BACKOFF_MIN;
+                }
+            }
+            HeartbeatAnswer::NoLeaseUntil { .. } | HeartbeatAnswer::HeldOffline => {
+                self.lease.refuse(sent)
+            }
+            HeartbeatAnswer::Offline => {
+                self.lease.refuse(sent);
+                if self.poisoned() {
+                    return;
+                }
+                let mut rejoin = lock(&self.rejoin);
+                if rejoin.last.is_some_and(|last| now < last + rejoin.backoff) {
+                    return;
+                }
+                if rejoin.last.is_some() {
+                    rejoin.backoff = (rejoin.backoff * 2).min(REJOIN_BACKOFF_MAX);
+                }
+                rejoin.last = Some(now);
+                tracing::warn!(
+                    "the coordinator took this daemon offline while it was alive; asking to rejoin"
+                );
+                out(Output::Coord(CoordRequest::RegisterDaemon {
+                    id: Some(self.me),
+                    addr: self.options.addr.clone(),
+                }));
+            }
+            HeartbeatAnswer::Stop(reason) => {
+                self.lease.refuse(sent);
+                out(Output::Stop(Stopping::Told(reason)));
+            }
+        }
+    }
+
+    /// Runs a job the node handed out.
+    pub fn run_job(&self, job: Job, out: Out<'_>) {
+        match job {
+            Job::Scan {
+                transfer,
+                attempt,
+                region,
+                digest,
+            } => self.scan(transfer, attempt, region, digest, out),
+            Job::Digest {
+                transfer,
+                region,
+                to,
+            } => match region_digest(self.engine(), region) {
+                Ok(buckets) => {
+                    let msg = TransferMsg::Digest {
+                        transfer,
+                        from: self.me,
+                        buckets,
+                    };
+                    out(Output::Send {
+                        to,
+                        msg: Message::Transfer(msg),
+                    });
+                }
+                Err(e) => self.poison("region digest", &e, out),
+            },
+            Job::Read { to, epoch, request } => {
+                let response = self.read(epoch, request);
+                let response = self.vouch(response, out);
+                out(Output::Reply { to, response });
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ inner
+
+    /// A read answered SERVERERROR only when the engine failed or a stored
+    /// record did not decode: this daemon's storage cannot be trusted, so
+    /// it is poisoned, and the client is sent elsewhere (RECONFIGURE makes
+    /// it fetch a configuration without this daemon and retry).
+    fn vouch(&self, response: DaemonResponse, out: Out<'_>) -> DaemonResponse {
+        match response {
+            DaemonResponse::Failed {
+                status: Status::ServerError,
+                reason,
+            } => {
+                self.poison("a read", &reason, out);
+                DaemonResponse::Failed {
+                    status: Status::Reconfigure,
+                    reason: "this daemon's storage failed; it is leaving every chain".into(),
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn read(&self, epoch: Epoch, request: DaemonRequest) -> DaemonResponse {
+        let (config, engine) = (self.config(), self.engine());
+        let view = search::ReadView {
+            config: &config,
+            me: self.me,
+            engine,
+        };
+        match request {
+            DaemonRequest::Search {
+                space,
+                region,
+                checks,
+                sort,
+                after,
+                limit,
+            } => search::search(
+                &view,
+                epoch,
+                space,
+                region,
+                &checks,
+                sort,
+                after.as_ref(),
+                limit,
+            ),
+            DaemonRequest::SearchKeys {
+                space,
+                region,
+                checks,
+                after,
+            } => search::search_keys(&view, epoch, space, region, &checks, after.as_deref()),
+            DaemonRequest::Get { space, key } => {
+                search::get_committed(&config, self.me, engine, epoch, space, &key)
+            }
+            DaemonRequest::Update(_) => DaemonResponse::Failed {
+                status: Status::Internal,
+                reason: "an update is not a read".into(),
+            },
+        }
+    }
+
+    /// Runs `f` on the key's core and hands its effects on in order, still
+    /// under the core's lock so that one key's messages keep their order.
+    fn with_core(&self, key: &[u8], out: Out<'_>, f: impl FnOnce(&mut ReplicaCore)) {
+        let mut core = lock(&self.shards[shard_of(key)]);
+        f(&mut core);
+        let effects = core.drain_effects();
+        self.core_effects(effects, out);
+    }
+
+    fn core_effects(&self, effects: Vec<Effect>, out: Out<'_>) {
+        for effect in effects {
+            match effect {
+                Effect::Send { to, msg } => out(Output::Send {
+                    to,
+                    msg: Message::Chain(msg),
+                }),
+                Effect::Ship { transfer, entry } => {
+                    self.ship(transfer, None, vec![entry], out);
+                }
+                Effect::Reply { to, response } => out(Output::Reply { to, response }),
+                Effect::Fatal { during, error } => self.poison(during, &error, out),
+            }
+        }
+    }
+
+    /// The storage failed: nothing this daemon acknowledges from now on
+    /// could be trusted to last. See the module docs.
+    fn poison(&self, during: &str, error: &dyn std::fmt::Display, out: Out<'_>) {
+        if self.poisoned.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::error!(
+            "storage failed during {during}: {error}; this daemon stops serving and leaves every chain"
+        );
+        out(Output::Coord(self.heartbeat()));
+    }
+
+    /// Numbers entries of `transfer` and hands them on for its target, in
+    /// the order numbered. False when the transfer (or this attempt of it,
+    /// when given) is no longer being sent.
+    fn ship(
+        &self,
+        transfer: u64,
+        attempt: Option<u32>,
+        entries: Vec<tessera_protocol::TransferEntry>,
+        out: Out<'_>,
+    ) -> bool {
+        match lock(&self.transfers).stamp(transfer, attempt, entries) {
+            Some((to, msg)) => {
+                out(Output::Send {
+                    to,
+                    msg: Message::Transfer(msg),
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// As the source of a transfer: ship every record of the region.
+    /// Commits made meanwhile are shipped by the cores as they happen
+    /// (they learned of the transfer before the scan began), and the
+    /// target keeps the highest version of each key.
+    fn scan(
+        &self,
+        transfer: u64,
+        attempt: u32,
+        region: RegionId,
+        digest: Option<Vec<u64>>,
+        out: Out<'_>,
+    ) {
+        tracing::info!(transfer, attempt, %region, "state transfer: scanning");
+        let mut sent = 0usize;
+        let batch = self.options.transfer_batch;
+        let shipped = scan_region(self.engine(), region, batch, digest.as_deref(), |entries| {
+            sent += entries.len();
+            self.ship(transfer, Some(attempt), entries, out)
+        });
+        match shipped {
+            Ok(true) => {
+                lock(&self.transfers).scanned(transfer, attempt);
+                tracing::info!(transfer, attempt, sent, "state transfer: scan shipped");
+            }
+            Ok(false) => {} // superseded by a restart
+            Err(e) => self.poison("a transfer's scan", &e, out),
+        }
+    }
+
+    fn transfer_actions(&self, actions: Vec<TransferAction>, out: Out<'_>) {
+        for action in actions {
+            match action {
+                TransferAction::Scan {
+                    transfer,
+                    attempt,
+                    region,
+                    digest,
+                } => out(Output::Job(Job::Scan {
+                    transfer,
+                    attempt,
+                    region,
+                    digest,
+                })),
+                TransferAction::Digest {
+                    transfer,
+                    region,
+                    to,
+                } => out(Output::Job(Job::Digest {
+                    transfer,
+                    region,
+                    to,
+                })),
+                TransferAction::Store { region, entries } => {
+                    for entry in entries {
+                        let key = entry.key.clone();
+                        self.with_core(&key, out, |core| core.on_transfer_entry(region, entry));
+                    }
+                }
+                TransferAction::Send { to, msg } => out(Output::Send {
+                    to,
+                    msg: Message::Transfer(msg),
+                }),
+                TransferAction::Hold { transfer, region } => {
+                    for shard in &self.shards {
+                        lock(shard).hold(region);
+                    }
+                    let actions = lock(&self.transfers).held(transfer);
+                    self.transfer_actions(actions, out);
+                }
+                TransferAction::CheckDrained { transfer, region } => {
+                    // Each core ships its commits before its lock is let
+                    // go, so the count `drained` checks covers them.
+                    if self.shards.iter().all(|s| lock(s).in_flight(region) == 0) {
+                        let actions = lock(&self.transfers).drained(transfer);
+                        self.transfer_actions(actions, out);
+                    }
+                }
+                TransferAction::Release { region } => {
+                    for shard in &self.shards {
+                        let mut core = lock(shard);
+                        core.release(region);
+                        let effects = core.drain_effects();
+                        self.core_effects(effects, out);
+                    }
+                }
+                TransferAction::Complete { transfer } => {
+                    out(Output::Coord(CoordRequest::TransferComplete { transfer }))
+                }
+            }
+        }
+    }
+
+    /// Regions that no configuration names any more (their space was
+    /// removed; region ids are never reused) are deleted from disk.
+    fn drop_removed_regions(&self, config: &Configuration, out: Out<'_>) {
+        let stored = match self.engine.regions() {
+            Ok(stored) => stored,
+            Err(e) => return self.poison("listing regions", &e, out),
+        };
+        for region in stored {
+            if config.region(region).is_none() {
+                tracing::info!(%region, "dropping the data of a removed region");
+                if let Err(e) = self.engine.drop_region(region) {
+                    return self.poison("dropping a region", &e, out);
+                }
+            }
+        }
+    }
+
+    /// What the busy keys of every core wait for, for diagnostics.
+    pub fn describe_busy(&self) -> String {
+        self.shards
+            .iter()
+            .map(|s| lock(s).describe_busy())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Keys with work in flight, over every core.
+    pub fn busy_keys(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).busy_keys()).sum()
+    }
+}
