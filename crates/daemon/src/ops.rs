@@ -34,7 +34,12 @@ pub enum UpdateRefused {
     /// A predicate failed, the object exists (put_if_not_exist), or a
     /// mutation fits the types but not this value (CMPFAIL).
     #[error("{reason}")]
-    CmpFail { kind: CmpFailKind, reason: String },
+    CmpFail {
+        /// Why, for the client's code.
+        kind: CmpFailKind,
+        /// Why, for people: names the attribute, path or map key.
+        reason: String,
+    },
     /// The key, an operation or an operand does not fit the type it
     /// addresses (WRONGTYPE); a client that validates never sends these.
     #[error("{0}")]

@@ -304,9 +304,13 @@ pub enum DaemonResponse {
     /// SERVERERROR …, with a human-readable reason. A CMPFAIL is answered
     /// by [`DaemonResponse::CmpFail`] instead, which carries its kind.
     Failed { status: Status, reason: String },
-    /// The update changed nothing (status CMPFAIL): `kind` says why for
-    /// code, `reason` for people.
-    CmpFail { kind: CmpFailKind, reason: String },
+    /// The update changed nothing (status CMPFAIL).
+    CmpFail {
+        /// Why, for code.
+        kind: CmpFailKind,
+        /// Why, for people.
+        reason: String,
+    },
     /// One page of a search. `more`: the page was cut by a bound; ask
     /// again after its last object (the next page may be empty).
     SearchPage {
