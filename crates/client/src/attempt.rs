@@ -233,6 +233,9 @@ pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
             reason,
         } => Step::Later(ClientError::new(status, reason)),
         DaemonResponse::Failed { status, reason } => Step::Fail(ClientError::new(status, reason)),
+        DaemonResponse::CmpFail { reason, .. } => {
+            Step::Fail(ClientError::new(Status::CmpFail, reason))
+        }
         other => Step::Fail(ClientError::new(
             Status::ServerError,
             format!("unexpected answer from a daemon: {other:?}"),

@@ -14,10 +14,9 @@
 //! ```
 
 use crate::chain::{
-    build_hops, can_pipeline, check_key, evaluate, key_region, rechain, repair_hops, Refusal,
-    Unchained,
+    build_hops, can_pipeline, check_key, evaluate, key_region, rechain, repair_hops, Unchained,
 };
-use crate::record::{trim_recent, Record};
+use crate::record::{trim_recent, ReadRecordError, Record};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
@@ -236,13 +235,7 @@ impl ReplicaCore {
             return;
         };
         if let Err(r) = check_key(space, &request.key) {
-            self.reply(
-                reply,
-                DaemonResponse::Failed {
-                    status: r.status,
-                    reason: r.reason,
-                },
-            );
+            self.reply(reply, r.into());
             return;
         }
         let Some(region) = key_region(space, &request.key) else {
@@ -671,8 +664,8 @@ impl ReplicaCore {
             // An answer computed from an unacknowledged version could be
             // contradicted if that version never completes: wait for it.
             Err(_) if has_pending => return false,
-            Err(Refusal { status, reason }) => {
-                let response = DaemonResponse::Failed { status, reason };
+            Err(refusal) => {
+                let response = DaemonResponse::from(refusal);
                 self.remember_refusal(request.client, response.clone());
                 self.reply(reply, response);
                 return true;
@@ -724,7 +717,10 @@ impl ReplicaCore {
     }
 
     /// The newest version of the key at the point leader, pending or committed.
-    fn latest(&self, state_key: &StateKey) -> Result<Option<(Version, Option<Object>)>, String> {
+    fn latest(
+        &self,
+        state_key: &StateKey,
+    ) -> Result<Option<(Version, Option<Object>)>, ReadRecordError> {
         if let Some((v, p)) = self
             .keys
             .get(state_key)
@@ -793,7 +789,7 @@ impl ReplicaCore {
     }
 
     /// The version this region of the key has applied: pending or committed.
-    fn applied(&self, state_key: &StateKey) -> Result<Option<Version>, String> {
+    fn applied(&self, state_key: &StateKey) -> Result<Option<Version>, ReadRecordError> {
         if let Some(v) = self
             .keys
             .get(state_key)
@@ -1071,12 +1067,9 @@ impl ReplicaCore {
             .is_some_and(|(_, subspace, _)| subspace == 0)
     }
 
-    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, String> {
-        let bytes = self
-            .engine
-            .get(state_key.0, &state_key.1)
-            .map_err(|e| e.to_string())?;
-        bytes.map(|b| Record::decode(&b)).transpose()
+    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, ReadRecordError> {
+        let bytes = self.engine.get(state_key.0, &state_key.1)?;
+        Ok(bytes.map(|b| Record::decode(&b)).transpose()?)
     }
 
     // ------------------------------------------------------------ effects

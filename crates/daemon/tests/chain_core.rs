@@ -11,8 +11,8 @@ use tessera_daemon::chain::{build_hops, key_region};
 use tessera_daemon::core::{Effect, ReplicaCore, ReplyTo};
 use tessera_daemon::record::Record;
 use tessera_protocol::{
-    Action, ChainMsg, ClientRef, DaemonResponse, HopWrite, Mutation, Status, UpdateFlags,
-    UpdateRequest,
+    Action, ChainMsg, ClientRef, CmpFailKind, DaemonResponse, HopWrite, Mutation, Status,
+    UpdateFlags, UpdateRequest,
 };
 use tessera_storage::{Engine, IndexRange, IndexWrite, MemoryEngine, StorageError, Write};
 use tessera_types::coordinate::key_bytes;
@@ -167,29 +167,38 @@ fn request(op: &Op, n: u64) -> UpdateRequest {
     }
 }
 
+/// A refusal the model expects: NOTFOUND, or CMPFAIL of a kind.
+#[derive(Debug, PartialEq)]
+enum Refused {
+    NotFound,
+    CmpFail(CmpFailKind),
+}
+
 /// The sequential model: the answer each op must get and the state after.
-fn model_apply(model: &mut BTreeMap<i64, (i64, i64)>, op: &Op) -> Result<(), Status> {
+fn model_apply(model: &mut BTreeMap<i64, (i64, i64)>, op: &Op) -> Result<(), Refused> {
     match *op {
         Op::Put { key, a, b } => {
             model.insert(key, (a, b));
             Ok(())
         }
         Op::PutIfNotExist { key, a } => match model.entry(key) {
-            std::collections::btree_map::Entry::Occupied(_) => Err(Status::CmpFail),
+            std::collections::btree_map::Entry::Occupied(_) => {
+                Err(Refused::CmpFail(CmpFailKind::Exists))
+            }
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert((a, 0));
                 Ok(())
             }
         },
         Op::CondPut { key, a_is, b } => match model.get_mut(&key) {
-            None => Err(Status::NotFound),
-            Some(v) if v.0 != a_is => Err(Status::CmpFail),
+            None => Err(Refused::NotFound),
+            Some(v) if v.0 != a_is => Err(Refused::CmpFail(CmpFailKind::Predicate)),
             Some(v) => {
                 v.1 = b;
                 Ok(())
             }
         },
-        Op::Del { key } => model.remove(&key).map(|_| ()).ok_or(Status::NotFound),
+        Op::Del { key } => model.remove(&key).map(|_| ()).ok_or(Refused::NotFound),
     }
 }
 
@@ -523,7 +532,15 @@ fn run_lossy(
             .unwrap_or_else(|| panic!("op {n} {op:?} never answered"));
         match (want, got) {
             (Ok(()), DaemonResponse::Done) => {}
-            (Err(s), DaemonResponse::Failed { status, .. }) if s == *status => {}
+            (Err(Refused::CmpFail(want)), DaemonResponse::CmpFail { kind, .. })
+                if want == *kind => {}
+            (
+                Err(Refused::NotFound),
+                DaemonResponse::Failed {
+                    status: Status::NotFound,
+                    ..
+                },
+            ) => {}
             (want, got) => panic!("op {n} {op:?}: model says {want:?}, cluster answered {got:?}"),
         }
     }

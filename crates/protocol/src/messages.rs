@@ -204,8 +204,8 @@ impl Mutation {
     }
 }
 
-/// Why a mutation could not be applied (status CMPFAIL). The daemon's
-/// refusal reason starts with `[tag]`, so that clients can tell the cause
+/// Why a mutation could not be applied (status CMPFAIL). It travels as a
+/// field of [`DaemonResponse::CmpFail`], so that clients can tell the cause
 /// apart without parsing prose (API.md §0.2: "the Rust API reports the
 /// precise reason").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -227,48 +227,6 @@ pub enum CmpFailKind {
     NotFinite,
     /// Anything else.
     Other,
-}
-
-impl CmpFailKind {
-    /// The tag that starts a refusal reason.
-    pub fn tag(self) -> &'static str {
-        match self {
-            CmpFailKind::Predicate => "predicate",
-            CmpFailKind::Exists => "exists",
-            CmpFailKind::Overflow => "overflow",
-            CmpFailKind::DivideByZero => "divide-by-zero",
-            CmpFailKind::BadPath => "bad-path",
-            CmpFailKind::FieldType => "field-type",
-            CmpFailKind::NotFinite => "not-finite",
-            CmpFailKind::Other => "other",
-        }
-    }
-
-    /// The kind named by the `[tag]` at the start of `reason`; `Other`
-    /// when there is none.
-    pub fn of_reason(reason: &str) -> CmpFailKind {
-        const ALL: [CmpFailKind; 7] = [
-            CmpFailKind::Predicate,
-            CmpFailKind::Exists,
-            CmpFailKind::Overflow,
-            CmpFailKind::DivideByZero,
-            CmpFailKind::BadPath,
-            CmpFailKind::FieldType,
-            CmpFailKind::NotFinite,
-        ];
-        let Some(rest) = reason.strip_prefix('[') else {
-            return CmpFailKind::Other;
-        };
-        let tag = rest.split(']').next().unwrap_or("");
-        ALL.into_iter()
-            .find(|k| k.tag() == tag)
-            .unwrap_or(CmpFailKind::Other)
-    }
-
-    /// `reason` prefixed with this kind's tag.
-    pub fn reason(self, text: impl std::fmt::Display) -> String {
-        format!("[{}] {text}", self.tag())
-    }
 }
 
 /// An update of one key, evaluated once at the point leader.
@@ -369,9 +327,17 @@ pub enum DaemonResponse {
     Found { version: Version, object: Object },
     /// The update was applied on every replica of every subspace.
     Done,
-    /// The operation did not happen: NOTFOUND, CMPFAIL, UNKNOWNSPACE,
-    /// WRONGTYPE, SERVERERROR …, with a human-readable reason.
+    /// The operation did not happen: NOTFOUND, UNKNOWNSPACE, WRONGTYPE,
+    /// SERVERERROR …, with a human-readable reason. A CMPFAIL is answered
+    /// by [`DaemonResponse::CmpFail`] instead, which carries its kind.
     Failed { status: Status, reason: String },
+    /// The update changed nothing (status CMPFAIL).
+    CmpFail {
+        /// Why, for code.
+        kind: CmpFailKind,
+        /// Why, for people.
+        reason: String,
+    },
     /// One page of a search. `more`: the page was cut by a bound; ask
     /// again after its last object (the next page may be empty).
     SearchPage {
@@ -688,4 +654,38 @@ pub enum CoordResponse {
         lagging: Vec<DaemonId>,
         transfers: usize,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CMPFAIL's kind crosses the wire as itself, whatever the reason
+    /// says: a client never has to read the prose.
+    #[test]
+    fn cmpfail_kind_survives_the_frame() {
+        let kinds = [
+            CmpFailKind::Predicate,
+            CmpFailKind::Exists,
+            CmpFailKind::Overflow,
+            CmpFailKind::DivideByZero,
+            CmpFailKind::BadPath,
+            CmpFailKind::FieldType,
+            CmpFailKind::NotFinite,
+            CmpFailKind::Other,
+        ];
+        for (id, kind) in (0u64..).zip(kinds) {
+            // A reason that imitates the old `[tag]` text of another kind.
+            let sent = Message::DaemonResponse {
+                id,
+                response: DaemonResponse::CmpFail {
+                    kind,
+                    reason: "[exists] looks like a tag".into(),
+                },
+            };
+            let frame = crate::frame::encode(&sent);
+            let heard = crate::frame::decode(&frame[4..]).expect("a frame we encoded decodes");
+            assert_eq!(heard, sent);
+        }
+    }
 }

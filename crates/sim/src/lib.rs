@@ -1263,6 +1263,7 @@ impl World {
                             _ => return Err(format!("a get returned {object:?}")),
                         }
                     }
+                    (DaemonResponse::CmpFail { .. }, _) => Some(KvResult::CmpFail),
                     (DaemonResponse::Failed { status, reason }, _) => match status {
                         Status::NotFound => Some(KvResult::NotFound),
                         Status::CmpFail => Some(KvResult::CmpFail),
