@@ -46,11 +46,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
-use tessera_protocol::HeldObjects;
 use tessera_protocol::{
     ChainMsg, CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, HeartbeatAnswer,
     LeaveReason, Message, Status, StopReason, TransferMsg,
 };
+use tessera_protocol::{HeldObjects, Reporter};
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{Configuration, DaemonId, Epoch, RegionId, Value, Version};
@@ -71,6 +71,8 @@ const REJOIN_BACKOFF_MIN: Duration = Duration::from_secs(1);
 const REJOIN_BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Serving this long without being taken offline resets the backoff.
 const REJOIN_BACKOFF_RESET: Duration = Duration::from_secs(60);
+/// A peer is reported unreachable to the coordinator at most this often.
+const UNREACHABLE_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 /// Every this many ticks (10 s), the head of each non-key region sweeps
 /// part of it for anti-entropy (see [`Job::Sweep`]).
 const SWEEP_TICKS: u64 = 40;
@@ -220,6 +222,8 @@ pub struct DaemonNode {
     /// Ticks so far, and per region where the last sweep stopped.
     ticks: AtomicU64,
     sweeps: Mutex<HashMap<RegionId, Vec<u8>>>,
+    /// When each peer was last reported unreachable.
+    reported: Mutex<HashMap<DaemonId, Duration>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -269,6 +273,7 @@ impl DaemonNode {
             }),
             ticks: AtomicU64::new(0),
             sweeps: Mutex::new(HashMap::new()),
+            reported: Mutex::new(HashMap::new()),
         };
         node.drop_removed_regions(&config, out);
         let actions = lock(&node.transfers).on_config(&config);
@@ -380,6 +385,31 @@ impl DaemonNode {
             }
             other => tracing::warn!("not a peer message: {other:?}"),
         }
+    }
+
+    /// The driver could not deliver to `peer` (a connection refused or
+    /// timed out, a write that failed): report it to the coordinator, at
+    /// most once per [`UNREACHABLE_REPORT_INTERVAL`] per peer. Reports from
+    /// more than one source make the coordinator take a peer offline that
+    /// still heartbeats (a one-way partition).
+    pub fn on_peer_unreachable(&self, peer: DaemonId, now: Duration, out: Out<'_>) {
+        if peer == self.me || self.poisoned() {
+            return;
+        }
+        {
+            let mut reported = lock(&self.reported);
+            if reported
+                .get(&peer)
+                .is_some_and(|at| now < *at + UNREACHABLE_REPORT_INTERVAL)
+            {
+                return;
+            }
+            reported.insert(peer, now);
+        }
+        out(Output::Coord(CoordRequest::Unreachable {
+            daemon: peer,
+            reporter: Reporter::Daemon(self.me),
+        }));
     }
 
     /// A configuration from the coordinator; true when it was news and is

@@ -511,6 +511,15 @@ pub enum CoordRequest {
         id: DaemonId,
         epoch: Epoch,
     },
+    /// `reporter` could not reach `daemon` (a connection refused or timed
+    /// out, a queue that never drained): evidence of a gray failure the
+    /// heartbeats cannot show, such as a one-way partition. The leader
+    /// takes the daemon offline once reports from more than one reporter
+    /// agree (leader only; answered `Done`).
+    Unreachable {
+        daemon: DaemonId,
+        reporter: Reporter,
+    },
     /// A daemon can no longer serve (it cannot persist): take it out of
     /// every chain now rather than after the failure timeout (leader only).
     /// It does not come back by itself; answered `Done`.
@@ -565,6 +574,16 @@ pub enum HeartbeatAnswer {
     HeldOffline,
     /// The daemon must stop.
     Stop(StopReason),
+}
+
+/// Who reports a daemon unreachable (`CoordRequest::Unreachable`): each
+/// counts once, however often it reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Reporter {
+    /// A peer daemon.
+    Daemon(DaemonId),
+    /// A client process (its random reporter id).
+    Client(u64),
 }
 
 /// Why the coordinator tells a daemon to stop.
