@@ -363,6 +363,8 @@ pub(crate) async fn run(
         FjallEngine::open(&options.data_dir, options.durability)
             .map_err(|e| DaemonError::Storage(e.to_string()))?,
     );
+    let storage = tessera_storage::fault::from_env(storage)
+        .map_err(|e| DaemonError::Storage(e.to_string()))?;
     let listener = TcpListener::bind(options.listen).await?;
     let advertise = options.advertise.clone().unwrap_or_else(|| {
         listener
