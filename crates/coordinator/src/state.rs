@@ -78,8 +78,11 @@ pub enum Command {
     /// The coordinator group's membership changed: the configuration's
     /// `coordinators` list differs, so the epoch must move.
     MembershipChanged,
-    /// The leader's failure detector has not heard from the daemon within
-    /// the failure timeout: it goes Offline (see [`Command::ServerOffline`]).
+    /// The daemon goes Offline (see [`Command::ServerOffline`]) without an
+    /// operator: the leader's failure detector has not heard from it within
+    /// the failure timeout, two reporters could not reach it, or it asked
+    /// to leave because it cannot persist. Unlike an operator's, this
+    /// offline daemon may register again by itself.
     /// A daemon already Offline, or unknown, is left alone (`Done`): the
     /// detector may propose twice, or race with an operator.
     DaemonOffline { id: DaemonId },
@@ -197,7 +200,7 @@ impl ClusterState {
             }
             Command::DaemonOffline { id } => {
                 if self.daemons.get(&id).map(|d| d.state) == Some(DaemonState::Available) {
-                    tracing::warn!(daemon = %id, "daemon failed: no heartbeat within the failure timeout");
+                    tracing::warn!(daemon = %id, "daemon taken offline: silent past the failure timeout, unreachable, or it left");
                     self.take_offline(id);
                     self.bump();
                 }
