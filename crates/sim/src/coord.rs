@@ -1,0 +1,137 @@
+//! Driving the coordinator: the replicated [`ClusterState`] and the
+//! leader's [`CoordinatorNode`], fed the daemons' requests and the time —
+//! the simulator's counterpart of the coordinator's tokio shell.
+
+use crate::world::{Msg, Node, World};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_coordinator::state::{Command, CommandResult};
+use tessera_protocol::{CoordRequest, CoordResponse};
+use tessera_types::DaemonId;
+impl World {
+    pub(crate) fn apply(&mut self, command: Command) -> CommandResult {
+        let before = self.coord.state.epoch;
+        let result = self.coord.state.apply(command);
+        if let Err(e) = self.coord.state.check_invariants() {
+            panic!("coordinator invariant broken: {e}");
+        }
+        if self.coord.state.epoch != before {
+            let config = Arc::new(self.configuration());
+            self.trace(|| {
+                let space = &config.spaces[0];
+                let chains: Vec<String> = space.subspaces[0]
+                    .regions
+                    .iter()
+                    .map(|r| format!("{}:{:?}", r.id, r.chain))
+                    .collect();
+                let others: Vec<String> = space.subspaces[1..]
+                    .iter()
+                    .flat_map(|l| l.regions.iter())
+                    .map(|r| format!("{}:{:?}", r.id, r.chain))
+                    .collect();
+                format!(
+                    "epoch {} transfers {:?} key regions {} others {}",
+                    config.epoch,
+                    config.transfers,
+                    chains.join(" "),
+                    others.join(" ")
+                )
+            });
+            let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
+            for id in ids {
+                self.send(Node::Coord, Node::Daemon(id), Msg::Config(config.clone()));
+            }
+        }
+        result
+    }
+
+    pub(crate) fn coordinator_time(&self) -> Duration {
+        Duration::from_millis(self.now)
+    }
+
+    pub(crate) fn coord_receive(&mut self, from: Node, msg: Msg) {
+        let now = self.coordinator_time();
+        match (from, msg) {
+            (Node::Daemon(_), Msg::Coord { request, sent }) => {
+                let response = match &request {
+                    CoordRequest::Heartbeat { id, epoch } => {
+                        let answer = self
+                            .coord
+                            .node
+                            .heartbeat(&self.coord.state, *id, *epoch, now);
+                        if *epoch < self.coord.state.epoch {
+                            // What the daemon's configuration long-poll
+                            // would bring it.
+                            let config = Arc::new(self.configuration());
+                            self.send(Node::Coord, from, Msg::Config(config));
+                        }
+                        CoordResponse::Heartbeat(answer)
+                    }
+                    CoordRequest::RegisterDaemon { id, addr } => {
+                        let result = self.apply(Command::RegisterDaemon {
+                            id: *id,
+                            addr: addr.clone(),
+                        });
+                        let CommandResult::Registered { id } = result else {
+                            return;
+                        };
+                        let config = Arc::new(self.configuration());
+                        let msg = Msg::Registered {
+                            request,
+                            sent,
+                            id,
+                            config,
+                        };
+                        self.send(Node::Coord, from, msg);
+                        return;
+                    }
+                    CoordRequest::TransferComplete { transfer } => {
+                        self.apply(Command::TransferComplete {
+                            transfer: *transfer,
+                        });
+                        CoordResponse::Done
+                    }
+                    CoordRequest::Leave { id, reason } => {
+                        let command = self.coord.node.leave(*id, *reason);
+                        self.apply(command);
+                        CoordResponse::Done
+                    }
+                    _ => return,
+                };
+                let msg = Msg::CoordAnswer {
+                    request,
+                    sent,
+                    response,
+                };
+                self.send(Node::Coord, from, msg);
+            }
+            (Node::Client(_), Msg::ConfigRequest) => {
+                let config = Arc::new(self.configuration());
+                self.send(Node::Coord, from, Msg::Config(config));
+            }
+            _ => {}
+        }
+    }
+
+    pub(crate) fn coord_tick(&mut self) {
+        if !self.coord.up {
+            return;
+        }
+        let now = self.coordinator_time();
+        let commands = self.coord.node.tick(&self.coord.state, now);
+        for command in commands {
+            self.apply(command);
+        }
+    }
+
+    pub(crate) fn coord_up(&mut self) {
+        if self.coord.up {
+            return;
+        }
+        self.coord.up = true;
+        // A new leader: its detector starts afresh, giving every daemon a
+        // full timeout of grace.
+        self.coord.term += 1;
+        self.coord.node.lead(self.coord.term);
+    }
+}

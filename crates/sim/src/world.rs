@@ -1,0 +1,330 @@
+//! The simulated world: every process, the event queue and simulated
+//! time, and the loop that hands each event to whoever it is for.
+
+use crate::check::Event;
+use crate::clients::SimClient;
+use crate::disk::Disk;
+use crate::knobs::{space_description, Knobs, Rng};
+use crate::net::Cut;
+use crate::report::Report;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_coordinator::node::CoordinatorNode;
+use tessera_coordinator::state::{ClusterState, Command, CommandResult};
+use tessera_daemon::node::{DaemonNode, Job, HEARTBEAT_INTERVAL, TICK_INTERVAL};
+use tessera_protocol::{CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, Message};
+use tessera_storage::MemoryEngine;
+use tessera_types::{Configuration, DaemonId, Epoch, SpaceId};
+pub(crate) const DAEMONS: u64 = 5;
+pub(crate) const TICK_MS: u64 = TICK_INTERVAL.as_millis() as u64;
+pub(crate) const HEARTBEAT_MS: u64 = HEARTBEAT_INTERVAL.as_millis() as u64;
+pub(crate) const FAILURE_TIMEOUT_MS: u64 = 2_000;
+pub(crate) const DETECTOR_TICK_MS: u64 = 200;
+pub(crate) const CLIENT_TIMEOUT_MS: u64 = 1_500;
+pub(crate) const PHASE1_MS: u64 = 20_000;
+pub(crate) const SETTLE_MS_MAX: u64 = 180_000;
+pub(crate) const TRANSFER_BATCH: usize = 8;
+/// How long a disk-bound job (a transfer's scan, a digest, a search page)
+/// waits before it runs, at most.
+pub(crate) const JOB_DELAY_MS_MAX: u64 = 5;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Node {
+    Coord,
+    Daemon(DaemonId),
+    Client(usize),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Msg {
+    /// Daemon to daemon: a chain or transfer message.
+    Peer(Message),
+    /// Daemon to coordinator, sent at `sent` (the daemon's time).
+    Coord {
+        request: CoordRequest,
+        sent: u64,
+    },
+    /// Coordinator to daemon: the answer to `request`.
+    CoordAnswer {
+        request: CoordRequest,
+        sent: u64,
+        response: CoordResponse,
+    },
+    /// Coordinator to daemon: registered as `id`, with the configuration
+    /// to start from (the shell's registration and first long-poll).
+    Registered {
+        request: CoordRequest,
+        sent: u64,
+        id: DaemonId,
+        config: Arc<Configuration>,
+    },
+    Config(Arc<Configuration>),
+    ConfigRequest,
+    Request {
+        id: u64,
+        epoch: Epoch,
+        req: DaemonRequest,
+    },
+    Response {
+        id: u64,
+        resp: DaemonResponse,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Ev {
+    Deliver {
+        from: Node,
+        to: Node,
+        msg: Msg,
+    },
+    DaemonTick(DaemonId, u64),
+    Heartbeat(DaemonId, u64),
+    /// A job a daemon's node handed out, run a little later.
+    Job(DaemonId, u64, Job),
+    CoordTick,
+    ClientWake(usize),
+    Nemesis,
+    Restart(DaemonId),
+    Heal(DaemonId),
+    CoordUp,
+}
+
+pub(crate) struct SimDaemon {
+    pub(crate) id: DaemonId,
+    /// The data directory: survives crashes.
+    pub(crate) data: Arc<MemoryEngine>,
+    pub(crate) up: bool,
+    pub(crate) incarnation: u64,
+    /// The running process's node, once registered; and its disk, which
+    /// the nemesis can make fail.
+    pub(crate) node: Option<DaemonNode>,
+    pub(crate) disk: Option<Arc<Disk>>,
+    /// A disk fault was injected into this incarnation.
+    pub(crate) disk_fault: bool,
+    pub(crate) last_epoch: Epoch,
+}
+
+pub(crate) struct Coord {
+    pub(crate) state: ClusterState,
+    pub(crate) node: CoordinatorNode,
+    pub(crate) up: bool,
+    pub(crate) term: u64,
+}
+
+pub(crate) struct World {
+    pub(crate) trace: bool,
+    pub(crate) knobs: Knobs,
+    pub(crate) rng: Rng,
+    pub(crate) now: u64,
+    pub(crate) seq: u64,
+    pub(crate) queue: BTreeMap<(u64, u64), Ev>,
+    pub(crate) daemons: BTreeMap<DaemonId, SimDaemon>,
+    pub(crate) coord: Coord,
+    pub(crate) clients: Vec<SimClient>,
+    pub(crate) cuts: BTreeMap<DaemonId, Cut>,
+    /// With [`Options::within_f`]: daemons faulted since the cluster was
+    /// last whole (every region f + 1 replicas, no transfer, all healthy).
+    pub(crate) faulted: BTreeSet<DaemonId>,
+    pub(crate) within_f: bool,
+    /// Per key, the operations and their outcomes.
+    pub(crate) history: BTreeMap<i64, Vec<Event>>,
+    pub(crate) next_msg_id: u64,
+    pub(crate) phase2: bool,
+    pub(crate) finals_started: bool,
+    pub(crate) done: bool,
+    pub(crate) report: Report,
+    pub(crate) space: SpaceId,
+}
+
+impl World {
+    pub(crate) fn new(seed: u64, knobs: Knobs, rng: Rng) -> World {
+        let mut state = ClusterState::default();
+        let mut daemons = BTreeMap::new();
+        for i in 0..DAEMONS {
+            let id = match state.apply(Command::RegisterDaemon {
+                id: None,
+                addr: format!("d{i}"),
+            }) {
+                CommandResult::Registered { id } => id,
+                other => panic!("registration refused: {other:?}"),
+            };
+            daemons.insert(
+                id,
+                SimDaemon {
+                    id,
+                    data: Arc::new(MemoryEngine::new()),
+                    up: true,
+                    incarnation: 0,
+                    node: None,
+                    disk: None,
+                    disk_fault: false,
+                    last_epoch: Epoch(0),
+                },
+            );
+        }
+        let space = match state.apply(Command::AddSpace {
+            description: space_description(&knobs),
+        }) {
+            CommandResult::SpaceAdded { id } => id,
+            other => panic!("space refused: {other:?}"),
+        };
+        let mut node = CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS));
+        node.lead(1);
+        let clients = (0..knobs.clients)
+            .map(|i| SimClient {
+                id: 100 + i as u64,
+                config: None,
+                ops_left: knobs.ops_per_client,
+                request_no: 0,
+                current: None,
+                final_reads: Vec::new(),
+            })
+            .collect();
+        let report = Report {
+            seed,
+            knobs: format!("{knobs:?}"),
+            ..Report::default()
+        };
+        let mut world = World {
+            trace: false,
+            knobs,
+            rng,
+            now: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            daemons,
+            coord: Coord {
+                state,
+                node,
+                up: true,
+                term: 1,
+            },
+            clients,
+            cuts: BTreeMap::new(),
+            faulted: BTreeSet::new(),
+            within_f: false,
+            history: BTreeMap::new(),
+            next_msg_id: 1,
+            phase2: false,
+            finals_started: false,
+            done: false,
+            report,
+            space,
+        };
+        let config = Arc::new(world.configuration());
+        let ids: Vec<DaemonId> = world.daemons.keys().copied().collect();
+        for id in ids {
+            world.start_daemon(id, config.clone());
+        }
+        for i in 0..world.clients.len() {
+            let at = world.rng.below(50);
+            world.at(at, Ev::ClientWake(i));
+        }
+        world.at(DETECTOR_TICK_MS, Ev::CoordTick);
+        world.at(700, Ev::Nemesis);
+        world
+    }
+
+    pub(crate) fn configuration(&self) -> Configuration {
+        self.coord.state.configuration(Vec::new())
+    }
+
+    pub(crate) fn at(&mut self, delay: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((self.now + delay, self.seq), ev);
+    }
+
+    pub(crate) fn run(&mut self) -> Result<(), String> {
+        while let Some(((t, _), ev)) = self.queue.pop_first() {
+            self.now = t;
+            if !self.phase2 && self.now >= PHASE1_MS {
+                self.heal_all();
+            }
+            if self.now > PHASE1_MS + SETTLE_MS_MAX {
+                return Err(format!(
+                    "the cluster did not settle within {} ms of healing: {}",
+                    SETTLE_MS_MAX,
+                    self.unsettled()
+                ));
+            }
+            self.handle(ev)?;
+            if self.done {
+                return Ok(());
+            }
+        }
+        Err("the event queue ran dry".into())
+    }
+
+    pub(crate) fn handle(&mut self, ev: Ev) -> Result<(), String> {
+        match ev {
+            Ev::Deliver { from, to, msg } => {
+                if self.blocked(from, to) {
+                    self.report.dropped += 1;
+                    return Ok(());
+                }
+                match to {
+                    Node::Coord => self.coord_receive(from, msg),
+                    Node::Daemon(d) => self.daemon_receive(d, from, msg),
+                    Node::Client(c) => self.client_receive(c, msg)?,
+                }
+            }
+            Ev::DaemonTick(d, inc) => {
+                if !self.incarnation_up(d, inc) {
+                    return Ok(());
+                }
+                self.with_node(d, |node, out| {
+                    node.on_tick(out);
+                    // The shell's interval fsync: a full disk shows here
+                    // even when nothing is written.
+                    node.sync(out);
+                });
+                self.at(TICK_MS, Ev::DaemonTick(d, inc));
+            }
+            Ev::Heartbeat(d, inc) => {
+                if !self.incarnation_up(d, inc) {
+                    return Ok(());
+                }
+                let request = match &self.daemons[&d].node {
+                    Some(node) => node.heartbeat(),
+                    // Restarted, not registered yet: ask again.
+                    None => CoordRequest::RegisterDaemon {
+                        id: Some(d),
+                        addr: format!("d{}", d.0),
+                    },
+                };
+                let sent = self.now;
+                self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
+                self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
+            }
+            Ev::Job(d, inc, job) => {
+                if self.incarnation_up(d, inc) {
+                    self.with_node(d, |node, out| node.run_job(job, out));
+                }
+            }
+            Ev::CoordTick => {
+                self.coord_tick();
+                if self.phase2 {
+                    self.try_finish()?;
+                }
+                self.at(DETECTOR_TICK_MS, Ev::CoordTick);
+            }
+            Ev::ClientWake(c) => self.client_wake(c),
+            Ev::Nemesis => {
+                if !self.phase2 {
+                    self.nemesis();
+                    let next = 300 + self.rng.below(1_000);
+                    self.at(next, Ev::Nemesis);
+                }
+            }
+            Ev::Restart(d) => self.restart(d),
+            Ev::Heal(d) => {
+                self.cuts.remove(&d);
+                self.trace(|| format!("heal {d}"));
+            }
+            Ev::CoordUp => self.coord_up(),
+        }
+        Ok(())
+    }
+}
