@@ -3,6 +3,7 @@
 
 use crate::check::{Event, KvOp, KvResult};
 use crate::knobs::Rng;
+use crate::report::Violation;
 use crate::world::{Ev, Msg, Node, World, CLIENT_TIMEOUT_MS};
 use std::sync::Arc;
 use tessera_daemon::chain::key_region;
@@ -11,6 +12,7 @@ use tessera_protocol::{
     UpdateRequest,
 };
 use tessera_types::{Check, Configuration, PredOp, SpaceId, Value};
+
 pub(crate) struct Current {
     pub(crate) key: i64,
     pub(crate) op: KvOp,
@@ -142,7 +144,7 @@ impl World {
         );
     }
 
-    pub(crate) fn client_receive(&mut self, c: usize, msg: Msg) -> Result<(), String> {
+    pub(crate) fn client_receive(&mut self, c: usize, msg: Msg) -> Result<(), Violation> {
         match msg {
             Msg::Config(config) => {
                 let client = &mut self.clients[c];
@@ -157,62 +159,93 @@ impl World {
                     }
                 }
             }
-            Msg::Response { id, resp } => {
-                let Some(cur) = self.clients[c].current.as_ref() else {
-                    return Ok(());
-                };
-                if cur.msg_id != id {
-                    return Ok(()); // an answer to an earlier send
-                }
-                self.trace(|| format!("client {c} key {} {:?} hears {resp:?}", cur.key, cur.op));
-                let result = match (&resp, cur.op) {
-                    (DaemonResponse::Done, KvOp::Get) => None,
-                    (DaemonResponse::Done, _) => Some(KvResult::Ok),
-                    (DaemonResponse::Found { object, .. }, KvOp::Get) => {
-                        match (&object.values[1], &object.values[2]) {
-                            (Value::Int(a), Value::Int(b)) => Some(KvResult::Value(*a, *b)),
-                            _ => return Err(format!("a get returned {object:?}")),
-                        }
-                    }
-                    (DaemonResponse::Failed { status, reason }, _) => match status {
-                        Status::NotFound => Some(KvResult::NotFound),
-                        Status::CmpFail => Some(KvResult::CmpFail),
-                        Status::Reconfigure | Status::Offline => None,
-                        other => {
-                            return Err(format!(
-                                "client {c}: {:?} on key {} answered {other:?}: {reason}",
-                                cur.op, cur.key
-                            ))
-                        }
-                    },
-                    (DaemonResponse::WrongEpoch { .. }, _) => None,
-                    (other, op) => return Err(format!("client {c}: {op:?} answered {other:?}")),
-                };
-                match result {
-                    Some(result) => {
-                        let cur = self.clients[c].current.take().expect("checked");
-                        self.trace(|| {
-                            format!("client {c} key {} {:?} -> {result:?}", cur.key, cur.op)
-                        });
-                        self.history.get_mut(&cur.key).expect("recorded")[cur.event].ret =
-                            Some((self.now, result));
-                        let think = self.rng.below(30);
-                        self.at(think, Ev::ClientWake(c));
-                    }
-                    None => {
-                        // Stale configuration, or a point leader without a
-                        // lease: ask for the configuration, try again soon.
-                        self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
-                        if let Some(cur) = self.clients[c].current.as_mut() {
-                            cur.deadline = self.now + 100;
-                        }
-                        self.at(100, Ev::ClientWake(c));
-                    }
-                }
-            }
+            Msg::Response { id, resp } => self.client_hears(c, id, resp)?,
             _ => {}
         }
         Ok(())
+    }
+
+    /// Client `c` hears the answer to its send `id`.
+    fn client_hears(&mut self, c: usize, id: u64, resp: DaemonResponse) -> Result<(), Violation> {
+        let Some(cur) = self.clients[c].current.as_ref() else {
+            return Ok(());
+        };
+        if cur.msg_id != id {
+            return Ok(()); // an answer to an earlier send
+        }
+        self.trace(|| format!("client {c} key {} {:?} hears {resp:?}", cur.key, cur.op));
+        match hear(cur.op, &resp) {
+            Heard::Result(result) => {
+                let cur = self.clients[c].current.take().expect("checked");
+                self.trace(|| format!("client {c} key {} {:?} -> {result:?}", cur.key, cur.op));
+                self.history.get_mut(&cur.key).expect("recorded")[cur.event].ret =
+                    Some((self.now, result));
+                let think = self.rng.below(30);
+                self.at(think, Ev::ClientWake(c));
+            }
+            Heard::Retry => {
+                // Stale configuration, or a point leader without a
+                // lease: ask for the configuration, try again soon.
+                self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+                if let Some(cur) = self.clients[c].current.as_mut() {
+                    cur.deadline = self.now + 100;
+                }
+                self.at(100, Ev::ClientWake(c));
+            }
+            Heard::Unexpected => {
+                return Err(Violation::UnexpectedAnswer {
+                    client: c,
+                    key: cur.key,
+                    op: cur.op,
+                    answer: Box::new(resp),
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a client makes of an answer.
+enum Heard {
+    /// The operation is over, with this result.
+    Result(KvResult),
+    /// The daemon could not serve it now: try again.
+    Retry,
+    /// No correct daemon answers `op` so.
+    Unexpected,
+}
+
+fn hear(op: KvOp, resp: &DaemonResponse) -> Heard {
+    match (resp, op) {
+        (DaemonResponse::Done, KvOp::Get) => Heard::Retry,
+        (DaemonResponse::Done, _) => Heard::Result(KvResult::Ok),
+        (DaemonResponse::Found { object, .. }, KvOp::Get) => {
+            match (&object.values[1], &object.values[2]) {
+                (Value::Int(a), Value::Int(b)) => Heard::Result(KvResult::Value(*a, *b)),
+                _ => Heard::Unexpected,
+            }
+        }
+        (DaemonResponse::Failed { status, .. }, _) => match status {
+            Status::NotFound => Heard::Result(KvResult::NotFound),
+            Status::CmpFail => Heard::Result(KvResult::CmpFail),
+            Status::Reconfigure | Status::Offline => Heard::Retry,
+            _ => Heard::Unexpected,
+        },
+        (DaemonResponse::WrongEpoch { .. }, _) => Heard::Retry,
+        _ => Heard::Unexpected,
+    }
+}
+
+impl SimClient {
+    pub(crate) fn new(id: u64, ops: usize) -> SimClient {
+        SimClient {
+            id,
+            config: None,
+            ops_left: ops,
+            request_no: 0,
+            current: None,
+            final_reads: Vec::new(),
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tessera_coordinator::state::{Command, CommandResult};
 use tessera_protocol::{CoordRequest, CoordResponse};
 use tessera_types::DaemonId;
+
 impl World {
     pub(crate) fn apply(&mut self, command: Command) -> CommandResult {
         let before = self.coord.state.epoch;
@@ -17,26 +18,7 @@ impl World {
         }
         if self.coord.state.epoch != before {
             let config = Arc::new(self.configuration());
-            self.trace(|| {
-                let space = &config.spaces[0];
-                let chains: Vec<String> = space.subspaces[0]
-                    .regions
-                    .iter()
-                    .map(|r| format!("{}:{:?}", r.id, r.chain))
-                    .collect();
-                let others: Vec<String> = space.subspaces[1..]
-                    .iter()
-                    .flat_map(|l| l.regions.iter())
-                    .map(|r| format!("{}:{:?}", r.id, r.chain))
-                    .collect();
-                format!(
-                    "epoch {} transfers {:?} key regions {} others {}",
-                    config.epoch,
-                    config.transfers,
-                    chains.join(" "),
-                    others.join(" ")
-                )
-            });
+            self.trace_epoch(&config);
             let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
             for id in ids {
                 self.send(Node::Coord, Node::Daemon(id), Msg::Config(config.clone()));

@@ -8,10 +8,49 @@ use std::sync::Arc;
 use std::time::Duration;
 use tessera_daemon::core::ReplyTo;
 use tessera_daemon::index::IndexedEngine;
-use tessera_daemon::node::{DaemonNode, NodeOptions, Output};
+use tessera_daemon::node::{DaemonNode, Job, NodeOptions, Output};
 use tessera_protocol::{CoordRequest, CoordResponse, Message};
 use tessera_types::{Configuration, DaemonId};
 impl World {
+    /// The daemon's tick timer fires.
+    pub(crate) fn daemon_tick(&mut self, d: DaemonId, inc: u64) {
+        if !self.incarnation_up(d, inc) {
+            return;
+        }
+        self.with_node(d, |node, out| {
+            node.on_tick(out);
+            // The shell's interval fsync: a full disk shows here
+            // even when nothing is written.
+            node.sync(out);
+        });
+        self.at(TICK_MS, Ev::DaemonTick(d, inc));
+    }
+
+    /// The daemon's heartbeat timer fires.
+    pub(crate) fn heartbeat_timer(&mut self, d: DaemonId, inc: u64) {
+        if !self.incarnation_up(d, inc) {
+            return;
+        }
+        let request = match &self.daemons[&d].node {
+            Some(node) => node.heartbeat(),
+            // Restarted, not registered yet: ask again.
+            None => CoordRequest::RegisterDaemon {
+                id: Some(d),
+                addr: format!("d{}", d.0),
+            },
+        };
+        let sent = self.now;
+        self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
+        self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
+    }
+
+    /// A job the daemon's node handed out runs (unless that process ended).
+    pub(crate) fn daemon_job(&mut self, d: DaemonId, inc: u64, job: Job) {
+        if self.incarnation_up(d, inc) {
+            self.with_node(d, |node, out| node.run_job(job, out));
+        }
+    }
+
     pub(crate) fn incarnation_up(&self, d: DaemonId, inc: u64) -> bool {
         self.daemons
             .get(&d)

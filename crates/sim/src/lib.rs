@@ -33,7 +33,7 @@ mod trace;
 mod world;
 
 pub use knobs::{Knobs, Rng};
-pub use report::{Failure, Report, Summary};
+pub use report::{Failure, Holding, Report, Summary, Violation};
 use world::World;
 
 /// Runs `count` seeds from `first` with `options`, calling `on_failure`
@@ -50,15 +50,7 @@ pub fn run_many(
     };
     for seed in first..first + count {
         match run_opts(seed, options) {
-            Ok(r) => {
-                summary.sim_ms += r.sim_ms;
-                summary.operations += r.operations;
-                summary.crashes += r.crashes;
-                summary.partitions += r.partitions;
-                summary.coordinator_outages += r.coordinator_outages;
-                summary.disk_faults += r.disk_faults;
-                summary.transfers += r.transfers;
-            }
+            Ok(report) => summary.add(&report),
             Err(f) => {
                 on_failure(&f);
                 summary.failed.push(seed);
@@ -102,23 +94,18 @@ pub fn run_opts(seed: u64, options: Options) -> Result<Report, Failure> {
     let mut world = World::new(seed, knobs, rng);
     world.trace = options.trace;
     world.within_f = options.within_f;
-    let outcome = world.run();
-    let failure = |what: String, w: &World| Failure {
-        seed,
-        knobs: w.report.knobs.clone(),
-        at_ms: w.now,
-        what,
-    };
-    match outcome {
-        Ok(()) => match world.check() {
-            Ok(()) => {
-                world.report.sim_ms = world.now;
-                world.report.epochs = world.coord.state.epoch.0;
-                world.report.transfers = world.coord.state.transfer_id_next - 1;
-                Ok(world.report)
-            }
-            Err(what) => Err(failure(what, &world)),
-        },
-        Err(what) => Err(failure(what, &world)),
+    match world.run().and_then(|()| world.check()) {
+        Ok(()) => {
+            world.report.sim_ms = world.now;
+            world.report.epochs = world.coord.state.epoch.0;
+            world.report.transfers = world.coord.state.transfer_id_next - 1;
+            Ok(world.report)
+        }
+        Err(what) => Err(Failure {
+            seed,
+            knobs: world.report.knobs,
+            at_ms: world.now,
+            what,
+        }),
     }
 }

@@ -1,6 +1,7 @@
 //! The simulated network: delay, loss, duplication and reordering of every
 //! message, and cuts that isolate a daemon.
 
+use crate::report::Violation;
 use crate::world::{Ev, Msg, Node, World};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Cut {
@@ -44,5 +45,19 @@ impl World {
             );
         }
         self.at(delay, Ev::Deliver { from, to, msg });
+    }
+
+    /// A message reaches `to`, unless a cut now separates the two.
+    pub(crate) fn deliver(&mut self, from: Node, to: Node, msg: Msg) -> Result<(), Violation> {
+        if self.blocked(from, to) {
+            self.report.dropped += 1;
+            return Ok(());
+        }
+        match to {
+            Node::Coord => self.coord_receive(from, msg),
+            Node::Daemon(d) => self.daemon_receive(d, from, msg),
+            Node::Client(c) => self.client_receive(c, msg)?,
+        }
+        Ok(())
     }
 }

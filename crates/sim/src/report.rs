@@ -1,5 +1,10 @@
 //! What a run reports: one seed's figures, a failure with its replay
-//! line, and the sum over many seeds.
+//! line and the violation that caused it, and the sum over many seeds.
+
+use crate::check::{KvOp, NotLinearizable};
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_protocol::DaemonResponse;
+use tessera_types::{DaemonId, Object, RegionId};
 
 /// What one run did.
 #[derive(Clone, Debug, Default)]
@@ -25,7 +30,73 @@ pub struct Failure {
     pub seed: u64,
     pub knobs: String,
     pub at_ms: u64,
-    pub what: String,
+    pub what: Violation,
+}
+
+/// What one replica of a region holds: per key, its version and object
+/// (`None` for a tombstone).
+pub type Holding = BTreeMap<Vec<u8>, (u64, Option<Object>)>;
+
+/// Why a run failed: a property the simulator checks did not hold.
+#[derive(Debug, thiserror::Error)]
+pub enum Violation {
+    /// Liveness: after healing, the cluster did not settle in time.
+    #[error("the cluster did not settle within {settle_ms_max} ms of healing: {why}")]
+    Unsettled { settle_ms_max: u64, why: String },
+    /// Nothing was left to happen, yet the run had not finished (a bug of
+    /// the simulator: the clock and the detector always tick).
+    #[error("the event queue ran dry")]
+    QueueDry,
+    /// A daemon answered a client with something no correct daemon sends
+    /// for that operation.
+    #[error("client {client}: {op:?} on key {key} answered {answer:?}")]
+    UnexpectedAnswer {
+        client: usize,
+        key: i64,
+        op: KvOp,
+        answer: Box<DaemonResponse>,
+    },
+    /// A key saw more operations than the linearizability check handles.
+    #[error("key {key}: too many events to check")]
+    TooManyEvents { key: i64 },
+    /// Liveness: an operation never returned, even after healing.
+    #[error("key {key}: {op:?} never finished")]
+    NeverFinished { key: i64, op: KvOp },
+    /// Safety: one key's history has no linearization.
+    #[error("key {key}: {source}")]
+    NotLinearizable {
+        key: i64,
+        #[source]
+        source: NotLinearizable,
+    },
+    /// The space the clients use is missing from the configuration.
+    #[error("the space is gone")]
+    SpaceGone,
+    /// Liveness: a region is served by fewer than f + 1 replicas after
+    /// healing.
+    #[error("region {region} has {replicas} replicas after healing")]
+    TooFewReplicas { region: RegionId, replicas: usize },
+    /// Safety: two replicas of one region hold different records.
+    #[error("region {region} (subspace {subspace}) differs between {first} and {other}:\n  {first}: {reference:?}\n  {other}: {got:?}")]
+    ReplicasDiffer {
+        region: RegionId,
+        subspace: usize,
+        first: DaemonId,
+        other: DaemonId,
+        reference: Box<Holding>,
+        got: Box<Holding>,
+    },
+    /// Safety: a region of a non-key subspace holds other objects (or
+    /// other versions) than the key subspace places there.
+    #[error(
+        "subspace {subspace} region {region} holds {held:?}, the key subspace says {expected:?}"
+    )]
+    Misplaced {
+        subspace: usize,
+        region: RegionId,
+        held: Box<BTreeSet<(Vec<u8>, u64)>>,
+        expected: Box<BTreeSet<(Vec<u8>, u64)>>,
+    },
 }
 
 impl std::fmt::Display for Failure {
@@ -50,6 +121,19 @@ pub struct Summary {
     pub disk_faults: u32,
     pub transfers: u64,
     pub failed: Vec<u64>,
+}
+
+impl Summary {
+    /// Counts one passed run.
+    pub fn add(&mut self, r: &Report) {
+        self.sim_ms += r.sim_ms;
+        self.operations += r.operations;
+        self.crashes += r.crashes;
+        self.partitions += r.partitions;
+        self.coordinator_outages += r.coordinator_outages;
+        self.disk_faults += r.disk_faults;
+        self.transfers += r.transfers;
+    }
 }
 
 impl std::fmt::Display for Summary {

@@ -2,7 +2,8 @@
 
 use crate::world::World;
 use tessera_protocol::TransferMsg;
-use tessera_types::DaemonId;
+use tessera_types::{Configuration, DaemonId};
+
 impl World {
     pub(crate) fn trace(&self, what: impl FnOnce() -> String) {
         if self.trace {
@@ -28,5 +29,29 @@ impl World {
             ),
             other => eprintln!("{:>7} {d} {other:?}", self.now),
         }
+    }
+
+    /// A new configuration: its epoch, transfers and every region's chain.
+    pub(crate) fn trace_epoch(&self, config: &Configuration) {
+        self.trace(|| {
+            let space = &config.spaces[0];
+            let chains: Vec<String> = space.subspaces[0]
+                .regions
+                .iter()
+                .map(|r| format!("{}:{:?}", r.id, r.chain))
+                .collect();
+            let others: Vec<String> = space.subspaces[1..]
+                .iter()
+                .flat_map(|l| l.regions.iter())
+                .map(|r| format!("{}:{:?}", r.id, r.chain))
+                .collect();
+            format!(
+                "epoch {} transfers {:?} key regions {} others {}",
+                config.epoch,
+                config.transfers,
+                chains.join(" "),
+                others.join(" ")
+            )
+        });
     }
 }

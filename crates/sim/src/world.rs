@@ -6,7 +6,7 @@ use crate::clients::SimClient;
 use crate::disk::Disk;
 use crate::knobs::{space_description, Knobs, Rng};
 use crate::net::Cut;
-use crate::report::Report;
+use crate::report::{Report, Violation};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +16,7 @@ use tessera_daemon::node::{DaemonNode, Job, HEARTBEAT_INTERVAL, TICK_INTERVAL};
 use tessera_protocol::{CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, Message};
 use tessera_storage::MemoryEngine;
 use tessera_types::{Configuration, DaemonId, Epoch, SpaceId};
+
 pub(crate) const DAEMONS: u64 = 5;
 pub(crate) const TICK_MS: u64 = TICK_INTERVAL.as_millis() as u64;
 pub(crate) const HEARTBEAT_MS: u64 = HEARTBEAT_INTERVAL.as_millis() as u64;
@@ -138,49 +139,52 @@ pub(crate) struct World {
     pub(crate) space: SpaceId,
 }
 
+impl SimDaemon {
+    fn new(id: DaemonId) -> SimDaemon {
+        SimDaemon {
+            id,
+            data: Arc::new(MemoryEngine::new()),
+            up: true,
+            incarnation: 0,
+            node: None,
+            disk: None,
+            disk_fault: false,
+            last_epoch: Epoch(0),
+        }
+    }
+}
+
+/// The cluster as an operator sets it up: [`DAEMONS`] registered daemons
+/// and the space the knobs describe.
+fn found_cluster(knobs: &Knobs) -> (ClusterState, BTreeMap<DaemonId, SimDaemon>, SpaceId) {
+    let mut state = ClusterState::default();
+    let mut daemons = BTreeMap::new();
+    for i in 0..DAEMONS {
+        let id = match state.apply(Command::RegisterDaemon {
+            id: None,
+            addr: format!("d{i}"),
+        }) {
+            CommandResult::Registered { id } => id,
+            other => panic!("registration refused: {other:?}"),
+        };
+        daemons.insert(id, SimDaemon::new(id));
+    }
+    let space = match state.apply(Command::AddSpace {
+        description: space_description(knobs),
+    }) {
+        CommandResult::SpaceAdded { id } => id,
+        other => panic!("space refused: {other:?}"),
+    };
+    (state, daemons, space)
+}
+
 impl World {
     pub(crate) fn new(seed: u64, knobs: Knobs, rng: Rng) -> World {
-        let mut state = ClusterState::default();
-        let mut daemons = BTreeMap::new();
-        for i in 0..DAEMONS {
-            let id = match state.apply(Command::RegisterDaemon {
-                id: None,
-                addr: format!("d{i}"),
-            }) {
-                CommandResult::Registered { id } => id,
-                other => panic!("registration refused: {other:?}"),
-            };
-            daemons.insert(
-                id,
-                SimDaemon {
-                    id,
-                    data: Arc::new(MemoryEngine::new()),
-                    up: true,
-                    incarnation: 0,
-                    node: None,
-                    disk: None,
-                    disk_fault: false,
-                    last_epoch: Epoch(0),
-                },
-            );
-        }
-        let space = match state.apply(Command::AddSpace {
-            description: space_description(&knobs),
-        }) {
-            CommandResult::SpaceAdded { id } => id,
-            other => panic!("space refused: {other:?}"),
-        };
+        let (state, daemons, space) = found_cluster(&knobs);
         let mut node = CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS));
         node.lead(1);
         let clients = (0..knobs.clients)
-            .map(|i| SimClient {
-                id: 100 + i as u64,
-                config: None,
-                ops_left: knobs.ops_per_client,
-                request_no: 0,
-                current: None,
-                final_reads: Vec::new(),
-            })
+            .map(|i| SimClient::new(100 + i as u64, knobs.ops_per_client))
             .collect();
         let report = Report {
             seed,
@@ -213,18 +217,24 @@ impl World {
             report,
             space,
         };
-        let config = Arc::new(world.configuration());
-        let ids: Vec<DaemonId> = world.daemons.keys().copied().collect();
-        for id in ids {
-            world.start_daemon(id, config.clone());
-        }
-        for i in 0..world.clients.len() {
-            let at = world.rng.below(50);
-            world.at(at, Ev::ClientWake(i));
-        }
-        world.at(DETECTOR_TICK_MS, Ev::CoordTick);
-        world.at(700, Ev::Nemesis);
+        world.start();
         world
+    }
+
+    /// Time zero: every daemon starts from the first configuration, the
+    /// clients, the detector and the nemesis begin.
+    fn start(&mut self) {
+        let config = Arc::new(self.configuration());
+        let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
+        for id in ids {
+            self.start_daemon(id, config.clone());
+        }
+        for i in 0..self.clients.len() {
+            let at = self.rng.below(50);
+            self.at(at, Ev::ClientWake(i));
+        }
+        self.at(DETECTOR_TICK_MS, Ev::CoordTick);
+        self.at(700, Ev::Nemesis);
     }
 
     pub(crate) fn configuration(&self) -> Configuration {
@@ -236,77 +246,36 @@ impl World {
         self.queue.insert((self.now + delay, self.seq), ev);
     }
 
-    pub(crate) fn run(&mut self) -> Result<(), String> {
+    pub(crate) fn run(&mut self) -> Result<(), Violation> {
         while let Some(((t, _), ev)) = self.queue.pop_first() {
             self.now = t;
             if !self.phase2 && self.now >= PHASE1_MS {
                 self.heal_all();
             }
             if self.now > PHASE1_MS + SETTLE_MS_MAX {
-                return Err(format!(
-                    "the cluster did not settle within {} ms of healing: {}",
-                    SETTLE_MS_MAX,
-                    self.unsettled()
-                ));
+                return Err(Violation::Unsettled {
+                    settle_ms_max: SETTLE_MS_MAX,
+                    why: self.unsettled(),
+                });
             }
             self.handle(ev)?;
             if self.done {
                 return Ok(());
             }
         }
-        Err("the event queue ran dry".into())
+        Err(Violation::QueueDry)
     }
 
-    pub(crate) fn handle(&mut self, ev: Ev) -> Result<(), String> {
+    fn handle(&mut self, ev: Ev) -> Result<(), Violation> {
         match ev {
-            Ev::Deliver { from, to, msg } => {
-                if self.blocked(from, to) {
-                    self.report.dropped += 1;
-                    return Ok(());
-                }
-                match to {
-                    Node::Coord => self.coord_receive(from, msg),
-                    Node::Daemon(d) => self.daemon_receive(d, from, msg),
-                    Node::Client(c) => self.client_receive(c, msg)?,
-                }
-            }
-            Ev::DaemonTick(d, inc) => {
-                if !self.incarnation_up(d, inc) {
-                    return Ok(());
-                }
-                self.with_node(d, |node, out| {
-                    node.on_tick(out);
-                    // The shell's interval fsync: a full disk shows here
-                    // even when nothing is written.
-                    node.sync(out);
-                });
-                self.at(TICK_MS, Ev::DaemonTick(d, inc));
-            }
-            Ev::Heartbeat(d, inc) => {
-                if !self.incarnation_up(d, inc) {
-                    return Ok(());
-                }
-                let request = match &self.daemons[&d].node {
-                    Some(node) => node.heartbeat(),
-                    // Restarted, not registered yet: ask again.
-                    None => CoordRequest::RegisterDaemon {
-                        id: Some(d),
-                        addr: format!("d{}", d.0),
-                    },
-                };
-                let sent = self.now;
-                self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
-                self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
-            }
-            Ev::Job(d, inc, job) => {
-                if self.incarnation_up(d, inc) {
-                    self.with_node(d, |node, out| node.run_job(job, out));
-                }
-            }
+            Ev::Deliver { from, to, msg } => self.deliver(from, to, msg)?,
+            Ev::DaemonTick(d, inc) => self.daemon_tick(d, inc),
+            Ev::Heartbeat(d, inc) => self.heartbeat_timer(d, inc),
+            Ev::Job(d, inc, job) => self.daemon_job(d, inc, job),
             Ev::CoordTick => {
                 self.coord_tick();
                 if self.phase2 {
-                    self.try_finish()?;
+                    self.try_finish();
                 }
                 self.at(DETECTOR_TICK_MS, Ev::CoordTick);
             }
