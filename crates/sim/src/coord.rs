@@ -37,10 +37,9 @@ impl World {
             (Node::Daemon(_), Msg::Coord { request, sent }) => {
                 let response = match &request {
                     CoordRequest::Heartbeat { id, epoch } => {
-                        let answer = self
-                            .coord
-                            .node
-                            .heartbeat(&self.coord.state, *id, *epoch, now);
+                        let coord = &mut self.coord;
+                        let leader = &mut coord.members[coord.leader].node;
+                        let answer = leader.heartbeat(&coord.state, *id, *epoch, now);
                         if *epoch < self.coord.state.epoch {
                             // What the daemon's configuration long-poll
                             // would bring it.
@@ -74,7 +73,7 @@ impl World {
                         CoordResponse::Done
                     }
                     CoordRequest::Leave { id, reason } => {
-                        let command = self.coord.node.leave(*id, *reason);
+                        let command = self.coord.node().leave(*id, *reason);
                         self.apply(command);
                         CoordResponse::Done
                     }
@@ -95,12 +94,20 @@ impl World {
         }
     }
 
+    /// The leader's detector timer fires (a frozen leader's fires when it
+    /// resumes).
     pub(crate) fn coord_tick(&mut self) {
         if !self.coord.up {
             return;
         }
+        let leader = &mut self.coord.members[self.coord.leader];
+        if leader.frozen {
+            leader.tick_missed = true;
+            return;
+        }
         let now = self.coordinator_time();
-        let commands = self.coord.node.tick(&self.coord.state, now);
+        let coord = &mut self.coord;
+        let commands = coord.members[coord.leader].node.tick(&coord.state, now);
         for command in commands {
             self.apply(command);
         }
@@ -114,6 +121,7 @@ impl World {
         // A new leader: its detector starts afresh, giving every daemon a
         // full timeout of grace.
         self.coord.term += 1;
-        self.coord.node.lead(self.coord.term);
+        let term = self.coord.term;
+        self.coord.node().lead(term);
     }
 }

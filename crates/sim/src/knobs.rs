@@ -49,6 +49,9 @@ pub struct Knobs {
     pub coordinator_outages: bool,
     /// Whether the nemesis makes daemons' disks fill up or fail.
     pub disk_faults: bool,
+    /// Whether the nemesis pauses daemons, and coordinator members.
+    pub pauses: bool,
+    pub coordinator_pauses: bool,
     pub clients: usize,
     pub ops_per_client: usize,
     pub keys: i64,
@@ -69,6 +72,8 @@ impl Knobs {
             clients: rng.pick(&[2, 3, 4]),
             ops_per_client: rng.pick(&[10, 20, 30]),
             keys: rng.pick(&[3, 5, 8]),
+            pauses: rng.chance(500),
+            coordinator_pauses: rng.chance(400),
         }
     }
 }

@@ -28,6 +28,7 @@ mod daemons;
 mod knobs;
 mod nemesis;
 mod net;
+mod pause;
 mod report;
 mod trace;
 mod world;

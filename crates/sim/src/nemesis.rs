@@ -3,13 +3,19 @@
 
 use crate::disk::Fault;
 use crate::net::Cut;
+use crate::report::Violation;
 use crate::world::{Ev, World};
 use tessera_types::DaemonId;
+
 impl World {
-    /// Daemons that are up, registered and reachable.
+    /// Daemons that are up, registered, running and reachable.
     pub(crate) fn healthy(&self, d: DaemonId) -> bool {
         let daemon = &self.daemons[&d];
-        daemon.up && daemon.node.is_some() && !daemon.disk_fault && !self.cuts.contains_key(&d)
+        daemon.up
+            && !daemon.frozen
+            && daemon.node.is_some()
+            && !daemon.disk_fault
+            && !self.cuts.contains_key(&d)
     }
 
     /// Within f: forgets past faults once the cluster is whole again
@@ -47,6 +53,7 @@ impl World {
         })
     }
 
+    /// Injects at most one fault, chosen by the seed.
     pub(crate) fn nemesis(&mut self) {
         if self.within_f {
             self.forget_faults_when_whole();
@@ -54,6 +61,7 @@ impl World {
         let roll = self.rng.below(10);
         let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
         let d = ids[self.rng.below(ids.len() as u64) as usize];
+        let coord_whole = self.coord.up && self.coord.members.iter().all(|m| !m.frozen);
         match roll {
             0..=2 if self.knobs.crashes && self.may_fail(d) => {
                 self.faulted.insert(d);
@@ -63,48 +71,76 @@ impl World {
             }
             3..=4 if self.knobs.partitions && self.may_fail(d) => {
                 self.faulted.insert(d);
-                let cut = if self.rng.chance(500) {
-                    Cut::Full
-                } else {
-                    Cut::Coordinator
-                };
-                self.cuts.insert(d, cut);
-                self.trace(|| format!("cut {d} {cut:?}"));
-                self.report.partitions += 1;
-                let length = 200 + self.rng.below(5_000);
-                self.at(length, Ev::Heal(d));
+                self.cut(d);
             }
-            6 if self.knobs.disk_faults && self.may_fail(d) => {
-                // The daemon finds out at its next write or sync, leaves
-                // every chain and stops; it is restarted with the disk
-                // repaired.
-                self.faulted.insert(d);
-                let fault = if self.rng.chance(500) {
-                    Fault::Full
-                } else {
-                    Fault::Broken
-                };
-                let daemon = self.daemons.get_mut(&d).expect("known daemon");
-                daemon.disk_fault = true;
-                if let Some(disk) = &daemon.disk {
-                    disk.fail(fault);
-                }
-                self.trace(|| format!("disk of {d}: {fault:?}"));
-                self.report.disk_faults += 1;
-            }
-            5 if self.knobs.coordinator_outages && self.coord.up => {
+            5 if self.knobs.coordinator_outages && coord_whole => {
                 self.coord.up = false;
                 self.report.coordinator_outages += 1;
                 let length = 300 + self.rng.below(3_000);
                 self.at(length, Ev::CoordUp);
             }
+            6 if self.knobs.disk_faults && self.may_fail(d) => {
+                self.faulted.insert(d);
+                self.fail_disk(d);
+            }
+            7 if self.knobs.pauses && self.may_fail(d) => {
+                self.faulted.insert(d);
+                let length = 100 + self.rng.below(5_000);
+                self.pause_daemon(d, length);
+            }
+            8 if self.knobs.coordinator_pauses && coord_whole => {
+                // The leader twice as often as either follower.
+                let members = self.coord.members.len() as u64;
+                let m = match self.rng.below(members + 1) {
+                    0 | 1 => self.coord.leader,
+                    other => (self.coord.leader + other as usize - 1) % members as usize,
+                };
+                let length = 200 + self.rng.below(5_000);
+                self.pause_member(m, length);
+            }
             _ => {}
         }
     }
 
-    pub(crate) fn heal_all(&mut self) {
+    /// Cuts `d` off the network for a while.
+    fn cut(&mut self, d: DaemonId) {
+        let cut = if self.rng.chance(500) {
+            Cut::Full
+        } else {
+            Cut::Coordinator
+        };
+        self.cuts.insert(d, cut);
+        self.trace(|| format!("cut {d} {cut:?}"));
+        self.report.partitions += 1;
+        let length = 200 + self.rng.below(5_000);
+        self.at(length, Ev::Heal(d));
+    }
+
+    /// `d`'s disk fills up or breaks. The daemon finds out at its next
+    /// write or sync, leaves every chain and stops; it is restarted with
+    /// the disk repaired.
+    fn fail_disk(&mut self, d: DaemonId) {
+        let fault = if self.rng.chance(500) {
+            Fault::Full
+        } else {
+            Fault::Broken
+        };
+        let daemon = self.daemons.get_mut(&d).expect("known daemon");
+        daemon.disk_fault = true;
+        if let Some(disk) = &daemon.disk {
+            disk.fail(fault);
+        }
+        self.trace(|| format!("disk of {d}: {fault:?}"));
+        self.report.disk_faults += 1;
+    }
+
+    /// The end of phase 1: every cut heals, every paused process resumes,
+    /// the coordinator regains its majority and every stopped daemon
+    /// starts again.
+    pub(crate) fn heal_all(&mut self) -> Result<(), Violation> {
         self.phase2 = true;
         self.cuts.clear();
+        self.resume_all()?;
         self.coord_up();
         let down: Vec<DaemonId> = self
             .daemons
@@ -115,5 +151,6 @@ impl World {
         for d in down {
             self.restart(d);
         }
+        Ok(())
     }
 }

@@ -47,12 +47,8 @@ impl World {
         self.at(delay, Ev::Deliver { from, to, msg });
     }
 
-    /// A message reaches `to`, unless a cut now separates the two.
+    /// A message reaches `to` (see [`World::arrive`] for when it may not).
     pub(crate) fn deliver(&mut self, from: Node, to: Node, msg: Msg) -> Result<(), Violation> {
-        if self.blocked(from, to) {
-            self.report.dropped += 1;
-            return Ok(());
-        }
         match to {
             Node::Coord => self.coord_receive(from, msg),
             Node::Daemon(d) => self.daemon_receive(d, from, msg),

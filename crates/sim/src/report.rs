@@ -20,6 +20,9 @@ pub struct Report {
     pub partitions: u32,
     pub coordinator_outages: u32,
     pub disk_faults: u32,
+    /// Daemon processes paused, and coordinator members paused.
+    pub pauses: u32,
+    pub coordinator_pauses: u32,
     pub epochs: u64,
     pub transfers: u64,
 }
@@ -119,6 +122,8 @@ pub struct Summary {
     pub partitions: u32,
     pub coordinator_outages: u32,
     pub disk_faults: u32,
+    pub pauses: u32,
+    pub coordinator_pauses: u32,
     pub transfers: u64,
     pub failed: Vec<u64>,
 }
@@ -132,6 +137,8 @@ impl Summary {
         self.partitions += r.partitions;
         self.coordinator_outages += r.coordinator_outages;
         self.disk_faults += r.disk_faults;
+        self.pauses += r.pauses;
+        self.coordinator_pauses += r.coordinator_pauses;
         self.transfers += r.transfers;
     }
 }
@@ -141,7 +148,8 @@ impl std::fmt::Display for Summary {
         write!(
             f,
             "{} seeds: {:.0} simulated seconds, {} operations, {} daemon crashes, {} partitions, \
-             {} coordinator outages, {} disk faults, {} state transfers; {} failed {:?}",
+             {} coordinator outages, {} disk faults, {} daemon pauses, {} coordinator pauses, \
+             {} state transfers; {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
@@ -149,6 +157,8 @@ impl std::fmt::Display for Summary {
             self.partitions,
             self.coordinator_outages,
             self.disk_faults,
+            self.pauses,
+            self.coordinator_pauses,
             self.transfers,
             self.failed.len(),
             self.failed

@@ -18,6 +18,7 @@ use tessera_storage::MemoryEngine;
 use tessera_types::{Configuration, DaemonId, Epoch, SpaceId};
 
 pub(crate) const DAEMONS: u64 = 5;
+pub(crate) const COORD_MEMBERS: usize = 3;
 pub(crate) const TICK_MS: u64 = TICK_INTERVAL.as_millis() as u64;
 pub(crate) const HEARTBEAT_MS: u64 = HEARTBEAT_INTERVAL.as_millis() as u64;
 pub(crate) const FAILURE_TIMEOUT_MS: u64 = 2_000;
@@ -90,6 +91,18 @@ pub(crate) enum Ev {
     Restart(DaemonId),
     Heal(DaemonId),
     CoordUp,
+    /// A paused process carries on.
+    Resume(Process),
+    /// The followers' election timeout ran out while `.0` led, frozen.
+    Election(usize),
+}
+
+/// A process the nemesis can pause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Process {
+    Daemon(DaemonId),
+    /// A coordinator member, by index.
+    Member(usize),
 }
 
 pub(crate) struct SimDaemon {
@@ -97,6 +110,10 @@ pub(crate) struct SimDaemon {
     /// The data directory: survives crashes.
     pub(crate) data: Arc<MemoryEngine>,
     pub(crate) up: bool,
+    /// Paused: the process handles nothing; what arrives for it (messages,
+    /// its own timers and jobs) waits in `held`, in order.
+    pub(crate) frozen: bool,
+    pub(crate) held: Vec<Ev>,
     pub(crate) incarnation: u64,
     /// The running process's node, once registered; and its disk, which
     /// the nemesis can make fail.
@@ -107,11 +124,37 @@ pub(crate) struct SimDaemon {
     pub(crate) last_epoch: Epoch,
 }
 
+/// The coordinator: a Raft group of [`COORD_MEMBERS`] members sharing one
+/// replicated [`ClusterState`]. Only the leader's [`CoordinatorNode`]
+/// answers daemons and proposes commands; the Raft protocol itself is not
+/// simulated, only what it looks like from outside: the group can lose its
+/// majority for a while (an outage), and a frozen leader is replaced by an
+/// election.
 pub(crate) struct Coord {
     pub(crate) state: ClusterState,
-    pub(crate) node: CoordinatorNode,
+    pub(crate) members: Vec<Member>,
+    /// The member daemons and clients talk to.
+    pub(crate) leader: usize,
+    /// Whether a majority is reachable (false during an outage).
     pub(crate) up: bool,
     pub(crate) term: u64,
+}
+
+/// One coordinator member process.
+pub(crate) struct Member {
+    pub(crate) node: CoordinatorNode,
+    /// Paused: it handles nothing; what arrives for it waits in `held`.
+    pub(crate) frozen: bool,
+    pub(crate) held: Vec<Ev>,
+    /// Its detector's timer came due while it was frozen.
+    pub(crate) tick_missed: bool,
+}
+
+impl Coord {
+    /// The leader's node.
+    pub(crate) fn node(&mut self) -> &mut CoordinatorNode {
+        &mut self.members[self.leader].node
+    }
 }
 
 pub(crate) struct World {
@@ -145,6 +188,8 @@ impl SimDaemon {
             id,
             data: Arc::new(MemoryEngine::new()),
             up: true,
+            frozen: false,
+            held: Vec::new(),
             incarnation: 0,
             node: None,
             disk: None,
@@ -181,8 +226,15 @@ fn found_cluster(knobs: &Knobs) -> (ClusterState, BTreeMap<DaemonId, SimDaemon>,
 impl World {
     pub(crate) fn new(seed: u64, knobs: Knobs, rng: Rng) -> World {
         let (state, daemons, space) = found_cluster(&knobs);
-        let mut node = CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS));
-        node.lead(1);
+        let mut members: Vec<Member> = (0..COORD_MEMBERS)
+            .map(|_| Member {
+                node: CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS)),
+                frozen: false,
+                held: Vec::new(),
+                tick_missed: false,
+            })
+            .collect();
+        members[0].node.lead(1);
         let clients = (0..knobs.clients)
             .map(|i| SimClient::new(100 + i as u64, knobs.ops_per_client))
             .collect();
@@ -201,7 +253,8 @@ impl World {
             daemons,
             coord: Coord {
                 state,
-                node,
+                members,
+                leader: 0,
                 up: true,
                 term: 1,
             },
@@ -250,7 +303,7 @@ impl World {
         while let Some(((t, _), ev)) = self.queue.pop_first() {
             self.now = t;
             if !self.phase2 && self.now >= PHASE1_MS {
-                self.heal_all();
+                self.heal_all()?;
             }
             if self.now > PHASE1_MS + SETTLE_MS_MAX {
                 return Err(Violation::Unsettled {
@@ -267,6 +320,14 @@ impl World {
     }
 
     fn handle(&mut self, ev: Ev) -> Result<(), Violation> {
+        match self.arrive(ev) {
+            Some(ev) => self.dispatch(ev),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands `ev` to whoever it is for.
+    pub(crate) fn dispatch(&mut self, ev: Ev) -> Result<(), Violation> {
         match ev {
             Ev::Deliver { from, to, msg } => self.deliver(from, to, msg)?,
             Ev::DaemonTick(d, inc) => self.daemon_tick(d, inc),
@@ -293,7 +354,57 @@ impl World {
                 self.trace(|| format!("heal {d}"));
             }
             Ev::CoordUp => self.coord_up(),
+            Ev::Resume(process) => self.resume(process)?,
+            Ev::Election(old) => self.election(old),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A world whose nemesis injects nothing and whose network neither
+    /// loses nor duplicates: the faults a test schedules are the only ones.
+    pub(crate) fn quiet_world(seed: u64) -> World {
+        let knobs = Knobs {
+            drop_per_mille: 0,
+            dup_per_mille: 0,
+            delay_max_ms: 5,
+            f: 1,
+            subspaces: 1,
+            crashes: false,
+            partitions: false,
+            coordinator_outages: false,
+            disk_faults: false,
+            clients: 2,
+            ops_per_client: 30,
+            keys: 3,
+            pauses: false,
+            coordinator_pauses: false,
+        };
+        World::new(seed, knobs, Rng::new(seed))
+    }
+
+    impl World {
+        /// Handles every event due by `t` (which must lie in phase 1).
+        pub(crate) fn run_until(&mut self, t: u64) {
+            assert!(t < PHASE1_MS, "run_until is for phase 1");
+            while let Some(entry) = self.queue.first_entry() {
+                if entry.key().0 > t {
+                    break;
+                }
+                let ((at, _), ev) = entry.remove_entry();
+                self.now = at;
+                self.handle(ev).expect("no violation");
+            }
+            self.now = t;
+        }
+
+        /// The coordinator's view of daemon `d`.
+        pub(crate) fn daemon_state(&self, d: DaemonId) -> Option<tessera_types::DaemonState> {
+            self.coord.state.daemons.get(&d).map(|info| info.state)
+        }
     }
 }
