@@ -88,6 +88,9 @@ impl World {
             ret: None,
         });
         let event = events.len() - 1;
+        if self.phase2 {
+            self.finals.push((key, event));
+        }
         let client = &mut self.clients[c];
         client.request_no += 1;
         client.current = Some(Current {

@@ -13,6 +13,15 @@ impl World {
     /// Why the cluster has not settled yet (empty once it has).
     pub(crate) fn unsettled(&self) -> String {
         let mut why = Vec::new();
+        let frozen: Vec<_> = self
+            .daemons
+            .values()
+            .filter(|d| d.frozen)
+            .map(|d| d.id)
+            .collect();
+        if !frozen.is_empty() {
+            why.push(format!("{frozen:?} paused"));
+        }
         let busy: usize = self.clients.iter().filter(|c| c.current.is_some()).count();
         if busy > 0 {
             why.push(format!("{busy} clients wait for an answer"));
@@ -60,9 +69,11 @@ impl World {
         }
     }
 
-    /// The checks at the end of a run: every operation returned, every
-    /// key's history is linearizable, and the replicas agree.
+    /// The checks at the end of a run: the healed cluster is whole again,
+    /// every operation returned, every key's history is linearizable, and
+    /// the replicas agree.
     pub(crate) fn check(&self) -> Result<(), Violation> {
+        self.check_liveness()?;
         for (&key, events) in &self.history {
             if events.len() > check::EVENTS_PER_KEY_MAX {
                 return Err(Violation::TooManyEvents { key });
@@ -74,6 +85,52 @@ impl World {
                 .map_err(|source| Violation::NotLinearizable { key, source })?;
         }
         self.check_replicas()
+    }
+
+    /// After healing, however the nemesis left it, the cluster recovered
+    /// by itself: every daemon runs, Available at the current epoch, and
+    /// every key's final read returned. (Every region's f + 1 replicas are
+    /// checked with their contents, in [`World::check_chain`].)
+    fn check_liveness(&self) -> Result<(), Violation> {
+        let frozen = self.daemons.values().filter(|d| d.frozen).count()
+            + self.coord.members.iter().filter(|m| m.frozen).count();
+        if frozen > 0 || !self.cuts.is_empty() || !self.coord.up {
+            return Err(Violation::NotHealed {
+                what: format!(
+                    "{frozen} processes paused, cuts {:?}, coordinator up: {}",
+                    self.cuts, self.coord.up
+                ),
+            });
+        }
+        let current = self.coord.state.epoch;
+        for (&daemon, d) in &self.daemons {
+            let Some(node) = d.node.as_ref().filter(|_| d.up) else {
+                return Err(Violation::NotRunning { daemon });
+            };
+            let state = self.coord.state.daemons.get(&daemon).map(|i| i.state);
+            if state != Some(DaemonState::Available) {
+                return Err(Violation::NotAvailable { daemon, state });
+            }
+            let epoch = node.config().epoch;
+            if epoch != current {
+                return Err(Violation::Behind {
+                    daemon,
+                    epoch,
+                    current,
+                });
+            }
+        }
+        for key in 0..self.knobs.keys {
+            let returned = self
+                .finals
+                .iter()
+                .filter(|&&(k, _)| k == key)
+                .any(|&(k, i)| self.history[&k][i].ret.is_some());
+            if !returned {
+                return Err(Violation::FinalReadMissing { key });
+            }
+        }
+        Ok(())
     }
 
     /// What daemon `d` stores of `region`.
@@ -161,5 +218,64 @@ impl World {
             }
         }
         Ok(reference)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::testing::quiet_world;
+    use tessera_coordinator::state::Command;
+
+    fn finished(seed: u64) -> World {
+        let mut world = quiet_world(seed);
+        let outcome = world.run().and_then(|()| world.check());
+        assert!(outcome.is_ok(), "{outcome:?}");
+        world
+    }
+
+    #[test]
+    fn a_process_left_paused_fails_the_liveness_check() {
+        let mut world = finished(4);
+        world.coord.members[1].frozen = true;
+        assert!(matches!(world.check(), Err(Violation::NotHealed { .. })));
+    }
+
+    #[test]
+    fn a_daemon_left_offline_fails_the_liveness_check() {
+        let mut world = finished(5);
+        let first = *world.daemons.keys().next().expect("daemons");
+        world
+            .coord
+            .state
+            .apply(Command::DaemonOffline { id: first });
+        let outcome = world.check();
+        assert!(
+            matches!(outcome, Err(Violation::NotAvailable { daemon, .. }) if daemon == first),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_daemon_behind_the_current_epoch_fails_the_liveness_check() {
+        let mut world = finished(6);
+        let last = *world.daemons.keys().last().expect("daemons");
+        // Any configuration change the daemons have not heard of.
+        world.coord.state.apply(Command::DaemonOffline { id: last });
+        let outcome = world.check();
+        assert!(
+            matches!(outcome, Err(Violation::Behind { .. })),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_missing_final_read_fails_the_liveness_check() {
+        let mut world = finished(7);
+        world.finals.retain(|&(key, _)| key != 1);
+        assert!(matches!(
+            world.check(),
+            Err(Violation::FinalReadMissing { key: 1 })
+        ));
     }
 }

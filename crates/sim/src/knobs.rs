@@ -52,6 +52,8 @@ pub struct Knobs {
     /// Whether the nemesis pauses daemons, and coordinator members.
     pub pauses: bool,
     pub coordinator_pauses: bool,
+    /// Whether half the nemesis's cuts drop messages in one direction only.
+    pub one_way_partitions: bool,
     pub clients: usize,
     pub ops_per_client: usize,
     pub keys: i64,
@@ -74,6 +76,7 @@ impl Knobs {
             keys: rng.pick(&[3, 5, 8]),
             pauses: rng.chance(500),
             coordinator_pauses: rng.chance(400),
+            one_way_partitions: rng.chance(500),
         }
     }
 }

@@ -1,22 +1,42 @@
 //! `tessera-sim`: a deterministic simulation of a Tessera cluster.
 //!
-//! Everything runs on one thread in simulated time: five daemons (the real
-//! [`ReplicaCore`] over an in-memory engine, the real state-transfer
-//! bookkeeping, a lease from heartbeats), the coordinator (the real
-//! [`ClusterState`] and [`FailureDetector`]; its Raft group is modelled as
-//! one state machine that can become unavailable for a while, which is what
-//! a leader crash or a lost majority looks like from outside), and clients
-//! that retry with the same request id. The network delays, drops,
-//! duplicates and reorders messages and can cut a daemon off.
+//! Everything runs on one thread in simulated time, and every protocol
+//! decision is made by the code that ships: five daemons, each the real
+//! [`DaemonNode`](tessera_daemon::node::DaemonNode) over a simulated disk
+//! ([`disk`]: an in-memory engine that survives crashes and can fill up or
+//! break); a coordinator of three members sharing the real
+//! [`ClusterState`](tessera_coordinator::state::ClusterState), the
+//! leader's real [`CoordinatorNode`](tessera_coordinator::node::CoordinatorNode)
+//! answering heartbeats and detecting failures (Raft itself is not
+//! simulated, only what it looks like from outside: the group can lose its
+//! majority for a while, and a frozen leader is replaced by an election in
+//! a new term); and clients that retry with the same request id. The
+//! simulator itself holds no protocol logic, only the world around it:
+//!
+//! | module | what it models |
+//! | --- | --- |
+//! | `world` | processes, the event queue, simulated time |
+//! | `net` | delay, loss, duplication, reordering; cuts of a daemon from everyone or from the coordinator, both ways or one way |
+//! | `daemons`, `coord` | carrying out what the nodes output (the shells' part) |
+//! | `pause` | processes frozen while time runs on, resumed with stale state |
+//! | `nemesis` | which fault, on whom, for how long; healing |
+//! | `clients` | the workload and the history it records |
+//! | `converge`, [`check`] | settling after healing, and the checks |
 //!
 //! A seed fixes everything: the knobs (loss, duplication, delay, which
 //! faults) and every random choice. Phase 1 runs the workload while a
-//! nemesis injects faults, never taking the last healthy replica of any
-//! region. Phase 2 heals everything and requires every operation to finish
-//! and the cluster to settle. Then the checkers run: per-key
-//! linearizability of the history (which covers acknowledged writes lost),
-//! every replica of every region equal, every object in exactly the regions
-//! its attributes map to, and epochs only growing at every daemon.
+//! nemesis crashes daemons, cuts them off (both ways or one way), pauses
+//! daemons and coordinator members, takes the coordinator's majority away
+//! and fails disks — never the last healthy replica of any region, and
+//! with [`Options::within_f`] never more than f daemons until the cluster
+//! is whole again. Phase 2 heals everything and requires the cluster to
+//! recover by itself (liveness): every operation finishes, every daemon
+//! runs, Available at the current epoch, every region has f + 1 replicas,
+//! and every key's final read returns. Then the safety checkers run:
+//! per-key linearizability of the history (which covers acknowledged
+//! writes lost), every replica of every region equal, every object in
+//! exactly the regions its attributes map to, and epochs only growing at
+//! every daemon.
 
 pub mod check;
 pub mod disk;
@@ -69,7 +89,7 @@ pub fn run(seed: u64) -> Result<Report, Failure> {
         seed,
         Options {
             trace,
-            within_f: false,
+            ..Options::default()
         },
     )
 }

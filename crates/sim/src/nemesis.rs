@@ -2,7 +2,7 @@
 //! the healing that ends phase 1.
 
 use crate::disk::Fault;
-use crate::net::Cut;
+use crate::net::{Cut, Direction, Reach};
 use crate::report::Violation;
 use crate::world::{Ev, World};
 use tessera_types::DaemonId;
@@ -102,16 +102,33 @@ impl World {
         }
     }
 
-    /// Cuts `d` off the network for a while.
+    /// Cuts `d` off the network for a while, both ways or (with the
+    /// knob) one way only.
     fn cut(&mut self, d: DaemonId) {
-        let cut = if self.rng.chance(500) {
-            Cut::Full
+        let from = if self.rng.chance(500) {
+            Reach::Everyone
         } else {
-            Cut::Coordinator
+            Reach::Coordinator
         };
+        let direction = if self.knobs.one_way_partitions && self.rng.chance(500) {
+            // Inbound only is a gray failure: the daemon still heartbeats,
+            // so the coordinator keeps it in its chains while it cannot
+            // serve (its lease lapses).
+            match self.rng.below(2) {
+                0 => Direction::Inbound,
+                _ => Direction::Outbound,
+            }
+        } else {
+            Direction::Both
+        };
+        let cut = Cut { from, direction };
         self.cuts.insert(d, cut);
         self.trace(|| format!("cut {d} {cut:?}"));
-        self.report.partitions += 1;
+        if direction == Direction::Both {
+            self.report.partitions += 1;
+        } else {
+            self.report.one_way_partitions += 1;
+        }
         let length = 200 + self.rng.below(5_000);
         self.at(length, Ev::Heal(d));
     }

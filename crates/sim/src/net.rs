@@ -3,27 +3,65 @@
 
 use crate::report::Violation;
 use crate::world::{Ev, Msg, Node, World};
+/// A daemon cut off the network: from whom, and in which direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Cut {
-    /// No message to or from anyone.
-    Full,
-    /// Only the coordinator is unreachable (the daemon still talks to
-    /// peers and clients: its lease must stop it serving).
+pub(crate) struct Cut {
+    pub(crate) from: Reach,
+    pub(crate) direction: Direction,
+}
+
+/// Whom a cut daemon cannot reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Peers, clients and the coordinator.
+    Everyone,
+    /// Only the coordinator (the daemon still talks to peers and clients:
+    /// its lease must stop it serving).
     Coordinator,
 }
 
+/// Which messages a cut drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Both,
+    /// Messages to the daemon are lost; its own go out. Cut so from the
+    /// coordinator, or from everyone, it still heartbeats: a gray failure
+    /// the coordinator's detector cannot see.
+    Inbound,
+    /// The daemon's messages are lost; it still hears everyone.
+    Outbound,
+}
+
+impl Cut {
+    /// Whether this cut of daemon `d` drops a message between `d` and
+    /// `other`, travelling to `d` when `inbound`.
+    fn drops(&self, other: Node, inbound: bool) -> bool {
+        let reach = match self.from {
+            Reach::Everyone => true,
+            Reach::Coordinator => other == Node::Coord,
+        };
+        let direction = match self.direction {
+            Direction::Both => true,
+            Direction::Inbound => inbound,
+            Direction::Outbound => !inbound,
+        };
+        reach && direction
+    }
+}
+
 impl World {
+    /// Whether a message from `from` to `to` is lost to a cut or to a
+    /// coordinator outage.
     pub(crate) fn blocked(&self, from: Node, to: Node) -> bool {
-        let cut = |n: Node, other: Node| match n {
-            Node::Daemon(d) => match self.cuts.get(&d) {
-                Some(Cut::Full) => true,
-                Some(Cut::Coordinator) => other == Node::Coord,
-                None => false,
-            },
+        let cut = |n: Node, other: Node, inbound: bool| match n {
+            Node::Daemon(d) => self
+                .cuts
+                .get(&d)
+                .is_some_and(|cut| cut.drops(other, inbound)),
             _ => false,
         };
         let coord_down = (from == Node::Coord || to == Node::Coord) && !self.coord.up;
-        coord_down || cut(from, to) || cut(to, from)
+        coord_down || cut(from, to, false) || cut(to, from, true)
     }
 
     pub(crate) fn send(&mut self, from: Node, to: Node, msg: Msg) {
@@ -55,5 +93,112 @@ impl World {
             Node::Client(c) => self.client_receive(c, msg)?,
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::testing::quiet_world;
+    use tessera_types::{DaemonId, DaemonState};
+
+    #[test]
+    fn cuts_drop_what_their_reach_and_direction_say() {
+        let mut world = quiet_world(8);
+        let (d, peer) = (DaemonId(1), Node::Daemon(DaemonId(2)));
+        let me = Node::Daemon(d);
+        let client = Node::Client(0);
+        // Per cut: is (coordinator -> d, d -> coordinator, peer -> d,
+        // d -> peer, client -> d, d -> client) dropped?
+        let table = [
+            (Reach::Everyone, Direction::Both, [true; 6]),
+            (
+                Reach::Everyone,
+                Direction::Inbound,
+                [true, false, true, false, true, false],
+            ),
+            (
+                Reach::Everyone,
+                Direction::Outbound,
+                [false, true, false, true, false, true],
+            ),
+            (
+                Reach::Coordinator,
+                Direction::Both,
+                [true, true, false, false, false, false],
+            ),
+            (
+                Reach::Coordinator,
+                Direction::Inbound,
+                [true, false, false, false, false, false],
+            ),
+            (
+                Reach::Coordinator,
+                Direction::Outbound,
+                [false, true, false, false, false, false],
+            ),
+        ];
+        for (from, direction, expected) in table {
+            world.cuts.insert(d, Cut { from, direction });
+            let got = [
+                world.blocked(Node::Coord, me),
+                world.blocked(me, Node::Coord),
+                world.blocked(peer, me),
+                world.blocked(me, peer),
+                world.blocked(client, me),
+                world.blocked(me, client),
+            ];
+            assert_eq!(got, expected, "{from:?} {direction:?}");
+            assert!(!world.blocked(peer, client), "others are not cut");
+        }
+    }
+
+    #[test]
+    fn a_daemon_that_cannot_send_is_taken_offline_and_comes_back_after_healing() {
+        let mut world = quiet_world(9);
+        let d = DaemonId(3);
+        world.run_until(2_000);
+        world.cuts.insert(
+            d,
+            Cut {
+                from: Reach::Everyone,
+                direction: Direction::Outbound,
+            },
+        );
+        world.run_until(5_000);
+        assert_eq!(world.daemon_state(d), Some(DaemonState::Offline));
+        world.cuts.remove(&d);
+        world.run_until(12_000);
+        assert_eq!(world.daemon_state(d), Some(DaemonState::Available));
+    }
+
+    /// A gray failure: the daemon hears nobody but still heartbeats. It
+    /// must not serve without a lease meanwhile (today the coordinator
+    /// keeps it in its chains; issue 18 asks that the cluster route around
+    /// it), and once the cut heals it serves again.
+    #[test]
+    fn a_daemon_that_cannot_hear_stays_available_through_the_cut() {
+        let mut world = quiet_world(10);
+        let d = DaemonId(3);
+        world.run_until(2_000);
+        world.cuts.insert(
+            d,
+            Cut {
+                from: Reach::Everyone,
+                direction: Direction::Inbound,
+            },
+        );
+        world.run_until(7_000);
+        let node = world.daemons[&d].node.as_ref().expect("running");
+        assert!(
+            !node.serving(std::time::Duration::from_millis(world.now)),
+            "no lease"
+        );
+        world.cuts.remove(&d);
+        world.run_until(9_000);
+        let node = world.daemons[&d].node.as_ref().expect("running");
+        assert!(node.serving(std::time::Duration::from_millis(world.now)));
+        let outcome = world.run().and_then(|()| world.check());
+        assert!(outcome.is_ok(), "{outcome:?}");
     }
 }

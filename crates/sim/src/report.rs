@@ -4,7 +4,7 @@
 use crate::check::{KvOp, NotLinearizable};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::DaemonResponse;
-use tessera_types::{DaemonId, Object, RegionId};
+use tessera_types::{DaemonId, DaemonState, Epoch, Object, RegionId};
 
 /// What one run did.
 #[derive(Clone, Debug, Default)]
@@ -23,6 +23,9 @@ pub struct Report {
     /// Daemon processes paused, and coordinator members paused.
     pub pauses: u32,
     pub coordinator_pauses: u32,
+    /// Cuts that dropped messages in one direction only (`partitions`
+    /// counts the others).
+    pub one_way_partitions: u32,
     pub epochs: u64,
     pub transfers: u64,
 }
@@ -75,6 +78,31 @@ pub enum Violation {
     /// The space the clients use is missing from the configuration.
     #[error("the space is gone")]
     SpaceGone,
+    /// Liveness: after healing, something is still paused, cut off or
+    /// down (a bug of the simulator's healing).
+    #[error("still faulty after healing: {what}")]
+    NotHealed { what: String },
+    /// Liveness: a daemon is not running at the end.
+    #[error("{daemon} is not running after healing")]
+    NotRunning { daemon: DaemonId },
+    /// Liveness: the coordinator does not count a daemon Available at the
+    /// end.
+    #[error("{daemon} is {state:?} after healing")]
+    NotAvailable {
+        daemon: DaemonId,
+        state: Option<DaemonState>,
+    },
+    /// Liveness: a daemon has not installed the current configuration.
+    #[error("{daemon} is at epoch {epoch}, the coordinator at {current}")]
+    Behind {
+        daemon: DaemonId,
+        epoch: Epoch,
+        current: Epoch,
+    },
+    /// Liveness: a key was not read after everything settled, or its final
+    /// read did not return.
+    #[error("key {key}: no final read returned")]
+    FinalReadMissing { key: i64 },
     /// Liveness: a region is served by fewer than f + 1 replicas after
     /// healing.
     #[error("region {region} has {replicas} replicas after healing")]
@@ -124,6 +152,7 @@ pub struct Summary {
     pub disk_faults: u32,
     pub pauses: u32,
     pub coordinator_pauses: u32,
+    pub one_way_partitions: u32,
     pub transfers: u64,
     pub failed: Vec<u64>,
 }
@@ -139,6 +168,7 @@ impl Summary {
         self.disk_faults += r.disk_faults;
         self.pauses += r.pauses;
         self.coordinator_pauses += r.coordinator_pauses;
+        self.one_way_partitions += r.one_way_partitions;
         self.transfers += r.transfers;
     }
 }
@@ -148,6 +178,7 @@ impl std::fmt::Display for Summary {
         write!(
             f,
             "{} seeds: {:.0} simulated seconds, {} operations, {} daemon crashes, {} partitions, \
+             {} one-way partitions, \
              {} coordinator outages, {} disk faults, {} daemon pauses, {} coordinator pauses, \
              {} state transfers; {} failed {:?}",
             self.seeds,
@@ -155,6 +186,7 @@ impl std::fmt::Display for Summary {
             self.operations,
             self.crashes,
             self.partitions,
+            self.one_way_partitions,
             self.coordinator_outages,
             self.disk_faults,
             self.pauses,

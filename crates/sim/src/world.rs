@@ -177,6 +177,8 @@ pub(crate) struct World {
     pub(crate) next_msg_id: u64,
     pub(crate) phase2: bool,
     pub(crate) finals_started: bool,
+    /// The final reads issued: key and index in its history.
+    pub(crate) finals: Vec<(i64, usize)>,
     pub(crate) done: bool,
     pub(crate) report: Report,
     pub(crate) space: SpaceId,
@@ -266,6 +268,7 @@ impl World {
             next_msg_id: 1,
             phase2: false,
             finals_started: false,
+            finals: Vec::new(),
             done: false,
             report,
             space,
@@ -383,6 +386,7 @@ pub(crate) mod testing {
             keys: 3,
             pauses: false,
             coordinator_pauses: false,
+            one_way_partitions: false,
         };
         World::new(seed, knobs, Rng::new(seed))
     }
