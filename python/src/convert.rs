@@ -19,7 +19,7 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 use tessera_client::{PredOp, Record, Value};
-use tessera_types::predicate::canonicalize;
+use tessera_types::coerce::canonicalize;
 
 /// The pure-Python helpers of `tessera._values`, imported once.
 struct Helpers {

@@ -12,8 +12,9 @@
 
 mod bench;
 mod dev;
-mod json;
 mod show;
+
+use tessera_cli::json;
 
 use anyhow::Context;
 

@@ -15,10 +15,13 @@
 use crate::coord::ConfigCache;
 use crate::error::ClientError;
 use crate::pool::{Answer, ConnError, DaemonPool};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_protocol::{DaemonRequest, DaemonResponse, Status};
-use tessera_types::{Configuration, Epoch, KeyRegionError, Object, Space, SpaceDesc, Value};
+use tessera_types::{
+    Configuration, DaemonId, Epoch, KeyRegionError, Object, Space, SpaceDesc, Value,
+};
 use tokio::time::Instant;
 
 /// First pause before retrying an operation; it doubles up to the maximum.
@@ -49,7 +52,14 @@ pub(crate) struct Attempts {
     pub(crate) cache: Arc<ConfigCache>,
     pub(crate) pool: DaemonPool,
     retry_time_max: Duration,
+    /// This client's identity when it reports a daemon unreachable, and
+    /// when it last reported each one.
+    reporter: u64,
+    reported: std::sync::Mutex<HashMap<DaemonId, Instant>>,
 }
+
+/// A daemon is reported unreachable at most this often by one client.
+const UNREACHABLE_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Attempts {
     pub(crate) fn new(
@@ -61,6 +71,8 @@ impl Attempts {
             cache,
             pool,
             retry_time_max,
+            reporter: rand::random(),
+            reported: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -123,7 +135,7 @@ impl Attempts {
     pub(crate) async fn send(
         &self,
         config: &Configuration,
-        daemon: tessera_types::DaemonId,
+        daemon: DaemonId,
         request: DaemonRequest,
     ) -> Result<Answer, Step> {
         let Some(addr) = config.daemon_addr(daemon) else {
@@ -138,11 +150,39 @@ impl Attempts {
                 Status::Internal,
                 e.to_string(),
             ))),
+            Err(
+                e @ (ConnError::Connect { .. }
+                | ConnError::ConnectTimeout { .. }
+                | ConnError::Congested { .. }),
+            ) => {
+                self.report_unreachable(daemon);
+                Err(Step::Later(ClientError::new(
+                    Status::Reconfigure,
+                    e.to_string(),
+                )))
+            }
             Err(e) => Err(Step::Later(ClientError::new(
                 Status::Reconfigure,
                 e.to_string(),
             ))),
         }
+    }
+
+    /// Reports `daemon` unreachable to the coordinator, at most once per
+    /// [`UNREACHABLE_REPORT_INTERVAL`].
+    fn report_unreachable(&self, daemon: DaemonId) {
+        {
+            let mut reported = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            if reported
+                .get(&daemon)
+                .is_some_and(|at| now < *at + UNREACHABLE_REPORT_INTERVAL)
+            {
+                return;
+            }
+            reported.insert(daemon, now);
+        }
+        self.cache.report_unreachable(daemon, self.reporter);
     }
 
     /// The next answer frame of a read (get, search): a lost connection or
@@ -233,6 +273,9 @@ pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
             reason,
         } => Step::Later(ClientError::new(status, reason)),
         DaemonResponse::Failed { status, reason } => Step::Fail(ClientError::new(status, reason)),
+        DaemonResponse::CmpFail { reason, .. } => {
+            Step::Fail(ClientError::new(Status::CmpFail, reason))
+        }
         other => Step::Fail(ClientError::new(
             Status::ServerError,
             format!("unexpected answer from a daemon: {other:?}"),

@@ -50,8 +50,6 @@ impl Default for ClientOptions {
     }
 }
 
-use tessera_protocol::CmpFailKind;
-
 /// The async Tessera client.
 ///
 /// It bootstraps from one coordinator address, caches the configuration
@@ -297,13 +295,9 @@ impl Client {
                         status: Status::NotFound,
                         ..
                     } => Ok(Outcome::NotFound),
-                    DaemonResponse::Failed {
-                        status: Status::CmpFail,
-                        reason,
-                    } => Ok(Outcome::CmpFail {
-                        kind: CmpFailKind::of_reason(&reason),
-                        reason,
-                    }),
+                    DaemonResponse::CmpFail { kind, reason } => {
+                        Ok(Outcome::CmpFail { kind, reason })
+                    }
                     other => Err(unexpected(config.epoch, other)),
                 }
             })

@@ -67,6 +67,22 @@ impl ConfigCache {
     }
 
     /// The newest configuration known.
+    /// Tells the coordinator, in the background, that this client could
+    /// not reach `daemon` (see [`CoordRequest::Unreachable`]): evidence of
+    /// a gray failure its heartbeats cannot show. Best effort.
+    pub(crate) fn report_unreachable(&self, daemon: tessera_types::DaemonId, reporter: u64) {
+        let coord = self.coord.clone();
+        tokio::spawn(async move {
+            let request = CoordRequest::Unreachable {
+                daemon,
+                reporter: tessera_protocol::Reporter::Client(reporter),
+            };
+            if let Err(e) = coord.call(request).await {
+                tracing::debug!(%daemon, "could not report an unreachable daemon: {e}");
+            }
+        });
+    }
+
     pub(crate) fn current(&self) -> Arc<Configuration> {
         self.config.borrow().clone()
     }

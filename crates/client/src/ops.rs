@@ -5,7 +5,7 @@
 use crate::error::ClientError;
 use crate::resolve::{self, target, wrong_type};
 use tessera_protocol::{Action, CmpFailKind, Mutation, NumOp, Status};
-use tessera_types::predicate::coerce_value;
+use tessera_types::coerce::coerce_value;
 use tessera_types::value::{parse_doc_path, value_to_json};
 use tessera_types::{DataType, Prim, SpaceDesc, Value};
 

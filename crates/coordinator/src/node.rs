@@ -18,14 +18,25 @@
 
 use crate::detector::FailureDetector;
 use crate::state::{ClusterState, Command};
+use std::collections::BTreeMap;
 use std::time::Duration;
-use tessera_protocol::{HeartbeatAnswer, LeaveReason, StopReason};
+use tessera_protocol::{HeartbeatAnswer, LeaveReason, Reporter, StopReason};
 use tessera_types::{DaemonId, DaemonState, Epoch};
+
+/// Reports that a daemon is unreachable count for this long.
+pub const UNREACHABLE_WINDOW: Duration = Duration::from_secs(4);
+/// How many distinct reporters must agree, within the window, before an
+/// Available daemon is taken offline although it heartbeats. One reporter
+/// alone may be the one that is cut off.
+pub const UNREACHABLE_REPORTERS_MIN: usize = 2;
 
 /// The leader's side of the daemon protocol.
 #[derive(Clone, Debug)]
 pub struct CoordinatorNode {
     detector: FailureDetector,
+    /// Per daemon, who reported it unreachable and when (soft state, like
+    /// the detector's).
+    unreachable: BTreeMap<DaemonId, BTreeMap<Reporter, Duration>>,
 }
 
 impl CoordinatorNode {
@@ -34,6 +45,7 @@ impl CoordinatorNode {
     pub fn new(failure_timeout: Duration) -> CoordinatorNode {
         CoordinatorNode {
             detector: FailureDetector::new(failure_timeout),
+            unreachable: BTreeMap::new(),
         }
     }
 
@@ -44,12 +56,17 @@ impl CoordinatorNode {
     /// This member leads in `term`; true when that began now (the detector
     /// then starts afresh: every daemon gets a full timeout of grace).
     pub fn lead(&mut self, term: u64) -> bool {
-        self.detector.lead(term)
+        let began = self.detector.lead(term);
+        if began {
+            self.unreachable.clear();
+        }
+        began
     }
 
     /// This member does not lead: it suspects nobody.
     pub fn follow(&mut self) {
         self.detector.follow();
+        self.unreachable.clear();
     }
 
     pub fn is_leading(&self) -> bool {
@@ -102,6 +119,35 @@ impl CoordinatorNode {
             .into_iter()
             .map(|id| Command::DaemonOffline { id })
             .collect()
+    }
+
+    /// `reporter` could not reach `daemon` at `now`: the command to
+    /// propose when reports from [`UNREACHABLE_REPORTERS_MIN`] reporters
+    /// agree within [`UNREACHABLE_WINDOW`] (a gray failure: the daemon
+    /// heartbeats, but clients or peers cannot reach it). The daemon, alive,
+    /// then asks to come back, with its backoff; while it stays unreachable
+    /// it is reported again.
+    pub fn unreachable(
+        &mut self,
+        state: &ClusterState,
+        daemon: DaemonId,
+        reporter: Reporter,
+        now: Duration,
+    ) -> Option<Command> {
+        let available = state.daemons.get(&daemon).map(|d| d.state) == Some(DaemonState::Available);
+        if !self.is_leading() || !available || reporter == Reporter::Daemon(daemon) {
+            return None;
+        }
+        let reports = self.unreachable.entry(daemon).or_default();
+        reports.insert(reporter, now);
+        reports.retain(|_, at| now.saturating_sub(*at) < UNREACHABLE_WINDOW);
+        if reports.len() < UNREACHABLE_REPORTERS_MIN {
+            return None;
+        }
+        let reporters: Vec<Reporter> = reports.keys().copied().collect();
+        self.unreachable.remove(&daemon);
+        tracing::warn!(%daemon, ?reporters, "daemon heartbeats but others cannot reach it: taking it offline");
+        Some(Command::DaemonOffline { id: daemon })
     }
 
     /// A daemon asks to leave every chain (it cannot persist): the command
@@ -205,6 +251,52 @@ mod tests {
         assert_eq!(
             node.heartbeat(&state, DaemonId(1), left, now),
             HeartbeatAnswer::Renewed
+        );
+    }
+
+    #[test]
+    fn a_daemon_that_heartbeats_is_taken_offline_when_two_reporters_cannot_reach_it() {
+        let state = state_with(4);
+        let mut node = CoordinatorNode::new(TIMEOUT);
+        let at = |s: u64| Duration::from_secs(s);
+        // Not leading: nothing.
+        assert_eq!(
+            node.unreachable(&state, DaemonId(1), Reporter::Daemon(DaemonId(2)), at(1)),
+            None
+        );
+        node.lead(1);
+        let one = Reporter::Daemon(DaemonId(2));
+        // One reporter, however often, may be the one cut off.
+        for s in 1..5 {
+            assert_eq!(node.unreachable(&state, DaemonId(1), one, at(s)), None);
+        }
+        // A daemon reporting itself does not count.
+        assert_eq!(
+            node.unreachable(&state, DaemonId(1), Reporter::Daemon(DaemonId(1)), at(5)),
+            None
+        );
+        // A second reporter after the first one's report expired: no.
+        assert_eq!(
+            node.unreachable(
+                &state,
+                DaemonId(1),
+                Reporter::Client(7),
+                at(4) + UNREACHABLE_WINDOW
+            ),
+            None
+        );
+        // Two within the window: offline.
+        assert_eq!(
+            node.unreachable(&state, DaemonId(1), one, at(9)),
+            Some(Command::DaemonOffline { id: DaemonId(1) })
+        );
+        // The evidence is spent; an Offline daemon is not proposed again.
+        let mut offline = state.clone();
+        offline.apply(Command::DaemonOffline { id: DaemonId(1) });
+        assert_eq!(node.unreachable(&offline, DaemonId(1), one, at(10)), None);
+        assert_eq!(
+            node.unreachable(&offline, DaemonId(1), Reporter::Client(8), at(10)),
+            None
         );
     }
 

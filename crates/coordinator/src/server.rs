@@ -433,6 +433,7 @@ fn message_kind(message: &Message) -> &'static str {
         Message::DaemonResponse { .. } => "DaemonResponse",
         Message::Chain(_) => "Chain",
         Message::Transfer(_) => "Transfer",
+        Message::Held(_) => "Held",
         Message::CoordRequest { .. } => "CoordRequest",
         Message::CoordResponse { .. } => "CoordResponse",
     }
@@ -489,6 +490,18 @@ impl Member {
             },
             CoordRequest::Status => CoordResponse::Status(Box::new(self.status())),
             CoordRequest::Heartbeat { id, epoch } => self.heartbeat(id, epoch),
+            CoordRequest::Unreachable { daemon, reporter } => {
+                if let Some(not_leader) = self.not_leader() {
+                    return not_leader;
+                }
+                let state = self.state.borrow().clone();
+                let now = self.now();
+                let command = self.node().unreachable(&state, daemon, reporter, now);
+                match command {
+                    Some(command) => self.write(command).await,
+                    None => CoordResponse::Done,
+                }
+            }
             CoordRequest::Leave { id, reason } => {
                 if let Some(not_leader) = self.not_leader() {
                     return not_leader;

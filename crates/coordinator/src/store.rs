@@ -105,6 +105,11 @@ pub fn open(dir: &Path) -> Result<Opened, OpenStoreError> {
         what,
         reason,
     };
+    // A read that fails is fjall's error; bytes that do not decode are corruption.
+    let read_err = |what, e: ReadJsonError| match e {
+        ReadJsonError::Fjall(source) => fjall_err(source),
+        ReadJsonError::Json(e) => corrupt(what, e.to_string()),
+    };
 
     let node_id = match meta.get(KEY_NODE_ID).map_err(fjall_err)? {
         Some(bytes) => {
@@ -125,10 +130,10 @@ pub fn open(dir: &Path) -> Result<Opened, OpenStoreError> {
     };
 
     let applied: Option<LogId<NodeId>> = read_json(&sm, KEY_APPLIED)
-        .map_err(|e| corrupt("applied log id", e))?
+        .map_err(|e| read_err("applied log id", e))?
         .unwrap_or(None);
     let membership: Membership = read_json(&sm, KEY_MEMBERSHIP)
-        .map_err(|e| corrupt("membership", e))?
+        .map_err(|e| read_err("membership", e))?
         .unwrap_or_default();
     let state: ClusterState = match sm.get(KEY_STATE).map_err(fjall_err)? {
         Some(bytes) => {
@@ -162,14 +167,23 @@ pub fn open(dir: &Path) -> Result<Opened, OpenStoreError> {
     })
 }
 
+/// Why a JSON value of the Raft bookkeeping could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ReadJsonError {
+    /// fjall failed to read the key.
+    #[error("cannot read the coordinator store: {0}")]
+    Fjall(#[from] fjall::Error),
+    /// The stored bytes are not the JSON of the expected type.
+    #[error("undecodable JSON in the coordinator store: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
 fn read_json<T: serde::de::DeserializeOwned>(
     keyspace: &Keyspace,
     key: &[u8],
-) -> Result<Option<T>, String> {
-    match keyspace.get(key).map_err(|e| e.to_string())? {
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| e.to_string()),
+) -> Result<Option<T>, ReadJsonError> {
+    match keyspace.get(key)? {
+        Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
         None => Ok(None),
     }
 }
@@ -196,7 +210,7 @@ impl LogStore {
     }
 
     fn last_purged(&self) -> Result<Option<LogId<NodeId>>, StorageIOError<NodeId>> {
-        read_json(&self.meta, KEY_LAST_PURGED).map_err(|e| StorageIOError::read_logs(&Text(e)))
+        read_json(&self.meta, KEY_LAST_PURGED).map_err(|e| StorageIOError::read_logs(&e))
     }
 }
 
@@ -280,7 +294,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
-        Ok(read_json(&self.meta, KEY_VOTE).map_err(|e| StorageIOError::read_vote(&Text(e)))?)
+        Ok(read_json(&self.meta, KEY_VOTE).map_err(|e| StorageIOError::read_vote(&e))?)
     }
 
     async fn save_committed(
@@ -297,7 +311,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
         Ok(
             read_json::<Option<LogId<NodeId>>>(&self.meta, KEY_COMMITTED)
-                .map_err(|e| StorageIOError::read(&Text(e)))?
+                .map_err(|e| StorageIOError::read(&e))?
                 .unwrap_or(None),
         )
     }
@@ -505,7 +519,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
         let meta: Option<SnapshotMeta<NodeId, BasicNode>> = read_json(&self.sm, KEY_SNAPSHOT_META)
-            .map_err(|e| StorageIOError::read_snapshot(None, &Text(e)))?;
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
         let Some(meta) = meta else { return Ok(None) };
         let data = self
             .sm

@@ -1,25 +1,10 @@
 //! Pure pieces of the chain protocol: evaluating an update at the point
 //! leader, and building its value-dependent chain.
 
-use tessera_protocol::{CmpFailKind, Hop, HopWrite, Status, UpdateRequest};
-use tessera_types::predicate::coerce_value;
+use crate::ops::UpdateRefused;
+use tessera_protocol::{CmpFailKind, Hop, HopWrite, UpdateRequest};
+use tessera_types::coerce::coerce_value;
 use tessera_types::{Configuration, DaemonId, Object, Region, RegionId, Space, Value, Version};
-
-/// Why an update was not applied, as the client will hear it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub status: Status,
-    pub reason: String,
-}
-
-impl Refusal {
-    fn new(status: Status, reason: impl Into<String>) -> Self {
-        Refusal {
-            status,
-            reason: reason.into(),
-        }
-    }
-}
 
 /// Evaluates `request` against the key's current object (`None` when absent)
 /// and returns the object after the update (`None` when it erases).
@@ -28,25 +13,22 @@ impl Refusal {
 /// The flags decide NOTFOUND and CMPFAIL first (API.md §3.5); the checks
 /// are evaluated only when the object exists; then every mutation is
 /// applied in order to a copy of the object ([`crate::ops::apply`]), so
-/// that one failing mutation (CMPFAIL with a `[tag]` reason, or WRONGTYPE)
-/// leaves nothing changed. A CMPFAIL reason's tag is a
-/// [`CmpFailKind`]; the reason then names the attribute.
+/// that one failing mutation (CMPFAIL with its [`CmpFailKind`], or
+/// WRONGTYPE) leaves nothing changed. The reason then names the attribute.
 pub fn evaluate(
     space: &Space,
     current: Option<&Object>,
     request: &UpdateRequest,
-) -> Result<Option<Object>, Refusal> {
+) -> Result<Option<Object>, UpdateRefused> {
     let desc = &space.desc;
     let flags = request.flags;
     match current {
-        None if flags.must_exist || flags.erase => {
-            return Err(Refusal::new(Status::NotFound, "no object has this key"))
-        }
+        None if flags.must_exist || flags.erase => return Err(UpdateRefused::NotFound),
         Some(_) if flags.must_not_exist => {
-            return Err(Refusal::new(
-                Status::CmpFail,
-                CmpFailKind::Exists.reason("an object with this key exists"),
-            ))
+            return Err(UpdateRefused::CmpFail {
+                kind: CmpFailKind::Exists,
+                reason: "an object with this key exists".into(),
+            })
         }
         Some(object) => {
             if let Some(check) = request.checks.iter().find(|c| !c.matches(object)) {
@@ -55,13 +37,13 @@ pub fn evaluate(
                     .path
                     .as_ref()
                     .map_or(String::new(), |p| format!(".{p}"));
-                return Err(Refusal::new(
-                    Status::CmpFail,
-                    CmpFailKind::Predicate.reason(format_args!(
+                return Err(UpdateRefused::CmpFail {
+                    kind: CmpFailKind::Predicate,
+                    reason: format!(
                         "the predicate {} on `{name}{at}` does not hold",
                         check.op.name()
-                    )),
-                ));
+                    ),
+                });
             }
         }
         None => {}
@@ -79,16 +61,10 @@ pub fn evaluate(
     };
     for mutation in &request.mutations {
         if mutation.attr == 0 {
-            return Err(Refusal::new(
-                Status::DontUseKey,
-                "an update cannot change the key",
-            ));
+            return Err(UpdateRefused::ChangesKey);
         }
         let Some(attr) = desc.attrs.get(mutation.attr) else {
-            return Err(Refusal::new(
-                Status::UnknownAttr,
-                format!("attribute #{} does not exist", mutation.attr),
-            ));
+            return Err(UpdateRefused::UnknownAttr(mutation.attr));
         };
         let value = crate::ops::apply(
             attr.dtype,
@@ -96,17 +72,7 @@ pub fn evaluate(
             mutation.path.as_deref(),
             &mutation.action,
         )
-        .map_err(|r| {
-            // Keep a `[tag]` first, where clients look for it.
-            let reason = match r.reason.strip_prefix('[').and_then(|t| t.split_once("] ")) {
-                Some((tag, text)) => format!("[{tag}] attribute `{}`: {text}", attr.name),
-                None => format!("attribute `{}`: {}", attr.name, r.reason),
-            };
-            Refusal {
-                status: r.status,
-                reason,
-            }
-        })?;
+        .map_err(|r| r.reworded(|reason| format!("attribute `{}`: {reason}", attr.name)))?;
         object.values[mutation.attr] = value;
     }
     Ok(Some(object))
@@ -114,14 +80,14 @@ pub fn evaluate(
 
 /// Checks that `key` has the key attribute's type exactly (after coercion it
 /// must be unchanged, so that one key has one encoding).
-pub fn check_key(space: &Space, key: &Value) -> Result<(), Refusal> {
+pub fn check_key(space: &Space, key: &Value) -> Result<(), UpdateRefused> {
     let dtype = space.desc.attrs[0].dtype;
     match coerce_value(dtype, key.clone()) {
         Ok(k) if &k == key => Ok(()),
-        _ => Err(Refusal::new(
-            Status::WrongType,
-            format!("the key must be of type {dtype}, not {}", key.kind()),
-        )),
+        _ => Err(UpdateRefused::WrongType(format!(
+            "the key must be of type {dtype}, not {}",
+            key.kind()
+        ))),
     }
 }
 
@@ -196,6 +162,44 @@ pub fn build_hops(
                     push_chain(&mut hops, n, HopWrite::Put, None)?;
                 }
             }
+        }
+    }
+    Ok(hops)
+}
+
+/// The chain of anti-entropy's repair of `key` (see
+/// `ReplicaCore::on_held`): the key region writes the committed `object`
+/// again after `prev_version`; `stray`, a non-key region that holds the key
+/// apart from the key subspace, drops it unless the object belongs there;
+/// and every subspace puts the object where it belongs. Regions other than
+/// the key region take the repair whatever they applied before (versions
+/// keep it from undoing anything newer), so a region that missed a write
+/// is repaired too instead of waiting for it.
+pub fn repair_hops(
+    space: &Space,
+    key: &Value,
+    object: Option<&Object>,
+    stray: RegionId,
+    prev_version: Option<Version>,
+) -> Result<Vec<Hop>, RegionId> {
+    let mut hops = Vec::new();
+    if let Some(region) = key_region(space, key) {
+        let write = if object.is_some() {
+            HopWrite::Put
+        } else {
+            HopWrite::Remove
+        };
+        push_chain(&mut hops, region, write, prev_version)?;
+    }
+    for layout in space.subspaces.iter().skip(1) {
+        let home = object.map(|o| layout.region_of(o));
+        if let Some(stray) = layout.regions.iter().find(|r| r.id == stray) {
+            if home.is_none_or(|h| h.id != stray.id) {
+                push_chain(&mut hops, stray, HopWrite::Remove, None)?;
+            }
+        }
+        if let Some(home) = home {
+            push_chain(&mut hops, home, HopWrite::Put, None)?;
         }
     }
     Ok(hops)

@@ -14,9 +14,9 @@
 //! ```
 
 use crate::chain::{
-    build_hops, can_pipeline, check_key, evaluate, key_region, rechain, Refusal, Unchained,
+    build_hops, can_pipeline, check_key, evaluate, key_region, rechain, repair_hops, Unchained,
 };
-use crate::record::{trim_recent, Record};
+use crate::record::{trim_recent, ReadRecordError, Record};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
@@ -25,7 +25,7 @@ use tessera_protocol::{
 };
 use tessera_storage::{Engine, Write};
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Configuration, DaemonId, Epoch, Object, RegionId, Version};
+use tessera_types::{Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version};
 
 /// Where to send a client's answer: the shell's connection and request id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -235,13 +235,7 @@ impl ReplicaCore {
             return;
         };
         if let Err(r) = check_key(space, &request.key) {
-            self.reply(
-                reply,
-                DaemonResponse::Failed {
-                    status: r.status,
-                    reason: r.reason,
-                },
-            );
+            self.reply(reply, r.into());
             return;
         }
         let Some(region) = key_region(space, &request.key) else {
@@ -367,6 +361,83 @@ impl ReplicaCore {
         // transfer that made it a member): pass the entry on like a commit.
         self.ship(region, &entry.key, entry.version, &entry.record);
         self.release_buffered(&state_key);
+        self.run_local();
+    }
+
+    /// Anti-entropy: the head of non-key region `region` holds `key`'s
+    /// object at `version`. As the key's point leader, with no update of
+    /// the key under way, repair it unless the key subspace's committed
+    /// object is exactly that: the same version, mapping to that region.
+    /// The repair is an ordinary update through the chain (so every
+    /// replica of every region it touches applies it, in the key's order)
+    /// that writes the committed object again at a fresh version, removes
+    /// the key from `region` when the object does not belong there, and
+    /// puts it where it does.
+    pub fn on_held(
+        &mut self,
+        epoch: Epoch,
+        space: SpaceId,
+        region: RegionId,
+        key: Value,
+        version: Version,
+    ) {
+        let config = self.config.clone();
+        if epoch != config.epoch {
+            return;
+        }
+        let Some(space) = config.space_by_id(space) else {
+            return;
+        };
+        let Some(key_region) = key_region(space, &key) else {
+            return;
+        };
+        if key_region.chain.first() != Some(&self.me) || self.held.contains(&key_region.id) {
+            return;
+        }
+        let state_key = (key_region.id, key_bytes(&key));
+        if self.keys.get(&state_key).is_some_and(|s| !s.is_idle()) {
+            // An update is under way; the next round looks again.
+            return;
+        }
+        let Some((_, subspace, _)) = config.region(region) else {
+            return;
+        };
+        if subspace == 0 {
+            return;
+        }
+        let Some(layout) = space.subspaces.get(subspace) else {
+            return;
+        };
+        let record = match self.load(&state_key) {
+            Ok(record) => record,
+            Err(e) => return self.fatal("reading a key for anti-entropy", e),
+        };
+        let (prev, object) = match record {
+            Some(r) => (Some(r.version), r.object),
+            None => (None, None),
+        };
+        let belongs = object
+            .as_ref()
+            .is_some_and(|o| layout.region_of(o).id == region);
+        if belongs && prev == Some(version) {
+            return;
+        }
+        let Ok(hops) = repair_hops(space, &key, object.as_ref(), region, prev) else {
+            return; // a region on its way has no replica: later
+        };
+        tracing::warn!(%region, ?key, %version, "anti-entropy: repairing a key its subspace holds apart from the key subspace");
+        let forward = ChainForward {
+            epoch: config.epoch,
+            from: self.me,
+            space: space.id,
+            key,
+            version: Version::next(prev.max(Some(version)), config.epoch),
+            hops,
+            position: 0,
+            object,
+            client: ClientRef::REPAIR,
+        };
+        self.apply_forward(forward, Vec::new());
         self.run_local();
     }
 
@@ -593,8 +664,8 @@ impl ReplicaCore {
             // An answer computed from an unacknowledged version could be
             // contradicted if that version never completes: wait for it.
             Err(_) if has_pending => return false,
-            Err(Refusal { status, reason }) => {
-                let response = DaemonResponse::Failed { status, reason };
+            Err(refusal) => {
+                let response = DaemonResponse::from(refusal);
                 self.remember_refusal(request.client, response.clone());
                 self.reply(reply, response);
                 return true;
@@ -629,7 +700,7 @@ impl ReplicaCore {
                 return false;
             }
         }
-        let version = Version(prev_version.map_or(1, |v| v.0 + 1));
+        let version = Version::next(prev_version, config.epoch);
         let forward = ChainForward {
             epoch: config.epoch,
             from: self.me,
@@ -646,7 +717,10 @@ impl ReplicaCore {
     }
 
     /// The newest version of the key at the point leader, pending or committed.
-    fn latest(&self, state_key: &StateKey) -> Result<Option<(Version, Option<Object>)>, String> {
+    fn latest(
+        &self,
+        state_key: &StateKey,
+    ) -> Result<Option<(Version, Option<Object>)>, ReadRecordError> {
         if let Some((v, p)) = self
             .keys
             .get(state_key)
@@ -715,7 +789,7 @@ impl ReplicaCore {
     }
 
     /// The version this region of the key has applied: pending or committed.
-    fn applied(&self, state_key: &StateKey) -> Result<Option<Version>, String> {
+    fn applied(&self, state_key: &StateKey) -> Result<Option<Version>, ReadRecordError> {
         if let Some(v) = self
             .keys
             .get(state_key)
@@ -910,8 +984,10 @@ impl ReplicaCore {
                         return;
                     }
                 };
-                recent.push((forward.client, forward.version));
-                trim_recent(&mut recent);
+                if forward.client != ClientRef::REPAIR {
+                    recent.push((forward.client, forward.version));
+                    trim_recent(&mut recent);
+                }
                 recent
             } else {
                 Vec::new()
@@ -991,12 +1067,9 @@ impl ReplicaCore {
             .is_some_and(|(_, subspace, _)| subspace == 0)
     }
 
-    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, String> {
-        let bytes = self
-            .engine
-            .get(state_key.0, &state_key.1)
-            .map_err(|e| e.to_string())?;
-        bytes.map(|b| Record::decode(&b)).transpose()
+    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, ReadRecordError> {
+        let bytes = self.engine.get(state_key.0, &state_key.1)?;
+        Ok(bytes.map(|b| Record::decode(&b)).transpose()?)
     }
 
     // ------------------------------------------------------------ effects

@@ -35,10 +35,13 @@
 //!   paused, or cut off) registers again by itself, no more often than a
 //!   backoff allows, so a flapping daemon cannot churn epochs.
 
+use crate::chain::key_region;
 use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::index::IndexedEngine;
+use crate::record::Record;
 use crate::search;
 use crate::transfer::{region_digest, scan_region, Action as TransferAction, Transfers};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -47,9 +50,10 @@ use tessera_protocol::{
     ChainMsg, CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, HeartbeatAnswer,
     LeaveReason, Message, Status, StopReason, TransferMsg,
 };
+use tessera_protocol::{HeldObjects, Reporter};
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Configuration, DaemonId, Epoch, RegionId};
+use tessera_types::{Configuration, DaemonId, Epoch, RegionId, Value, Version};
 
 /// Number of replica cores per daemon.
 pub const SHARDS: usize = 16;
@@ -67,6 +71,14 @@ const REJOIN_BACKOFF_MIN: Duration = Duration::from_secs(1);
 const REJOIN_BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Serving this long without being taken offline resets the backoff.
 const REJOIN_BACKOFF_RESET: Duration = Duration::from_secs(60);
+/// A peer is reported unreachable to the coordinator at most this often.
+const UNREACHABLE_REPORT_INTERVAL: Duration = Duration::from_secs(1);
+/// Every this many ticks (10 s), the head of each non-key region sweeps
+/// part of it for anti-entropy (see [`Job::Sweep`]).
+const SWEEP_TICKS: u64 = 40;
+/// The most live objects one sweep of one region looks at; the next
+/// sweep continues after the last one.
+const SWEEP_OBJECTS_MAX: usize = 1024;
 
 /// What the driver must do, in the order given.
 #[derive(Debug)]
@@ -107,6 +119,11 @@ pub enum Job {
         region: RegionId,
         to: DaemonId,
     },
+    /// Anti-entropy, at the head of a non-key region: tell the point
+    /// leaders of the next objects it holds which versions it has, so they
+    /// repair any the key subspace does not hold there (an orphan of an
+    /// update lost beyond f, or a missed write).
+    Sweep { region: RegionId },
     /// A search page for a client.
     Read {
         to: ReplyTo,
@@ -202,6 +219,11 @@ pub struct DaemonNode {
     lease: Lease,
     poisoned: AtomicBool,
     rejoin: Mutex<Rejoin>,
+    /// Ticks so far, and per region where the last sweep stopped.
+    ticks: AtomicU64,
+    sweeps: Mutex<HashMap<RegionId, Vec<u8>>>,
+    /// When each peer was last reported unreachable.
+    reported: Mutex<HashMap<DaemonId, Duration>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -249,6 +271,9 @@ impl DaemonNode {
                 last: None,
                 backoff: REJOIN_BACKOFF_MIN,
             }),
+            ticks: AtomicU64::new(0),
+            sweeps: Mutex::new(HashMap::new()),
+            reported: Mutex::new(HashMap::new()),
         };
         node.drop_removed_regions(&config, out);
         let actions = lock(&node.transfers).on_config(&config);
@@ -350,8 +375,41 @@ impl DaemonNode {
                 let actions = lock(&self.transfers).on_message(msg);
                 self.transfer_actions(actions, out);
             }
+            Message::Held(held) => {
+                for (key, version) in held.objects {
+                    let bytes = key_bytes(&key);
+                    self.with_core(&bytes, out, |core| {
+                        core.on_held(held.epoch, held.space, held.region, key, version)
+                    });
+                }
+            }
             other => tracing::warn!("not a peer message: {other:?}"),
         }
+    }
+
+    /// The driver could not deliver to `peer` (a connection refused or
+    /// timed out, a write that failed): report it to the coordinator, at
+    /// most once per [`UNREACHABLE_REPORT_INTERVAL`] per peer. Reports from
+    /// more than one source make the coordinator take a peer offline that
+    /// still heartbeats (a one-way partition).
+    pub fn on_peer_unreachable(&self, peer: DaemonId, now: Duration, out: Out<'_>) {
+        if peer == self.me || self.poisoned() {
+            return;
+        }
+        {
+            let mut reported = lock(&self.reported);
+            if reported
+                .get(&peer)
+                .is_some_and(|at| now < *at + UNREACHABLE_REPORT_INTERVAL)
+            {
+                return;
+            }
+            reported.insert(peer, now);
+        }
+        out(Output::Coord(CoordRequest::Unreachable {
+            daemon: peer,
+            reporter: Reporter::Daemon(self.me),
+        }));
     }
 
     /// A configuration from the coordinator; true when it was news and is
@@ -395,6 +453,18 @@ impl DaemonNode {
         }
         let actions = lock(&self.transfers).on_tick();
         self.transfer_actions(actions, out);
+        if self.ticks.fetch_add(1, Ordering::Relaxed) % SWEEP_TICKS == SWEEP_TICKS - 1 {
+            let config = self.config();
+            for space in &config.spaces {
+                for layout in space.subspaces.iter().skip(1) {
+                    for region in &layout.regions {
+                        if region.chain.first() == Some(&self.me) {
+                            out(Output::Job(Job::Sweep { region: region.id }));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Makes what was written durable (interval durability); a failure
@@ -531,6 +601,7 @@ impl DaemonNode {
                 }
                 Err(e) => self.poison("region digest", &e, out),
             },
+            Job::Sweep { region } => self.sweep(region, out),
             Job::Read { to, epoch, request } => {
                 let response = self.read(epoch, request);
                 let response = self.vouch(response, out);
@@ -637,6 +708,65 @@ impl DaemonNode {
             "storage failed during {during}: {error}; this daemon stops serving and leaves every chain"
         );
         out(Output::Coord(self.heartbeat()));
+    }
+
+    /// See [`Job::Sweep`].
+    fn sweep(&self, region: RegionId, out: Out<'_>) {
+        let config = self.config();
+        let Some((space, _, _)) = config.region(region) else {
+            return;
+        };
+        let after = lock(&self.sweeps).remove(&region);
+        let mut held: HashMap<DaemonId, Vec<(Value, Version)>> = HashMap::new();
+        let mut seen = 0;
+        let mut last = None;
+        let mut undecodable = None;
+        let scanned = self
+            .engine()
+            .scan(region, after.as_deref(), &mut |key, value| {
+                match Record::decode(value) {
+                    Ok(record) if record.object.is_some() => {
+                        if let Some(object) = record.object {
+                            let key_value = object.values[0].clone();
+                            let leader =
+                                key_region(space, &key_value).and_then(|r| r.chain.first());
+                            if let Some(&leader) = leader {
+                                held.entry(leader)
+                                    .or_default()
+                                    .push((key_value, record.version));
+                            }
+                        }
+                        seen += 1;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        undecodable = Some(e);
+                        return false;
+                    }
+                }
+                last = Some(key.to_vec());
+                seen < SWEEP_OBJECTS_MAX
+            });
+        if let Err(e) = scanned {
+            return self.poison("an anti-entropy sweep", &e, out);
+        }
+        if let Some(e) = undecodable {
+            return self.poison("an anti-entropy sweep", &e, out);
+        }
+        if seen >= SWEEP_OBJECTS_MAX {
+            if let Some(last) = last {
+                lock(&self.sweeps).insert(region, last);
+            }
+        }
+        for (leader, objects) in held {
+            let msg = Message::Held(HeldObjects {
+                epoch: config.epoch,
+                space: space.id,
+                region,
+                objects,
+            });
+            out(Output::Send { to: leader, msg });
+        }
     }
 
     /// Numbers entries of `transfer` and hands them on for its target, in

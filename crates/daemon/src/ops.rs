@@ -10,35 +10,102 @@
 //! - the operation fits but cannot be applied to *this* value — integer
 //!   overflow, division or remainder by zero, a document path through a
 //!   non-object, a missing field to rename or unset, a non-numeric field
-//!   under an atomic: CMPFAIL, with a `[tag]` reason ([`CmpFailKind`]).
+//!   under an atomic: CMPFAIL, with its [`CmpFailKind`].
+//!
+//! Both are an [`UpdateRefused`], the one error of evaluating an update.
 //!
 //! Either way nothing changes: the caller applies every mutation of an
 //! update to a copy and keeps it only when all succeed.
 
-use crate::chain::Refusal;
-use tessera_protocol::{Action, CmpFailKind, NumOp, Status};
-use tessera_types::predicate::{canonicalize, coerce_value};
+use tessera_protocol::{Action, CmpFailKind, DaemonResponse, NumOp, Status};
+use tessera_types::coerce::{canonicalize, coerce_value};
 use tessera_types::value::json::{Map as JsonMap, Number, Value as Json};
 use tessera_types::value::{parse_doc_path, value_to_json, PathStep};
 use tessera_types::{DataType, Prim, Value};
 
-fn cmpfail(kind: CmpFailKind, text: impl std::fmt::Display) -> Refusal {
-    Refusal {
-        status: Status::CmpFail,
-        reason: kind.reason(text),
+/// Why an update was not applied, as the client will hear it. Nothing
+/// changed; the point leader answers it and remembers it for retries.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UpdateRefused {
+    /// The update needs an existing object and no object has the key
+    /// (NOTFOUND).
+    #[error("no object has this key")]
+    NotFound,
+    /// A predicate failed, the object exists (put_if_not_exist), or a
+    /// mutation fits the types but not this value (CMPFAIL).
+    #[error("{reason}")]
+    CmpFail {
+        /// Why, for the client's code.
+        kind: CmpFailKind,
+        /// Why, for people: names the attribute, path or map key.
+        reason: String,
+    },
+    /// The key, an operation or an operand does not fit the type it
+    /// addresses (WRONGTYPE); a client that validates never sends these.
+    #[error("{0}")]
+    WrongType(String),
+    /// A mutation names the key attribute (DONTUSEKEY).
+    #[error("an update cannot change the key")]
+    ChangesKey,
+    /// A mutation names an attribute the space does not have, by index
+    /// (UNKNOWNATTR).
+    #[error("attribute #{0} does not exist")]
+    UnknownAttr(usize),
+}
+
+impl UpdateRefused {
+    /// The HyperDex status the client hears.
+    pub fn status(&self) -> Status {
+        match self {
+            UpdateRefused::NotFound => Status::NotFound,
+            UpdateRefused::CmpFail { .. } => Status::CmpFail,
+            UpdateRefused::WrongType(_) => Status::WrongType,
+            UpdateRefused::ChangesKey => Status::DontUseKey,
+            UpdateRefused::UnknownAttr(_) => Status::UnknownAttr,
+        }
+    }
+
+    /// The same refusal with its explanation rewritten by `f` (to say which
+    /// attribute or map key it concerns); the variants whose text is fixed
+    /// stay as they are.
+    pub fn reworded(self, f: impl FnOnce(String) -> String) -> UpdateRefused {
+        match self {
+            UpdateRefused::CmpFail { kind, reason } => UpdateRefused::CmpFail {
+                kind,
+                reason: f(reason),
+            },
+            UpdateRefused::WrongType(reason) => UpdateRefused::WrongType(f(reason)),
+            fixed => fixed,
+        }
     }
 }
 
-fn wrong_type(text: impl Into<String>) -> Refusal {
-    Refusal {
-        status: Status::WrongType,
+impl From<UpdateRefused> for DaemonResponse {
+    fn from(refused: UpdateRefused) -> DaemonResponse {
+        match refused {
+            UpdateRefused::CmpFail { kind, reason } => DaemonResponse::CmpFail { kind, reason },
+            other => DaemonResponse::Failed {
+                status: other.status(),
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+fn cmpfail(kind: CmpFailKind, text: impl Into<String>) -> UpdateRefused {
+    UpdateRefused::CmpFail {
+        kind,
         reason: text.into(),
     }
 }
 
+fn wrong_type(text: impl Into<String>) -> UpdateRefused {
+    UpdateRefused::WrongType(text.into())
+}
+
 /// `op` on two ints, checked: overflow (including `i64::MIN / -1`) and a
 /// zero divisor fail. `i64::MIN % -1` is 0 (no overflow in the remainder).
-pub fn int_op(op: NumOp, a: i64, b: i64) -> Result<i64, Refusal> {
+pub fn int_op(op: NumOp, a: i64, b: i64) -> Result<i64, UpdateRefused> {
     let overflow = || {
         cmpfail(
             CmpFailKind::Overflow,
@@ -70,7 +137,7 @@ pub fn int_op(op: NumOp, a: i64, b: i64) -> Result<i64, Refusal> {
 /// `op` on two floats, IEEE (÷0 gives ±inf or NaN, no error). `min`/`max`
 /// of a NaN and a number give the number. `mod` and bitwise ops are
 /// WRONGTYPE.
-pub fn float_op(op: NumOp, a: f64, b: f64) -> Result<f64, Refusal> {
+pub fn float_op(op: NumOp, a: f64, b: f64) -> Result<f64, UpdateRefused> {
     match op {
         NumOp::Add => Ok(a + b),
         NumOp::Sub => Ok(a - b),
@@ -92,7 +159,7 @@ fn num_value(
     current: &Value,
     op: NumOp,
     operand: &Value,
-) -> Result<Value, Refusal> {
+) -> Result<Value, UpdateRefused> {
     let operand = coerce_value(dtype, operand.clone())
         .map_err(|e| wrong_type(format!("operand of atomic {}: {e}", op.name())))?;
     match (current, operand) {
@@ -106,7 +173,7 @@ fn num_value(
     }
 }
 
-fn string_bytes<'v>(value: &'v Value, what: &str) -> Result<&'v [u8], Refusal> {
+fn string_bytes<'v>(value: &'v Value, what: &str) -> Result<&'v [u8], UpdateRefused> {
     match value {
         Value::String(b) => Ok(b),
         other => Err(wrong_type(format!(
@@ -124,7 +191,7 @@ pub fn apply(
     current: &Value,
     path: Option<&str>,
     action: &Action,
-) -> Result<Value, Refusal> {
+) -> Result<Value, UpdateRefused> {
     if let Some(path) = path {
         return apply_at_path(dtype, current, path, action);
     }
@@ -248,14 +315,11 @@ pub fn apply(
     }
 }
 
-fn in_map(refusal: Refusal, key: &Value) -> Refusal {
-    Refusal {
-        status: refusal.status,
-        reason: format!("{} (map key {key:?})", refusal.reason),
-    }
+fn in_map(refused: UpdateRefused, key: &Value) -> UpdateRefused {
+    refused.reworded(|reason| format!("{reason} (map key {key:?})"))
 }
 
-fn map_put(entries: &[(Value, Value)], k: Value, v: Value) -> Result<Value, Refusal> {
+fn map_put(entries: &[(Value, Value)], k: Value, v: Value) -> Result<Value, UpdateRefused> {
     let mut out = entries.to_vec();
     out.push((k, v));
     Ok(canonicalize(Value::Map(out)))
@@ -292,7 +356,7 @@ pub fn action_name(action: &Action) -> String {
 
 // ------------------------------------------------------------ documents
 
-fn bad_path(path: &str, text: impl std::fmt::Display) -> Refusal {
+fn bad_path(path: &str, text: impl std::fmt::Display) -> UpdateRefused {
     cmpfail(CmpFailKind::BadPath, format!("path {path:?}: {text}"))
 }
 
@@ -318,7 +382,7 @@ fn apply_at_path(
     current: &Value,
     path: &str,
     action: &Action,
-) -> Result<Value, Refusal> {
+) -> Result<Value, UpdateRefused> {
     if dtype != DataType::Document {
         return Err(wrong_type(format!(
             "a path ({path:?}) needs a document attribute, not {dtype}"
@@ -471,7 +535,11 @@ fn json_kind(json: &Json) -> &'static str {
 /// the last one, as `null`, which callers treat as "absent"). Fails when
 /// the path runs through a non-object, or an index is not an element of an
 /// array.
-fn slot<'a>(root: &'a mut Json, steps: &[PathStep], path: &str) -> Result<&'a mut Json, Refusal> {
+fn slot<'a>(
+    root: &'a mut Json,
+    steps: &[PathStep],
+    path: &str,
+) -> Result<&'a mut Json, UpdateRefused> {
     let mut node = root;
     for (i, step) in steps.iter().enumerate() {
         let last = i + 1 == steps.len();

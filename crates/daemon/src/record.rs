@@ -6,7 +6,28 @@
 
 use serde::{Deserialize, Serialize};
 use tessera_protocol::ClientRef;
+use tessera_storage::StorageError;
 use tessera_types::{Object, Version};
+
+/// Why stored bytes are not a [`Record`].
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeRecordError {
+    /// The bytes are not a postcard-encoded record: damaged, or written by
+    /// something else.
+    #[error("corrupt record: {0}")]
+    Corrupt(#[source] postcard::Error),
+}
+
+/// Why a stored record could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadRecordError {
+    /// The engine failed to read.
+    #[error("cannot read a record: {0}")]
+    Storage(#[from] StorageError),
+    /// The engine returned bytes that are not a record.
+    #[error(transparent)]
+    Decode(#[from] DecodeRecordError),
+}
 
 /// How many clients' latest updates of a key the key subspace remembers, so
 /// that a retried update is recognized instead of applied twice.
@@ -70,8 +91,8 @@ impl Record {
         postcard::to_allocvec(self).expect("encoding to a Vec cannot fail")
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<Record, String> {
-        postcard::from_bytes(bytes).map_err(|e| format!("corrupt record: {e}"))
+    pub fn decode(bytes: &[u8]) -> Result<Record, DecodeRecordError> {
+        postcard::from_bytes(bytes).map_err(DecodeRecordError::Corrupt)
     }
 }
 
@@ -103,6 +124,33 @@ mod tests {
                 request_no,
             }
         })
+    }
+
+    /// Every proper prefix of an encoded record is refused with a typed
+    /// error (no panic), and the whole encoding reads back.
+    #[test]
+    fn truncated_records_are_corrupt() {
+        let record = Record {
+            version: Version(7),
+            object: Some(Object {
+                values: vec![
+                    tessera_types::Value::str("k"),
+                    tessera_types::Value::Int(-3),
+                ],
+            }),
+            recent: vec![writer(1, 2, 7)],
+        };
+        let bytes = record.encode();
+        for len in 0..bytes.len() {
+            assert!(
+                matches!(
+                    Record::decode(&bytes[..len]),
+                    Err(DecodeRecordError::Corrupt(_))
+                ),
+                "a prefix of {len} bytes decoded"
+            );
+        }
+        assert_eq!(Record::decode(&bytes).unwrap(), record);
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn get_committed(
         return failed(Status::UnknownSpace, "no space has this id");
     };
     if let Err(r) = check_key(space, key) {
-        return failed(r.status, r.reason);
+        return r.into();
     }
     let Some(region) = key_region(space, key) else {
         return failed(Status::Internal, "the key subspace has no regions");
@@ -183,7 +183,7 @@ pub fn search(
             objects: matches.into_iter().map(|m| (m.version, m.object)).collect(),
             more,
         },
-        Err(reason) => failed(Status::ServerError, reason),
+        Err(e) => failed(Status::ServerError, e.to_string()),
     }
 }
 
@@ -213,14 +213,14 @@ pub fn search_keys(
                 .collect(),
             more,
         },
-        Err(reason) => failed(Status::ServerError, reason),
+        Err(e) => failed(Status::ServerError, e.to_string()),
     }
 }
 
 /// Decodes a stored record, treating corruption as a server error.
 fn decode_record(bytes: &[u8]) -> Result<Record, DaemonResponse> {
-    Record::decode(bytes).map_err(|reason| DaemonResponse::Failed {
+    Record::decode(bytes).map_err(|e| DaemonResponse::Failed {
         status: Status::ServerError,
-        reason,
+        reason: e.to_string(),
     })
 }

@@ -22,6 +22,12 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+/// How long a peer may leave sent data unacknowledged (TCP) before its
+/// connection is broken and it is reported unreachable.
+const PEER_ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long connecting to a peer may take.
+const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Records per state-transfer message.
 const TRANSFER_BATCH: usize = 256;
 /// Messages queued for one peer or one client connection before senders
@@ -108,7 +114,7 @@ impl Shell {
     /// Queues a message to a peer, connecting on first use. A message that
     /// cannot be queued or delivered is dropped: the chain and transfer
     /// protocols send again what is not acknowledged.
-    fn send_peer(&self, to: DaemonId, msg: Message) {
+    fn send_peer(self: &Arc<Self>, to: DaemonId, msg: Message) {
         if let Some(tx) = self.peer_sender(to) {
             if tx.try_send(msg).is_err() {
                 tracing::debug!(%to, "peer queue full; dropping a message");
@@ -116,7 +122,7 @@ impl Shell {
         }
     }
 
-    fn peer_sender(&self, to: DaemonId) -> Option<mpsc::Sender<Message>> {
+    fn peer_sender(self: &Arc<Self>, to: DaemonId) -> Option<mpsc::Sender<Message>> {
         let mut peers = lock(&self.peers);
         if let Some(tx) = peers.get(&to) {
             if !tx.is_closed() {
@@ -129,7 +135,7 @@ impl Shell {
         };
         let (tx, rx) = mpsc::channel(QUEUE_MESSAGES_MAX);
         peers.insert(to, tx.clone());
-        self.runtime.spawn(peer_writer(to, addr, rx));
+        self.runtime.spawn(peer_writer(self.clone(), to, addr, rx));
         Some(tx)
     }
 
@@ -168,26 +174,43 @@ impl Shell {
 /// Writes queued messages to a peer, connecting on first use. A message
 /// that cannot be delivered is dropped: the point leader drives its update
 /// again when the configuration changes.
-async fn peer_writer(to: DaemonId, addr: String, mut rx: mpsc::Receiver<Message>) {
+async fn peer_writer(
+    shell: Arc<Shell>,
+    to: DaemonId,
+    addr: String,
+    mut rx: mpsc::Receiver<Message>,
+) {
+    let unreachable = |shell: &Arc<Shell>| {
+        let sink = shell.clone();
+        shell
+            .node
+            .on_peer_unreachable(to, shell.now(), &mut |o| sink.execute(o));
+    };
     let mut stream: Option<BufWriter<TcpStream>> = None;
     while let Some(msg) = rx.recv().await {
         let s = match stream.as_mut() {
             Some(s) => s,
-            None => match tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&addr))
+            None => match tokio::time::timeout(PEER_CONNECT_TIMEOUT, TcpStream::connect(&addr))
                 .await
             {
                 Ok(Ok(s)) => {
                     let _ = s.set_nodelay(true);
+                    // Data the peer does not acknowledge within this time
+                    // breaks the connection (the kernel keeps retrying
+                    // otherwise, for many minutes).
+                    let _ = socket2::SockRef::from(&s).set_tcp_user_timeout(Some(PEER_ACK_TIMEOUT));
                     stream.insert(BufWriter::new(s))
                 }
                 _ => {
                     tracing::warn!(%to, %addr, "cannot reach peer; dropping a chain message");
+                    unreachable(&shell);
                     continue;
                 }
             },
         };
         if let Err(e) = write_batch(s, msg, &mut rx).await {
             tracing::warn!(%to, "peer connection failed: {e}");
+            unreachable(&shell);
             stream = None;
         }
     }
@@ -340,6 +363,8 @@ pub(crate) async fn run(
         FjallEngine::open(&options.data_dir, options.durability)
             .map_err(|e| DaemonError::Storage(e.to_string()))?,
     );
+    let storage = tessera_storage::fault::from_env(storage)
+        .map_err(|e| DaemonError::Storage(e.to_string()))?;
     let listener = TcpListener::bind(options.listen).await?;
     let advertise = options.advertise.clone().unwrap_or_else(|| {
         listener

@@ -11,15 +11,15 @@ use tessera_daemon::chain::{build_hops, key_region};
 use tessera_daemon::core::{Effect, ReplicaCore, ReplyTo};
 use tessera_daemon::record::Record;
 use tessera_protocol::{
-    Action, ChainMsg, ClientRef, DaemonResponse, HopWrite, Mutation, Status, UpdateFlags,
-    UpdateRequest,
+    Action, ChainMsg, ClientRef, CmpFailKind, DaemonResponse, HopWrite, Mutation, Status,
+    UpdateFlags, UpdateRequest,
 };
-use tessera_storage::{Engine, MemoryEngine};
+use tessera_storage::{Engine, IndexRange, IndexWrite, MemoryEngine, StorageError, Write};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::region::default_splits;
 use tessera_types::{
     Attribute, Check, Configuration, DaemonId, DaemonInfo, DaemonState, DataType, Epoch, Object,
-    PredOp, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceLayout, Value,
+    PredOp, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceLayout, Value, Version,
 };
 
 /// A space `key k attributes int a, int b subspace a subspace b` with
@@ -167,29 +167,38 @@ fn request(op: &Op, n: u64) -> UpdateRequest {
     }
 }
 
+/// A refusal the model expects: NOTFOUND, or CMPFAIL of a kind.
+#[derive(Debug, PartialEq)]
+enum Refused {
+    NotFound,
+    CmpFail(CmpFailKind),
+}
+
 /// The sequential model: the answer each op must get and the state after.
-fn model_apply(model: &mut BTreeMap<i64, (i64, i64)>, op: &Op) -> Result<(), Status> {
+fn model_apply(model: &mut BTreeMap<i64, (i64, i64)>, op: &Op) -> Result<(), Refused> {
     match *op {
         Op::Put { key, a, b } => {
             model.insert(key, (a, b));
             Ok(())
         }
         Op::PutIfNotExist { key, a } => match model.entry(key) {
-            std::collections::btree_map::Entry::Occupied(_) => Err(Status::CmpFail),
+            std::collections::btree_map::Entry::Occupied(_) => {
+                Err(Refused::CmpFail(CmpFailKind::Exists))
+            }
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert((a, 0));
                 Ok(())
             }
         },
         Op::CondPut { key, a_is, b } => match model.get_mut(&key) {
-            None => Err(Status::NotFound),
-            Some(v) if v.0 != a_is => Err(Status::CmpFail),
+            None => Err(Refused::NotFound),
+            Some(v) if v.0 != a_is => Err(Refused::CmpFail(CmpFailKind::Predicate)),
             Some(v) => {
                 v.1 = b;
                 Ok(())
             }
         },
-        Op::Del { key } => model.remove(&key).map(|_| ()).ok_or(Status::NotFound),
+        Op::Del { key } => model.remove(&key).map(|_| ()).ok_or(Refused::NotFound),
     }
 }
 
@@ -221,11 +230,93 @@ fn xorshift(mut x: usize) -> usize {
     x.max(1)
 }
 
+type Versions = std::collections::BTreeSet<Version>;
+
+/// A memory engine that also remembers every version written to each key
+/// of each region, so a test can count how many times updates were applied
+/// (versions are not consecutive: each epoch starts at its floor).
+#[derive(Default)]
+struct Recording {
+    inner: MemoryEngine,
+    written: std::sync::Mutex<BTreeMap<(RegionId, Vec<u8>), Versions>>,
+}
+
+impl Recording {
+    fn versions_written(&self, region: RegionId, key: &[u8]) -> u64 {
+        let written = self.written.lock().unwrap();
+        written
+            .get(&(region, key.to_vec()))
+            .map_or(0, |v| v.len() as u64)
+    }
+}
+
+impl Engine for Recording {
+    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.get(region, key)
+    }
+
+    fn apply_with_index(
+        &self,
+        writes: Vec<Write>,
+        index: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        let mut written = self.written.lock().unwrap();
+        for write in &writes {
+            if let Write::Put { region, key, value } = write {
+                let version = Record::decode(value).unwrap().version;
+                written
+                    .entry((*region, key.clone()))
+                    .or_default()
+                    .insert(version);
+            }
+        }
+        self.inner.apply_with_index(writes, index)
+    }
+
+    fn scan(
+        &self,
+        region: RegionId,
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.inner.scan(region, after, visit)
+    }
+
+    fn index_scan(
+        &self,
+        region: RegionId,
+        range: IndexRange<'_>,
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.inner.index_scan(region, range, visit)
+    }
+
+    fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
+        self.inner.drop_region(region)
+    }
+
+    fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
+        self.inner.regions()
+    }
+
+    fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.meta_get(name)
+    }
+
+    fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
+        self.inner.meta_put(name, value)
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        self.inner.sync()
+    }
+}
+
 struct Net {
     at_ack: Vec<AtAck>,
     config: Arc<Configuration>,
     cores: BTreeMap<DaemonId, ReplicaCore>,
-    engines: BTreeMap<DaemonId, Arc<MemoryEngine>>,
+    engines: BTreeMap<DaemonId, Arc<Recording>>,
     links: BTreeMap<(DaemonId, DaemonId), VecDeque<ChainMsg>>,
     replies: HashMap<u64, DaemonResponse>,
     /// When non-zero, about one message in this many is lost.
@@ -239,7 +330,7 @@ impl Net {
         let mut cores = BTreeMap::new();
         let mut engines = BTreeMap::new();
         for &id in config.daemons.keys() {
-            let engine = Arc::new(MemoryEngine::new());
+            let engine = Arc::new(Recording::default());
             cores.insert(id, ReplicaCore::new(id, config.clone(), engine.clone()));
             engines.insert(id, engine);
         }
@@ -441,7 +532,15 @@ fn run_lossy(
             .unwrap_or_else(|| panic!("op {n} {op:?} never answered"));
         match (want, got) {
             (Ok(()), DaemonResponse::Done) => {}
-            (Err(s), DaemonResponse::Failed { status, .. }) if s == *status => {}
+            (Err(Refused::CmpFail(want)), DaemonResponse::CmpFail { kind, .. })
+                if want == *kind => {}
+            (
+                Err(Refused::NotFound),
+                DaemonResponse::Failed {
+                    status: Status::NotFound,
+                    ..
+                },
+            ) => {}
             (want, got) => panic!("op {n} {op:?}: model says {want:?}, cluster answered {got:?}"),
         }
     }
@@ -632,7 +731,10 @@ fn a_retry_queued_behind_its_original_is_not_applied_twice() {
             .map(|b| Record::decode(&b).unwrap())
             .expect("the key exists");
         // put, delete, put_if_not_exist: three versions, not four.
-        assert_eq!(record.version.0, 3, "at {daemon}");
+        let third = [(); 3]
+            .iter()
+            .fold(None, |v, _| Some(Version::next(v, config.epoch)));
+        assert_eq!(Some(record.version), third, "at {daemon}");
     }
 }
 
@@ -676,14 +778,15 @@ fn a_held_region_commits_nothing_until_released() {
     assert_eq!(net.replies.get(&0), Some(&DaemonResponse::Done));
     for d in &region.chain {
         let record = Record::decode(&stored(&net, *d).expect("committed")).unwrap();
-        assert_eq!(record.version.0, 1, "at {d}");
+        assert_eq!(record.version, Version::next(None, config.epoch), "at {d}");
     }
 }
 
 /// Kills the point leader of key 0 while updates are in flight, installs a
 /// configuration without it, and lets clients retry unanswered updates with
 /// the same (client id, request number). Every update must then be applied
-/// exactly once — each key's version equals its number of puts — and every
+/// exactly once — each key's region is written at as many versions as the
+/// key had puts — and every
 /// live replica of every region must hold exactly the objects the key
 /// subspace says lie there.
 fn failover_case(seed: u64, interleave: usize) {
@@ -778,7 +881,7 @@ fn failover_case(seed: u64, interleave: usize) {
     for core in net.cores.values() {
         assert_eq!(core.busy_keys(), 0);
     }
-    // Exactly once: versions count the puts of each key.
+    // Exactly once: the versions written count the puts of each key.
     let mut puts: BTreeMap<i64, u64> = BTreeMap::new();
     for op in &ops {
         if let Op::Put { key, .. } = op {
@@ -797,10 +900,10 @@ fn failover_case(seed: u64, interleave: usize) {
                     .unwrap(),
             )
             .unwrap();
+            let written = net.engines[d].versions_written(region.id, &key_bytes(&Value::Int(key)));
             assert_eq!(
-                record.version.0, count,
-                "key {key} at {d}: applied {} times for {count} puts",
-                record.version.0
+                written, count,
+                "key {key} at {d}: applied {written} times for {count} puts"
             );
             if let Some(s) = &seen {
                 assert_eq!(
@@ -858,4 +961,157 @@ proptest! {
         let f = f.min(daemons as usize - 1);
         run_lossy(&ops, &schedule, daemons, f, 2, interleave, drop_modulus);
     }
+}
+
+/// Anti-entropy: a subspace region holding an object the key subspace does
+/// not hold there (an orphan: an update that reached a later subspace and
+/// was then lost with every key-region replica, beyond f) is repaired by
+/// the point leader through the chain — the orphan is removed from every
+/// replica of its region, the committed object stays where it belongs —
+/// and a region that holds the key exactly as the key subspace says is
+/// left alone.
+#[test]
+fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
+    let config = Arc::new(config(3, 1, 4));
+    let mut net = Net::new(&config);
+    let key = 7;
+    let space = config.spaces[0].clone();
+    let leader = key_region(&space, &Value::Int(key)).unwrap().chain[0];
+    net.cores.get_mut(&leader).unwrap().on_update(
+        ReplyTo { conn: 0, id: 0 },
+        config.epoch,
+        request(
+            &Op::Put {
+                key,
+                a: i64::MIN + 1,
+                b: 0,
+            },
+            1,
+        ),
+    );
+    net.collect(leader);
+    let mut pick = 1;
+    while net.step(pick) {
+        pick = xorshift(pick);
+    }
+    assert_eq!(net.replies.get(&0), Some(&DaemonResponse::Done));
+
+    // The orphan: `a` far away, in another region of subspace 1, at a
+    // version of this epoch the key subspace never committed.
+    let layout = &space.subspaces[1];
+    let object = |a| Object {
+        values: vec![Value::Int(key), Value::Int(a), Value::Int(0)],
+    };
+    let home = layout.region_of(&object(i64::MIN + 1)).id;
+    let stray = layout.region_of(&object(i64::MAX - 1));
+    assert_ne!(home, stray.id);
+    let kb = key_bytes(&Value::Int(key));
+    let committed = net.engines[&leader]
+        .get(key_region(&space, &Value::Int(key)).unwrap().id, &kb)
+        .unwrap()
+        .map(|b| Record::decode(&b).unwrap())
+        .unwrap();
+    let orphan_version = Version(committed.version.0 + 5);
+    let orphan = Record {
+        version: orphan_version,
+        object: Some(object(i64::MAX - 1)),
+        recent: vec![],
+    };
+    for daemon in &stray.chain {
+        net.engines[daemon]
+            .apply(vec![Write::Put {
+                region: stray.id,
+                key: kb.clone(),
+                value: orphan.encode(),
+            }])
+            .unwrap();
+    }
+
+    // A later epoch (the failure that made the orphan moved it on).
+    let mut next = (*config).clone();
+    next.epoch = Epoch(config.epoch.0 + 1);
+    let next = Arc::new(next);
+    for core in net.cores.values_mut() {
+        core.on_config(next.clone());
+    }
+    let ids: Vec<DaemonId> = net.cores.keys().copied().collect();
+    for id in &ids {
+        net.collect(*id);
+    }
+
+    let live = |net: &Net, region: RegionId, daemon: DaemonId| {
+        net.engines[&daemon]
+            .get(region, &kb)
+            .unwrap()
+            .map(|b| Record::decode(&b).unwrap())
+            .filter(|r| r.object.is_some())
+    };
+    // The region where the object belongs, at the committed version:
+    // nothing to repair, nothing written.
+    let home_before = live(
+        &net,
+        home,
+        layout.regions.iter().find(|r| r.id == home).unwrap().chain[0],
+    );
+    net.cores.get_mut(&leader).unwrap().on_held(
+        next.epoch,
+        space.id,
+        home,
+        Value::Int(key),
+        committed.version,
+    );
+    net.collect(leader);
+    assert!(
+        net.links.values().all(|q| q.is_empty()),
+        "no repair for a faithful region"
+    );
+
+    // The stray region reports its orphan.
+    net.cores.get_mut(&leader).unwrap().on_held(
+        next.epoch,
+        space.id,
+        stray.id,
+        Value::Int(key),
+        orphan_version,
+    );
+    net.collect(leader);
+    while net.step(pick) {
+        pick = xorshift(pick);
+    }
+    for daemon in &stray.chain {
+        assert_eq!(
+            live(&net, stray.id, *daemon),
+            None,
+            "the orphan is gone at {daemon}"
+        );
+    }
+    let home_region = layout.regions.iter().find(|r| r.id == home).unwrap();
+    for daemon in &home_region.chain {
+        let record = live(&net, home, *daemon).expect("the object stays where it belongs");
+        assert_eq!(record.object, home_before.as_ref().unwrap().object);
+        assert!(
+            record.version > orphan_version,
+            "the repair supersedes the orphan"
+        );
+    }
+    // The key subspace still holds the same object, at the repair's version.
+    let region = key_region(&space, &Value::Int(key)).unwrap();
+    for daemon in &region.chain {
+        let record = live(&net, region.id, *daemon).unwrap();
+        assert_eq!(record.object, committed.object);
+        assert!(record.version > orphan_version);
+        assert!(record.recent.iter().all(|(c, _)| *c != ClientRef::REPAIR));
+    }
+    // A request of an older epoch is not a reason to repair.
+    let before = net.engines[&leader].get(region.id, &kb).unwrap();
+    net.cores.get_mut(&leader).unwrap().on_held(
+        config.epoch,
+        space.id,
+        stray.id,
+        Value::Int(key),
+        orphan_version,
+    );
+    net.collect(leader);
+    assert!(net.links.values().all(|q| q.is_empty()));
+    assert_eq!(net.engines[&leader].get(region.id, &kb).unwrap(), before);
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tessera_daemon::index::{
     choose_access, key_order_page, place_of, sorted_page, Access, IndexedEngine, Match, PageBounds,
+    Walk,
 };
 use tessera_daemon::record::Record;
 use tessera_protocol::SortBy;
@@ -697,7 +698,7 @@ fn access_choices() {
         Access::Index {
             attr: A,
             interval: (lo, hi),
-            order: None,
+            walk: Walk::Unordered,
         } => assert_eq!(lo, hi),
         other => panic!("equality on a: {other:?}"),
     }
@@ -721,7 +722,7 @@ fn access_choices() {
         ),
         Access::Index {
             attr: A,
-            order: Some(false),
+            walk: Walk::Ascending,
             ..
         }
     ));
@@ -729,7 +730,7 @@ fn access_choices() {
         choose_access(&space.desc, &cell, &[range], None, None),
         Access::Index {
             attr: A,
-            order: None,
+            walk: Walk::Unordered,
             ..
         }
     ));

@@ -268,7 +268,7 @@ proptest! {
                 Ok(None) => prop_assert!(false, "an update without erase deleted"),
                 Err(refusal) => {
                     prop_assert!(!ok, "evaluate refused {mutations:?}: {refusal:?}");
-                    prop_assert_eq!(refusal.status, Status::CmpFail);
+                    prop_assert_eq!(refusal.status(), Status::CmpFail);
                 }
             }
         }

@@ -4,8 +4,8 @@
 //! clamped trims, set and map edge cases, document paths through
 //! non-objects. A refused update changes nothing and says why.
 
-use tessera_daemon::chain::{evaluate, Refusal};
-use tessera_daemon::ops::{float_op, int_op};
+use tessera_daemon::chain::evaluate;
+use tessera_daemon::ops::{float_op, int_op, UpdateRefused};
 use tessera_protocol::{
     Action, ClientRef, CmpFailKind, Mutation, NumOp, Status, UpdateFlags, UpdateRequest,
 };
@@ -111,25 +111,31 @@ fn at(attr: usize, path: &str, action: Action) -> Mutation {
 
 /// Applies `mutations` to an object whose `attr` holds `start`; returns the
 /// new value of `attr`, or the refusal.
-fn run(attr: usize, start: Value, mutations: Vec<Mutation>) -> Result<Value, Refusal> {
+fn run(attr: usize, start: Value, mutations: Vec<Mutation>) -> Result<Value, UpdateRefused> {
     let space = space();
     let object = with(&space, attr, start);
     evaluate(&space, Some(&object), &request(mutations)).map(|o| o.unwrap().values[attr].clone())
 }
 
-fn one(attr: usize, start: Value, action: Action) -> Result<Value, Refusal> {
+fn one(attr: usize, start: Value, action: Action) -> Result<Value, UpdateRefused> {
     run(attr, start, vec![m(attr, action)])
 }
 
-fn kind(r: Result<Value, Refusal>) -> CmpFailKind {
-    let refusal = r.expect_err("the mutation should fail");
-    assert_eq!(refusal.status, Status::CmpFail, "{refusal:?}");
-    CmpFailKind::of_reason(&refusal.reason)
+fn kind(r: Result<Value, UpdateRefused>) -> CmpFailKind {
+    cmpfail_kind(r.expect_err("the mutation should fail"))
 }
 
-fn wrong_type(r: Result<Value, Refusal>) {
+/// The kind of a CMPFAIL; any other refusal fails the test.
+fn cmpfail_kind(refused: UpdateRefused) -> CmpFailKind {
+    match refused {
+        UpdateRefused::CmpFail { kind, .. } => kind,
+        other => panic!("not a CMPFAIL: {other:?}"),
+    }
+}
+
+fn wrong_type(r: Result<Value, UpdateRefused>) {
     let refusal = r.expect_err("the mutation should be refused");
-    assert_eq!(refusal.status, Status::WrongType, "{refusal:?}");
+    assert_eq!(refusal.status(), Status::WrongType, "{refusal:?}");
 }
 
 fn s(x: &str) -> Value {
@@ -161,13 +167,8 @@ fn int_arithmetic_table() {
         |op, a: i64, b: i64, r: i64| assert_eq!(int_op(op, a, b).unwrap(), r, "{a} {op:?} {b}");
     let fails = |op, a: i64, b: i64, k: CmpFailKind| {
         let e = int_op(op, a, b).unwrap_err();
-        assert_eq!(e.status, Status::CmpFail);
-        assert_eq!(
-            CmpFailKind::of_reason(&e.reason),
-            k,
-            "{a} {op:?} {b}: {}",
-            e.reason
-        );
+        assert_eq!(e.status(), Status::CmpFail);
+        assert_eq!(cmpfail_kind(e), k, "{a} {op:?} {b}");
     };
     ok(Add, 2, 3, 5);
     ok(Add, i64::MAX - 1, 1, i64::MAX);
@@ -214,7 +215,7 @@ fn float_arithmetic_table() {
     assert_eq!(float_op(Max, 1.0, -1.0).unwrap(), 1.0);
     for op in [Mod, And, Or, Xor] {
         assert_eq!(
-            float_op(op, 1.0, 1.0).unwrap_err().status,
+            float_op(op, 1.0, 1.0).unwrap_err().status(),
             Status::WrongType
         );
     }
@@ -700,16 +701,9 @@ fn mutations_apply_together_or_not_at_all() {
         ]),
     );
     let refusal = r.unwrap_err();
-    assert_eq!(refusal.status, Status::CmpFail);
-    assert_eq!(
-        CmpFailKind::of_reason(&refusal.reason),
-        CmpFailKind::Overflow
-    );
-    assert!(
-        refusal.reason.contains("attribute `i`"),
-        "{}",
-        refusal.reason
-    );
+    assert_eq!(refusal.status(), Status::CmpFail);
+    assert!(refusal.to_string().contains("attribute `i`"), "{refusal}");
+    assert_eq!(cmpfail_kind(refusal), CmpFailKind::Overflow);
     // Microtransaction: several mutations on one attribute, in order.
     let ok = evaluate(
         &space,
@@ -733,7 +727,7 @@ fn flags_and_predicates() {
     let object = with(&space, D, doc(r#"{"p": {"name": "Jo", "age": 30}}"#));
     let mut req = request(vec![m(I, Action::Set(Value::Int(1)))]);
     assert_eq!(
-        evaluate(&space, None, &req).unwrap_err().status,
+        evaluate(&space, None, &req).unwrap_err().status(),
         Status::NotFound
     );
     req.checks = vec![
@@ -743,17 +737,14 @@ fn flags_and_predicates() {
     assert!(evaluate(&space, Some(&object), &req).is_ok());
     req.checks = vec![Check::at_path(D, "p.age", PredOp::Ge(Value::Float(18.0)))];
     let refusal = evaluate(&space, Some(&object), &req).unwrap_err();
-    assert_eq!(
-        CmpFailKind::of_reason(&refusal.reason),
-        CmpFailKind::Predicate
-    );
+    assert_eq!(cmpfail_kind(refusal), CmpFailKind::Predicate);
     req.flags = UpdateFlags {
         must_not_exist: true,
         ..UpdateFlags::default()
     };
     req.checks.clear();
     let refusal = evaluate(&space, Some(&object), &req).unwrap_err();
-    assert_eq!(CmpFailKind::of_reason(&refusal.reason), CmpFailKind::Exists);
+    assert_eq!(cmpfail_kind(refusal), CmpFailKind::Exists);
     // Predicates are not evaluated on a missing object that may be created.
     req.flags = UpdateFlags::default();
     req.checks = vec![Check::new(I, PredOp::Eq(Value::Int(99)))];

@@ -23,6 +23,9 @@ pub enum Message {
     Chain(ChainMsg),
     /// Daemon → daemon: state transfer of one region.
     Transfer(TransferMsg),
+    /// Daemon → point leader: anti-entropy between a subspace and the key
+    /// subspace.
+    Held(HeldObjects),
     /// Client, daemon or member → coordinator member.
     CoordRequest { id: u64, request: CoordRequest },
     /// Coordinator member → requester.
@@ -37,6 +40,30 @@ pub enum Message {
 pub struct ClientRef {
     pub client_id: u64,
     pub request_no: u64,
+}
+
+impl ClientRef {
+    /// The writer of anti-entropy's repairs (no client's: client ids are
+    /// random, and a repair is never answered nor remembered for
+    /// at-most-once).
+    pub const REPAIR: ClientRef = ClientRef {
+        client_id: 0,
+        request_no: 0,
+    };
+}
+
+/// Anti-entropy: live objects the head of a non-key region holds, sent to
+/// their keys' point leader. The point leader repairs each one the key
+/// subspace does not hold exactly there (at that version, in that
+/// region): an orphan left by an update lost with every key-region
+/// replica, or a region that missed a write.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeldObjects {
+    /// The sender's epoch; a point leader in another epoch ignores it.
+    pub epoch: Epoch,
+    pub space: SpaceId,
+    pub region: RegionId,
+    pub objects: Vec<(Value, Version)>,
 }
 
 /// The three flags that decide NOTFOUND and CMPFAIL (API.md §3.5).
@@ -177,8 +204,8 @@ impl Mutation {
     }
 }
 
-/// Why a mutation could not be applied (status CMPFAIL). The daemon's
-/// refusal reason starts with `[tag]`, so that clients can tell the cause
+/// Why a mutation could not be applied (status CMPFAIL). It travels as a
+/// field of [`DaemonResponse::CmpFail`], so that clients can tell the cause
 /// apart without parsing prose (API.md §0.2: "the Rust API reports the
 /// precise reason").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -200,48 +227,6 @@ pub enum CmpFailKind {
     NotFinite,
     /// Anything else.
     Other,
-}
-
-impl CmpFailKind {
-    /// The tag that starts a refusal reason.
-    pub fn tag(self) -> &'static str {
-        match self {
-            CmpFailKind::Predicate => "predicate",
-            CmpFailKind::Exists => "exists",
-            CmpFailKind::Overflow => "overflow",
-            CmpFailKind::DivideByZero => "divide-by-zero",
-            CmpFailKind::BadPath => "bad-path",
-            CmpFailKind::FieldType => "field-type",
-            CmpFailKind::NotFinite => "not-finite",
-            CmpFailKind::Other => "other",
-        }
-    }
-
-    /// The kind named by the `[tag]` at the start of `reason`; `Other`
-    /// when there is none.
-    pub fn of_reason(reason: &str) -> CmpFailKind {
-        const ALL: [CmpFailKind; 7] = [
-            CmpFailKind::Predicate,
-            CmpFailKind::Exists,
-            CmpFailKind::Overflow,
-            CmpFailKind::DivideByZero,
-            CmpFailKind::BadPath,
-            CmpFailKind::FieldType,
-            CmpFailKind::NotFinite,
-        ];
-        let Some(rest) = reason.strip_prefix('[') else {
-            return CmpFailKind::Other;
-        };
-        let tag = rest.split(']').next().unwrap_or("");
-        ALL.into_iter()
-            .find(|k| k.tag() == tag)
-            .unwrap_or(CmpFailKind::Other)
-    }
-
-    /// `reason` prefixed with this kind's tag.
-    pub fn reason(self, text: impl std::fmt::Display) -> String {
-        format!("[{}] {text}", self.tag())
-    }
 }
 
 /// An update of one key, evaluated once at the point leader.
@@ -342,9 +327,17 @@ pub enum DaemonResponse {
     Found { version: Version, object: Object },
     /// The update was applied on every replica of every subspace.
     Done,
-    /// The operation did not happen: NOTFOUND, CMPFAIL, UNKNOWNSPACE,
-    /// WRONGTYPE, SERVERERROR …, with a human-readable reason.
+    /// The operation did not happen: NOTFOUND, UNKNOWNSPACE, WRONGTYPE,
+    /// SERVERERROR …, with a human-readable reason. A CMPFAIL is answered
+    /// by [`DaemonResponse::CmpFail`] instead, which carries its kind.
     Failed { status: Status, reason: String },
+    /// The update changed nothing (status CMPFAIL).
+    CmpFail {
+        /// Why, for code.
+        kind: CmpFailKind,
+        /// Why, for people.
+        reason: String,
+    },
     /// One page of a search. `more`: the page was cut by a bound; ask
     /// again after its last object (the next page may be empty).
     SearchPage {
@@ -518,6 +511,15 @@ pub enum CoordRequest {
         id: DaemonId,
         epoch: Epoch,
     },
+    /// `reporter` could not reach `daemon` (a connection refused or timed
+    /// out, a queue that never drained): evidence of a gray failure the
+    /// heartbeats cannot show, such as a one-way partition. The leader
+    /// takes the daemon offline once reports from more than one reporter
+    /// agree (leader only; answered `Done`).
+    Unreachable {
+        daemon: DaemonId,
+        reporter: Reporter,
+    },
     /// A daemon can no longer serve (it cannot persist): take it out of
     /// every chain now rather than after the failure timeout (leader only).
     /// It does not come back by itself; answered `Done`.
@@ -572,6 +574,16 @@ pub enum HeartbeatAnswer {
     HeldOffline,
     /// The daemon must stop.
     Stop(StopReason),
+}
+
+/// Who reports a daemon unreachable (`CoordRequest::Unreachable`): each
+/// counts once, however often it reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Reporter {
+    /// A peer daemon.
+    Daemon(DaemonId),
+    /// A client process (its random reporter id).
+    Client(u64),
 }
 
 /// Why the coordinator tells a daemon to stop.
@@ -661,4 +673,38 @@ pub enum CoordResponse {
         lagging: Vec<DaemonId>,
         transfers: usize,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CMPFAIL's kind crosses the wire as itself, whatever the reason
+    /// says: a client never has to read the prose.
+    #[test]
+    fn cmpfail_kind_survives_the_frame() {
+        let kinds = [
+            CmpFailKind::Predicate,
+            CmpFailKind::Exists,
+            CmpFailKind::Overflow,
+            CmpFailKind::DivideByZero,
+            CmpFailKind::BadPath,
+            CmpFailKind::FieldType,
+            CmpFailKind::NotFinite,
+            CmpFailKind::Other,
+        ];
+        for (id, kind) in (0u64..).zip(kinds) {
+            // A reason that imitates the old `[tag]` text of another kind.
+            let sent = Message::DaemonResponse {
+                id,
+                response: DaemonResponse::CmpFail {
+                    kind,
+                    reason: "[exists] looks like a tag".into(),
+                },
+            };
+            let frame = crate::frame::encode(&sent);
+            let heard = crate::frame::decode(&frame[4..]).expect("a frame we encoded decodes");
+            assert_eq!(heard, sent);
+        }
+    }
 }

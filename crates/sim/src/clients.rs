@@ -228,6 +228,7 @@ fn hear(op: KvOp, resp: &DaemonResponse) -> Heard {
                 _ => Heard::Unexpected,
             }
         }
+        (DaemonResponse::CmpFail { .. }, _) => Heard::Result(KvResult::CmpFail),
         (DaemonResponse::Failed { status, .. }, _) => match status {
             Status::NotFound => Heard::Result(KvResult::NotFound),
             Status::CmpFail => Heard::Result(KvResult::CmpFail),

@@ -47,6 +47,13 @@ impl World {
                 why.push(format!("{} is {state:?}", d.id));
             }
         }
+        if why.is_empty() {
+            // Quiet, but not yet whole: anti-entropy has orphans to repair,
+            // or a region still lacks replicas.
+            if let Err(e) = self.check_replicas() {
+                why.push(e.to_string());
+            }
+        }
         why.join("; ")
     }
 

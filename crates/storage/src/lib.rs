@@ -3,7 +3,7 @@
 //! What it is: the [`Engine`] trait — a region-scoped byte map plus a small
 //! metadata map, with atomic batches — and two implementations: [`FjallEngine`]
 //! (durable, on disk, the default) and [`MemoryEngine`] (for unit tests and the
-//! simulator).
+//! simulator). [`fault`] holds fault injection for tests.
 //!
 //! What it is not: it knows nothing of values, versions or chains; the daemon
 //! decides what the bytes mean. It never interprets keys beyond their region
@@ -16,6 +16,7 @@
 //! same atomic batch as the objects they describe); keyspace `meta` holds
 //! named records (the daemon's instance id, its last configuration).
 
+pub mod fault;
 mod fjall_engine;
 mod memory;
 

@@ -2,7 +2,7 @@
 
 use crate::{region_key, Engine, IndexRange, IndexWrite, StorageError, Write};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use tessera_types::RegionId;
 
 #[derive(Default)]
@@ -19,6 +19,14 @@ impl MemoryEngine {
     }
 }
 
+/// Locks `mutex`, recovering it if poisoned. A lock is poisoned when a
+/// caller's visitor panics during a scan, which holds it; the maps change
+/// only in code that does not panic, so they are whole, and the engine
+/// goes on serving instead of panicking in every later call.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn region_bounds(region: RegionId) -> (Vec<u8>, Option<Vec<u8>>) {
     let start = region.0.to_be_bytes().to_vec();
     let end = region.0.checked_add(1).map(|n| n.to_be_bytes().to_vec());
@@ -27,12 +35,7 @@ fn region_bounds(region: RegionId) -> (Vec<u8>, Option<Vec<u8>>) {
 
 impl Engine for MemoryEngine {
     fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self
-            .objects
-            .lock()
-            .expect("poisoned")
-            .get(&region_key(region, key))
-            .cloned())
+        Ok(lock(&self.objects).get(&region_key(region, key)).cloned())
     }
 
     fn apply_with_index(
@@ -41,8 +44,8 @@ impl Engine for MemoryEngine {
         index_writes: Vec<IndexWrite>,
     ) -> Result<(), StorageError> {
         // Both locks, always in this order, so a batch is seen whole.
-        let mut objects = self.objects.lock().expect("poisoned");
-        let mut index = self.index.lock().expect("poisoned");
+        let mut objects = lock(&self.objects);
+        let mut index = lock(&self.index);
         for write in writes {
             match write {
                 Write::Put { region, key, value } => {
@@ -74,7 +77,7 @@ impl Engine for MemoryEngine {
     ) -> Result<(), StorageError> {
         // Copied out, so that `visit` may call back into the engine.
         let mut entries: Vec<Vec<u8>> = {
-            let index = self.index.lock().expect("poisoned");
+            let index = lock(&self.index);
             let (start, end) = region_bounds(region);
             index
                 .range(start..)
@@ -100,7 +103,7 @@ impl Engine for MemoryEngine {
         after: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
-        let objects = self.objects.lock().expect("poisoned");
+        let objects = lock(&self.objects);
         let (start, end) = region_bounds(region);
         for (k, v) in objects.range(start..) {
             if end.as_ref().is_some_and(|e| k >= e) {
@@ -120,16 +123,16 @@ impl Engine for MemoryEngine {
     fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
         let (start, end) = region_bounds(region);
         let outside = |k: &Vec<u8>| !(k >= &start && end.as_ref().is_none_or(|e| k < e));
-        let mut objects = self.objects.lock().expect("poisoned");
-        let mut index = self.index.lock().expect("poisoned");
+        let mut objects = lock(&self.objects);
+        let mut index = lock(&self.index);
         objects.retain(|k, _| outside(k));
         index.retain(outside);
         Ok(())
     }
 
     fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
-        let objects = self.objects.lock().expect("poisoned");
-        let index = self.index.lock().expect("poisoned");
+        let objects = lock(&self.objects);
+        let index = lock(&self.index);
         let mut out: Vec<RegionId> = objects
             .keys()
             .chain(index.iter())
@@ -141,14 +144,11 @@ impl Engine for MemoryEngine {
     }
 
     fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self.meta.lock().expect("poisoned").get(name).cloned())
+        Ok(lock(&self.meta).get(name).cloned())
     }
 
     fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
-        self.meta
-            .lock()
-            .expect("poisoned")
-            .insert(name.to_string(), value.to_vec());
+        lock(&self.meta).insert(name.to_string(), value.to_vec());
         Ok(())
     }
 
@@ -165,6 +165,27 @@ mod tests {
     #[test]
     fn conformance() {
         crate::conformance::basic(&MemoryEngine::new());
+    }
+
+    /// A visitor that panics mid-scan poisons the lock the scan holds; the
+    /// engine still serves what it held and takes new writes afterwards.
+    #[test]
+    fn a_panicking_visitor_leaves_the_engine_usable() {
+        let engine = MemoryEngine::new();
+        let put = |key: &[u8], value: &[u8]| Write::Put {
+            region: RegionId(3),
+            key: key.to_vec(),
+            value: value.to_vec(),
+        };
+        engine.apply(vec![put(b"a", b"1")]).unwrap();
+        let panicked = std::panic::catch_unwind(|| {
+            let _ = engine.scan(RegionId(3), None, &mut |_, _| panic!("a visitor bug"));
+        });
+        assert!(panicked.is_err(), "the visitor ran and panicked");
+        assert!(engine.objects.is_poisoned());
+        assert_eq!(engine.get(RegionId(3), b"a").unwrap(), Some(b"1".to_vec()));
+        engine.apply(vec![put(b"b", b"2")]).unwrap();
+        assert_eq!(engine.get(RegionId(3), b"b").unwrap(), Some(b"2".to_vec()));
     }
 
     proptest! {

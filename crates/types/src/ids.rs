@@ -34,7 +34,49 @@ id_type!(
     Epoch, "e"
 );
 id_type!(
-    /// The version of one key's object, assigned by its point leader; the
-    /// first write of a key has version 1.
+    /// The version of one key's object, assigned by its point leader (see
+    /// [`Version::next`]).
     Version, "v"
 );
+
+impl Version {
+    /// How many versions one key may take within one epoch before its
+    /// versions run into the next epoch's floor.
+    pub const PER_EPOCH: u64 = 1 << 32;
+
+    /// The version a point leader in `epoch` gives the update that follows
+    /// `prev`: one more, and at least the epoch's *floor* (`epoch ×
+    /// 2³²`). The floor makes a new point leader's versions exceed every
+    /// version an earlier one issued — also one it issued, sent down the
+    /// chain and then lost with every key-region replica (beyond f) — so a
+    /// region that kept such an orphan can never take it for newer than
+    /// what the key subspace writes next, and anti-entropy's repair, a
+    /// write at a fresh version, always supersedes it.
+    pub fn next(prev: Option<Version>, epoch: Epoch) -> Version {
+        let floor = epoch.0.saturating_mul(Self::PER_EPOCH);
+        Version(prev.map_or(1, |v| v.0.saturating_add(1)).max(floor))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_grow_and_a_later_epoch_exceeds_everything_an_earlier_one_issued() {
+        let first = Version::next(None, Epoch(3));
+        assert_eq!(first, Version(3 * Version::PER_EPOCH));
+        let second = Version::next(Some(first), Epoch(3));
+        assert_eq!(second, Version(first.0 + 1));
+        // However many versions epoch 3 issued (below its share), the
+        // next epoch starts above them all.
+        let busy = Version(4 * Version::PER_EPOCH - 1);
+        assert!(Version::next(None, Epoch(4)) > busy);
+        assert_eq!(Version::next(Some(busy), Epoch(4)), Version(busy.0 + 1));
+        // An update that follows a version from a later epoch (a stale
+        // point leader's view) still moves forward.
+        let later = Version(9 * Version::PER_EPOCH + 5);
+        assert_eq!(Version::next(Some(later), Epoch(4)), Version(later.0 + 1));
+        assert_eq!(Version::next(None, Epoch(0)), Version(1));
+    }
+}

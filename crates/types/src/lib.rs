@@ -18,35 +18,40 @@
 //!   (byte rules in `docs/PROTOCOL.md`, section "Coordinates").
 //! - [`region`]: grid sizes, split points, the region holding a point, the
 //!   regions meeting a box.
-//! - [`predicate`]: [`Check`] and its semantics, [`validate_check`],
-//!   [`coordinate_interval`] and [`coerce_value`] for written values.
+//! - [`predicate`]: [`Check`] and its semantics, [`validate_check`];
+//!   [`regex`](mod@regex) its pattern dialect; [`interval`]:
+//!   [`coordinate_interval`], the coordinates a check confines an attribute
+//!   to; [`coerce`]: [`coerce_value`] and the canonical form of written values.
 //! - [`plan`]: [`plan_search`], the fewest regions of one subspace that can
 //!   hold every match, and [`describe_plan`].
 //! - [`config`]: the [`Configuration`] published by epoch.
 
 #![warn(missing_docs)]
 
+pub mod coerce;
 pub mod config;
 pub mod coordinate;
 pub mod ids;
+pub mod interval;
 pub mod parse;
 pub mod plan;
 pub mod predicate;
+pub mod regex;
 pub mod region;
 pub mod schema;
 pub mod value;
 
+pub use coerce::{coerce_value, TypeError};
 pub use config::{
     Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceLayout,
     Transfer,
 };
 pub use coordinate::{coordinate, key_bytes, string_hash};
 pub use ids::{DaemonId, Epoch, RegionId, SpaceId, Version};
+pub use interval::coordinate_interval;
 pub use parse::{format_space, parse_space, ParseSpaceError};
 pub use plan::{describe_plan, plan_search, SearchPlan};
-pub use predicate::{
-    coerce_value, coordinate_interval, validate_check, Check, CheckError, PredOp, TypeError,
-};
+pub use predicate::{validate_check, Check, CheckError, PredOp};
 pub use region::KeyRegionError;
 pub use schema::{Attribute, SpaceDesc};
 pub use value::{DataType, Object, Prim, TimeUnit, Value};

@@ -18,7 +18,8 @@
 //! contacts zero regions, whichever attribute it is on.
 
 use crate::config::Space;
-use crate::predicate::{coordinate_interval, intersect_intervals, interval_is_empty, Check};
+use crate::interval::{coordinate_interval, intersect_intervals, interval_is_empty};
+use crate::predicate::Check;
 use crate::region::{count_regions_intersecting, regions_intersecting};
 use std::fmt::Write as _;
 

@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Coordinate intervals here are inclusive `(lo, hi)` pairs; an interval with
-//! `lo > hi` is empty (see [`crate::predicate::coordinate_interval`]).
+//! `lo > hi` is empty (see [`crate::interval::coordinate_interval`]).
 
 use crate::config::{Region, Space, SubspaceLayout};
 use crate::coordinate::coordinate;

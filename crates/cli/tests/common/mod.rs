@@ -69,6 +69,18 @@ pub struct Procs {
 impl Procs {
     /// Starts `tessera ARGS`, stdout and stderr appended to `log`.
     pub fn spawn(&mut self, name: &str, args: &[String], log: &Path) -> u32 {
+        self.spawn_with_env(name, args, log, &[])
+    }
+
+    /// [`Procs::spawn`] with extra environment variables for this process
+    /// only (fault injection, for instance).
+    pub fn spawn_with_env(
+        &mut self,
+        name: &str,
+        args: &[String],
+        log: &Path,
+        env: &[(&str, String)],
+    ) -> u32 {
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -81,6 +93,7 @@ impl Procs {
                 "RUST_LOG",
                 std::env::var("TESSERA_TEST_LOG").unwrap_or_else(|_| "warn".into()),
             )
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -232,11 +245,17 @@ impl Cluster {
 
     /// Starts daemon `i` against coordinator member 0.
     pub fn start_daemon(&mut self, i: usize) {
+        self.start_daemon_with_env(i, &[]);
+    }
+
+    /// Starts daemon `i` with extra environment variables.
+    pub fn start_daemon_with_env(&mut self, i: usize, env: &[(&str, String)]) {
         let data = self.dir.path().join(format!("daemon-{i}"));
         let mut args = server_args("daemon", self.daemon_ports[i], None, &data);
         args.extend(["--coordinator".to_string(), self.coordinator_addr(0)]);
         let log = self.dir.path().join(format!("daemon-{i}.log"));
-        self.procs.spawn(&format!("daemon-{i}"), &args, &log);
+        self.procs
+            .spawn_with_env(&format!("daemon-{i}"), &args, &log, env);
     }
 
     /// An admin handle over every coordinator member.

@@ -1,0 +1,229 @@
+//! [`IndexedEngine`]: the storage decorator that writes index entries in
+//! the same atomic batch as the objects they describe.
+
+use super::entry::object_entries;
+use super::indexed_attrs;
+use crate::record::{DecodeRecordError, Record};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, RwLock};
+use tessera_storage::{Engine, IndexRange, IndexWrite, StorageError, Write};
+use tessera_types::{Configuration, RegionId};
+
+/// Number of lock stripes of an [`IndexedEngine`].
+const STRIPES: usize = 64;
+
+/// An engine that keeps every region's index in step with its objects (see
+/// the module docs). Every method but `apply_with_index` passes through.
+pub struct IndexedEngine {
+    inner: Arc<dyn Engine>,
+    /// The indexed attributes of each region the configuration names.
+    specs: RwLock<Arc<HashMap<RegionId, Arc<[usize]>>>>,
+    /// Writes of one key read its old record and write the new one under
+    /// the key's stripe, so two writers cannot both miss each other's entries.
+    stripes: Vec<Mutex<()>>,
+}
+
+/// Meta record naming the index format the engine's entries follow; absent
+/// in data written before indexes existed, which [`IndexedEngine::open`]
+/// then indexes.
+const META_INDEX_FORMAT: &str = "index_format";
+const INDEX_FORMAT: &[u8] = b"1";
+
+fn specs_of(config: &Configuration) -> HashMap<RegionId, Arc<[usize]>> {
+    let mut out = HashMap::new();
+    for space in &config.spaces {
+        for (subspace, layout) in space.subspaces.iter().enumerate() {
+            let attrs: Arc<[usize]> = indexed_attrs(&space.desc, subspace).into();
+            for region in &layout.regions {
+                out.insert(region.id, attrs.clone());
+            }
+        }
+    }
+    out
+}
+
+fn stripe_of(region: RegionId, key: &[u8]) -> usize {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    region.hash(&mut h);
+    key.hash(&mut h);
+    (h.finish() % STRIPES as u64) as usize
+}
+
+fn record_entries(
+    attrs: &[usize],
+    key: &[u8],
+    bytes: &[u8],
+) -> Result<Vec<Vec<u8>>, DecodeRecordError> {
+    Ok(match Record::decode(bytes)?.object {
+        Some(object) => object_entries(attrs, &object, key),
+        None => Vec::new(),
+    })
+}
+
+impl IndexedEngine {
+    /// Wraps `inner` for the regions of `config`, first indexing every
+    /// stored object if the data predates indexes.
+    pub fn open(inner: Arc<dyn Engine>, config: &Configuration) -> Result<Self, StorageError> {
+        let engine = IndexedEngine {
+            inner,
+            specs: RwLock::new(Arc::new(specs_of(config))),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+        };
+        if engine.inner.meta_get(META_INDEX_FORMAT)?.as_deref() != Some(INDEX_FORMAT) {
+            for region in engine.inner.regions()? {
+                engine.rebuild_region(region)?;
+            }
+            engine.inner.meta_put(META_INDEX_FORMAT, INDEX_FORMAT)?;
+        }
+        Ok(engine)
+    }
+
+    /// Learns the regions of a new configuration. Call it before anything
+    /// writes to a region the configuration adds.
+    pub fn on_config(&self, config: &Configuration) {
+        let specs = Arc::new(specs_of(config));
+        *self.specs.write().unwrap_or_else(|p| p.into_inner()) = specs;
+    }
+
+    fn spec(&self, region: RegionId) -> Option<Arc<[usize]>> {
+        self.specs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&region)
+            .filter(|attrs| !attrs.is_empty())
+            .cloned()
+    }
+
+    /// Writes the entries of every object of the region (entries already
+    /// there stay; they are a set).
+    pub fn rebuild_region(&self, region: RegionId) -> Result<(), StorageError> {
+        let Some(attrs) = self.spec(region) else {
+            return Ok(());
+        };
+        let mut puts = Vec::new();
+        self.inner.scan(region, None, &mut |key, bytes| {
+            if let Ok(entries) = record_entries(&attrs, key, bytes) {
+                puts.extend(
+                    entries
+                        .into_iter()
+                        .map(|entry| IndexWrite::Put { region, entry }),
+                );
+            }
+            true
+        })?;
+        for chunk in puts.chunks(4096) {
+            self.inner.apply_with_index(Vec::new(), chunk.to_vec())?;
+        }
+        Ok(())
+    }
+}
+
+/// A write to an indexed region: its region, key, new record (none: a
+/// delete) and the attributes the region indexes.
+type IndexedWrite<'a> = (RegionId, &'a [u8], Option<&'a [u8]>, Arc<[usize]>);
+
+impl Engine for IndexedEngine {
+    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.get(region, key)
+    }
+
+    fn apply_with_index(
+        &self,
+        writes: Vec<Write>,
+        mut index: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        let indexed: Vec<IndexedWrite> = writes
+            .iter()
+            .filter_map(|w| {
+                let (region, key, value) = match w {
+                    Write::Put { region, key, value } => (*region, key, Some(value.as_slice())),
+                    Write::Delete { region, key } => (*region, key, None),
+                };
+                Some((region, key.as_slice(), value, self.spec(region)?))
+            })
+            .collect();
+        if indexed.is_empty() {
+            return self.inner.apply_with_index(writes, index);
+        }
+        let mut stripes: Vec<usize> = indexed
+            .iter()
+            .map(|&(region, key, ..)| stripe_of(region, key))
+            .collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _guards: Vec<_> = stripes
+            .iter()
+            .map(|&s| self.stripes[s].lock().unwrap_or_else(|p| p.into_inner()))
+            .collect();
+        // The entries each key has so far, counting earlier writes of this batch.
+        let mut current: HashMap<(RegionId, &[u8]), Vec<Vec<u8>>> = HashMap::new();
+        for (region, key, value, attrs) in indexed {
+            let old = match current.remove(&(region, key)) {
+                Some(old) => old,
+                None => match self.inner.get(region, key)? {
+                    // An old record that does not decode has unknown entries;
+                    // any it left are stale, which readers tolerate.
+                    Some(bytes) => record_entries(&attrs, key, &bytes).unwrap_or_default(),
+                    None => Vec::new(),
+                },
+            };
+            let new = match value {
+                Some(bytes) => record_entries(&attrs, key, bytes).map_err(|e| {
+                    StorageError::Engine(format!("cannot index a write to {region}: {e}"))
+                })?,
+                None => Vec::new(),
+            };
+            for entry in new.iter().filter(|e| !old.contains(e)) {
+                index.push(IndexWrite::Put {
+                    region,
+                    entry: entry.clone(),
+                });
+            }
+            // Disjoint from the puts just made, so their order is free.
+            for entry in old.into_iter().filter(|e| !new.contains(e)) {
+                index.push(IndexWrite::Delete { region, entry });
+            }
+            current.insert((region, key), new);
+        }
+        self.inner.apply_with_index(writes, index)
+    }
+
+    fn scan(
+        &self,
+        region: RegionId,
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.inner.scan(region, after, visit)
+    }
+
+    fn index_scan(
+        &self,
+        region: RegionId,
+        range: IndexRange<'_>,
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.inner.index_scan(region, range, visit)
+    }
+
+    fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
+        self.inner.drop_region(region)
+    }
+
+    fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
+        self.inner.regions()
+    }
+
+    fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.meta_get(name)
+    }
+
+    fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
+        self.inner.meta_put(name, value)
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        self.inner.sync()
+    }
+}

@@ -1,0 +1,58 @@
+//! Secondary indexes inside each region, so that a search reads only the
+//! objects its checks can match instead of the whole region.
+//!
+//! What is indexed: in every region of a space, every attribute that a
+//! subspace or an `index` clause names and whose type has a coordinate
+//! (string, int, float, timestamp) — [`indexed_attrs`]. An entry is
+//! `attr (u32 BE) ++ coordinate (u64 BE) ++ storage key`; ints, floats and
+//! timestamps have order-preserving coordinates, so a range of values is a
+//! range of entries, and a string's coordinate is its hash, so string
+//! equality is one short range too (hash collisions are filtered out).
+//!
+//! How it stays right: [`IndexedEngine`] wraps the storage engine and, for
+//! every object it writes, computes the entries the old and the new record
+//! imply and writes the difference in the same atomic batch as the object —
+//! so a crash leaves both or neither, and state transfer (which writes
+//! through the same engine) indexes what it copies. Dropping a region drops
+//! its entries. Readers never trust an entry alone: the page readers
+//! ([`key_order_page`], [`sorted_page`]) load the object an entry names,
+//! skip it unless its current value still has the entry's coordinate, and
+//! evaluate every check on it.
+//!
+//! Which index a search uses is pure ([`choose_access`]): an equality
+//! first, then the walk of the sort attribute in order when a sorted search
+//! has a limit and nothing else narrows, then the narrowest range, else the
+//! whole region. A check whose interval covers this region's whole cell
+//! (its subspace already confines every object to it) narrows nothing.
+
+mod access;
+mod engine;
+mod entry;
+mod page;
+
+pub use access::{choose_access, place_of, region_cell, Access, RegionPlace, Walk};
+pub use engine::IndexedEngine;
+pub use entry::{entry, entry_bounds, entry_parts, object_entries};
+pub use page::{key_order_page, sorted_page, Match, PageBounds};
+use tessera_types::SpaceDesc;
+
+/// The attributes the regions of subspace `subspace` (0: the key subspace)
+/// index, ascending: in the key subspace every indexed attribute of the
+/// space ([`SpaceDesc::indexed_attrs`]: those a subspace or an `index`
+/// clause names); in another subspace its own attributes and the `index`
+/// clauses' (hashable ones only). A search goes to one subspace's regions:
+/// to the subspace of the attribute its checks narrow, or to the key
+/// subspace when none narrows — so each put writes entries in proportion to
+/// its subspaces, not to their square.
+pub fn indexed_attrs(desc: &SpaceDesc, subspace: usize) -> Vec<usize> {
+    if subspace == 0 {
+        return desc.indexed_attrs();
+    }
+    desc.indexable(
+        desc.subspaces
+            .get(subspace - 1)
+            .into_iter()
+            .flatten()
+            .chain(&desc.indexes),
+    )
+}

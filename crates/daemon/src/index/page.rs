@@ -1,0 +1,463 @@
+//! Page readers: one page of a region's matches, in key order or in a
+//! sorted search's order, read through an index or by a scan.
+
+use super::access::{Access, Walk};
+use super::entry::{entry, entry_bounds, entry_parts};
+use crate::record::{ReadRecordError, Record};
+use std::cell::{Cell, RefCell};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use tessera_protocol::SortBy;
+use tessera_storage::{Engine, IndexRange};
+use tessera_types::coordinate::coordinate;
+use tessera_types::{Check, Object, RegionId, Value, Version};
+
+/// One object a search found.
+#[derive(Clone, Debug)]
+pub struct Match {
+    /// Its storage key (`key_bytes` of the key).
+    pub key: Vec<u8>,
+    pub version: Version,
+    pub object: Object,
+    /// The size of its stored record.
+    pub bytes: usize,
+}
+
+/// What an index walk does with an entry before loading its object.
+enum Step {
+    /// Load the object and, if it matches, hand it on.
+    Load,
+    /// Pass over it.
+    Skip,
+    /// End the walk.
+    Stop,
+}
+
+/// Loads the object an entry names; `None` unless it exists, still has the
+/// entry's coordinate at `attr` (so a stale entry is ignored and no object
+/// is found twice) and matches every check.
+fn load_match(
+    engine: &dyn Engine,
+    region: RegionId,
+    attr: usize,
+    coord: u64,
+    key: &[u8],
+    checks: &[Check],
+) -> Result<Option<Match>, ReadRecordError> {
+    let Some(bytes) = engine.get(region, key)? else {
+        return Ok(None);
+    };
+    let record = Record::decode(&bytes)?;
+    let Some(object) = record.object else {
+        return Ok(None);
+    };
+    if object.values.get(attr).and_then(coordinate) != Some(coord)
+        || !checks.iter().all(|c| c.matches(&object))
+    {
+        return Ok(None);
+    }
+    Ok(Some(Match {
+        key: key.to_vec(),
+        version: record.version,
+        object,
+        bytes: bytes.len(),
+    }))
+}
+
+/// The index entries a walk reads: those of `attr` with a coordinate in
+/// `interval`, from `start` instead of the interval's first entry when
+/// given, largest first when `reverse`.
+struct Entries {
+    attr: usize,
+    interval: (u64, u64),
+    start: Option<Vec<u8>>,
+    reverse: bool,
+}
+
+impl Entries {
+    /// Every entry of `attr` in `interval`, smallest first.
+    fn of(attr: usize, interval: (u64, u64)) -> Entries {
+        Entries {
+            attr,
+            interval,
+            start: None,
+            reverse: false,
+        }
+    }
+}
+
+/// Walks `entries`; `step(coordinate, key)` decides per entry, `found` gets
+/// each match and returns whether to go on.
+fn walk_index(
+    engine: &dyn Engine,
+    region: RegionId,
+    entries: Entries,
+    checks: &[Check],
+    step: &mut dyn FnMut(u64, &[u8]) -> Step,
+    found: &mut dyn FnMut(Match) -> bool,
+) -> Result<(), ReadRecordError> {
+    let Entries {
+        attr,
+        interval,
+        start,
+        reverse,
+    } = entries;
+    let (first, end) = entry_bounds(attr, interval);
+    let start = start.unwrap_or(first);
+    let range = IndexRange {
+        start: &start,
+        end: end.as_deref(),
+        reverse,
+    };
+    let mut failure = None;
+    engine.index_scan(region, range, &mut |entry| {
+        let Some((_, coord, key)) = entry_parts(entry) else {
+            return true;
+        };
+        match step(coord, key) {
+            Step::Stop => false,
+            Step::Skip => true,
+            Step::Load => match load_match(engine, region, attr, coord, key, checks) {
+                Ok(Some(m)) => found(m),
+                Ok(None) => true,
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
+            },
+        }
+    })?;
+    failure.map_or(Ok(()), Err)
+}
+
+/// Scans the region in key order after `after`; `found` gets each match
+/// and returns whether to go on.
+fn scan_region(
+    engine: &dyn Engine,
+    region: RegionId,
+    after: Option<&[u8]>,
+    checks: &[Check],
+    found: &mut dyn FnMut(Match) -> bool,
+) -> Result<(), ReadRecordError> {
+    let mut failure = None;
+    engine.scan(
+        region,
+        after,
+        &mut |key, bytes| match Record::decode(bytes) {
+            Ok(Record {
+                version,
+                object: Some(object),
+                ..
+            }) if checks.iter().all(|c| c.matches(&object)) => found(Match {
+                key: key.to_vec(),
+                version,
+                object,
+                bytes: bytes.len(),
+            }),
+            Ok(_) => true,
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        },
+    )?;
+    failure.map_or(Ok(()), |e| Err(e.into()))
+}
+
+/// Bounds on one page: at most `objects` matches, and the page is cut once
+/// the `size` of its matches reaches `size_max` (a page always holds at
+/// least one match).
+#[derive(Clone, Copy)]
+pub struct PageBounds {
+    pub objects: usize,
+    pub size: fn(&Match) -> usize,
+    pub size_max: usize,
+}
+
+/// Orders matches by key, so a max-heap keeps the largest key on top.
+struct ByKey(Match);
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+impl Eq for ByKey {}
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.key.cmp(&other.0.key)
+    }
+}
+
+/// Keeps the first matches of `ranked` (ascending) until the page's size
+/// bound; returns them and whether any was cut.
+fn cut_to_size(ranked: Vec<Match>, bounds: PageBounds) -> (Vec<Match>, bool) {
+    let mut out = Vec::with_capacity(ranked.len());
+    let mut total = 0;
+    let mut cut = false;
+    for m in ranked {
+        let size = (bounds.size)(&m);
+        if !out.is_empty() && total + size > bounds.size_max {
+            cut = true;
+            break;
+        }
+        total += size;
+        out.push(m);
+    }
+    (out, cut)
+}
+
+/// One page of the region's matches in key order after `after`, and
+/// whether more may follow (then the next page may be empty).
+///
+/// A scan stops at the bound. An equality walks its entries, which share a
+/// coordinate and so come in key order, from `after` on. A range's entries
+/// come in value order: the page keeps the `bounds.objects` smallest
+/// matching keys in a heap, loading an entry's object only when its key
+/// would enter the heap.
+pub fn key_order_page(
+    engine: &dyn Engine,
+    region: RegionId,
+    access: &Access,
+    checks: &[Check],
+    after: Option<&[u8]>,
+    bounds: PageBounds,
+) -> Result<(Vec<Match>, bool), ReadRecordError> {
+    let wanted = bounds.objects;
+    if wanted == 0 {
+        return Ok((Vec::new(), false));
+    }
+    let mut page = Vec::new();
+    let mut total = 0;
+    let mut more = false;
+    let mut take = |m: Match| {
+        total += (bounds.size)(&m);
+        page.push(m);
+        more = page.len() >= wanted || total >= bounds.size_max;
+        !more
+    };
+    match *access {
+        Access::Nothing => {}
+        Access::Scan => scan_region(engine, region, after, checks, &mut take)?,
+        Access::Index { attr, interval, .. } if interval.0 == interval.1 => {
+            let start = after.map(|a| {
+                let mut e = entry(attr, interval.0, a);
+                e.push(0); // the first entry after `a`'s
+                e
+            });
+            walk_index(
+                engine,
+                region,
+                Entries {
+                    start,
+                    ..Entries::of(attr, interval)
+                },
+                checks,
+                &mut |_, _| Step::Load,
+                &mut take,
+            )?;
+        }
+        Access::Index { attr, interval, .. } => {
+            let mut heap: BinaryHeap<ByKey> = BinaryHeap::with_capacity(wanted + 1);
+            // The heap's largest key once it is full: larger keys cannot enter.
+            let largest: RefCell<Option<Vec<u8>>> = RefCell::new(None);
+            let passed = Cell::new(false);
+            walk_index(
+                engine,
+                region,
+                Entries::of(attr, interval),
+                checks,
+                &mut |_, key| {
+                    if after.is_some_and(|a| key <= a) {
+                        Step::Skip
+                    } else if largest.borrow().as_deref().is_some_and(|l| key >= l) {
+                        passed.set(true);
+                        Step::Skip
+                    } else {
+                        Step::Load
+                    }
+                },
+                &mut |m| {
+                    heap.push(ByKey(m));
+                    if heap.len() > wanted {
+                        heap.pop();
+                        passed.set(true);
+                    }
+                    if heap.len() >= wanted {
+                        *largest.borrow_mut() = heap.peek().map(|top| top.0.key.clone());
+                    }
+                    true
+                },
+            )?;
+            let passed = passed.get();
+            let ranked = heap.into_sorted_vec().into_iter().map(|b| b.0).collect();
+            let (objects, cut) = cut_to_size(ranked, bounds);
+            return Ok((objects, passed || cut));
+        }
+    }
+    Ok((page, more))
+}
+
+/// A match ranked by a sorted search's order ([`SortBy::compare`]), so a
+/// max-heap keeps the worst on top.
+struct Ranked(SortBy, Match);
+
+impl Ranked {
+    fn position(&self) -> (&Value, &[u8]) {
+        (&self.1.object.values[self.0.attr], &self.1.key)
+    }
+}
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Ranked {}
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.compare(self.position(), other.position())
+    }
+}
+
+/// One page of the region's best matches in [`SortBy::compare`] order,
+/// strictly after `after` (a sort value and a key; without a value, after
+/// the key among equal values), and whether more may
+/// follow (then the next page may be empty).
+///
+/// The page holds the best `bounds.objects` in a heap. Read through the
+/// sort attribute's own index in its order ([`Walk::following`]), the walk
+/// starts at `after`'s coordinate and stops once the heap is full and the
+/// entries' coordinate has passed its worst member's: nothing later can
+/// rank higher.
+pub fn sorted_page(
+    engine: &dyn Engine,
+    region: RegionId,
+    access: &Access,
+    checks: &[Check],
+    sort: SortBy,
+    after: Option<(Option<&Value>, &[u8])>,
+    bounds: PageBounds,
+) -> Result<(Vec<Match>, bool), ReadRecordError> {
+    let wanted = bounds.objects;
+    if wanted == 0 {
+        return Ok((Vec::new(), false));
+    }
+    let mut top = TopN {
+        heap: BinaryHeap::with_capacity(wanted + 1),
+        wanted,
+        sort,
+        after,
+        dropped: false,
+    };
+    match *access {
+        Access::Nothing => {}
+        Access::Scan => scan_region(engine, region, None, checks, &mut |m| {
+            top.offer(m);
+            true
+        })?,
+        Access::Index {
+            attr,
+            interval,
+            walk,
+        } if attr == sort.attr && walk == Walk::following(sort) => {
+            let descending = sort.descending;
+            let (mut lo, mut hi) = interval;
+            if let Some(c) = after.and_then(|(v, _)| v.and_then(coordinate)) {
+                if descending {
+                    hi = hi.min(c);
+                } else {
+                    lo = lo.max(c);
+                }
+            }
+            if lo <= hi {
+                // The coordinate of the heap's worst member, once it is full.
+                let worst = Cell::new(None::<u64>);
+                let stopped = Cell::new(false);
+                walk_index(
+                    engine,
+                    region,
+                    Entries {
+                        reverse: descending,
+                        ..Entries::of(attr, (lo, hi))
+                    },
+                    checks,
+                    &mut |coord, _| match worst.get() {
+                        Some(w) if (descending && coord < w) || (!descending && coord > w) => {
+                            stopped.set(true);
+                            Step::Stop
+                        }
+                        _ => Step::Load,
+                    },
+                    &mut |m| {
+                        top.offer(m);
+                        if top.heap.len() >= wanted {
+                            worst.set(top.heap.peek().and_then(|r| coordinate(r.position().0)));
+                        }
+                        true
+                    },
+                )?;
+                top.dropped |= stopped.get();
+            }
+        }
+        Access::Index { attr, interval, .. } => walk_index(
+            engine,
+            region,
+            Entries::of(attr, interval),
+            checks,
+            &mut |_, _| Step::Load,
+            &mut |m| {
+                top.offer(m);
+                true
+            },
+        )?,
+    }
+    let dropped = top.dropped;
+    let ranked = top
+        .heap
+        .into_sorted_vec()
+        .into_iter()
+        .map(|r| r.1)
+        .collect();
+    let (objects, cut) = cut_to_size(ranked, bounds);
+    Ok((objects, dropped || cut))
+}
+
+/// The best `wanted` matches strictly after `after` seen so far.
+struct TopN<'a> {
+    heap: BinaryHeap<Ranked>,
+    wanted: usize,
+    sort: SortBy,
+    /// A sort value and a key; without the value, only the key counts.
+    after: Option<(Option<&'a Value>, &'a [u8])>,
+    /// Whether a match ranked out of the heap.
+    dropped: bool,
+}
+
+impl TopN<'_> {
+    fn offer(&mut self, m: Match) {
+        let Some(value) = m.object.values.get(self.sort.attr) else {
+            return;
+        };
+        if let Some((after_value, after_key)) = self.after {
+            let after_value = after_value.unwrap_or(value);
+            if self.sort.compare((value, &m.key), (after_value, after_key)) != Ordering::Greater {
+                return;
+            }
+        }
+        self.heap.push(Ranked(self.sort, m));
+        if self.heap.len() > self.wanted {
+            self.heap.pop();
+            self.dropped = true;
+        }
+    }
+}
