@@ -5,13 +5,18 @@ use crate::check::{Event, KvOp, KvResult};
 use crate::knobs::Rng;
 use crate::report::Violation;
 use crate::world::{Ev, Msg, Node, World, CLIENT_TIMEOUT_MS};
+
+/// A client reports one daemon unreachable at most this often (the
+/// client library's interval).
+const UNREACHABLE_REPORT_MS: u64 = 1_000;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use tessera_daemon::chain::key_region;
 use tessera_protocol::{
-    Action, ClientRef, DaemonRequest, DaemonResponse, Mutation, NumOp, Status, UpdateFlags,
-    UpdateRequest,
+    Action, ClientRef, CoordRequest, DaemonRequest, DaemonResponse, Mutation, NumOp, Reporter,
+    Status, UpdateFlags, UpdateRequest,
 };
-use tessera_types::{Check, Configuration, PredOp, SpaceId, Value};
+use tessera_types::{Check, Configuration, DaemonId, PredOp, SpaceId, Value};
 
 pub(crate) struct Current {
     pub(crate) key: i64,
@@ -30,6 +35,8 @@ pub(crate) struct SimClient {
     pub(crate) current: Option<Current>,
     /// Final reads: keys still to read after everything settled.
     pub(crate) final_reads: Vec<i64>,
+    /// When it last reported each daemon unreachable.
+    pub(crate) reported: BTreeMap<DaemonId, u64>,
 }
 
 impl World {
@@ -129,6 +136,7 @@ impl World {
             return;
         };
         self.trace(|| format!("client {c} key {key} {op:?} #{request_no} -> {leader} at {epoch}"));
+        self.report_if_severed(c, leader);
         let req = match op {
             KvOp::Get => DaemonRequest::Get {
                 space,
@@ -208,6 +216,36 @@ impl World {
     }
 }
 
+impl World {
+    /// If a cut keeps client `c` from connecting to `daemon`, the client
+    /// tells the coordinator (as the client library does, at most once per
+    /// [`UNREACHABLE_REPORT_MS`] per daemon): evidence of a gray failure.
+    fn report_if_severed(&mut self, c: usize, daemon: DaemonId) {
+        if !self.severed(Node::Client(c), Node::Daemon(daemon)) {
+            return;
+        }
+        let now = self.now;
+        let client = &mut self.clients[c];
+        if client
+            .reported
+            .get(&daemon)
+            .is_some_and(|&at| now < at + UNREACHABLE_REPORT_MS)
+        {
+            return;
+        }
+        client.reported.insert(daemon, now);
+        let request = CoordRequest::Unreachable {
+            daemon,
+            reporter: Reporter::Client(client.id),
+        };
+        self.send(
+            Node::Client(c),
+            Node::Coord,
+            Msg::Coord { request, sent: now },
+        );
+    }
+}
+
 /// What a client makes of an answer.
 enum Heard {
     /// The operation is over, with this result.
@@ -249,6 +287,7 @@ impl SimClient {
             request_no: 0,
             current: None,
             final_reads: Vec::new(),
+            reported: BTreeMap::new(),
         }
     }
 }

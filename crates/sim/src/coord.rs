@@ -31,53 +31,13 @@ impl World {
         Duration::from_millis(self.now)
     }
 
+    /// The leader receives `msg`: the coordinator shell's request
+    /// handling.
     pub(crate) fn coord_receive(&mut self, from: Node, msg: Msg) {
-        let now = self.coordinator_time();
         match (from, msg) {
-            (Node::Daemon(_), Msg::Coord { request, sent }) => {
-                let response = match &request {
-                    CoordRequest::Heartbeat { id, epoch } => {
-                        let coord = &mut self.coord;
-                        let leader = &mut coord.members[coord.leader].node;
-                        let answer = leader.heartbeat(&coord.state, *id, *epoch, now);
-                        if *epoch < self.coord.state.epoch {
-                            // What the daemon's configuration long-poll
-                            // would bring it.
-                            let config = Arc::new(self.configuration());
-                            self.send(Node::Coord, from, Msg::Config(config));
-                        }
-                        CoordResponse::Heartbeat(answer)
-                    }
-                    CoordRequest::RegisterDaemon { id, addr } => {
-                        let result = self.apply(Command::RegisterDaemon {
-                            id: *id,
-                            addr: addr.clone(),
-                        });
-                        let CommandResult::Registered { id } = result else {
-                            return;
-                        };
-                        let config = Arc::new(self.configuration());
-                        let msg = Msg::Registered {
-                            request,
-                            sent,
-                            id,
-                            config,
-                        };
-                        self.send(Node::Coord, from, msg);
-                        return;
-                    }
-                    CoordRequest::TransferComplete { transfer } => {
-                        self.apply(Command::TransferComplete {
-                            transfer: *transfer,
-                        });
-                        CoordResponse::Done
-                    }
-                    CoordRequest::Leave { id, reason } => {
-                        let command = self.coord.node().leave(*id, *reason);
-                        self.apply(command);
-                        CoordResponse::Done
-                    }
-                    _ => return,
+            (_, Msg::Coord { request, sent }) => {
+                let Some(response) = self.answer(from, &request, sent) else {
+                    return;
                 };
                 let msg = Msg::CoordAnswer {
                     request,
@@ -91,6 +51,66 @@ impl World {
                 self.send(Node::Coord, from, Msg::Config(config));
             }
             _ => {}
+        }
+    }
+
+    /// What the leader answers `request` from `from` (None: nothing, or
+    /// it answered already).
+    fn answer(&mut self, from: Node, request: &CoordRequest, sent: u64) -> Option<CoordResponse> {
+        let now = self.coordinator_time();
+        match request {
+            CoordRequest::Heartbeat { id, epoch } => {
+                let coord = &mut self.coord;
+                let leader = &mut coord.members[coord.leader].node;
+                let answer = leader.heartbeat(&coord.state, *id, *epoch, now);
+                if *epoch < self.coord.state.epoch {
+                    // What the daemon's configuration long-poll would
+                    // bring it.
+                    let config = Arc::new(self.configuration());
+                    self.send(Node::Coord, from, Msg::Config(config));
+                }
+                Some(CoordResponse::Heartbeat(answer))
+            }
+            CoordRequest::RegisterDaemon { id, addr } => {
+                let result = self.apply(Command::RegisterDaemon {
+                    id: *id,
+                    addr: addr.clone(),
+                });
+                let CommandResult::Registered { id } = result else {
+                    return None;
+                };
+                let config = Arc::new(self.configuration());
+                let msg = Msg::Registered {
+                    request: request.clone(),
+                    sent,
+                    id,
+                    config,
+                };
+                self.send(Node::Coord, from, msg);
+                None
+            }
+            CoordRequest::TransferComplete { transfer } => {
+                self.apply(Command::TransferComplete {
+                    transfer: *transfer,
+                });
+                Some(CoordResponse::Done)
+            }
+            CoordRequest::Leave { id, reason } => {
+                let command = self.coord.node().leave(*id, *reason);
+                self.apply(command);
+                Some(CoordResponse::Done)
+            }
+            CoordRequest::Unreachable { daemon, reporter } => {
+                let coord = &mut self.coord;
+                let leader = &mut coord.members[coord.leader].node;
+                if let Some(command) = leader.unreachable(&coord.state, *daemon, *reporter, now) {
+                    self.trace(|| format!("{reporter:?} cannot reach {daemon}: {command:?}"));
+                    self.report.reported_offline += 1;
+                    self.apply(command);
+                }
+                Some(CoordResponse::Done)
+            }
+            _ => None,
         }
     }
 

@@ -3,7 +3,10 @@
 //! the simulator's counterpart of the daemon's tokio shell.
 
 use crate::disk::Disk;
-use crate::world::{Ev, Msg, Node, World, HEARTBEAT_MS, JOB_DELAY_MS_MAX, TICK_MS, TRANSFER_BATCH};
+use crate::world::{
+    Ev, Msg, Node, World, HEARTBEAT_MS, JOB_DELAY_MS_MAX, PEER_TIMEOUT_MS_MAX, PEER_TIMEOUT_MS_MIN,
+    TICK_MS, TRANSFER_BATCH,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_daemon::core::ReplyTo;
@@ -42,6 +45,35 @@ impl World {
         let sent = self.now;
         self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
         self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
+    }
+
+    /// If a cut breaks `d`'s connection to `peer`, `d`'s shell notices
+    /// after its timeout.
+    fn notice_severed(&mut self, d: DaemonId, peer: DaemonId) {
+        if !self.severed(Node::Daemon(d), Node::Daemon(peer)) {
+            return;
+        }
+        let daemon = self.daemons.get_mut(&d).expect("known daemon");
+        if daemon.severed.insert(peer) {
+            let inc = daemon.incarnation;
+            let spread = PEER_TIMEOUT_MS_MAX - PEER_TIMEOUT_MS_MIN;
+            let delay = PEER_TIMEOUT_MS_MIN + self.rng.below(spread + 1);
+            self.at(delay, Ev::PeerUnreachable(d, inc, peer));
+        }
+    }
+
+    /// `d`'s shell noticed its connection to `peer` broke.
+    pub(crate) fn peer_unreachable(&mut self, d: DaemonId, inc: u64, peer: DaemonId) {
+        if !self.incarnation_up(d, inc) {
+            return;
+        }
+        self.daemons
+            .get_mut(&d)
+            .expect("known daemon")
+            .severed
+            .remove(&peer);
+        let now = self.daemon_time();
+        self.with_node(d, |node, out| node.on_peer_unreachable(peer, now, out));
     }
 
     /// A job the daemon's node handed out runs (unless that process ended).
@@ -86,6 +118,7 @@ impl World {
                         self.trace_transfer(d, m);
                     }
                 }
+                self.notice_severed(d, to);
                 self.send(Node::Daemon(d), Node::Daemon(to), Msg::Peer(msg))
             }
             Output::Reply { to, response } => self.send(
@@ -216,6 +249,7 @@ impl World {
         daemon.up = false;
         daemon.node = None;
         daemon.disk = None;
+        daemon.severed.clear();
         daemon.incarnation += 1;
     }
 

@@ -64,6 +64,20 @@ impl World {
         coord_down || cut(from, to, false) || cut(to, from, true)
     }
 
+    /// Whether a cut breaks a connection between `a` and `b`: a cut in
+    /// either direction loses the data or its acknowledgements, so the
+    /// side that writes notices after a timeout.
+    pub(crate) fn severed(&self, a: Node, b: Node) -> bool {
+        let cut = |n: Node, other: Node| match n {
+            Node::Daemon(d) => self
+                .cuts
+                .get(&d)
+                .is_some_and(|cut| cut.drops(other, true) || cut.drops(other, false)),
+            _ => false,
+        };
+        cut(a, b) || cut(b, a)
+    }
+
     pub(crate) fn send(&mut self, from: Node, to: Node, msg: Msg) {
         self.report.messages += 1;
         if self.blocked(from, to) || self.rng.chance(self.knobs.drop_per_mille) {
@@ -100,7 +114,10 @@ impl World {
 mod tests {
     use super::*;
     use crate::world::testing::quiet_world;
-    use tessera_types::{DaemonId, DaemonState};
+    use crate::world::FAILURE_TIMEOUT_MS;
+    use std::time::Duration;
+    use tessera_daemon::chain::key_region;
+    use tessera_types::{DaemonId, DaemonState, Value};
 
     #[test]
     fn cuts_drop_what_their_reach_and_direction_say() {
@@ -173,14 +190,21 @@ mod tests {
     }
 
     /// A gray failure: the daemon hears nobody but still heartbeats. It
-    /// must not serve without a lease meanwhile (today the coordinator
-    /// keeps it in its chains; issue 18 asks that the cluster route around
-    /// it), and once the cut heals it serves again.
+    /// must not serve without a lease meanwhile; the clients and peers
+    /// that cannot reach it report it, and the coordinator takes it
+    /// offline although it heartbeats. Once the cut heals it comes back by
+    /// itself.
     #[test]
-    fn a_daemon_that_cannot_hear_stays_available_through_the_cut() {
+    fn a_point_leader_that_cannot_hear_is_reported_and_comes_back_after_healing() {
         let mut world = quiet_world(10);
-        let d = DaemonId(3);
-        world.run_until(2_000);
+        // Once every daemon's first heartbeat was answered (a daemon that
+        // never heard an answer counts its lease as valid), while the
+        // clients are still busy: the point leader of key 0.
+        world.run_until(600);
+        let config = world.configuration();
+        let space = config.space_by_id(world.space).expect("the space");
+        let region = key_region(space, &Value::Int(0)).expect("a region");
+        let d = region.chain[0];
         world.cuts.insert(
             d,
             Cut {
@@ -188,16 +212,29 @@ mod tests {
                 direction: Direction::Inbound,
             },
         );
-        world.run_until(7_000);
-        let node = world.daemons[&d].node.as_ref().expect("running");
+        let mut offline_at = None;
+        for t in (700..8_000).step_by(100) {
+            world.run_until(t);
+            let node = world.daemons[&d].node.as_ref().expect("running");
+            if t >= 1_600 {
+                assert!(
+                    !node.serving(Duration::from_millis(t)),
+                    "no lease at {t} ms"
+                );
+            }
+            if offline_at.is_none() && world.daemon_state(d) == Some(DaemonState::Offline) {
+                offline_at = Some(t);
+            }
+        }
         assert!(
-            !node.serving(std::time::Duration::from_millis(world.now)),
-            "no lease"
+            offline_at.is_some_and(|t| t < 600 + FAILURE_TIMEOUT_MS + 4_000),
+            "taken offline on reports: {offline_at:?}"
         );
         world.cuts.remove(&d);
-        world.run_until(9_000);
+        world.run_until(16_000);
+        assert_eq!(world.daemon_state(d), Some(DaemonState::Available));
         let node = world.daemons[&d].node.as_ref().expect("running");
-        assert!(node.serving(std::time::Duration::from_millis(world.now)));
+        assert!(node.serving(Duration::from_millis(world.now)));
         let outcome = world.run().and_then(|()| world.check());
         assert!(outcome.is_ok(), "{outcome:?}");
     }

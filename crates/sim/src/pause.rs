@@ -44,7 +44,8 @@ impl World {
             }
             | Ev::DaemonTick(d, _)
             | Ev::Heartbeat(d, _)
-            | Ev::Job(d, _, _) => {
+            | Ev::Job(d, _, _)
+            | Ev::PeerUnreachable(d, _, _) => {
                 let daemon = self.daemons.get_mut(d)?;
                 if !daemon.frozen {
                     return Some(ev);

@@ -26,6 +26,9 @@ pub struct Report {
     /// Cuts that dropped messages in one direction only (`partitions`
     /// counts the others).
     pub one_way_partitions: u32,
+    /// Daemons the coordinator took offline, although they heartbeat, on
+    /// reports that peers or clients could not reach them.
+    pub reported_offline: u32,
     pub epochs: u64,
     pub transfers: u64,
 }
@@ -153,6 +156,7 @@ pub struct Summary {
     pub pauses: u32,
     pub coordinator_pauses: u32,
     pub one_way_partitions: u32,
+    pub reported_offline: u32,
     pub transfers: u64,
     pub failed: Vec<u64>,
 }
@@ -169,6 +173,7 @@ impl Summary {
         self.pauses += r.pauses;
         self.coordinator_pauses += r.coordinator_pauses;
         self.one_way_partitions += r.one_way_partitions;
+        self.reported_offline += r.reported_offline;
         self.transfers += r.transfers;
     }
 }
@@ -180,7 +185,7 @@ impl std::fmt::Display for Summary {
             "{} seeds: {:.0} simulated seconds, {} operations, {} daemon crashes, {} partitions, \
              {} one-way partitions, \
              {} coordinator outages, {} disk faults, {} daemon pauses, {} coordinator pauses, \
-             {} state transfers; {} failed {:?}",
+             {} daemons taken offline on reports, {} state transfers; {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
@@ -191,6 +196,7 @@ impl std::fmt::Display for Summary {
             self.disk_faults,
             self.pauses,
             self.coordinator_pauses,
+            self.reported_offline,
             self.transfers,
             self.failed.len(),
             self.failed

@@ -30,6 +30,10 @@ pub(crate) const TRANSFER_BATCH: usize = 8;
 /// How long a disk-bound job (a transfer's scan, a digest, a search page)
 /// waits before it runs, at most.
 pub(crate) const JOB_DELAY_MS_MAX: u64 = 5;
+/// How long a daemon's shell takes to notice that a peer connection broke:
+/// between its connect timeout and its acknowledgement timeout.
+pub(crate) const PEER_TIMEOUT_MS_MIN: u64 = 1_000;
+pub(crate) const PEER_TIMEOUT_MS_MAX: u64 = 2_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Node {
@@ -85,6 +89,9 @@ pub(crate) enum Ev {
     Heartbeat(DaemonId, u64),
     /// A job a daemon's node handed out, run a little later.
     Job(DaemonId, u64, Job),
+    /// The daemon's connection to the peer `.2` broke (the shell's write or
+    /// connect timed out).
+    PeerUnreachable(DaemonId, u64, DaemonId),
     CoordTick,
     ClientWake(usize),
     Nemesis,
@@ -114,6 +121,8 @@ pub(crate) struct SimDaemon {
     /// its own timers and jobs) waits in `held`, in order.
     pub(crate) frozen: bool,
     pub(crate) held: Vec<Ev>,
+    /// Peers whose broken connection this process will notice.
+    pub(crate) severed: BTreeSet<DaemonId>,
     pub(crate) incarnation: u64,
     /// The running process's node, once registered; and its disk, which
     /// the nemesis can make fail.
@@ -192,6 +201,7 @@ impl SimDaemon {
             up: true,
             frozen: false,
             held: Vec::new(),
+            severed: BTreeSet::new(),
             incarnation: 0,
             node: None,
             disk: None,
@@ -336,6 +346,7 @@ impl World {
             Ev::DaemonTick(d, inc) => self.daemon_tick(d, inc),
             Ev::Heartbeat(d, inc) => self.heartbeat_timer(d, inc),
             Ev::Job(d, inc, job) => self.daemon_job(d, inc, job),
+            Ev::PeerUnreachable(d, inc, peer) => self.peer_unreachable(d, inc, peer),
             Ev::CoordTick => {
                 self.coord_tick();
                 if self.phase2 {
