@@ -13,12 +13,7 @@ impl World {
     /// Why the cluster has not settled yet (empty once it has).
     pub(crate) fn unsettled(&self) -> String {
         let mut why = Vec::new();
-        let frozen: Vec<_> = self
-            .daemons
-            .values()
-            .filter(|d| d.frozen)
-            .map(|d| d.id)
-            .collect();
+        let frozen = self.frozen_daemons();
         if !frozen.is_empty() {
             why.push(format!("{frozen:?} paused"));
         }

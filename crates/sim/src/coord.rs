@@ -105,7 +105,7 @@ impl World {
                 let leader = &mut coord.members[coord.leader].node;
                 if let Some(command) = leader.unreachable(&coord.state, *daemon, *reporter, now) {
                     self.trace(|| format!("{reporter:?} cannot reach {daemon}: {command:?}"));
-                    self.report.reported_offline += 1;
+                    self.report.faults.reported_offline += 1;
                     self.apply(command);
                 }
                 Some(CoordResponse::Done)

@@ -255,7 +255,7 @@ impl World {
 
     pub(crate) fn crash(&mut self, d: DaemonId) {
         self.stop(d);
-        self.report.crashes += 1;
+        self.report.faults.crashes += 1;
         self.trace(|| format!("crash {d}"));
     }
 

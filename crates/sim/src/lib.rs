@@ -54,7 +54,7 @@ mod trace;
 mod world;
 
 pub use knobs::{Knobs, Rng};
-pub use report::{Failure, Holding, Report, Summary, Violation};
+pub use report::{Failure, Faults, Holding, Report, Summary, Violation};
 use world::World;
 
 /// Runs `count` seeds from `first` with `options`, calling `on_failure`

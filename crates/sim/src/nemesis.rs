@@ -75,7 +75,7 @@ impl World {
             }
             5 if self.knobs.coordinator_outages && coord_whole => {
                 self.coord.up = false;
-                self.report.coordinator_outages += 1;
+                self.report.faults.coordinator_outages += 1;
                 let length = 300 + self.rng.below(3_000);
                 self.at(length, Ev::CoordUp);
             }
@@ -125,9 +125,9 @@ impl World {
         self.cuts.insert(d, cut);
         self.trace(|| format!("cut {d} {cut:?}"));
         if direction == Direction::Both {
-            self.report.partitions += 1;
+            self.report.faults.partitions += 1;
         } else {
-            self.report.one_way_partitions += 1;
+            self.report.faults.one_way_partitions += 1;
         }
         let length = 200 + self.rng.below(5_000);
         self.at(length, Ev::Heal(d));
@@ -148,7 +148,7 @@ impl World {
             disk.fail(fault);
         }
         self.trace(|| format!("disk of {d}: {fault:?}"));
-        self.report.disk_faults += 1;
+        self.report.faults.disk_faults += 1;
     }
 
     /// The end of phase 1: every cut heals, every paused process resumes,

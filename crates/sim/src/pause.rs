@@ -71,7 +71,7 @@ impl World {
     pub(crate) fn pause_daemon(&mut self, d: DaemonId, length_ms: u64) {
         let daemon = self.daemons.get_mut(&d).expect("known daemon");
         daemon.frozen = true;
-        self.report.pauses += 1;
+        self.report.faults.pauses += 1;
         self.trace(|| format!("pause {d} for {length_ms} ms"));
         self.at(length_ms, Ev::Resume(Process::Daemon(d)));
     }
@@ -80,7 +80,7 @@ impl World {
     /// others elect a new leader once their election timeout runs out.
     pub(crate) fn pause_member(&mut self, m: usize, length_ms: u64) {
         self.coord.members[m].frozen = true;
-        self.report.coordinator_pauses += 1;
+        self.report.faults.coordinator_pauses += 1;
         let leads = m == self.coord.leader;
         self.trace(|| format!("pause coordinator member {m} (leader: {leads}) for {length_ms} ms"));
         if leads {
@@ -153,15 +153,15 @@ impl World {
         Some(held)
     }
 
+    /// The daemons paused now.
+    pub(crate) fn frozen_daemons(&self) -> Vec<DaemonId> {
+        let frozen = self.daemons.values().filter(|d| d.frozen);
+        frozen.map(|d| d.id).collect()
+    }
+
     /// Every paused process resumes (the end of phase 1).
     pub(crate) fn resume_all(&mut self) -> Result<(), Violation> {
-        let daemons: Vec<DaemonId> = self
-            .daemons
-            .values()
-            .filter(|d| d.frozen)
-            .map(|d| d.id)
-            .collect();
-        for d in daemons {
+        for d in self.frozen_daemons() {
             self.resume(Process::Daemon(d))?;
         }
         for m in 0..self.coord.members.len() {

@@ -16,21 +16,60 @@ pub struct Report {
     pub operations: usize,
     pub messages: u64,
     pub dropped: u64,
+    pub faults: Faults,
+    pub epochs: u64,
+    pub transfers: u64,
+}
+
+/// What the nemesis injected, kind by kind.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
     pub crashes: u32,
+    /// Cuts both ways.
     pub partitions: u32,
+    /// Cuts that dropped messages in one direction only.
+    pub one_way_partitions: u32,
     pub coordinator_outages: u32,
     pub disk_faults: u32,
     /// Daemon processes paused, and coordinator members paused.
     pub pauses: u32,
     pub coordinator_pauses: u32,
-    /// Cuts that dropped messages in one direction only (`partitions`
-    /// counts the others).
-    pub one_way_partitions: u32,
-    /// Daemons the coordinator took offline, although they heartbeat, on
-    /// reports that peers or clients could not reach them.
+    /// What the faults caused: daemons the coordinator took offline,
+    /// although they heartbeat, on reports that peers or clients could not
+    /// reach them.
     pub reported_offline: u32,
-    pub epochs: u64,
-    pub transfers: u64,
+}
+
+impl Faults {
+    fn add(&mut self, other: &Faults) {
+        self.crashes += other.crashes;
+        self.partitions += other.partitions;
+        self.one_way_partitions += other.one_way_partitions;
+        self.coordinator_outages += other.coordinator_outages;
+        self.disk_faults += other.disk_faults;
+        self.pauses += other.pauses;
+        self.coordinator_pauses += other.coordinator_pauses;
+        self.reported_offline += other.reported_offline;
+    }
+}
+
+impl std::fmt::Display for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} daemon crashes, {} partitions, {} one-way partitions, {} coordinator outages, \
+             {} disk faults, {} daemon pauses, {} coordinator pauses, \
+             {} daemons taken offline on reports",
+            self.crashes,
+            self.partitions,
+            self.one_way_partitions,
+            self.coordinator_outages,
+            self.disk_faults,
+            self.pauses,
+            self.coordinator_pauses,
+            self.reported_offline,
+        )
+    }
 }
 
 /// A failed run: what went wrong, and how to replay it.
@@ -149,14 +188,7 @@ pub struct Summary {
     pub seeds: u64,
     pub sim_ms: u64,
     pub operations: usize,
-    pub crashes: u32,
-    pub partitions: u32,
-    pub coordinator_outages: u32,
-    pub disk_faults: u32,
-    pub pauses: u32,
-    pub coordinator_pauses: u32,
-    pub one_way_partitions: u32,
-    pub reported_offline: u32,
+    pub faults: Faults,
     pub transfers: u64,
     pub failed: Vec<u64>,
 }
@@ -166,14 +198,7 @@ impl Summary {
     pub fn add(&mut self, r: &Report) {
         self.sim_ms += r.sim_ms;
         self.operations += r.operations;
-        self.crashes += r.crashes;
-        self.partitions += r.partitions;
-        self.coordinator_outages += r.coordinator_outages;
-        self.disk_faults += r.disk_faults;
-        self.pauses += r.pauses;
-        self.coordinator_pauses += r.coordinator_pauses;
-        self.one_way_partitions += r.one_way_partitions;
-        self.reported_offline += r.reported_offline;
+        self.faults.add(&r.faults);
         self.transfers += r.transfers;
     }
 }
@@ -182,21 +207,12 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} seeds: {:.0} simulated seconds, {} operations, {} daemon crashes, {} partitions, \
-             {} one-way partitions, \
-             {} coordinator outages, {} disk faults, {} daemon pauses, {} coordinator pauses, \
-             {} daemons taken offline on reports, {} state transfers; {} failed {:?}",
+            "{} seeds: {:.0} simulated seconds, {} operations, {}, {} state transfers; \
+             {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
-            self.crashes,
-            self.partitions,
-            self.one_way_partitions,
-            self.coordinator_outages,
-            self.disk_faults,
-            self.pauses,
-            self.coordinator_pauses,
-            self.reported_offline,
+            self.faults,
             self.transfers,
             self.failed.len(),
             self.failed
