@@ -72,9 +72,17 @@ pub struct Event {
 /// The most operations one key's history may hold.
 pub const EVENTS_PER_KEY_MAX: usize = 64;
 
+/// A history with no linearization; `history` lists its operations in
+/// the order they were invoked.
+#[derive(Debug, thiserror::Error)]
+#[error("no linearization of this history:\n{history}")]
+pub struct NotLinearizable {
+    pub history: String,
+}
+
 /// Whether the history of one key, starting from no object, is
 /// linearizable. The error describes the history.
-pub fn check_key(events: &[Event]) -> Result<(), String> {
+pub fn check_key(events: &[Event]) -> Result<(), NotLinearizable> {
     assert!(
         events.len() <= EVENTS_PER_KEY_MAX,
         "too many events for one key"
@@ -112,7 +120,7 @@ pub fn check_key(events: &[Event]) -> Result<(), String> {
             stack.push((placed | 1 << i, next));
         }
     }
-    let mut lines = vec!["no linearization of this history:".to_string()];
+    let mut lines = Vec::new();
     let mut sorted: Vec<&Event> = events.iter().collect();
     sorted.sort_by_key(|e| e.invoke);
     for e in sorted {
@@ -124,7 +132,9 @@ pub fn check_key(events: &[Event]) -> Result<(), String> {
             e.ret.map(|(_, r)| r)
         ));
     }
-    Err(lines.join("\n"))
+    Err(NotLinearizable {
+        history: lines.join("\n"),
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,352 @@
+//! The clients: each issues operations one at a time, retries with the
+//! same request id until it hears an answer, and records what it saw.
+
+use crate::check::{Event, KvOp, KvResult};
+use crate::knobs::Rng;
+use crate::report::Violation;
+use crate::world::{Ev, Msg, Node, World, CLIENT_TIMEOUT_MS};
+
+/// A client reports one daemon unreachable at most this often (the
+/// client library's interval).
+const UNREACHABLE_REPORT_MS: u64 = 1_000;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tessera_daemon::chain::key_region;
+use tessera_protocol::{
+    Action, ClientRef, CoordRequest, DaemonRequest, DaemonResponse, Mutation, NumOp, Reporter,
+    Status, UpdateFlags, UpdateRequest,
+};
+use tessera_types::{Check, Configuration, DaemonId, PredOp, SpaceId, Value};
+
+pub(crate) struct Current {
+    pub(crate) key: i64,
+    pub(crate) op: KvOp,
+    pub(crate) request_no: u64,
+    pub(crate) event: usize,
+    pub(crate) msg_id: u64,
+    pub(crate) deadline: u64,
+}
+
+pub(crate) struct SimClient {
+    pub(crate) id: u64,
+    pub(crate) config: Option<Arc<Configuration>>,
+    pub(crate) ops_left: usize,
+    pub(crate) request_no: u64,
+    pub(crate) current: Option<Current>,
+    /// Final reads: keys still to read after everything settled.
+    pub(crate) final_reads: Vec<i64>,
+    /// When it last reported each daemon unreachable.
+    pub(crate) reported: BTreeMap<DaemonId, u64>,
+}
+
+impl World {
+    pub(crate) fn client_wake(&mut self, c: usize) {
+        let client = &self.clients[c];
+        match &client.current {
+            Some(cur) if self.now >= cur.deadline => {
+                // No answer in time: fetch the configuration, send again
+                // with the same request id.
+                self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+                self.send_current(c);
+            }
+            Some(_) => {}
+            None => self.start_next(c),
+        }
+    }
+
+    pub(crate) fn start_next(&mut self, c: usize) {
+        let keys = self.knobs.keys;
+        let (key, op) = if self.phase2 {
+            if !self.finals_started {
+                return;
+            }
+            let Some(key) = self.clients[c].final_reads.pop() else {
+                return;
+            };
+            (key, KvOp::Get)
+        } else {
+            if self.clients[c].ops_left == 0 {
+                return;
+            }
+            self.clients[c].ops_left -= 1;
+            let key = self.rng.below(keys as u64) as i64;
+            let v = |rng: &mut Rng| rng.below(4) as i64;
+            let op = match self.rng.below(10) {
+                0..=2 => KvOp::Put {
+                    a: v(&mut self.rng),
+                    b: v(&mut self.rng),
+                },
+                3 => KvOp::CondPut {
+                    a_is: v(&mut self.rng),
+                    b: v(&mut self.rng),
+                },
+                4..=5 => KvOp::Add {
+                    n: 1 + v(&mut self.rng),
+                },
+                6 => KvOp::Del,
+                _ => KvOp::Get,
+            };
+            (key, op)
+        };
+        let events = self.history.entry(key).or_default();
+        events.push(Event {
+            op,
+            invoke: self.now,
+            ret: None,
+        });
+        let event = events.len() - 1;
+        if self.phase2 {
+            self.finals.push((key, event));
+        }
+        let client = &mut self.clients[c];
+        client.request_no += 1;
+        client.current = Some(Current {
+            key,
+            op,
+            request_no: client.request_no,
+            event,
+            msg_id: 0,
+            deadline: 0,
+        });
+        self.report.operations += 1;
+        self.send_current(c);
+    }
+
+    pub(crate) fn send_current(&mut self, c: usize) {
+        let msg_id = self.next_msg_id;
+        self.next_msg_id += 1;
+        let now = self.now;
+        let space = self.space;
+        let client = &mut self.clients[c];
+        let Some(cur) = client.current.as_mut() else {
+            return;
+        };
+        cur.msg_id = msg_id;
+        cur.deadline = now + CLIENT_TIMEOUT_MS;
+        let (key, op, request_no) = (cur.key, cur.op, cur.request_no);
+        let client_id = client.id;
+        let target = client.config.as_ref().and_then(|config| {
+            let space = config.space_by_id(space)?;
+            let leader = *key_region(space, &Value::Int(key))?.chain.first()?;
+            Some((leader, config.epoch))
+        });
+        self.at(CLIENT_TIMEOUT_MS, Ev::ClientWake(c));
+        let Some((leader, epoch)) = target else {
+            self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+            return;
+        };
+        self.trace(|| format!("client {c} key {key} {op:?} #{request_no} -> {leader} at {epoch}"));
+        self.report_if_severed(c, leader);
+        let req = match op {
+            KvOp::Get => DaemonRequest::Get {
+                space,
+                key: Value::Int(key),
+            },
+            op => DaemonRequest::Update(update_request(space, key, op, client_id, request_no)),
+        };
+        self.send(
+            Node::Client(c),
+            Node::Daemon(leader),
+            Msg::Request {
+                id: msg_id,
+                epoch,
+                req,
+            },
+        );
+    }
+
+    pub(crate) fn client_receive(&mut self, c: usize, msg: Msg) -> Result<(), Violation> {
+        match msg {
+            Msg::Config(config) => {
+                let client = &mut self.clients[c];
+                let newer = client
+                    .config
+                    .as_ref()
+                    .is_none_or(|old| config.epoch > old.epoch);
+                if newer {
+                    client.config = Some(config);
+                    if client.current.is_some() {
+                        self.send_current(c);
+                    }
+                }
+            }
+            Msg::Response { id, resp } => self.client_hears(c, id, resp)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Client `c` hears the answer to its send `id`.
+    fn client_hears(&mut self, c: usize, id: u64, resp: DaemonResponse) -> Result<(), Violation> {
+        let Some(cur) = self.clients[c].current.as_ref() else {
+            return Ok(());
+        };
+        if cur.msg_id != id {
+            return Ok(()); // an answer to an earlier send
+        }
+        self.trace(|| format!("client {c} key {} {:?} hears {resp:?}", cur.key, cur.op));
+        match hear(cur.op, &resp) {
+            Heard::Result(result) => {
+                let cur = self.clients[c].current.take().expect("checked");
+                self.trace(|| format!("client {c} key {} {:?} -> {result:?}", cur.key, cur.op));
+                self.history.get_mut(&cur.key).expect("recorded")[cur.event].ret =
+                    Some((self.now, result));
+                let think = self.rng.below(30);
+                self.at(think, Ev::ClientWake(c));
+            }
+            Heard::Retry => {
+                // Stale configuration, or a point leader without a
+                // lease: ask for the configuration, try again soon.
+                self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+                if let Some(cur) = self.clients[c].current.as_mut() {
+                    cur.deadline = self.now + 100;
+                }
+                self.at(100, Ev::ClientWake(c));
+            }
+            Heard::Unexpected => {
+                return Err(Violation::UnexpectedAnswer {
+                    client: c,
+                    key: cur.key,
+                    op: cur.op,
+                    answer: Box::new(resp),
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+impl World {
+    /// If a cut keeps client `c` from connecting to `daemon`, the client
+    /// tells the coordinator (as the client library does, at most once per
+    /// [`UNREACHABLE_REPORT_MS`] per daemon): evidence of a gray failure.
+    fn report_if_severed(&mut self, c: usize, daemon: DaemonId) {
+        if !self.severed(Node::Client(c), Node::Daemon(daemon)) {
+            return;
+        }
+        let now = self.now;
+        let client = &mut self.clients[c];
+        if client
+            .reported
+            .get(&daemon)
+            .is_some_and(|&at| now < at + UNREACHABLE_REPORT_MS)
+        {
+            return;
+        }
+        client.reported.insert(daemon, now);
+        let request = CoordRequest::Unreachable {
+            daemon,
+            reporter: Reporter::Client(client.id),
+        };
+        self.send(
+            Node::Client(c),
+            Node::Coord,
+            Msg::Coord { request, sent: now },
+        );
+    }
+}
+
+/// What a client makes of an answer.
+enum Heard {
+    /// The operation is over, with this result.
+    Result(KvResult),
+    /// The daemon could not serve it now: try again.
+    Retry,
+    /// No correct daemon answers `op` so.
+    Unexpected,
+}
+
+fn hear(op: KvOp, resp: &DaemonResponse) -> Heard {
+    match (resp, op) {
+        (DaemonResponse::Done, KvOp::Get) => Heard::Retry,
+        (DaemonResponse::Done, _) => Heard::Result(KvResult::Ok),
+        (DaemonResponse::Found { object, .. }, KvOp::Get) => {
+            match (&object.values[1], &object.values[2]) {
+                (Value::Int(a), Value::Int(b)) => Heard::Result(KvResult::Value(*a, *b)),
+                _ => Heard::Unexpected,
+            }
+        }
+        (DaemonResponse::CmpFail { .. }, _) => Heard::Result(KvResult::CmpFail),
+        (DaemonResponse::Failed { status, .. }, _) => match status {
+            Status::NotFound => Heard::Result(KvResult::NotFound),
+            Status::CmpFail => Heard::Result(KvResult::CmpFail),
+            Status::Reconfigure | Status::Offline => Heard::Retry,
+            _ => Heard::Unexpected,
+        },
+        (DaemonResponse::WrongEpoch { .. }, _) => Heard::Retry,
+        _ => Heard::Unexpected,
+    }
+}
+
+impl SimClient {
+    pub(crate) fn new(id: u64, ops: usize) -> SimClient {
+        SimClient {
+            id,
+            config: None,
+            ops_left: ops,
+            request_no: 0,
+            current: None,
+            final_reads: Vec::new(),
+            reported: BTreeMap::new(),
+        }
+    }
+}
+
+pub(crate) fn update_request(
+    space: SpaceId,
+    key: i64,
+    op: KvOp,
+    client_id: u64,
+    request_no: u64,
+) -> UpdateRequest {
+    let set = |attr, v| Mutation {
+        attr,
+        path: None,
+        action: Action::Set(Value::Int(v)),
+    };
+    let exist = UpdateFlags {
+        must_exist: true,
+        ..UpdateFlags::default()
+    };
+    let (flags, checks, mutations) = match op {
+        KvOp::Put { a, b } => (UpdateFlags::default(), vec![], vec![set(1, a), set(2, b)]),
+        KvOp::CondPut { a_is, b } => (
+            exist,
+            vec![Check {
+                attr: 1,
+                path: None,
+                op: PredOp::Eq(Value::Int(a_is)),
+            }],
+            vec![set(2, b)],
+        ),
+        KvOp::Add { n } => (
+            exist,
+            vec![],
+            vec![Mutation {
+                attr: 1,
+                path: None,
+                action: Action::Num(NumOp::Add, Value::Int(n)),
+            }],
+        ),
+        KvOp::Del => (
+            UpdateFlags {
+                erase: true,
+                ..exist
+            },
+            vec![],
+            vec![],
+        ),
+        KvOp::Get => unreachable!("a get is not an update"),
+    };
+    UpdateRequest {
+        space,
+        key: Value::Int(key),
+        client: ClientRef {
+            client_id,
+            request_no,
+        },
+        flags,
+        checks,
+        mutations,
+    }
+}

@@ -1,0 +1,283 @@
+//! Phase 2: waiting for the healed cluster to settle, the final reads, and
+//! the checks that run at the end.
+
+use crate::check;
+use crate::report::{Holding, Violation};
+use crate::world::World;
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_daemon::record::Record;
+use tessera_storage::Engine;
+use tessera_types::{DaemonId, DaemonState, Object, Region, RegionId};
+
+impl World {
+    /// Why the cluster has not settled yet (empty once it has).
+    pub(crate) fn unsettled(&self) -> String {
+        let mut why = Vec::new();
+        let frozen = self.frozen_daemons();
+        if !frozen.is_empty() {
+            why.push(format!("{frozen:?} paused"));
+        }
+        let busy: usize = self.clients.iter().filter(|c| c.current.is_some()).count();
+        if busy > 0 {
+            why.push(format!("{busy} clients wait for an answer"));
+        }
+        if !self.coord.state.transfers.is_empty() {
+            why.push(format!("transfers {:?}", self.coord.state.transfers));
+        }
+        for d in self.daemons.values() {
+            match &d.node {
+                None => why.push(format!("{} not running", d.id)),
+                Some(node) => {
+                    let epoch = node.config().epoch;
+                    if epoch != self.coord.state.epoch {
+                        why.push(format!("{} at epoch {epoch}", d.id));
+                    }
+                    if node.busy_keys() > 0 {
+                        why.push(format!("{} busy: {}", d.id, node.describe_busy()));
+                    }
+                }
+            }
+            let state = self.coord.state.daemons.get(&d.id).map(|i| i.state);
+            if state != Some(DaemonState::Available) {
+                why.push(format!("{} is {state:?}", d.id));
+            }
+        }
+        if why.is_empty() {
+            // Quiet, but not yet whole: anti-entropy has orphans to repair,
+            // or a region still lacks replicas.
+            if let Err(e) = self.check_replicas() {
+                why.push(e.to_string());
+            }
+        }
+        why.join("; ")
+    }
+
+    /// Once everything settled, every key is read once more; the run is
+    /// done when those reads have returned.
+    pub(crate) fn try_finish(&mut self) {
+        let idle = self.clients.iter().all(|c| c.current.is_none());
+        if !idle || !self.unsettled().is_empty() {
+            return;
+        }
+        if !self.finals_started {
+            self.finals_started = true;
+            let keys: Vec<i64> = (0..self.knobs.keys).collect();
+            self.clients[0].final_reads = keys;
+            self.start_next(0);
+            return;
+        }
+        if self.clients[0].final_reads.is_empty() {
+            self.done = true;
+        }
+    }
+
+    /// The checks at the end of a run: the healed cluster is whole again,
+    /// every operation returned, every key's history is linearizable, and
+    /// the replicas agree.
+    pub(crate) fn check(&self) -> Result<(), Violation> {
+        self.check_liveness()?;
+        for (&key, events) in &self.history {
+            if events.len() > check::EVENTS_PER_KEY_MAX {
+                return Err(Violation::TooManyEvents { key });
+            }
+            if let Some(e) = events.iter().find(|e| e.ret.is_none()) {
+                return Err(Violation::NeverFinished { key, op: e.op });
+            }
+            check::check_key(events)
+                .map_err(|source| Violation::NotLinearizable { key, source })?;
+        }
+        self.check_replicas()
+    }
+
+    /// After healing, however the nemesis left it, the cluster recovered
+    /// by itself: every daemon runs, Available at the current epoch, and
+    /// every key's final read returned. (Every region's f + 1 replicas are
+    /// checked with their contents, in [`World::check_chain`].)
+    fn check_liveness(&self) -> Result<(), Violation> {
+        let frozen = self.daemons.values().filter(|d| d.frozen).count()
+            + self.coord.members.iter().filter(|m| m.frozen).count();
+        if frozen > 0 || !self.cuts.is_empty() || !self.coord.up {
+            return Err(Violation::NotHealed {
+                what: format!(
+                    "{frozen} processes paused, cuts {:?}, coordinator up: {}",
+                    self.cuts, self.coord.up
+                ),
+            });
+        }
+        let current = self.coord.state.epoch;
+        for (&daemon, d) in &self.daemons {
+            let Some(node) = d.node.as_ref().filter(|_| d.up) else {
+                return Err(Violation::NotRunning { daemon });
+            };
+            let state = self.coord.state.daemons.get(&daemon).map(|i| i.state);
+            if state != Some(DaemonState::Available) {
+                return Err(Violation::NotAvailable { daemon, state });
+            }
+            let epoch = node.config().epoch;
+            if epoch != current {
+                return Err(Violation::Behind {
+                    daemon,
+                    epoch,
+                    current,
+                });
+            }
+        }
+        for key in 0..self.knobs.keys {
+            let returned = self
+                .finals
+                .iter()
+                .filter(|&&(k, _)| k == key)
+                .any(|&(k, i)| self.history[&k][i].ret.is_some());
+            if !returned {
+                return Err(Violation::FinalReadMissing { key });
+            }
+        }
+        Ok(())
+    }
+
+    /// What daemon `d` stores of `region`.
+    fn holding(&self, d: DaemonId, region: RegionId) -> Holding {
+        let mut out = Holding::new();
+        self.daemons[&d]
+            .data
+            .scan(region, None, &mut |k, v| {
+                let r = Record::decode(v).expect("valid record");
+                out.insert(k.to_vec(), (r.version.0, r.object));
+                true
+            })
+            .expect("memory scan");
+        out
+    }
+
+    /// Every region has f + 1 replicas, every replica of a region holds the
+    /// same records, and every object lies in exactly the regions its
+    /// attributes map to.
+    fn check_replicas(&self) -> Result<(), Violation> {
+        let config = self.configuration();
+        let space = config.space_by_id(self.space).ok_or(Violation::SpaceGone)?;
+        // The objects, from the key subspace.
+        let mut objects: BTreeMap<Vec<u8>, (u64, Object)> = BTreeMap::new();
+        for (subspace, layout) in space.subspaces.iter().enumerate() {
+            for region in &layout.regions {
+                let reference = self.check_chain(subspace, region)?;
+                if subspace == 0 {
+                    for (k, (v, o)) in reference {
+                        if let Some(o) = o {
+                            objects.insert(k, (v, o));
+                        }
+                    }
+                }
+            }
+        }
+        for (subspace, layout) in space.subspaces.iter().enumerate().skip(1) {
+            for region in &layout.regions {
+                let held: BTreeSet<(Vec<u8>, u64)> = self
+                    .holding(region.chain[0], region.id)
+                    .into_iter()
+                    .filter(|(_, (_, o))| o.is_some())
+                    .map(|(k, (v, _))| (k, v))
+                    .collect();
+                let expected: BTreeSet<(Vec<u8>, u64)> = objects
+                    .iter()
+                    .filter(|(_, (_, o))| layout.region_of(o).id == region.id)
+                    .map(|(k, (v, _))| (k.clone(), *v))
+                    .collect();
+                if held != expected {
+                    return Err(Violation::Misplaced {
+                        subspace,
+                        region: region.id,
+                        held: Box::new(held),
+                        expected: Box::new(expected),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `region` has f + 1 replicas that hold the same records: what they
+    /// hold.
+    fn check_chain(&self, subspace: usize, region: &Region) -> Result<Holding, Violation> {
+        if region.chain.len() < self.knobs.f + 1 {
+            return Err(Violation::TooFewReplicas {
+                region: region.id,
+                replicas: region.chain.len(),
+            });
+        }
+        let first = region.chain[0];
+        let reference = self.holding(first, region.id);
+        for &other in &region.chain[1..] {
+            let got = self.holding(other, region.id);
+            if got != reference {
+                return Err(Violation::ReplicasDiffer {
+                    region: region.id,
+                    subspace,
+                    first,
+                    other,
+                    reference: Box::new(reference),
+                    got: Box::new(got),
+                });
+            }
+        }
+        Ok(reference)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::testing::quiet_world;
+    use tessera_coordinator::state::Command;
+
+    fn finished(seed: u64) -> World {
+        let mut world = quiet_world(seed);
+        let outcome = world.run().and_then(|()| world.check());
+        assert!(outcome.is_ok(), "{outcome:?}");
+        world
+    }
+
+    #[test]
+    fn a_process_left_paused_fails_the_liveness_check() {
+        let mut world = finished(4);
+        world.coord.members[1].frozen = true;
+        assert!(matches!(world.check(), Err(Violation::NotHealed { .. })));
+    }
+
+    #[test]
+    fn a_daemon_left_offline_fails_the_liveness_check() {
+        let mut world = finished(5);
+        let first = *world.daemons.keys().next().expect("daemons");
+        world
+            .coord
+            .state
+            .apply(Command::DaemonOffline { id: first });
+        let outcome = world.check();
+        assert!(
+            matches!(outcome, Err(Violation::NotAvailable { daemon, .. }) if daemon == first),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_daemon_behind_the_current_epoch_fails_the_liveness_check() {
+        let mut world = finished(6);
+        let last = *world.daemons.keys().last().expect("daemons");
+        // Any configuration change the daemons have not heard of.
+        world.coord.state.apply(Command::DaemonOffline { id: last });
+        let outcome = world.check();
+        assert!(
+            matches!(outcome, Err(Violation::Behind { .. })),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_missing_final_read_fails_the_liveness_check() {
+        let mut world = finished(7);
+        world.finals.retain(|&(key, _)| key != 1);
+        assert!(matches!(
+            world.check(),
+            Err(Violation::FinalReadMissing { key: 1 })
+        ));
+    }
+}

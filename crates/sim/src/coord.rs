@@ -1,0 +1,147 @@
+//! Driving the coordinator: the replicated [`ClusterState`] and the
+//! leader's [`CoordinatorNode`], fed the daemons' requests and the time —
+//! the simulator's counterpart of the coordinator's tokio shell.
+
+use crate::world::{Msg, Node, World};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_coordinator::state::{Command, CommandResult};
+use tessera_protocol::{CoordRequest, CoordResponse};
+use tessera_types::DaemonId;
+
+impl World {
+    pub(crate) fn apply(&mut self, command: Command) -> CommandResult {
+        let before = self.coord.state.epoch;
+        let result = self.coord.state.apply(command);
+        if let Err(e) = self.coord.state.check_invariants() {
+            panic!("coordinator invariant broken: {e}");
+        }
+        if self.coord.state.epoch != before {
+            let config = Arc::new(self.configuration());
+            self.trace_epoch(&config);
+            let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
+            for id in ids {
+                self.send(Node::Coord, Node::Daemon(id), Msg::Config(config.clone()));
+            }
+        }
+        result
+    }
+
+    pub(crate) fn coordinator_time(&self) -> Duration {
+        Duration::from_millis(self.now)
+    }
+
+    /// The leader receives `msg`: the coordinator shell's request
+    /// handling.
+    pub(crate) fn coord_receive(&mut self, from: Node, msg: Msg) {
+        match (from, msg) {
+            (_, Msg::Coord { request, sent }) => {
+                let Some(response) = self.answer(from, &request, sent) else {
+                    return;
+                };
+                let msg = Msg::CoordAnswer {
+                    request,
+                    sent,
+                    response,
+                };
+                self.send(Node::Coord, from, msg);
+            }
+            (Node::Client(_), Msg::ConfigRequest) => {
+                let config = Arc::new(self.configuration());
+                self.send(Node::Coord, from, Msg::Config(config));
+            }
+            _ => {}
+        }
+    }
+
+    /// What the leader answers `request` from `from` (None: nothing, or
+    /// it answered already).
+    fn answer(&mut self, from: Node, request: &CoordRequest, sent: u64) -> Option<CoordResponse> {
+        let now = self.coordinator_time();
+        match request {
+            CoordRequest::Heartbeat { id, epoch } => {
+                let coord = &mut self.coord;
+                let leader = &mut coord.members[coord.leader].node;
+                let answer = leader.heartbeat(&coord.state, *id, *epoch, now);
+                if *epoch < self.coord.state.epoch {
+                    // What the daemon's configuration long-poll would
+                    // bring it.
+                    let config = Arc::new(self.configuration());
+                    self.send(Node::Coord, from, Msg::Config(config));
+                }
+                Some(CoordResponse::Heartbeat(answer))
+            }
+            CoordRequest::RegisterDaemon { id, addr } => {
+                let result = self.apply(Command::RegisterDaemon {
+                    id: *id,
+                    addr: addr.clone(),
+                });
+                let CommandResult::Registered { id } = result else {
+                    return None;
+                };
+                let config = Arc::new(self.configuration());
+                let msg = Msg::Registered {
+                    request: request.clone(),
+                    sent,
+                    id,
+                    config,
+                };
+                self.send(Node::Coord, from, msg);
+                None
+            }
+            CoordRequest::TransferComplete { transfer } => {
+                self.apply(Command::TransferComplete {
+                    transfer: *transfer,
+                });
+                Some(CoordResponse::Done)
+            }
+            CoordRequest::Leave { id, reason } => {
+                let command = self.coord.node().leave(*id, *reason);
+                self.apply(command);
+                Some(CoordResponse::Done)
+            }
+            CoordRequest::Unreachable { daemon, reporter } => {
+                let coord = &mut self.coord;
+                let leader = &mut coord.members[coord.leader].node;
+                if let Some(command) = leader.unreachable(&coord.state, *daemon, *reporter, now) {
+                    self.trace(|| format!("{reporter:?} cannot reach {daemon}: {command:?}"));
+                    self.report.faults.reported_offline += 1;
+                    self.apply(command);
+                }
+                Some(CoordResponse::Done)
+            }
+            _ => None,
+        }
+    }
+
+    /// The leader's detector timer fires (a frozen leader's fires when it
+    /// resumes).
+    pub(crate) fn coord_tick(&mut self) {
+        if !self.coord.up {
+            return;
+        }
+        let leader = &mut self.coord.members[self.coord.leader];
+        if leader.frozen {
+            leader.tick_missed = true;
+            return;
+        }
+        let now = self.coordinator_time();
+        let coord = &mut self.coord;
+        let commands = coord.members[coord.leader].node.tick(&coord.state, now);
+        for command in commands {
+            self.apply(command);
+        }
+    }
+
+    pub(crate) fn coord_up(&mut self) {
+        if self.coord.up {
+            return;
+        }
+        self.coord.up = true;
+        // A new leader: its detector starts afresh, giving every daemon a
+        // full timeout of grace.
+        self.coord.term += 1;
+        let term = self.coord.term;
+        self.coord.node().lead(term);
+    }
+}

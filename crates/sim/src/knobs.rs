@@ -1,0 +1,91 @@
+//! What a seed decides before anything runs: the random generator every
+//! choice draws from, and the knobs that shape the run.
+
+/// A small deterministic generator (splitmix64).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    /// True with probability `per_mille / 1000`.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+    pub(crate) fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+/// What a seed chose.
+#[derive(Clone, Debug)]
+pub struct Knobs {
+    /// Messages lost, per thousand.
+    pub drop_per_mille: u64,
+    /// Messages delivered twice, per thousand.
+    pub dup_per_mille: u64,
+    /// Largest one-way delay; delays are uniform from 1 ms.
+    pub delay_max_ms: u64,
+    /// `tolerate f failures` of the space.
+    pub f: usize,
+    /// Non-key subspaces (on `a`, then `b`).
+    pub subspaces: usize,
+    /// Whether the nemesis crashes daemons, cuts them off, and takes the
+    /// coordinator away.
+    pub crashes: bool,
+    pub partitions: bool,
+    pub coordinator_outages: bool,
+    /// Whether the nemesis makes daemons' disks fill up or fail.
+    pub disk_faults: bool,
+    /// Whether the nemesis pauses daemons, and coordinator members.
+    pub pauses: bool,
+    pub coordinator_pauses: bool,
+    /// Whether half the nemesis's cuts drop messages in one direction only.
+    pub one_way_partitions: bool,
+    pub clients: usize,
+    pub ops_per_client: usize,
+    pub keys: i64,
+}
+
+impl Knobs {
+    pub fn from_seed(rng: &mut Rng) -> Knobs {
+        Knobs {
+            drop_per_mille: rng.pick(&[0, 0, 5, 30, 100]),
+            dup_per_mille: rng.pick(&[0, 10, 50]),
+            delay_max_ms: rng.pick(&[2, 10, 40, 150]),
+            f: rng.pick(&[1, 1, 2]),
+            subspaces: rng.pick(&[1, 2]),
+            crashes: rng.chance(700),
+            partitions: rng.chance(600),
+            coordinator_outages: rng.chance(400),
+            disk_faults: rng.chance(400),
+            clients: rng.pick(&[2, 3, 4]),
+            ops_per_client: rng.pick(&[10, 20, 30]),
+            keys: rng.pick(&[3, 5, 8]),
+            pauses: rng.chance(500),
+            coordinator_pauses: rng.chance(400),
+            one_way_partitions: rng.chance(500),
+        }
+    }
+}
+
+pub(crate) fn space_description(knobs: &Knobs) -> String {
+    let subspaces = ["subspace a", "subspace b"][..knobs.subspaces].join(" ");
+    let failures = if knobs.f == 1 { "failure" } else { "failures" };
+    format!(
+        "space kv key int k attributes int a, int b {subspaces} create 4 partitions tolerate {} {failures}",
+        knobs.f
+    )
+}

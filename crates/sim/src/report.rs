@@ -1,0 +1,221 @@
+//! What a run reports: one seed's figures, a failure with its replay
+//! line and the violation that caused it, and the sum over many seeds.
+
+use crate::check::{KvOp, NotLinearizable};
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_protocol::DaemonResponse;
+use tessera_types::{DaemonId, DaemonState, Epoch, Object, RegionId};
+
+/// What one run did.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub seed: u64,
+    pub knobs: String,
+    /// Simulated milliseconds until the checks ran.
+    pub sim_ms: u64,
+    pub operations: usize,
+    pub messages: u64,
+    pub dropped: u64,
+    pub faults: Faults,
+    pub epochs: u64,
+    pub transfers: u64,
+}
+
+/// What the nemesis injected, kind by kind.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
+    pub crashes: u32,
+    /// Cuts both ways.
+    pub partitions: u32,
+    /// Cuts that dropped messages in one direction only.
+    pub one_way_partitions: u32,
+    pub coordinator_outages: u32,
+    pub disk_faults: u32,
+    /// Daemon processes paused, and coordinator members paused.
+    pub pauses: u32,
+    pub coordinator_pauses: u32,
+    /// What the faults caused: daemons the coordinator took offline,
+    /// although they heartbeat, on reports that peers or clients could not
+    /// reach them.
+    pub reported_offline: u32,
+}
+
+impl Faults {
+    fn add(&mut self, other: &Faults) {
+        self.crashes += other.crashes;
+        self.partitions += other.partitions;
+        self.one_way_partitions += other.one_way_partitions;
+        self.coordinator_outages += other.coordinator_outages;
+        self.disk_faults += other.disk_faults;
+        self.pauses += other.pauses;
+        self.coordinator_pauses += other.coordinator_pauses;
+        self.reported_offline += other.reported_offline;
+    }
+}
+
+impl std::fmt::Display for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} daemon crashes, {} partitions, {} one-way partitions, {} coordinator outages, \
+             {} disk faults, {} daemon pauses, {} coordinator pauses, \
+             {} daemons taken offline on reports",
+            self.crashes,
+            self.partitions,
+            self.one_way_partitions,
+            self.coordinator_outages,
+            self.disk_faults,
+            self.pauses,
+            self.coordinator_pauses,
+            self.reported_offline,
+        )
+    }
+}
+
+/// A failed run: what went wrong, and how to replay it.
+#[derive(Debug)]
+pub struct Failure {
+    pub seed: u64,
+    pub knobs: String,
+    pub at_ms: u64,
+    pub what: Violation,
+}
+
+/// What one replica of a region holds: per key, its version and object
+/// (`None` for a tombstone).
+pub type Holding = BTreeMap<Vec<u8>, (u64, Option<Object>)>;
+
+/// Why a run failed: a property the simulator checks did not hold.
+#[derive(Debug, thiserror::Error)]
+pub enum Violation {
+    /// Liveness: after healing, the cluster did not settle in time.
+    #[error("the cluster did not settle within {settle_ms_max} ms of healing: {why}")]
+    Unsettled { settle_ms_max: u64, why: String },
+    /// Nothing was left to happen, yet the run had not finished (a bug of
+    /// the simulator: the clock and the detector always tick).
+    #[error("the event queue ran dry")]
+    QueueDry,
+    /// A daemon answered a client with something no correct daemon sends
+    /// for that operation.
+    #[error("client {client}: {op:?} on key {key} answered {answer:?}")]
+    UnexpectedAnswer {
+        client: usize,
+        key: i64,
+        op: KvOp,
+        answer: Box<DaemonResponse>,
+    },
+    /// A key saw more operations than the linearizability check handles.
+    #[error("key {key}: too many events to check")]
+    TooManyEvents { key: i64 },
+    /// Liveness: an operation never returned, even after healing.
+    #[error("key {key}: {op:?} never finished")]
+    NeverFinished { key: i64, op: KvOp },
+    /// Safety: one key's history has no linearization.
+    #[error("key {key}: {source}")]
+    NotLinearizable {
+        key: i64,
+        #[source]
+        source: NotLinearizable,
+    },
+    /// The space the clients use is missing from the configuration.
+    #[error("the space is gone")]
+    SpaceGone,
+    /// Liveness: after healing, something is still paused, cut off or
+    /// down (a bug of the simulator's healing).
+    #[error("still faulty after healing: {what}")]
+    NotHealed { what: String },
+    /// Liveness: a daemon is not running at the end.
+    #[error("{daemon} is not running after healing")]
+    NotRunning { daemon: DaemonId },
+    /// Liveness: the coordinator does not count a daemon Available at the
+    /// end.
+    #[error("{daemon} is {state:?} after healing")]
+    NotAvailable {
+        daemon: DaemonId,
+        state: Option<DaemonState>,
+    },
+    /// Liveness: a daemon has not installed the current configuration.
+    #[error("{daemon} is at epoch {epoch}, the coordinator at {current}")]
+    Behind {
+        daemon: DaemonId,
+        epoch: Epoch,
+        current: Epoch,
+    },
+    /// Liveness: a key was not read after everything settled, or its final
+    /// read did not return.
+    #[error("key {key}: no final read returned")]
+    FinalReadMissing { key: i64 },
+    /// Liveness: a region is served by fewer than f + 1 replicas after
+    /// healing.
+    #[error("region {region} has {replicas} replicas after healing")]
+    TooFewReplicas { region: RegionId, replicas: usize },
+    /// Safety: two replicas of one region hold different records.
+    #[error("region {region} (subspace {subspace}) differs between {first} and {other}:\n  {first}: {reference:?}\n  {other}: {got:?}")]
+    ReplicasDiffer {
+        region: RegionId,
+        subspace: usize,
+        first: DaemonId,
+        other: DaemonId,
+        reference: Box<Holding>,
+        got: Box<Holding>,
+    },
+    /// Safety: a region of a non-key subspace holds other objects (or
+    /// other versions) than the key subspace places there.
+    #[error(
+        "subspace {subspace} region {region} holds {held:?}, the key subspace says {expected:?}"
+    )]
+    Misplaced {
+        subspace: usize,
+        region: RegionId,
+        held: Box<BTreeSet<(Vec<u8>, u64)>>,
+        expected: Box<BTreeSet<(Vec<u8>, u64)>>,
+    },
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {} failed at {} ms ({})\n{}\nreplay: cargo run -p tessera-sim -- --seed {} --trace",
+            self.seed, self.at_ms, self.knobs, self.what, self.seed
+        )
+    }
+}
+
+/// What a run of many seeds did.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub seeds: u64,
+    pub sim_ms: u64,
+    pub operations: usize,
+    pub faults: Faults,
+    pub transfers: u64,
+    pub failed: Vec<u64>,
+}
+
+impl Summary {
+    /// Counts one passed run.
+    pub fn add(&mut self, r: &Report) {
+        self.sim_ms += r.sim_ms;
+        self.operations += r.operations;
+        self.faults.add(&r.faults);
+        self.transfers += r.transfers;
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} seeds: {:.0} simulated seconds, {} operations, {}, {} state transfers; \
+             {} failed {:?}",
+            self.seeds,
+            self.sim_ms as f64 / 1000.0,
+            self.operations,
+            self.faults,
+            self.transfers,
+            self.failed.len(),
+            self.failed
+        )
+    }
+}
