@@ -30,9 +30,14 @@ pub const UNREACHABLE_WINDOW: Duration = Duration::from_secs(4);
 /// alone may be the one that is cut off.
 pub const UNREACHABLE_REPORTERS_MIN: usize = 2;
 
+/// The leader probes one reported daemon at most this often.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+
 /// The leader's side of the daemon protocol.
 #[derive(Clone, Debug)]
 pub struct CoordinatorNode {
+    /// When the leader last probed each daemon.
+    probed: BTreeMap<DaemonId, Duration>,
     detector: FailureDetector,
     /// Per daemon, who reported it unreachable and when (soft state, like
     /// the detector's).
@@ -46,6 +51,7 @@ impl CoordinatorNode {
         CoordinatorNode {
             detector: FailureDetector::new(failure_timeout),
             unreachable: BTreeMap::new(),
+            probed: BTreeMap::new(),
         }
     }
 
@@ -148,6 +154,31 @@ impl CoordinatorNode {
         self.unreachable.remove(&daemon);
         tracing::warn!(%daemon, ?reporters, "daemon heartbeats but others cannot reach it: taking it offline");
         Some(Command::DaemonOffline { id: daemon })
+    }
+
+    /// Whether the driver should probe `daemon` now — connect to its
+    /// address, and report [`Reporter::Coordinator`] to [`Self::unreachable`]
+    /// if that fails: when a report about it is outstanding and it was not
+    /// probed within [`PROBE_INTERVAL`]. A daemon only one other process
+    /// talks to (the tail of a short chain that cannot receive: only its
+    /// predecessor writes to it) would otherwise never reach two reporters.
+    pub fn probe_wanted(&mut self, daemon: DaemonId, now: Duration) -> bool {
+        let reported = self
+            .unreachable
+            .get(&daemon)
+            .is_some_and(|r| r.keys().any(|who| *who != Reporter::Coordinator));
+        if !self.is_leading() || !reported {
+            return false;
+        }
+        if self
+            .probed
+            .get(&daemon)
+            .is_some_and(|at| now < *at + PROBE_INTERVAL)
+        {
+            return false;
+        }
+        self.probed.insert(daemon, now);
+        true
     }
 
     /// A daemon asks to leave every chain (it cannot persist): the command
@@ -285,6 +316,10 @@ mod tests {
             ),
             None
         );
+        // A report makes the leader want to probe, once per interval.
+        assert!(node.probe_wanted(DaemonId(1), at(9)));
+        assert!(!node.probe_wanted(DaemonId(1), at(9)));
+        assert!(!node.probe_wanted(DaemonId(3), at(9)), "nobody reported d3");
         // Two within the window: offline.
         assert_eq!(
             node.unreachable(&state, DaemonId(1), one, at(9)),

@@ -363,6 +363,17 @@ async fn detect_failures(member: Arc<Member>) {
     }
 }
 
+/// How long the leader's probe of a reported daemon may take to connect.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether a TCP connection to `addr` opens within [`PROBE_TIMEOUT`].
+async fn probe(addr: &str) -> bool {
+    matches!(
+        tokio::time::timeout(PROBE_TIMEOUT, TcpStream::connect(addr)).await,
+        Ok(Ok(_))
+    )
+}
+
 async fn accept_loop(listener: TcpListener, member: Arc<Member>) {
     let mut connections = JoinSet::new();
     loop {
@@ -497,10 +508,27 @@ impl Member {
                 let state = self.state.borrow().clone();
                 let now = self.now();
                 let command = self.node().unreachable(&state, daemon, reporter, now);
-                match command {
-                    Some(command) => self.write(command).await,
-                    None => CoordResponse::Done,
+                if let Some(command) = command {
+                    return self.write(command).await;
                 }
+                if self.node().probe_wanted(daemon, now) {
+                    if let Some(addr) = state.daemons.get(&daemon).map(|d| d.addr.clone()) {
+                        if !probe(&addr).await {
+                            let state = self.state.borrow().clone();
+                            let now = self.now();
+                            let command = self.node().unreachable(
+                                &state,
+                                daemon,
+                                tessera_protocol::Reporter::Coordinator,
+                                now,
+                            );
+                            if let Some(command) = command {
+                                return self.write(command).await;
+                            }
+                        }
+                    }
+                }
+                CoordResponse::Done
             }
             CoordRequest::Leave { id, reason } => {
                 if let Some(not_leader) = self.not_leader() {

@@ -185,12 +185,6 @@ impl Lease {
     fn valid(&self, now: Duration) -> bool {
         let renewed = self.renewed_ms.load(Ordering::Acquire);
         let refused = self.refused_ms.load(Ordering::Acquire);
-        if renewed == 0 && refused == 0 {
-            // No answer yet: the daemon was just given its configuration
-            // by the coordinator (and coordinators that detect no failures
-            // never answer otherwise).
-            return true;
-        }
         renewed > refused && millis(now) + 1 < renewed + millis(LEASE)
     }
 }
@@ -242,14 +236,18 @@ fn shard_of(key: &[u8]) -> usize {
 pub type Out<'a> = &'a mut dyn FnMut(Output);
 
 impl DaemonNode {
-    /// A node for daemon `me` starting from `config`, over `engine` (its
-    /// data survives restarts: regions no configuration names any more
-    /// are deleted, transfers named by `config` begin).
+    /// A node for daemon `me` starting at `now` from `config`, over
+    /// `engine` (its data survives restarts: regions no configuration
+    /// names any more are deleted, transfers named by `config` begin). The
+    /// coordinator has just registered it and given it `config`, which
+    /// counts as a first renewal of its lease: without answered heartbeats
+    /// it stops serving one lease later.
     pub fn new(
         me: DaemonId,
         options: NodeOptions,
         config: Arc<Configuration>,
         engine: Arc<IndexedEngine>,
+        now: Duration,
         out: Out<'_>,
     ) -> DaemonNode {
         let dyn_engine: Arc<dyn Engine> = engine.clone();
@@ -275,6 +273,7 @@ impl DaemonNode {
             sweeps: Mutex::new(HashMap::new()),
             reported: Mutex::new(HashMap::new()),
         };
+        node.lease.renew(now);
         node.drop_removed_regions(&config, out);
         let actions = lock(&node.transfers).on_config(&config);
         node.transfer_actions(actions, out);

@@ -385,7 +385,10 @@ pub(crate) async fn run(
     };
     // Outputs of the node's start wait until the shell exists.
     let mut first = Vec::new();
-    let node = DaemonNode::new(me, node_options, config, index, &mut |o| first.push(o));
+    let started = Instant::now();
+    let node = DaemonNode::new(me, node_options, config, index, Duration::ZERO, &mut |o| {
+        first.push(o)
+    });
     let shell = Arc::new(Shell {
         node,
         runtime: tokio::runtime::Handle::current(),
@@ -394,7 +397,7 @@ pub(crate) async fn run(
         next_conn: AtomicU64::new(1),
         frame_bytes_max: options.frame_bytes_max,
         coord: coord.clone(),
-        started: Instant::now(),
+        started,
         stopping: Mutex::new(None),
         stop: tokio::sync::Notify::new(),
     });

@@ -584,6 +584,9 @@ pub enum Reporter {
     Daemon(DaemonId),
     /// A client process (its random reporter id).
     Client(u64),
+    /// The coordinator leader itself, which probes a reported daemon by
+    /// connecting to it (a second source when only one other can tell).
+    Coordinator,
 }
 
 /// Why the coordinator tells a daemon to stop.

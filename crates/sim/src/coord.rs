@@ -6,7 +6,7 @@ use crate::world::{Msg, Node, World};
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_coordinator::state::{Command, CommandResult};
-use tessera_protocol::{CoordRequest, CoordResponse};
+use tessera_protocol::{CoordRequest, CoordResponse, Reporter};
 use tessera_types::DaemonId;
 
 impl World {
@@ -103,7 +103,18 @@ impl World {
             CoordRequest::Unreachable { daemon, reporter } => {
                 let coord = &mut self.coord;
                 let leader = &mut coord.members[coord.leader].node;
-                if let Some(command) = leader.unreachable(&coord.state, *daemon, *reporter, now) {
+                let mut command = leader.unreachable(&coord.state, *daemon, *reporter, now);
+                if command.is_none() && leader.probe_wanted(*daemon, now) {
+                    // The shell's probe: a TCP connection to the daemon,
+                    // which a cut in either direction breaks.
+                    if self.severed(Node::Coord, Node::Daemon(*daemon)) {
+                        let coord = &mut self.coord;
+                        let leader = &mut coord.members[coord.leader].node;
+                        command =
+                            leader.unreachable(&coord.state, *daemon, Reporter::Coordinator, now);
+                    }
+                }
+                if let Some(command) = command {
                     self.trace(|| format!("{reporter:?} cannot reach {daemon}: {command:?}"));
                     self.report.faults.reported_offline += 1;
                     self.apply(command);

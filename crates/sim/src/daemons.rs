@@ -167,7 +167,8 @@ impl World {
         );
         daemon.last_epoch = config.epoch;
         let mut outputs = Vec::new();
-        let node = DaemonNode::new(id, options, config, Arc::new(index), &mut |o| {
+        let now = Duration::from_millis(self.now);
+        let node = DaemonNode::new(id, options, config, Arc::new(index), now, &mut |o| {
             outputs.push(o)
         });
         daemon.node = Some(node);
