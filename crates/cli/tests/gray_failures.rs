@@ -79,6 +79,8 @@ struct PhaseReport {
     /// ran, and asked to come back, from the fault until the cluster
     /// settled.
     rejoins: Vec<usize>,
+    /// How many chain places each daemon holds once the cluster settled.
+    chain_places: Vec<usize>,
 }
 
 /// A fault under way: what it is, when it began, and which daemons it
@@ -121,11 +123,21 @@ impl Gray {
             .collect()
     }
 
+    /// How many chain places each daemon holds now.
+    fn chain_places(&self) -> Vec<usize> {
+        let config = self.admin.config().expect("config");
+        (0..DAEMONS)
+            .map(|i| chain_places(&self.cluster, &config, i))
+            .collect()
+    }
+
     /// Daemon indexes by number of chain places they hold, most first.
     fn by_load(&self) -> Vec<usize> {
-        let config = self.admin.config().expect("config");
-        let mut load: Vec<(usize, usize)> = (0..DAEMONS)
-            .map(|i| (chain_places(&self.cluster, &config, i), i))
+        let mut load: Vec<(usize, usize)> = self
+            .chain_places()
+            .into_iter()
+            .enumerate()
+            .map(|(i, places)| (places, i))
             .collect();
         load.sort_by(|a, b| b.cmp(a));
         load.into_iter().map(|(_, i)| i).collect()
@@ -201,6 +213,7 @@ impl Gray {
             available_after: available.saturating_duration_since(healed),
             replicated_after: replicated.saturating_duration_since(healed),
             rejoins,
+            chain_places: self.chain_places(),
         };
         eprintln!("gray: {report:?}");
         let wrongly: Vec<usize> = (0..DAEMONS)
@@ -477,17 +490,18 @@ fn the_cluster_rides_through_pauses_crashes_and_a_one_way_cut() {
     eprintln!(
         "gray figures: fault | longest time no client got an answer | longest one client \
          waited | healing to every daemon available | healing to full replication | times \
-         each daemon was taken offline alive"
+         each daemon was taken offline alive | chain places per daemon after"
     );
     for r in &gray.reports {
         eprintln!(
-            "  {:<28} {:>6.2} s  {:>6.2} s  {:>6.2} s  {:>6.2} s  {:?}",
+            "  {:<28} {:>6.2} s  {:>6.2} s  {:>6.2} s  {:>6.2} s  {:?}  {:?}",
             r.name,
             r.stalls.all.as_secs_f64(),
             r.stalls.one.as_secs_f64(),
             r.available_after.as_secs_f64(),
             r.replicated_after.as_secs_f64(),
             r.rejoins,
+            r.chain_places,
         );
     }
     assert_eq!(
