@@ -5,6 +5,7 @@
 //! leader answers from the key's record instead of applying it again. A
 //! second application would show: the atomic add would count twice, and
 //! put_if_not_exist and del would report their own effect as a failure.
+//! A read retries too, after a bounded wait, when its daemon freezes.
 
 mod common;
 
@@ -108,4 +109,34 @@ fn an_update_whose_answer_is_lost_is_retried_and_applied_once() {
         );
         assert_eq!(n_of(&client, &key), None);
     }
+}
+
+/// A get sent to a point leader that then freezes (SIGSTOP) is sent again
+/// once its attempt times out, and answered by the daemon that replaces
+/// the frozen one, which stays frozen until the answer is in. Without a
+/// bound per read attempt, the get would wait for the frozen daemon for
+/// its whole retry time and fail although the cluster routed around it.
+#[test]
+fn a_read_from_a_frozen_point_leader_is_answered_by_its_successor() {
+    let cluster = ProxiedCluster::start(1, 3);
+    cluster.admin().add_space(SPACE).expect("add_space");
+    let options = ClientOptions {
+        retry_time_max: Duration::from_secs(20),
+        update_timeout: Duration::from_secs(1),
+        ..ClientOptions::default()
+    };
+    let client =
+        BlockingClient::connect_with(cluster.coordinator_addrs(), options).expect("connect");
+    let put = client
+        .put("r", Value::str("frozen"), [("n", Value::Int(7))])
+        .expect("put");
+    assert_eq!(put, Outcome::Done);
+    let leader = leader_of(&cluster, &client, "frozen");
+    cluster.pause_daemon(leader, true);
+    let got = client.get("r", Value::str("frozen"));
+    cluster.pause_daemon(leader, false);
+    let record = got
+        .expect("a get while the point leader is frozen")
+        .expect("the object");
+    assert_eq!(record.get("n"), Some(&Value::Int(7)));
 }

@@ -52,6 +52,8 @@ pub(crate) struct Attempts {
     pub(crate) cache: Arc<ConfigCache>,
     pub(crate) pool: DaemonPool,
     retry_time_max: Duration,
+    /// How long one attempt of a read waits for its answer.
+    read_timeout: Duration,
     /// This client's identity when it reports a daemon unreachable, and
     /// when it last reported each one.
     reporter: u64,
@@ -66,11 +68,13 @@ impl Attempts {
         cache: Arc<ConfigCache>,
         pool: DaemonPool,
         retry_time_max: Duration,
+        read_timeout: Duration,
     ) -> Attempts {
         Attempts {
             cache,
             pool,
             retry_time_max,
+            read_timeout,
             reporter: rand::random(),
             reported: std::sync::Mutex::new(HashMap::new()),
         }
@@ -186,16 +190,20 @@ impl Attempts {
     }
 
     /// The next answer frame of a read (get, search): a lost connection or
-    /// an answer later than the deadline means retry; an epoch mismatch
+    /// an answer later than the read timeout means retry; an epoch mismatch
     /// becomes its step.
     pub(crate) async fn answer_read(
         &self,
         answer: &mut Answer,
         deadline: Instant,
     ) -> Result<DaemonResponse, Step> {
-        // Allow a moment past the deadline so that an attempt started just
-        // before it can still finish.
-        let wait_until = deadline.max(Instant::now() + Duration::from_secs(1));
+        // A frozen daemon, or one that packets no longer reach, keeps the
+        // connection open without answering: without a bound per attempt a
+        // read would wait for it for the whole retry time, although the
+        // cluster routes around it within seconds. Allow a moment past the
+        // deadline so that an attempt started just before it can finish.
+        let wait_until = (Instant::now() + self.read_timeout)
+            .min(deadline.max(Instant::now() + Duration::from_secs(1)));
         match tokio::time::timeout_at(wait_until, answer.next()).await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) => Err(Step::Later(ClientError::new(

@@ -31,7 +31,8 @@ pub struct ClientOptions {
     pub retry_time_max: Duration,
     /// How long one attempt of an update waits for its point leader's
     /// answer before the client retries it (with the same request number,
-    /// so it is not applied twice).
+    /// so it is not applied twice). One attempt of a read (a get, a search
+    /// page) waits as long before it is sent again.
     pub update_timeout: Duration,
     /// How long opening a TCP connection to a daemon may take.
     pub connect_timeout: Duration,
@@ -129,6 +130,7 @@ impl Client {
                     cache,
                     DaemonPool::new(options.frame_bytes_max, options.connect_timeout),
                     options.retry_time_max,
+                    options.update_timeout,
                 ),
                 options,
                 client_id: rand::random(),

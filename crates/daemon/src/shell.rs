@@ -249,7 +249,9 @@ async fn serve_connection(shell: Arc<Shell>, stream: TcpStream) {
             Ok(Message::DaemonRequest { id, epoch, request }) => {
                 shell.handle_request(conn, id, epoch, request)
             }
-            Ok(msg @ (Message::Transfer(_) | Message::Chain(_))) => shell.on_peer(msg),
+            Ok(msg @ (Message::Transfer(_) | Message::Chain(_) | Message::Held(_))) => {
+                shell.on_peer(msg)
+            }
             Ok(other) => {
                 tracing::warn!("unexpected message on a daemon connection: {other:?}");
                 break;

@@ -334,6 +334,7 @@ pub fn run_cli(args: &[&str], stdin: Option<&str>, timeout: Duration) -> (bool, 
     )
 }
 
+pub mod history;
 pub mod proxy;
 
 /// One server of a [`ProxiedCluster`]: the port it listens on, the proxy
@@ -472,6 +473,21 @@ impl ProxiedCluster {
         signal(pid, if paused { "-STOP" } else { "-CONT" });
     }
 
+    /// Stops coordinator member `i` with SIGSTOP, or resumes it.
+    pub fn pause_coordinator(&self, i: usize, paused: bool) {
+        let pid = self.coordinators[i].pid.expect("coordinator running");
+        signal(pid, if paused { "-STOP" } else { "-CONT" });
+    }
+
+    /// The index of the coordinator member that leads now, waiting up to
+    /// `timeout` for one.
+    pub fn leader_index(&self, admin: &BlockingAdmin, timeout: Duration) -> usize {
+        wait_for("a coordinator leader", timeout, || {
+            let addr = admin.coordinator_status().ok()?.leader_addr?;
+            self.coordinators.iter().position(|c| c.addr() == addr)
+        })
+    }
+
     /// Cuts daemon `i` off the network (both directions, coordinator too).
     pub fn isolate_daemon(&self, i: usize) {
         let server = &self.daemons[i];
@@ -510,6 +526,49 @@ impl ProxiedCluster {
             .values()
             .find(|d| d.addr == addr)
             .map(|d| d.id)
+    }
+
+    /// Why the cluster is not settled, or `None` when it is: every daemon
+    /// available, every available daemon on the newest epoch, no transfer
+    /// running, and every region with f + 1 replicas.
+    pub fn unsettled(&self, admin: &BlockingAdmin) -> Option<String> {
+        let config = match admin.config() {
+            Ok(config) => config,
+            Err(e) => return Some(format!("no configuration: {e}")),
+        };
+        for i in 0..self.daemons.len() {
+            let Some(id) = self.daemon_id(&config, i) else {
+                return Some(format!("daemon {i} is not registered"));
+            };
+            if config.daemons[&id].state != DaemonState::Available {
+                return Some(format!(
+                    "daemon {i} ({id}) is {:?}",
+                    config.daemons[&id].state
+                ));
+            }
+        }
+        match admin.stability() {
+            Ok(stability) if stability.stable => {}
+            Ok(stability) => return Some(format!("{stability:?}")),
+            Err(e) => return Some(format!("no stability answer: {e}")),
+        }
+        // Read again: the configuration may have changed while stability
+        // was asked.
+        let config = match admin.config() {
+            Ok(config) => config,
+            Err(e) => return Some(format!("no configuration: {e}")),
+        };
+        for space in &config.spaces {
+            let replicas = space.desc.fault_tolerance as usize + 1;
+            for layout in &space.subspaces {
+                for region in &layout.regions {
+                    if region.chain.len() != replicas {
+                        return Some(format!("region {} has chain {:?}", region.id, region.chain));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// Waits until every daemon is available; returns that configuration.

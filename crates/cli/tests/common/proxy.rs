@@ -147,6 +147,21 @@ impl Network {
         self.close_held();
     }
 
+    /// Cuts what reaches the server behind `proxy`, not what it sends: its
+    /// live inbound connections close and new ones are held. Weaker than
+    /// dropping packets (a held connection is accepted and its data
+    /// acknowledged), for tests that cannot use a firewall.
+    pub fn cut_inbound(&self, proxy: &Proxy) {
+        proxy.state.cut.store(true, Ordering::SeqCst);
+        self.cut_links(|link| link.proxy == proxy.port);
+    }
+
+    /// Undoes [`Network::cut_inbound`]; held connections close.
+    pub fn heal_inbound(&self, proxy: &Proxy) {
+        proxy.state.cut.store(false, Ordering::SeqCst);
+        self.close_held();
+    }
+
     /// Closes and forgets the live connections that `cut` selects.
     fn cut_links(&self, cut: impl Fn(&Link) -> bool) {
         self.shared.links.lock().unwrap().retain(|link| {
