@@ -427,6 +427,19 @@ impl ClusterState {
             "a transfer target is outside the chain"
         );
         region.chain.push(t.to);
+        // A move: the member it relieves leaves in the same epoch (if it
+        // is still there), so the chain keeps its length. It may still act
+        // on its old place until it installs this epoch: no lease until then.
+        let mut left = false;
+        if let Some(old) = t.replaces {
+            if old != t.to && region.chain.contains(&old) {
+                region.chain.retain(|d| *d != old);
+                left = true;
+            }
+        }
+        if let (true, Some(old)) = (left, t.replaces) {
+            self.note_left_chain(old);
+        }
         self.bump();
         CommandResult::Done
     }
@@ -486,7 +499,7 @@ impl ClusterState {
             }
         }
         let busy: BTreeSet<RegionId> = self.transfers.iter().map(|t| t.region).collect();
-        let mut planned = Vec::new();
+        let mut planned: Vec<(RegionId, DaemonId, DaemonId, Option<DaemonId>)> = Vec::new();
         for (desc, region) in self.regions() {
             let replicas = desc.fault_tolerance as usize + 1;
             let Some(&tail) = region.chain.last() else {
@@ -502,10 +515,15 @@ impl ClusterState {
                 .map(|(d, _)| *d);
             if let Some(to) = target {
                 *load.get_mut(&to).expect("a candidate") += 1;
-                planned.push((region.id, tail, to));
+                planned.push((region.id, tail, to, None));
             }
         }
-        for (region, from, to) in planned {
+        if planned.is_empty() && self.transfers.is_empty() {
+            if let Some(planned_move) = self.plan_move(&load) {
+                planned.push(planned_move);
+            }
+        }
+        for (region, from, to, replaces) in planned {
             let id = self.transfer_id_next;
             self.transfer_id_next += 1;
             self.transfers.push(Transfer {
@@ -513,10 +531,34 @@ impl ClusterState {
                 region,
                 from,
                 to,
+                replaces,
             });
             changed = true;
         }
         changed
+    }
+
+    /// Rebalancing, once nothing needs repair and no transfer runs: when
+    /// the most loaded Available daemon holds at least two chain places
+    /// more than the least loaded one (a daemon back from a pause or a
+    /// partition holds none), one region moves from the former to the
+    /// latter — a transfer whose target replaces it in the chain. Each move
+    /// narrows the spread, so moves stop; one runs at a time.
+    fn plan_move(
+        &self,
+        load: &BTreeMap<DaemonId, u64>,
+    ) -> Option<(RegionId, DaemonId, DaemonId, Option<DaemonId>)> {
+        let (&light, &low) = load.iter().min_by_key(|(d, l)| (**l, **d))?;
+        let (&heavy, &high) = load
+            .iter()
+            .max_by_key(|(d, l)| (**l, std::cmp::Reverse(**d)))?;
+        if high < low + 2 {
+            return None;
+        }
+        self.regions()
+            .map(|(_, r)| r)
+            .find(|r| r.chain.contains(&heavy) && !r.chain.contains(&light))
+            .and_then(|r| Some((r.id, *r.chain.last()?, light, Some(heavy))))
     }
 
     /// Checks the invariants on chains and transfers (see the module docs).
@@ -1029,6 +1071,71 @@ mod tests {
             CommandResult::SpaceAdded { .. }
         ));
         state
+    }
+
+    /// Completes every running transfer, as targets that caught up would.
+    fn complete_all(state: &mut ClusterState) {
+        while let Some(t) = state.transfers.first().cloned() {
+            assert_eq!(
+                state.apply(Command::TransferComplete { transfer: t.id }),
+                CommandResult::Done
+            );
+        }
+    }
+
+    #[test]
+    fn a_new_space_needs_no_rebalancing() {
+        let mut state = ClusterState::default();
+        register(&mut state, 4);
+        for description in [
+            "space a key k attributes x, y, z subspace x subspace y subspace z create 8 partitions tolerate 1 failure",
+            "space b key k attributes x subspace x create 5 partitions tolerate 2 failures",
+        ] {
+            assert!(matches!(add(&mut state, description), CommandResult::SpaceAdded { .. }));
+        }
+        assert!(state.transfers.is_empty(), "{:?}", state.transfers);
+    }
+
+    #[test]
+    fn a_daemon_back_after_a_failure_gets_regions_moved_to_it_until_balanced() {
+        let mut state = ClusterState::default();
+        register(&mut state, 4);
+        add(
+            &mut state,
+            "space kv key k attributes a subspace a create 8 partitions tolerate 1 failure",
+        );
+        let regions = state.regions().count();
+        // Daemon 2 fails; its places are repaired elsewhere.
+        state.apply(Command::DaemonOffline { id: DaemonId(2) });
+        complete_all(&mut state);
+        assert_eq!(replica_count(&state, DaemonId(2)), 0);
+        // It comes back (alive after a pause): Available, in no chain.
+        state.apply(Command::RegisterDaemon {
+            id: Some(DaemonId(2)),
+            addr: "d1:1".into(),
+        });
+        let mut moves = 0;
+        while let Some(t) = state.transfers.first().cloned() {
+            assert_eq!(t.to, DaemonId(2), "moves go to the daemon holding least");
+            let relieved = t.replaces.expect("a move names the member it relieves");
+            let before = replica_count(&state, relieved);
+            state.apply(Command::TransferComplete { transfer: t.id });
+            assert_eq!(replica_count(&state, relieved), before - 1);
+            assert!(state.left_chain_at.get(&relieved) == Some(&state.epoch));
+            moves += 1;
+            assert!(moves <= regions * 2, "moves must stop");
+        }
+        assert!(moves > 0);
+        let counts: Vec<usize> = (1..=4)
+            .map(|d| replica_count(&state, DaemonId(d)))
+            .collect();
+        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        assert!(max - min <= 1, "balanced: {counts:?}");
+        // Every chain kept f + 1 distinct members throughout.
+        for (_, chain) in chains(&state) {
+            assert_eq!(chain.len(), 2, "{chain:?}");
+        }
+        state.check_invariants().unwrap();
     }
 
     fn chains(state: &ClusterState) -> Vec<(RegionId, Vec<DaemonId>)> {

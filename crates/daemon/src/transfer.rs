@@ -669,6 +669,7 @@ mod tests {
             region: RegionId(3),
             from: src,
             to: dst,
+            replaces: None,
         };
         let mut source = Transfers::new(src);
         let mut target = Transfers::new(dst);
@@ -776,6 +777,7 @@ mod tests {
             region: RegionId(9),
             from: src,
             to: dst,
+            replaces: None,
         };
         let mut source = Transfers::new(src);
         let mut target = Transfers::new(dst);
@@ -827,6 +829,7 @@ mod tests {
             region: RegionId(1),
             from: src,
             to: dst,
+            replaces: None,
         };
         let mut source = Transfers::new(src);
         source.on_config(&config(vec![t]));
@@ -858,6 +861,7 @@ mod hold_tests {
             region: RegionId(2),
             from: src,
             to: dst,
+            replaces: None,
         };
         let cfg = Configuration {
             epoch: Epoch(1),

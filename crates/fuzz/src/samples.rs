@@ -149,6 +149,7 @@ pub fn configuration() -> Configuration {
             region: RegionId(2),
             from: DaemonId(2),
             to: DaemonId(1),
+            replaces: None,
         }],
     }
 }

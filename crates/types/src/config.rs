@@ -85,6 +85,11 @@ pub struct Transfer {
     pub from: DaemonId,
     /// The daemon that receives it and then joins the chain's tail.
     pub to: DaemonId,
+    /// A rebalancing move: this member leaves the chain in the epoch the
+    /// target joins it, so the chain keeps its length. `None` for a repair
+    /// of a chain short of replicas.
+    #[serde(default)]
+    pub replaces: Option<DaemonId>,
 }
 
 /// Everything a daemon or client needs to route, at one epoch.
