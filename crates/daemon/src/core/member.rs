@@ -1,0 +1,334 @@
+//! Every chain member's side: a forward is applied in version order
+//! (buffered until the version it follows is here), sent on, and committed
+//! when the acknowledgement comes back from the tail; unacknowledged
+//! updates are sent again on a timer.
+
+use super::{KeyState, Pending, ReplicaCore, ReplyTo, StateKey, FUTURE_MAX, REDRIVE_TICKS};
+use crate::record::{trim_recent, ReadRecordError, Record};
+use tessera_protocol::{ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite};
+use tessera_storage::Write;
+use tessera_types::coordinate::key_bytes;
+use tessera_types::Version;
+
+impl ReplicaCore {
+    /// Logical time passes (the shell calls this every 250 ms). Every chain
+    /// member sends again to its successor each update it forwarded and
+    /// has waited on for [`REDRIVE_TICKS`]; the successor forwards it or
+    /// acknowledges it again. A lost message thus costs one re-send on its
+    /// own hop, not a new pass down the whole chain (which, on a long
+    /// chain over a lossy link, might almost never get through).
+    pub fn on_tick(&mut self) {
+        self.tick += 1;
+        let tick = self.tick;
+        let stale: Vec<(StateKey, Version)> = self
+            .keys
+            .iter()
+            .flat_map(|(k, s)| {
+                s.pending
+                    .iter()
+                    .filter(|(_, p)| {
+                        !p.acked && !p.blocked && !p.held && tick - p.sent_tick >= REDRIVE_TICKS
+                    })
+                    .map(move |(v, _)| (k.clone(), *v))
+            })
+            .collect();
+        for (state_key, version) in stale {
+            self.continue_pending(&state_key, version);
+        }
+        self.run_local();
+    }
+
+    /// A chain message from another daemon.
+    pub fn on_chain(&mut self, msg: ChainMsg) {
+        self.handle_chain(msg);
+        self.run_local();
+    }
+
+    pub(super) fn handle_chain(&mut self, msg: ChainMsg) {
+        let epoch = match &msg {
+            ChainMsg::Forward(f) => f.epoch,
+            ChainMsg::Ack(a) => a.epoch,
+        };
+        if epoch > self.config.epoch {
+            if self.future.len() < FUTURE_MAX {
+                self.future.push(msg);
+            }
+            return;
+        }
+        if epoch < self.config.epoch {
+            tracing::debug!(?epoch, "dropping a chain message from an older epoch");
+            return;
+        }
+        match msg {
+            ChainMsg::Forward(forward) => {
+                let pos = forward.position as usize;
+                let valid = forward.hops.get(pos).is_some_and(|h| h.daemon == self.me)
+                    && pos > 0
+                    && forward.hops[pos - 1].daemon == forward.from;
+                if !valid {
+                    tracing::warn!(from = %forward.from, pos, "dropping a forward that does not name this daemon");
+                    return;
+                }
+                self.apply_forward(forward, Vec::new());
+            }
+            ChainMsg::Ack(ack) => self.apply_ack(ack),
+        }
+    }
+
+    /// The version this region of the key has applied: pending or committed.
+    fn applied(&self, state_key: &StateKey) -> Result<Option<Version>, ReadRecordError> {
+        if let Some(v) = self
+            .keys
+            .get(state_key)
+            .and_then(|s| s.pending.last_key_value())
+            .map(|(v, _)| *v)
+        {
+            return Ok(Some(v));
+        }
+        Ok(self.load(state_key)?.map(|r| r.version))
+    }
+
+    pub(super) fn apply_forward(&mut self, forward: ChainForward, replies: Vec<ReplyTo>) {
+        let pos = forward.position as usize;
+        let hop = forward.hops[pos];
+        let state_key = (hop.region, key_bytes(&forward.key));
+        let version = forward.version;
+        let applied = match self.applied(&state_key) {
+            Ok(a) => a,
+            Err(e) => {
+                self.fatal("reading a key's applied version", e);
+                return;
+            }
+        };
+        if applied.is_some_and(|a| a >= version) {
+            // Seen before: an update driven again in a new epoch.
+            let state = self.keys.entry(state_key.clone()).or_default();
+            if let Some(pending) = state.pending.get_mut(&version) {
+                pending.forward = forward;
+                self.continue_pending(&state_key, version);
+            } else if pos > 0 {
+                // Already committed here: acknowledge again.
+                self.send_ack(&forward, pos);
+            }
+            return;
+        }
+        if let Some(after) = hop.after {
+            if applied.is_none_or(|a| a < after) {
+                self.keys
+                    .entry(state_key)
+                    .or_default()
+                    .buffered
+                    .insert(version, forward);
+                return;
+            }
+        }
+        let last = pos + 1 == forward.hops.len();
+        let held = self.held.contains(&state_key.0);
+        let state = self.keys.entry(state_key.clone()).or_default();
+        state.pending.insert(
+            version,
+            Pending {
+                forward,
+                acked: last && !held,
+                replies,
+                sent_tick: self.tick,
+                blocked: false,
+                held,
+            },
+        );
+        if held {
+            // Waits for the release (see `hold`).
+        } else if last {
+            self.commit_ready(&state_key);
+        } else {
+            self.send_downstream(&state_key, version);
+        }
+        self.release_buffered(&state_key);
+    }
+
+    /// Applies buffered updates whose predecessor has now been applied.
+    pub(super) fn release_buffered(&mut self, state_key: &StateKey) {
+        loop {
+            let Ok(applied) = self.applied(state_key) else {
+                return;
+            };
+            let Some(state) = self.keys.get_mut(state_key) else {
+                return;
+            };
+            let ready = state.buffered.iter().find_map(|(v, f)| {
+                let after = f.hops[f.position as usize].after;
+                after
+                    .is_none_or(|a| applied.is_some_and(|ap| ap >= a))
+                    .then_some(*v)
+            });
+            let Some(version) = ready else { return };
+            let forward = state.buffered.remove(&version).expect("found above");
+            self.apply_forward(forward, Vec::new());
+        }
+    }
+
+    /// Moves a pending update on after its chain changed: forward it, or
+    /// commit it when this daemon is now its tail.
+    pub(super) fn continue_pending(&mut self, state_key: &StateKey, version: Version) {
+        let Some(pending) = self
+            .keys
+            .get_mut(state_key)
+            .and_then(|s| s.pending.get_mut(&version))
+        else {
+            return;
+        };
+        if pending.acked || pending.blocked || pending.held {
+            return;
+        }
+        if pending.forward.position as usize + 1 == pending.forward.hops.len() {
+            pending.acked = true;
+            self.commit_ready(state_key);
+        } else {
+            self.send_downstream(state_key, version);
+        }
+    }
+
+    fn send_downstream(&mut self, state_key: &StateKey, version: Version) {
+        let tick = self.tick;
+        let Some(pending) = self
+            .keys
+            .get_mut(state_key)
+            .and_then(|s| s.pending.get_mut(&version))
+        else {
+            return;
+        };
+        pending.sent_tick = tick;
+        let mut next = pending.forward.clone();
+        let pos = next.position as usize;
+        let Some(to) = next.hops.get(pos + 1).map(|h| h.daemon) else {
+            return;
+        };
+        next.position = (pos + 1) as u32;
+        next.from = self.me;
+        next.epoch = self.config.epoch;
+        self.send(to, ChainMsg::Forward(next));
+    }
+
+    fn send_ack(&mut self, forward: &ChainForward, pos: usize) {
+        let upstream = forward.hops[pos - 1];
+        let ack = ChainAck {
+            epoch: self.config.epoch,
+            from: self.me,
+            space: forward.space,
+            key: forward.key.clone(),
+            version: forward.version,
+            region: upstream.region,
+            position: (pos - 1) as u32,
+        };
+        self.send(upstream.daemon, ChainMsg::Ack(ack));
+    }
+
+    fn apply_ack(&mut self, ack: ChainAck) {
+        let state_key = (ack.region, key_bytes(&ack.key));
+        let Some(pending) = self
+            .keys
+            .get_mut(&state_key)
+            .and_then(|s| s.pending.get_mut(&ack.version))
+        else {
+            tracing::debug!(version = %ack.version, "acknowledgement for an update not pending here");
+            return;
+        };
+        let pos = pending.forward.position as usize;
+        let expected = pending.forward.hops.get(pos + 1).map(|h| h.daemon);
+        if pos != ack.position as usize || expected != Some(ack.from) {
+            tracing::warn!(from = %ack.from, "dropping an acknowledgement from a daemon that is not next in the chain");
+            return;
+        }
+        pending.acked = true;
+        self.commit_ready(&state_key);
+    }
+
+    /// Commits acknowledged updates in version order: writes them through,
+    /// then acknowledges upstream (or answers the client at the head).
+    fn commit_ready(&mut self, state_key: &StateKey) {
+        let mut leader_committed = false;
+        while let Some(entry) = self
+            .keys
+            .get_mut(state_key)
+            .and_then(|s| s.pending.first_entry())
+        {
+            if !entry.get().acked {
+                break;
+            }
+            let pending = entry.remove();
+            let forward = &pending.forward;
+            let pos = forward.position as usize;
+            let hop = forward.hops[pos];
+            let is_key_region = pos < forward.hops.len() && self.is_key_subspace(hop.region);
+            let recent = if is_key_region {
+                let mut recent = match self.load(state_key) {
+                    Ok(record) => record.map(|r| r.recent).unwrap_or_default(),
+                    Err(e) => {
+                        if let Some(state) = self.keys.get_mut(state_key) {
+                            state.pending.insert(forward.version, pending);
+                        }
+                        self.fatal("reading a record before its commit", e);
+                        return;
+                    }
+                };
+                if forward.client != ClientRef::REPAIR {
+                    recent.push((forward.client, forward.version));
+                    trim_recent(&mut recent);
+                }
+                recent
+            } else {
+                Vec::new()
+            };
+            // A removal leaves a tombstone in every region, so the region's
+            // version of the key only grows: a late copy of an older update
+            // (sent again while its acknowledgement was on the way) is
+            // recognized as seen instead of bringing the object back.
+            let value = Record {
+                version: forward.version,
+                object: match hop.write {
+                    HopWrite::Put => forward.object.clone(),
+                    HopWrite::Remove => None,
+                },
+                recent,
+            }
+            .encode();
+            let shipped = self
+                .outgoing
+                .contains_key(&hop.region)
+                .then(|| value.clone());
+            let write = Write::Put {
+                region: hop.region,
+                key: state_key.1.clone(),
+                value,
+            };
+            if let Err(e) = self.engine.apply(vec![write]) {
+                // A daemon that cannot write must not acknowledge: stop here.
+                // Replication keeps the data; the daemon leaves its chains
+                // (`Effect::Fatal`) and the update is driven again along
+                // the chain the next epoch draws.
+                if let Some(state) = self.keys.get_mut(state_key) {
+                    state.pending.insert(forward.version, pending);
+                }
+                self.fatal("a commit", e);
+                return;
+            }
+            if let Some(record) = shipped {
+                self.ship(hop.region, &state_key.1, forward.version, &record);
+            }
+            if pos > 0 {
+                self.send_ack(forward, pos);
+            } else {
+                for reply in &pending.replies {
+                    self.reply(*reply, DaemonResponse::Done);
+                }
+                leader_committed = true;
+            }
+        }
+        if leader_committed {
+            self.drain_queue(state_key);
+        }
+        if self.keys.get(state_key).is_some_and(KeyState::is_idle) {
+            self.keys.remove(state_key);
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The replica core: the chain protocol as a state machine that does no
+//! network I/O. The shell feeds it client updates, chain messages and new
+//! configurations, and carries out the effects it returns (sends and
+//! replies). Commits write through the [`Engine`] before the acknowledgement
+//! leaves, so an acknowledged update is on disk at every replica.
+//!
+//! State per (region, key) held by this daemon:
+//!
+//! ```text
+//!   storage: committed Record (version, object)       — what reads and searches see
+//!   pending: version → update applied here, not yet acknowledged by the tail
+//!   buffered: version → update that arrived before the version it follows
+//!   queued:  (point leader only) client updates waiting for earlier ones
+//! ```
+//!
+//! The code follows the roles a daemon plays for a key: [`leader`] (the
+//! point leader orders and starts updates), [`member`] (every replica
+//! applies, forwards, acknowledges and commits), [`reconfig`] (a new epoch
+//! rechains what is in flight), [`handover`] (a region moving to another
+//! daemon) and [`repair`] (anti-entropy between subspaces).
+
+mod handover;
+mod leader;
+mod member;
+mod reconfig;
+mod repair;
+
+use crate::record::{ReadRecordError, Record};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use tessera_protocol::{
+    ChainForward, ChainMsg, ClientRef, DaemonResponse, Status, TransferEntry, UpdateRequest,
+};
+use tessera_storage::Engine;
+use tessera_types::{Configuration, DaemonId, Epoch, RegionId, Version};
+
+/// Where to send a client's answer: the shell's connection and request id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReplyTo {
+    pub conn: u64,
+    pub id: u64,
+}
+
+/// What the shell must do after a call into the core, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    Send {
+        to: DaemonId,
+        msg: ChainMsg,
+    },
+    /// A committed entry for the target of `transfer`, which receives this
+    /// region (the shell numbers it through `transfer::Transfers::stamp`).
+    Ship {
+        transfer: u64,
+        entry: TransferEntry,
+    },
+    Reply {
+        to: ReplyTo,
+        response: DaemonResponse,
+    },
+    /// Storage failed (a read, a write, a corrupt record): the daemon can no
+    /// longer vouch for what it holds. The core acknowledged nothing that
+    /// depends on it; the daemon must stop serving and leave its chains.
+    Fatal {
+        during: &'static str,
+        error: String,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Pending {
+    /// The update as this member last received or sent it (hops, epoch).
+    forward: ChainForward,
+    acked: bool,
+    /// At the point leader: the clients to answer when it commits (the
+    /// original request, and retries of it that arrived meanwhile).
+    replies: Vec<ReplyTo>,
+    /// The tick at which this member last sent the update downstream.
+    sent_tick: u64,
+    /// A region on the update's way has no replica in this epoch: it is
+    /// neither sent on nor committed until one returns.
+    blocked: bool,
+    /// It arrived while its region was held for a transfer's hand-over: it
+    /// waits here, unsent and uncommitted, until [`ReplicaCore::release`].
+    held: bool,
+}
+
+/// Ticks after which a chain member sends an unacknowledged update again to
+/// its successor (a message lost with a broken connection must not stall
+/// the key).
+pub const REDRIVE_TICKS: u64 = 4;
+
+#[derive(Default, Debug)]
+struct KeyState {
+    pending: BTreeMap<Version, Pending>,
+    buffered: BTreeMap<Version, ChainForward>,
+    queued: VecDeque<(ReplyTo, UpdateRequest)>,
+}
+
+impl KeyState {
+    fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.buffered.is_empty() && self.queued.is_empty()
+    }
+}
+
+type StateKey = (RegionId, Vec<u8>);
+
+/// At most this many messages from a newer epoch wait for the configuration
+/// to catch up; beyond it they are dropped (their point leaders resend).
+const FUTURE_MAX: usize = 100_000;
+
+pub struct ReplicaCore {
+    me: DaemonId,
+    config: Arc<Configuration>,
+    engine: Arc<dyn Engine>,
+    keys: BTreeMap<StateKey, KeyState>,
+    /// Chain messages stamped with an epoch newer than ours, held until our
+    /// configuration catches up.
+    future: Vec<ChainMsg>,
+    /// Messages this daemon sends to itself (it may hold several hops).
+    local: VecDeque<ChainMsg>,
+    effects: Vec<Effect>,
+    /// Transfers this daemon is the source of, by region: every commit in
+    /// the region is also shipped to the target.
+    outgoing: HashMap<RegionId, Vec<u64>>,
+    /// Regions whose transfer is handing over (see `transfer`): updates
+    /// arriving now wait here, neither sent on nor committed, so the target
+    /// joins holding everything any daemon after this one holds.
+    held: BTreeSet<RegionId>,
+    /// Logical time: the number of `on_tick` calls so far.
+    tick: u64,
+    /// Requests this point leader refused when it evaluated them (NOTFOUND,
+    /// CMPFAIL, …), oldest first. A late copy of one (its client timed out,
+    /// sent it again and may have returned with this answer already) gets
+    /// the same answer instead of a second evaluation that could apply.
+    refused: HashMap<ClientRef, DaemonResponse>,
+    refused_order: VecDeque<ClientRef>,
+}
+fn outgoing_transfers(me: DaemonId, config: &Configuration) -> HashMap<RegionId, Vec<u64>> {
+    let mut out: HashMap<RegionId, Vec<u64>> = HashMap::new();
+    for t in config.transfers.iter().filter(|t| t.from == me) {
+        out.entry(t.region).or_default().push(t.id);
+    }
+    out
+}
+
+fn refuse(status: Status, reason: impl Into<String>) -> DaemonResponse {
+    DaemonResponse::Failed {
+        status,
+        reason: reason.into(),
+    }
+}
+
+impl ReplicaCore {
+    pub fn new(me: DaemonId, config: Arc<Configuration>, engine: Arc<dyn Engine>) -> Self {
+        ReplicaCore {
+            me,
+            engine,
+            keys: BTreeMap::new(),
+            future: Vec::new(),
+            local: VecDeque::new(),
+            effects: Vec::new(),
+            outgoing: outgoing_transfers(me, &config),
+            held: BTreeSet::new(),
+            refused: HashMap::new(),
+            refused_order: VecDeque::new(),
+            tick: 0,
+            config,
+        }
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.config.epoch
+    }
+
+    /// Takes the effects produced so far.
+    pub fn drain_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Number of (region, key) entries with work in flight (for tests and metrics).
+    pub fn busy_keys(&self) -> usize {
+        self.keys.values().filter(|s| !s.is_idle()).count()
+    }
+
+    /// What the busy keys wait for, for diagnostics.
+    pub fn describe_busy(&self) -> String {
+        let mut out = Vec::new();
+        if !self.held.is_empty() {
+            out.push(format!("holding {:?}", self.held));
+        }
+        for ((region, key), s) in self.keys.iter().filter(|(_, s)| !s.is_idle()) {
+            let pending: Vec<String> = s
+                .pending
+                .iter()
+                .map(|(v, p)| {
+                    let hop = p.forward.hops[p.forward.position as usize];
+                    format!(
+                        "v{} at {}/{} after {:?} acked {} from {}{}{}",
+                        v.0,
+                        p.forward.position,
+                        p.forward.hops.len(),
+                        hop.after,
+                        p.acked,
+                        p.forward.from,
+                        if p.held { " held" } else { "" },
+                        if p.blocked { " blocked" } else { "" },
+                    )
+                })
+                .collect();
+            let stored = self
+                .load(&(*region, key.clone()))
+                .ok()
+                .flatten()
+                .map(|r| r.version.0);
+            out.push(format!(
+                "{region} {key:?}: stored v{stored:?} pending [{}] buffered {:?} queued {}",
+                pending.join(", "),
+                s.buffered.keys().map(|v| v.0).collect::<Vec<_>>(),
+                s.queued.len()
+            ));
+        }
+        out.join("; ")
+    }
+
+    fn is_key_subspace(&self, region: RegionId) -> bool {
+        self.config
+            .region(region)
+            .is_some_and(|(_, subspace, _)| subspace == 0)
+    }
+
+    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, ReadRecordError> {
+        let bytes = self.engine.get(state_key.0, &state_key.1)?;
+        Ok(bytes.map(|b| Record::decode(&b)).transpose()?)
+    }
+
+    // ------------------------------------------------------------ effects
+
+    fn send(&mut self, to: DaemonId, msg: ChainMsg) {
+        if to == self.me {
+            self.local.push_back(msg);
+        } else {
+            self.effects.push(Effect::Send { to, msg });
+        }
+    }
+
+    fn reply(&mut self, to: ReplyTo, response: DaemonResponse) {
+        self.effects.push(Effect::Reply { to, response });
+    }
+
+    fn fatal(&mut self, during: &'static str, error: impl std::fmt::Display) {
+        self.effects.push(Effect::Fatal {
+            during,
+            error: error.to_string(),
+        });
+    }
+
+    fn run_local(&mut self) {
+        while let Some(msg) = self.local.pop_front() {
+            self.handle_chain(msg);
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! A new configuration: updates in flight are rechained along the chains
+//! the new epoch draws, blocked while a region on their way has no
+//! replica, and clients this daemon no longer answers for are told to
+//! retry elsewhere.
+
+use super::{outgoing_transfers, ReplicaCore};
+use crate::chain::{rechain, Unchained};
+use std::sync::Arc;
+use tessera_protocol::DaemonResponse;
+use tessera_types::Configuration;
+
+impl ReplicaCore {
+    /// A new configuration. Updates in flight are driven again along their
+    /// chains as the new epoch draws them; messages of the old epoch that
+    /// were waiting are dropped (their point leaders send them again).
+    pub fn on_config(&mut self, config: Arc<Configuration>) {
+        if config.epoch <= self.config.epoch {
+            return;
+        }
+        self.outgoing = outgoing_transfers(self.me, &config);
+        self.config = config;
+        let epoch = self.config.epoch;
+        let me = self.me;
+        let config = self.config.clone();
+        let mut redrive = Vec::new();
+        let mut refused = Vec::new();
+        for (state_key, state) in self.keys.iter_mut() {
+            state.buffered.clear();
+            let mut dropped = Vec::new();
+            for (version, pending) in state.pending.iter_mut() {
+                let hops = match rechain(&config, &pending.forward.hops) {
+                    Ok(hops) => hops,
+                    Err(Unchained::Gone) => {
+                        dropped.push(*version); // the space is gone
+                        continue;
+                    }
+                    Err(Unchained::Unavailable(_)) => {
+                        // Skipping the region would leave it stale when
+                        // its replica returns: wait for that instead.
+                        let Some((_, sub, region)) = config
+                            .region(state_key.0)
+                            .filter(|(_, _, r)| r.chain.contains(&me))
+                        else {
+                            dropped.push(*version);
+                            continue;
+                        };
+                        pending.blocked = true;
+                        pending.acked = false;
+                        if sub != 0 || region.chain.first() != Some(&me) {
+                            // Only the key region's head answers clients.
+                            refused.append(&mut pending.replies);
+                        }
+                        continue;
+                    }
+                };
+                pending.blocked = false;
+                let Some(pos) = hops
+                    .iter()
+                    .position(|h| h.daemon == me && h.region == state_key.0)
+                else {
+                    dropped.push(*version); // this daemon left the region's chain
+                    continue;
+                };
+                // An acknowledgement came from the old chain: whoever
+                // follows this daemon now may not hold the update yet, so
+                // it must acknowledge again (members that committed it do
+                // so at once). The last hop commits without one, below.
+                pending.acked = false;
+                let last = pos + 1 == hops.len();
+                pending.forward.hops = hops;
+                pending.forward.position = pos as u32;
+                pending.forward.epoch = epoch;
+                if pos == 0 {
+                    // Head of the key region: drive the update again.
+                    pending.forward.from = me;
+                } else {
+                    // Someone else heads it now; they answer its clients.
+                    refused.append(&mut pending.replies);
+                }
+                if pos == 0 || last {
+                    redrive.push((state_key.clone(), *version));
+                }
+            }
+            for version in dropped {
+                if let Some(p) = state.pending.remove(&version) {
+                    refused.extend(p.replies);
+                }
+            }
+            let still_leader = state
+                .pending
+                .values()
+                .next()
+                .is_none_or(|p| p.forward.position == 0)
+                && config
+                    .region(state_key.0)
+                    .is_some_and(|(_, sub, r)| sub == 0 && r.chain.first() == Some(&me));
+            if !still_leader {
+                refused.extend(state.queued.drain(..).map(|(r, _)| r));
+            }
+        }
+        for reply in refused {
+            // Not applied here: the client refreshes its configuration and
+            // retries at the new point leader, which recognizes a retry.
+            self.reply(reply, DaemonResponse::WrongEpoch { epoch });
+        }
+        for (state_key, version) in redrive {
+            self.continue_pending(&state_key, version);
+        }
+        self.keys.retain(|_, s| !s.is_idle());
+        let future = std::mem::take(&mut self.future);
+        for msg in future {
+            self.handle_chain(msg);
+        }
+        self.run_local();
+    }
+}

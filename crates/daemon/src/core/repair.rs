@@ -1,0 +1,87 @@
+//! Anti-entropy: the key's point leader repairs a key that another
+//! subspace holds apart from the key subspace.
+
+use super::ReplicaCore;
+use crate::chain::{key_region, repair_hops};
+use tessera_protocol::{ChainForward, ClientRef};
+use tessera_types::coordinate::key_bytes;
+use tessera_types::{Epoch, RegionId, SpaceId, Value, Version};
+
+impl ReplicaCore {
+    /// Anti-entropy: the head of non-key region `region` holds `key`'s
+    /// object at `version`. As the key's point leader, with no update of
+    /// the key under way, repair it unless the key subspace's committed
+    /// object is exactly that: the same version, mapping to that region.
+    /// The repair is an ordinary update through the chain (so every
+    /// replica of every region it touches applies it, in the key's order)
+    /// that writes the committed object again at a fresh version, removes
+    /// the key from `region` when the object does not belong there, and
+    /// puts it where it does.
+    pub fn on_held(
+        &mut self,
+        epoch: Epoch,
+        space: SpaceId,
+        region: RegionId,
+        key: Value,
+        version: Version,
+    ) {
+        let config = self.config.clone();
+        if epoch != config.epoch {
+            return;
+        }
+        let Some(space) = config.space_by_id(space) else {
+            return;
+        };
+        let Some(key_region) = key_region(space, &key) else {
+            return;
+        };
+        if key_region.chain.first() != Some(&self.me) || self.held.contains(&key_region.id) {
+            return;
+        }
+        let state_key = (key_region.id, key_bytes(&key));
+        if self.keys.get(&state_key).is_some_and(|s| !s.is_idle()) {
+            // An update is under way; the next round looks again.
+            return;
+        }
+        let Some((_, subspace, _)) = config.region(region) else {
+            return;
+        };
+        if subspace == 0 {
+            return;
+        }
+        let Some(layout) = space.subspaces.get(subspace) else {
+            return;
+        };
+        let record = match self.load(&state_key) {
+            Ok(record) => record,
+            Err(e) => return self.fatal("reading a key for anti-entropy", e),
+        };
+        let (prev, object) = match record {
+            Some(r) => (Some(r.version), r.object),
+            None => (None, None),
+        };
+        let belongs = object
+            .as_ref()
+            .is_some_and(|o| layout.region_of(o).id == region);
+        if belongs && prev == Some(version) {
+            return;
+        }
+        let Ok(hops) = repair_hops(space, &key, object.as_ref(), region, prev) else {
+            return; // a region on its way has no replica: later
+        };
+        tracing::warn!(%region, ?key, %version, "anti-entropy: repairing a key its subspace holds apart from the key subspace");
+        let forward = ChainForward {
+            epoch: config.epoch,
+            from: self.me,
+            space: space.id,
+            key,
+            version: Version::next(prev.max(Some(version)), config.epoch),
+            hops,
+            position: 0,
+            object,
+            client: ClientRef::REPAIR,
+        };
+        self.apply_forward(forward, Vec::new());
+        self.run_local();
+    }
+}
