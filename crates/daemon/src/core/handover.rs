@@ -2,7 +2,7 @@
 //! over and ships every commit to the target; the target stores the
 //! entries it receives.
 
-use super::{Effect, KeyState, ReplicaCore, StateKey};
+use super::{Effect, KeyState, Phase, ReplicaCore, StateKey};
 use tessera_protocol::TransferEntry;
 use tessera_storage::Write;
 use tessera_types::{RegionId, Version};
@@ -55,7 +55,12 @@ impl ReplicaCore {
     /// every shipped commit, it holds all the region holds downstream.
     pub fn in_flight(&self, region: RegionId) -> usize {
         self.region_keys(region)
-            .map(|(_, s)| s.pending.values().filter(|p| !p.held).count())
+            .map(|(_, s)| {
+                s.pending
+                    .values()
+                    .filter(|p| !matches!(p.phase, Phase::Held { .. }))
+                    .count()
+            })
             .sum()
     }
 
@@ -77,17 +82,18 @@ impl ReplicaCore {
             .flat_map(|(k, s)| {
                 s.pending
                     .iter()
-                    .filter(|(_, p)| p.held)
+                    .filter(|(_, p)| matches!(p.phase, Phase::Held { .. }))
                     .map(move |(v, _)| (k.clone(), *v))
             })
             .collect();
         for (state_key, version) in waiting {
-            if let Some(p) = self
-                .keys
-                .get_mut(&state_key)
-                .and_then(|s| s.pending.get_mut(&version))
-            {
-                p.held = false;
+            let tick = self.tick;
+            if let Some(p) = self.pending_mut(&state_key, version) {
+                p.phase = match p.phase {
+                    Phase::Held { blocked: true } => Phase::Blocked,
+                    Phase::Held { blocked: false } => Phase::Sending { sent_tick: tick },
+                    other @ (Phase::Sending { .. } | Phase::Acked | Phase::Blocked) => other,
+                };
             }
             self.continue_pending(&state_key, version);
         }

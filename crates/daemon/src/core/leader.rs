@@ -3,7 +3,7 @@
 //! behind the key's earlier updates; retries and refusals are remembered so
 //! that an update applies at most once.
 
-use super::{refuse, ReplicaCore, ReplyTo, StateKey};
+use super::{refuse, ReplicaCore, ReplyTo, Start, StateKey};
 use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region};
 use crate::record::ReadRecordError;
 use tessera_protocol::{ChainForward, ClientRef, DaemonResponse, Status, UpdateRequest};
@@ -68,7 +68,7 @@ impl ReplicaCore {
             state.queued.push_back((reply, request));
             return;
         }
-        if !self.try_start(&state_key, reply, &request) {
+        if self.try_start(&state_key, reply, &request) == Start::Wait {
             self.keys
                 .entry(state_key)
                 .or_default()
@@ -122,13 +122,18 @@ impl ReplicaCore {
         }
     }
 
-    /// Evaluates and starts `request`; false when it must wait for the
-    /// key's earlier updates to be acknowledged.
-    fn try_start(&mut self, state_key: &StateKey, reply: ReplyTo, request: &UpdateRequest) -> bool {
+    /// Evaluates and starts `request`, or answers it; [`Start::Wait`] when
+    /// it must wait for the key's earlier updates to be acknowledged.
+    fn try_start(
+        &mut self,
+        state_key: &StateKey,
+        reply: ReplyTo,
+        request: &UpdateRequest,
+    ) -> Start {
         let config = self.config.clone();
         let Some(space) = config.space_by_id(request.space) else {
             self.reply(reply, refuse(Status::UnknownSpace, "the space was removed"));
-            return true;
+            return Start::Done;
         };
         let latest = match self.latest(state_key) {
             Ok(latest) => latest,
@@ -138,7 +143,7 @@ impl ReplicaCore {
                     reply,
                     refuse(Status::Reconfigure, "this daemon's storage failed"),
                 );
-                return true;
+                return Start::Done;
             }
         };
         let has_pending = self
@@ -153,12 +158,12 @@ impl ReplicaCore {
             Ok(new) => new,
             // An answer computed from an unacknowledged version could be
             // contradicted if that version never completes: wait for it.
-            Err(_) if has_pending => return false,
+            Err(_) if has_pending => return Start::Wait,
             Err(refusal) => {
                 let response = DaemonResponse::from(refusal);
                 self.remember_refusal(request.client, response.clone());
                 self.reply(reply, response);
-                return true;
+                return Start::Done;
             }
         };
         let hops = match build_hops(
@@ -178,7 +183,7 @@ impl ReplicaCore {
                     config.epoch
                 );
                 self.reply(reply, refuse(Status::Offline, reason));
-                return true;
+                return Start::Done;
             }
         };
         if let Some((_, last)) = self
@@ -187,7 +192,7 @@ impl ReplicaCore {
             .and_then(|s| s.pending.last_key_value())
         {
             if !can_pipeline(&last.forward.hops, &hops) {
-                return false;
+                return Start::Wait;
             }
         }
         let version = Version::next(prev_version, config.epoch);
@@ -203,7 +208,7 @@ impl ReplicaCore {
             client: request.client,
         };
         self.apply_forward(forward, vec![reply]);
-        true
+        Start::Done
     }
 
     /// The newest version of the key at the point leader, pending or committed.
@@ -236,7 +241,7 @@ impl ReplicaCore {
             if self.answer_retry(state_key, reply, &request) {
                 continue;
             }
-            if !self.try_start(state_key, reply, &request) {
+            if self.try_start(state_key, reply, &request) == Start::Wait {
                 if let Some(s) = self.keys.get_mut(state_key) {
                     s.queued.push_front((reply, request));
                 }

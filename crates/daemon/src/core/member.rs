@@ -3,7 +3,7 @@
 //! when the acknowledgement comes back from the tail; unacknowledged
 //! updates are sent again on a timer.
 
-use super::{KeyState, Pending, ReplicaCore, ReplyTo, StateKey, FUTURE_MAX, REDRIVE_TICKS};
+use super::{KeyState, Pending, Phase, ReplicaCore, ReplyTo, StateKey, FUTURE_MAX, REDRIVE_TICKS};
 use crate::record::{trim_recent, ReadRecordError, Record};
 use tessera_protocol::{ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite};
 use tessera_storage::Write;
@@ -26,8 +26,9 @@ impl ReplicaCore {
             .flat_map(|(k, s)| {
                 s.pending
                     .iter()
-                    .filter(|(_, p)| {
-                        !p.acked && !p.blocked && !p.held && tick - p.sent_tick >= REDRIVE_TICKS
+                    .filter(|(_, p)| match p.phase {
+                        Phase::Sending { sent_tick } => tick - sent_tick >= REDRIVE_TICKS,
+                        Phase::Acked | Phase::Blocked | Phase::Held { .. } => false,
                     })
                     .map(move |(v, _)| (k.clone(), *v))
             })
@@ -102,8 +103,7 @@ impl ReplicaCore {
         };
         if applied.is_some_and(|a| a >= version) {
             // Seen before: an update driven again in a new epoch.
-            let state = self.keys.entry(state_key.clone()).or_default();
-            if let Some(pending) = state.pending.get_mut(&version) {
+            if let Some(pending) = self.pending_mut(&state_key, version) {
                 pending.forward = forward;
                 self.continue_pending(&state_key, version);
             } else if pos > 0 {
@@ -124,24 +124,29 @@ impl ReplicaCore {
         }
         let last = pos + 1 == forward.hops.len();
         let held = self.held.contains(&state_key.0);
+        let phase = if held {
+            // Waits for the release (see `hold`).
+            Phase::Held { blocked: false }
+        } else if last {
+            Phase::Acked
+        } else {
+            Phase::Sending {
+                sent_tick: self.tick,
+            }
+        };
         let state = self.keys.entry(state_key.clone()).or_default();
         state.pending.insert(
             version,
             Pending {
                 forward,
-                acked: last && !held,
                 replies,
-                sent_tick: self.tick,
-                blocked: false,
-                held,
+                phase,
             },
         );
-        if held {
-            // Waits for the release (see `hold`).
-        } else if last {
-            self.commit_ready(&state_key);
-        } else {
-            self.send_downstream(&state_key, version);
+        match phase {
+            Phase::Acked => self.commit_ready(&state_key),
+            Phase::Sending { .. } => self.send_downstream(&state_key, version),
+            Phase::Held { .. } | Phase::Blocked => {}
         }
         self.release_buffered(&state_key);
     }
@@ -170,18 +175,14 @@ impl ReplicaCore {
     /// Moves a pending update on after its chain changed: forward it, or
     /// commit it when this daemon is now its tail.
     pub(super) fn continue_pending(&mut self, state_key: &StateKey, version: Version) {
-        let Some(pending) = self
-            .keys
-            .get_mut(state_key)
-            .and_then(|s| s.pending.get_mut(&version))
-        else {
+        let Some(pending) = self.pending_mut(state_key, version) else {
             return;
         };
-        if pending.acked || pending.blocked || pending.held {
+        if !matches!(pending.phase, Phase::Sending { .. }) {
             return;
         }
         if pending.forward.position as usize + 1 == pending.forward.hops.len() {
-            pending.acked = true;
+            pending.phase = Phase::Acked;
             self.commit_ready(state_key);
         } else {
             self.send_downstream(state_key, version);
@@ -190,14 +191,10 @@ impl ReplicaCore {
 
     fn send_downstream(&mut self, state_key: &StateKey, version: Version) {
         let tick = self.tick;
-        let Some(pending) = self
-            .keys
-            .get_mut(state_key)
-            .and_then(|s| s.pending.get_mut(&version))
-        else {
+        let Some(pending) = self.pending_mut(state_key, version) else {
             return;
         };
-        pending.sent_tick = tick;
+        pending.phase = Phase::Sending { sent_tick: tick };
         let mut next = pending.forward.clone();
         let pos = next.position as usize;
         let Some(to) = next.hops.get(pos + 1).map(|h| h.daemon) else {
@@ -225,11 +222,7 @@ impl ReplicaCore {
 
     fn apply_ack(&mut self, ack: ChainAck) {
         let state_key = (ack.region, key_bytes(&ack.key));
-        let Some(pending) = self
-            .keys
-            .get_mut(&state_key)
-            .and_then(|s| s.pending.get_mut(&ack.version))
-        else {
+        let Some(pending) = self.pending_mut(&state_key, ack.version) else {
             tracing::debug!(version = %ack.version, "acknowledgement for an update not pending here");
             return;
         };
@@ -239,7 +232,15 @@ impl ReplicaCore {
             tracing::warn!(from = %ack.from, "dropping an acknowledgement from a daemon that is not next in the chain");
             return;
         }
-        pending.acked = true;
+        match pending.phase {
+            Phase::Sending { .. } | Phase::Acked => pending.phase = Phase::Acked,
+            Phase::Blocked | Phase::Held { .. } => {
+                // This member has not sent the update in this epoch, so no
+                // successor can have acknowledged it: a stray message.
+                tracing::warn!(from = %ack.from, version = %ack.version, phase = ?pending.phase, "dropping an acknowledgement for an update not sent in this epoch");
+                return;
+            }
+        }
         self.commit_ready(&state_key);
     }
 
@@ -252,7 +253,7 @@ impl ReplicaCore {
             .get_mut(state_key)
             .and_then(|s| s.pending.first_entry())
         {
-            if !entry.get().acked {
+            if entry.get().phase != Phase::Acked {
                 break;
             }
             let pending = entry.remove();

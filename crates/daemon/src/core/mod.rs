@@ -71,18 +71,51 @@ pub enum Effect {
 struct Pending {
     /// The update as this member last received or sent it (hops, epoch).
     forward: ChainForward,
-    acked: bool,
     /// At the point leader: the clients to answer when it commits (the
     /// original request, and retries of it that arrived meanwhile).
     replies: Vec<ReplyTo>,
-    /// The tick at which this member last sent the update downstream.
-    sent_tick: u64,
+    phase: Phase,
+}
+
+/// Where a pending update stands at this member. Every combination the
+/// protocol allows is a variant; in particular an acknowledged update is
+/// never held nor blocked, so `commit_ready` commits only
+/// what may go.
+///
+/// ```text
+///   apply_forward ──► Sending ──ack / tail──► Acked ──► committed
+///        │              ▲  │
+///        │      rechain │  │ a region on the way has no replica
+///        │              │  ▼
+///        │            Blocked
+///        └─ region held ─► Held { blocked } ──release──► Sending / Blocked
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Sent (or about to be sent) to the successor, last at `sent_tick`;
+    /// waiting for its acknowledgement.
+    Sending { sent_tick: u64 },
+    /// Acknowledged by the successor, or this member is the update's tail:
+    /// it commits once every earlier version of the key has.
+    Acked,
     /// A region on the update's way has no replica in this epoch: it is
     /// neither sent on nor committed until one returns.
-    blocked: bool,
+    Blocked,
     /// It arrived while its region was held for a transfer's hand-over: it
     /// waits here, unsent and uncommitted, until [`ReplicaCore::release`].
-    held: bool,
+    /// `blocked` records a rechaining that found a region without replica
+    /// meanwhile, so that the release leaves it [`Phase::Blocked`].
+    Held { blocked: bool },
+}
+
+/// What became of a client's update at its point leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// Started down its chain, or answered (refused, or found done).
+    Done,
+    /// It must wait for the key's earlier updates to be acknowledged: an
+    /// answer computed from an unacknowledged version could be contradicted.
+    Wait,
 }
 
 /// Ticks after which a chain member sends an unacknowledged update again to
@@ -196,15 +229,13 @@ impl ReplicaCore {
                 .map(|(v, p)| {
                     let hop = p.forward.hops[p.forward.position as usize];
                     format!(
-                        "v{} at {}/{} after {:?} acked {} from {}{}{}",
+                        "v{} at {}/{} after {:?} {:?} from {}",
                         v.0,
                         p.forward.position,
                         p.forward.hops.len(),
                         hop.after,
-                        p.acked,
+                        p.phase,
                         p.forward.from,
-                        if p.held { " held" } else { "" },
-                        if p.blocked { " blocked" } else { "" },
                     )
                 })
                 .collect();
@@ -227,6 +258,11 @@ impl ReplicaCore {
         self.config
             .region(region)
             .is_some_and(|(_, subspace, _)| subspace == 0)
+    }
+
+    /// The pending update of the key at `version`, if this member has it.
+    fn pending_mut(&mut self, state_key: &StateKey, version: Version) -> Option<&mut Pending> {
+        self.keys.get_mut(state_key)?.pending.get_mut(&version)
     }
 
     fn load(&self, state_key: &StateKey) -> Result<Option<Record>, ReadRecordError> {

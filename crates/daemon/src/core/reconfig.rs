@@ -3,7 +3,7 @@
 //! replica, and clients this daemon no longer answers for are told to
 //! retry elsewhere.
 
-use super::{outgoing_transfers, ReplicaCore};
+use super::{outgoing_transfers, Phase, ReplicaCore};
 use crate::chain::{rechain, Unchained};
 use std::sync::Arc;
 use tessera_protocol::DaemonResponse;
@@ -21,6 +21,7 @@ impl ReplicaCore {
         self.config = config;
         let epoch = self.config.epoch;
         let me = self.me;
+        let tick = self.tick;
         let config = self.config.clone();
         let mut redrive = Vec::new();
         let mut refused = Vec::new();
@@ -44,8 +45,10 @@ impl ReplicaCore {
                             dropped.push(*version);
                             continue;
                         };
-                        pending.blocked = true;
-                        pending.acked = false;
+                        pending.phase = match pending.phase {
+                            Phase::Held { .. } => Phase::Held { blocked: true },
+                            Phase::Sending { .. } | Phase::Acked | Phase::Blocked => Phase::Blocked,
+                        };
                         if sub != 0 || region.chain.first() != Some(&me) {
                             // Only the key region's head answers clients.
                             refused.append(&mut pending.replies);
@@ -53,7 +56,6 @@ impl ReplicaCore {
                         continue;
                     }
                 };
-                pending.blocked = false;
                 let Some(pos) = hops
                     .iter()
                     .position(|h| h.daemon == me && h.region == state_key.0)
@@ -65,7 +67,13 @@ impl ReplicaCore {
                 // follows this daemon now may not hold the update yet, so
                 // it must acknowledge again (members that committed it do
                 // so at once). The last hop commits without one, below.
-                pending.acked = false;
+                pending.phase = match pending.phase {
+                    Phase::Held { .. } => Phase::Held { blocked: false },
+                    Phase::Sending { sent_tick } => Phase::Sending { sent_tick },
+                    // Not sent in this epoch yet: the redrive below (or
+                    // the predecessor's forward) sends it.
+                    Phase::Acked | Phase::Blocked => Phase::Sending { sent_tick: tick },
+                };
                 let last = pos + 1 == hops.len();
                 pending.forward.hops = hops;
                 pending.forward.position = pos as u32;
