@@ -179,6 +179,36 @@ impl Default for ClusterState {
     }
 }
 
+/// An invariant of the cluster state that does not hold (see the module
+/// docs); [`ClusterState::apply`] stops on one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CheckInvariantsError {
+    /// A region's chain names one daemon twice.
+    #[error("region {region}'s chain repeats a daemon")]
+    ChainRepeats { region: RegionId },
+    /// A region's chain holds a daemon that is not Available.
+    #[error("region {region}'s chain holds daemon {daemon}, which is not available")]
+    UnavailableInChain { region: RegionId, daemon: DaemonId },
+    /// Transfer ids are not increasing, or one was not handed out yet.
+    #[error("transfer {transfer} is out of order")]
+    TransferOutOfOrder { transfer: u64 },
+    /// A transfer names a region no space has.
+    #[error("transfer {transfer} copies a region that does not exist")]
+    TransferOfMissingRegion { transfer: u64 },
+    /// Two transfers copy one region.
+    #[error("transfer {transfer} copies a region another transfer copies")]
+    TransferOfBusyRegion { transfer: u64 },
+    /// A transfer's source or target is not Available.
+    #[error("transfer {transfer} runs from or to a daemon that is not available")]
+    TransferUnavailable { transfer: u64 },
+    /// A transfer's source is not its region's tail, or its target is in
+    /// the chain already.
+    #[error(
+        "transfer {transfer} does not run from its region's tail to a daemon outside the chain"
+    )]
+    TransferEnds { transfer: u64 },
+}
+
 impl ClusterState {
     /// Applies one command. Refused commands change nothing.
     pub fn apply(&mut self, command: Command) -> CommandResult {
@@ -269,14 +299,20 @@ impl ClusterState {
             // epoch has moved once already, so it does not move again.
             self.repair();
         }
-        debug_assert!(
-            self.check_invariants().is_ok(),
-            "{:?}",
-            self.check_invariants()
-        );
-        debug_assert!(
+        // In release builds too: a coordinator whose state breaks an
+        // invariant must stop applying commands (the panic stops it)
+        // rather than publish configurations built on it. The check walks
+        // every region once, cheap beside a Raft round.
+        if let Err(broken) = self.check_invariants() {
+            panic!(
+                "a command broke the cluster state's invariants at epoch {}: {broken}",
+                self.epoch
+            );
+        }
+        assert!(
             self.epoch.0 - epoch_before.0 <= 1,
-            "one command moves the epoch by at most one"
+            "a command moved the epoch from {epoch_before} to {}, by more than one",
+            self.epoch
         );
         result
     }
@@ -417,14 +453,19 @@ impl ClusterState {
             .flat_map(|sub| sub.regions.iter_mut())
             .find(|r| r.id == t.region)
             .expect("repair cancels transfers of removed regions");
-        debug_assert_eq!(
+        assert_eq!(
             region.chain.last(),
             Some(&t.from),
-            "repair keeps `from` the tail"
+            "transfer {}: repair keeps its source the tail of region {}",
+            t.id,
+            t.region
         );
-        debug_assert!(
+        assert!(
             !region.chain.contains(&t.to),
-            "a transfer target is outside the chain"
+            "transfer {}: its target {} is in the chain of region {} already",
+            t.id,
+            t.to,
+            t.region
         );
         region.chain.push(t.to);
         // A move: the member it relieves leaves in the same epoch (if it
@@ -562,29 +603,47 @@ impl ClusterState {
     }
 
     /// Checks the invariants on chains and transfers (see the module docs).
-    pub fn check_invariants(&self) -> Result<(), String> {
-        let mut regions = BTreeSet::new();
+    pub fn check_invariants(&self) -> Result<(), CheckInvariantsError> {
+        let available =
+            |d: &DaemonId| self.daemons.get(d).map(|i| i.state) == Some(DaemonState::Available);
+        // Runs after every command: no allocation per region (chains are
+        // f + 1 long, so the pairwise test is the cheap one), and only the
+        // chains of regions under transfer are kept.
+        let copied: BTreeSet<RegionId> = self.transfers.iter().map(|t| t.region).collect();
+        let mut chains = BTreeMap::new();
         for (_, region) in self.regions() {
-            let distinct: BTreeSet<_> = region.chain.iter().collect();
-            if distinct.len() != region.chain.len() {
-                return Err(format!("region {} chain repeats a daemon", region.id));
+            let chain = &region.chain;
+            if (1..chain.len()).any(|i| chain[..i].contains(&chain[i])) {
+                return Err(CheckInvariantsError::ChainRepeats { region: region.id });
             }
-            for d in &region.chain {
-                if self.daemons.get(d).map(|i| i.state) != Some(DaemonState::Available) {
-                    return Err(format!("region {} holds unavailable daemon {d}", region.id));
-                }
+            if let Some(&daemon) = region.chain.iter().find(|d| !available(d)) {
+                return Err(CheckInvariantsError::UnavailableInChain {
+                    region: region.id,
+                    daemon,
+                });
             }
-            regions.insert(region.id);
+            if copied.contains(&region.id) {
+                chains.insert(region.id, chain);
+            }
         }
         let mut busy = BTreeSet::new();
         let mut last_id = 0;
         for t in &self.transfers {
             if t.id <= last_id || t.id >= self.transfer_id_next {
-                return Err(format!("transfer {} out of order", t.id));
+                return Err(CheckInvariantsError::TransferOutOfOrder { transfer: t.id });
             }
             last_id = t.id;
-            if !regions.contains(&t.region) || !busy.insert(t.region) {
-                return Err(format!("transfer {} on a missing or busy region", t.id));
+            let Some(chain) = chains.get(&t.region) else {
+                return Err(CheckInvariantsError::TransferOfMissingRegion { transfer: t.id });
+            };
+            if !busy.insert(t.region) {
+                return Err(CheckInvariantsError::TransferOfBusyRegion { transfer: t.id });
+            }
+            if !available(&t.from) || !available(&t.to) {
+                return Err(CheckInvariantsError::TransferUnavailable { transfer: t.id });
+            }
+            if chain.last() != Some(&t.from) || chain.contains(&t.to) {
+                return Err(CheckInvariantsError::TransferEnds { transfer: t.id });
             }
         }
         Ok(())
@@ -1179,6 +1238,57 @@ mod tests {
         );
         assert_eq!(state, snapshot);
         state.check_invariants().unwrap();
+    }
+
+    /// Each invariant `apply` stops on is told apart: a state broken by
+    /// hand in one way is reported as exactly that.
+    #[test]
+    fn check_invariants_names_what_broke() {
+        let mut state = three_daemons_f1();
+        state.apply(Command::DaemonOffline { id: DaemonId(2) });
+        state.check_invariants().unwrap();
+        let transfer = state.transfers[0].clone();
+        let mut broken = state.clone();
+        let region = &mut broken.spaces[0].subspaces[0].regions[0];
+        region.chain = vec![DaemonId(9)];
+        let region = region.id;
+        assert_eq!(
+            broken.check_invariants(),
+            Err(CheckInvariantsError::UnavailableInChain {
+                region,
+                daemon: DaemonId(9)
+            })
+        );
+        let mut broken = state.clone();
+        broken.spaces[0].subspaces[0].regions[0].chain = vec![DaemonId(1), DaemonId(1)];
+        assert_eq!(
+            broken.check_invariants(),
+            Err(CheckInvariantsError::ChainRepeats { region })
+        );
+        let mut broken = state.clone();
+        broken.transfers[0].from = transfer.to;
+        assert_eq!(
+            broken.check_invariants(),
+            Err(CheckInvariantsError::TransferEnds {
+                transfer: transfer.id
+            })
+        );
+        let mut broken = state.clone();
+        broken.transfers[0].to = DaemonId(2);
+        assert_eq!(
+            broken.check_invariants(),
+            Err(CheckInvariantsError::TransferUnavailable {
+                transfer: transfer.id
+            })
+        );
+        let mut broken = state.clone();
+        broken.transfers.push(transfer.clone());
+        assert_eq!(
+            broken.check_invariants(),
+            Err(CheckInvariantsError::TransferOutOfOrder {
+                transfer: transfer.id
+            })
+        );
     }
 
     #[test]

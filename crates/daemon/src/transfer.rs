@@ -153,6 +153,36 @@ impl Source {
     fn caught_up(&self) -> bool {
         self.scanned && self.confirmed >= self.sent
     }
+
+    /// Asserts the combinations of phase fields the hand-over allows;
+    /// called after every change of them. A hold is asked for only once
+    /// the scan is through, outlives a restart only once completion was
+    /// reported, and never outlives the transfer.
+    fn check(&self, transfer: u64) {
+        assert!(
+            self.ended.is_none() || self.hold == Hold::Off,
+            "transfer {transfer}: the source still holds region {} after the transfer ended",
+            self.region
+        );
+        assert!(
+            self.waiting.is_none() || (!self.scanned && self.hold == Hold::Off),
+            "transfer {transfer}: waiting for the digest, yet scanned ({}) or holding ({:?})",
+            self.scanned,
+            self.hold
+        );
+        assert!(
+            self.hold == Hold::Off || self.scanned || self.completing,
+            "transfer {transfer}: holding region {} ({:?}) before its scan went through",
+            self.region,
+            self.hold
+        );
+        assert!(
+            !self.completing || self.ended.is_some() || self.hold == Hold::Held,
+            "transfer {transfer}: completion reported without every core holding region {} ({:?})",
+            self.region,
+            self.hold
+        );
+    }
 }
 
 #[derive(Debug)]
@@ -331,6 +361,7 @@ impl Transfers {
                 s.hold = Hold::Off;
                 actions.push(Action::Release { region: s.region });
             }
+            s.check(*id);
         }
         for (id, t) in self.targets.iter_mut() {
             if !running(id) && t.ended.is_none() {
@@ -390,6 +421,7 @@ impl Transfers {
             if s.attempt == attempt {
                 s.scanned = true;
             }
+            s.check(transfer);
         }
     }
 
@@ -402,6 +434,7 @@ impl Transfers {
             return Vec::new();
         }
         s.hold = Hold::Held;
+        s.check(transfer);
         if s.caught_up() {
             return vec![Action::CheckDrained {
                 transfer,
@@ -417,6 +450,7 @@ impl Transfers {
         match self.sources.get_mut(&transfer) {
             Some(s) if s.hold == Hold::Held && s.ended.is_none() && s.caught_up() => {
                 s.completing = true;
+                s.check(transfer);
                 vec![Action::Complete { transfer }]
             }
             _ => Vec::new(),
@@ -459,6 +493,7 @@ impl Transfers {
                     actions.push(Action::Release { region: s.region });
                 }
             }
+            s.check(*id);
             actions.push(Action::Send {
                 to: s.to,
                 msg: TransferMsg::Progress {
@@ -563,6 +598,7 @@ impl Transfers {
                     Hold::Off => {
                         s.hold = Hold::Requested;
                         s.hold_ticks = 0;
+                        s.check(transfer);
                         vec![Action::Hold {
                             transfer,
                             region: s.region,
@@ -596,6 +632,7 @@ impl Transfers {
                     actions.push(Action::Release { region: s.region });
                 }
                 s.waiting = None;
+                s.check(transfer);
                 actions.push(Action::Scan {
                     transfer,
                     attempt,
@@ -648,6 +685,15 @@ mod tests {
             key: vec![k],
             version: tessera_types::Version(1),
             record: Vec::new(),
+        }
+    }
+
+    /// The digest of a target that holds nothing of the region.
+    pub(super) fn empty_digest(transfer: u64, from: DaemonId) -> TransferMsg {
+        TransferMsg::Digest {
+            transfer,
+            from,
+            buckets: Vec::new(),
         }
     }
 
@@ -784,6 +830,9 @@ mod tests {
         let cfg = config(vec![t]);
         source.on_config(&cfg);
         target.on_config(&cfg);
+        // The target holds nothing: the source scans everything.
+        let scan = source.on_message(empty_digest(4, dst));
+        assert!(matches!(scan[..], [Action::Scan { attempt: 0, .. }]));
         let (_, m0) = source.stamp(4, Some(0), vec![entry(1)]).unwrap();
         source.scanned(4, 0);
         target.on_message(m0);
@@ -848,6 +897,7 @@ mod tests {
 
 #[cfg(test)]
 mod hold_tests {
+    use super::tests::empty_digest;
     use super::*;
     use tessera_types::{Epoch, Transfer};
 
@@ -870,6 +920,8 @@ mod hold_tests {
         };
         let mut source = Transfers::new(src);
         source.on_config(&cfg);
+        let scan = source.on_message(empty_digest(5, dst));
+        assert!(matches!(scan[..], [Action::Scan { attempt: 0, .. }]));
         source.stamp(5, Some(0), Vec::new()).unwrap();
         source.scanned(5, 0);
         let have = || TransferMsg::Have {

@@ -196,6 +196,12 @@ impl ReplicaCore {
             }
         }
         let version = Version::next(prev_version, config.epoch);
+        // Members take a version they have applied for a copy already
+        // seen: one that did not grow would be lost as a duplicate.
+        assert!(
+            prev_version.is_none_or(|prev| version > prev),
+            "try_start: the new version {version} does not exceed the key's newest {prev_version:?}"
+        );
         let forward = ChainForward {
             epoch: config.epoch,
             from: self.me,

@@ -8,7 +8,7 @@ use crate::record::{trim_recent, ReadRecordError, Record};
 use tessera_protocol::{ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite};
 use tessera_storage::Write;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::Version;
+use tessera_types::{DaemonId, Version};
 
 impl ReplicaCore {
     /// Logical time passes (the shell calls this every 250 ms). Every chain
@@ -62,12 +62,12 @@ impl ReplicaCore {
         }
         match msg {
             ChainMsg::Forward(forward) => {
-                let pos = forward.position as usize;
-                let valid = forward.hops.get(pos).is_some_and(|h| h.daemon == self.me)
-                    && pos > 0
-                    && forward.hops[pos - 1].daemon == forward.from;
-                if !valid {
-                    tracing::warn!(from = %forward.from, pos, "dropping a forward that does not name this daemon");
+                // Bytes from the network: a forward whose position does not
+                // name this daemon, after the daemon that sent it, is
+                // refused here so that everything past this point may rely
+                // on it (and asserts it).
+                if !names_receiver(&forward, self.me) {
+                    tracing::warn!(from = %forward.from, pos = forward.position, hops = forward.hops.len(), "dropping a forward that does not name this daemon after its sender");
                     return;
                 }
                 self.apply_forward(forward, Vec::new());
@@ -91,6 +91,17 @@ impl ReplicaCore {
 
     pub(super) fn apply_forward(&mut self, forward: ChainForward, replies: Vec<ReplyTo>) {
         let pos = forward.position as usize;
+        assert!(
+            forward.hops.get(pos).is_some_and(|h| h.daemon == self.me),
+            "apply_forward at {}: position {pos} of {} hops does not name this daemon \
+             (forwards from peers are checked by `names_receiver`, our own are built so)",
+            self.me,
+            forward.hops.len(),
+        );
+        assert!(
+            pos == 0 || replies.is_empty(),
+            "apply_forward: only the point leader (position 0) answers clients, not position {pos}"
+        );
         let hop = forward.hops[pos];
         let state_key = (hop.region, key_bytes(&forward.key));
         let version = forward.version;
@@ -194,12 +205,19 @@ impl ReplicaCore {
         let Some(pending) = self.pending_mut(state_key, version) else {
             return;
         };
-        pending.phase = Phase::Sending { sent_tick: tick };
+        // Acknowledged, blocked and held updates are not sent; a tail
+        // commits instead of sending.
+        assert!(
+            matches!(pending.phase, Phase::Sending { .. }),
+            "send_downstream: v{version} is {:?}, not sending",
+            pending.phase
+        );
         let mut next = pending.forward.clone();
         let pos = next.position as usize;
         let Some(to) = next.hops.get(pos + 1).map(|h| h.daemon) else {
-            return;
+            unreachable!("send_downstream: v{version} is at the tail (position {pos})");
         };
+        pending.phase = Phase::Sending { sent_tick: tick };
         next.position = (pos + 1) as u32;
         next.from = self.me;
         next.epoch = self.config.epoch;
@@ -260,18 +278,50 @@ impl ReplicaCore {
             let forward = &pending.forward;
             let pos = forward.position as usize;
             let hop = forward.hops[pos];
-            let is_key_region = pos < forward.hops.len() && self.is_key_subspace(hop.region);
-            let recent = if is_key_region {
-                let mut recent = match self.load(state_key) {
-                    Ok(record) => record.map(|r| r.recent).unwrap_or_default(),
-                    Err(e) => {
-                        if let Some(state) = self.keys.get_mut(state_key) {
-                            state.pending.insert(forward.version, pending);
-                        }
-                        self.fatal("reading a record before its commit", e);
-                        return;
+            assert_eq!(
+                (hop.region, hop.daemon),
+                (state_key.0, self.me),
+                "commit_ready: v{} is pending under a key whose region or daemon its hop does not name",
+                forward.version
+            );
+            let is_key_region = self.is_key_subspace(hop.region);
+            // Only the key region's head answers clients: every other
+            // member handed its replies to whoever heads the chain now.
+            assert!(
+                pos == 0 || pending.replies.is_empty(),
+                "commit_ready: v{} at position {pos} holds clients to answer",
+                forward.version
+            );
+            assert!(
+                pos > 0 || is_key_region,
+                "commit_ready: v{} commits at position 0 in region {}, which is not in the key subspace",
+                forward.version,
+                hop.region
+            );
+            let stored = match self.load(state_key) {
+                Ok(record) => record,
+                Err(e) => {
+                    if let Some(state) = self.keys.get_mut(state_key) {
+                        state.pending.insert(forward.version, pending);
                     }
-                };
+                    self.fatal("reading a record before its commit", e);
+                    return;
+                }
+            };
+            // Versions are applied in order and only a newer transfer
+            // entry is stored over a record, so a commit never takes a
+            // region's version of a key back.
+            if let Some(stored) = &stored {
+                assert!(
+                    stored.version <= forward.version,
+                    "commit_ready: region {} would take a key from v{} back to v{}",
+                    hop.region,
+                    stored.version,
+                    forward.version
+                );
+            }
+            let recent = if is_key_region {
+                let mut recent = stored.map(|r| r.recent).unwrap_or_default();
                 if forward.client != ClientRef::REPAIR {
                     recent.push((forward.client, forward.version));
                     trim_recent(&mut recent);
@@ -332,4 +382,17 @@ impl ReplicaCore {
             self.keys.remove(state_key);
         }
     }
+}
+
+/// Whether a forward from a peer names this daemon at its position, right
+/// after the daemon that sent it: the first hop is the point leader's own,
+/// so a forward from elsewhere is never at position 0.
+fn names_receiver(forward: &ChainForward, me: DaemonId) -> bool {
+    let pos = forward.position as usize;
+    pos > 0
+        && forward.hops.get(pos).is_some_and(|h| h.daemon == me)
+        && forward
+            .hops
+            .get(pos - 1)
+            .is_some_and(|h| h.daemon == forward.from)
 }

@@ -69,13 +69,20 @@ impl ReplicaCore {
         let Ok(hops) = repair_hops(space, &key, object.as_ref(), region, prev) else {
             return; // a region on its way has no replica: later
         };
+        let repair_version = Version::next(prev.max(Some(version)), config.epoch);
+        if Some(repair_version) <= prev.max(Some(version)) {
+            // Only a peer's report at the very end of the version range
+            // gets here: no version exceeds it, so nothing can repair it.
+            tracing::warn!(%region, %version, "anti-entropy: a reported version leaves no room for a repair");
+            return;
+        }
         tracing::warn!(%region, ?key, %version, "anti-entropy: repairing a key its subspace holds apart from the key subspace");
         let forward = ChainForward {
             epoch: config.epoch,
             from: self.me,
             space: space.id,
             key,
-            version: Version::next(prev.max(Some(version)), config.epoch),
+            version: repair_version,
             hops,
             position: 0,
             object,
