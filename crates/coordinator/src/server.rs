@@ -391,10 +391,18 @@ async fn accept_loop(listener: TcpListener, member: Arc<Member>) {
     }
 }
 
+/// Requests of one connection being handled or answered but not yet
+/// written; beyond it the connection is not read until one is written.
+const CONNECTION_REQUESTS_MAX: usize = 1024;
+
 async fn serve_connection(stream: TcpStream, peer: SocketAddr, member: Arc<Member>) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
-    let (responses, mut responses_rx) = mpsc::unbounded_channel::<Message>();
+    // Each request takes a slot before its task starts and fills it with
+    // the response: a client that sends faster than it reads stops being
+    // read once the slots are taken (TCP pushes back) instead of growing
+    // this member's memory.
+    let (responses, mut responses_rx) = mpsc::channel::<Message>(CONNECTION_REQUESTS_MAX);
     // The writer and every request task live in this set: when the
     // connection ends, dropping the set aborts them all.
     let mut tasks = JoinSet::new();
@@ -417,11 +425,13 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, member: Arc<Membe
     loop {
         match read_frame(&mut reader, FRAME_BYTES_MAX_DEFAULT).await {
             Ok(Message::CoordRequest { id, request }) => {
+                let Ok(slot) = responses.clone().reserve_owned().await else {
+                    break; // the writer is gone: so is the connection
+                };
                 let member = member.clone();
-                let responses = responses.clone();
                 tasks.spawn(async move {
                     let response = member.handle(request).await;
-                    let _ = responses.send(Message::CoordResponse { id, response });
+                    slot.send(Message::CoordResponse { id, response });
                 });
             }
             Ok(other) => {
