@@ -19,6 +19,9 @@
 //!   the time to the first acknowledged write and the state transfer's
 //!   throughput.
 
+// A benchmark measures real time: every module reads the clock.
+#![allow(clippy::disallowed_methods)]
+
 pub mod baselines;
 pub mod cluster;
 pub mod driver;

@@ -11,6 +11,8 @@
 //! filtered by `RUST_LOG` (warnings only by default).
 
 mod bench;
+// Runs servers in this process and waits for them with real deadlines.
+#[allow(clippy::disallowed_methods)]
 mod dev;
 mod show;
 

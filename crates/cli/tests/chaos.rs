@@ -33,6 +33,9 @@
 //! `TESSERA_CHAOS_SEED` the seed of the workload and the nemesis (printed;
 //! timing is real, so a seed does not replay a run exactly).
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::history::{

@@ -16,6 +16,9 @@
 //!
 //! `TESSERA_TEST_SEED` replays a run.
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::Cluster;

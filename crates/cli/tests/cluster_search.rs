@@ -5,6 +5,9 @@
 //! (SIGKILL) and restarted on the same data, and the check runs again,
 //! with a get of every key.
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::Cluster;

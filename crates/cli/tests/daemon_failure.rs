@@ -7,6 +7,9 @@
 //! recovery`, which measures the same on processes of its own, reports
 //! the chain's repair as it happens.
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::{free_port, ports_free, run_cli, wait_for, Cluster};

@@ -12,6 +12,9 @@
 //! storage crate's fault injection (`TESSERA_FAULT_DISK_BYTES_MAX`), which
 //! fails every write once a budget of bytes is spent.
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::{wait_exit, wait_for, Cluster, Procs};

@@ -3,6 +3,9 @@
 //! a daemon and to a coordinator: each closes that connection and keeps
 //! serving everyone else.
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::Cluster;

@@ -29,6 +29,9 @@
 //! every daemon was available and until full replication.
 //! `TESSERA_TEST_LOG=info` keeps the servers' logs verbose.
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::history::{

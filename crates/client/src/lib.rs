@@ -26,10 +26,18 @@
 //! other status is a [`ClientError`] with `status()`, `symbol()` and
 //! `message()`.
 
+// The client waits on the network: its deadlines and backoff are real time.
+#[allow(clippy::disallowed_methods)]
 mod admin;
+// Deadlines of a request.
+#[allow(clippy::disallowed_methods)]
 mod attempt;
 mod blocking;
+// Deadlines of a request.
+#[allow(clippy::disallowed_methods)]
 mod client;
+// Deadlines of a coordinator call.
+#[allow(clippy::disallowed_methods)]
 mod coord;
 mod error;
 mod family;

@@ -3,6 +3,9 @@
 //! it out of every chain and plans transfers; completing them restores
 //! `f + 1` replicas and the cluster becomes stable again.
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::{agreed_leader, eventually, Member};

@@ -18,6 +18,8 @@ pub mod frame;
 pub mod mutate;
 pub mod predicates;
 pub mod record;
+// Reports how long each target ran.
+#[allow(clippy::disallowed_methods)]
 pub mod runner;
 pub mod samples;
 pub mod space;

@@ -6,6 +6,8 @@
 //! [`Message`]. Decoders never panic and never allocate more than the
 //! configured maximum frame size.
 
+// A network client: its deadlines are real time.
+#[allow(clippy::disallowed_methods)]
 pub mod coord_client;
 pub mod frame;
 pub mod messages;

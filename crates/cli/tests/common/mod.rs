@@ -1,5 +1,8 @@
 //! Helpers of the multi-process tests: free ports, server processes of the
 //! real `tessera` binary that are always killed, and bounded waits.
+
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener};

@@ -1,5 +1,7 @@
 //! Test harness: coordinator members on 127.0.0.1 in temporary directories.
 
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 use std::future::Future;
