@@ -683,6 +683,64 @@ fn older_epoch_requests_are_refused() {
     );
 }
 
+/// Bytes from the network: a forward whose object lacks attributes of its
+/// space is dropped by the member it reaches, with nothing written and no
+/// panic later when code indexes the object by attribute.
+#[test]
+fn a_forward_whose_object_does_not_fit_its_space_is_dropped() {
+    let config = Arc::new(config(3, 1, 2));
+    let space = &config.spaces[0];
+    let key = Value::Int(1);
+    let object = Object {
+        values: vec![key.clone(), Value::Int(1), Value::Int(1)],
+    };
+    let hops = build_hops(&config, space, &key, None, Some(&object), None).unwrap();
+    let mut forward = ChainForward {
+        epoch: config.epoch,
+        from: hops[0].daemon,
+        space: space.id,
+        key: key.clone(),
+        version: Version::next(None, config.epoch),
+        hops: hops.clone(),
+        position: 1,
+        object: Some(Object {
+            values: vec![key.clone()],
+        }),
+        client: ClientRef {
+            client_id: 9,
+            request_no: 1,
+        },
+    };
+    let member = hops[1].daemon;
+    let mut net = Net::new(&config);
+    net.cores
+        .get_mut(&member)
+        .unwrap()
+        .on_chain(ChainMsg::Forward(forward.clone()));
+    net.collect(member);
+    assert!(
+        net.links.values().all(VecDeque::is_empty),
+        "nothing sent on"
+    );
+    assert_eq!(
+        net.engines[&member]
+            .get(hops[1].region, &key_bytes(&key))
+            .unwrap(),
+        None
+    );
+    // The same forward with a whole object is taken.
+    forward.object = Some(object);
+    net.cores
+        .get_mut(&member)
+        .unwrap()
+        .on_chain(ChainMsg::Forward(forward));
+    net.collect(member);
+    assert!(
+        net.links.values().any(|q| !q.is_empty()),
+        "sent on or acknowledged"
+    );
+}
+
 /// At most once for a retry that arrives while its original still waits in
 /// the point leader's queue (behind a delete, which never pipelines): the
 /// retry must be answered with the original's outcome, not run again.

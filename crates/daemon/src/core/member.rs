@@ -70,6 +70,10 @@ impl ReplicaCore {
                     tracing::warn!(from = %forward.from, pos = forward.position, hops = forward.hops.len(), "dropping a forward that does not name this daemon after its sender");
                     return;
                 }
+                if !fits_space(&forward, &self.config) {
+                    tracing::warn!(from = %forward.from, space = %forward.space, "dropping a forward whose object does not fit its space's schema");
+                    return;
+                }
                 self.apply_forward(forward, Vec::new());
             }
             ChainMsg::Ack(ack) => self.apply_ack(ack),
@@ -387,6 +391,17 @@ impl ReplicaCore {
 /// Whether a forward from a peer names this daemon at its position, right
 /// after the daemon that sent it: the first hop is the point leader's own,
 /// so a forward from elsewhere is never at position 0.
+/// Whether a forward's object (if any) has one value per attribute of its
+/// space: later code indexes the values by attribute.
+fn fits_space(forward: &ChainForward, config: &tessera_types::Configuration) -> bool {
+    let Some(object) = &forward.object else {
+        return true;
+    };
+    config
+        .space_by_id(forward.space)
+        .is_some_and(|space| object.values.len() == space.desc.attrs.len())
+}
+
 fn names_receiver(forward: &ChainForward, me: DaemonId) -> bool {
     let pos = forward.position as usize;
     pos > 0
