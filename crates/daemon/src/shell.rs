@@ -1,7 +1,7 @@
 //! The tokio shell around a [`DaemonNode`]: sockets, peer connections,
 //! the configuration long-poll, timers, the heartbeat thread, and blocking
 //! threads for disk-bound jobs. It carries out the node's outputs and
-//! decides nothing of the protocol (see `node.rs`).
+//! decides nothing of the protocol (see `node/`).
 
 use crate::core::ReplyTo;
 use crate::index::IndexedEngine;

@@ -35,25 +35,27 @@
 //!   paused, or cut off) registers again by itself, no more often than a
 //!   backoff allows, so a flapping daemon cannot churn epochs.
 
-use crate::chain::key_region;
+mod lease;
+mod sweep;
+mod transfers;
+
 use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::index::IndexedEngine;
-use crate::record::Record;
 use crate::search;
-use crate::transfer::{region_digest, scan_region, Action as TransferAction, Transfers};
+use crate::transfer::{region_digest, Transfers};
+use lease::{Lease, Rejoin};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 use tessera_protocol::{
-    ChainMsg, CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, HeartbeatAnswer,
-    LeaveReason, Message, Status, StopReason, TransferMsg,
+    ChainMsg, CoordRequest, DaemonRequest, DaemonResponse, Message, Reporter, Status, StopReason,
+    TransferMsg,
 };
-use tessera_protocol::{HeldObjects, Reporter};
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Configuration, DaemonId, Epoch, RegionId, Value, Version};
+use tessera_types::{Configuration, DaemonId, Epoch, RegionId};
 
 /// Number of replica cores per daemon.
 pub const SHARDS: usize = 16;
@@ -65,12 +67,6 @@ pub const TICK_INTERVAL: Duration = Duration::from_millis(250);
 /// How long an answered heartbeat lets a daemon serve: half the
 /// coordinator's default failure timeout (2 s).
 pub const LEASE: Duration = Duration::from_millis(1000);
-/// The first pause between two requests to come back after being taken
-/// offline; it doubles with each one up to [`REJOIN_BACKOFF_MAX`].
-const REJOIN_BACKOFF_MIN: Duration = Duration::from_secs(1);
-const REJOIN_BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// Serving this long without being taken offline resets the backoff.
-const REJOIN_BACKOFF_RESET: Duration = Duration::from_secs(60);
 /// A peer is reported unreachable to the coordinator at most this often.
 const UNREACHABLE_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 /// Every this many ticks (10 s), the head of each non-key region sweeps
@@ -160,47 +156,6 @@ pub struct NodeOptions {
     pub transfer_batch: usize,
 }
 
-/// Whether this daemon may serve clients, from the heartbeats the
-/// coordinator answered. Times are the driver's (`now`) in milliseconds,
-/// plus one, so that 0 means "never". The answer to the heartbeat sent
-/// last decides, however the answers are ordered on their way back.
-struct Lease {
-    /// When the newest heartbeat answered `Renewed` was sent.
-    renewed_ms: AtomicU64,
-    /// When the newest heartbeat answered without a lease was sent.
-    refused_ms: AtomicU64,
-}
-
-impl Lease {
-    fn renew(&self, sent: Duration) {
-        self.renewed_ms
-            .fetch_max(millis(sent) + 1, Ordering::AcqRel);
-    }
-
-    fn refuse(&self, sent: Duration) {
-        self.refused_ms
-            .fetch_max(millis(sent) + 1, Ordering::AcqRel);
-    }
-
-    fn valid(&self, now: Duration) -> bool {
-        let renewed = self.renewed_ms.load(Ordering::Acquire);
-        let refused = self.refused_ms.load(Ordering::Acquire);
-        renewed > refused && millis(now) + 1 < renewed + millis(LEASE)
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// When this daemon last asked to come back, and how long to wait before
-/// asking again.
-#[derive(Debug)]
-struct Rejoin {
-    last: Option<Duration>,
-    backoff: Duration,
-}
-
 pub struct DaemonNode {
     me: DaemonId,
     options: NodeOptions,
@@ -265,10 +220,7 @@ impl DaemonNode {
                 refused_ms: AtomicU64::new(0),
             },
             poisoned: AtomicBool::new(false),
-            rejoin: Mutex::new(Rejoin {
-                last: None,
-                backoff: REJOIN_BACKOFF_MIN,
-            }),
+            rejoin: Mutex::new(Rejoin::new()),
             ticks: AtomicU64::new(0),
             sweeps: Mutex::new(HashMap::new()),
             reported: Mutex::new(HashMap::new()),
@@ -474,105 +426,6 @@ impl DaemonNode {
         }
     }
 
-    /// The request the driver sends the coordinator every
-    /// [`HEARTBEAT_INTERVAL`]: a heartbeat, or, once poisoned, a request to
-    /// leave every chain.
-    pub fn heartbeat(&self) -> CoordRequest {
-        if self.poisoned() {
-            CoordRequest::Leave {
-                id: self.me,
-                reason: LeaveReason::CannotPersist,
-            }
-        } else {
-            CoordRequest::Heartbeat {
-                id: self.me,
-                epoch: self.config().epoch,
-            }
-        }
-    }
-
-    /// The coordinator answered `request`, which left at `sent`.
-    pub fn on_coord_answer(
-        &self,
-        request: &CoordRequest,
-        sent: Duration,
-        response: CoordResponse,
-        now: Duration,
-        out: Out<'_>,
-    ) {
-        match (request, response) {
-            (CoordRequest::Heartbeat { .. }, CoordResponse::Heartbeat(answer)) => {
-                self.on_heartbeat_answer(answer, sent, now, out)
-            }
-            (CoordRequest::Leave { .. }, CoordResponse::Done) => {
-                tracing::error!("the coordinator took this daemon out of every chain; stopping");
-                out(Output::Stop(Stopping::CannotPersist));
-            }
-            (CoordRequest::RegisterDaemon { .. }, CoordResponse::Registered { id })
-                if id != self.me =>
-            {
-                // Our id was forgotten meanwhile: this process is no longer
-                // the daemon it was.
-                out(Output::Stop(Stopping::Told(StopReason::Unknown)));
-            }
-            (CoordRequest::TransferComplete { transfer }, CoordResponse::Done) => {
-                tracing::info!(transfer, "state transfer: caught up");
-            }
-            (request, response) => {
-                tracing::debug!(?request, ?response, "coordinator answer");
-            }
-        }
-    }
-
-    fn on_heartbeat_answer(
-        &self,
-        answer: HeartbeatAnswer,
-        sent: Duration,
-        now: Duration,
-        out: Out<'_>,
-    ) {
-        match answer {
-            HeartbeatAnswer::Renewed => {
-                self.lease.renew(sent);
-                let mut rejoin = lock(&self.rejoin);
-                if rejoin
-                    .last
-                    .is_some_and(|last| now >= last + REJOIN_BACKOFF_RESET)
-                {
-                    rejoin.backoff = REJOIN_BACKOFF_MIN;
-                }
-            }
-            HeartbeatAnswer::NoLeaseUntil { .. } | HeartbeatAnswer::HeldOffline => {
-                self.lease.refuse(sent)
-            }
-            HeartbeatAnswer::Offline => {
-                self.lease.refuse(sent);
-                if self.poisoned() {
-                    return;
-                }
-                let mut rejoin = lock(&self.rejoin);
-                if rejoin.last.is_some_and(|last| now < last + rejoin.backoff) {
-                    return;
-                }
-                if rejoin.last.is_some() {
-                    rejoin.backoff = (rejoin.backoff * 2).min(REJOIN_BACKOFF_MAX);
-                }
-                rejoin.last = Some(now);
-                tracing::warn!(
-                    "the coordinator took this daemon offline while it was alive; asking to rejoin"
-                );
-                out(Output::Coord(CoordRequest::RegisterDaemon {
-                    id: Some(self.me),
-                    addr: self.options.addr.clone(),
-                }));
-            }
-            HeartbeatAnswer::Stop(reason) => {
-                self.lease.refuse(sent);
-                out(Output::Stop(Stopping::Told(reason)));
-            }
-        }
-    }
-
     /// Runs a job the node handed out.
     pub fn run_job(&self, job: Job, out: Out<'_>) {
         match job {
@@ -707,179 +560,6 @@ impl DaemonNode {
             "storage failed during {during}: {error}; this daemon stops serving and leaves every chain"
         );
         out(Output::Coord(self.heartbeat()));
-    }
-
-    /// See [`Job::Sweep`].
-    fn sweep(&self, region: RegionId, out: Out<'_>) {
-        let config = self.config();
-        let Some((space, _, _)) = config.region(region) else {
-            return;
-        };
-        let after = lock(&self.sweeps).remove(&region);
-        let mut held: HashMap<DaemonId, Vec<(Value, Version)>> = HashMap::new();
-        let mut seen = 0;
-        let mut last = None;
-        let mut undecodable = None;
-        let scanned = self
-            .engine()
-            .scan(region, after.as_deref(), &mut |key, value| {
-                match Record::decode(value) {
-                    Ok(record) if record.object.is_some() => {
-                        if let Some(object) = record.object {
-                            let key_value = object.values[0].clone();
-                            let leader =
-                                key_region(space, &key_value).and_then(|r| r.chain.first());
-                            if let Some(&leader) = leader {
-                                held.entry(leader)
-                                    .or_default()
-                                    .push((key_value, record.version));
-                            }
-                        }
-                        seen += 1;
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        undecodable = Some(e);
-                        return false;
-                    }
-                }
-                last = Some(key.to_vec());
-                seen < SWEEP_OBJECTS_MAX
-            });
-        if let Err(e) = scanned {
-            return self.poison("an anti-entropy sweep", &e, out);
-        }
-        if let Some(e) = undecodable {
-            return self.poison("an anti-entropy sweep", &e, out);
-        }
-        if seen >= SWEEP_OBJECTS_MAX {
-            if let Some(last) = last {
-                lock(&self.sweeps).insert(region, last);
-            }
-        }
-        for (leader, objects) in held {
-            let msg = Message::Held(HeldObjects {
-                epoch: config.epoch,
-                space: space.id,
-                region,
-                objects,
-            });
-            out(Output::Send { to: leader, msg });
-        }
-    }
-
-    /// Numbers entries of `transfer` and hands them on for its target, in
-    /// the order numbered. False when the transfer (or this attempt of it,
-    /// when given) is no longer being sent.
-    fn ship(
-        &self,
-        transfer: u64,
-        attempt: Option<u32>,
-        entries: Vec<tessera_protocol::TransferEntry>,
-        out: Out<'_>,
-    ) -> bool {
-        match lock(&self.transfers).stamp(transfer, attempt, entries) {
-            Some((to, msg)) => {
-                out(Output::Send {
-                    to,
-                    msg: Message::Transfer(msg),
-                });
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// As the source of a transfer: ship every record of the region.
-    /// Commits made meanwhile are shipped by the cores as they happen
-    /// (they learned of the transfer before the scan began), and the
-    /// target keeps the highest version of each key.
-    fn scan(
-        &self,
-        transfer: u64,
-        attempt: u32,
-        region: RegionId,
-        digest: Option<Vec<u64>>,
-        out: Out<'_>,
-    ) {
-        tracing::info!(transfer, attempt, %region, "state transfer: scanning");
-        let mut sent = 0usize;
-        let batch = self.options.transfer_batch;
-        let shipped = scan_region(self.engine(), region, batch, digest.as_deref(), |entries| {
-            sent += entries.len();
-            self.ship(transfer, Some(attempt), entries, out)
-        });
-        match shipped {
-            Ok(true) => {
-                lock(&self.transfers).scanned(transfer, attempt);
-                tracing::info!(transfer, attempt, sent, "state transfer: scan shipped");
-            }
-            Ok(false) => {} // superseded by a restart
-            Err(e) => self.poison("a transfer's scan", &e, out),
-        }
-    }
-
-    fn transfer_actions(&self, actions: Vec<TransferAction>, out: Out<'_>) {
-        for action in actions {
-            match action {
-                TransferAction::Scan {
-                    transfer,
-                    attempt,
-                    region,
-                    digest,
-                } => out(Output::Job(Job::Scan {
-                    transfer,
-                    attempt,
-                    region,
-                    digest,
-                })),
-                TransferAction::Digest {
-                    transfer,
-                    region,
-                    to,
-                } => out(Output::Job(Job::Digest {
-                    transfer,
-                    region,
-                    to,
-                })),
-                TransferAction::Store { region, entries } => {
-                    for entry in entries {
-                        let key = entry.key.clone();
-                        self.with_core(&key, out, |core| core.on_transfer_entry(region, entry));
-                    }
-                }
-                TransferAction::Send { to, msg } => out(Output::Send {
-                    to,
-                    msg: Message::Transfer(msg),
-                }),
-                TransferAction::Hold { transfer, region } => {
-                    for shard in &self.shards {
-                        lock(shard).hold(region);
-                    }
-                    let actions = lock(&self.transfers).held(transfer);
-                    self.transfer_actions(actions, out);
-                }
-                TransferAction::CheckDrained { transfer, region } => {
-                    // Each core ships its commits before its lock is let
-                    // go, so the count `drained` checks covers them.
-                    if self.shards.iter().all(|s| lock(s).in_flight(region) == 0) {
-                        let actions = lock(&self.transfers).drained(transfer);
-                        self.transfer_actions(actions, out);
-                    }
-                }
-                TransferAction::Release { region } => {
-                    for shard in &self.shards {
-                        let mut core = lock(shard);
-                        core.release(region);
-                        let effects = core.drain_effects();
-                        self.core_effects(effects, out);
-                    }
-                }
-                TransferAction::Complete { transfer } => {
-                    out(Output::Coord(CoordRequest::TransferComplete { transfer }))
-                }
-            }
-        }
     }
 
     /// Regions that no configuration names any more (their space was

@@ -1,0 +1,124 @@
+//! The glue between the state-transfer bookkeeping
+//! ([`crate::transfer::Transfers`]) and the cores: what each of its actions
+//! means for this daemon.
+
+use super::{lock, DaemonNode, Job, Out, Output};
+use crate::transfer::{scan_region, Action as TransferAction};
+use tessera_protocol::{CoordRequest, Message, TransferEntry};
+use tessera_types::RegionId;
+
+impl DaemonNode {
+    /// Numbers entries of `transfer` and hands them on for its target, in
+    /// the order numbered. False when the transfer (or this attempt of it,
+    /// when given) is no longer being sent.
+    pub(super) fn ship(
+        &self,
+        transfer: u64,
+        attempt: Option<u32>,
+        entries: Vec<TransferEntry>,
+        out: Out<'_>,
+    ) -> bool {
+        match lock(&self.transfers).stamp(transfer, attempt, entries) {
+            Some((to, msg)) => {
+                out(Output::Send {
+                    to,
+                    msg: Message::Transfer(msg),
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// As the source of a transfer: ship every record of the region.
+    /// Commits made meanwhile are shipped by the cores as they happen
+    /// (they learned of the transfer before the scan began), and the
+    /// target keeps the highest version of each key.
+    pub(super) fn scan(
+        &self,
+        transfer: u64,
+        attempt: u32,
+        region: RegionId,
+        digest: Option<Vec<u64>>,
+        out: Out<'_>,
+    ) {
+        tracing::info!(transfer, attempt, %region, "state transfer: scanning");
+        let mut sent = 0usize;
+        let batch = self.options.transfer_batch;
+        let shipped = scan_region(self.engine(), region, batch, digest.as_deref(), |entries| {
+            sent += entries.len();
+            self.ship(transfer, Some(attempt), entries, out)
+        });
+        match shipped {
+            Ok(true) => {
+                lock(&self.transfers).scanned(transfer, attempt);
+                tracing::info!(transfer, attempt, sent, "state transfer: scan shipped");
+            }
+            Ok(false) => {} // superseded by a restart
+            Err(e) => self.poison("a transfer's scan", &e, out),
+        }
+    }
+
+    pub(super) fn transfer_actions(&self, actions: Vec<TransferAction>, out: Out<'_>) {
+        for action in actions {
+            match action {
+                TransferAction::Scan {
+                    transfer,
+                    attempt,
+                    region,
+                    digest,
+                } => out(Output::Job(Job::Scan {
+                    transfer,
+                    attempt,
+                    region,
+                    digest,
+                })),
+                TransferAction::Digest {
+                    transfer,
+                    region,
+                    to,
+                } => out(Output::Job(Job::Digest {
+                    transfer,
+                    region,
+                    to,
+                })),
+                TransferAction::Store { region, entries } => {
+                    for entry in entries {
+                        let key = entry.key.clone();
+                        self.with_core(&key, out, |core| core.on_transfer_entry(region, entry));
+                    }
+                }
+                TransferAction::Send { to, msg } => out(Output::Send {
+                    to,
+                    msg: Message::Transfer(msg),
+                }),
+                TransferAction::Hold { transfer, region } => {
+                    for shard in &self.shards {
+                        lock(shard).hold(region);
+                    }
+                    let actions = lock(&self.transfers).held(transfer);
+                    self.transfer_actions(actions, out);
+                }
+                TransferAction::CheckDrained { transfer, region } => {
+                    // Each core ships its commits before its lock is let
+                    // go, so the count `drained` checks covers them.
+                    if self.shards.iter().all(|s| lock(s).in_flight(region) == 0) {
+                        let actions = lock(&self.transfers).drained(transfer);
+                        self.transfer_actions(actions, out);
+                    }
+                }
+                TransferAction::Release { region } => {
+                    for shard in &self.shards {
+                        let mut core = lock(shard);
+                        core.release(region);
+                        let effects = core.drain_effects();
+                        self.core_effects(effects, out);
+                    }
+                }
+                TransferAction::Complete { transfer } => {
+                    out(Output::Coord(CoordRequest::TransferComplete { transfer }))
+                }
+            }
+        }
+    }
+}
