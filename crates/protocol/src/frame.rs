@@ -61,10 +61,25 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             max: frame_bytes_max,
         });
     }
-    let mut body = vec![0u8; len];
-    reader.read_exact(&mut body).await?;
+    // Grow the buffer as the body arrives rather than reserving the
+    // declared length up front: four bytes from a peer must not pin the
+    // frame maximum in memory while the rest never comes.
+    let mut body = Vec::with_capacity(len.min(FRAME_PREALLOC_BYTES_MAX));
+    let read = (&mut *reader)
+        .take(len as u64)
+        .read_to_end(&mut body)
+        .await?;
+    if read < len {
+        return Err(FrameError::Io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("the connection closed {read} bytes into a frame of {len}"),
+        )));
+    }
     decode(&body)
 }
+
+/// The most a frame's buffer reserves before its bytes arrive.
+const FRAME_PREALLOC_BYTES_MAX: usize = 64 * 1024;
 
 /// Writes one frame (not flushed).
 pub async fn write_frame<W: AsyncWrite + Unpin>(
@@ -73,4 +88,43 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
 ) -> Result<(), FrameError> {
     writer.write_all(&encode(message)).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::CoordRequest;
+
+    fn frame(message: &Message) -> Vec<u8> {
+        encode(message)
+    }
+
+    #[tokio::test]
+    async fn a_frame_reads_back_and_a_truncated_one_is_an_error() {
+        let message = Message::CoordRequest {
+            id: 7,
+            request: CoordRequest::Status,
+        };
+        let bytes = frame(&message);
+        let mut reader = &bytes[..];
+        assert_eq!(read_frame(&mut reader, 1 << 20).await.unwrap(), message);
+        assert!(matches!(
+            read_frame(&mut reader, 1 << 20).await,
+            Err(FrameError::Closed)
+        ));
+        // A header that promises far more than ever arrives.
+        let mut truncated = ((1u32 << 20) - 1).to_be_bytes().to_vec();
+        truncated.extend_from_slice(&bytes[4..]);
+        let mut reader = &truncated[..];
+        match read_frame(&mut reader, 1 << 20).await {
+            Err(FrameError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof),
+            other => panic!("expected a truncated frame error, got {other:?}"),
+        }
+        // And one above the maximum is refused before its body is read.
+        let mut reader = &truncated[..];
+        assert!(matches!(
+            read_frame(&mut reader, 1024).await,
+            Err(FrameError::TooLarge { .. })
+        ));
+    }
 }
