@@ -24,54 +24,11 @@ pub mod search;
 mod shell;
 pub mod transfer;
 
+mod options;
+
+pub use options::{DaemonError, DaemonOptions};
 use std::future::Future;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 pub use tessera_storage::Durability;
-
-/// How to run one daemon.
-#[derive(Clone, Debug)]
-pub struct DaemonOptions {
-    /// Where to listen for clients and peers.
-    pub listen: SocketAddr,
-    /// The address other daemons and clients should use (defaults to the
-    /// bound address).
-    pub advertise: Option<String>,
-    /// Objects, the daemon's instance id and its last configuration live here.
-    pub data_dir: PathBuf,
-    /// `host:port` of any coordinator member.
-    pub coordinator: String,
-    /// Largest frame accepted from a socket.
-    pub frame_bytes_max: usize,
-    /// When commits reach stable storage.
-    pub durability: Durability,
-}
-
-impl DaemonOptions {
-    pub fn new(listen: SocketAddr, data_dir: PathBuf, coordinator: String) -> Self {
-        DaemonOptions {
-            listen,
-            advertise: None,
-            data_dir,
-            coordinator,
-            frame_bytes_max: tessera_protocol::FRAME_BYTES_MAX_DEFAULT,
-            durability: Durability::default(),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error("i/o error: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("storage error: {0}")]
-    Storage(String),
-    #[error("coordinator unreachable: {0}")]
-    Coordinator(String),
-    /// The daemon's storage failed; it left every chain and stopped.
-    #[error("the daemon's storage failed (a write or fsync failed, or the disk is full); it left every chain and stopped")]
-    CannotPersist,
-}
 
 /// Runs a daemon until `shutdown` completes: registers with the coordinator
 /// (keeping the instance id stored in `data_dir`), follows configurations,

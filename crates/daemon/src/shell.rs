@@ -6,7 +6,7 @@
 use crate::core::ReplyTo;
 use crate::index::IndexedEngine;
 use crate::node::{DaemonNode, NodeOptions, Output, Stopping, HEARTBEAT_INTERVAL, TICK_INTERVAL};
-use crate::{DaemonError, DaemonOptions};
+use crate::options::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
