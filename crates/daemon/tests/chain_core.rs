@@ -14,7 +14,8 @@ use tessera_protocol::{
     Action, ChainAck, ChainForward, ChainMsg, ClientRef, CmpFailKind, DaemonResponse, HopWrite,
     Mutation, Status, UpdateFlags, UpdateRequest,
 };
-use tessera_storage::{Engine, IndexRange, IndexWrite, MemoryEngine, StorageError, Write};
+use tessera_storage::fault::{Hooked, Hooks};
+use tessera_storage::{Engine, IndexWrite, MemoryEngine, StorageError, Write};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::region::default_splits;
 use tessera_types::{
@@ -232,16 +233,15 @@ fn xorshift(mut x: usize) -> usize {
 
 type Versions = std::collections::BTreeSet<Version>;
 
-/// A memory engine that also remembers every version written to each key
-/// of each region, so a test can count how many times updates were applied
-/// (versions are not consecutive: each epoch starts at its floor).
+/// Hooks that remember every version written to each key of each region,
+/// so a test can count how many times updates were applied (versions are
+/// not consecutive: each epoch starts at its floor).
 #[derive(Default)]
-struct Recording {
-    inner: MemoryEngine,
+struct Recorder {
     written: std::sync::Mutex<BTreeMap<(RegionId, Vec<u8>), Versions>>,
 }
 
-impl Recording {
+impl Recorder {
     fn versions_written(&self, region: RegionId, key: &[u8]) -> u64 {
         let written = self.written.lock().unwrap();
         written
@@ -250,18 +250,10 @@ impl Recording {
     }
 }
 
-impl Engine for Recording {
-    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        self.inner.get(region, key)
-    }
-
-    fn apply_with_index(
-        &self,
-        writes: Vec<Write>,
-        index: Vec<IndexWrite>,
-    ) -> Result<(), StorageError> {
+impl Hooks for Recorder {
+    fn write(&self, writes: &[Write], _: &[IndexWrite], _: usize) -> Result<(), StorageError> {
         let mut written = self.written.lock().unwrap();
-        for write in &writes {
+        for write in writes {
             if let Write::Put { region, key, value } = write {
                 let version = Record::decode(value).unwrap().version;
                 written
@@ -270,47 +262,12 @@ impl Engine for Recording {
                     .insert(version);
             }
         }
-        self.inner.apply_with_index(writes, index)
-    }
-
-    fn scan(
-        &self,
-        region: RegionId,
-        after: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        self.inner.scan(region, after, visit)
-    }
-
-    fn index_scan(
-        &self,
-        region: RegionId,
-        range: IndexRange<'_>,
-        visit: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        self.inner.index_scan(region, range, visit)
-    }
-
-    fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
-        self.inner.drop_region(region)
-    }
-
-    fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
-        self.inner.regions()
-    }
-
-    fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        self.inner.meta_get(name)
-    }
-
-    fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
-        self.inner.meta_put(name, value)
-    }
-
-    fn sync(&self) -> Result<(), StorageError> {
-        self.inner.sync()
+        Ok(())
     }
 }
+
+/// A memory engine that records the versions written to it.
+type Recording = Hooked<Recorder>;
 
 struct Net {
     at_ack: Vec<AtAck>,
@@ -330,7 +287,10 @@ impl Net {
         let mut cores = BTreeMap::new();
         let mut engines = BTreeMap::new();
         for &id in config.daemons.keys() {
-            let engine = Arc::new(Recording::default());
+            let engine = Arc::new(Hooked::new(
+                Arc::new(MemoryEngine::new()),
+                Recorder::default(),
+            ));
             cores.insert(id, ReplicaCore::new(id, config.clone(), engine.clone()));
             engines.insert(id, engine);
         }
@@ -958,7 +918,9 @@ fn failover_case(seed: u64, interleave: usize) {
                     .unwrap(),
             )
             .unwrap();
-            let written = net.engines[d].versions_written(region.id, &key_bytes(&Value::Int(key)));
+            let written = net.engines[d]
+                .hooks()
+                .versions_written(region.id, &key_bytes(&Value::Int(key)));
             assert_eq!(
                 written, count,
                 "key {key} at {d}: applied {written} times for {count} puts"

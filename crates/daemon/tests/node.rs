@@ -13,60 +13,26 @@ use tessera_protocol::{
     CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, HeartbeatAnswer, LeaveReason,
     Status, StopReason,
 };
-use tessera_storage::{Engine, IndexRange, IndexWrite, MemoryEngine, StorageError, Write};
-use tessera_types::{
-    Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, RegionId, SpaceId, Value,
-};
+use tessera_storage::fault::{Hooked, Hooks};
+use tessera_storage::{MemoryEngine, StorageError};
+use tessera_types::{Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, SpaceId, Value};
 
-/// A memory engine whose fsync fails once told to (a disk gone bad).
+/// Hooks of a disk whose fsync fails once told to (a disk gone bad).
 #[derive(Default)]
-struct Disk {
-    inner: MemoryEngine,
+struct Fsync {
     broken: AtomicBool,
 }
 
-impl Engine for Disk {
-    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        self.inner.get(region, key)
-    }
-    fn apply_with_index(&self, w: Vec<Write>, i: Vec<IndexWrite>) -> Result<(), StorageError> {
-        self.inner.apply_with_index(w, i)
-    }
-    fn scan(
-        &self,
-        region: RegionId,
-        after: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        self.inner.scan(region, after, visit)
-    }
-    fn index_scan(
-        &self,
-        region: RegionId,
-        range: IndexRange<'_>,
-        visit: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        self.inner.index_scan(region, range, visit)
-    }
-    fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
-        self.inner.drop_region(region)
-    }
-    fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
-        self.inner.regions()
-    }
-    fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        self.inner.meta_get(name)
-    }
-    fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
-        self.inner.meta_put(name, value)
-    }
+impl Hooks for Fsync {
     fn sync(&self) -> Result<(), StorageError> {
         if self.broken.load(Ordering::Acquire) {
             return Err(StorageError::Engine("simulated fsync failure".into()));
         }
-        self.inner.sync()
+        Ok(())
     }
 }
+
+type Disk = Hooked<Fsync>;
 
 const ME: DaemonId = DaemonId(1);
 
@@ -85,7 +51,7 @@ fn node() -> (DaemonNode, Arc<Disk>) {
         .collect(),
         ..Configuration::default()
     };
-    let disk = Arc::new(Disk::default());
+    let disk = Arc::new(Hooked::new(Arc::new(MemoryEngine::new()), Fsync::default()));
     let index = IndexedEngine::open(disk.clone(), &config).unwrap();
     let options = NodeOptions {
         addr: "d1:1".into(),
@@ -233,7 +199,7 @@ fn a_failed_fsync_poisons_the_node_which_leaves_then_stops() {
     let mut outputs = Vec::new();
     node.sync(&mut |o| outputs.push(o));
     assert!(outputs.is_empty(), "a healthy sync outputs nothing");
-    disk.broken.store(true, Ordering::Release);
+    disk.hooks().broken.store(true, Ordering::Release);
     node.sync(&mut |o| outputs.push(o));
     let leave = CoordRequest::Leave {
         id: ME,

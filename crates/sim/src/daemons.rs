@@ -2,7 +2,7 @@
 //! and what it outputs is carried out on the simulated network and disk —
 //! the simulator's counterpart of the daemon's tokio shell.
 
-use crate::disk::Disk;
+use crate::disk;
 use crate::world::{
     Ev, Msg, Node, World, HEARTBEAT_MS, JOB_DELAY_MS_MAX, PEER_TIMEOUT_MS_MAX, PEER_TIMEOUT_MS_MIN,
     TICK_MS, TRANSFER_BATCH,
@@ -153,7 +153,7 @@ impl World {
     /// registration and the first configuration.
     pub(crate) fn start_daemon(&mut self, id: DaemonId, config: Arc<Configuration>) {
         let daemon = self.daemons.get_mut(&id).expect("known daemon");
-        let disk = Arc::new(Disk::open(daemon.data.clone()));
+        let disk = Arc::new(disk::open(daemon.data.clone()));
         let index = IndexedEngine::open(disk.clone(), &config).expect("a healthy disk opens");
         let options = NodeOptions {
             addr: format!("d{}", id.0),

@@ -10,8 +10,8 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
-use tessera_storage::{Engine, IndexRange, IndexWrite, MemoryEngine, StorageError, Write};
-use tessera_types::RegionId;
+use tessera_storage::fault::{Hooked, Hooks};
+use tessera_storage::{IndexWrite, MemoryEngine, StorageError, Write};
 
 /// What is wrong with a disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,108 +29,55 @@ const BROKEN: u8 = 2;
 const POISONED: u8 = 3;
 
 /// One incarnation's view of a daemon's data.
-pub struct Disk {
-    data: Arc<MemoryEngine>,
-    state: AtomicU8,
+pub type Disk = Hooked<Health>;
+
+/// Opens a healthy view of `data` for a new incarnation.
+pub fn open(data: Arc<MemoryEngine>) -> Disk {
+    Hooked::new(data, Health(AtomicU8::new(HEALTHY)))
 }
 
-impl Disk {
-    pub fn open(data: Arc<MemoryEngine>) -> Disk {
-        Disk {
-            data,
-            state: AtomicU8::new(HEALTHY),
-        }
-    }
+/// The state of one incarnation's disk.
+pub struct Health(AtomicU8);
 
+impl Health {
     /// From now on the disk has `fault`.
     pub fn fail(&self, fault: Fault) {
         let code = match fault {
             Fault::Full => FULL,
             Fault::Broken => BROKEN,
         };
-        self.state.store(code, Ordering::Release);
+        self.0.store(code, Ordering::Release);
     }
 
-    fn read(&self) -> Result<(), StorageError> {
-        match self.state.load(Ordering::Acquire) {
-            BROKEN => Err(StorageError::Engine("simulated I/O error".into())),
-            _ => Ok(()),
-        }
-    }
-
-    fn write(&self) -> Result<(), StorageError> {
-        match self.state.load(Ordering::Acquire) {
+    fn writable(&self) -> Result<(), StorageError> {
+        match self.0.load(Ordering::Acquire) {
             HEALTHY => Ok(()),
             POISONED => Err(StorageError::Poisoned),
             FULL => {
-                self.state.store(POISONED, Ordering::Release);
+                self.0.store(POISONED, Ordering::Release);
                 Err(StorageError::Engine("simulated disk full".into()))
             }
             _ => {
-                self.state.store(POISONED, Ordering::Release);
+                self.0.store(POISONED, Ordering::Release);
                 Err(StorageError::Engine("simulated I/O error".into()))
             }
         }
     }
 }
 
-impl Engine for Disk {
-    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        self.read()?;
-        self.data.get(region, key)
+impl Hooks for Health {
+    fn read(&self) -> Result<(), StorageError> {
+        match self.0.load(Ordering::Acquire) {
+            BROKEN => Err(StorageError::Engine("simulated I/O error".into())),
+            _ => Ok(()),
+        }
     }
 
-    fn apply_with_index(
-        &self,
-        writes: Vec<Write>,
-        index: Vec<IndexWrite>,
-    ) -> Result<(), StorageError> {
-        self.write()?;
-        self.data.apply_with_index(writes, index)
-    }
-
-    fn scan(
-        &self,
-        region: RegionId,
-        after: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        self.read()?;
-        self.data.scan(region, after, visit)
-    }
-
-    fn index_scan(
-        &self,
-        region: RegionId,
-        range: IndexRange<'_>,
-        visit: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        self.read()?;
-        self.data.index_scan(region, range, visit)
-    }
-
-    fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
-        self.write()?;
-        self.data.drop_region(region)
-    }
-
-    fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
-        self.read()?;
-        self.data.regions()
-    }
-
-    fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        self.read()?;
-        self.data.meta_get(name)
-    }
-
-    fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
-        self.write()?;
-        self.data.meta_put(name, value)
+    fn write(&self, _: &[Write], _: &[IndexWrite], _: usize) -> Result<(), StorageError> {
+        self.writable()
     }
 
     fn sync(&self) -> Result<(), StorageError> {
-        self.write()?;
-        self.data.sync()
+        self.writable()
     }
 }

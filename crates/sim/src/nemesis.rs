@@ -145,7 +145,7 @@ impl World {
         let daemon = self.daemons.get_mut(&d).expect("known daemon");
         daemon.disk_fault = true;
         if let Some(disk) = &daemon.disk {
-            disk.fail(fault);
+            disk.hooks().fail(fault);
         }
         self.trace(|| format!("disk of {d}: {fault:?}"));
         self.report.faults.disk_faults += 1;

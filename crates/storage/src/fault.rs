@@ -1,7 +1,9 @@
 //! Fault injection for tests, in the spirit of FoundationDB's `buggify`:
 //! production code that misbehaves on purpose when a test asks it to.
 //!
-//! [`FillingEngine`] behaves as if its disk filled up once a budget of
+//! [`Hooked`] wraps an engine in [`Hooks`] that may refuse (or note) each
+//! operation first: the simulator's disks that fill or break and tests that
+//! watch writes use it. [`FillingEngine`] behaves as if its disk filled up once a budget of
 //! written bytes is spent. A multi-process test turns it on for one daemon
 //! by setting [`DISK_BYTES_MAX_ENV`] in that process's environment (where
 //! it cannot mount a small filesystem that really fills); nothing else
@@ -38,32 +40,146 @@ pub fn from_env(engine: Arc<dyn Engine>) -> Result<Arc<dyn Engine>, FaultEnvErro
     let bytes_max = value
         .parse()
         .map_err(|source| FaultEnvError::BadBytes { value, source })?;
-    Ok(Arc::new(FillingEngine::new(engine, bytes_max)))
+    Ok(Arc::new(FillingEngine::filling(engine, bytes_max)))
 }
 
-/// An engine whose disk is full after `bytes_max` bytes of writes: the
+/// What a [`Hooked`] engine checks (or notes) before an operation reaches
+/// the engine it wraps. Every hook lets the operation through unless it
+/// returns an error; the wrapped engine then never sees the operation.
+pub trait Hooks: Send + Sync + 'static {
+    /// Before a read: `get`, `scan`, `index_scan`, `regions`, `meta_get`.
+    fn read(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    /// Before a write of `bytes` bytes: a batch (`writes`, `index`), a
+    /// dropped region or a meta record (those two with empty slices; a
+    /// dropped region counts 0 bytes, its size being unknown here).
+    fn write(
+        &self,
+        writes: &[Write],
+        index: &[IndexWrite],
+        bytes: usize,
+    ) -> Result<(), StorageError> {
+        let _ = (writes, index, bytes);
+        Ok(())
+    }
+
+    /// Before a sync.
+    fn sync(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+}
+
+/// An engine that runs [`Hooks`] before passing each operation to the
+/// engine it wraps: the one decorator behind fault injection (a disk that
+/// fills, or breaks) and tests that watch what is written.
+pub struct Hooked<H> {
+    inner: Arc<dyn Engine>,
+    hooks: H,
+}
+
+impl<H: Hooks> Hooked<H> {
+    pub fn new(inner: Arc<dyn Engine>, hooks: H) -> Hooked<H> {
+        Hooked { inner, hooks }
+    }
+
+    pub fn hooks(&self) -> &H {
+        &self.hooks
+    }
+}
+
+impl<H: Hooks> Engine for Hooked<H> {
+    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        self.hooks.read()?;
+        self.inner.get(region, key)
+    }
+
+    fn apply_with_index(
+        &self,
+        writes: Vec<Write>,
+        index: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        self.hooks
+            .write(&writes, &index, batch_bytes(&writes, &index))?;
+        self.inner.apply_with_index(writes, index)
+    }
+
+    fn scan(
+        &self,
+        region: RegionId,
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.hooks.read()?;
+        self.inner.scan(region, after, visit)
+    }
+
+    fn index_scan(
+        &self,
+        region: RegionId,
+        range: IndexRange<'_>,
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.hooks.read()?;
+        self.inner.index_scan(region, range, visit)
+    }
+
+    fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
+        self.hooks.write(&[], &[], 0)?;
+        self.inner.drop_region(region)
+    }
+
+    fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
+        self.hooks.read()?;
+        self.inner.regions()
+    }
+
+    fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        self.hooks.read()?;
+        self.inner.meta_get(name)
+    }
+
+    fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
+        self.hooks.write(&[], &[], name.len() + value.len())?;
+        self.inner.meta_put(name, value)
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        self.hooks.sync()?;
+        self.inner.sync()
+    }
+}
+
+/// An engine whose disk is full after a budget of written bytes.
+pub type FillingEngine = Hooked<DiskBudget>;
+
+impl FillingEngine {
+    /// `inner`, full once `bytes_max` bytes were written to it.
+    pub fn filling(inner: Arc<dyn Engine>, bytes_max: u64) -> FillingEngine {
+        Hooked::new(
+            inner,
+            DiskBudget {
+                bytes_max,
+                bytes: AtomicU64::new(0),
+            },
+        )
+    }
+}
+
+/// The hooks of a disk that is full after `bytes_max` bytes of writes: the
 /// batch that would pass the budget fails as a whole, and so does every
 /// write after it, as on a disk with no space left. Reads and syncs pass
 /// through.
-pub struct FillingEngine {
-    inner: Arc<dyn Engine>,
+pub struct DiskBudget {
     bytes_max: u64,
     /// Bytes written so far, counting refused batches too, so that once
     /// the budget is spent it stays spent.
     bytes: AtomicU64,
 }
 
-impl FillingEngine {
-    pub fn new(inner: Arc<dyn Engine>, bytes_max: u64) -> FillingEngine {
-        FillingEngine {
-            inner,
-            bytes_max,
-            bytes: AtomicU64::new(0),
-        }
-    }
-
-    /// Spends `bytes` of the budget; an error when it runs out.
-    fn spend(&self, bytes: usize) -> Result<(), StorageError> {
+impl Hooks for DiskBudget {
+    fn write(&self, _: &[Write], _: &[IndexWrite], bytes: usize) -> Result<(), StorageError> {
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
         let before = self.bytes.fetch_add(bytes, Ordering::AcqRel);
         if before.saturating_add(bytes) > self.bytes_max {
@@ -95,63 +211,6 @@ fn batch_bytes(writes: &[Write], index: &[IndexWrite]) -> usize {
     objects + entries
 }
 
-impl Engine for FillingEngine {
-    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        self.inner.get(region, key)
-    }
-
-    fn apply_with_index(
-        &self,
-        writes: Vec<Write>,
-        index: Vec<IndexWrite>,
-    ) -> Result<(), StorageError> {
-        self.spend(batch_bytes(&writes, &index))?;
-        self.inner.apply_with_index(writes, index)
-    }
-
-    fn scan(
-        &self,
-        region: RegionId,
-        after: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        self.inner.scan(region, after, visit)
-    }
-
-    fn index_scan(
-        &self,
-        region: RegionId,
-        range: IndexRange<'_>,
-        visit: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        self.inner.index_scan(region, range, visit)
-    }
-
-    fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
-        // Deleting writes tombstones: it needs space too, but how much is
-        // unknown here; a spent budget refuses it.
-        self.spend(0)?;
-        self.inner.drop_region(region)
-    }
-
-    fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
-        self.inner.regions()
-    }
-
-    fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        self.inner.meta_get(name)
-    }
-
-    fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
-        self.spend(name.len() + value.len())?;
-        self.inner.meta_put(name, value)
-    }
-
-    fn sync(&self) -> Result<(), StorageError> {
-        self.inner.sync()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,14 +226,14 @@ mod tests {
 
     #[test]
     fn behaves_as_its_inner_engine_within_budget() {
-        let engine = FillingEngine::new(Arc::new(MemoryEngine::new()), u64::MAX / 2);
+        let engine = FillingEngine::filling(Arc::new(MemoryEngine::new()), u64::MAX / 2);
         crate::conformance::basic(&engine);
     }
 
     #[test]
     fn refuses_the_batch_that_passes_the_budget_and_every_write_after() {
         // Two batches of 8 + 1 + 41 = 50 bytes fit in 100; a third does not.
-        let engine = FillingEngine::new(Arc::new(MemoryEngine::new()), 100);
+        let engine = FillingEngine::filling(Arc::new(MemoryEngine::new()), 100);
         engine.apply(vec![put(b"a", 41)]).unwrap();
         engine.apply(vec![put(b"b", 41)]).unwrap();
         assert!(matches!(
