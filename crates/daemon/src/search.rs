@@ -51,41 +51,41 @@ pub fn get_committed(
     epoch: Epoch,
     space: SpaceId,
     key: &Value,
-) -> DaemonResponse {
+) -> Result<DaemonResponse, ReadFailed> {
     if epoch != config.epoch {
-        return DaemonResponse::WrongEpoch {
+        return Ok(DaemonResponse::WrongEpoch {
             epoch: config.epoch,
-        };
+        });
     }
     let Some(space) = config.space_by_id(space) else {
-        return failed(Status::UnknownSpace, "no space has this id");
+        return Ok(failed(Status::UnknownSpace, "no space has this id"));
     };
     if let Err(r) = check_key(space, key) {
-        return r.into();
+        return Ok(r.into());
     }
     let Some(region) = key_region(space, key) else {
-        return failed(Status::Internal, "the key subspace has no regions");
+        return Ok(failed(Status::Internal, "the key subspace has no regions"));
     };
     if region.chain.first() != Some(&me) {
-        return failed(
+        return Ok(failed(
             Status::Reconfigure,
             "this daemon is not the key's point leader",
-        );
+        ));
     }
-    match engine.get(region.id, &key_bytes(key)) {
-        Err(e) => failed(Status::ServerError, e.to_string()),
-        Ok(None) => failed(Status::NotFound, "no object has this key"),
-        Ok(Some(bytes)) => match decode_record(&bytes) {
-            Err(response) => response,
-            Ok(record) => match record.object {
-                Some(object) => DaemonResponse::Found {
-                    version: record.version,
-                    object,
-                },
-                None => failed(Status::NotFound, "no object has this key"),
-            },
+    let Some(bytes) = engine
+        .get(region.id, &key_bytes(key))
+        .map_err(ReadFailed::of)?
+    else {
+        return Ok(failed(Status::NotFound, "no object has this key"));
+    };
+    let record = Record::decode(&bytes).map_err(ReadFailed::of)?;
+    Ok(match record.object {
+        Some(object) => DaemonResponse::Found {
+            version: record.version,
+            object,
         },
-    }
+        None => failed(Status::NotFound, "no object has this key"),
+    })
 }
 
 /// Checks that this daemon holds `region` of `space` in `epoch`.
@@ -150,16 +150,16 @@ pub fn search(
     sort: Option<SortBy>,
     after: Option<&SearchAfter>,
     limit: Option<u64>,
-) -> DaemonResponse {
+) -> Result<DaemonResponse, ReadFailed> {
     if let Err(response) = check_region(view, epoch, space, region) {
-        return response;
+        return Ok(response);
     }
     let wanted = page_objects(limit, PAGE_OBJECTS_MAX);
     if wanted == 0 {
-        return DaemonResponse::SearchPage {
+        return Ok(DaemonResponse::SearchPage {
             objects: Vec::new(),
             more: false,
-        };
+        });
     }
     let access = access_for(view, space, region, checks, sort, wanted);
     let engine = view.engine;
@@ -178,13 +178,11 @@ pub fn search(
             index::key_order_page(engine, region, &access, checks, after, bounds)
         }
     };
-    match page {
-        Ok((matches, more)) => DaemonResponse::SearchPage {
-            objects: matches.into_iter().map(|m| (m.version, m.object)).collect(),
-            more,
-        },
-        Err(e) => failed(Status::ServerError, e.to_string()),
-    }
+    let (matches, more) = page.map_err(ReadFailed::of)?;
+    Ok(DaemonResponse::SearchPage {
+        objects: matches.into_iter().map(|m| (m.version, m.object)).collect(),
+        more,
+    })
 }
 
 /// One page of a keys-only search (`DaemonRequest::SearchKeys`).
@@ -195,9 +193,9 @@ pub fn search_keys(
     region: RegionId,
     checks: &[Check],
     after: Option<&[u8]>,
-) -> DaemonResponse {
+) -> Result<DaemonResponse, ReadFailed> {
     if let Err(response) = check_region(view, epoch, space, region) {
-        return response;
+        return Ok(response);
     }
     let access = access_for(view, space, region, checks, None, KEYS_PAGE_MAX);
     let bounds = PageBounds {
@@ -205,22 +203,27 @@ pub fn search_keys(
         size: |m| m.key.len(),
         size_max: PAGE_BYTES_MAX,
     };
-    match index::key_order_page(view.engine, region, &access, checks, after, bounds) {
-        Ok((matches, more)) => DaemonResponse::KeysPage {
-            keys: matches
-                .into_iter()
-                .filter_map(|m| m.object.values.into_iter().next())
-                .collect(),
-            more,
-        },
-        Err(e) => failed(Status::ServerError, e.to_string()),
-    }
+    let (matches, more) =
+        index::key_order_page(view.engine, region, &access, checks, after, bounds)
+            .map_err(ReadFailed::of)?;
+    Ok(DaemonResponse::KeysPage {
+        keys: matches
+            .into_iter()
+            .filter_map(|m| m.object.values.into_iter().next())
+            .collect(),
+        more,
+    })
 }
 
-/// Decodes a stored record, treating corruption as a server error.
-fn decode_record(bytes: &[u8]) -> Result<Record, DaemonResponse> {
-    Record::decode(bytes).map_err(|e| DaemonResponse::Failed {
-        status: Status::ServerError,
-        reason: e.to_string(),
-    })
+/// A read of committed data failed in the engine or found a record it
+/// cannot decode: the daemon's storage can no longer be trusted (the node
+/// poisons itself; the client is sent elsewhere).
+#[derive(Debug, thiserror::Error)]
+#[error("reading committed data failed: {0}")]
+pub struct ReadFailed(#[source] Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl ReadFailed {
+    fn of(e: impl std::error::Error + Send + Sync + 'static) -> ReadFailed {
+        ReadFailed(Box::new(e))
+    }
 }

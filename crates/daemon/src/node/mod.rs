@@ -464,27 +464,28 @@ impl DaemonNode {
 
     // ------------------------------------------------------------ inner
 
-    /// A read answered SERVERERROR only when the engine failed or a stored
-    /// record did not decode: this daemon's storage cannot be trusted, so
-    /// it is poisoned, and the client is sent elsewhere (RECONFIGURE makes
-    /// it fetch a configuration without this daemon and retry).
-    fn vouch(&self, response: DaemonResponse, out: Out<'_>) -> DaemonResponse {
-        match response {
+    /// A read whose storage failed poisons the node: nothing it holds can
+    /// be trusted, and the client is sent elsewhere (RECONFIGURE makes it
+    /// fetch a configuration without this daemon and retry).
+    fn vouch(
+        &self,
+        read: Result<DaemonResponse, search::ReadFailed>,
+        out: Out<'_>,
+    ) -> DaemonResponse {
+        read.unwrap_or_else(|e| {
+            self.poison("a read", &e, out);
             DaemonResponse::Failed {
-                status: Status::ServerError,
-                reason,
-            } => {
-                self.poison("a read", &reason, out);
-                DaemonResponse::Failed {
-                    status: Status::Reconfigure,
-                    reason: "this daemon's storage failed; it is leaving every chain".into(),
-                }
+                status: Status::Reconfigure,
+                reason: "this daemon's storage failed; it is leaving every chain".into(),
             }
-            other => other,
-        }
+        })
     }
 
-    fn read(&self, epoch: Epoch, request: DaemonRequest) -> DaemonResponse {
+    fn read(
+        &self,
+        epoch: Epoch,
+        request: DaemonRequest,
+    ) -> Result<DaemonResponse, search::ReadFailed> {
         let (config, engine) = (self.config(), self.engine());
         let view = search::ReadView {
             config: &config,
@@ -518,10 +519,10 @@ impl DaemonNode {
             DaemonRequest::Get { space, key } => {
                 search::get_committed(&config, self.me, engine, epoch, space, &key)
             }
-            DaemonRequest::Update(_) => DaemonResponse::Failed {
+            DaemonRequest::Update(_) => Ok(DaemonResponse::Failed {
                 status: Status::Internal,
                 reason: "an update is not a read".into(),
-            },
+            }),
         }
     }
 
