@@ -5,7 +5,9 @@
 
 use crate::core::ReplyTo;
 use crate::index::IndexedEngine;
-use crate::node::{DaemonNode, NodeOptions, Output, Stopping, HEARTBEAT_INTERVAL, TICK_INTERVAL};
+use crate::node::{
+    lock, DaemonNode, NodeOptions, Output, Stopping, HEARTBEAT_INTERVAL, TICK_INTERVAL,
+};
 use crate::options::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,10 +52,6 @@ struct Shell {
     started: Instant,
     stopping: Mutex<Option<Stopping>>,
     stop: tokio::sync::Notify,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shell {

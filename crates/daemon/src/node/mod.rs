@@ -175,7 +175,7 @@ pub struct DaemonNode {
     reported: Mutex<HashMap<DaemonId, Duration>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic under a lock leaves plain bookkeeping; the invariants the
     // cores assert make a broken one crash the daemon instead.
     m.lock().unwrap_or_else(|p| p.into_inner())
