@@ -15,9 +15,9 @@
 use crate::coord::ConfigCache;
 use crate::error::ClientError;
 use crate::pool::{Answer, ConnError, DaemonPool};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tessera_protocol::report::ReportLimit;
 use tessera_protocol::{DaemonRequest, DaemonResponse, Status};
 use tessera_types::{
     Configuration, DaemonId, Epoch, KeyRegionError, Object, Space, SpaceDesc, Value,
@@ -57,11 +57,10 @@ pub(crate) struct Attempts {
     /// This client's identity when it reports a daemon unreachable, and
     /// when it last reported each one.
     reporter: u64,
-    reported: std::sync::Mutex<HashMap<DaemonId, Instant>>,
+    reported: std::sync::Mutex<ReportLimit>,
+    /// The origin of the report limit's times.
+    started: Instant,
 }
-
-/// A daemon is reported unreachable at most this often by one client.
-const UNREACHABLE_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Attempts {
     pub(crate) fn new(
@@ -76,7 +75,8 @@ impl Attempts {
             retry_time_max,
             read_timeout,
             reporter: rand::random(),
-            reported: std::sync::Mutex::new(HashMap::new()),
+            reported: std::sync::Mutex::new(ReportLimit::default()),
+            started: Instant::now(),
         }
     }
 
@@ -173,18 +173,16 @@ impl Attempts {
     }
 
     /// Reports `daemon` unreachable to the coordinator, at most once per
-    /// [`UNREACHABLE_REPORT_INTERVAL`].
+    /// [`tessera_protocol::report::UNREACHABLE_REPORT_INTERVAL`].
     fn report_unreachable(&self, daemon: DaemonId) {
-        {
-            let mut reported = self.reported.lock().unwrap_or_else(|p| p.into_inner());
-            let now = Instant::now();
-            if reported
-                .get(&daemon)
-                .is_some_and(|at| now < *at + UNREACHABLE_REPORT_INTERVAL)
-            {
-                return;
-            }
-            reported.insert(daemon, now);
+        let now = self.started.elapsed();
+        let allowed = self
+            .reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .allow(daemon, now);
+        if !allowed {
+            return;
         }
         self.cache.report_unreachable(daemon, self.reporter);
     }

@@ -11,6 +11,7 @@
 pub mod coord_client;
 pub mod frame;
 pub mod messages;
+pub mod report;
 pub mod status;
 
 pub use frame::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX_DEFAULT};

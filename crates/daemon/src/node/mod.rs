@@ -49,6 +49,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
+use tessera_protocol::report::ReportLimit;
 use tessera_protocol::{
     ChainMsg, CoordRequest, DaemonRequest, DaemonResponse, Message, Reporter, Status, StopReason,
     TransferMsg,
@@ -67,8 +68,6 @@ pub const TICK_INTERVAL: Duration = Duration::from_millis(250);
 /// How long an answered heartbeat lets a daemon serve: half the
 /// coordinator's default failure timeout (2 s).
 pub const LEASE: Duration = Duration::from_millis(1000);
-/// A peer is reported unreachable to the coordinator at most this often.
-const UNREACHABLE_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 /// Every this many ticks (10 s), the head of each non-key region sweeps
 /// part of it for anti-entropy (see [`Job::Sweep`]).
 const SWEEP_TICKS: u64 = 40;
@@ -172,7 +171,7 @@ pub struct DaemonNode {
     ticks: AtomicU64,
     sweeps: Mutex<HashMap<RegionId, Vec<u8>>>,
     /// When each peer was last reported unreachable.
-    reported: Mutex<HashMap<DaemonId, Duration>>,
+    reported: Mutex<ReportLimit>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -223,7 +222,7 @@ impl DaemonNode {
             rejoin: Mutex::new(Rejoin::new()),
             ticks: AtomicU64::new(0),
             sweeps: Mutex::new(HashMap::new()),
-            reported: Mutex::new(HashMap::new()),
+            reported: Mutex::new(ReportLimit::default()),
         };
         node.lease.renew(now);
         node.drop_removed_regions(&config, out);
@@ -340,22 +339,15 @@ impl DaemonNode {
 
     /// The driver could not deliver to `peer` (a connection refused or
     /// timed out, a write that failed): report it to the coordinator, at
-    /// most once per [`UNREACHABLE_REPORT_INTERVAL`] per peer. Reports from
+    /// most once per [`tessera_protocol::report::UNREACHABLE_REPORT_INTERVAL`] per peer. Reports from
     /// more than one source make the coordinator take a peer offline that
     /// still heartbeats (a one-way partition).
     pub fn on_peer_unreachable(&self, peer: DaemonId, now: Duration, out: Out<'_>) {
         if peer == self.me || self.poisoned() {
             return;
         }
-        {
-            let mut reported = lock(&self.reported);
-            if reported
-                .get(&peer)
-                .is_some_and(|at| now < *at + UNREACHABLE_REPORT_INTERVAL)
-            {
-                return;
-            }
-            reported.insert(peer, now);
+        if !lock(&self.reported).allow(peer, now) {
+            return;
         }
         out(Output::Coord(CoordRequest::Unreachable {
             daemon: peer,
