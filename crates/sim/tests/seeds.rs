@@ -130,3 +130,19 @@ fn seed_88939_targets_join_with_nothing_in_flight_past_them() {
 fn seed_11301_a_reported_hand_over_holds_until_the_epoch() {
     must_pass(11301);
 }
+
+/// Within f: a client's retry reached its point leader just after the
+/// leader's disk broke; the at-most-once check could not read the key's
+/// recent writers, took the failed read for "not seen", and applied the
+/// update a second time on top of a pending one. A failed read there now
+/// poisons the daemon and sends the client elsewhere.
+#[test]
+fn seed_316610_a_retry_is_never_applied_when_its_record_cannot_be_read() {
+    let options = Options {
+        within_f: true,
+        ..Options::default()
+    };
+    if let Err(f) = tessera_sim::run_opts(316_610, options) {
+        panic!("{f}");
+    }
+}

@@ -107,7 +107,21 @@ impl ReplicaCore {
                 self.reply(reply, DaemonResponse::Done);
                 true
             }
-            _ => false,
+            Ok(_) => false,
+            // Whether the request was applied is unknown: evaluating it
+            // again could apply it twice (simulator seed 316610, within
+            // f: a retry reached a point leader whose disk had just
+            // broken and was applied a second time on top of a pending
+            // update). The daemon is poisoned; the client retries
+            // elsewhere.
+            Err(e) => {
+                self.fatal("reading a key's recent writers", e);
+                self.reply(
+                    reply,
+                    refuse(Status::Reconfigure, "this daemon's storage failed"),
+                );
+                true
+            }
         }
     }
 

@@ -169,8 +169,9 @@ impl ReplicaCore {
     /// Applies buffered updates whose predecessor has now been applied.
     pub(super) fn release_buffered(&mut self, state_key: &StateKey) {
         loop {
-            let Ok(applied) = self.applied(state_key) else {
-                return;
+            let applied = match self.applied(state_key) {
+                Ok(applied) => applied,
+                Err(e) => return self.fatal("reading a key's applied version", e),
             };
             let Some(state) = self.keys.get_mut(state_key) else {
                 return;
