@@ -75,6 +75,7 @@ fn codec(c: &mut Criterion) {
         id: 7,
         epoch: Epoch(3),
         request: DaemonRequest::Update(UpdateRequest {
+            since: Default::default(),
             space: SpaceId(1),
             key: object.values[0].clone(),
             client: ClientRef {

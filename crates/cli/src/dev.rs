@@ -65,13 +65,8 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
     let coordinator_dir = options.data.join("coordinator");
     std::fs::create_dir_all(&coordinator_dir)
         .with_context(|| format!("creating {}", coordinator_dir.display()))?;
-    let coordinator_options = tessera_coordinator::server::CoordinatorOptions {
-        listen: coordinator_addr,
-        data_dir: coordinator_dir,
-        join: None,
-        failure_timeout: tessera_coordinator::FAILURE_TIMEOUT_DEFAULT,
-        advertise: None,
-    };
+    let coordinator_options =
+        tessera_coordinator::server::CoordinatorOptions::new(coordinator_addr, coordinator_dir);
     let shutdown = stopped(stop_rx.clone());
     tasks.spawn(async move {
         tessera_coordinator::server::run(coordinator_options, shutdown)

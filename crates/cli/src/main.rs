@@ -29,6 +29,7 @@ use std::io::Read;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 use tessera_client::{Admin, AdminError, AdminStatus, Client, ClientError, Outcome, Status};
 
 #[derive(Parser)]
@@ -77,6 +78,10 @@ enum Command {
         /// address (behind a proxy); keep it the same across restarts.
         #[arg(long)]
         advertise: Option<String>,
+        /// Milliseconds after an epoch ends before the tombstones written
+        /// in it may be collected; must exceed how long clients retry.
+        #[arg(long, default_value_t = 60_000)]
+        tombstone_grace_ms: u64,
     },
     /// Run one daemon.
     Daemon {
@@ -94,6 +99,9 @@ enum Command {
         /// the listening address (behind a proxy).
         #[arg(long)]
         advertise: Option<String>,
+        /// Milliseconds between tombstone collection rounds.
+        #[arg(long, default_value_t = 10_000)]
+        tombstone_collect_ms: u64,
     },
     /// Run a coordinator and N daemons in this process (daemon i listens on
     /// port P+30+i); prints a line with `ready` once the cluster serves.
@@ -332,13 +340,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
             data,
             join,
             advertise,
+            tombstone_grace_ms,
         } => {
             let options = tessera_coordinator::server::CoordinatorOptions {
-                listen: socket_addr(&listen, port)?,
-                data_dir: data,
                 join,
-                failure_timeout: tessera_coordinator::FAILURE_TIMEOUT_DEFAULT,
                 advertise,
+                tombstone_grace: Duration::from_millis(tombstone_grace_ms),
+                ..tessera_coordinator::server::CoordinatorOptions::new(
+                    socket_addr(&listen, port)?,
+                    data,
+                )
             };
             tessera_coordinator::server::run(options, shutdown_signal())
                 .await
@@ -350,9 +361,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
             coordinator,
             data,
             advertise,
+            tombstone_collect_ms,
         } => {
             let options = tessera_daemon::DaemonOptions {
                 advertise,
+                collect_every: Duration::from_millis(tombstone_collect_ms),
                 ..tessera_daemon::DaemonOptions::new(socket_addr(&listen, port)?, data, coordinator)
             };
             tessera_daemon::run(options, shutdown_signal())

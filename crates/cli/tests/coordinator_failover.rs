@@ -16,6 +16,8 @@ fn the_cluster_serves_after_the_coordinator_leader_dies() {
         dir: tempfile::tempdir().expect("tempdir"),
         coordinator_ports: (0..3).map(|_| free_port()).collect(),
         daemon_ports: (0..3).map(|_| free_port()).collect(),
+        coordinator_flags: Vec::new(),
+        daemon_flags: Vec::new(),
     };
     cluster.start_coordinator(0, None);
     // The first member must be up (and lead) before the others join it.

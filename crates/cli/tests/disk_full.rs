@@ -318,6 +318,8 @@ fn start_cluster(tmpfs: Option<&Tmpfs>) -> Cluster {
         dir: tempfile::tempdir().expect("tempdir"),
         coordinator_ports: vec![common::free_port()],
         daemon_ports: (0..4).map(|_| common::free_port()).collect(),
+        coordinator_flags: Vec::new(),
+        daemon_flags: Vec::new(),
     };
     cluster.start_coordinator(0, None);
     for i in 0..4 {

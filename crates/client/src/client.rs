@@ -251,6 +251,9 @@ impl Client {
         // Set once an attempt may have reached a point leader: from then on
         // a failure to get an answer leaves the outcome unknown.
         let maybe_applied = &AtomicBool::new(false);
+        // The epoch of the first attempt, which every retry carries (see
+        // `UpdateRequest::since`).
+        let since = &std::sync::OnceLock::new();
         let (key, predicates, ops) = (&key, &predicates, &ops);
         let update_timeout = self.inner.options.update_timeout;
         let result = self
@@ -264,6 +267,7 @@ impl Client {
                     space: space.id,
                     key: key.clone(),
                     client,
+                    since: *since.get_or_init(|| config.epoch),
                     flags,
                     checks,
                     mutations,

@@ -34,6 +34,7 @@ pub mod state;
 // The Raft store stamps its snapshots with the wall clock.
 #[allow(clippy::disallowed_methods)]
 pub mod store;
+pub mod tombstones;
 
 pub use detector::FailureDetector;
 pub use node::CoordinatorNode;

@@ -18,6 +18,7 @@
 
 use crate::detector::FailureDetector;
 use crate::state::{ClusterState, Command};
+use crate::tombstones::{TombstonePolicy, TOMBSTONE_GRACE};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tessera_protocol::{HeartbeatAnswer, LeaveReason, Reporter, StopReason};
@@ -42,6 +43,7 @@ pub struct CoordinatorNode {
     /// Per daemon, who reported it unreachable and when (soft state, like
     /// the detector's).
     unreachable: BTreeMap<DaemonId, BTreeMap<Reporter, Duration>>,
+    tombstones: TombstonePolicy,
 }
 
 impl CoordinatorNode {
@@ -52,7 +54,15 @@ impl CoordinatorNode {
             detector: FailureDetector::new(failure_timeout),
             unreachable: BTreeMap::new(),
             probed: BTreeMap::new(),
+            tombstones: TombstonePolicy::new(TOMBSTONE_GRACE),
         }
+    }
+
+    /// The same, collecting tombstones `grace` after their epoch ended
+    /// (see [`crate::tombstones`]).
+    pub fn with_tombstone_grace(mut self, grace: Duration) -> CoordinatorNode {
+        self.tombstones = TombstonePolicy::new(grace);
+        self
     }
 
     pub fn failure_timeout(&self) -> Duration {
@@ -65,6 +75,7 @@ impl CoordinatorNode {
         let began = self.detector.lead(term);
         if began {
             self.unreachable.clear();
+            self.tombstones.reset();
         }
         began
     }
@@ -73,6 +84,7 @@ impl CoordinatorNode {
     pub fn follow(&mut self) {
         self.detector.follow();
         self.unreachable.clear();
+        self.tombstones.reset();
     }
 
     pub fn is_leading(&self) -> bool {
@@ -118,13 +130,27 @@ impl CoordinatorNode {
     }
 
     /// Time passes: the commands the leader should propose now, one
-    /// `DaemonOffline` per Available daemon silent for the failure timeout.
+    /// `DaemonOffline` per Available daemon silent for the failure timeout,
+    /// and the tombstone horizon's advance when it is due.
     pub fn tick(&mut self, state: &ClusterState, now: Duration) -> Vec<Command> {
-        self.detector
+        let mut commands: Vec<Command> = self
+            .detector
             .suspects(now, state)
             .into_iter()
             .map(|id| Command::DaemonOffline { id })
-            .collect()
+            .collect();
+        if self.is_leading() {
+            commands.extend(self.tombstones.tick(state, now));
+        }
+        commands
+    }
+
+    /// A daemon holds tombstones written in `epoch` that the horizon does
+    /// not let it collect yet.
+    pub fn tombstones_waiting(&mut self, epoch: Epoch) {
+        if self.is_leading() {
+            self.tombstones.waiting(epoch);
+        }
     }
 
     /// `reporter` could not reach `daemon` at `now`: the command to

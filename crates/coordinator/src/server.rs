@@ -79,6 +79,10 @@ pub struct CoordinatorOptions {
     /// it out of every chain ([`FAILURE_TIMEOUT_DEFAULT`], 2 s). Daemons
     /// heartbeat every 500 ms and hold a lease of half the default.
     pub failure_timeout: Duration,
+    /// How long after an epoch ends the tombstones written in it may be
+    /// collected ([`crate::tombstones::TOMBSTONE_GRACE`], 60 s): it must
+    /// exceed how long a client retries an update.
+    pub tombstone_grace: Duration,
     /// The address other members, daemons and clients should dial, when it
     /// is not the listening address (e.g. behind a proxy); it must stay the
     /// same across restarts, since the group remembers it.
@@ -94,6 +98,7 @@ impl CoordinatorOptions {
             data_dir,
             join: None,
             failure_timeout: FAILURE_TIMEOUT_DEFAULT,
+            tombstone_grace: crate::tombstones::TOMBSTONE_GRACE,
             advertise: None,
         }
     }
@@ -175,6 +180,7 @@ pub async fn serve_with(
         data_dir,
         join,
         failure_timeout,
+        tombstone_grace,
         advertise,
         ..
     } = opts;
@@ -222,7 +228,9 @@ pub async fn serve_with(
         raft: raft.clone(),
         config: opened.config,
         state: opened.state,
-        node: Mutex::new(CoordinatorNode::new(failure_timeout)),
+        node: Mutex::new(
+            CoordinatorNode::new(failure_timeout).with_tombstone_grace(tombstone_grace),
+        ),
         started: std::time::Instant::now(),
     });
 
@@ -354,10 +362,15 @@ async fn detect_failures(member: Arc<Member>) {
         let now = member.now();
         let commands = member.node().tick(&state, now);
         for command in commands {
-            tracing::warn!(?command, timeout = ?member.failure_timeout(), "no heartbeat: taking the daemon offline");
+            match &command {
+                Command::DaemonOffline { .. } => {
+                    tracing::warn!(?command, timeout = ?member.failure_timeout(), "no heartbeat: taking the daemon offline")
+                }
+                _ => tracing::info!(?command, "tombstones: moving the horizon"),
+            }
             match member.write(command).await {
                 CoordResponse::Done => {}
-                other => tracing::warn!("could not take the daemon offline: {other:?}"),
+                other => tracing::warn!("the leader's proposal failed: {other:?}"),
             }
         }
     }
@@ -549,6 +562,13 @@ impl Member {
             }
             CoordRequest::TransferComplete { transfer } => {
                 self.write(Command::TransferComplete { transfer }).await
+            }
+            CoordRequest::TombstonesWaiting { epoch, .. } => {
+                if let Some(not_leader) = self.not_leader() {
+                    return not_leader;
+                }
+                self.node().tombstones_waiting(epoch);
+                CoordResponse::Done
             }
             CoordRequest::ServerOffline { id } => self.write(Command::ServerOffline { id }).await,
             CoordRequest::ServerOnline { id } => self.write(Command::ServerOnline { id }).await,

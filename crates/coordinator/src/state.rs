@@ -103,6 +103,14 @@ pub enum Command {
     /// Operator: as `ServerOffline`, and the daemon is told to stop at its
     /// next heartbeat; it may not register again under its id.
     ServerKill { id: DaemonId },
+    /// The leader's tombstone policy ([`crate::node::CoordinatorNode`]):
+    /// tombstones of versions issued before epoch `horizon` may be
+    /// collected. The epoch moves, so the daemons learn it and so the
+    /// current epoch ends (its own tombstones become collectable one grace
+    /// later). A horizon not beyond the current one changes nothing, so a
+    /// proposal made twice applies once; one beyond the current epoch is
+    /// refused (no such epoch has ended).
+    AdvanceTombstoneHorizon { horizon: Epoch },
 }
 
 /// The outcome of one [`Command`].
@@ -157,6 +165,9 @@ pub struct ClusterState {
     /// clears the mark.
     #[serde(default)]
     pub held_offline: BTreeSet<DaemonId>,
+    /// See [`Configuration::tombstone_horizon`]; always below `epoch`.
+    #[serde(default)]
+    pub tombstone_horizon: Epoch,
 }
 
 impl Default for ClusterState {
@@ -175,6 +186,7 @@ impl Default for ClusterState {
             orphans: BTreeMap::new(),
             left_chain_at: BTreeMap::new(),
             held_offline: BTreeSet::new(),
+            tombstone_horizon: Epoch(0),
         }
     }
 }
@@ -207,6 +219,9 @@ pub enum CheckInvariantsError {
         "transfer {transfer} does not run from its region's tail to a daemon outside the chain"
     )]
     TransferEnds { transfer: u64 },
+    /// The tombstone horizon names an epoch that has not ended.
+    #[error("tombstone horizon {horizon} is not below the epoch {epoch}")]
+    HorizonAhead { horizon: Epoch, epoch: Epoch },
 }
 
 impl ClusterState {
@@ -226,6 +241,22 @@ impl ClusterState {
             }
             Command::MembershipChanged => {
                 self.bump();
+                CommandResult::Done
+            }
+            Command::AdvanceTombstoneHorizon { horizon } => {
+                if horizon > self.epoch {
+                    return CommandResult::Failed {
+                        status: AdminStatus::CoordFail,
+                        reason: format!(
+                            "tombstone horizon {horizon} is beyond the current epoch {}",
+                            self.epoch
+                        ),
+                    };
+                }
+                if horizon > self.tombstone_horizon {
+                    self.tombstone_horizon = horizon;
+                    self.bump();
+                }
                 CommandResult::Done
             }
             Command::DaemonOffline { id } => {
@@ -326,6 +357,7 @@ impl ClusterState {
             spaces: self.spaces.clone(),
             read_only: self.read_only,
             transfers: self.transfers.clone(),
+            tombstone_horizon: self.tombstone_horizon,
         }
     }
 
@@ -625,6 +657,12 @@ impl ClusterState {
             if copied.contains(&region.id) {
                 chains.insert(region.id, chain);
             }
+        }
+        if self.tombstone_horizon > Epoch(0) && self.tombstone_horizon >= self.epoch {
+            return Err(CheckInvariantsError::HorizonAhead {
+                horizon: self.tombstone_horizon,
+                epoch: self.epoch,
+            });
         }
         let mut busy = BTreeSet::new();
         let mut last_id = 0;

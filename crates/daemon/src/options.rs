@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 use tessera_storage::Durability;
 
 /// How to run one daemon.
@@ -22,6 +23,8 @@ pub struct DaemonOptions {
     pub frame_bytes_max: usize,
     /// When commits reach stable storage.
     pub durability: Durability,
+    /// Time between tombstone collection rounds (10 s by default).
+    pub collect_every: Duration,
 }
 
 impl DaemonOptions {
@@ -33,6 +36,7 @@ impl DaemonOptions {
             coordinator,
             frame_bytes_max: tessera_protocol::FRAME_BYTES_MAX_DEFAULT,
             durability: Durability::default(),
+            collect_every: Duration::from_secs(10),
         }
     }
 }

@@ -382,6 +382,8 @@ pub(crate) async fn run(
     let node_options = NodeOptions {
         addr: advertise.clone(),
         transfer_batch: TRANSFER_BATCH,
+        collect_ticks: (options.collect_every.as_millis() / TICK_INTERVAL.as_millis()).max(1)
+            as u64,
     };
     // Outputs of the node's start wait until the shell exists.
     let mut first = Vec::new();

@@ -14,8 +14,14 @@
 //!   commit made meanwhile. Every message of one attempt carries a
 //!   sequence number from 0. Without a digest within
 //!   [`DIGEST_WAIT_TICKS`], and on every restart, it ships everything.
-//!   The target keeps its stale copy: removals are tombstones and every
-//!   region's versions only grow, so the highest version per key is right.
+//!   Per key the highest version wins, so of a stale copy the target keeps
+//!   what is still current. Every bucket the source did ship replaces the
+//!   target's wholesale: once it has every message of the attempt, and
+//!   before it says `Have`, the target deletes whatever it holds in those
+//!   buckets that the attempt did not bring — keys the region no longer
+//!   holds, whose tombstones may have been collected (see
+//!   [`Action::Prune`]). A daemon that was away long cannot bring a
+//!   deleted object back.
 //! - Every tick the source reports `Progress { sent, scanned }`; once the
 //!   scan is done the target answers `Have { have }`, the number of leading
 //!   messages it holds.
@@ -49,7 +55,7 @@
 //!   any message (none is expected: a safety net).
 
 use crate::record::Record;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tessera_protocol::{TransferEntry, TransferMsg};
 use tessera_storage::{Engine, StorageError};
 use tessera_types::coordinate::string_hash;
@@ -100,6 +106,16 @@ pub enum Action {
         region: RegionId,
         entries: Vec<TransferEntry>,
     },
+    /// Target: delete every key of `region` outside the `skipped` buckets
+    /// for which [`Transfers::unsent`] holds (checking each under its
+    /// core's lock, since entries may still arrive), then call
+    /// [`Transfers::pruned`] with the same attempt.
+    Prune {
+        transfer: u64,
+        attempt: u32,
+        region: RegionId,
+        skipped: Vec<u64>,
+    },
     /// Send a message to a peer.
     Send { to: DaemonId, msg: TransferMsg },
     /// Source: hold `region` in every core (`ReplicaCore::hold`), then
@@ -131,6 +147,8 @@ struct Source {
     attempt: u32,
     sent: u64,
     scanned: bool,
+    /// Once scanned: the buckets the scan skipped (a bit set).
+    skipped: Vec<u64>,
     /// Leading messages of `attempt` the target has confirmed it holds.
     confirmed: u64,
     hold: Hold,
@@ -190,6 +208,12 @@ struct Target {
     from: DaemonId,
     attempt: u32,
     received: BTreeSet<u64>,
+    /// Hashes of the keys `attempt` brought (see [`Transfers::unsent`]).
+    keys: HashSet<u64>,
+    /// The attempt's stale keys are deleted: from now on `Have` may go.
+    pruned: bool,
+    /// A prune of the attempt is under way.
+    pruning: bool,
     behind: u32,
     /// Ticks since the configuration stopped naming the transfer.
     ended: Option<u32>,
@@ -202,6 +226,9 @@ impl Target {
         if attempt > self.attempt {
             self.attempt = attempt;
             self.received.clear();
+            self.keys.clear();
+            self.pruned = false;
+            self.pruning = false;
         }
         attempt == self.attempt
     }
@@ -228,6 +255,17 @@ impl Target {
 /// The digest bucket of a key.
 pub fn bucket_of(key: &[u8]) -> usize {
     (string_hash(key) % DIGEST_BUCKETS as u64) as usize
+}
+
+/// Whether `bucket` is in the bit set `set` (64 buckets per word).
+pub fn bucket_in(set: &[u64], bucket: usize) -> bool {
+    set.get(bucket / 64)
+        .is_some_and(|word| word & (1 << (bucket % 64)) != 0)
+}
+
+/// The hash by which a target remembers a key an attempt brought.
+fn key_hash(key: &[u8]) -> u64 {
+    string_hash(key)
 }
 
 /// The hash one record adds to its bucket's digest: the key's hash mixed
@@ -259,29 +297,34 @@ pub fn region_digest(engine: &dyn Engine, region: RegionId) -> Result<Vec<u64>, 
 /// empty, so an empty region still sends a message). With the target's
 /// `digest`, records of the buckets where it equals ours are skipped: the
 /// target holds them already. Stops early when `ship` returns false (the
-/// attempt was superseded); returns whether every batch was shipped.
+/// attempt was superseded); returns the skipped buckets (a bit set) when
+/// every batch was shipped.
 pub fn scan_region(
     engine: &dyn Engine,
     region: RegionId,
     batch: usize,
     digest: Option<&[u64]>,
     mut ship: impl FnMut(Vec<TransferEntry>) -> bool,
-) -> Result<bool, StorageError> {
-    let same: Vec<bool> = match digest {
-        Some(theirs) if theirs.len() == DIGEST_BUCKETS => {
-            let ours = region_digest(engine, region)?;
-            if ours.is_empty() {
-                Vec::new()
-            } else {
-                ours.iter().zip(theirs).map(|(a, b)| a == b).collect()
+) -> Result<Option<Vec<u64>>, StorageError> {
+    let mut skipped = Vec::new();
+    if let Some(theirs) = digest.filter(|d| d.len() == DIGEST_BUCKETS) {
+        let ours = region_digest(engine, region)?;
+        if !ours.is_empty() {
+            skipped = vec![0u64; DIGEST_BUCKETS / 64];
+            for (bucket, _) in ours
+                .iter()
+                .zip(theirs)
+                .enumerate()
+                .filter(|(_, (a, b))| a == b)
+            {
+                skipped[bucket / 64] |= 1 << (bucket % 64);
             }
         }
-        _ => Vec::new(),
-    };
+    }
     let mut entries = Vec::new();
     let mut going = true;
     engine.scan(region, None, &mut |key, value| {
-        if same.get(bucket_of(key)).copied().unwrap_or(false) {
+        if bucket_in(&skipped, bucket_of(key)) {
             return true;
         }
         // A record that does not decode is not shipped (its key waits for
@@ -299,7 +342,7 @@ pub fn scan_region(
         }
         going
     })?;
-    Ok(going && ship(entries))
+    Ok((going && ship(entries)).then_some(skipped))
 }
 
 /// Every transfer one daemon takes part in.
@@ -333,6 +376,7 @@ impl Transfers {
                         attempt: 0,
                         sent: 0,
                         scanned: false,
+                        skipped: Vec::new(),
                         confirmed: 0,
                         hold: Hold::Off,
                         hold_ticks: 0,
@@ -376,6 +420,9 @@ impl Transfers {
             from,
             attempt: 0,
             received: BTreeSet::new(),
+            keys: HashSet::new(),
+            pruned: false,
+            pruning: false,
             behind: 0,
             ended: None,
         })
@@ -415,11 +462,13 @@ impl Transfers {
             .map(|(id, s)| (s.region, *id))
     }
 
-    /// Source: the scan of `attempt` has been sent in full.
-    pub fn scanned(&mut self, transfer: u64, attempt: u32) {
+    /// Source: the scan of `attempt` has been sent in full, skipping the
+    /// buckets in `skipped`.
+    pub fn scanned(&mut self, transfer: u64, attempt: u32, skipped: Vec<u64>) {
         if let Some(s) = self.sources.get_mut(&transfer) {
             if s.attempt == attempt {
                 s.scanned = true;
+                s.skipped = skipped;
             }
             s.check(transfer);
         }
@@ -503,6 +552,11 @@ impl Transfers {
                     region: s.region,
                     sent: s.sent,
                     scanned: s.scanned,
+                    skipped: if s.scanned {
+                        s.skipped.clone()
+                    } else {
+                        Vec::new()
+                    },
                 },
             });
         }
@@ -538,6 +592,7 @@ impl Transfers {
                     return Vec::new();
                 }
                 t.received.insert(seq);
+                t.keys.extend(entries.iter().map(|e| key_hash(&e.key)));
                 vec![Action::Store { region, entries }]
             }
             TransferMsg::Progress {
@@ -545,6 +600,8 @@ impl Transfers {
                 attempt,
                 sent,
                 scanned,
+                region,
+                skipped,
                 ..
             } => {
                 let Some(t) = self.targets.get_mut(&transfer) else {
@@ -556,6 +613,18 @@ impl Transfers {
                 }
                 if t.has_all(sent) {
                     t.behind = 0;
+                    if scanned && t.ended.is_none() && !t.pruned {
+                        if t.pruning {
+                            return Vec::new();
+                        }
+                        t.pruning = true;
+                        return vec![Action::Prune {
+                            transfer,
+                            attempt,
+                            region,
+                            skipped,
+                        }];
+                    }
                     if scanned && t.ended.is_none() {
                         return vec![Action::Send {
                             to: t.from,
@@ -624,6 +693,7 @@ impl Transfers {
                 s.attempt = attempt;
                 s.sent = 0;
                 s.scanned = false;
+                s.skipped = Vec::new();
                 s.confirmed = 0;
                 let mut actions = Vec::new();
                 if s.hold != Hold::Off && s.ended.is_none() && !s.completing {
@@ -656,6 +726,28 @@ impl Transfers {
                     region: s.region,
                     digest: Some(buckets),
                 }]
+            }
+        }
+    }
+
+    /// Target: whether the key is one [`Action::Prune`] of `attempt` must
+    /// delete — the attempt is still current and has not brought it, and
+    /// the transfer has not ended (after which the target is a chain
+    /// member, and what it holds is the chain's). Asked under the key's
+    /// core lock, after which no entry can slip in unseen.
+    pub fn unsent(&self, transfer: u64, attempt: u32, key: &[u8]) -> bool {
+        self.targets.get(&transfer).is_some_and(|t| {
+            t.attempt == attempt && t.ended.is_none() && !t.keys.contains(&key_hash(key))
+        })
+    }
+
+    /// Target: the prune of `attempt` is over (`done`: it deleted every
+    /// stale key; otherwise it failed and is asked for again).
+    pub fn pruned(&mut self, transfer: u64, attempt: u32, done: bool) {
+        if let Some(t) = self.targets.get_mut(&transfer) {
+            if t.attempt == attempt {
+                t.pruning = false;
+                t.pruned = done;
             }
         }
     }
@@ -695,6 +787,27 @@ mod tests {
             from,
             buckets: Vec::new(),
         }
+    }
+
+    /// The target's side of a message, as the node runs it: a prune it
+    /// asks for is done at once (deleting nothing), and the message that
+    /// asked for it is handled again, as the next progress report would be.
+    pub(super) fn deliver(target: &mut Transfers, msg: TransferMsg) -> Vec<Action> {
+        let mut actions = target.on_message(msg.clone());
+        if let Some(at) = actions
+            .iter()
+            .position(|a| matches!(a, Action::Prune { .. }))
+        {
+            let Action::Prune {
+                transfer, attempt, ..
+            } = actions.remove(at)
+            else {
+                unreachable!()
+            };
+            target.pruned(transfer, attempt, true);
+            actions.extend(target.on_message(msg));
+        }
+        actions
     }
 
     fn sends(actions: Vec<Action>) -> Vec<TransferMsg> {
@@ -748,16 +861,16 @@ mod tests {
         let (_, m0) = source.stamp(7, Some(0), vec![entry(1)]).unwrap();
         let (_, _lost) = source.stamp(7, Some(0), vec![entry(2)]).unwrap();
         let (_, m2) = source.stamp(7, Some(0), vec![entry(3)]).unwrap();
-        source.scanned(7, 0);
-        let stores = target.on_message(m0);
+        source.scanned(7, 0, Vec::new());
+        let stores = deliver(&mut target, m0);
         assert!(matches!(stores[..], [Action::Store { .. }]));
-        let stores = target.on_message(m2);
+        let stores = deliver(&mut target, m2);
         assert!(matches!(stores[..], [Action::Store { .. }]));
         // Message 1 was lost: never complete; after a few reports, restart.
         let mut restart = None;
         for _ in 0..BEHIND_REPORTS_MAX {
             for msg in sends(source.on_tick()) {
-                let out = target.on_message(msg);
+                let out = deliver(&mut target, msg);
                 assert!(!out.iter().any(|a| matches!(a, Action::Complete { .. })));
                 restart = restart.or(sends(out).pop());
             }
@@ -777,20 +890,20 @@ mod tests {
         assert!(source.stamp(7, Some(0), vec![entry(9)]).is_none());
         for k in 1..=3 {
             let (_, m) = source.stamp(7, Some(1), vec![entry(k)]).unwrap();
-            let out = target.on_message(m);
+            let out = deliver(&mut target, m);
             assert!(matches!(out[..], [Action::Store { .. }]));
         }
         // No hand-over before the scan is done.
         let out: Vec<_> = sends(source.on_tick())
             .into_iter()
-            .flat_map(|m| target.on_message(m))
+            .flat_map(|m| deliver(&mut target, m))
             .collect();
         assert!(out.is_empty());
-        source.scanned(7, 1);
+        source.scanned(7, 1, Vec::new());
         let have = sends(
             sends(source.on_tick())
                 .into_iter()
-                .flat_map(|m| target.on_message(m))
+                .flat_map(|m| deliver(&mut target, m))
                 .collect(),
         );
         assert!(matches!(have[..], [TransferMsg::Have { have: 3, .. }]));
@@ -834,12 +947,12 @@ mod tests {
         let scan = source.on_message(empty_digest(4, dst));
         assert!(matches!(scan[..], [Action::Scan { attempt: 0, .. }]));
         let (_, m0) = source.stamp(4, Some(0), vec![entry(1)]).unwrap();
-        source.scanned(4, 0);
-        target.on_message(m0);
+        source.scanned(4, 0, Vec::new());
+        deliver(&mut target, m0);
         let exchange = |source: &mut Transfers, target: &mut Transfers| -> Vec<Action> {
             sends(source.on_tick())
                 .into_iter()
-                .flat_map(|m| sends(target.on_message(m)))
+                .flat_map(|m| sends(deliver(target, m)))
                 .flat_map(|m| source.on_message(m))
                 .collect()
         };
@@ -850,7 +963,7 @@ mod tests {
         assert!(source.held(4).is_empty(), "the target lacks message 1");
         assert!(source.drained(4).is_empty(), "the target lacks message 1");
         assert!(exchange(&mut source, &mut target).is_empty());
-        target.on_message(late);
+        deliver(&mut target, late);
         let check = exchange(&mut source, &mut target);
         assert!(matches!(
             check[..],
@@ -923,7 +1036,7 @@ mod hold_tests {
         let scan = source.on_message(empty_digest(5, dst));
         assert!(matches!(scan[..], [Action::Scan { attempt: 0, .. }]));
         source.stamp(5, Some(0), Vec::new()).unwrap();
-        source.scanned(5, 0);
+        source.scanned(5, 0, Vec::new());
         let have = || TransferMsg::Have {
             transfer: 5,
             attempt: 0,
@@ -1019,18 +1132,22 @@ mod digest_tests {
         }
         let digest = region_digest(&target, region).unwrap();
         let mut shipped = Vec::new();
-        let done = scan_region(&source, region, 64, Some(&digest), |batch| {
+        let skipped = scan_region(&source, region, 64, Some(&digest), |batch| {
             shipped.extend(batch);
             true
         })
-        .unwrap();
-        assert!(done);
+        .unwrap()
+        .expect("every batch shipped");
         let differing: BTreeSet<usize> = changed
             .iter()
             .copied()
             .chain(2000..2003)
             .map(|k| bucket_of(&k.to_be_bytes()))
             .collect();
+        // The target is told exactly which buckets were not shipped.
+        for bucket in 0..DIGEST_BUCKETS {
+            assert_eq!(bucket_in(&skipped, bucket), !differing.contains(&bucket));
+        }
         // Exactly the records of the differing buckets, by brute force.
         let expected: BTreeSet<Vec<u8>> = contents(&source, region)
             .into_keys()
@@ -1061,11 +1178,13 @@ mod digest_tests {
         let none = region_digest(&empty, region).unwrap();
         assert!(none.is_empty());
         let mut all = 0;
-        scan_region(&source, region, 64, Some(&none), |batch| {
+        let skipped = scan_region(&source, region, 64, Some(&none), |batch| {
             all += batch.len();
             true
         })
-        .unwrap();
+        .unwrap()
+        .expect("every batch shipped");
         assert_eq!(all, 2003);
+        assert!((0..DIGEST_BUCKETS).all(|b| !bucket_in(&skipped, b)));
     }
 }

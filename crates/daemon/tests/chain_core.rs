@@ -98,6 +98,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
         }],
         read_only: false,
         transfers: vec![],
+        tombstone_horizon: Epoch(0),
     }
 }
 
@@ -156,6 +157,7 @@ fn request(op: &Op, n: u64) -> UpdateRequest {
         ),
     };
     UpdateRequest {
+        since: Default::default(),
         space: SpaceId(1),
         key: Value::Int(key),
         client: ClientRef {

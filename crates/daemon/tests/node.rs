@@ -56,6 +56,7 @@ fn node() -> (DaemonNode, Arc<Disk>) {
     let options = NodeOptions {
         addr: "d1:1".into(),
         transfer_batch: 8,
+        collect_ticks: tessera_daemon::node::COLLECT_TICKS,
     };
     let mut outputs = Vec::new();
     let node = DaemonNode::new(

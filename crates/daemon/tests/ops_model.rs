@@ -249,6 +249,7 @@ proptest! {
         let mut object = model.object();
         for (n, mutations) in updates.into_iter().enumerate() {
             let request = UpdateRequest {
+                since: Default::default(),
                 space: SpaceId(1),
                 key: Value::Int(0),
                 client: ClientRef { client_id: 1, request_no: n as u64 },

@@ -82,6 +82,7 @@ fn with(space: &Space, attr: usize, value: Value) -> Object {
 
 fn request(mutations: Vec<Mutation>) -> UpdateRequest {
     UpdateRequest {
+        since: Default::default(),
         space: SpaceId(1),
         key: Value::str("key"),
         client: ClientRef {
@@ -281,6 +282,7 @@ fn numeric_atomics_on_attributes() {
         &space,
         None,
         &UpdateRequest {
+            since: Default::default(),
             flags: UpdateFlags::default(),
             ..request(vec![m(I, Action::Num(Sub, Value::Int(4)))])
         },

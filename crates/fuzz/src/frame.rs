@@ -81,6 +81,7 @@ fn update() -> UpdateRequest {
             client_id: 9,
             request_no: 41,
         },
+        since: Epoch(2),
         flags: UpdateFlags {
             must_exist: true,
             must_not_exist: false,
@@ -243,6 +244,7 @@ fn messages() -> Vec<Message> {
             region: RegionId(9),
             sent: 10,
             scanned: true,
+            skipped: vec![0, u64::MAX, 5],
         }),
         Message::Transfer(TransferMsg::Have {
             transfer: 4,

@@ -151,5 +151,6 @@ pub fn configuration() -> Configuration {
             to: DaemonId(1),
             replaces: None,
         }],
+        tombstone_horizon: Epoch(2),
     }
 }

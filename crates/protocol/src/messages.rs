@@ -235,6 +235,12 @@ pub struct UpdateRequest {
     pub space: SpaceId,
     pub key: Value,
     pub client: ClientRef,
+    /// The epoch of the client's configuration when it first sent this
+    /// update; every retry carries the same. A point leader that cannot
+    /// tell whether a retry from before the tombstone horizon was applied
+    /// (what remembered it may have been collected) refuses it with
+    /// TIMEOUT instead of applying it again.
+    pub since: Epoch,
     pub flags: UpdateFlags,
     /// Must all hold on the current object (only checked when it exists).
     pub checks: Vec<Check>,
@@ -441,6 +447,13 @@ pub enum TransferMsg {
         region: RegionId,
         sent: u64,
         scanned: bool,
+        /// Once `scanned`: the digest buckets the scan skipped because the
+        /// target held them already, as a bit set (64 buckets per word;
+        /// empty when none was skipped). The target replaces every other
+        /// bucket wholesale: what it holds there and was not sent in this
+        /// attempt is gone from the region (its tombstone may have been
+        /// collected), so the target deletes it before it says `Have`.
+        skipped: Vec<u64>,
     },
     /// Target to source, in answer to a `Progress` that says the scan is
     /// complete: it holds every one of the first `have` messages of
@@ -526,6 +539,14 @@ pub enum CoordRequest {
     Leave {
         id: DaemonId,
         reason: LeaveReason,
+    },
+    /// Daemon `id` holds tombstones written in `epoch` that the
+    /// configuration's tombstone horizon does not let it collect yet; the
+    /// leader moves the horizon when it may (leader only; answered `Done`;
+    /// sent at most once per collection round).
+    TombstonesWaiting {
+        id: DaemonId,
+        epoch: Epoch,
     },
     /// The target of transfer `transfer` holds everything the source had
     /// committed when it finished its scan; the coordinator appends the

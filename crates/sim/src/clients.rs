@@ -16,7 +16,7 @@ use tessera_protocol::{
     Action, ClientRef, CoordRequest, DaemonRequest, DaemonResponse, Mutation, NumOp, Reporter,
     Status, UpdateFlags, UpdateRequest,
 };
-use tessera_types::{Check, Configuration, DaemonId, PredOp, SpaceId, Value};
+use tessera_types::{Check, Configuration, DaemonId, Epoch, PredOp, SpaceId, Value};
 
 pub(crate) struct Current {
     pub(crate) key: i64,
@@ -25,6 +25,8 @@ pub(crate) struct Current {
     pub(crate) event: usize,
     pub(crate) msg_id: u64,
     pub(crate) deadline: u64,
+    /// The epoch of the first send (`UpdateRequest::since`).
+    pub(crate) since: Option<Epoch>,
 }
 
 pub(crate) struct SimClient {
@@ -107,6 +109,7 @@ impl World {
             event,
             msg_id: 0,
             deadline: 0,
+            since: None,
         });
         self.report.operations += 1;
         self.send_current(c);
@@ -130,6 +133,10 @@ impl World {
             let leader = *key_region(space, &Value::Int(key))?.chain.first()?;
             Some((leader, config.epoch))
         });
+        if let Some((_, epoch)) = target {
+            cur.since.get_or_insert(epoch);
+        }
+        let since = cur.since.unwrap_or_default();
         self.at(CLIENT_TIMEOUT_MS, Ev::ClientWake(c));
         let Some((leader, epoch)) = target else {
             self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
@@ -142,7 +149,16 @@ impl World {
                 space,
                 key: Value::Int(key),
             },
-            op => DaemonRequest::Update(update_request(space, key, op, client_id, request_no)),
+            op => DaemonRequest::Update(update_request(
+                space,
+                key,
+                op,
+                ClientRef {
+                    client_id,
+                    request_no,
+                },
+                since,
+            )),
         };
         self.send(
             Node::Client(c),
@@ -191,6 +207,16 @@ impl World {
                 self.trace(|| format!("client {c} key {} {:?} -> {result:?}", cur.key, cur.op));
                 self.history.get_mut(&cur.key).expect("recorded")[cur.event].ret =
                     Some((self.now, result));
+                let think = self.rng.below(30);
+                self.at(think, Ev::ClientWake(c));
+            }
+            Heard::Unknown => {
+                // Refused as too old to tell: the operation may or may not
+                // have taken effect, as for a client that gave up.
+                let cur = self.clients[c].current.take().expect("checked");
+                self.trace(|| format!("client {c} key {} {:?} -> unknown", cur.key, cur.op));
+                self.report.unknown_outcomes += 1;
+                self.abandoned.insert((cur.key, cur.event));
                 let think = self.rng.below(30);
                 self.at(think, Ev::ClientWake(c));
             }
@@ -252,6 +278,8 @@ enum Heard {
     Result(KvResult),
     /// The daemon could not serve it now: try again.
     Retry,
+    /// The update was refused as too old to tell whether it took effect.
+    Unknown,
     /// No correct daemon answers `op` so.
     Unexpected,
 }
@@ -271,6 +299,7 @@ fn hear(op: KvOp, resp: &DaemonResponse) -> Heard {
             Status::NotFound => Heard::Result(KvResult::NotFound),
             Status::CmpFail => Heard::Result(KvResult::CmpFail),
             Status::Reconfigure | Status::Offline => Heard::Retry,
+            Status::Timeout if op != KvOp::Get => Heard::Unknown,
             _ => Heard::Unexpected,
         },
         (DaemonResponse::WrongEpoch { .. }, _) => Heard::Retry,
@@ -296,8 +325,8 @@ pub(crate) fn update_request(
     space: SpaceId,
     key: i64,
     op: KvOp,
-    client_id: u64,
-    request_no: u64,
+    client: ClientRef,
+    since: Epoch,
 ) -> UpdateRequest {
     let set = |attr, v| Mutation {
         attr,
@@ -341,10 +370,8 @@ pub(crate) fn update_request(
     UpdateRequest {
         space,
         key: Value::Int(key),
-        client: ClientRef {
-            client_id,
-            request_no,
-        },
+        client,
+        since,
         flags,
         checks,
         mutations,

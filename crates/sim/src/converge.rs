@@ -80,7 +80,11 @@ impl World {
             if events.len() > check::EVENTS_PER_KEY_MAX {
                 return Err(Violation::TooManyEvents { key });
             }
-            if let Some(e) = events.iter().find(|e| e.ret.is_none()) {
+            let unfinished = events
+                .iter()
+                .enumerate()
+                .find(|&(i, e)| e.ret.is_none() && !self.abandoned.contains(&(key, i)));
+            if let Some((_, e)) = unfinished {
                 return Err(Violation::NeverFinished { key, op: e.op });
             }
             check::check_key(events)
@@ -195,8 +199,9 @@ impl World {
         Ok(())
     }
 
-    /// `region` has f + 1 replicas that hold the same records: what they
-    /// hold.
+    /// `region` has f + 1 replicas that hold the same objects, each at the
+    /// same version: what they hold. (Tombstones may differ: each replica
+    /// collects its own once the horizon lets it.)
     fn check_chain(&self, subspace: usize, region: &Region) -> Result<Holding, Violation> {
         if region.chain.len() < self.knobs.f + 1 {
             return Err(Violation::TooFewReplicas {
@@ -204,10 +209,15 @@ impl World {
                 replicas: region.chain.len(),
             });
         }
+        let live = |d: DaemonId| {
+            let mut holding = self.holding(d, region.id);
+            holding.retain(|_, (_, object)| object.is_some());
+            holding
+        };
         let first = region.chain[0];
-        let reference = self.holding(first, region.id);
+        let reference = live(first);
         for &other in &region.chain[1..] {
-            let got = self.holding(other, region.id);
+            let got = live(other);
             if got != reference {
                 return Err(Violation::ReplicasDiffer {
                     region: region.id,

@@ -100,6 +100,10 @@ impl World {
                 self.apply(command);
                 Some(CoordResponse::Done)
             }
+            CoordRequest::TombstonesWaiting { epoch, .. } => {
+                self.coord.node().tombstones_waiting(*epoch);
+                Some(CoordResponse::Done)
+            }
             CoordRequest::Unreachable { daemon, reporter } => {
                 let coord = &mut self.coord;
                 let leader = &mut coord.members[coord.leader].node;

@@ -158,6 +158,7 @@ impl World {
         let options = NodeOptions {
             addr: format!("d{}", id.0),
             transfer_batch: TRANSFER_BATCH,
+            collect_ticks: self.knobs.collect_ticks,
         };
         assert!(
             config.epoch >= daemon.last_epoch,
@@ -248,7 +249,10 @@ impl World {
     pub(crate) fn stop(&mut self, d: DaemonId) {
         let daemon = self.daemons.get_mut(&d).expect("known daemon");
         daemon.up = false;
-        daemon.node = None;
+        if let Some(node) = daemon.node.take() {
+            self.report.tombstones_collected += node.tombstones_collected();
+            self.report.stale_dropped += node.stale_dropped();
+        }
         daemon.disk = None;
         daemon.severed.clear();
         daemon.incarnation += 1;

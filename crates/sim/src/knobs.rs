@@ -57,6 +57,12 @@ pub struct Knobs {
     pub clients: usize,
     pub ops_per_client: usize,
     pub keys: i64,
+    /// The coordinator's tombstone grace, and ticks between the daemons'
+    /// collection rounds. With a short grace, some crashes last long
+    /// enough for the tombstones of deletes made meanwhile to be collected
+    /// before the daemon returns with its stale disk.
+    pub tombstone_grace_ms: u64,
+    pub collect_ticks: u64,
 }
 
 impl Knobs {
@@ -77,6 +83,8 @@ impl Knobs {
             pauses: rng.chance(500),
             coordinator_pauses: rng.chance(400),
             one_way_partitions: rng.chance(500),
+            tombstone_grace_ms: rng.pick(&[1_500, 3_000, 60_000]),
+            collect_ticks: rng.pick(&[2, 8]),
         }
     }
 }

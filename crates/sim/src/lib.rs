@@ -120,6 +120,12 @@ pub fn run_opts(seed: u64, options: Options) -> Result<Report, Failure> {
             world.report.sim_ms = world.now;
             world.report.epochs = world.coord.state.epoch.0;
             world.report.transfers = world.coord.state.transfer_id_next - 1;
+            for daemon in world.daemons.values() {
+                if let Some(node) = &daemon.node {
+                    world.report.tombstones_collected += node.tombstones_collected();
+                    world.report.stale_dropped += node.stale_dropped();
+                }
+            }
             Ok(world.report)
         }
         Err(what) => Err(Failure {

@@ -66,7 +66,13 @@ impl World {
             0..=2 if self.knobs.crashes && self.may_fail(d) => {
                 self.faulted.insert(d);
                 self.crash(d);
-                let down = 200 + self.rng.below(4_000);
+                // Now and then long enough for tombstones of deletes made
+                // meanwhile to be collected before it returns.
+                let down = if self.rng.chance(200) {
+                    3 * self.knobs.tombstone_grace_ms.min(5_000) + self.rng.below(6_000)
+                } else {
+                    200 + self.rng.below(4_000)
+                };
                 self.at(down, Ev::Restart(d));
             }
             3..=4 if self.knobs.partitions && self.may_fail(d) => {

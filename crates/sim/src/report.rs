@@ -19,6 +19,14 @@ pub struct Report {
     pub faults: Faults,
     pub epochs: u64,
     pub transfers: u64,
+    /// Tombstones the daemons collected.
+    pub tombstones_collected: u64,
+    /// Keys transfer targets deleted because the region no longer held
+    /// them (what a returning daemon would otherwise bring back).
+    pub stale_dropped: u64,
+    /// Updates a point leader refused as too old to tell whether they took
+    /// effect (their outcome stays unknown to the checker).
+    pub unknown_outcomes: u64,
 }
 
 /// What the nemesis injected, kind by kind.
@@ -190,6 +198,9 @@ pub struct Summary {
     pub operations: usize,
     pub faults: Faults,
     pub transfers: u64,
+    pub tombstones_collected: u64,
+    pub stale_dropped: u64,
+    pub unknown_outcomes: u64,
     pub failed: Vec<u64>,
 }
 
@@ -200,6 +211,9 @@ impl Summary {
         self.operations += r.operations;
         self.faults.add(&r.faults);
         self.transfers += r.transfers;
+        self.tombstones_collected += r.tombstones_collected;
+        self.stale_dropped += r.stale_dropped;
+        self.unknown_outcomes += r.unknown_outcomes;
     }
 }
 
@@ -207,13 +221,16 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} seeds: {:.0} simulated seconds, {} operations, {}, {} state transfers; \
-             {} failed {:?}",
+            "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
+             {} state transfers, {} tombstones collected, {} stale keys dropped; {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
+            self.unknown_outcomes,
             self.faults,
             self.transfers,
+            self.tombstones_collected,
+            self.stale_dropped,
             self.failed.len(),
             self.failed
         )

@@ -188,6 +188,9 @@ pub(crate) struct World {
     pub(crate) finals_started: bool,
     /// The final reads issued: key and index in its history.
     pub(crate) finals: Vec<(i64, usize)>,
+    /// Operations that ended without a definite outcome (refused as too
+    /// old to tell whether they took effect): key and index in its history.
+    pub(crate) abandoned: BTreeSet<(i64, usize)>,
     pub(crate) done: bool,
     pub(crate) report: Report,
     pub(crate) space: SpaceId,
@@ -240,7 +243,8 @@ impl World {
         let (state, daemons, space) = found_cluster(&knobs);
         let mut members: Vec<Member> = (0..COORD_MEMBERS)
             .map(|_| Member {
-                node: CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS)),
+                node: CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS))
+                    .with_tombstone_grace(Duration::from_millis(knobs.tombstone_grace_ms)),
                 frozen: false,
                 held: Vec::new(),
                 tick_missed: false,
@@ -279,6 +283,7 @@ impl World {
             phase2: false,
             finals_started: false,
             finals: Vec::new(),
+            abandoned: BTreeSet::new(),
             done: false,
             report,
             space,
@@ -398,6 +403,8 @@ pub(crate) mod testing {
             pauses: false,
             coordinator_pauses: false,
             one_way_partitions: false,
+            tombstone_grace_ms: 60_000,
+            collect_ticks: 8,
         };
         World::new(seed, knobs, Rng::new(seed))
     }

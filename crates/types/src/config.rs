@@ -108,6 +108,15 @@ pub struct Configuration {
     /// State transfers in progress.
     #[serde(default)]
     pub transfers: Vec<Transfer>,
+    /// Tombstones of versions below [`Version::floor`] of this epoch may
+    /// be collected: they were all written at least the coordinator's
+    /// tombstone grace ago, in an epoch that has ended (see
+    /// docs/design/fault-tolerance.md, "Tombstones"). Epoch 0 (the
+    /// default) collects nothing.
+    ///
+    /// [`Version::floor`]: crate::Version::floor
+    #[serde(default)]
+    pub tombstone_horizon: Epoch,
 }
 
 impl Configuration {

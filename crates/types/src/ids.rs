@@ -53,8 +53,22 @@ impl Version {
     /// what the key subspace writes next, and anti-entropy's repair, a
     /// write at a fresh version, always supersedes it.
     pub fn next(prev: Option<Version>, epoch: Epoch) -> Version {
-        let floor = epoch.0.saturating_mul(Self::PER_EPOCH);
-        Version(prev.map_or(1, |v| v.0.saturating_add(1)).max(floor))
+        Version(
+            prev.map_or(1, |v| v.0.saturating_add(1))
+                .max(Self::floor(epoch).0),
+        )
+    }
+
+    /// The least version a point leader in `epoch` issues: every version
+    /// below it was issued in an earlier epoch.
+    pub fn floor(epoch: Epoch) -> Version {
+        Version(epoch.0.saturating_mul(Self::PER_EPOCH))
+    }
+
+    /// The epoch whose range this version lies in: the latest epoch in
+    /// which it can have been issued.
+    pub fn epoch(self) -> Epoch {
+        Epoch(self.0 / Self::PER_EPOCH)
     }
 }
 

@@ -201,16 +201,33 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
     pub coordinator_ports: Vec<u16>,
     pub daemon_ports: Vec<u16>,
+    /// Flags every coordinator member and every daemon is started with,
+    /// besides the usual ones.
+    pub coordinator_flags: Vec<String>,
+    pub daemon_flags: Vec<String>,
 }
 
 impl Cluster {
     /// One coordinator and `daemons` daemons, started and registered.
     pub fn start(daemons: usize) -> Cluster {
+        Cluster::start_with(daemons, &[], &[])
+    }
+
+    /// [`Cluster::start`], each coordinator member and daemon started with
+    /// these extra flags (now and on every restart).
+    pub fn start_with(
+        daemons: usize,
+        coordinator_flags: &[&str],
+        daemon_flags: &[&str],
+    ) -> Cluster {
+        let owned = |flags: &[&str]| flags.iter().map(|f| f.to_string()).collect();
         let mut cluster = Cluster {
             procs: Procs::default(),
             dir: tempfile::tempdir().expect("tempdir"),
             coordinator_ports: vec![free_port()],
             daemon_ports: (0..daemons).map(|_| free_port()).collect(),
+            coordinator_flags: owned(coordinator_flags),
+            daemon_flags: owned(daemon_flags),
         };
         cluster.start_coordinator(0, None);
         for i in 0..daemons {
@@ -239,6 +256,7 @@ impl Cluster {
     pub fn start_coordinator(&mut self, i: usize, join: Option<String>) {
         let data = self.dir.path().join(format!("coordinator-{i}"));
         let mut args = server_args("coordinator", self.coordinator_ports[i], None, &data);
+        args.extend(self.coordinator_flags.iter().cloned());
         if let Some(join) = join {
             args.extend(["--join".to_string(), join]);
         }
@@ -256,6 +274,7 @@ impl Cluster {
         let data = self.dir.path().join(format!("daemon-{i}"));
         let mut args = server_args("daemon", self.daemon_ports[i], None, &data);
         args.extend(["--coordinator".to_string(), self.coordinator_addr(0)]);
+        args.extend(self.daemon_flags.iter().cloned());
         let log = self.dir.path().join(format!("daemon-{i}.log"));
         self.procs
             .spawn_with_env(&format!("daemon-{i}"), &args, &log, env);

@@ -107,6 +107,20 @@ impl ReplicaCore {
                 self.reply(reply, DaemonResponse::Done);
                 true
             }
+            // First sent before the tombstone horizon: had it been applied,
+            // what remembered it may have been collected since, so not
+            // finding it proves nothing (collection keeps every record of
+            // a later epoch, so a newer request is always recognized).
+            Ok(_) if request.since < self.config.tombstone_horizon => {
+                self.reply(
+                    reply,
+                    refuse(
+                        Status::Timeout,
+                        "the update was first sent too long ago to tell whether it took effect",
+                    ),
+                );
+                true
+            }
             Ok(_) => false,
             // Whether the request was applied is unknown: evaluating it
             // again could apply it twice (simulator seed 316610, within

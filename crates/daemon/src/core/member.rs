@@ -8,7 +8,7 @@ use crate::record::{trim_recent, ReadRecordError, Record};
 use tessera_protocol::{ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite};
 use tessera_storage::Write;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{DaemonId, Version};
+use tessera_types::{DaemonId, Epoch, Version};
 
 impl ReplicaCore {
     /// Logical time passes (the shell calls this every 250 ms). Every chain
@@ -128,7 +128,7 @@ impl ReplicaCore {
             return;
         }
         if let Some(after) = hop.after {
-            if applied.is_none_or(|a| a < after) {
+            if !self.follows(applied, after) {
                 self.keys
                     .entry(state_key)
                     .or_default()
@@ -166,6 +166,12 @@ impl ReplicaCore {
         self.release_buffered(&state_key);
     }
 
+    /// Whether an update that follows version `after` of a key in a
+    /// region may apply where `applied` is the region's version here.
+    fn follows(&self, applied: Option<Version>, after: Version) -> bool {
+        follows(self.config.tombstone_horizon, applied, after)
+    }
+
     /// Applies buffered updates whose predecessor has now been applied.
     pub(super) fn release_buffered(&mut self, state_key: &StateKey) {
         loop {
@@ -176,10 +182,11 @@ impl ReplicaCore {
             let Some(state) = self.keys.get_mut(state_key) else {
                 return;
             };
+            let horizon = self.config.tombstone_horizon;
             let ready = state.buffered.iter().find_map(|(v, f)| {
                 let after = f.hops[f.position as usize].after;
                 after
-                    .is_none_or(|a| applied.is_some_and(|ap| ap >= a))
+                    .is_none_or(|a| follows(horizon, applied, a))
                     .then_some(*v)
             });
             let Some(version) = ready else { return };
@@ -419,4 +426,16 @@ fn names_receiver(forward: &ChainForward, me: DaemonId) -> bool {
             .hops
             .get(pos - 1)
             .is_some_and(|h| h.daemon == forward.from)
+}
+
+/// Whether an update that follows version `after` may apply where the
+/// region's version of the key is `applied`: once that version is applied,
+/// or when nothing is stored and `after` lies below the tombstone horizon —
+/// it was a tombstone, collected here (it was issued at least the grace
+/// ago, so no older update of the key is still on its way).
+fn follows(horizon: Epoch, applied: Option<Version>, after: Version) -> bool {
+    match applied {
+        Some(applied) => applied >= after,
+        None => after < Version::floor(horizon),
+    }
 }

@@ -17,8 +17,10 @@
 //! point leader orders and starts updates), [`member`] (every replica
 //! applies, forwards, acknowledges and commits), [`reconfig`] (a new epoch
 //! rechains what is in flight), [`handover`] (a region moving to another
-//! daemon) and [`repair`] (anti-entropy between subspaces).
+//! daemon), [`repair`] (anti-entropy between subspaces) and [`collect`]
+//! (tombstone collection).
 
+mod collect;
 mod handover;
 mod leader;
 mod member;

@@ -35,6 +35,7 @@
 //!   paused, or cut off) registers again by itself, no more often than a
 //!   backoff allows, so a flapping daemon cannot churn epochs.
 
+mod collect;
 mod lease;
 mod sweep;
 mod transfers;
@@ -71,6 +72,9 @@ pub const LEASE: Duration = Duration::from_millis(1000);
 /// Every this many ticks (10 s), the head of each non-key region sweeps
 /// part of it for anti-entropy (see [`Job::Sweep`]).
 const SWEEP_TICKS: u64 = 40;
+/// Every this many ticks (10 s) by default, each replica of a region
+/// collects the next tombstones the horizon lets go (see [`Job::Collect`]).
+pub const COLLECT_TICKS: u64 = 40;
 /// The most live objects one sweep of one region looks at; the next
 /// sweep continues after the last one.
 const SWEEP_OBJECTS_MAX: usize = 1024;
@@ -114,6 +118,17 @@ pub enum Job {
         region: RegionId,
         to: DaemonId,
     },
+    /// As a transfer's target: delete what the attempt replaced (see
+    /// [`crate::transfer::Action::Prune`]).
+    Prune {
+        transfer: u64,
+        attempt: u32,
+        region: RegionId,
+        skipped: Vec<u64>,
+    },
+    /// Collect the next tombstones of `region` that the configuration's
+    /// horizon lets go (see [`collect`]).
+    Collect { region: RegionId },
     /// Anti-entropy, at the head of a non-key region: tell the point
     /// leaders of the next objects it holds which versions it has, so they
     /// repair any the key subspace does not hold there (an orphan of an
@@ -153,6 +168,9 @@ pub struct NodeOptions {
     pub addr: String,
     /// Records per state-transfer message.
     pub transfer_batch: usize,
+    /// Ticks between tombstone collection rounds ([`COLLECT_TICKS`] by
+    /// default).
+    pub collect_ticks: u64,
 }
 
 pub struct DaemonNode {
@@ -170,6 +188,15 @@ pub struct DaemonNode {
     /// Ticks so far, and per region where the last sweep stopped.
     ticks: AtomicU64,
     sweeps: Mutex<HashMap<RegionId, Vec<u8>>>,
+    /// Per region, where the last tombstone collection stopped.
+    collects: Mutex<HashMap<RegionId, Vec<u8>>>,
+    /// The newest epoch of tombstones the last collections had to keep
+    /// (0: none), reported at the next round.
+    tombstones_waiting: AtomicU64,
+    tombstones_collected: AtomicU64,
+    /// Keys deleted as a transfer's target because the region no longer
+    /// held them.
+    stale_dropped: AtomicU64,
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
 }
@@ -222,6 +249,10 @@ impl DaemonNode {
             rejoin: Mutex::new(Rejoin::new()),
             ticks: AtomicU64::new(0),
             sweeps: Mutex::new(HashMap::new()),
+            collects: Mutex::new(HashMap::new()),
+            tombstones_waiting: AtomicU64::new(0),
+            tombstones_collected: AtomicU64::new(0),
+            stale_dropped: AtomicU64::new(0),
             reported: Mutex::new(ReportLimit::default()),
         };
         node.lease.renew(now);
@@ -396,7 +427,12 @@ impl DaemonNode {
         }
         let actions = lock(&self.transfers).on_tick();
         self.transfer_actions(actions, out);
-        if self.ticks.fetch_add(1, Ordering::Relaxed) % SWEEP_TICKS == SWEEP_TICKS - 1 {
+        let tick = self.ticks.fetch_add(1, Ordering::Relaxed);
+        let every = self.options.collect_ticks.max(1);
+        if tick % every == every - 1 {
+            self.collect_round(out);
+        }
+        if tick % SWEEP_TICKS == SWEEP_TICKS - 1 {
             let config = self.config();
             for space in &config.spaces {
                 for layout in space.subspaces.iter().skip(1) {
@@ -445,6 +481,13 @@ impl DaemonNode {
                 }
                 Err(e) => self.poison("region digest", &e, out),
             },
+            Job::Prune {
+                transfer,
+                attempt,
+                region,
+                skipped,
+            } => self.prune(transfer, attempt, region, &skipped, out),
+            Job::Collect { region } => self.collect(region, out),
             Job::Sweep { region } => self.sweep(region, out),
             Job::Read { to, epoch, request } => {
                 let response = self.read(epoch, request);

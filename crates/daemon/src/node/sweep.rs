@@ -4,57 +4,84 @@ use super::{lock, DaemonNode, Out, Output, SWEEP_OBJECTS_MAX};
 use crate::chain::key_region;
 use crate::record::Record;
 use std::collections::HashMap;
+use std::sync::Mutex;
 use tessera_protocol::{HeldObjects, Message};
 use tessera_types::{DaemonId, RegionId, Value, Version};
 
+/// Why a round over part of a region stopped short.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RoundFailed {
+    #[error(transparent)]
+    Storage(#[from] tessera_storage::StorageError),
+    #[error(transparent)]
+    Record(#[from] crate::record::DecodeRecordError),
+}
+
 impl DaemonNode {
-    /// See [`Job::Sweep`].
-    pub(super) fn sweep(&self, region: RegionId, out: Out<'_>) {
-        let config = self.config();
-        let Some((space, _, _)) = config.region(region) else {
-            return;
-        };
-        let after = lock(&self.sweeps).remove(&region);
-        let mut held: HashMap<DaemonId, Vec<(Value, Version)>> = HashMap::new();
-        let mut seen = 0;
+    /// One round of a job that walks `region` a part at a time: decodes
+    /// the records after the cursor `cursors` keeps for the region and
+    /// hands each to `visit`, which says whether it counts toward `max`;
+    /// at `max` the cursor stays at the last record, else the next round
+    /// starts over.
+    pub(super) fn scan_round(
+        &self,
+        cursors: &Mutex<HashMap<RegionId, Vec<u8>>>,
+        region: RegionId,
+        max: usize,
+        mut visit: impl FnMut(&[u8], Record) -> bool,
+    ) -> Result<(), RoundFailed> {
+        let after = lock(cursors).remove(&region);
+        let mut counted = 0;
         let mut last = None;
         let mut undecodable = None;
-        let scanned = self
-            .engine()
+        self.engine()
             .scan(region, after.as_deref(), &mut |key, value| {
                 match Record::decode(value) {
-                    Ok(record) if record.object.is_some() => {
-                        if let Some(object) = record.object {
-                            let key_value = object.values[0].clone();
-                            let leader =
-                                key_region(space, &key_value).and_then(|r| r.chain.first());
-                            if let Some(&leader) = leader {
-                                held.entry(leader)
-                                    .or_default()
-                                    .push((key_value, record.version));
-                            }
+                    Ok(record) => {
+                        if visit(key, record) {
+                            counted += 1;
                         }
-                        seen += 1;
                     }
-                    Ok(_) => {}
                     Err(e) => {
                         undecodable = Some(e);
                         return false;
                     }
                 }
                 last = Some(key.to_vec());
-                seen < SWEEP_OBJECTS_MAX
-            });
+                counted < max
+            })?;
+        if let Some(e) = undecodable {
+            return Err(e.into());
+        }
+        if counted >= max {
+            if let Some(last) = last {
+                lock(cursors).insert(region, last);
+            }
+        }
+        Ok(())
+    }
+
+    /// See [`Job::Sweep`].
+    pub(super) fn sweep(&self, region: RegionId, out: Out<'_>) {
+        let config = self.config();
+        let Some((space, _, _)) = config.region(region) else {
+            return;
+        };
+        let mut held: HashMap<DaemonId, Vec<(Value, Version)>> = HashMap::new();
+        let scanned = self.scan_round(&self.sweeps, region, SWEEP_OBJECTS_MAX, |_, record| {
+            let Some(object) = record.object else {
+                return false;
+            };
+            let key_value = object.values[0].clone();
+            if let Some(&leader) = key_region(space, &key_value).and_then(|r| r.chain.first()) {
+                held.entry(leader)
+                    .or_default()
+                    .push((key_value, record.version));
+            }
+            true
+        });
         if let Err(e) = scanned {
             return self.poison("an anti-entropy sweep", &e, out);
-        }
-        if let Some(e) = undecodable {
-            return self.poison("an anti-entropy sweep", &e, out);
-        }
-        if seen >= SWEEP_OBJECTS_MAX {
-            if let Some(last) = last {
-                lock(&self.sweeps).insert(region, last);
-            }
         }
         for (leader, objects) in held {
             let msg = Message::Held(HeldObjects {

@@ -3,7 +3,8 @@
 //! means for this daemon.
 
 use super::{lock, DaemonNode, Job, Out, Output};
-use crate::transfer::{scan_region, Action as TransferAction};
+use crate::transfer::{bucket_in, bucket_of, scan_region, Action as TransferAction};
+use std::sync::atomic::Ordering;
 use tessera_protocol::{CoordRequest, Message, TransferEntry};
 use tessera_types::RegionId;
 
@@ -50,13 +51,55 @@ impl DaemonNode {
             self.ship(transfer, Some(attempt), entries, out)
         });
         match shipped {
-            Ok(true) => {
-                lock(&self.transfers).scanned(transfer, attempt);
+            Ok(Some(skipped)) => {
+                lock(&self.transfers).scanned(transfer, attempt, skipped);
                 tracing::info!(transfer, attempt, sent, "state transfer: scan shipped");
             }
-            Ok(false) => {} // superseded by a restart
+            Ok(None) => {} // superseded by a restart
             Err(e) => self.poison("a transfer's scan", &e, out),
         }
+    }
+
+    /// As the target of a transfer that has every message of `attempt`:
+    /// delete what it holds outside the `skipped` buckets that the attempt
+    /// did not bring (see [`crate::transfer`]). Each key is checked again
+    /// under its core's lock, so an entry arriving meanwhile is never
+    /// deleted.
+    pub(super) fn prune(
+        &self,
+        transfer: u64,
+        attempt: u32,
+        region: RegionId,
+        skipped: &[u64],
+        out: Out<'_>,
+    ) {
+        let mut stale = Vec::new();
+        let scanned = self.engine().scan(region, None, &mut |key, _| {
+            if !bucket_in(skipped, bucket_of(key))
+                && lock(&self.transfers).unsent(transfer, attempt, key)
+            {
+                stale.push(key.to_vec());
+            }
+            true
+        });
+        if let Err(e) = scanned {
+            lock(&self.transfers).pruned(transfer, attempt, false);
+            return self.poison("a transfer target's prune", &e, out);
+        }
+        let mut count = 0u64;
+        for key in stale {
+            self.with_core(&key, out, |core| {
+                if lock(&self.transfers).unsent(transfer, attempt, &key) {
+                    core.drop_stale(region, &key);
+                    count += 1;
+                }
+            });
+        }
+        self.stale_dropped.fetch_add(count, Ordering::Relaxed);
+        if count > 0 {
+            tracing::info!(transfer, attempt, %region, count, "state transfer: deleted keys the region no longer holds");
+        }
+        lock(&self.transfers).pruned(transfer, attempt, !self.poisoned());
     }
 
     pub(super) fn transfer_actions(&self, actions: Vec<TransferAction>, out: Out<'_>) {
@@ -81,6 +124,17 @@ impl DaemonNode {
                     transfer,
                     region,
                     to,
+                })),
+                TransferAction::Prune {
+                    transfer,
+                    attempt,
+                    region,
+                    skipped,
+                } => out(Output::Job(Job::Prune {
+                    transfer,
+                    attempt,
+                    region,
+                    skipped,
                 })),
                 TransferAction::Store { region, entries } => {
                     for entry in entries {

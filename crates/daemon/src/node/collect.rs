@@ -1,0 +1,89 @@
+//! Tombstone collection at every replica of a region (see [`Job::Collect`]
+//! and the coordinator's `tombstones` module for when it is safe).
+
+use super::{DaemonNode, Job, Out, Output};
+use std::sync::atomic::Ordering;
+use tessera_protocol::CoordRequest;
+use tessera_types::{Epoch, RegionId, Version};
+
+/// The most records one collection round looks at in one region; the next
+/// round continues after the last one.
+const COLLECT_RECORDS_MAX: usize = 4096;
+
+impl DaemonNode {
+    /// A collection round begins: one [`Job::Collect`] per region this
+    /// daemon replicates, and a word to the coordinator if the last round
+    /// found tombstones the horizon does not let go yet.
+    pub(super) fn collect_round(&self, out: Out<'_>) {
+        let waiting = self.tombstones_waiting.swap(0, Ordering::AcqRel);
+        if waiting > 0 {
+            out(Output::Coord(CoordRequest::TombstonesWaiting {
+                id: self.me,
+                epoch: Epoch(waiting),
+            }));
+        }
+        let config = self.config();
+        for space in &config.spaces {
+            for layout in &space.subspaces {
+                for region in &layout.regions {
+                    if region.chain.contains(&self.me) {
+                        out(Output::Job(Job::Collect { region: region.id }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// See [`Job::Collect`]: looks at the next records of `region`, deletes
+    /// the tombstones below the horizon (each checked again under its
+    /// core's lock) and notes the epochs of the others.
+    pub(super) fn collect(&self, region: RegionId, out: Out<'_>) {
+        let floor = Version::floor(self.config().tombstone_horizon);
+        let mut candidates = Vec::new();
+        let mut newest_waiting = 0u64;
+        let scanned = self.scan_round(
+            &self.collects,
+            region,
+            COLLECT_RECORDS_MAX,
+            |key, record| {
+                if record.object.is_none() {
+                    if record.version < floor {
+                        candidates.push((key.to_vec(), record.version));
+                    } else {
+                        newest_waiting = newest_waiting.max(record.version.epoch().0);
+                    }
+                }
+                true
+            },
+        );
+        if let Err(e) = scanned {
+            return self.poison("collecting tombstones", &e, out);
+        }
+        self.tombstones_waiting
+            .fetch_max(newest_waiting, Ordering::AcqRel);
+        let mut collected = 0usize;
+        for (key, version) in candidates {
+            self.with_core(&key, out, |core| {
+                if core.collect_tombstone(region, &key, version) {
+                    collected += 1;
+                }
+            });
+        }
+        if collected > 0 {
+            self.tombstones_collected
+                .fetch_add(collected as u64, Ordering::Relaxed);
+            tracing::info!(%region, collected, "collected tombstones below the horizon");
+        }
+    }
+
+    /// Tombstones this daemon has collected since it started.
+    pub fn tombstones_collected(&self) -> u64 {
+        self.tombstones_collected.load(Ordering::Relaxed)
+    }
+
+    /// Keys this daemon deleted as a transfer's target, since it started,
+    /// because the region no longer held them.
+    pub fn stale_dropped(&self) -> u64 {
+        self.stale_dropped.load(Ordering::Relaxed)
+    }
+}
