@@ -22,6 +22,9 @@ pub struct DaemonOptions {
     pub frame_bytes_max: usize,
     /// When commits reach stable storage.
     pub durability: Durability,
+    /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); none
+    /// when `None`. Its URL goes to the coordinator with the registration.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl DaemonOptions {
@@ -33,6 +36,7 @@ impl DaemonOptions {
             coordinator,
             frame_bytes_max: tessera_protocol::FRAME_BYTES_MAX_DEFAULT,
             durability: Durability::default(),
+            metrics: None,
         }
     }
 }

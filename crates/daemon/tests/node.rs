@@ -45,6 +45,7 @@ fn node() -> (DaemonNode, Arc<Disk>) {
                 id: ME,
                 addr: "d1:1".into(),
                 state: DaemonState::Available,
+                metrics: None,
             },
         )]
         .into_iter()
@@ -56,6 +57,7 @@ fn node() -> (DaemonNode, Arc<Disk>) {
     let options = NodeOptions {
         addr: "d1:1".into(),
         transfer_batch: 8,
+        metrics: None,
     };
     let mut outputs = Vec::new();
     let node = DaemonNode::new(
@@ -152,7 +154,7 @@ fn a_daemon_taken_offline_while_alive_asks_to_come_back_with_a_backoff() {
         outputs
             .iter()
             .filter(|o| {
-                matches!(o, Output::Coord(CoordRequest::RegisterDaemon { id: Some(ME), addr }) if addr == "d1:1")
+                matches!(o, Output::Coord(CoordRequest::RegisterDaemon { id: Some(ME), addr, .. }) if addr == "d1:1")
             })
             .count()
     };

@@ -11,6 +11,9 @@ use std::str::FromStr;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 
+/// Which events pass, in `RUST_LOG`'s syntax (e.g. `info,openraft=warn`).
+pub use tracing_subscriber::EnvFilter as Filter;
+
 /// How log events are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LogFormat {

@@ -40,6 +40,7 @@ impl World {
             None => CoordRequest::RegisterDaemon {
                 id: Some(d),
                 addr: format!("d{}", d.0),
+                metrics: None,
             },
         };
         let sent = self.now;
@@ -158,6 +159,7 @@ impl World {
         let options = NodeOptions {
             addr: format!("d{}", id.0),
             transfer_batch: TRANSFER_BATCH,
+            metrics: None,
         };
         assert!(
             config.epoch >= daemon.last_epoch,
@@ -273,6 +275,7 @@ impl World {
         let request = CoordRequest::RegisterDaemon {
             id: Some(d),
             addr: format!("d{}", d.0),
+            metrics: None,
         };
         let sent = self.now;
         self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
