@@ -618,6 +618,42 @@ pub async fn latency(
     Ok(results)
 }
 
+/// Point reads and one-field updates with `workers` in flight, on a
+/// usertable loaded for them: the phases `tessera bench metrics-cost`
+/// compares with metrics off and on.
+pub async fn get_put(
+    coordinator: &str,
+    records: u64,
+    operations: u64,
+    workers: usize,
+    partitions: u32,
+    time_limit: Duration,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    let admin = Admin::new(coordinator);
+    let client = Client::connect(coordinator).await?;
+    let name = "bench_get_put";
+    fresh_space(
+        &admin,
+        name,
+        &usertable_description(name, 10, true, partitions, 1),
+    )
+    .await?;
+    wait_space(&client, name).await?;
+    let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), name, 10));
+    let size = CompareSize {
+        records,
+        operations,
+        ycsb_operations: 0,
+        workers,
+        fieldcount: 10,
+        fieldlength: 100,
+        time_limit,
+    };
+    let results = compare_phases_key_only(store, size, true).await?;
+    admin.rm_space(name).await?;
+    Ok(results)
+}
+
 /// Load (once), then point reads and one-field updates.
 async fn compare_phases_key_only(
     store: Arc<dyn Store>,
