@@ -233,8 +233,10 @@ pub async fn latency(
 }
 
 /// Get and put throughput on local clusters with metrics off and on, one
-/// after the other `rounds` times, and the ratio on ÷ off per phase (the
-/// cost of counting every request, message and heartbeat).
+/// after the other `rounds` times (off first in odd rounds, on first in
+/// even ones, so neither side always runs on a cold machine), and the
+/// ratio on ÷ off per phase (the cost of counting every request, message
+/// and heartbeat).
 pub async fn metrics_cost(
     records: u64,
     operations: u64,
@@ -254,7 +256,12 @@ pub async fn metrics_cost(
         .saturating_add(40);
     let mut offset = 0u16;
     for round in 0..rounds {
-        for metrics in [false, true] {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for metrics in order {
             let spec = ClusterSpec {
                 local_port: c.local_port.saturating_add(offset),
                 metrics,

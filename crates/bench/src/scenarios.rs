@@ -586,28 +586,11 @@ pub async fn latency(
     partitions: u32,
     time_limit: Duration,
 ) -> anyhow::Result<Vec<PhaseResult>> {
-    let admin = Admin::new(coordinator);
-    let client = Client::connect(coordinator).await?;
     let name = "bench_latency";
-    fresh_space(
-        &admin,
-        name,
-        &usertable_description(name, 10, true, partitions, 1),
-    )
-    .await?;
-    wait_space(&client, name).await?;
-    let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), name, 10));
+    let (admin, store) = fresh_usertable(coordinator, name, partitions).await?;
     let mut results = Vec::new();
     for inflight in [1, workers.max(1)] {
-        let size = CompareSize {
-            records,
-            operations,
-            ycsb_operations: 0,
-            workers: inflight,
-            fieldcount: 10,
-            fieldlength: 100,
-            time_limit,
-        };
+        let size = key_only_size(records, operations, inflight, time_limit);
         let mut rs = compare_phases_key_only(store.clone(), size, inflight == 1).await?;
         for r in &mut rs {
             r.phase = format!("{} x{inflight}", r.phase);
@@ -629,18 +612,36 @@ pub async fn get_put(
     partitions: u32,
     time_limit: Duration,
 ) -> anyhow::Result<Vec<PhaseResult>> {
+    let name = "bench_get_put";
+    let (admin, store) = fresh_usertable(coordinator, name, partitions).await?;
+    let size = key_only_size(records, operations, workers, time_limit);
+    let results = compare_phases_key_only(store, size, true).await?;
+    admin.rm_space(name).await?;
+    Ok(results)
+}
+
+/// A fresh usertable space `name` (10 fields, a `recno` subspace), ready.
+async fn fresh_usertable(
+    coordinator: &str,
+    name: &str,
+    partitions: u32,
+) -> anyhow::Result<(Admin, Arc<dyn Store>)> {
     let admin = Admin::new(coordinator);
     let client = Client::connect(coordinator).await?;
-    let name = "bench_get_put";
-    fresh_space(
-        &admin,
-        name,
-        &usertable_description(name, 10, true, partitions, 1),
-    )
-    .await?;
+    let description = usertable_description(name, 10, true, partitions, 1);
+    fresh_space(&admin, name, &description).await?;
     wait_space(&client, name).await?;
-    let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), name, 10));
-    let size = CompareSize {
+    Ok((admin, Arc::new(TesseraStore::new(client, name, 10))))
+}
+
+/// The size of a run of key-only phases on 10 fields of 100 bytes.
+fn key_only_size(
+    records: u64,
+    operations: u64,
+    workers: usize,
+    time_limit: Duration,
+) -> CompareSize {
+    CompareSize {
         records,
         operations,
         ycsb_operations: 0,
@@ -648,10 +649,7 @@ pub async fn get_put(
         fieldcount: 10,
         fieldlength: 100,
         time_limit,
-    };
-    let results = compare_phases_key_only(store, size, true).await?;
-    admin.rm_space(name).await?;
-    Ok(results)
+    }
 }
 
 /// Load (once), then point reads and one-field updates.

@@ -191,30 +191,18 @@ fn every_process_serves_metrics_that_count_what_was_done() {
         .unwrap()
         .unwrap();
     let pages: Vec<_> = daemon_urls.iter().map(|u| scrape(u)).collect();
-    let put_ok = total(
-        &pages,
-        r#"tessera_daemon_requests_total{op="put",status="SUCCESS"}"#,
-    );
-    assert!(
-        put_ok >= puts as f64,
-        "{put_ok} successful puts counted, {puts} done"
-    );
-    let get_ok = total(
-        &pages,
-        r#"tessera_daemon_requests_total{op="get",status="SUCCESS"}"#,
-    );
-    assert!(
-        get_ok >= gets as f64,
-        "{get_ok} successful gets counted, {gets} done"
-    );
-    let del_nf = total(
-        &pages,
-        r#"tessera_daemon_requests_total{op="del",status="NOTFOUND"}"#,
-    );
-    assert!(
-        del_nf >= 1.0,
-        "the failed delete is counted NOTFOUND: {del_nf}"
-    );
+    let answered = |op: &str, status: &str, at_least: usize| {
+        let series = format!(r#"tessera_daemon_requests_total{{op="{op}",status="{status}"}}"#);
+        let counted = total(&pages, &series);
+        assert!(
+            counted >= at_least as f64,
+            "{series}: {counted} counted, {at_least} done"
+        );
+    };
+    answered("put", "SUCCESS", puts);
+    answered("get", "SUCCESS", gets);
+    // The failed delete.
+    answered("del", "NOTFOUND", 1);
     let put_latency = total(
         &pages,
         r#"tessera_daemon_request_duration_seconds_count{op="put"}"#,

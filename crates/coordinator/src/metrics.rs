@@ -14,6 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
+use tessera_observe::set_gauge;
 use tessera_types::DaemonState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -82,10 +83,6 @@ pub(crate) struct RaftView {
     pub last_log_index: Option<u64>,
     pub applied_index: Option<u64>,
     pub members: usize,
-}
-
-fn gauge_u64(gauge: &Gauge, value: u64) {
-    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
 }
 
 impl CoordinatorMetrics {
@@ -180,12 +177,12 @@ impl CoordinatorMetrics {
                 .get_or_create(&RoleLabel { role: known })
                 .set(value);
         }
-        gauge_u64(&self.raft_term, raft.term);
-        gauge_u64(&self.raft_last_log_index, raft.last_log_index.unwrap_or(0));
-        gauge_u64(&self.raft_applied_index, raft.applied_index.unwrap_or(0));
-        gauge_u64(&self.raft_members, raft.members as u64);
+        set_gauge(&self.raft_term, raft.term);
+        set_gauge(&self.raft_last_log_index, raft.last_log_index.unwrap_or(0));
+        set_gauge(&self.raft_applied_index, raft.applied_index.unwrap_or(0));
+        set_gauge(&self.raft_members, raft.members as u64);
         let epoch = state.epoch.0;
-        gauge_u64(&self.epoch, epoch);
+        set_gauge(&self.epoch, epoch);
         let seen = self.epoch_seen.swap(epoch, Ordering::Relaxed);
         // Scrapes race only with each other; the loser of a race counts
         // nothing, and the next scrape counts what it missed.
@@ -198,18 +195,18 @@ impl CoordinatorMetrics {
             .filter(|d| d.state == DaemonState::Available)
             .count();
         let offline = state.daemons.len() - available;
-        gauge_u64(
+        set_gauge(
             &self
                 .daemons
                 .get_or_create(&StateLabel { state: "available" }),
             available as u64,
         );
-        gauge_u64(
+        set_gauge(
             &self.daemons.get_or_create(&StateLabel { state: "offline" }),
             offline as u64,
         );
-        gauge_u64(&self.transfers, state.transfers.len() as u64);
-        gauge_u64(&self.spaces, state.spaces.len() as u64);
+        set_gauge(&self.transfers, state.transfers.len() as u64);
+        set_gauge(&self.spaces, state.spaces.len() as u64);
         tessera_observe::metrics_response(&self.registry)
     }
 }

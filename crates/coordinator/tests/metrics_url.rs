@@ -54,7 +54,10 @@ async fn published_url(addr: &str, accept: impl Fn(&str) -> bool) -> String {
                 }
             }
         }
-        assert!(Instant::now() < deadline, "no acceptable metrics URL published");
+        assert!(
+            Instant::now() < deadline,
+            "no acceptable metrics URL published"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -95,7 +98,10 @@ async fn the_metrics_url_is_published_and_follows_a_restart() {
     let first = published_url(&addr, |_| true).await;
     let page = get(&first).await;
     assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
-    assert!(page.contains("tessera_coordinator_raft_role{role=\"leader\"} 1"), "{page}");
+    assert!(
+        page.contains("tessera_coordinator_raft_role{role=\"leader\"} 1"),
+        "{page}"
+    );
     let _ = running.stop.send(());
     running.handle.await.unwrap().unwrap();
 

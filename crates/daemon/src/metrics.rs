@@ -22,6 +22,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Instant;
+use tessera_observe::set_gauge;
 use tessera_protocol::{
     ChainMsg, CoordResponse, DaemonRequest, DaemonResponse, HeartbeatAnswer, Message, TransferMsg,
 };
@@ -189,10 +190,6 @@ pub(crate) struct DaemonMetrics {
     disk_bytes: Gauge,
     serving: Gauge,
     poisoned: Gauge,
-}
-
-fn gauge_u64(gauge: &Gauge, value: u64) {
-    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
 }
 
 /// Raises a counter to `value`, a total the node keeps.
@@ -431,7 +428,7 @@ impl DaemonMetrics {
         poisoned: bool,
         data_dir: &Path,
     ) -> tessera_observe::http::Response {
-        gauge_u64(&self.epoch, config.epoch.0);
+        set_gauge(&self.epoch, config.epoch.0);
         let (mut held, mut led) = (0u64, 0u64);
         for space in &config.spaces {
             for (si, layout) in space.subspaces.iter().enumerate() {
@@ -441,9 +438,9 @@ impl DaemonMetrics {
                 }
             }
         }
-        gauge_u64(&self.regions, held);
-        gauge_u64(&self.regions_led, led);
-        gauge_u64(&self.disk_bytes, dir_bytes(data_dir));
+        set_gauge(&self.regions, held);
+        set_gauge(&self.regions_led, led);
+        set_gauge(&self.disk_bytes, dir_bytes(data_dir));
         self.serving.set(i64::from(serving));
         self.poisoned.set(i64::from(poisoned));
         counter_to(
@@ -482,14 +479,14 @@ impl DaemonMetrics {
                 role: if sending { "source" } else { "target" },
             };
             let records = moved.get(&(transfer, sending)).copied().unwrap_or(0);
-            gauge_u64(&self.transfer_progress.get_or_create(&label), records);
+            set_gauge(&self.transfer_progress.get_or_create(&label), records);
         }
         drop(moved);
-        gauge_u64(
+        set_gauge(
             &self.transfers.get_or_create(&RoleLabel { role: "source" }),
             sources,
         );
-        gauge_u64(
+        set_gauge(
             &self.transfers.get_or_create(&RoleLabel { role: "target" }),
             targets,
         );

@@ -29,6 +29,12 @@ pub fn metrics_url(addr: std::net::SocketAddr) -> String {
     format!("http://{addr}{METRICS_PATH}")
 }
 
+/// Sets a gauge to a count (gauges hold `i64`; a count beyond it, which
+/// no real count reaches, shows as `i64::MAX`).
+pub fn set_gauge(gauge: &prometheus_client::metrics::gauge::Gauge, value: u64) {
+    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+}
+
 /// The text of `registry` as a response to a scrape.
 pub fn metrics_response(registry: &prometheus_client::registry::Registry) -> http::Response {
     let mut body = String::new();

@@ -159,24 +159,20 @@ pub(crate) fn log(changes: &[Change], epoch: Epoch) {
                 transfer,
                 region,
                 sending,
-            } => tracing::info!(
-                epoch,
-                transfer,
-                region = region.0,
-                role = if sending { "source" } else { "target" },
-                "state transfer started"
-            ),
-            Change::TransferEnded {
+            }
+            | Change::TransferEnded {
                 transfer,
                 region,
                 sending,
-            } => tracing::info!(
-                epoch,
-                transfer,
-                region = region.0,
-                role = if sending { "source" } else { "target" },
-                "state transfer finished"
-            ),
+            } => {
+                let role = if sending { "source" } else { "target" };
+                let region = region.0;
+                if matches!(change, Change::TransferStarted { .. }) {
+                    tracing::info!(epoch, transfer, region, role, "state transfer started")
+                } else {
+                    tracing::info!(epoch, transfer, region, role, "state transfer finished")
+                }
+            }
         }
     }
 }
