@@ -42,6 +42,8 @@ pub struct LocalSpec {
     /// Whether daemons fsync every commit before acknowledging it (else
     /// every 200 ms).
     pub fsync_every_commit: bool,
+    /// Whether every server counts and serves Prometheus metrics.
+    pub metrics: bool,
 }
 
 /// A future that runs until it is asked to stop, or fails.
@@ -67,6 +69,8 @@ pub struct ClusterSpec {
     pub partitions: u32,
     /// The local cluster's daemons fsync every commit.
     pub fsync_every_commit: bool,
+    /// The local cluster's servers count and serve metrics.
+    pub metrics: bool,
     /// How to run a local cluster's servers.
     pub launch: Launch,
 }
@@ -86,6 +90,7 @@ impl LocalCluster {
         daemons: usize,
         port: u16,
         fsync_every_commit: bool,
+        metrics: bool,
     ) -> anyhow::Result<(LocalCluster, String)> {
         let dir = tempfile::Builder::new()
             .prefix("tessera-bench-")
@@ -97,6 +102,7 @@ impl LocalCluster {
             port,
             data: dir.path().to_path_buf(),
             fsync_every_commit,
+            metrics,
         };
         let task = tokio::spawn(launch(spec, stop_rx));
         let coordinator = format!("127.0.0.1:{port}");
@@ -150,12 +156,14 @@ pub async fn with_cluster<T>(
         spec.daemons,
         spec.local_port,
         spec.fsync_every_commit,
+        spec.metrics,
     )
     .await?;
     eprintln!(
-        "bench: local cluster of {} daemons at {coordinator} (durability {})",
+        "bench: local cluster of {} daemons at {coordinator} (durability {}, metrics {})",
         spec.daemons,
-        durability_name(spec.fsync_every_commit)
+        durability_name(spec.fsync_every_commit),
+        if spec.metrics { "on" } else { "off" }
     );
     let outcome = body(&coordinator).await;
     local.stop().await?;

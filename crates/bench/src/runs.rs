@@ -232,6 +232,78 @@ pub async fn latency(
     .await
 }
 
+/// Get and put throughput on local clusters with metrics off and on, one
+/// after the other `rounds` times (off first in odd rounds, on first in
+/// even ones, so neither side always runs on a cold machine), and the
+/// ratio on ÷ off per phase (the cost of counting every request, message
+/// and heartbeat).
+pub async fn metrics_cost(
+    records: u64,
+    operations: u64,
+    rounds: usize,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        c.local,
+        "metrics-cost starts its own clusters: pass --local"
+    );
+    let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
+    let mut results = Vec::new();
+    // Each cluster on ports of its own: the previous one's may linger.
+    let stride = u16::try_from(c.daemons)
+        .unwrap_or(u16::MAX)
+        .saturating_add(40);
+    let mut offset = 0u16;
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for metrics in order {
+            let spec = ClusterSpec {
+                local_port: c.local_port.saturating_add(offset),
+                metrics,
+                ..c.clone()
+            };
+            offset = offset.saturating_add(stride);
+            let mut rs = with_cluster(&spec, async |coordinator: &str| {
+                scenarios::get_put(coordinator, records, operations, workers, partitions, limit)
+                    .await
+            })
+            .await?;
+            for r in &mut rs {
+                r.store = format!("metrics {}", if metrics { "on" } else { "off" });
+                r.phase = format!("{} #{}", r.phase, round + 1);
+            }
+            results.extend(rs);
+        }
+    }
+    print!("{}", results_table(&results));
+    let mut ratios = serde_json::Map::new();
+    for phase in ["get", "put"] {
+        let mean = |store: &str| {
+            let picked: Vec<f64> = results
+                .iter()
+                .filter(|r| r.store == store && r.phase.split(' ').next() == Some(phase))
+                .map(|r| r.throughput)
+                .collect();
+            picked.iter().sum::<f64>() / picked.len().max(1) as f64
+        };
+        let (off, on) = (mean("metrics off"), mean("metrics on"));
+        let ratio = if off > 0.0 { on / off } else { f64::NAN };
+        println!(
+            "metrics cost: {phase} {on:.0} ops/s with metrics, {off:.0} without: ratio {ratio:.3}"
+        );
+        ratios.insert(phase.to_string(), serde_json::json!(ratio));
+    }
+    write_json(
+        &load.json,
+        &serde_json::json!({ "results": results, "ratio_on_over_off": ratios }),
+    )
+}
+
 /// Kill -9 of a region's point leader among real processes, until
 /// `interrupted` completes (the guard of the run kills the servers then).
 /// `failure_timeout` is the coordinator's, reported beside the figures.

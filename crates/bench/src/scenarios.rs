@@ -586,28 +586,11 @@ pub async fn latency(
     partitions: u32,
     time_limit: Duration,
 ) -> anyhow::Result<Vec<PhaseResult>> {
-    let admin = Admin::new(coordinator);
-    let client = Client::connect(coordinator).await?;
     let name = "bench_latency";
-    fresh_space(
-        &admin,
-        name,
-        &usertable_description(name, 10, true, partitions, 1),
-    )
-    .await?;
-    wait_space(&client, name).await?;
-    let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), name, 10));
+    let (admin, store) = fresh_usertable(coordinator, name, partitions).await?;
     let mut results = Vec::new();
     for inflight in [1, workers.max(1)] {
-        let size = CompareSize {
-            records,
-            operations,
-            ycsb_operations: 0,
-            workers: inflight,
-            fieldcount: 10,
-            fieldlength: 100,
-            time_limit,
-        };
+        let size = key_only_size(records, operations, inflight, time_limit);
         let mut rs = compare_phases_key_only(store.clone(), size, inflight == 1).await?;
         for r in &mut rs {
             r.phase = format!("{} x{inflight}", r.phase);
@@ -616,6 +599,57 @@ pub async fn latency(
     }
     admin.rm_space(name).await?;
     Ok(results)
+}
+
+/// Point reads and one-field updates with `workers` in flight, on a
+/// usertable loaded for them: the phases `tessera bench metrics-cost`
+/// compares with metrics off and on.
+pub async fn get_put(
+    coordinator: &str,
+    records: u64,
+    operations: u64,
+    workers: usize,
+    partitions: u32,
+    time_limit: Duration,
+) -> anyhow::Result<Vec<PhaseResult>> {
+    let name = "bench_get_put";
+    let (admin, store) = fresh_usertable(coordinator, name, partitions).await?;
+    let size = key_only_size(records, operations, workers, time_limit);
+    let results = compare_phases_key_only(store, size, true).await?;
+    admin.rm_space(name).await?;
+    Ok(results)
+}
+
+/// A fresh usertable space `name` (10 fields, a `recno` subspace), ready.
+async fn fresh_usertable(
+    coordinator: &str,
+    name: &str,
+    partitions: u32,
+) -> anyhow::Result<(Admin, Arc<dyn Store>)> {
+    let admin = Admin::new(coordinator);
+    let client = Client::connect(coordinator).await?;
+    let description = usertable_description(name, 10, true, partitions, 1);
+    fresh_space(&admin, name, &description).await?;
+    wait_space(&client, name).await?;
+    Ok((admin, Arc::new(TesseraStore::new(client, name, 10))))
+}
+
+/// The size of a run of key-only phases on 10 fields of 100 bytes.
+fn key_only_size(
+    records: u64,
+    operations: u64,
+    workers: usize,
+    time_limit: Duration,
+) -> CompareSize {
+    CompareSize {
+        records,
+        operations,
+        ycsb_operations: 0,
+        workers,
+        fieldcount: 10,
+        fieldlength: 100,
+        time_limit,
+    }
 }
 
 /// Load (once), then point reads and one-field updates.

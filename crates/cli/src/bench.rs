@@ -49,6 +49,9 @@ pub struct ClusterArgs {
     /// acknowledging it (default: fsync every 200 ms).
     #[arg(long)]
     fsync_every_commit: bool,
+    /// The `--local` cluster's servers count and serve Prometheus metrics.
+    #[arg(long)]
+    metrics: bool,
 }
 
 /// Load shape shared by the scenarios.
@@ -140,6 +143,21 @@ enum Scenario {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Get and put throughput with metrics off and on, side by side on
+    /// `--local` clusters, and the ratio (the cost of metrics).
+    MetricsCost {
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        #[arg(long, default_value_t = 50_000)]
+        operations: u64,
+        /// Pairs of runs (off, then on).
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Kill -9 of a region's point leader among real processes (a
     /// coordinator and 3 daemons of this binary, on 127.0.0.1): the time
     /// to the first acknowledged write, and the throughput of the state
@@ -214,6 +232,7 @@ impl ClusterArgs {
             port: self.port,
             partitions: self.partitions,
             fsync_every_commit: self.fsync_every_commit,
+            metrics: self.metrics,
             launch: launch_dev(),
         }
     }
@@ -242,6 +261,7 @@ fn launch_dev() -> Launch {
             port: spec.port,
             data: spec.data,
             durability,
+            metrics: spec.metrics,
         };
         Box::pin(crate::dev::run(options, async move {
             let _ = stop.await;
@@ -294,6 +314,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             cluster,
             load,
         } => runs::latency(records, operations, &cluster.spec(), &load.load()).await,
+        Scenario::MetricsCost {
+            records,
+            operations,
+            rounds,
+            cluster,
+            load,
+        } => runs::metrics_cost(records, operations, rounds, &cluster.spec(), &load.load()).await,
         Scenario::Compare {
             quick,
             records,

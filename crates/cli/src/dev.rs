@@ -37,6 +37,28 @@ pub struct DevOptions {
     pub data: PathBuf,
     /// When the daemons' commits reach stable storage.
     pub durability: tessera_daemon::Durability,
+    /// Every process serves Prometheus metrics on a free port of
+    /// 127.0.0.1; the URLs are printed after `ready`.
+    pub metrics: bool,
+}
+
+/// Prints one `metrics: NAME URL` line per process, from the configuration.
+async fn print_metrics_urls(coordinator: &str) {
+    match tessera_client::Admin::new(coordinator).config().await {
+        Ok(config) => {
+            for member in &config.coordinators {
+                if let Some(url) = &member.metrics {
+                    println!("metrics: coordinator {} {url}", member.id);
+                }
+            }
+            for daemon in config.daemons.values() {
+                if let Some(url) = &daemon.metrics {
+                    println!("metrics: daemon {} {url}", daemon.id);
+                }
+            }
+        }
+        Err(e) => tracing::warn!("cannot list the metrics URLs: {e}"),
+    }
 }
 
 /// A future that completes once `stop` turns true.
@@ -65,8 +87,13 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
     let coordinator_dir = options.data.join("coordinator");
     std::fs::create_dir_all(&coordinator_dir)
         .with_context(|| format!("creating {}", coordinator_dir.display()))?;
-    let coordinator_options =
-        tessera_coordinator::server::CoordinatorOptions::new(coordinator_addr, coordinator_dir);
+    // Port 0: each server binds a free port and reports the URL in the
+    // configuration, which is where the `metrics:` lines come from.
+    let metrics_addr = options.metrics.then_some(SocketAddr::from((localhost, 0)));
+    let coordinator_options = tessera_coordinator::server::CoordinatorOptions {
+        metrics: metrics_addr,
+        ..tessera_coordinator::server::CoordinatorOptions::new(coordinator_addr, coordinator_dir)
+    };
     let shutdown = stopped(stop_rx.clone());
     tasks.spawn(async move {
         tessera_coordinator::server::run(coordinator_options, shutdown)
@@ -81,6 +108,7 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
         let mut daemon_options =
             tessera_daemon::DaemonOptions::new(*addr, data_dir, coordinator_addr.to_string());
         daemon_options.durability = options.durability;
+        daemon_options.metrics = metrics_addr;
         let shutdown = stopped(stop_rx.clone());
         tasks.spawn(async move {
             tessera_daemon::run(daemon_options, shutdown)
@@ -108,6 +136,9 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
                             epoch.0,
                             options.data.display()
                         );
+                        if options.metrics {
+                            print_metrics_urls(&coordinator_text).await;
+                        }
                         use std::io::Write;
                         let _ = std::io::stdout().flush();
                     }

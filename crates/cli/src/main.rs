@@ -8,7 +8,8 @@
 //!
 //! Exit status 0 on success; otherwise non-zero with the status name (e.g.
 //! `NOTFOUND`, `BADSPACE`) and a message on stderr. Logs go to stderr,
-//! filtered by `RUST_LOG` (warnings only by default).
+//! filtered by `RUST_LOG` (warnings only by default), as text or, with a
+//! server command's `--log-format json`, one JSON object per line.
 
 mod bench;
 // Runs servers in this process and waits for them with real deadlines.
@@ -31,6 +32,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tessera_client::{Admin, AdminError, AdminStatus, Client, ClientError, Outcome, Status};
+use tessera_observe::logs::LogFormat;
 
 #[derive(Parser)]
 #[command(
@@ -52,6 +54,18 @@ struct Target {
     /// Port of that member.
     #[arg(long, default_value_t = 1982)]
     port: u16,
+}
+
+/// What a server command shows of itself.
+#[derive(Args, Clone)]
+struct Observe {
+    /// `host:port` where to serve Prometheus metrics (`GET /metrics`); off
+    /// when absent.
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
+    /// How logs are written to stderr: text or json (one object per line).
+    #[arg(long, default_value = "text")]
+    log_format: LogFormat,
 }
 
 impl Target {
@@ -82,6 +96,8 @@ enum Command {
         /// in it may be collected; must exceed how long clients retry.
         #[arg(long, default_value_t = 60_000)]
         tombstone_grace_ms: u64,
+        #[command(flatten)]
+        observe: Observe,
     },
     /// Run one daemon.
     Daemon {
@@ -102,9 +118,12 @@ enum Command {
         /// Milliseconds between tombstone collection rounds.
         #[arg(long, default_value_t = 10_000)]
         tombstone_collect_ms: u64,
+        #[command(flatten)]
+        observe: Observe,
     },
     /// Run a coordinator and N daemons in this process (daemon i listens on
-    /// port P+30+i); prints a line with `ready` once the cluster serves.
+    /// port P+30+i); prints a line with `ready` once the cluster serves,
+    /// then one `metrics:` line per process.
     Dev {
         #[arg(long, default_value_t = 3)]
         daemons: usize,
@@ -113,6 +132,13 @@ enum Command {
         port: u16,
         #[arg(long, default_value = "./tessera-data")]
         data: PathBuf,
+        /// Serve no metrics (by default every process serves them on a
+        /// free port of 127.0.0.1).
+        #[arg(long)]
+        no_metrics: bool,
+        /// How logs are written to stderr: text or json.
+        #[arg(long, default_value = "text")]
+        log_format: LogFormat,
     },
     /// Create a space from a description (argument, or stdin when absent).
     AddSpace {
@@ -230,7 +256,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let log_format = match &cli.command {
+        Command::Coordinator { observe, .. } | Command::Daemon { observe, .. } => {
+            observe.log_format
+        }
+        Command::Dev { log_format, .. } => *log_format,
+        _ => LogFormat::Text,
+    };
+    if let Err(e) = tessera_observe::logs::init(log_format, "warn") {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -251,15 +287,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 /// Prints an error on stderr, led by its status name when it has one.
@@ -341,10 +368,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             join,
             advertise,
             tombstone_grace_ms,
+            observe,
         } => {
             let options = tessera_coordinator::server::CoordinatorOptions {
                 join,
                 advertise,
+                metrics: observe.metrics,
                 tombstone_grace: Duration::from_millis(tombstone_grace_ms),
                 ..tessera_coordinator::server::CoordinatorOptions::new(
                     socket_addr(&listen, port)?,
@@ -362,10 +391,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             data,
             advertise,
             tombstone_collect_ms,
+            observe,
         } => {
             let options = tessera_daemon::DaemonOptions {
                 advertise,
                 collect_every: Duration::from_millis(tombstone_collect_ms),
+                metrics: observe.metrics,
                 ..tessera_daemon::DaemonOptions::new(socket_addr(&listen, port)?, data, coordinator)
             };
             tessera_daemon::run(options, shutdown_signal())
@@ -376,6 +407,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             daemons,
             port,
             data,
+            no_metrics,
+            log_format: _,
         } => {
             dev::run(
                 dev::DevOptions {
@@ -383,6 +416,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     port,
                     data,
                     durability: tessera_daemon::Durability::default(),
+                    metrics: !no_metrics,
                 },
                 shutdown_signal(),
             )

@@ -16,7 +16,13 @@ pub fn config_text(config: &Configuration) -> String {
     let _ = writeln!(out, "epoch {} ({mode})", config.epoch.0);
     let _ = writeln!(out, "coordinators:");
     for member in &config.coordinators {
-        let _ = writeln!(out, "  {} {}", member.id, member.addr);
+        let _ = writeln!(
+            out,
+            "  {} {}{}",
+            member.id,
+            member.addr,
+            metrics_text(&member.metrics)
+        );
     }
     let _ = writeln!(out, "daemons:");
     for daemon in config.daemons.values() {
@@ -24,7 +30,13 @@ pub fn config_text(config: &Configuration) -> String {
             DaemonState::Available => "available",
             DaemonState::Offline => "offline",
         };
-        let _ = writeln!(out, "  {} {state} {}", daemon.id, daemon.addr);
+        let _ = writeln!(
+            out,
+            "  {} {state} {}{}",
+            daemon.id,
+            daemon.addr,
+            metrics_text(&daemon.metrics)
+        );
     }
     if !config.transfers.is_empty() {
         let _ = writeln!(out, "transfers:");
@@ -41,6 +53,13 @@ pub fn config_text(config: &Configuration) -> String {
         space_text(&mut out, config, space);
     }
     out
+}
+
+/// ` metrics URL` when a process serves metrics.
+fn metrics_text(url: &Option<String>) -> String {
+    url.as_deref()
+        .map(|u| format!(" metrics {u}"))
+        .unwrap_or_default()
 }
 
 fn space_text(out: &mut String, config: &Configuration, space: &Space) {

@@ -149,6 +149,7 @@ mod tests {
             state.apply(Command::RegisterDaemon {
                 id: None,
                 addr: format!("d{i}:1"),
+                metrics: None,
             });
         }
         state
@@ -226,6 +227,7 @@ mod tests {
         state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(2)),
             addr: "d1:1".into(),
+            metrics: None,
         });
         fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 5000));
         assert!(fd.suspects(ms(t0, 5000), &state).is_empty());

@@ -21,9 +21,11 @@
 //! - [`node`]: [`CoordinatorNode`] — the policy toward daemons (heartbeat answers, failure detection) that the shell and the simulator both drive.
 //! - [`store`]: fjall-backed `RaftLogStorage` and `RaftStateMachine`.
 //! - [`raft`]: the openraft type configuration and network.
-//! - [`server`]: [`run`] / [`serve`], the tokio shell of one member.
+//! - [`server`]: [`run`] / [`serve`], the tokio shell of one member;
+//!   `metrics`: what it serves at `/metrics` (`--metrics ADDR`).
 
 pub mod detector;
+mod metrics;
 pub mod node;
 pub mod placement;
 pub mod raft;

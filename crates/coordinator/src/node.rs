@@ -232,6 +232,7 @@ mod tests {
             let result = state.apply(Command::RegisterDaemon {
                 id: None,
                 addr: format!("d{i}:1"),
+                metrics: None,
             });
             assert!(matches!(result, CommandResult::Registered { .. }));
         }
@@ -276,6 +277,7 @@ mod tests {
         state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(1)),
             addr: "d0:1".into(),
+            metrics: None,
         });
         assert_eq!(
             node.heartbeat(&state, DaemonId(1), state.epoch, now),
@@ -295,6 +297,7 @@ mod tests {
         state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(1)),
             addr: "d0:1".into(),
+            metrics: None,
         });
         let left = state.left_chain_at[&DaemonId(1)];
         assert!(left > before);

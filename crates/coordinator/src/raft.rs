@@ -4,7 +4,7 @@
 //! A Raft RPC is JSON (openraft's types derive serde) inside the `payload`
 //! of a `CoordRequest::Raft`, sent over the same framed TCP port that serves
 //! clients and daemons; the answer comes back as `CoordResponse::Raft`.
-//! A member's address is the `addr` of its `BasicNode` in the membership.
+//! A member's address is the `addr` of its [`MemberNode`] in the membership.
 
 use crate::state::{Command, CommandResult};
 use openraft::error::{
@@ -15,7 +15,6 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
 use std::time::Duration;
@@ -24,14 +23,28 @@ use tessera_protocol::{CoordRequest, CoordResponse};
 
 openraft::declare_raft_types!(
     /// Tessera's Raft types: the log carries [`Command`]s, the state machine
-    /// answers [`CommandResult`]s, members are `BasicNode { addr }`.
+    /// answers [`CommandResult`]s, members are [`MemberNode`]s.
     pub TypeConfig:
         D = Command,
         R = CommandResult,
         NodeId = u64,
-        Node = BasicNode,
+        Node = MemberNode,
         SnapshotData = Cursor<Vec<u8>>,
 );
+
+/// A member of the coordinator group as the Raft membership records it
+/// (openraft's `BasicNode` with one more field): the membership is what
+/// every member agrees on, so the configuration's `coordinators` list,
+/// metrics URLs included, is built from it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberNode {
+    /// `host:port` where the member serves clients, daemons and members.
+    pub addr: String,
+    /// The URL of the member's Prometheus metrics, when it serves them.
+    /// Absent from memberships written before metrics existed.
+    #[serde(default)]
+    pub metrics: Option<String>,
+}
 
 /// A member's Raft node id: random, generated at first start, persisted.
 pub type NodeId = u64;
@@ -78,7 +91,7 @@ pub struct Network;
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+    async fn new_client(&mut self, target: NodeId, node: &MemberNode) -> PeerClient {
         PeerClient {
             target,
             addr: node.addr.clone(),
@@ -144,7 +157,7 @@ impl PeerClient {
     fn transport_error<E: std::error::Error>(
         &self,
         error: SendError,
-    ) -> RPCError<NodeId, BasicNode, E> {
+    ) -> RPCError<NodeId, MemberNode, E> {
         match error {
             SendError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
             SendError::Garbled(reason) => RPCError::Network(NetworkError::new(&Garbled(reason))),
@@ -154,11 +167,12 @@ impl PeerClient {
     fn remote<E: std::error::Error>(
         &self,
         error: RaftError<NodeId, E>,
-    ) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+    ) -> RPCError<NodeId, MemberNode, RaftError<NodeId, E>> {
         RPCError::RemoteError(RemoteError::new_with_node(
             self.target,
-            BasicNode {
+            MemberNode {
                 addr: self.addr.clone(),
+                metrics: None,
             },
             error,
         ))
@@ -174,7 +188,8 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, MemberNode, RaftError<NodeId>>>
+    {
         match self
             .send(&RaftRpc::AppendEntries(rpc), option.hard_ttl())
             .await
@@ -194,7 +209,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+        RPCError<NodeId, MemberNode, RaftError<NodeId, InstallSnapshotError>>,
     > {
         match self
             .send(&RaftRpc::InstallSnapshot(rpc), option.hard_ttl())
@@ -214,7 +229,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         &mut self,
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, MemberNode, RaftError<NodeId>>> {
         match self.send(&RaftRpc::Vote(rpc), option.hard_ttl()).await {
             Ok(RaftRpcResponse::Vote(Ok(response))) => Ok(response),
             Ok(RaftRpcResponse::Vote(Err(e))) => Err(self.remote(e)),

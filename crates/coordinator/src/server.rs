@@ -23,12 +23,13 @@
 //! daemon gets a full timeout of grace. A member that does not lead
 //! answers `NotLeader`, and the daemon's client tries the next member.
 
+use crate::metrics::{CoordinatorMetrics, Detection, RaftView};
 use crate::node::CoordinatorNode;
-use crate::raft::{serve_rpc, Network, NodeId, Raft};
+use crate::raft::{serve_rpc, MemberNode, Network, NodeId, Raft};
 use crate::state::{ClusterState, Command, CommandResult};
 use crate::store::{self, OpenStoreError};
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers, SnapshotPolicy};
+use openraft::{ChangeMembers, SnapshotPolicy};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -87,6 +88,10 @@ pub struct CoordinatorOptions {
     /// is not the listening address (e.g. behind a proxy); it must stay the
     /// same across restarts, since the group remembers it.
     pub advertise: Option<String>,
+    /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); none
+    /// when `None`. Its URL is recorded in the group's membership, so the
+    /// configuration lists it.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl CoordinatorOptions {
@@ -100,6 +105,7 @@ impl CoordinatorOptions {
             failure_timeout: FAILURE_TIMEOUT_DEFAULT,
             tombstone_grace: crate::tombstones::TOMBSTONE_GRACE,
             advertise: None,
+            metrics: None,
         }
     }
 }
@@ -130,6 +136,13 @@ pub enum CoordinatorError {
     /// `--join` did not succeed in time.
     #[error("cannot join the coordinator group through {via}: {reason}")]
     Join { via: String, reason: String },
+    /// The metrics listener could not be bound.
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Runs one coordinator member until `shutdown` completes.
@@ -182,6 +195,7 @@ pub async fn serve_with(
         failure_timeout,
         tombstone_grace,
         advertise,
+        metrics,
         ..
     } = opts;
     let local = listener
@@ -200,6 +214,31 @@ pub async fn serve_with(
     })?;
     let opened = open_store(&data_dir).await?;
     let node_id = opened.node_id;
+    // Bound before Raft starts, so the URL in the membership is the real
+    // one (a port 0 becomes a free port).
+    let metrics_listener = match metrics {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| CoordinatorError::Metrics { addr, source })?,
+        ),
+        None => None,
+    };
+    let metrics_url = match &metrics_listener {
+        Some(listener) => Some(tessera_observe::metrics_url(
+            listener
+                .local_addr()
+                .map_err(|source| CoordinatorError::Metrics {
+                    addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    source,
+                })?,
+        )),
+        None => None,
+    };
+    let me = MemberNode {
+        addr: addr.clone(),
+        metrics: metrics_url.clone(),
+    };
 
     let config = openraft::Config {
         cluster_name: "tessera-coordinator".to_string(),
@@ -222,6 +261,7 @@ pub async fn serve_with(
     )
     .await
     .map_err(|e| CoordinatorError::Raft(e.to_string()))?;
+    let start_epoch = opened.state.borrow().epoch;
     let member = Arc::new(Member {
         node_id,
         addr: addr.clone(),
@@ -232,6 +272,18 @@ pub async fn serve_with(
             CoordinatorNode::new(failure_timeout).with_tombstone_grace(tombstone_grace),
         ),
         started: std::time::Instant::now(),
+        metrics: CoordinatorMetrics::new(start_epoch),
+    });
+    let metrics_task = metrics_listener.map(|listener| {
+        if let Some(url) = &metrics_url {
+            tracing::info!(node_id, %url, "serving metrics");
+        }
+        let member = member.clone();
+        let routes = tessera_observe::http::Routes::new()
+            .get(tessera_observe::METRICS_PATH, move || {
+                member.render_metrics()
+            });
+        tokio::spawn(tessera_observe::http::serve(listener, routes))
     });
 
     let initialized = raft
@@ -257,9 +309,18 @@ pub async fn serve_with(
             Some(_) => tracing::info!("the data directory holds state; --join is ignored"),
             None => {}
         }
-        if let Some(known) = member.membership_addr(node_id) {
-            if known != addr {
-                tracing::warn!(%known, %addr, "this member is known to the group at another address");
+        if let Some(known) = member.membership_node(node_id) {
+            if known.addr != addr {
+                tracing::warn!(known = %known.addr, %addr, "this member is known to the group at another address");
+            } else if known.metrics != me.metrics && join_via.is_none() {
+                // Restarted with another metrics address: asking to join
+                // again (through itself, redirected to the leader) updates
+                // its entry in the membership.
+                tracing::info!(
+                    node_id,
+                    "updating this member's metrics URL in the membership"
+                );
+                join_via = Some(addr.clone());
             }
         }
     } else if let Some(via) = join {
@@ -267,7 +328,7 @@ pub async fn serve_with(
         join_via = Some(via);
     } else {
         tracing::info!(node_id, %addr, "initializing a single-member coordinator group");
-        let members = BTreeMap::from([(node_id, BasicNode { addr: addr.clone() })]);
+        let members = BTreeMap::from([(node_id, me.clone())]);
         if let Err(e) = raft.initialize(members).await {
             // NotAllowed means it is initialized already, which is the goal.
             tracing::warn!("initialize: {e}");
@@ -276,7 +337,7 @@ pub async fn serve_with(
 
     let joining = async {
         if let Some(via) = join_via {
-            join_group(&via, node_id, &addr).await?;
+            join_group(&via, node_id, &me).await?;
             tracing::info!(node_id, %addr, "joined coordinator group");
         }
         std::future::pending::<Result<(), CoordinatorError>>().await
@@ -290,6 +351,9 @@ pub async fn serve_with(
     // Leaving the select dropped the accept loop: every connection and
     // request task is aborted, so peers see this member go away at once.
     tracing::info!(node_id, %addr, "coordinator member stopping");
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
     if let Err(e) = raft.shutdown().await {
         tracing::warn!("raft shutdown: {e}");
     }
@@ -314,8 +378,9 @@ async fn open_store(data_dir: &std::path::Path) -> Result<store::Opened, Coordin
     }
 }
 
-/// Asks the group at `via` (following redirects) to add this member.
-async fn join_group(via: &str, node_id: NodeId, addr: &str) -> Result<(), CoordinatorError> {
+/// Asks the group at `via` (following redirects) to add this member, or to
+/// update its entry.
+async fn join_group(via: &str, node_id: NodeId, me: &MemberNode) -> Result<(), CoordinatorError> {
     let options = CoordClientOptions {
         attempt_timeout: Duration::from_secs(15),
         give_up_after: Duration::from_secs(20),
@@ -326,7 +391,8 @@ async fn join_group(via: &str, node_id: NodeId, addr: &str) -> Result<(), Coordi
         let reason = match client
             .call(CoordRequest::Join {
                 node_id,
-                addr: addr.to_string(),
+                addr: me.addr.clone(),
+                metrics: me.metrics.clone(),
             })
             .await
         {
@@ -364,11 +430,15 @@ async fn detect_failures(member: Arc<Member>) {
         for command in commands {
             match &command {
                 Command::DaemonOffline { .. } => {
-                    tracing::warn!(?command, timeout = ?member.failure_timeout(), "no heartbeat: taking the daemon offline")
+                    tracing::warn!(?command, timeout = ?member.failure_timeout(), epoch = %state.epoch, "no heartbeat: taking the daemon offline")
                 }
-                _ => tracing::info!(?command, "tombstones: moving the horizon"),
+                _ => {
+                    tracing::info!(?command, epoch = %state.epoch, "tombstones: moving the horizon")
+                }
             }
+            let offline = matches!(command, Command::DaemonOffline { .. });
             match member.write(command).await {
+                CoordResponse::Done if offline => member.metrics.detected(Detection::Silent),
                 CoordResponse::Done => {}
                 other => tracing::warn!("the leader's proposal failed: {other:?}"),
             }
@@ -487,14 +557,17 @@ struct Member {
     node: Mutex<CoordinatorNode>,
     /// The origin of the node's time.
     started: std::time::Instant,
+    /// What `/metrics` serves.
+    metrics: CoordinatorMetrics,
 }
 
 impl Member {
     async fn handle(&self, request: CoordRequest) -> CoordResponse {
         match request {
             CoordRequest::GetConfig { known, wait_ms } => self.get_config(known, wait_ms).await,
-            CoordRequest::RegisterDaemon { id, addr } => {
-                self.write(Command::RegisterDaemon { id, addr }).await
+            CoordRequest::RegisterDaemon { id, addr, metrics } => {
+                self.write(Command::RegisterDaemon { id, addr, metrics })
+                    .await
             }
             CoordRequest::AddSpace { description } => {
                 // Refuse bad descriptions before they take a log entry; the
@@ -511,7 +584,11 @@ impl Member {
             CoordRequest::SetReadOnly { read_only } => {
                 self.write(Command::SetReadOnly { read_only }).await
             }
-            CoordRequest::Join { node_id, addr } => self.add_member(node_id, addr).await,
+            CoordRequest::Join {
+                node_id,
+                addr,
+                metrics,
+            } => self.add_member(node_id, MemberNode { addr, metrics }).await,
             CoordRequest::Raft { payload } => match serve_rpc(&self.raft, &payload).await {
                 Ok(payload) => CoordResponse::Raft { payload },
                 Err(e) => {
@@ -532,7 +609,7 @@ impl Member {
                 let now = self.now();
                 let command = self.node().unreachable(&state, daemon, reporter, now);
                 if let Some(command) = command {
-                    return self.write(command).await;
+                    return self.write_detection(command, Detection::Unreachable).await;
                 }
                 if self.node().probe_wanted(daemon, now) {
                     if let Some(addr) = state.daemons.get(&daemon).map(|d| d.addr.clone()) {
@@ -546,7 +623,7 @@ impl Member {
                                 now,
                             );
                             if let Some(command) = command {
-                                return self.write(command).await;
+                                return self.write_detection(command, Detection::Unreachable).await;
                             }
                         }
                     }
@@ -558,7 +635,7 @@ impl Member {
                     return not_leader;
                 }
                 let command = self.node().leave(id, reason);
-                self.write(command).await
+                self.write_detection(command, Detection::Leave).await
             }
             CoordRequest::TransferComplete { transfer } => {
                 self.write(Command::TransferComplete { transfer }).await
@@ -576,6 +653,33 @@ impl Member {
             CoordRequest::ServerKill { id } => self.write(Command::ServerKill { id }).await,
             CoordRequest::Stability => self.stability(),
         }
+    }
+
+    /// Proposes a command that takes a daemon offline, and counts it once
+    /// it is committed.
+    async fn write_detection(&self, command: Command, why: Detection) -> CoordResponse {
+        let response = self.write(command).await;
+        if response == CoordResponse::Done {
+            self.metrics.detected(why);
+        }
+        response
+    }
+
+    /// The `/metrics` page: Raft's view and the applied state, read now.
+    fn render_metrics(&self) -> tessera_observe::http::Response {
+        let raft = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow();
+            RaftView {
+                role: format!("{:?}", metrics.state),
+                term: metrics.current_term,
+                last_log_index: metrics.last_log_index,
+                applied_index: metrics.last_applied.map(|l| l.index),
+                members: metrics.membership_config.membership().nodes().count(),
+            }
+        };
+        let state = self.state.borrow().clone();
+        self.metrics.render(&raft, &state)
     }
 
     fn node(&self) -> std::sync::MutexGuard<'_, CoordinatorNode> {
@@ -700,7 +804,7 @@ impl Member {
 
     fn write_error(
         &self,
-        error: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+        error: RaftError<NodeId, ClientWriteError<NodeId, MemberNode>>,
     ) -> CoordResponse {
         match error {
             RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
@@ -724,7 +828,9 @@ impl Member {
     }
 
     /// Adds a member: as a learner first (it catches up), then as a voter.
-    async fn add_member(&self, node_id: NodeId, addr: String) -> CoordResponse {
+    /// A known member at the same address whose metrics URL changed has
+    /// its entry replaced.
+    async fn add_member(&self, node_id: NodeId, node: MemberNode) -> CoordResponse {
         let (leader, membership) = {
             let metrics = self.raft.metrics();
             let metrics = metrics.borrow();
@@ -739,20 +845,42 @@ impl Member {
         }
         let is_voter = membership.voter_ids().any(|id| id == node_id);
         match membership.get_node(&node_id) {
-            Some(node) if node.addr != addr => {
+            Some(known) if known.addr != node.addr => {
                 return CoordResponse::Failed {
                     status: AdminStatus::Duplicate,
-                    reason: format!("member {node_id} is already known at {}", node.addr),
+                    reason: format!("member {node_id} is already known at {}", known.addr),
+                }
+            }
+            Some(known) if known.metrics != node.metrics => {
+                // Same address, so no member dials another one: replacing
+                // the entry is safe (openraft's warning on SetNodes is
+                // about changing where a member is reached).
+                let change = ChangeMembers::SetNodes(BTreeMap::from([(node_id, node)]));
+                match tokio::time::timeout(
+                    WRITE_TIMEOUT,
+                    self.raft.change_membership(change, false),
+                )
+                .await
+                {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return self.write_error(e),
+                    Err(_) => {
+                        return CoordResponse::Failed {
+                            status: AdminStatus::CoordFail,
+                            reason: "the membership change was not committed in time".to_string(),
+                        }
+                    }
+                }
+                if is_voter {
+                    return CoordResponse::Done;
                 }
             }
             Some(_) if is_voter => return CoordResponse::Done,
             Some(_) => {}
             None => {
-                let added = tokio::time::timeout(
-                    WRITE_TIMEOUT,
-                    self.raft.add_learner(node_id, BasicNode { addr }, true),
-                )
-                .await;
+                let added =
+                    tokio::time::timeout(WRITE_TIMEOUT, self.raft.add_learner(node_id, node, true))
+                        .await;
                 match added {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => return self.write_error(e),
@@ -778,13 +906,17 @@ impl Member {
     }
 
     fn membership_addr(&self, node_id: NodeId) -> Option<String> {
+        self.membership_node(node_id).map(|n| n.addr)
+    }
+
+    fn membership_node(&self, node_id: NodeId) -> Option<MemberNode> {
         let metrics = self.raft.metrics();
         let metrics = metrics.borrow();
         metrics
             .membership_config
             .membership()
             .get_node(&node_id)
-            .map(|n| n.addr.clone())
+            .cloned()
     }
 
     fn status(&self) -> CoordStatus {
@@ -804,6 +936,7 @@ impl Member {
                 .map(|(id, n)| CoordinatorInfo {
                     id: *id,
                     addr: n.addr.clone(),
+                    metrics: n.metrics.clone(),
                 })
                 .collect(),
             voters: membership.voter_ids().collect(),

@@ -67,8 +67,15 @@ pub enum Command {
     ///   counter hands out later; a fresh id cannot.
     ///
     /// Registering a known daemon with the same address while it is already
-    /// Available changes nothing (and does not bump the epoch).
-    RegisterDaemon { id: Option<DaemonId>, addr: String },
+    /// Available changes nothing (and does not bump the epoch). `metrics`
+    /// is the daemon's metrics URL, recorded as given (a new one moves the
+    /// epoch, as a new address does).
+    RegisterDaemon {
+        id: Option<DaemonId>,
+        addr: String,
+        #[serde(default)]
+        metrics: Option<String>,
+    },
     /// Adds a space from its description (API.md §8).
     AddSpace { description: String },
     /// Removes a space and its regions.
@@ -229,7 +236,9 @@ impl ClusterState {
     pub fn apply(&mut self, command: Command) -> CommandResult {
         let epoch_before = self.epoch;
         let result = match command {
-            Command::RegisterDaemon { id, addr } => self.register_daemon(id, addr),
+            Command::RegisterDaemon { id, addr, metrics } => {
+                self.register_daemon(id, addr, metrics)
+            }
             Command::AddSpace { description } => self.add_space(&description),
             Command::RmSpace { name } => self.rm_space(&name),
             Command::SetReadOnly { read_only } => {
@@ -687,7 +696,12 @@ impl ClusterState {
         Ok(())
     }
 
-    fn register_daemon(&mut self, id: Option<DaemonId>, addr: String) -> CommandResult {
+    fn register_daemon(
+        &mut self,
+        id: Option<DaemonId>,
+        addr: String,
+        metrics: Option<String>,
+    ) -> CommandResult {
         if let Some(id) = id {
             if self.killed.contains(&id) {
                 return CommandResult::Failed {
@@ -700,9 +714,12 @@ impl ClusterState {
             }
             if let Some(info) = self.daemons.get_mut(&id) {
                 self.held_offline.remove(&id);
-                let mut changed = info.addr != addr || info.state != DaemonState::Available;
+                let mut changed = info.addr != addr
+                    || info.state != DaemonState::Available
+                    || info.metrics != metrics;
                 info.addr = addr;
                 info.state = DaemonState::Available;
+                info.metrics = metrics;
                 // A daemon registering again has restarted (perhaps faster
                 // than the failure timeout) and lost the updates it held in
                 // flight, so it must not keep its chain places: it leaves
@@ -729,6 +746,7 @@ impl ClusterState {
                 id,
                 addr,
                 state: DaemonState::Available,
+                metrics,
             },
         );
         self.bump();
@@ -840,6 +858,7 @@ mod tests {
             let result = state.apply(Command::RegisterDaemon {
                 id: None,
                 addr: format!("127.0.0.1:{}", 2012 + i),
+                metrics: None,
             });
             assert!(matches!(result, CommandResult::Registered { .. }));
         }
@@ -857,10 +876,12 @@ mod tests {
         let a = state.apply(Command::RegisterDaemon {
             id: None,
             addr: "a:1".into(),
+            metrics: None,
         });
         let b = state.apply(Command::RegisterDaemon {
             id: None,
             addr: "b:1".into(),
+            metrics: None,
         });
         assert_eq!(a, CommandResult::Registered { id: DaemonId(1) });
         assert_eq!(b, CommandResult::Registered { id: DaemonId(2) });
@@ -876,6 +897,7 @@ mod tests {
         let again = state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(1)),
             addr: "127.0.0.1:2012".into(),
+            metrics: None,
         });
         assert_eq!(again, CommandResult::Registered { id: DaemonId(1) });
         assert_eq!(state.epoch, epoch);
@@ -883,6 +905,7 @@ mod tests {
         let moved = state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(1)),
             addr: "127.0.0.1:3000".into(),
+            metrics: None,
         });
         assert_eq!(moved, CommandResult::Registered { id: DaemonId(1) });
         assert_eq!(state.epoch, Epoch(epoch.0 + 1));
@@ -892,6 +915,7 @@ mod tests {
         state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(1)),
             addr: "127.0.0.1:3000".into(),
+            metrics: None,
         });
         assert_eq!(state.daemons[&DaemonId(1)].state, DaemonState::Available);
         assert_eq!(state.daemon_id_next, 2);
@@ -925,7 +949,11 @@ mod tests {
         assert!(held_before > 1);
         let addr = state.daemons[&me].addr.clone();
         let epoch = state.epoch;
-        let again = state.apply(Command::RegisterDaemon { id: Some(me), addr });
+        let again = state.apply(Command::RegisterDaemon {
+            id: Some(me),
+            addr,
+            metrics: None,
+        });
         assert_eq!(again, CommandResult::Registered { id: me });
         assert_eq!(
             state.epoch,
@@ -954,6 +982,7 @@ mod tests {
         let r = state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(77)),
             addr: "x:1".into(),
+            metrics: None,
         });
         assert_eq!(r, CommandResult::Registered { id: DaemonId(1) });
         assert!(!state.daemons.contains_key(&DaemonId(77)));
@@ -1083,11 +1112,13 @@ mod tests {
             Command::RegisterDaemon {
                 id: None,
                 addr: "a:1".into(),
+                metrics: None,
             },
             Command::MembershipChanged,
             Command::RegisterDaemon {
                 id: None,
                 addr: "b:1".into(),
+                metrics: None,
             },
             Command::AddSpace {
                 description: "space kv key k attributes v create 16 partitions".into(),
@@ -1120,6 +1151,7 @@ mod tests {
         let members = vec![CoordinatorInfo {
             id: 7,
             addr: "127.0.0.1:1982".into(),
+            metrics: None,
         }];
         let config = state.configuration(members.clone());
         assert_eq!(config.epoch, state.epoch);
@@ -1210,6 +1242,7 @@ mod tests {
         state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(2)),
             addr: "d1:1".into(),
+            metrics: None,
         });
         let mut moves = 0;
         while let Some(t) = state.transfers.first().cloned() {
@@ -1512,6 +1545,7 @@ mod tests {
             state.apply(Command::RegisterDaemon {
                 id: Some(DaemonId(1)),
                 addr: "127.0.0.1:2012".into(),
+                metrics: None,
             }),
             CommandResult::Registered { id: DaemonId(1) }
         );
@@ -1571,7 +1605,8 @@ mod tests {
         assert_eq!(
             state.apply(Command::RegisterDaemon {
                 id: Some(DaemonId(3)),
-                addr: "x:1".into()
+                addr: "x:1".into(),
+                metrics: None,
             }),
             CommandResult::Registered { id: DaemonId(4) }
         );
@@ -1591,6 +1626,7 @@ mod tests {
         let register_again = Command::RegisterDaemon {
             id: Some(DaemonId(2)),
             addr: "127.0.0.1:2013".into(),
+            metrics: None,
         };
         match state.apply(register_again.clone()) {
             CommandResult::Failed { status, .. } => assert_eq!(status, AdminStatus::NotFound),
@@ -1624,18 +1660,18 @@ mod tests {
     #[test]
     fn failure_handling_replays_deterministically() {
         let commands = vec![
-            Command::RegisterDaemon { id: None, addr: "a:1".into() },
-            Command::RegisterDaemon { id: None, addr: "b:1".into() },
-            Command::RegisterDaemon { id: None, addr: "c:1".into() },
+            Command::RegisterDaemon { id: None, addr: "a:1".into(), metrics: None },
+            Command::RegisterDaemon { id: None, addr: "b:1".into(), metrics: None },
+            Command::RegisterDaemon { id: None, addr: "c:1".into(), metrics: None },
             Command::AddSpace {
                 description: "space kv key k attributes int v subspace v create 8 partitions tolerate 1 failure".into(),
             },
-            Command::RegisterDaemon { id: None, addr: "d:1".into() },
+            Command::RegisterDaemon { id: None, addr: "d:1".into(), metrics: None },
             Command::DaemonOffline { id: DaemonId(2) },
             Command::TransferComplete { transfer: 1 },
             Command::TransferComplete { transfer: 2 },
             Command::ServerKill { id: DaemonId(4) },
-            Command::RegisterDaemon { id: Some(DaemonId(2)), addr: "b:2".into() },
+            Command::RegisterDaemon { id: Some(DaemonId(2)), addr: "b:2".into(), metrics: None },
             Command::TransferComplete { transfer: 1 },
             Command::ServerForget { id: DaemonId(4) },
             Command::TransferComplete { transfer: 7 },
@@ -1690,6 +1726,7 @@ mod tests {
                 state.apply(Command::RegisterDaemon {
                     id: Some(last),
                     addr: "again:1".into(),
+                    metrics: None,
                 });
             } else {
                 state.apply(Command::ServerOnline { id: last });

@@ -23,13 +23,13 @@
 // openraft's storage errors are large; our helpers return what its traits return.
 #![allow(clippy::result_large_err)]
 
-use crate::raft::{NodeId, TypeConfig};
+use crate::raft::{MemberNode, NodeId, TypeConfig};
 use crate::state::{ClusterState, Command, CommandResult};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot};
 use openraft::{
-    BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftLogReader, RaftSnapshotBuilder,
-    SnapshotMeta, StorageError, StorageIOError, StoredMembership, Vote,
+    Entry, EntryPayload, LogId, OptionalSend, RaftLogReader, RaftSnapshotBuilder, SnapshotMeta,
+    StorageError, StorageIOError, StoredMembership, Vote,
 };
 use std::fmt::Debug;
 use std::io::Cursor;
@@ -68,7 +68,7 @@ const KEY_STATE: &[u8] = b"state";
 const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
 const KEY_SNAPSHOT_DATA: &[u8] = b"snapshot_data";
 
-type Membership = StoredMembership<NodeId, BasicNode>;
+type Membership = StoredMembership<NodeId, MemberNode>;
 
 /// The opened store: the Raft log half, the state machine half, and the
 /// member's node id (generated at first start, then read back).
@@ -392,6 +392,7 @@ impl SmData {
             .map(|(id, node)| CoordinatorInfo {
                 id: *id,
                 addr: node.addr.clone(),
+                metrics: node.metrics.clone(),
             })
             .collect();
         self.state.configuration(coordinators)
@@ -493,7 +494,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
     async fn install_snapshot(
         &mut self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
+        meta: &SnapshotMeta<NodeId, MemberNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let bytes = snapshot.into_inner();
@@ -518,7 +519,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        let meta: Option<SnapshotMeta<NodeId, BasicNode>> = read_json(&self.sm, KEY_SNAPSHOT_META)
+        let meta: Option<SnapshotMeta<NodeId, MemberNode>> = read_json(&self.sm, KEY_SNAPSHOT_META)
             .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
         let Some(meta) = meta else { return Ok(None) };
         let data = self
@@ -618,8 +619,9 @@ mod tests {
             vec![BTreeSet::from([9])],
             BTreeMap::from([(
                 9,
-                BasicNode {
+                MemberNode {
                     addr: "127.0.0.1:1982".into(),
+                    metrics: Some("http://127.0.0.1:9/metrics".into()),
                 },
             )]),
         );
@@ -633,6 +635,7 @@ mod tests {
                 payload: EntryPayload::Normal(Command::RegisterDaemon {
                     id: None,
                     addr: "127.0.0.1:2012".into(),
+                    metrics: None,
                 }),
             },
             Entry {
@@ -657,7 +660,8 @@ mod tests {
             published.coordinators,
             vec![CoordinatorInfo {
                 id: 9,
-                addr: "127.0.0.1:1982".into()
+                addr: "127.0.0.1:1982".into(),
+                metrics: Some("http://127.0.0.1:9/metrics".into()),
             }]
         );
         let snapshot = sm

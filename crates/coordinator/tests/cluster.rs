@@ -72,7 +72,11 @@ async fn three_members_survive_the_loss_of_the_leader() {
     for (i, expected) in (1..=3).enumerate() {
         let addr = format!("127.0.0.1:{}", 2012 + i);
         match client
-            .call(CoordRequest::RegisterDaemon { id: None, addr })
+            .call(CoordRequest::RegisterDaemon {
+                id: None,
+                addr,
+                metrics: None,
+            })
             .await
             .unwrap()
         {
@@ -173,6 +177,7 @@ async fn a_restarted_follower_catches_up_without_rejoining() {
     let register = CoordRequest::RegisterDaemon {
         id: None,
         addr: "127.0.0.1:2012".into(),
+        metrics: None,
     };
     assert!(matches!(
         client.call(register).await.unwrap(),

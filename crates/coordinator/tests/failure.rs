@@ -83,6 +83,7 @@ async fn register(client: &CoordClient, port: u16) -> DaemonId {
     let register = CoordRequest::RegisterDaemon {
         id: None,
         addr: format!("127.0.0.1:{port}"),
+        metrics: None,
     };
     match client.call(register).await.unwrap() {
         CoordResponse::Registered { id } => id,

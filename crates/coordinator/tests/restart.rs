@@ -24,6 +24,7 @@ async fn single_member_restart_keeps_the_configuration() {
         let register = CoordRequest::RegisterDaemon {
             id: None,
             addr: format!("127.0.0.1:{port}"),
+            metrics: None,
         };
         assert!(matches!(
             client.call(register).await.unwrap(),
@@ -78,6 +79,7 @@ async fn single_member_restart_keeps_the_configuration() {
     let register = CoordRequest::RegisterDaemon {
         id: None,
         addr: "127.0.0.1:2014".into(),
+        metrics: None,
     };
     assert_eq!(
         client.call(register).await.unwrap(),
@@ -88,6 +90,7 @@ async fn single_member_restart_keeps_the_configuration() {
     let again = CoordRequest::RegisterDaemon {
         id: Some(DaemonId(1)),
         addr: "127.0.0.1:2012".into(),
+        metrics: None,
     };
     assert_eq!(
         client.call(again).await.unwrap(),

@@ -25,6 +25,9 @@ pub struct DaemonOptions {
     pub durability: Durability,
     /// Time between tombstone collection rounds (10 s by default).
     pub collect_every: Duration,
+    /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); none
+    /// when `None`. Its URL goes to the coordinator with the registration.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl DaemonOptions {
@@ -37,6 +40,7 @@ impl DaemonOptions {
             frame_bytes_max: tessera_protocol::FRAME_BYTES_MAX_DEFAULT,
             durability: Durability::default(),
             collect_every: Duration::from_secs(10),
+            metrics: None,
         }
     }
 }

@@ -5,11 +5,13 @@
 
 use crate::core::ReplyTo;
 use crate::index::IndexedEngine;
+use crate::metrics::{DaemonMetrics, Direction, Op};
 use crate::node::{
     lock, DaemonNode, NodeOptions, Output, Stopping, HEARTBEAT_INTERVAL, TICK_INTERVAL,
 };
 use crate::options::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,6 +54,10 @@ struct Shell {
     started: Instant,
     stopping: Mutex<Option<Stopping>>,
     stop: tokio::sync::Notify,
+    /// `None` without `--metrics`: nothing is counted then, so a daemon
+    /// serving no metrics pays nothing for them.
+    metrics: Option<DaemonMetrics>,
+    data_dir: PathBuf,
 }
 
 impl Shell {
@@ -97,6 +103,9 @@ impl Shell {
     }
 
     fn reply(&self, to: ReplyTo, response: DaemonResponse) {
+        if let Some(metrics) = &self.metrics {
+            metrics.request_answered(to, &response);
+        }
         let conn = lock(&self.conns).get(&to.conn).cloned();
         if let Some(conn) = conn {
             // A client that reads nothing for long fills its queue; its
@@ -113,6 +122,9 @@ impl Shell {
     /// cannot be queued or delivered is dropped: the chain and transfer
     /// protocols send again what is not acknowledged.
     fn send_peer(self: &Arc<Self>, to: DaemonId, msg: Message) {
+        if let Some(metrics) = &self.metrics {
+            metrics.peer_message(Direction::Sent, &msg);
+        }
         if let Some(tx) = self.peer_sender(to) {
             if tx.try_send(msg).is_err() {
                 tracing::debug!(%to, "peer queue full; dropping a message");
@@ -137,6 +149,19 @@ impl Shell {
         Some(tx)
     }
 
+    /// The `/metrics` page (served only when there are metrics).
+    fn render_metrics(&self, metrics: &DaemonMetrics) -> tessera_observe::http::Response {
+        let now = self.now();
+        metrics.render(
+            self.node.me(),
+            &self.node.config(),
+            self.node.stats(),
+            self.node.serving(now),
+            self.node.poisoned(),
+            &self.data_dir,
+        )
+    }
+
     fn install_config(self: &Arc<Self>, config: Configuration) {
         let sink = self.clone();
         if self
@@ -155,6 +180,9 @@ impl Shell {
         epoch: Epoch,
         request: tessera_protocol::DaemonRequest,
     ) {
+        if let Some(metrics) = &self.metrics {
+            metrics.request_started(ReplyTo { conn, id }, Op::of(&request));
+        }
         let sink = self.clone();
         let now = self.now();
         self.node
@@ -164,6 +192,9 @@ impl Shell {
     }
 
     fn on_peer(self: &Arc<Self>, msg: Message) {
+        if let Some(metrics) = &self.metrics {
+            metrics.peer_message(Direction::Received, &msg);
+        }
         let sink = self.clone();
         self.node.on_peer(msg, &mut |o| sink.execute(o));
     }
@@ -262,6 +293,9 @@ async fn serve_connection(shell: Arc<Shell>, stream: TcpStream) {
         }
     }
     lock(&shell.conns).remove(&conn);
+    if let Some(metrics) = &shell.metrics {
+        metrics.connection_closed(conn);
+    }
     writer_task.abort();
 }
 
@@ -269,6 +303,7 @@ async fn register(
     coord: &CoordClient,
     engine: &dyn Engine,
     addr: &str,
+    metrics: Option<String>,
 ) -> Result<DaemonId, DaemonError> {
     let stored = engine
         .meta_get(META_DAEMON_ID)
@@ -278,6 +313,7 @@ async fn register(
     let request = CoordRequest::RegisterDaemon {
         id: stored,
         addr: addr.to_string(),
+        metrics,
     };
     match coord
         .call(request)
@@ -343,13 +379,23 @@ async fn heartbeat(shell: Arc<Shell>, coordinator: String) {
         let sent = shell.now();
         match coord.call(request.clone()).await {
             Ok(response) => {
+                if let (Some(metrics), CoordRequest::Heartbeat { .. }) = (&shell.metrics, &request)
+                {
+                    metrics.heartbeat(Some(&response));
+                }
                 let now = shell.now();
                 let sink = shell.clone();
                 shell
                     .node
                     .on_coord_answer(&request, sent, response, now, &mut |o| sink.execute(o));
             }
-            Err(e) => tracing::debug!("heartbeat failed: {e}"),
+            Err(e) => {
+                if let (Some(metrics), CoordRequest::Heartbeat { .. }) = (&shell.metrics, &request)
+                {
+                    metrics.heartbeat(None);
+                }
+                tracing::debug!("heartbeat failed: {e}")
+            }
         }
     }
 }
@@ -372,10 +418,20 @@ pub(crate) async fn run(
             .map(|a| a.to_string())
             .unwrap_or_else(|_| options.listen.to_string())
     });
+    // Bound before registering, so the coordinator records the real URL
+    // (a port 0 becomes a free port).
+    let metrics_listener = match options.metrics {
+        Some(addr) => Some(TcpListener::bind(addr).await?),
+        None => None,
+    };
+    let metrics_url = match &metrics_listener {
+        Some(listener) => Some(tessera_observe::metrics_url(listener.local_addr()?)),
+        None => None,
+    };
     let coord = CoordClient::new([options.coordinator.clone()]);
-    let me = register(&coord, storage.as_ref(), &advertise).await?;
+    let me = register(&coord, storage.as_ref(), &advertise, metrics_url.clone()).await?;
     let config = Arc::new(first_config(&coord, me).await?);
-    tracing::info!(%me, addr = %advertise, epoch = %config.epoch, "daemon registered");
+    tracing::info!(%me, addr = %advertise, metrics = metrics_url.as_deref().unwrap_or("none"), epoch = config.epoch.0, "daemon registered");
     let index = Arc::new(
         IndexedEngine::open(storage, &config).map_err(|e| DaemonError::Storage(e.to_string()))?,
     );
@@ -384,6 +440,7 @@ pub(crate) async fn run(
         transfer_batch: TRANSFER_BATCH,
         collect_ticks: (options.collect_every.as_millis() / TICK_INTERVAL.as_millis()).max(1)
             as u64,
+        metrics: metrics_url,
     };
     // Outputs of the node's start wait until the shell exists.
     let mut first = Vec::new();
@@ -402,10 +459,26 @@ pub(crate) async fn run(
         started,
         stopping: Mutex::new(None),
         stop: tokio::sync::Notify::new(),
+        metrics: metrics_listener.is_some().then(DaemonMetrics::new),
+        data_dir: options.data_dir.clone(),
     });
     for output in first {
         shell.execute(output);
     }
+    let metrics_task = metrics_listener.map(|listener| {
+        let shell = shell.clone();
+        let routes =
+            tessera_observe::http::Routes::new().get(tessera_observe::METRICS_PATH, move || {
+                match &shell.metrics {
+                    Some(metrics) => shell.render_metrics(metrics),
+                    None => tessera_observe::http::Response::text(
+                        tessera_observe::http::StatusCode::NotFound,
+                        "no metrics\n",
+                    ),
+                }
+            });
+        tokio::spawn(tessera_observe::http::serve(listener, routes))
+    });
     // Heartbeats run on a thread of their own: cores write through the
     // engine on the runtime's workers (a state transfer can keep them busy
     // for seconds on a loaded machine), and a daemon that is alive but
@@ -507,14 +580,18 @@ pub(crate) async fn run(
     config_task.abort();
     accept_task.abort();
     sync_task.abort();
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
     let stopping = *lock(&shell.stopping);
+    let epoch = shell.node.config().epoch.0;
     match stopping {
         Some(Stopping::CannotPersist) => {
-            tracing::error!(%me, "daemon stopped: {}", Stopping::CannotPersist);
+            tracing::error!(%me, epoch, "daemon stopped: {}", Stopping::CannotPersist);
             return Err(DaemonError::CannotPersist);
         }
-        Some(why) => tracing::warn!(%me, "daemon stopping: {why}"),
-        None => {}
+        Some(why) => tracing::warn!(%me, epoch, "daemon stopping: {why}"),
+        None => tracing::info!(%me, epoch, "daemon stopping: asked to"),
     }
     shell
         .node

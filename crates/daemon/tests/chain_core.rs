@@ -87,6 +87,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
                         id,
                         addr: format!("d{i}"),
                         state: DaemonState::Available,
+                        metrics: None,
                     },
                 )
             })

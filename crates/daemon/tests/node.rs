@@ -45,6 +45,7 @@ fn node() -> (DaemonNode, Arc<Disk>) {
                 id: ME,
                 addr: "d1:1".into(),
                 state: DaemonState::Available,
+                metrics: None,
             },
         )]
         .into_iter()
@@ -57,6 +58,7 @@ fn node() -> (DaemonNode, Arc<Disk>) {
         addr: "d1:1".into(),
         transfer_batch: 8,
         collect_ticks: tessera_daemon::node::COLLECT_TICKS,
+        metrics: None,
     };
     let mut outputs = Vec::new();
     let node = DaemonNode::new(
@@ -153,7 +155,7 @@ fn a_daemon_taken_offline_while_alive_asks_to_come_back_with_a_backoff() {
         outputs
             .iter()
             .filter(|o| {
-                matches!(o, Output::Coord(CoordRequest::RegisterDaemon { id: Some(ME), addr }) if addr == "d1:1")
+                matches!(o, Output::Coord(CoordRequest::RegisterDaemon { id: Some(ME), addr, .. }) if addr == "d1:1")
             })
             .count()
     };

@@ -274,6 +274,7 @@ fn messages() -> Vec<Message> {
             CoordRequest::RegisterDaemon {
                 id: Some(DaemonId(4)),
                 addr: "127.0.0.1:2000".into(),
+                metrics: None,
             },
         ),
         coord(

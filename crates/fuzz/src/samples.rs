@@ -112,6 +112,7 @@ pub fn configuration() -> Configuration {
                 id: DaemonId(id),
                 addr: format!("127.0.0.1:{}", 2000 + id),
                 state,
+                metrics: None,
             },
         )
     };
@@ -120,6 +121,7 @@ pub fn configuration() -> Configuration {
         coordinators: vec![CoordinatorInfo {
             id: 1,
             addr: "127.0.0.1:1982".into(),
+            metrics: None,
         }],
         daemons: [
             daemon(1, DaemonState::Available),

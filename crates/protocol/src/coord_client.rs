@@ -822,10 +822,12 @@ mod tests {
                                 CoordinatorInfo {
                                     id: 1,
                                     addr: me.to_string(),
+                                    metrics: None,
                                 },
                                 CoordinatorInfo {
                                     id: 2,
                                     addr: "127.0.0.1:9".into(),
+                                    metrics: None,
                                 },
                             ],
                             ..Configuration::default()

@@ -494,6 +494,9 @@ pub enum CoordRequest {
     RegisterDaemon {
         id: Option<DaemonId>,
         addr: String,
+        /// The URL of its Prometheus metrics, when it serves them.
+        #[serde(default)]
+        metrics: Option<String>,
     },
     AddSpace {
         description: String,
@@ -505,6 +508,11 @@ pub enum CoordRequest {
     Join {
         node_id: u64,
         addr: String,
+        /// The URL of its Prometheus metrics, when it serves them. A
+        /// member already in the group with another URL (it restarted on
+        /// a new metrics port) has its entry updated.
+        #[serde(default)]
+        metrics: Option<String>,
     },
     /// A Raft RPC between members; the coordinator crate owns its encoding.
     Raft {

@@ -71,10 +71,11 @@ impl World {
                 }
                 Some(CoordResponse::Heartbeat(answer))
             }
-            CoordRequest::RegisterDaemon { id, addr } => {
+            CoordRequest::RegisterDaemon { id, addr, metrics } => {
                 let result = self.apply(Command::RegisterDaemon {
                     id: *id,
                     addr: addr.clone(),
+                    metrics: metrics.clone(),
                 });
                 let CommandResult::Registered { id } = result else {
                     return None;

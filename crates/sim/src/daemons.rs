@@ -40,6 +40,7 @@ impl World {
             None => CoordRequest::RegisterDaemon {
                 id: Some(d),
                 addr: format!("d{}", d.0),
+                metrics: None,
             },
         };
         let sent = self.now;
@@ -159,6 +160,7 @@ impl World {
             addr: format!("d{}", id.0),
             transfer_batch: TRANSFER_BATCH,
             collect_ticks: self.knobs.collect_ticks,
+            metrics: None,
         };
         assert!(
             config.epoch >= daemon.last_epoch,
@@ -277,6 +279,7 @@ impl World {
         let request = CoordRequest::RegisterDaemon {
             id: Some(d),
             addr: format!("d{}", d.0),
+            metrics: None,
         };
         let sent = self.now;
         self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });

@@ -223,6 +223,7 @@ fn found_cluster(knobs: &Knobs) -> (ClusterState, BTreeMap<DaemonId, SimDaemon>,
         let id = match state.apply(Command::RegisterDaemon {
             id: None,
             addr: format!("d{i}"),
+            metrics: None,
         }) {
             CommandResult::Registered { id } => id,
             other => panic!("registration refused: {other:?}"),

@@ -13,6 +13,10 @@ pub struct CoordinatorInfo {
     pub id: u64,
     /// `host:port` where the member serves clients and daemons.
     pub addr: String,
+    /// The URL of the member's Prometheus metrics (`http://…/metrics`),
+    /// when it serves them.
+    #[serde(default)]
+    pub metrics: Option<String>,
 }
 
 /// Whether a daemon takes part in replica chains.
@@ -33,6 +37,10 @@ pub struct DaemonInfo {
     pub addr: String,
     /// Available or offline.
     pub state: DaemonState,
+    /// The URL of the daemon's Prometheus metrics (`http://…/metrics`),
+    /// as it gave it when it last registered; `None` when it serves none.
+    #[serde(default)]
+    pub metrics: Option<String>,
 }
 
 /// One region: a cell of a subspace's grid and the replica chain holding it.

@@ -167,6 +167,7 @@ impl DaemonNode {
                 out(Output::Coord(CoordRequest::RegisterDaemon {
                     id: Some(self.me),
                     addr: self.options.addr.clone(),
+                    metrics: self.options.metrics.clone(),
                 }));
             }
             HeartbeatAnswer::Stop(reason) => {

@@ -35,7 +35,9 @@
 //!   paused, or cut off) registers again by itself, no more often than a
 //!   backoff allows, so a flapping daemon cannot churn epochs.
 
+mod changes;
 mod collect;
+mod counting;
 mod lease;
 mod sweep;
 mod transfers;
@@ -171,6 +173,21 @@ pub struct NodeOptions {
     /// Ticks between tombstone collection rounds ([`COLLECT_TICKS`] by
     /// default).
     pub collect_ticks: u64,
+    /// The URL of the daemon's metrics, given again when it registers anew.
+    pub metrics: Option<String>,
+}
+
+/// What the node counts as it works, for the shell's metrics: plain
+/// counters, read whenever the shell likes.
+#[derive(Debug, Default)]
+pub struct NodeStats {
+    /// Search and keys-only pages read.
+    pub search_pages: AtomicU64,
+    /// Objects those pages looked at: records scanned, or loaded through
+    /// an index.
+    pub search_examined: AtomicU64,
+    /// Objects (or keys) those pages returned.
+    pub search_returned: AtomicU64,
 }
 
 pub struct DaemonNode {
@@ -199,6 +216,7 @@ pub struct DaemonNode {
     stale_dropped: AtomicU64,
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
+    stats: NodeStats,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -254,7 +272,12 @@ impl DaemonNode {
             tombstones_collected: AtomicU64::new(0),
             stale_dropped: AtomicU64::new(0),
             reported: Mutex::new(ReportLimit::default()),
+            stats: NodeStats::default(),
         };
+        changes::log(
+            &changes::changes(me, &Configuration::default(), &config),
+            config.epoch,
+        );
         node.lease.renew(now);
         node.drop_removed_regions(&config, out);
         let actions = lock(&node.transfers).on_config(&config);
@@ -272,6 +295,11 @@ impl DaemonNode {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// What the node counted so far.
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
     }
 
     /// The engine reads and writes go through.
@@ -389,16 +417,17 @@ impl DaemonNode {
     /// A configuration from the coordinator; true when it was news and is
     /// now installed.
     pub fn on_config(&self, config: Arc<Configuration>, out: Out<'_>) -> bool {
-        {
+        let old = {
             let mut current = self.config.write().unwrap_or_else(|p| p.into_inner());
             if config.epoch <= current.epoch {
                 return false;
             }
             // Before anyone can write to a region this configuration adds.
             self.engine.on_config(&config);
-            *current = config.clone();
-        }
+            std::mem::replace(&mut *current, config.clone())
+        };
         tracing::info!(epoch = %config.epoch, "installed configuration");
+        changes::log(&changes::changes(self.me, &old, &config), config.epoch);
         // Transfers first: a core ships the commits of a new transfer from
         // now on, and they must find the transfer known.
         let actions = lock(&self.transfers).on_config(&config);
@@ -521,13 +550,14 @@ impl DaemonNode {
         epoch: Epoch,
         request: DaemonRequest,
     ) -> Result<DaemonResponse, search::ReadFailed> {
-        let (config, engine) = (self.config(), self.engine());
+        let config = self.config();
+        let counting = counting::Counting::new(self.engine.clone());
         let view = search::ReadView {
             config: &config,
             me: self.me,
-            engine,
+            engine: &counting,
         };
-        match request {
+        let page = match request {
             DaemonRequest::Search {
                 space,
                 region,
@@ -552,13 +582,28 @@ impl DaemonNode {
                 after,
             } => search::search_keys(&view, epoch, space, region, &checks, after.as_deref()),
             DaemonRequest::Get { space, key } => {
-                search::get_committed(&config, self.me, engine, epoch, space, &key)
+                return search::get_committed(&config, self.me, self.engine(), epoch, space, &key)
             }
-            DaemonRequest::Update(_) => Ok(DaemonResponse::Failed {
-                status: Status::Internal,
-                reason: "an update is not a read".into(),
-            }),
-        }
+            DaemonRequest::Update(_) => {
+                return Ok(DaemonResponse::Failed {
+                    status: Status::Internal,
+                    reason: "an update is not a read".into(),
+                })
+            }
+        };
+        let returned = match &page {
+            Ok(DaemonResponse::SearchPage { objects, .. }) => objects.len(),
+            Ok(DaemonResponse::KeysPage { keys, .. }) => keys.len(),
+            _ => 0,
+        };
+        let stats = &self.stats;
+        stats.search_pages.fetch_add(1, Ordering::Relaxed);
+        let examined = counting.examined.load(Ordering::Relaxed);
+        stats.search_examined.fetch_add(examined, Ordering::Relaxed);
+        stats
+            .search_returned
+            .fetch_add(returned as u64, Ordering::Relaxed);
+        page
     }
 
     /// Runs `f` on the key's core and hands its effects on in order, still
@@ -593,7 +638,8 @@ impl DaemonNode {
             return;
         }
         tracing::error!(
-            "storage failed during {during}: {error}; this daemon stops serving and leaves every chain"
+            epoch = self.config().epoch.0,
+            "daemon poisoned: storage failed during {during}: {error}; it stops serving and leaves every chain"
         );
         out(Output::Coord(self.heartbeat()));
     }
