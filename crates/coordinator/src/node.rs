@@ -145,11 +145,11 @@ impl CoordinatorNode {
         commands
     }
 
-    /// A daemon holds tombstones written in `epoch` that the horizon does
-    /// not let it collect yet.
-    pub fn tombstones_waiting(&mut self, epoch: Epoch) {
+    /// A daemon's report of a tombstone collection round (see
+    /// [`tessera_protocol::CoordRequest::CollectReport`]).
+    pub fn collect_report(&mut self, id: DaemonId, in_flight_since: Epoch, waiting: Option<Epoch>) {
         if self.is_leading() {
-            self.tombstones.waiting(epoch);
+            self.tombstones.report(id, in_flight_since, waiting);
         }
     }
 

@@ -640,11 +640,15 @@ impl Member {
             CoordRequest::TransferComplete { transfer } => {
                 self.write(Command::TransferComplete { transfer }).await
             }
-            CoordRequest::TombstonesWaiting { epoch, .. } => {
+            CoordRequest::CollectReport {
+                id,
+                in_flight_since,
+                waiting,
+            } => {
                 if let Some(not_leader) = self.not_leader() {
                     return not_leader;
                 }
-                self.node().tombstones_waiting(epoch);
+                self.node().collect_report(id, in_flight_since, waiting);
                 CoordResponse::Done
             }
             CoordRequest::ServerOffline { id } => self.write(Command::ServerOffline { id }).await,

@@ -50,9 +50,12 @@
 //!   has not completed within [`HOLD_TICKS_MAX`] is released, and the source
 //!   waits a while that depends on the transfer's id before holding again,
 //!   so that one of them goes first.
-//! - The source keeps reporting its final count for a while after the end,
-//!   and a target, by then a chain member, asks for a restart if it lacks
-//!   any message (none is expected: a safety net).
+//! - Once the configuration no longer names the transfer, the target
+//!   ignores its messages: it confirmed every one before the source
+//!   completed, and a late one is a stale copy — a source that was paused
+//!   sends a scan from before its pause — which could bring back a key whose
+//!   tombstone was collected meanwhile. (The source keeps reporting its
+//!   final count for a while; nothing depends on it.)
 
 use crate::record::Record;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -584,11 +587,15 @@ impl Transfers {
                 entries,
                 ..
             } => {
-                // Only transfers a configuration named to us.
+                // Only transfers a configuration named to us, and only while
+                // it runs: the target confirmed every message before the
+                // source completed, so anything later is a stale copy (a
+                // source that was paused sends a scan from before its pause)
+                // and could bring back a key whose tombstone was collected.
                 let Some(t) = self.targets.get_mut(&transfer) else {
                     return Vec::new();
                 };
-                if !t.follow(attempt) {
+                if t.ended.is_some() || !t.follow(attempt) {
                     return Vec::new();
                 }
                 t.received.insert(seq);
@@ -607,13 +614,16 @@ impl Transfers {
                 let Some(t) = self.targets.get_mut(&transfer) else {
                     return Vec::new();
                 };
+                if t.ended.is_some() {
+                    return Vec::new();
+                }
                 if !t.follow(attempt) {
                     // Our request for a restart was lost: ask again.
                     return vec![t.restart(transfer, me)];
                 }
                 if t.has_all(sent) {
                     t.behind = 0;
-                    if scanned && t.ended.is_none() && !t.pruned {
+                    if scanned && !t.pruned {
                         if t.pruning {
                             return Vec::new();
                         }
@@ -625,7 +635,7 @@ impl Transfers {
                             skipped,
                         }];
                     }
-                    if scanned && t.ended.is_none() {
+                    if scanned {
                         return vec![Action::Send {
                             to: t.from,
                             msg: TransferMsg::Have {

@@ -548,13 +548,18 @@ pub enum CoordRequest {
         id: DaemonId,
         reason: LeaveReason,
     },
-    /// Daemon `id` holds tombstones written in `epoch` that the
-    /// configuration's tombstone horizon does not let it collect yet; the
-    /// leader moves the horizon when it may (leader only; answered `Done`;
-    /// sent at most once per collection round).
-    TombstonesWaiting {
+    /// Once per tombstone collection round, from every daemon (leader
+    /// only; answered `Done`): the oldest epoch whose versions it may still
+    /// have in flight — of its pending and buffered updates, and never
+    /// above the epoch it has installed — and, if any, the newest epoch of
+    /// tombstones the horizon does not let it collect yet. The leader moves
+    /// the horizon only up to the oldest epoch every available daemon may
+    /// still have in flight, so that no update older than a collected
+    /// tombstone can arrive after it.
+    CollectReport {
         id: DaemonId,
-        epoch: Epoch,
+        in_flight_since: Epoch,
+        waiting: Option<Epoch>,
     },
     /// The target of transfer `transfer` holds everything the source had
     /// committed when it finished its scan; the coordinator appends the

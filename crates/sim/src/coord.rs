@@ -101,8 +101,14 @@ impl World {
                 self.apply(command);
                 Some(CoordResponse::Done)
             }
-            CoordRequest::TombstonesWaiting { epoch, .. } => {
-                self.coord.node().tombstones_waiting(*epoch);
+            CoordRequest::CollectReport {
+                id,
+                in_flight_since,
+                waiting,
+            } => {
+                self.coord
+                    .node()
+                    .collect_report(*id, *in_flight_since, *waiting);
                 Some(CoordResponse::Done)
             }
             CoordRequest::Unreachable { daemon, reporter } => {

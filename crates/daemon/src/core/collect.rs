@@ -37,6 +37,23 @@ impl ReplicaCore {
         true
     }
 
+    /// The oldest version of an update this core holds in flight (pending
+    /// or buffered), if any: the coordinator keeps the tombstone horizon
+    /// at or below its epoch.
+    pub fn oldest_in_flight(&self) -> Option<Version> {
+        self.keys
+            .values()
+            .flat_map(|s| {
+                s.pending
+                    .keys()
+                    .next()
+                    .into_iter()
+                    .chain(s.buffered.keys().next())
+            })
+            .min()
+            .copied()
+    }
+
     /// As a transfer's target, before joining the chain: `key` is gone
     /// from the region (the source's scan of its bucket did not bring it).
     pub fn drop_stale(&mut self, region: RegionId, key: &[u8]) {

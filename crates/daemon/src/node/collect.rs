@@ -1,7 +1,7 @@
 //! Tombstone collection at every replica of a region (see [`Job::Collect`]
 //! and the coordinator's `tombstones` module for when it is safe).
 
-use super::{DaemonNode, Job, Out, Output};
+use super::{lock, DaemonNode, Job, Out, Output};
 use std::sync::atomic::Ordering;
 use tessera_protocol::CoordRequest;
 use tessera_types::{Epoch, RegionId, Version};
@@ -12,17 +12,30 @@ const COLLECT_RECORDS_MAX: usize = 4096;
 
 impl DaemonNode {
     /// A collection round begins: one [`Job::Collect`] per region this
-    /// daemon replicates, and a word to the coordinator if the last round
-    /// found tombstones the horizon does not let go yet.
+    /// daemon replicates, and a report to the coordinator of the oldest
+    /// epoch this daemon has in flight and of the tombstones the last round
+    /// had to keep.
     pub(super) fn collect_round(&self, out: Out<'_>) {
-        let waiting = self.tombstones_waiting.swap(0, Ordering::AcqRel);
-        if waiting > 0 {
-            out(Output::Coord(CoordRequest::TombstonesWaiting {
-                id: self.me,
-                epoch: Epoch(waiting),
-            }));
-        }
         let config = self.config();
+        let waiting = self.tombstones_waiting.swap(0, Ordering::AcqRel);
+        // Per core, under its lock: an update it starts after this reads
+        // its epoch, which is at least the core's epoch now.
+        let in_flight_since = self
+            .shards
+            .iter()
+            .map(|shard| {
+                let core = lock(shard);
+                let epoch = core.epoch();
+                core.oldest_in_flight()
+                    .map_or(epoch, |v| v.epoch().min(epoch))
+            })
+            .min()
+            .unwrap_or(config.epoch);
+        out(Output::Coord(CoordRequest::CollectReport {
+            id: self.me,
+            in_flight_since,
+            waiting: (waiting > 0).then_some(Epoch(waiting)),
+        }));
         for space in &config.spaces {
             for layout in &space.subspaces {
                 for region in &layout.regions {
