@@ -16,6 +16,8 @@
 //!
 //! Key types and layers:
 //! - [`state`]: [`ClusterState`], [`Command`], [`CommandResult`] — the pure core.
+//! - [`layout`]: the layout commands (add/remove subspaces and indexes,
+//!   `relayout`) and the part lifecycle, with [`layout::LayoutChangeError`].
 //! - [`placement`]: [`Placer`] — pure, balanced, distinct replica chains.
 //! - [`detector`]: [`FailureDetector`] — the leader's heartbeat bookkeeping (soft state, time as a parameter).
 //! - [`node`]: [`CoordinatorNode`] — the policy toward daemons (heartbeat answers, failure detection) that the shell and the simulator both drive.
@@ -24,6 +26,7 @@
 //! - [`server`]: [`run`] / [`serve`], the tokio shell of one member.
 
 pub mod detector;
+pub mod layout;
 pub mod node;
 pub mod placement;
 pub mod raft;

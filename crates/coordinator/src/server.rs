@@ -555,6 +555,21 @@ impl Member {
             CoordRequest::ServerForget { id } => self.write(Command::ServerForget { id }).await,
             CoordRequest::ServerKill { id } => self.write(Command::ServerKill { id }).await,
             CoordRequest::Stability => self.stability(),
+            CoordRequest::AddSubspace { space, attrs } => {
+                self.write(Command::AddSubspace { space, attrs }).await
+            }
+            CoordRequest::RmSubspace { space, part } => {
+                self.write(Command::RmSubspace { space, part }).await
+            }
+            CoordRequest::AddIndex { space, attr } => {
+                self.write(Command::AddIndex { space, attr }).await
+            }
+            CoordRequest::RmIndex { space, part } => {
+                self.write(Command::RmIndex { space, part }).await
+            }
+            CoordRequest::Relayout { space, description } => {
+                self.write(Command::Relayout { space, description }).await
+            }
         }
     }
 
@@ -669,6 +684,7 @@ impl Member {
         match written {
             Ok(response) => match response.data {
                 CommandResult::Registered { id } => CoordResponse::Registered { id },
+                CommandResult::PartAdded { part } => CoordResponse::PartAdded { part },
                 CommandResult::SpaceAdded { .. } | CommandResult::Done => CoordResponse::Done,
                 CommandResult::Failed { status, reason } => {
                     CoordResponse::Failed { status, reason }

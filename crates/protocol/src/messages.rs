@@ -6,7 +6,7 @@ use crate::status::{AdminStatus, Status};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use tessera_types::{
-    Check, Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version,
+    Check, Configuration, DaemonId, Epoch, Object, PartId, RegionId, SpaceId, Value, Version,
 };
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -552,6 +552,35 @@ pub enum CoordRequest {
     /// Whether the cluster is stable: every available daemon reported the
     /// current epoch and no transfer is running (leader only).
     Stability,
+    /// A new subspace on these attributes, built live (API.md §12.2);
+    /// answered `PartAdded` once accepted, while it still builds.
+    AddSubspace {
+        space: String,
+        attrs: Vec<String>,
+    },
+    /// Subspace `part` starts dropping (never the key subspace, part 0).
+    RmSubspace {
+        space: String,
+        part: PartId,
+    },
+    /// A new local index on `attr` or `docattr.path`, built live;
+    /// answered `PartAdded`.
+    AddIndex {
+        space: String,
+        attr: String,
+    },
+    /// Index `part` of `space` starts dropping; without a space, of the
+    /// one space that has an index `part` (HyperDex's `rm_index(idxid)`
+    /// names no space).
+    RmIndex {
+        space: Option<String>,
+        part: PartId,
+    },
+    /// The space moves to the subspaces and indexes of `description`.
+    Relayout {
+        space: String,
+        description: String,
+    },
 }
 
 /// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).
@@ -652,6 +681,10 @@ pub enum CoordResponse {
     Config(Option<Box<Configuration>>),
     Registered {
         id: DaemonId,
+    },
+    /// A layout change was accepted: the new part's id (it is building).
+    PartAdded {
+        part: PartId,
     },
     Done,
     /// Only the leader changes configuration; retry there.
