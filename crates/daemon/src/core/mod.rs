@@ -32,7 +32,7 @@ use tessera_protocol::{
     ChainForward, ChainMsg, ClientRef, DaemonResponse, Status, TransferEntry, UpdateRequest,
 };
 use tessera_storage::Engine;
-use tessera_types::{Configuration, DaemonId, Epoch, RegionId, Version};
+use tessera_types::{Configuration, DaemonId, Epoch, RegionDirectory, RegionId, Version};
 
 /// Where to send a client's answer: the shell's connection and request id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,6 +145,9 @@ const FUTURE_MAX: usize = 100_000;
 pub struct ReplicaCore {
     me: DaemonId,
     config: Arc<Configuration>,
+    /// `config`'s regions by id, built once per configuration: every
+    /// commit asks which subspace its region is in.
+    directory: RegionDirectory,
     engine: Arc<dyn Engine>,
     keys: BTreeMap<StateKey, KeyState>,
     /// Chain messages stamped with an epoch newer than ours, held until our
@@ -198,6 +201,7 @@ impl ReplicaCore {
             refused: HashMap::new(),
             refused_order: VecDeque::new(),
             tick: 0,
+            directory: RegionDirectory::new(&config),
             config,
         }
     }
@@ -255,9 +259,9 @@ impl ReplicaCore {
     }
 
     fn is_key_subspace(&self, region: RegionId) -> bool {
-        self.config
-            .region(region)
-            .is_some_and(|(_, subspace, _)| subspace == 0)
+        self.directory
+            .place(region)
+            .is_some_and(|place| place.subspace == 0)
     }
 
     /// The pending update of the key at `version`, if this member has it.

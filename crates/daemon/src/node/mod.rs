@@ -56,7 +56,7 @@ use tessera_protocol::{
 };
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Configuration, DaemonId, Epoch, RegionId};
+use tessera_types::{Configuration, DaemonId, Epoch, RegionDirectory, RegionId};
 
 /// Number of replica cores per daemon.
 pub const SHARDS: usize = 16;
@@ -162,7 +162,9 @@ pub struct DaemonNode {
     /// secondary index in step with its objects.
     engine: Arc<IndexedEngine>,
     shards: Vec<Mutex<ReplicaCore>>,
-    config: RwLock<Arc<Configuration>>,
+    /// The installed configuration and its region directory, replaced
+    /// together so that a reader never pairs one with the other's epoch.
+    config: RwLock<Installed>,
     transfers: Mutex<Transfers>,
     lease: Lease,
     poisoned: AtomicBool,
@@ -172,6 +174,22 @@ pub struct DaemonNode {
     sweeps: Mutex<HashMap<RegionId, Vec<u8>>>,
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
+}
+
+/// A configuration with its region directory, built once when installed.
+#[derive(Clone)]
+struct Installed {
+    config: Arc<Configuration>,
+    directory: Arc<RegionDirectory>,
+}
+
+impl Installed {
+    fn new(config: Arc<Configuration>) -> Installed {
+        Installed {
+            directory: Arc::new(RegionDirectory::new(&config)),
+            config,
+        }
+    }
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -212,7 +230,7 @@ impl DaemonNode {
                 .map(|_| Mutex::new(ReplicaCore::new(me, config.clone(), dyn_engine.clone())))
                 .collect(),
             engine,
-            config: RwLock::new(config.clone()),
+            config: RwLock::new(Installed::new(config.clone())),
             transfers: Mutex::new(Transfers::new(me)),
             lease: Lease {
                 renewed_ms: AtomicU64::new(0),
@@ -237,6 +255,10 @@ impl DaemonNode {
 
     /// The installed configuration.
     pub fn config(&self) -> Arc<Configuration> {
+        self.installed().config
+    }
+
+    fn installed(&self) -> Installed {
         self.config
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -360,12 +382,12 @@ impl DaemonNode {
     pub fn on_config(&self, config: Arc<Configuration>, out: Out<'_>) -> bool {
         {
             let mut current = self.config.write().unwrap_or_else(|p| p.into_inner());
-            if config.epoch <= current.epoch {
+            if config.epoch <= current.config.epoch {
                 return false;
             }
             // Before anyone can write to a region this configuration adds.
             self.engine.on_config(&config);
-            *current = config.clone();
+            *current = Installed::new(config.clone());
         }
         tracing::info!(epoch = %config.epoch, "installed configuration");
         // Transfers first: a core ships the commits of a new transfer from
@@ -478,9 +500,11 @@ impl DaemonNode {
         epoch: Epoch,
         request: DaemonRequest,
     ) -> Result<DaemonResponse, search::ReadFailed> {
-        let (config, engine) = (self.config(), self.engine());
+        let (installed, engine) = (self.installed(), self.engine());
+        let config = &installed.config;
         let view = search::ReadView {
-            config: &config,
+            config,
+            directory: &installed.directory,
             me: self.me,
             engine,
         };
@@ -509,7 +533,7 @@ impl DaemonNode {
                 after,
             } => search::search_keys(&view, epoch, space, region, &checks, after.as_deref()),
             DaemonRequest::Get { space, key } => {
-                search::get_committed(&config, self.me, engine, epoch, space, &key)
+                search::get_committed(config, self.me, engine, epoch, space, &key)
             }
             DaemonRequest::Update(_) => Ok(DaemonResponse::Failed {
                 status: Status::Internal,
