@@ -14,14 +14,14 @@
 //! least as good as the old layout.
 
 use crate::placement::{PlacementError, Placer};
-use crate::state::{ClusterState, CommandResult};
-use std::collections::BTreeSet;
+use crate::state::{ClusterState, Command, CommandResult};
+use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::parse::parse_space;
 use tessera_types::region::{grid_for_partitions, uniform_splits};
 use tessera_types::{
-    DaemonState, DataType, IndexPart, ParseSpaceError, PartId, PartState, Region, RegionId, Space,
-    SpaceDesc, SpaceId, SubspaceLayout,
+    DaemonId, DaemonState, DataType, Epoch, IndexPart, ParseSpaceError, PartId, PartState, Region,
+    RegionId, Space, SpaceDesc, SpaceId, SubspaceLayout,
 };
 
 /// Why a layout change was refused; nothing changed.
@@ -750,10 +750,155 @@ impl ClusterState {
     }
 }
 
+/// The leader's soft state about building and dropping parts: which
+/// daemons reported which regions done, and which epoch each daemon runs.
+/// Pure: the coordinator's shell and the simulator feed it reports and
+/// heartbeats and write the commands it proposes. A new leader starts
+/// empty; daemons report again (they repeat their reports until the part
+/// is ready).
+#[derive(Clone, Debug, Default)]
+pub struct LayoutTally {
+    /// Per building part, the key regions some point leader walked.
+    keys_done: BTreeMap<(SpaceId, PartId), BTreeSet<RegionId>>,
+    /// Per building part, the (daemon, region) pairs whose index entries
+    /// are complete.
+    entries_done: BTreeMap<(SpaceId, PartId), BTreeSet<(DaemonId, RegionId)>>,
+    /// The epoch each daemon last said it runs.
+    epochs: BTreeMap<DaemonId, Epoch>,
+    /// The epoch in which the leader first saw each part dropping.
+    dropping_since: BTreeMap<(SpaceId, PartId), Epoch>,
+    /// The progress last proposed per part, so that a report that moves
+    /// nothing proposes nothing.
+    proposed: BTreeMap<(SpaceId, PartId), u8>,
+}
+
+/// Progress proposals move in steps of this many percent, so a backfill
+/// costs a handful of epochs, not one per report.
+const PROGRESS_STEP: u8 = 10;
+
+impl LayoutTally {
+    /// A daemon's report (see `CoordRequest::BackfillReport`).
+    pub fn on_report(
+        &mut self,
+        daemon: DaemonId,
+        space: SpaceId,
+        part: PartId,
+        keys_done: &[RegionId],
+        entries_done: &[RegionId],
+    ) {
+        self.keys_done
+            .entry((space, part))
+            .or_default()
+            .extend(keys_done.iter().copied());
+        self.entries_done
+            .entry((space, part))
+            .or_default()
+            .extend(entries_done.iter().map(|r| (daemon, *r)));
+    }
+
+    /// A daemon runs `epoch` (from its heartbeat).
+    pub fn on_epoch(&mut self, daemon: DaemonId, epoch: Epoch) {
+        self.epochs.insert(daemon, epoch);
+    }
+
+    /// The commands the leader should propose now: progress or readiness
+    /// of building parts, and the removal of dropping parts that every
+    /// available daemon knows as dropping (so none still sends them
+    /// writes drawn before).
+    pub fn proposals(&mut self, state: &ClusterState) -> Vec<Command> {
+        let mut out = Vec::new();
+        let mut live = BTreeSet::new();
+        for space in &state.spaces {
+            for view in space.parts() {
+                let id = (space.id, view.id);
+                live.insert(id);
+                match view.state {
+                    PartState::Building { progress } => {
+                        let (done, total) = self.coverage(space, view.id, view.kind);
+                        if done == total {
+                            out.push(Command::PartProgress {
+                                space: space.id,
+                                part: view.id,
+                                progress: 100,
+                                done: true,
+                            });
+                            continue;
+                        }
+                        let percent = (done * 100 / total.max(1)).min(99) as u8;
+                        let step = percent / PROGRESS_STEP * PROGRESS_STEP;
+                        let last = self.proposed.get(&id).copied().unwrap_or(progress);
+                        if step > last {
+                            self.proposed.insert(id, step);
+                            out.push(Command::PartProgress {
+                                space: space.id,
+                                part: view.id,
+                                progress: step,
+                                done: false,
+                            });
+                        }
+                    }
+                    PartState::Dropping => {
+                        let since = *self.dropping_since.entry(id).or_insert(state.epoch);
+                        let everyone_knows = state
+                            .daemons
+                            .values()
+                            .filter(|d| d.state == DaemonState::Available)
+                            .all(|d| self.epochs.get(&d.id).is_some_and(|e| *e >= since));
+                        if everyone_knows {
+                            out.push(Command::PartDropped {
+                                space: space.id,
+                                part: view.id,
+                            });
+                        }
+                    }
+                    PartState::Ready => {}
+                }
+            }
+        }
+        // Forget parts that are gone or settled.
+        let building = |id: &(SpaceId, PartId)| live.contains(id);
+        self.keys_done.retain(|id, _| building(id));
+        self.entries_done.retain(|id, _| building(id));
+        self.dropping_since.retain(|id, _| building(id));
+        self.proposed.retain(|id, _| building(id));
+        out
+    }
+
+    /// How many of the pieces `part` waits for are reported done, of how
+    /// many: each key region walked (a subspace), and each replica of each
+    /// region that keeps entries of its attributes.
+    fn coverage(
+        &self,
+        space: &Space,
+        part: PartId,
+        kind: tessera_types::PartKind,
+    ) -> (usize, usize) {
+        let id = (space.id, part);
+        let empty_keys = BTreeSet::new();
+        let empty_entries = BTreeSet::new();
+        let keys = self.keys_done.get(&id).unwrap_or(&empty_keys);
+        let entries = self.entries_done.get(&id).unwrap_or(&empty_entries);
+        let mut total = 0;
+        let mut done = 0;
+        if kind == tessera_types::PartKind::Subspace {
+            for region in space.subspaces.first().map_or(&[][..], |l| &l.regions[..]) {
+                total += 1;
+                done += usize::from(keys.contains(&region.id));
+            }
+        }
+        for (_, region) in space.entry_regions(part) {
+            for daemon in &region.chain {
+                total += 1;
+                done += usize::from(entries.contains(&(*daemon, region.id)));
+            }
+        }
+        (done, total)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::Command;
     use tessera_types::PartKind;
 
     const SPACE: &str = "space s key k attributes a, int b, c, document d, list(int) l \
@@ -1140,5 +1285,84 @@ mod tests {
         state.apply(Command::RmSpace { name: "s".into() });
         assert!(state.pending_drops.is_empty());
         assert!(state.spaces.is_empty());
+    }
+
+    #[test]
+    fn the_tally_marks_a_subspace_ready_only_when_every_region_and_replica_reported() {
+        let mut state = cluster();
+        let space = state.spaces[0].id;
+        let part = added(state.apply(Command::AddSubspace {
+            space: "s".into(),
+            attrs: vec!["b".into()],
+        }));
+        let key_regions: Vec<(RegionId, Vec<DaemonId>)> = state.spaces[0].subspaces[0]
+            .regions
+            .iter()
+            .map(|r| (r.id, r.chain.clone()))
+            .collect();
+        let mut tally = LayoutTally::default();
+        assert!(tally.proposals(&state).is_empty(), "nothing reported");
+        // Every key region walked, every replica but the last indexed.
+        let (last_region, last_chain) = key_regions.last().cloned().expect("regions");
+        for (region, chain) in &key_regions {
+            for (i, daemon) in chain.iter().enumerate() {
+                let entries = if *region == last_region && i + 1 == chain.len() {
+                    vec![]
+                } else {
+                    vec![*region]
+                };
+                tally.on_report(*daemon, space, part, &[*region], &entries);
+            }
+        }
+        let proposals = tally.proposals(&state);
+        assert!(
+            matches!(
+                proposals.as_slice(),
+                [Command::PartProgress {
+                    done: false,
+                    progress: 90,
+                    ..
+                }]
+            ),
+            "{proposals:?}"
+        );
+        for command in proposals {
+            state.apply(command);
+        }
+        assert!(tally.proposals(&state).is_empty(), "no step, no proposal");
+        let daemon = *last_chain.last().expect("a replica");
+        tally.on_report(daemon, space, part, &[], &[last_region]);
+        let proposals = tally.proposals(&state);
+        assert_eq!(
+            proposals,
+            vec![Command::PartProgress {
+                space,
+                part,
+                progress: 100,
+                done: true
+            }]
+        );
+        for command in proposals {
+            state.apply(command);
+        }
+        assert_eq!(state.spaces[0].part_state(part), Some(PartState::Ready));
+
+        // Dropping: removed only once every available daemon runs an
+        // epoch in which the part is dropping.
+        state.apply(Command::RmSubspace {
+            space: "s".into(),
+            part,
+        });
+        let daemons: Vec<DaemonId> = state.daemons.keys().copied().collect();
+        for d in &daemons[1..] {
+            tally.on_epoch(*d, state.epoch);
+        }
+        tally.on_epoch(daemons[0], Epoch(state.epoch.0 - 1));
+        assert!(tally.proposals(&state).is_empty(), "one daemon lags");
+        tally.on_epoch(daemons[0], state.epoch);
+        assert_eq!(
+            tally.proposals(&state),
+            vec![Command::PartDropped { space, part }]
+        );
     }
 }

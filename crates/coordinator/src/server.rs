@@ -23,6 +23,7 @@
 //! daemon gets a full timeout of grace. A member that does not lead
 //! answers `NotLeader`, and the daemon's client tries the next member.
 
+use crate::layout::LayoutTally;
 use crate::node::CoordinatorNode;
 use crate::raft::{serve_rpc, Network, NodeId, Raft};
 use crate::state::{ClusterState, Command, CommandResult};
@@ -223,6 +224,7 @@ pub async fn serve_with(
         config: opened.config,
         state: opened.state,
         node: Mutex::new(CoordinatorNode::new(failure_timeout)),
+        layout: Mutex::new(LayoutTally::default()),
         started: std::time::Instant::now(),
     });
 
@@ -360,6 +362,9 @@ async fn detect_failures(member: Arc<Member>) {
                 other => tracing::warn!("could not take the daemon offline: {other:?}"),
             }
         }
+        // Dropped parts leave once every daemon knows them dropping,
+        // which heartbeats tell, not reports.
+        member.propose_layout().await;
     }
 }
 
@@ -472,6 +477,9 @@ struct Member {
     /// The policy toward daemons (heartbeats, failure detection), which
     /// acts when this member leads. Held briefly, never across awaits.
     node: Mutex<CoordinatorNode>,
+    /// The leader's tally of backfill reports (see [`LayoutTally`]).
+    /// Held briefly, never across awaits.
+    layout: Mutex<LayoutTally>,
     /// The origin of the node's time.
     started: std::time::Instant,
 }
@@ -570,6 +578,40 @@ impl Member {
             CoordRequest::Relayout { space, description } => {
                 self.write(Command::Relayout { space, description }).await
             }
+            CoordRequest::BackfillReport {
+                daemon,
+                space,
+                part,
+                keys_done,
+                entries_done,
+            } => {
+                if let Some(not_leader) = self.not_leader() {
+                    return not_leader;
+                }
+                self.layout()
+                    .on_report(daemon, space, part, &keys_done, &entries_done);
+                self.propose_layout().await;
+                CoordResponse::Done
+            }
+        }
+    }
+
+    fn layout(&self) -> std::sync::MutexGuard<'_, LayoutTally> {
+        // Plain bookkeeping, as the node's: safe to carry on after a panic.
+        self.layout.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes what the layout tally proposes (readiness, progress, the
+    /// removal of dropped parts). A refused or lost write is proposed
+    /// again at the next report or tick.
+    async fn propose_layout(&self) {
+        let state = self.state.borrow().clone();
+        let commands = self.layout().proposals(&state);
+        for command in commands {
+            match self.write(command).await {
+                CoordResponse::Done => {}
+                other => tracing::warn!("a layout step was not committed: {other:?}"),
+            }
         }
     }
 
@@ -629,6 +671,7 @@ impl Member {
         }
         let state = self.state.borrow().clone();
         let now = self.now();
+        self.layout().on_epoch(id, epoch);
         CoordResponse::Heartbeat(self.node().heartbeat(&state, id, epoch, now))
     }
 

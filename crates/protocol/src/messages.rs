@@ -581,6 +581,20 @@ pub enum CoordRequest {
         space: String,
         description: String,
     },
+    /// A daemon's backfill of building part `part` of `space` (leader
+    /// only; answered `Done`): the key regions whose objects it, as their
+    /// point leader, has written through the chain to every subspace
+    /// (`keys_done`), and the regions it holds whose index entries it has
+    /// completed for the part's attributes (`entries_done`). The leader
+    /// marks the part ready once the current configuration's every
+    /// region is covered.
+    BackfillReport {
+        daemon: DaemonId,
+        space: SpaceId,
+        part: PartId,
+        keys_done: Vec<RegionId>,
+        entries_done: Vec<RegionId>,
+    },
 }
 
 /// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).

@@ -24,6 +24,17 @@ impl World {
         if !self.coord.state.transfers.is_empty() {
             why.push(format!("transfers {:?}", self.coord.state.transfers));
         }
+        for space in &self.coord.state.spaces {
+            if !space.layout_settled() {
+                let parts: Vec<String> = space
+                    .parts()
+                    .iter()
+                    .filter(|p| !p.state.is_ready())
+                    .map(|p| format!("{} {}", p.id, p.state))
+                    .collect();
+                why.push(format!("layout of {} changing: {parts:?}", space.desc.name));
+            }
+        }
         for d in self.daemons.values() {
             match &d.node {
                 None => why.push(format!("{} not running", d.id)),

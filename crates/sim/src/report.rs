@@ -38,6 +38,10 @@ pub struct Faults {
     /// although they heartbeat, on reports that peers or clients could not
     /// reach them.
     pub reported_offline: u32,
+    /// Layout changes made mid-run (the seed's `layout_change`); each
+    /// finished (its parts ready, its dropped parts gone) before the run
+    /// could settle.
+    pub layout_changes: u32,
 }
 
 impl Faults {
@@ -50,6 +54,7 @@ impl Faults {
         self.pauses += other.pauses;
         self.coordinator_pauses += other.coordinator_pauses;
         self.reported_offline += other.reported_offline;
+        self.layout_changes += other.layout_changes;
     }
 }
 
@@ -59,7 +64,7 @@ impl std::fmt::Display for Faults {
             f,
             "{} daemon crashes, {} partitions, {} one-way partitions, {} coordinator outages, \
              {} disk faults, {} daemon pauses, {} coordinator pauses, \
-             {} daemons taken offline on reports",
+             {} daemons taken offline on reports, {} layout changes",
             self.crashes,
             self.partitions,
             self.one_way_partitions,
@@ -68,6 +73,7 @@ impl std::fmt::Display for Faults {
             self.pauses,
             self.coordinator_pauses,
             self.reported_offline,
+            self.layout_changes,
         )
     }
 }

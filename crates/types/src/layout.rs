@@ -218,6 +218,34 @@ impl Space {
         }
     }
 
+    /// The regions (with their subspace's position) whose index entries
+    /// must be filled in before part `part` is complete: for a subspace,
+    /// the key subspace's regions (they index every attribute a part
+    /// names; the subspace's own regions are filled through the chain,
+    /// which indexes what it writes); for a local index, every region of
+    /// the space (each indexes the `index` attributes). An index on a
+    /// document path needs none: daemons do not index paths yet.
+    pub fn entry_regions(&self, part: PartId) -> Vec<(usize, &Region)> {
+        let parts = self.parts();
+        let Some(view) = parts.iter().find(|p| p.id == part) else {
+            return Vec::new();
+        };
+        match view.kind {
+            PartKind::Subspace => self
+                .subspaces
+                .first()
+                .map(|key| key.regions.iter().map(|r| (0, r)).collect())
+                .unwrap_or_default(),
+            PartKind::Index if view.path.is_none() => self
+                .subspaces
+                .iter()
+                .enumerate()
+                .flat_map(|(position, layout)| layout.regions.iter().map(move |r| (position, r)))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether every part of the space is ready (nothing is building or
     /// dropping).
     pub fn layout_settled(&self) -> bool {

@@ -17,8 +17,10 @@
 //! point leader orders and starts updates), [`member`] (every replica
 //! applies, forwards, acknowledges and commits), [`reconfig`] (a new epoch
 //! rechains what is in flight), [`handover`] (a region moving to another
-//! daemon) and [`repair`] (anti-entropy between subspaces).
+//! daemon), [`repair`] (anti-entropy between subspaces) and [`backfill`]
+//! (filling a subspace that is being built).
 
+mod backfill;
 mod handover;
 mod leader;
 mod member;
@@ -26,6 +28,7 @@ mod reconfig;
 mod repair;
 
 use crate::record::{ReadRecordError, Record};
+pub use backfill::BackfillStep;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{

@@ -119,6 +119,47 @@ impl IndexedEngine {
     }
 }
 
+impl IndexedEngine {
+    /// Writes the index entries of up to `limit` objects of `region`
+    /// after key `after` (entries already there stay: they are a set),
+    /// for the attributes the region indexes now. Returns the last key
+    /// visited and how many records it visited; fewer than `limit` means
+    /// the region's end was reached. The resumable form of
+    /// [`IndexedEngine::rebuild_region`], for a backfill that must not
+    /// hold the disk for long.
+    pub fn index_batch(
+        &self,
+        region: RegionId,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Option<Vec<u8>>, usize), StorageError> {
+        let attrs = self.spec(region);
+        let mut puts = Vec::new();
+        let mut seen = 0;
+        let mut last = None;
+        self.inner.scan(region, after, &mut |key, bytes| {
+            if let Some(attrs) = &attrs {
+                // A record that does not decode has no entries to write;
+                // the write path reports it when it is next written.
+                if let Ok(entries) = record_entries(attrs, key, bytes) {
+                    puts.extend(
+                        entries
+                            .into_iter()
+                            .map(|entry| IndexWrite::Put { region, entry }),
+                    );
+                }
+            }
+            seen += 1;
+            last = Some(key.to_vec());
+            seen < limit
+        })?;
+        if !puts.is_empty() {
+            self.inner.apply_with_index(Vec::new(), puts)?;
+        }
+        Ok((last, seen))
+    }
+}
+
 /// A write to an indexed region: its region, key, new record (none: a
 /// delete) and the attributes the region indexes.
 type IndexedWrite<'a> = (RegionId, &'a [u8], Option<&'a [u8]>, Arc<[usize]>);

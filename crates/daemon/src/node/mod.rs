@@ -35,6 +35,7 @@
 //!   paused, or cut off) registers again by itself, no more often than a
 //!   backoff allows, so a flapping daemon cannot churn epochs.
 
+pub mod backfill;
 mod lease;
 mod sweep;
 mod transfers;
@@ -172,6 +173,11 @@ pub struct DaemonNode {
     /// Ticks so far, and per region where the last sweep stopped.
     ticks: AtomicU64,
     sweeps: Mutex<HashMap<RegionId, Vec<u8>>>,
+    /// Backfill walks of key regions, by cursor name: how far each has
+    /// sent, ahead of its cursor on disk (see `backfill`).
+    walks: Mutex<HashMap<String, backfill::Cursor>>,
+    /// Keys a backfill must send again (see `backfill::note_revisits`).
+    revisits: Mutex<HashMap<RegionId, std::collections::BTreeSet<Vec<u8>>>>,
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
 }
@@ -240,6 +246,8 @@ impl DaemonNode {
             rejoin: Mutex::new(Rejoin::new()),
             ticks: AtomicU64::new(0),
             sweeps: Mutex::new(HashMap::new()),
+            walks: Mutex::new(HashMap::new()),
+            revisits: Mutex::new(HashMap::new()),
             reported: Mutex::new(ReportLimit::default()),
         };
         node.lease.renew(now);
@@ -390,11 +398,16 @@ impl DaemonNode {
             *current = Installed::new(config.clone());
         }
         tracing::info!(epoch = %config.epoch, "installed configuration");
+        self.forget_walks_not_led();
         // Transfers first: a core ships the commits of a new transfer from
         // now on, and they must find the transfer known.
         let actions = lock(&self.transfers).on_config(&config);
+        let revisit = self.revisit_regions(&config);
         for shard in &self.shards {
             let mut core = lock(shard);
+            for &region in &revisit {
+                self.note_revisits(region, core.busy_keys_of(region));
+            }
             core.on_config(config.clone());
             let effects = core.drain_effects();
             self.core_effects(effects, out);
@@ -418,7 +431,9 @@ impl DaemonNode {
         }
         let actions = lock(&self.transfers).on_tick();
         self.transfer_actions(actions, out);
-        if self.ticks.fetch_add(1, Ordering::Relaxed) % SWEEP_TICKS == SWEEP_TICKS - 1 {
+        let tick = self.ticks.fetch_add(1, Ordering::Relaxed);
+        self.backfill_tick(tick, out);
+        if tick % SWEEP_TICKS == SWEEP_TICKS - 1 {
             let config = self.config();
             for space in &config.spaces {
                 for layout in space.subspaces.iter().skip(1) {
