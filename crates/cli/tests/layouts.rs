@@ -130,8 +130,9 @@ struct Shared {
     failed: AtomicU64,
     /// Answers that contradict the worker's exact model.
     wrong: Mutex<Vec<String>>,
-    /// (when it finished, how long it took) per call.
-    latencies: Mutex<Vec<(Instant, Duration)>>,
+    /// (when it finished, how long it took, whether it was a search) per
+    /// call.
+    latencies: Mutex<Vec<(Instant, Duration, bool)>>,
 }
 
 impl Shared {
@@ -140,12 +141,12 @@ impl Shared {
         self.wrong.lock().expect("lock").push(what);
     }
 
-    fn timed(&self, started: Instant) {
+    fn timed(&self, started: Instant, search: bool) {
         let now = Instant::now();
         self.latencies
             .lock()
             .expect("lock")
-            .push((now, now - started));
+            .push((now, now - started, search));
     }
 }
 
@@ -168,7 +169,8 @@ async fn worker(client: Client, w: i64, objects: i64, shared: Arc<Shared>) -> BT
     while !shared.stop.load(Ordering::Relaxed) {
         let k = keys[rng.gen_range(0..keys.len())];
         let started = Instant::now();
-        match rng.gen_range(0..10) {
+        let op = rng.gen_range(0..10);
+        match op {
             0..=3 => {
                 // A put that usually moves the object in every subspace.
                 let obj = random_obj(&mut rng);
@@ -254,21 +256,21 @@ async fn worker(client: Client, w: i64, objects: i64, shared: Arc<Shared>) -> BT
                 }
             }
         }
-        shared.timed(started);
+        shared.timed(started, op >= 7);
     }
     model
 }
 
-/// Throughput (calls/s) and p99 latency of the calls that finished in
-/// `[from, to)`.
-fn figures(shared: &Shared, from: Instant, to: Instant) -> (f64, Duration, usize) {
+/// Throughput (calls/s) and p99 latency of the writes, or of the
+/// searches, that finished in `[from, to)`, and how many there were.
+fn figures(shared: &Shared, from: Instant, to: Instant, searches: bool) -> String {
     let mut window: Vec<Duration> = shared
         .latencies
         .lock()
         .expect("lock")
         .iter()
-        .filter(|(at, _)| *at >= from && *at < to)
-        .map(|(_, d)| *d)
+        .filter(|(at, _, search)| *at >= from && *at < to && *search == searches)
+        .map(|(_, d, _)| *d)
         .collect();
     window.sort_unstable();
     let p99 = window
@@ -276,7 +278,12 @@ fn figures(shared: &Shared, from: Instant, to: Instant) -> (f64, Duration, usize
         .copied()
         .unwrap_or_default();
     let seconds = (to - from).as_secs_f64().max(1e-9);
-    (window.len() as f64 / seconds, p99, window.len())
+    format!(
+        "{:.0}/s, p99 {:.1} ms ({} calls)",
+        window.len() as f64 / seconds,
+        p99.as_secs_f64() * 1e3,
+        window.len()
+    )
 }
 
 fn cli_ok(cluster: &Cluster, args: &[&str]) -> String {
@@ -340,8 +347,14 @@ fn layouts_change_under_a_mixed_load_without_a_failed_call() {
         (loaded - loading).as_secs_f64()
     );
     // A baseline window of the mixed load, then the new subspace.
-    wait_for("a baseline window", Duration::from_secs(30), || {
-        (loaded.elapsed() >= Duration::from_secs(3)).then_some(())
+    let baseline = Duration::from_secs(
+        std::env::var("TESSERA_LAYOUT_BASELINE_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3),
+    );
+    wait_for("a baseline window", baseline * 2, || {
+        (loaded.elapsed() >= baseline).then_some(())
     });
     let added = Instant::now();
     let part = cli_ok(&cluster, &["add-subspace", "t", "b"]);
@@ -360,16 +373,20 @@ fn layouts_change_under_a_mixed_load_without_a_failed_call() {
         state.is_ready().then_some(())
     });
     let ready = Instant::now();
-    let (before_ops, before_p99, before_n) = figures(&shared, loaded, added);
-    let (during_ops, during_p99, during_n) = figures(&shared, added, ready);
     let building = (ready - added).as_secs_f64();
     eprintln!(
         "add-subspace to ready: {building:.2} s, backfill {:.0} objects/s (progress seen {progress_seen:?})",
         objects as f64 / building
     );
     eprintln!(
-        "foreground before: {before_ops:.0} calls/s, p99 {before_p99:?} ({before_n} calls); \
-         during the backfill: {during_ops:.0} calls/s, p99 {during_p99:?} ({during_n} calls)"
+        "writes before: {}; during the backfill: {}",
+        figures(&shared, loaded, added, false),
+        figures(&shared, added, ready, false)
+    );
+    eprintln!(
+        "searches before: {}; during the backfill: {}",
+        figures(&shared, loaded, added, true),
+        figures(&shared, added, ready, true)
     );
     let explain = cli_ok(&cluster, &["search", "t", r#"{"b": 3}"#, "--explain"]);
     let plan = explain

@@ -102,6 +102,24 @@ impl<T> Merge<T> {
         }
     }
 
+    /// Continues with `lanes` new regions in place of the old ones (a
+    /// search re-planned after its subspace was dropped; every new lane
+    /// starts after the last item yielded). What was yielded is kept: the
+    /// limit still left, the last key, and the keys a sorted search has
+    /// yielded, so nothing comes twice.
+    pub(crate) fn restart(&mut self, lanes: usize) {
+        self.lanes = (0..lanes)
+            .map(|_| Lane {
+                buffer: VecDeque::new(),
+                more: true,
+                received: 0,
+            })
+            .collect();
+        if self.sort.is_some() {
+            self.lane_limit = self.remaining;
+        }
+    }
+
     /// Whether `lane` should be asked for another page, and for at most how
     /// many items (`None`: no bound but the daemon's).
     pub(crate) fn wants(&self, lane: usize) -> Option<Option<u64>> {
