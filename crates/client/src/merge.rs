@@ -269,6 +269,31 @@ mod tests {
     }
 
     #[test]
+    fn a_restart_continues_with_new_lanes_and_keeps_the_limit_and_what_was_yielded() {
+        // A sorted search (limit 3) yields its best item, then its
+        // subspace is dropped: the new lanes (another subspace) start
+        // after that item; key 1 relocated and comes again, and is dropped.
+        let sort = SortBy {
+            attr: 1,
+            descending: true,
+        };
+        let mut merge = Merge::new(1, Some(sort), Some(3));
+        merge.push_page(0, vec![item(1, 90, 1), item(3, 50, 1)], true);
+        let Pop::Item(first) = merge.pop() else {
+            panic!("an item")
+        };
+        assert_eq!(first.payload, 1);
+        merge.restart(2);
+        assert_eq!(merge.wants(0), Some(Some(2)), "the limit left, per lane");
+        let lanes = vec![
+            vec![item(1, 80, 2), item(3, 50, 1)],
+            vec![item(4, 60, 1), item(5, 5, 1)],
+        ];
+        // Best first: 4 (n 60), then 3 (n 50); 1 was yielded already.
+        assert_eq!(drain(merge, lanes, 1), vec![(4, 1), (3, 1)]);
+    }
+
+    #[test]
     fn nothing_is_yielded_before_every_lane_has_answered() {
         let mut merge = Merge::new(2, None, None);
         merge.push_page(0, vec![key_item(1, 1)], false);
