@@ -61,6 +61,18 @@ impl Target {
     }
 }
 
+/// The arguments of `add-index` and `rm-index`.
+#[derive(Args)]
+struct IndexArgs {
+    space: String,
+    attr: String,
+    /// A global index (not built yet: refused).
+    #[arg(long)]
+    global: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run one coordinator member.
@@ -150,26 +162,10 @@ enum Command {
         target: Target,
     },
     /// Add a local index on ATTR (or `docattr.path`), built live.
-    AddIndex {
-        space: String,
-        attr: String,
-        /// A global index (not built yet: refused).
-        #[arg(long)]
-        global: bool,
-        #[command(flatten)]
-        target: Target,
-    },
+    AddIndex(IndexArgs),
     /// Drop the local index on ATTR (or with id ATTR, as `list-indices`
     /// numbers them) live.
-    RmIndex {
-        space: String,
-        attr: String,
-        /// A global index (not built yet: refused).
-        #[arg(long)]
-        global: bool,
-        #[command(flatten)]
-        target: Target,
-    },
+    RmIndex(IndexArgs),
     /// Move a space to the subspaces and indexes of a new description of it
     /// (argument, or stdin when absent): new parts build, then the omitted
     /// ones drop.
@@ -494,22 +490,22 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 .rm_subspace(&space, tessera_client::PartId(part))
                 .await?;
         }
-        Command::AddIndex {
+        Command::AddIndex(IndexArgs {
             space,
             attr,
             global,
             target,
-        } => {
+        }) => {
             refuse_global(global)?;
             let part = Admin::new(&target.addr()).add_index(&space, &attr).await?;
             println!("{}", part.0);
         }
-        Command::RmIndex {
+        Command::RmIndex(IndexArgs {
             space,
             attr,
             global,
             target,
-        } => {
+        }) => {
             refuse_global(global)?;
             let admin = Admin::new(&target.addr());
             let indexes = admin.list_indices(&space).await?;

@@ -777,6 +777,24 @@ pub struct LayoutTally {
 const PROGRESS_STEP: u8 = 10;
 
 impl LayoutTally {
+    /// Takes what a request to the leader tells about layouts: a
+    /// `BackfillReport`, or the epoch a `Heartbeat` reports. Other
+    /// requests tell nothing.
+    pub fn on_request(&mut self, request: &tessera_protocol::CoordRequest) {
+        use tessera_protocol::CoordRequest;
+        match request {
+            CoordRequest::BackfillReport {
+                daemon,
+                space,
+                part,
+                keys_done,
+                entries_done,
+            } => self.on_report(*daemon, *space, *part, keys_done, entries_done),
+            CoordRequest::Heartbeat { id, epoch } => self.on_epoch(*id, *epoch),
+            _ => {}
+        }
+    }
+
     /// A daemon's report (see `CoordRequest::BackfillReport`).
     pub fn on_report(
         &mut self,

@@ -578,18 +578,11 @@ impl Member {
             CoordRequest::Relayout { space, description } => {
                 self.write(Command::Relayout { space, description }).await
             }
-            CoordRequest::BackfillReport {
-                daemon,
-                space,
-                part,
-                keys_done,
-                entries_done,
-            } => {
+            report @ CoordRequest::BackfillReport { .. } => {
                 if let Some(not_leader) = self.not_leader() {
                     return not_leader;
                 }
-                self.layout()
-                    .on_report(daemon, space, part, &keys_done, &entries_done);
+                self.layout().on_request(&report);
                 self.propose_layout().await;
                 CoordResponse::Done
             }
@@ -671,7 +664,8 @@ impl Member {
         }
         let state = self.state.borrow().clone();
         let now = self.now();
-        self.layout().on_epoch(id, epoch);
+        self.layout()
+            .on_request(&CoordRequest::Heartbeat { id, epoch });
         CoordResponse::Heartbeat(self.node().heartbeat(&state, id, epoch, now))
     }
 

@@ -60,7 +60,7 @@ impl World {
         let now = self.coordinator_time();
         match request {
             CoordRequest::Heartbeat { id, epoch } => {
-                self.coord.layout.on_epoch(*id, *epoch);
+                self.coord.layout.on_request(request);
                 let coord = &mut self.coord;
                 let leader = &mut coord.members[coord.leader].node;
                 let answer = leader.heartbeat(&coord.state, *id, *epoch, now);
@@ -122,16 +122,8 @@ impl World {
                 }
                 Some(CoordResponse::Done)
             }
-            CoordRequest::BackfillReport {
-                daemon,
-                space,
-                part,
-                keys_done,
-                entries_done,
-            } => {
-                self.coord
-                    .layout
-                    .on_report(*daemon, *space, *part, keys_done, entries_done);
+            CoordRequest::BackfillReport { .. } => {
+                self.coord.layout.on_request(request);
                 self.propose_layout();
                 Some(CoordResponse::Done)
             }

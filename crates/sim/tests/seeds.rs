@@ -54,7 +54,7 @@ fn sweep_with(options: Options, default_count: u64) {
     assert!(failed.is_empty(), "seeds failed: {failed:?}");
 }
 
-/// Issue 11: a fifth of the seeds add or remove a subspace or an index,
+/// Issue 11: four seeds in five add or remove a subspace or an index,
 /// or relayout the space, mid-run under the nemesis; the sweep above
 /// requires each change to finish (every part ready, dropped parts gone)
 /// and every subspace to hold exactly its objects. This checks that the
