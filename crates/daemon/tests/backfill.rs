@@ -174,3 +174,40 @@ fn the_walk_is_bounded_per_tick_resumes_after_a_restart_and_reports_when_finishe
     assert_eq!(entries(&disk), OBJECTS as usize, "one entry per object");
     assert_eq!(reported, vec![REGION]);
 }
+
+#[test]
+fn a_dropped_index_loses_its_entries_a_batch_per_tick() {
+    let disk = disk();
+    let mut config = config();
+    config.spaces[0].indexes[0].state = PartState::Ready;
+    let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    engine.rebuild_region(REGION).expect("index everything");
+    assert_eq!(entries(&disk), OBJECTS as usize);
+    let node = DaemonNode::new(
+        ME,
+        NodeOptions {
+            addr: "d1:1".into(),
+            transfer_batch: 8,
+        },
+        Arc::new(config.clone()),
+        Arc::new(engine),
+        Duration::ZERO,
+        &mut |_| {},
+    );
+    // The coordinator removed the dropping index: the next epoch names it
+    // no more.
+    config.epoch = Epoch(6);
+    config.spaces[0].indexes.clear();
+    config.spaces[0].desc.indexes.clear();
+    assert!(node.on_config(Arc::new(config), &mut |_| {}));
+    tick(&node);
+    assert_eq!(
+        entries(&disk),
+        OBJECTS as usize - BACKFILL_ENTRIES_PER_TICK,
+        "one batch per tick"
+    );
+    for _ in 0..2 {
+        tick(&node);
+    }
+    assert_eq!(entries(&disk), 0);
+}

@@ -96,6 +96,10 @@ struct Budget {
 impl DaemonNode {
     /// One tick of every backfill this daemon has a share in.
     pub(super) fn backfill_tick(&self, tick: u64, out: Out<'_>) {
+        // The entries of a dropped index go first, at the same rate.
+        if let Err(e) = self.engine.purge_batch(BACKFILL_ENTRIES_PER_TICK) {
+            return self.poison("deleting a dropped index's entries", &e, out);
+        }
         let config = self.config();
         let mut budget = Budget {
             keys: BACKFILL_KEYS_PER_TICK,
