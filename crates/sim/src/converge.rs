@@ -166,6 +166,14 @@ impl World {
     fn check_replicas(&self) -> Result<(), Violation> {
         let config = self.configuration();
         let space = config.space_by_id(self.space).ok_or(Violation::SpaceGone)?;
+        // A dropped part's regions are deleted from every disk.
+        for (&daemon, d) in &self.daemons {
+            for region in d.data.regions().expect("memory regions") {
+                if config.region(region).is_none() {
+                    return Err(Violation::LeftoverRegion { daemon, region });
+                }
+            }
+        }
         // The objects, from the key subspace.
         let mut objects: BTreeMap<Vec<u8>, (u64, Object)> = BTreeMap::new();
         for (subspace, layout) in space.subspaces.iter().enumerate() {

@@ -126,6 +126,10 @@ pub enum Violation {
     /// The space the clients use is missing from the configuration.
     #[error("the space is gone")]
     SpaceGone,
+    /// A daemon still stores a region no configuration names any more
+    /// (a dropped subspace's): its data should have been deleted.
+    #[error("{daemon} still stores region {region}, which the configuration no longer has")]
+    LeftoverRegion { daemon: DaemonId, region: RegionId },
     /// Liveness: after healing, something is still paused, cut off or
     /// down (a bug of the simulator's healing).
     #[error("still faulty after healing: {what}")]
