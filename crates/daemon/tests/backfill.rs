@@ -95,6 +95,10 @@ fn disk() -> Arc<MemoryEngine> {
 fn start(disk: &Arc<MemoryEngine>) -> DaemonNode {
     let config = config();
     let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    start_with(config, engine)
+}
+
+fn start_with(config: Configuration, engine: IndexedEngine) -> DaemonNode {
     let options = NodeOptions {
         addr: "d1:1".into(),
         transfer_batch: 8,
@@ -183,17 +187,7 @@ fn a_dropped_index_loses_its_entries_a_batch_per_tick() {
     let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
     engine.rebuild_region(REGION).expect("index everything");
     assert_eq!(entries(&disk), OBJECTS as usize);
-    let node = DaemonNode::new(
-        ME,
-        NodeOptions {
-            addr: "d1:1".into(),
-            transfer_batch: 8,
-        },
-        Arc::new(config.clone()),
-        Arc::new(engine),
-        Duration::ZERO,
-        &mut |_| {},
-    );
+    let node = start_with(config.clone(), engine);
     // The coordinator removed the dropping index: the next epoch names it
     // no more.
     config.epoch = Epoch(6);
