@@ -7,8 +7,9 @@ use crate::errors::{admin_err, admin_status};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::time::Duration;
-use tessera_client::{Admin, AdminError, AdminStatus, Configuration, DaemonId};
-use tessera_types::value::split_attr_path;
+use tessera_client::{
+    index_infos, Admin, AdminError, AdminStatus, Configuration, DaemonId, PartId, PartState,
+};
 use tessera_types::DaemonState;
 
 /// The Rust half of `tessera.admin.Admin`.
@@ -55,65 +56,72 @@ impl AdminCore {
     }
 
     /// `(identifier, [attribute names])` per subspace, the key subspace
-    /// (0) first; `[]` for an unknown space.
-    fn list_subspaces(&self, py: Python<'_>, space: &str) -> PyResult<Vec<(usize, Vec<String>)>> {
+    /// (0) first, then the others by their stable part id (what
+    /// `rm_subspace` takes); a dropping subspace is not listed. `[]` for an
+    /// unknown space.
+    fn list_subspaces(&self, py: Python<'_>, space: &str) -> PyResult<Vec<(u64, Vec<String>)>> {
         let config = self.config(py)?;
         let Some(space) = config.space(space) else {
             return Ok(Vec::new());
         };
         let desc = &space.desc;
-        Ok(desc
-            .all_subspaces()
-            .into_iter()
-            .enumerate()
-            .map(|(i, attrs)| {
-                (
-                    i,
-                    attrs.iter().map(|&a| desc.attrs[a].name.clone()).collect(),
-                )
+        Ok(space
+            .subspaces
+            .iter()
+            .filter(|layout| layout.state != PartState::Dropping)
+            .map(|layout| {
+                let names = layout
+                    .attrs
+                    .iter()
+                    .map(|&a| desc.attrs[a].name.clone())
+                    .collect();
+                (layout.part.0, names)
             })
             .collect())
     }
 
-    /// `(identifier, attribute name)` per attribute the daemons index in
-    /// every region of the space: the non-key attributes of a hashable type
-    /// (string, int, float, timestamp) named in a subspace or an `index`
-    /// clause, ascending (`SpaceDesc::indexed_attrs`, which the daemons use).
-    /// The identifier is the attribute's position in the schema. `[]` for
-    /// an unknown space.
-    fn list_indices(&self, py: Python<'_>, space: &str) -> PyResult<Vec<(usize, String)>> {
+    /// `(identifier, attribute name, state)` per local index of the space
+    /// (its `index` clauses and those added since), dropping ones left out;
+    /// the state is `building 37%`, `ready`. `[]` for an unknown space.
+    fn list_indices(&self, py: Python<'_>, space: &str) -> PyResult<Vec<(u64, String, String)>> {
         let config = self.config(py)?;
         let Some(space) = config.space(space) else {
             return Ok(Vec::new());
         };
-        let desc = &space.desc;
-        let attrs = desc.indexed_attrs();
-        Ok(attrs
+        Ok(index_infos(space)
             .into_iter()
-            .map(|a| (a, desc.attrs[a].name.clone()))
+            .filter(|index| index.state != PartState::Dropping)
+            .map(|index| (index.id.0, index.attribute, index.state.to_string()))
             .collect())
     }
 
-    /// Whether `attribute` (or `attr.path`) names an attribute of `space`:
-    /// NOTFOUND for an unknown space or attribute.
-    fn check_attribute(&self, py: Python<'_>, space: &str, attribute: &str) -> PyResult<()> {
-        let config = self.config(py)?;
-        let Some(found) = config.space(space) else {
-            return Err(admin_status(
-                py,
-                AdminStatus::NotFound,
-                &format!("space {space:?} does not exist"),
-            ));
-        };
-        let attr = split_attr_path(attribute).map_or(attribute, |(attr, _)| attr);
-        if found.desc.attr_index(attr).is_none() {
-            return Err(admin_status(
-                py,
-                AdminStatus::NotFound,
-                &format!("space {space:?} has no attribute {attr:?}"),
-            ));
-        }
-        Ok(())
+    /// A new subspace on `attrs`, built live; its identifier.
+    fn add_subspace(&self, py: Python<'_>, space: &str, attrs: Vec<String>) -> PyResult<u64> {
+        Ok(self.run(py, self.admin.add_subspace(space, &attrs))?.0)
+    }
+
+    fn rm_subspace(&self, py: Python<'_>, space: &str, part: u64) -> PyResult<bool> {
+        self.run(py, self.admin.rm_subspace(space, PartId(part)))?;
+        Ok(true)
+    }
+
+    /// A new local index on `attribute` (or `attr.path`), built live; its
+    /// identifier.
+    fn add_index(&self, py: Python<'_>, space: &str, attribute: &str) -> PyResult<u64> {
+        Ok(self.run(py, self.admin.add_index(space, attribute))?.0)
+    }
+
+    /// Drops index `part` of `space` (any space with such an index when
+    /// `None`).
+    #[pyo3(signature = (part, space=None))]
+    fn rm_index(&self, py: Python<'_>, part: u64, space: Option<&str>) -> PyResult<bool> {
+        self.run(py, self.admin.rm_index(space, PartId(part)))?;
+        Ok(true)
+    }
+
+    fn relayout(&self, py: Python<'_>, space: &str, description: &str) -> PyResult<bool> {
+        self.run(py, self.admin.relayout(space, description))?;
+        Ok(true)
     }
 
     /// `{'cluster', 'version', 'servers': [{'id', 'location', 'state'}],

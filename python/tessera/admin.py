@@ -15,10 +15,15 @@ Errors raise ``AdminError`` (also ``HyperDexAdminException``) with
 Thread safety: an Admin is safe to use from several threads at once; each
 call releases the GIL while it waits on the coordinator.
 
+Layouts change live (API.md §12.2): ``add_subspace``, ``rm_subspace``,
+``add_index``, ``rm_index`` and ``relayout`` return once the coordinator
+accepted the change; a new part is built by the daemons in the background
+and searches use it once it is ready (``list_indices`` and ``show-config``
+show its state).
+
 What Tessera's server does not do yet, and so raises ``AdminError``
-COORDFAIL naming it (after the checks HyperDex makes first): adding or
-removing an index of an existing space (``add_index``, ``rm_index``), changing a space's fault tolerance,
-renaming a space (``mv_space``), backups, and performance counters.
+COORDFAIL naming it: changing a space's fault tolerance, renaming a space
+(``mv_space``), backups, and performance counters.
 """
 
 from tessera import _core
@@ -54,13 +59,19 @@ class Subspace(object):
 
 
 class Index(object):
-    """One index of a space: ``identifier`` and ``attribute`` (its name)."""
+    """One local index of a space: ``identifier`` (what ``rm_index`` takes;
+    unique within its space), ``attribute`` (its name; a document index
+    shows the attribute only), ``state`` (``'ready'``, ``'building 37%'``)
+    and ``space`` (its space's name, so that ``rm_index(index)`` needs no
+    other argument)."""
 
-    __slots__ = ("identifier", "attribute")
+    __slots__ = ("identifier", "attribute", "state", "space")
 
-    def __init__(self, identifier, attribute):
+    def __init__(self, identifier, attribute, state="ready", space=None):
         self.identifier = identifier
         self.attribute = attribute
+        self.state = state
+        self.space = space
 
     def __eq__(self, other):
         if isinstance(other, Index):
@@ -104,32 +115,65 @@ class Admin(object):
         return self._core.list_spaces()
 
     def list_subspaces(self, space):
-        """The space's subspaces as Subspace objects, the key subspace first;
-        [] for an unknown space."""
+        """The space's subspaces as Subspace objects, the key subspace (0)
+        first; an identifier is stable (removing one subspace renumbers no
+        other) and is what rm_subspace takes. [] for an unknown space."""
         return [Subspace(i, attrs) for i, attrs in self._core.list_subspaces(_text(space))]
 
     def list_indices(self, space):
-        """The indexes every region of the space keeps, as Index objects:
-        one per attribute of type string, int, float or timestamp named in a
-        subspace or an ``index`` clause (identifier: the attribute's
-        position in the schema); [] for an unknown space."""
-        return [Index(i, attr) for i, attr in self._core.list_indices(_text(space))]
+        """The space's local indexes (its ``index`` clauses and those added
+        since) as Index objects with their state; [] for an unknown space."""
+        name = _text(space)
+        return [Index(i, attr, state, name) for i, attr, state in self._core.list_indices(name)]
+
+    def add_subspace(self, space, attributes):
+        """Adds a subspace on ``attributes`` (a list of names), built live.
+        Returns its identifier once the coordinator accepted it. NOTFOUND
+        (space or attribute), DUPLICATE (the subspace exists), BADSPACE (the
+        key, a repeated or an unhashable attribute)."""
+        if isinstance(attributes, (str, bytes)):
+            attributes = [attributes]
+        return self._core.add_subspace(_text(space), [_text(a) for a in attributes])
+
+    def rm_subspace(self, space, n):
+        """Drops subspace ``n`` (a Subspace or its identifier; never 0, the
+        key subspace, which is COORDFAIL) live. Returns True; NOTFOUND for a
+        subspace the space does not have."""
+        if isinstance(n, Subspace):
+            n = n.identifier
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ValueError("rm_subspace takes a Subspace or an int id, not %r" % (n,))
+        return self._core.rm_subspace(_text(space), n)
 
     def add_index(self, space, attribute):
-        """Not supported: raises AdminError NOTFOUND for an unknown space or
-        attribute, else COORDFAIL saying that indexes are not supported."""
-        self._core.check_attribute(_text(space), _text(attribute))
-        raise _unsupported("add_index", "a space's indexes are fixed by its description "
-                           "(its subspaces and index clauses)")
+        """Adds a local index on ``attribute`` or a document path
+        ``docattr.path``, built live; existing objects are indexed in the
+        background and searches use the index once it is ready. Returns
+        True. NOTFOUND (space or attribute), DUPLICATE (the index exists),
+        COORDFAIL (a document without a path, a path on a non-document, a
+        type no index can hold)."""
+        self._core.add_index(_text(space), _text(attribute))
+        return True
 
     def rm_index(self, idx):
-        """Not supported: ValueError for an id that
-        is not an int (or Index), else AdminError COORDFAIL."""
+        """Drops an index live: an Index from list_indices, or an int id
+        (then of the one space that has an index with that id; COORDFAIL
+        when several do). Returns True. NOTFOUND when there is none;
+        COORDFAIL when a subspace uses the attribute; ValueError for an id
+        that is not an int."""
+        space = None
         if isinstance(idx, Index):
-            idx = idx.identifier
+            idx, space = idx.identifier, idx.space
         if isinstance(idx, bool) or not isinstance(idx, int):
             raise ValueError("rm_index takes an Index or an int id, not %r" % (idx,))
-        raise _unsupported("rm_index", "a space's indexes are fixed by its description")
+        return self._core.rm_index(idx, space)
+
+    def relayout(self, space, description):
+        """Moves the space to the subspaces and indexes of ``description``
+        (the same space: name, key and attributes unchanged, else BADSPACE)
+        live: the new parts are built first, then the omitted ones dropped.
+        Returns True once the coordinator accepted the change."""
+        return self._core.relayout(_text(space), _text(description))
 
     def validate_space(self, description):
         """Parses and checks a description locally, sending nothing. Returns

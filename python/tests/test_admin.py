@@ -1,5 +1,6 @@
 """tessera.admin (API.md §7, §0.2)."""
 
+import time
 import uuid
 
 import pytest
@@ -16,8 +17,9 @@ def test_spaces_subspaces_and_indices(admin):
     try:
         assert name in admin.list_spaces()
         assert admin.list_subspaces(name) == [Subspace(0, ["k"]), Subspace(1, ["a"]), Subspace(2, ["b", "c"])]
-        # Hashable attributes of subspaces and index clauses (a list is not indexed).
-        assert admin.list_indices(name) == [Index(1, "a"), Index(2, "b"), Index(3, "c"), Index(5, "f")]
+        # The index clauses, numbered after the subspaces, all ready.
+        assert admin.list_indices(name) == [Index(3, "f"), Index(4, "l")]
+        assert [i.state for i in admin.list_indices(name)] == ["ready", "ready"]
         assert admin.list_subspaces("no_such_space") == []
         assert admin.list_indices("no_such_space") == []
     finally:
@@ -33,28 +35,86 @@ def test_validate_space_names_the_problem():
     assert "line 2" in e.value.message()
 
 
-def test_index_operations_are_refused_clearly(admin, make_space):
-    name = make_space("key k attributes int n, document d")
+def _refused(call, symbol):
     with pytest.raises(AdminError) as e:
-        admin.add_index(name, "n")
-    assert e.value.symbol() == "HYPERDEX_ADMIN_COORDFAIL"
-    assert "add_index is not supported" in e.value.message()
-    with pytest.raises(AdminError) as e:
-        admin.add_index(name, "nope")
-    assert e.value.symbol() == "HYPERDEX_ADMIN_NOTFOUND"
-    with pytest.raises(AdminError) as e:
-        admin.add_index("no_such_space", "n")
-    assert e.value.symbol() == "HYPERDEX_ADMIN_NOTFOUND"
+        call()
+    assert e.value.symbol() == symbol, e.value.message()
+    return e.value.message()
+
+
+def _wait_ready(admin, name, identifier, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        states = [i.state for i in admin.list_indices(name) if i.identifier == identifier]
+        if states == ["ready"]:
+            return
+        assert time.monotonic() < deadline, "index %d still %s" % (identifier, states)
+        time.sleep(0.1)
+
+
+def test_indexes_are_added_and_removed_live(admin, client, make_space):
+    name = make_space("key k attributes int n, document d, list(int) l")
+    for i in range(50):
+        assert client.put(name, "k%d" % i, {"n": i % 5}) is True
+    assert admin.add_index(name, "n") is True
+    (index,) = admin.list_indices(name)
+    assert (index.identifier, index.attribute, index.space) == (1, "n", name)
+    assert index.state.startswith("building") or index.state == "ready"
+    # The daemons index the existing objects and the coordinator marks the
+    # index ready; searches see every object throughout.
+    _wait_ready(admin, name, index.identifier)
+    assert sorted(o["k"] for o in client.search(name, {"n": 3})) == sorted("k%d" % i for i in range(3, 50, 5))
+    _refused(lambda: admin.add_index(name, "n"), "HYPERDEX_ADMIN_DUPLICATE")
+    _refused(lambda: admin.add_index(name, "nope"), "HYPERDEX_ADMIN_NOTFOUND")
+    _refused(lambda: admin.add_index("no_such_space", "n"), "HYPERDEX_ADMIN_NOTFOUND")
+    # A document is indexed by a path inside it, and only a document has paths.
+    _refused(lambda: admin.add_index(name, "d"), "HYPERDEX_ADMIN_COORDFAIL")
+    _refused(lambda: admin.add_index(name, "n.x"), "HYPERDEX_ADMIN_COORDFAIL")
+    _refused(lambda: admin.add_index(name, "l"), "HYPERDEX_ADMIN_COORDFAIL")
+    assert admin.add_index(name, "d.a.b") is True
+    doc = [i for i in admin.list_indices(name) if i.identifier != index.identifier]
+    assert [(i.identifier, i.attribute) for i in doc] == [(2, "d")]
     with pytest.raises(ValueError):
         admin.rm_index("3")
-    with pytest.raises(AdminError) as e:
-        admin.rm_index(3)
-    assert "rm_index is not supported" in e.value.message()
+    assert admin.rm_index(index) is True
+    _refused(lambda: admin.rm_index(index), "HYPERDEX_ADMIN_NOTFOUND")
+    # Index ids are per space, so other tests' spaces may share id 2: the
+    # Index object names its space.
+    assert admin.rm_index(doc[0]) is True
+    assert admin.list_indices(name) == []
+    _refused(lambda: admin.rm_index(987654), "HYPERDEX_ADMIN_NOTFOUND")
     for call in (lambda: admin.mv_space(name, "other"), lambda: admin.fault_tolerance(name, 2),
                  lambda: admin.backup("b")):
         with pytest.raises(AdminError) as e:
             call()
         assert "not supported" in e.value.message()
+
+
+def test_subspaces_are_added_and_removed_live(admin, make_space):
+    name = make_space("key k attributes a, int b, list(int) l subspace a")
+    assert admin.add_subspace(name, ["b", "a"]) == 2
+    assert admin.list_subspaces(name) == [Subspace(0, ["k"]), Subspace(1, ["a"]), Subspace(2, ["b", "a"])]
+    _refused(lambda: admin.add_subspace(name, ["a"]), "HYPERDEX_ADMIN_DUPLICATE")
+    _refused(lambda: admin.add_subspace(name, ["k"]), "HYPERDEX_ADMIN_BADSPACE")
+    _refused(lambda: admin.add_subspace(name, ["l"]), "HYPERDEX_ADMIN_BADSPACE")
+    _refused(lambda: admin.add_subspace(name, ["zz"]), "HYPERDEX_ADMIN_NOTFOUND")
+    _refused(lambda: admin.rm_subspace(name, 0), "HYPERDEX_ADMIN_COORDFAIL")
+    _refused(lambda: admin.rm_subspace(name, 9), "HYPERDEX_ADMIN_NOTFOUND")
+    with pytest.raises(ValueError):
+        admin.rm_subspace(name, "1")
+    assert admin.rm_subspace(name, 1) is True
+    # Subspace 2 keeps its number.
+    assert admin.list_subspaces(name) == [Subspace(0, ["k"]), Subspace(2, ["b", "a"])]
+    # relayout: same space, other subspaces; a changed key is refused.
+    message = _refused(lambda: admin.relayout(name, "space %s key int k attributes a, int b, list(int) l" % name),
+                       "HYPERDEX_ADMIN_BADSPACE")
+    assert "key" in message
+    assert admin.relayout(name, "space %s key k attributes a, int b, list(int) l subspace b, a subspace a "
+                          "index b" % name) is True
+    subspaces = admin.list_subspaces(name)
+    assert [s.attributes for s in subspaces] == [["k"], ["b", "a"], ["a"]]
+    assert subspaces[2].identifier == 3, "ids are never reused"
+    assert [i.attribute for i in admin.list_indices(name)] == ["b"]
 
 
 def test_dump_config_and_wait_until_stable(admin, cluster):

@@ -53,6 +53,8 @@ fn usertable() -> Space {
                 attrs,
                 splits,
                 regions,
+                part: tessera_types::PartId::default(),
+                state: tessera_types::PartState::Ready,
             }
         })
         .collect();
@@ -60,6 +62,7 @@ fn usertable() -> Space {
         id: SpaceId(1),
         desc,
         subspaces,
+        indexes: vec![],
     }
 }
 

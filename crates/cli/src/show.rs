@@ -1,7 +1,8 @@
 //! `show-config` and `list-subspaces`: the configuration as text.
 
+use serde_json::{json, Value as Json};
 use std::fmt::Write;
-use tessera_types::{Configuration, DaemonState, Space};
+use tessera_types::{Configuration, DaemonState, PartKind, PartState, Space};
 
 /// The configuration for humans: epoch, coordinators, daemons with their
 /// state, running state transfers, and every space's subspaces with each
@@ -26,10 +27,7 @@ pub fn config_text(config: &Configuration) -> String {
     }
     let _ = writeln!(out, "daemons:");
     for daemon in config.daemons.values() {
-        let state = match daemon.state {
-            DaemonState::Available => "available",
-            DaemonState::Offline => "offline",
-        };
+        let state = daemon_state(daemon.state);
         let _ = writeln!(
             out,
             "  {} {state} {}{}",
@@ -85,7 +83,7 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             ""
         }
     );
-    for (index, subspace) in space.subspaces.iter().enumerate() {
+    for subspace in &space.subspaces {
         let names: Vec<&str> = subspace
             .attrs
             .iter()
@@ -93,8 +91,10 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             .collect();
         let _ = writeln!(
             out,
-            "    subspace {index} ({}): {} regions",
+            "    subspace {} ({}): {}, {} regions",
+            subspace.part.0,
             names.join(", "),
+            subspace.state,
             subspace.regions.len()
         );
         for (region_index, region) in subspace.regions.iter().enumerate() {
@@ -119,18 +119,136 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             let _ = writeln!(out, "      {} {} {chain}", region.id, bounds.join(" x "));
         }
     }
+    for line in indices_text(space).lines() {
+        let _ = writeln!(out, "    index {line}");
+    }
 }
 
-/// `list-subspaces`: one line per subspace with its attribute names.
+fn daemon_state(state: DaemonState) -> &'static str {
+    match state {
+        DaemonState::Available => "available",
+        DaemonState::Offline => "offline",
+    }
+}
+
+/// The names of `attrs` (indexes into the space's attributes).
+fn attr_names<'a>(space: &'a Space, attrs: &[usize]) -> Vec<&'a str> {
+    attrs
+        .iter()
+        .map(|&a| space.desc.attrs.get(a).map_or("?", |x| x.name.as_str()))
+        .collect()
+}
+
+/// `list-subspaces`: one line `N: a, b` per subspace, N being its part id
+/// (what `rm-subspace` takes; 0 is the key subspace, first). A dropping
+/// subspace is on its way out and is not listed.
 pub fn subspaces_text(space: &Space) -> String {
     let mut out = String::new();
-    for (index, subspace) in space.subspaces.iter().enumerate() {
-        let names: Vec<&str> = subspace
-            .attrs
-            .iter()
-            .map(|&a| space.desc.attrs[a].name.as_str())
-            .collect();
-        let _ = writeln!(out, "{index}: {}", names.join(", "));
+    for subspace in space
+        .subspaces
+        .iter()
+        .filter(|l| l.state != PartState::Dropping)
+    {
+        let names = attr_names(space, &subspace.attrs);
+        let _ = writeln!(out, "{}: {}", subspace.part.0, names.join(", "));
     }
     out
+}
+
+/// `list-indices`: one line `N: attr state` per local index, N being its
+/// id (what `rm_index` takes); a document index shows `attr.path`.
+pub fn indices_text(space: &Space) -> String {
+    let mut out = String::new();
+    for index in &space.indexes {
+        let name = attr_names(space, &[index.attr]).join("");
+        let name = match &index.path {
+            Some(path) => format!("{name}.{path}"),
+            None => name,
+        };
+        let _ = writeln!(out, "{}: {name} {}", index.id.0, index.state);
+    }
+    out
+}
+
+/// `show-config --json` (API.md §12.3, §12.5): the epoch, coordinators and
+/// daemons with `id`, `addr`, `state` and `metrics` (null: the
+/// configuration carries no metrics URL), transfers, and per space its
+/// `name`, `tolerate` and `parts`, each with `kind`, `attributes`, `state`
+/// (and `progress` in percent while building) and `regions` with `id`,
+/// `bounds` (inclusive coordinate intervals, one per dimension) and
+/// `chain` (daemon ids, head first).
+pub fn config_json(config: &Configuration) -> Json {
+    let coordinators: Vec<Json> = config
+        .coordinators
+        .iter()
+        .map(|c| json!({"id": c.id, "addr": c.addr, "state": "member", "metrics": c.metrics}))
+        .collect();
+    let daemons: Vec<Json> = config
+        .daemons
+        .values()
+        .map(|d| {
+            json!({"id": d.id.0, "addr": d.addr, "state": daemon_state(d.state), "metrics": d.metrics})
+        })
+        .collect();
+    let transfers: Vec<Json> = config
+        .transfers
+        .iter()
+        .map(|t| json!({"id": t.id, "region": t.region.0, "from": t.from.0, "to": t.to.0}))
+        .collect();
+    let spaces: Vec<Json> = config.spaces.iter().map(space_json).collect();
+    json!({
+        "epoch": config.epoch.0,
+        "read_only": config.read_only,
+        "tombstone_horizon": config.tombstone_horizon.0,
+        "coordinators": coordinators,
+        "daemons": daemons,
+        "transfers": transfers,
+        "spaces": spaces,
+    })
+}
+
+fn space_json(space: &Space) -> Json {
+    let parts: Vec<Json> = space
+        .parts()
+        .iter()
+        .map(|part| {
+            let regions: Vec<Json> = part.layout.map_or_else(Vec::new, |layout| {
+                layout
+                    .regions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, region)| {
+                        let bounds: Vec<[u64; 2]> = layout
+                            .cell_bounds(i)
+                            .into_iter()
+                            .map(|(lo, hi)| [lo, hi])
+                            .collect();
+                        let chain: Vec<u64> = region.chain.iter().map(|d| d.0).collect();
+                        json!({"id": region.id.0, "bounds": bounds, "chain": chain})
+                    })
+                    .collect()
+            });
+            let mut entry = json!({
+                "id": part.id.0,
+                "kind": part.kind.name(),
+                "attributes": attr_names(space, part.attrs),
+                "state": part.state.name(),
+                "regions": regions,
+            });
+            if let PartState::Building { progress } = part.state {
+                entry["progress"] = json!(progress);
+            }
+            if let (Some(path), PartKind::Index) = (part.path, part.kind) {
+                entry["path"] = json!(path);
+            }
+            entry
+        })
+        .collect();
+    json!({
+        "name": space.desc.name,
+        "id": space.id.0,
+        "tolerate": space.desc.fault_tolerance,
+        "partitions": space.desc.partitions,
+        "parts": parts,
+    })
 }

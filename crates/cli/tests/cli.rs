@@ -280,10 +280,32 @@ fn dev_cluster_through_the_command_line() {
     );
     let json: serde_json::Value =
         serde_json::from_str(&ok(&["show-config", "--json"])).expect("JSON config");
-    assert_eq!(
-        json["daemons"].as_object().map(|d| d.len()),
-        Some(usize::from(DAEMONS))
-    );
+    let daemons = json["daemons"].as_array().expect("a list of daemons");
+    assert_eq!(daemons.len(), usize::from(DAEMONS));
+    for daemon in daemons {
+        for field in ["id", "addr", "state", "metrics"] {
+            assert!(daemon.get(field).is_some(), "{field} missing in {daemon}");
+        }
+    }
+    // API.md §12.5: per space, name, tolerate and parts, the key first.
+    let people = json["spaces"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == "people"))
+        .expect("space people");
+    assert!(people["tolerate"].is_u64(), "{people}");
+    let key = &people["parts"][0];
+    assert_eq!(key["kind"], "key");
+    assert_eq!(key["state"], "ready");
+    let regions = key["regions"].as_array().expect("regions");
+    assert!(!regions.is_empty());
+    for region in regions {
+        assert!(region["id"].is_u64(), "{region}");
+        assert!(region["bounds"].is_array(), "{region}");
+        assert!(
+            region["chain"].as_array().is_some_and(|c| !c.is_empty()),
+            "{region}"
+        );
+    }
 
     ok(&["rm-space", "counters"]);
     assert!(!ok(&["list-spaces"]).lines().any(|l| l == "counters"));

@@ -171,9 +171,9 @@ fn every_process_serves_metrics_that_count_what_was_done() {
         .map(url)
         .collect();
     let daemon_urls: Vec<String> = shown["daemons"]
-        .as_object()
-        .expect("daemons by id")
-        .values()
+        .as_array()
+        .expect("daemons")
+        .iter()
         .map(url)
         .collect();
     assert_eq!((coordinator_urls.len(), daemon_urls.len()), (1, DAEMONS));

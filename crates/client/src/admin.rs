@@ -5,7 +5,7 @@ use std::time::Duration;
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
 use tessera_protocol::{AdminStatus, CoordRequest, CoordResponse, CoordStatus};
 use tessera_types::parse::parse_space;
-use tessera_types::{Configuration, DaemonId, Epoch};
+use tessera_types::{Configuration, DaemonId, Epoch, PartId, PartState, Space};
 
 /// Administers a cluster through its coordinator group: spaces and the
 /// configuration. No network activity happens until the first call.
@@ -176,6 +176,73 @@ impl Admin {
         self.done(CoordRequest::ServerForget { id }).await
     }
 
+    /// Adds a subspace on `attrs` to `space`, built live (API.md §12.2):
+    /// returns its part id once the coordinator accepted it; searches use
+    /// it once it is ready.
+    pub async fn add_subspace(&self, space: &str, attrs: &[String]) -> Result<PartId, AdminError> {
+        self.part_added(CoordRequest::AddSubspace {
+            space: space.to_string(),
+            attrs: attrs.to_vec(),
+        })
+        .await
+    }
+
+    /// Drops subspace `part` (never the key subspace, 0) live.
+    pub async fn rm_subspace(&self, space: &str, part: PartId) -> Result<(), AdminError> {
+        self.done(CoordRequest::RmSubspace {
+            space: space.to_string(),
+            part,
+        })
+        .await
+    }
+
+    /// Adds a local index on `attr` (or `docattr.path`), built live;
+    /// returns its id (what [`Admin::rm_index`] takes).
+    pub async fn add_index(&self, space: &str, attr: &str) -> Result<PartId, AdminError> {
+        self.part_added(CoordRequest::AddIndex {
+            space: space.to_string(),
+            attr: attr.to_string(),
+        })
+        .await
+    }
+
+    /// Drops index `part` of `space` live; with no space, of the one
+    /// space that has an index `part` (COORDFAIL when several do).
+    pub async fn rm_index(&self, space: Option<&str>, part: PartId) -> Result<(), AdminError> {
+        self.done(CoordRequest::RmIndex {
+            space: space.map(str::to_string),
+            part,
+        })
+        .await
+    }
+
+    /// Moves `space` to the subspaces and indexes of `description` (same
+    /// name, key and attributes): the new parts build, then the omitted
+    /// ones drop. The description is parsed here first (BADSPACE).
+    pub async fn relayout(&self, space: &str, description: &str) -> Result<(), AdminError> {
+        parse_space(description)
+            .map_err(|e| AdminError::new(AdminStatus::BadSpace, e.to_string()))?;
+        self.done(CoordRequest::Relayout {
+            space: space.to_string(),
+            description: description.to_string(),
+        })
+        .await
+    }
+
+    /// The local indexes of `space` with their state (none for a space
+    /// that does not exist, as HyperDex's `list_indices`).
+    pub async fn list_indices(&self, space: &str) -> Result<Vec<IndexInfo>, AdminError> {
+        let config = self.config().await?;
+        Ok(config.space(space).map(index_infos).unwrap_or_default())
+    }
+
+    async fn part_added(&self, request: CoordRequest) -> Result<PartId, AdminError> {
+        match self.call(request).await? {
+            CoordResponse::PartAdded { part } => Ok(part),
+            other => Err(unexpected(other)),
+        }
+    }
+
     async fn done(&self, request: CoordRequest) -> Result<(), AdminError> {
         match self.call(request).await? {
             CoordResponse::Done => Ok(()),
@@ -203,6 +270,37 @@ pub struct Stability {
     pub lagging: Vec<DaemonId>,
     /// State transfers still running.
     pub transfers: usize,
+}
+
+/// A local index as `list_indices` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexInfo {
+    /// Its id (what `rm_index` takes).
+    pub id: PartId,
+    /// The indexed attribute's name.
+    pub attribute: String,
+    /// The path inside a document attribute, if any.
+    pub path: Option<String>,
+    /// Building, ready or dropping.
+    pub state: PartState,
+}
+
+/// The local indexes of `space`, in the configuration's order.
+pub fn index_infos(space: &Space) -> Vec<IndexInfo> {
+    space
+        .indexes
+        .iter()
+        .map(|index| IndexInfo {
+            id: index.id,
+            attribute: space
+                .desc
+                .attrs
+                .get(index.attr)
+                .map_or_else(String::new, |a| a.name.clone()),
+            path: index.path.clone(),
+            state: index.state,
+        })
+        .collect()
 }
 
 fn unexpected(response: CoordResponse) -> AdminError {

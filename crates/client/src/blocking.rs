@@ -2,7 +2,7 @@
 //! API on a small runtime of their own. Do not call them from inside an
 //! async runtime (tokio refuses to block one of its own threads).
 
-use crate::admin::{Admin, Stability};
+use crate::admin::{Admin, IndexInfo, Stability};
 use crate::client::{Client, ClientOptions};
 use crate::error::{AdminError, ClientError};
 use crate::record::Record;
@@ -10,7 +10,7 @@ use crate::stream::SearchStream;
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_protocol::{AdminStatus, CoordStatus, Status};
-use tessera_types::{Configuration, DaemonId, Epoch, PredOp, SpaceDesc, Value};
+use tessera_types::{Configuration, DaemonId, Epoch, PartId, PredOp, SpaceDesc, Value};
 use tokio::runtime::Runtime;
 
 fn runtime() -> std::io::Result<Arc<Runtime>> {
@@ -280,6 +280,31 @@ impl BlockingAdmin {
 
     pub fn stability(&self) -> Result<Stability, AdminError> {
         self.runtime.block_on(self.admin.stability())
+    }
+
+    pub fn add_subspace(&self, space: &str, attrs: &[String]) -> Result<PartId, AdminError> {
+        self.runtime.block_on(self.admin.add_subspace(space, attrs))
+    }
+
+    pub fn rm_subspace(&self, space: &str, part: PartId) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.rm_subspace(space, part))
+    }
+
+    pub fn add_index(&self, space: &str, attr: &str) -> Result<PartId, AdminError> {
+        self.runtime.block_on(self.admin.add_index(space, attr))
+    }
+
+    pub fn rm_index(&self, space: Option<&str>, part: PartId) -> Result<(), AdminError> {
+        self.runtime.block_on(self.admin.rm_index(space, part))
+    }
+
+    pub fn relayout(&self, space: &str, description: &str) -> Result<(), AdminError> {
+        self.runtime
+            .block_on(self.admin.relayout(space, description))
+    }
+
+    pub fn list_indices(&self, space: &str) -> Result<Vec<IndexInfo>, AdminError> {
+        self.runtime.block_on(self.admin.list_indices(space))
     }
 
     pub fn wait_until_stable(

@@ -48,7 +48,7 @@ mod record;
 mod resolve;
 mod stream;
 
-pub use admin::{Admin, Stability};
+pub use admin::{index_infos, Admin, IndexInfo, Stability};
 pub use blocking::{BlockingAdmin, BlockingClient, BlockingSearchStream};
 pub use client::{Client, ClientOptions};
 pub use error::{AdminError, ClientError};
@@ -58,5 +58,6 @@ pub use record::Record;
 pub use stream::SearchStream;
 pub use tessera_protocol::{AdminStatus, CmpFailKind, CoordStatus, NumOp, Status, UpdateFlags};
 pub use tessera_types::{
-    Check, Configuration, DaemonId, DataType, Epoch, PredOp, SpaceDesc, Value, Version,
+    Check, Configuration, DaemonId, DataType, Epoch, PartId, PartKind, PartState, PredOp,
+    SpaceDesc, Value, Version,
 };

@@ -102,6 +102,24 @@ impl<T> Merge<T> {
         }
     }
 
+    /// Continues with `lanes` new regions in place of the old ones (a
+    /// search re-planned after its subspace was dropped; every new lane
+    /// starts after the last item yielded). What was yielded is kept: the
+    /// limit still left, the last key, and the keys a sorted search has
+    /// yielded, so nothing comes twice.
+    pub(crate) fn restart(&mut self, lanes: usize) {
+        self.lanes = (0..lanes)
+            .map(|_| Lane {
+                buffer: VecDeque::new(),
+                more: true,
+                received: 0,
+            })
+            .collect();
+        if self.sort.is_some() {
+            self.lane_limit = self.remaining;
+        }
+    }
+
     /// Whether `lane` should be asked for another page, and for at most how
     /// many items (`None`: no bound but the daemon's).
     pub(crate) fn wants(&self, lane: usize) -> Option<Option<u64>> {
@@ -248,6 +266,31 @@ mod tests {
         ];
         let out = drain(Merge::new(3, None, None), lanes, 1);
         assert_eq!(out, vec![(-5, 1), (1, 2), (2, 5), (4, 1), (7, 3)]);
+    }
+
+    #[test]
+    fn a_restart_continues_with_new_lanes_and_keeps_the_limit_and_what_was_yielded() {
+        // A sorted search (limit 3) yields its best item, then its
+        // subspace is dropped: the new lanes (another subspace) start
+        // after that item; key 1 relocated and comes again, and is dropped.
+        let sort = SortBy {
+            attr: 1,
+            descending: true,
+        };
+        let mut merge = Merge::new(1, Some(sort), Some(3));
+        merge.push_page(0, vec![item(1, 90, 1), item(3, 50, 1)], true);
+        let Pop::Item(first) = merge.pop() else {
+            panic!("an item")
+        };
+        assert_eq!(first.payload, 1);
+        merge.restart(2);
+        assert_eq!(merge.wants(0), Some(Some(2)), "the limit left, per lane");
+        let lanes = vec![
+            vec![item(1, 80, 2), item(3, 50, 1)],
+            vec![item(4, 60, 1), item(5, 5, 1)],
+        ];
+        // Best first: 4 (n 60), then 3 (n 50); 1 was yielded already.
+        assert_eq!(drain(merge, lanes, 1), vec![(4, 1), (3, 1)]);
     }
 
     #[test]

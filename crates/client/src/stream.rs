@@ -75,7 +75,15 @@ struct Running {
     after: Vec<Option<SearchAfter>>,
     /// Per lane: the page being fetched.
     fetches: Vec<Option<JoinHandle<Result<Page, ClientError>>>>,
+    /// Where the stream stands: after the last item yielded.
+    yielded: Option<SearchAfter>,
+    /// Times the search was planned again after its subspace was dropped.
+    replans: u32,
 }
+
+/// A search re-plans at most this many times (each after the subspace it
+/// read was dropped); a layout that keeps changing faster fails it.
+const REPLANS_MAX: u32 = 8;
 
 enum State {
     Start(Request),
@@ -245,13 +253,24 @@ impl SearchStream {
         };
         loop {
             match running.merge.pop() {
-                Pop::Item(item) => return Some(Ok((item.version, item.payload))),
+                Pop::Item(item) => {
+                    running.yielded = Some(item.after());
+                    return Some(Ok((item.version, item.payload)));
+                }
                 Pop::Done => {
                     self.state = State::Finished;
                     return None;
                 }
                 Pop::Wait(lane) => {
-                    if let Err(e) = running.receive(&self.client, lane).await {
+                    let Err(e) = running.receive(&self.client, lane).await else {
+                        continue;
+                    };
+                    let replanned = if running.lost_a_dropped_region(&self.client) {
+                        running.replan(&self.client).await
+                    } else {
+                        Err(e)
+                    };
+                    if let Err(e) = replanned {
                         self.state = State::Finished;
                         return Some(Err(e));
                     }
@@ -305,6 +324,8 @@ impl SearchStream {
             merge: Merge::new(lanes, sort, limit),
             after: vec![None; lanes],
             fetches: (0..lanes).map(|_| None).collect(),
+            yielded: None,
+            replans: 0,
         };
         for lane in 0..lanes {
             running.fetch(&self.client, lane);
@@ -314,6 +335,62 @@ impl SearchStream {
 }
 
 impl Running {
+    /// Whether a region this search reads is gone from the newest
+    /// configuration while its space remains: the coordinator dropped the
+    /// subspace the search was planned on (`rm-subspace`, `relayout`).
+    fn lost_a_dropped_region(&self, client: &Client) -> bool {
+        let config = client.config();
+        config.space_by_id(self.space).is_some()
+            && self.regions.iter().any(|r| config.region(*r).is_none())
+    }
+
+    /// Plans the search again in the newest configuration and continues
+    /// every new region after the last item yielded: the stream's order
+    /// (key, or sort value then key) is the same in every subspace, so
+    /// what was yielded is behind and what was not is ahead.
+    async fn replan(&mut self, client: &Client) -> Result<(), ClientError> {
+        self.replans += 1;
+        if self.replans > REPLANS_MAX {
+            return Err(ClientError::new(
+                Status::UnknownSpace,
+                "the searched space's layout changed too often during the search",
+            ));
+        }
+        let (space, checks) = (self.space, self.checks.clone());
+        let regions = client
+            .run(move |config, _| {
+                let checks = checks.clone();
+                async move {
+                    let Some(space) = config.space_by_id(space) else {
+                        return Err(Step::Fail(ClientError::new(
+                            Status::UnknownSpace,
+                            "the searched space was removed during the search",
+                        )));
+                    };
+                    let plan = plan_search(space, &checks);
+                    let subspace = &space.subspaces[plan.subspace];
+                    Ok(plan
+                        .regions
+                        .iter()
+                        .map(|&i| subspace.regions[i].id)
+                        .collect::<Vec<RegionId>>())
+                }
+            })
+            .await?;
+        for handle in self.fetches.iter().flatten() {
+            handle.abort();
+        }
+        let lanes = regions.len();
+        self.regions = regions;
+        self.after = vec![self.yielded.clone(); lanes];
+        self.fetches = (0..lanes).map(|_| None).collect();
+        self.merge.restart(lanes);
+        for lane in 0..lanes {
+            self.fetch(client, lane);
+        }
+        Ok(())
+    }
+
     /// Starts fetching `lane`'s next page if the merge wants one and none
     /// is on its way.
     fn fetch(&mut self, client: &Client, lane: usize) {

@@ -16,6 +16,8 @@
 //!
 //! Key types and layers:
 //! - [`state`]: [`ClusterState`], [`Command`], [`CommandResult`] — the pure core.
+//! - [`layout`]: the layout commands (add/remove subspaces and indexes,
+//!   `relayout`) and the part lifecycle, with [`layout::LayoutChangeError`].
 //! - [`placement`]: [`Placer`] — pure, balanced, distinct replica chains.
 //! - [`detector`]: [`FailureDetector`] — the leader's heartbeat bookkeeping (soft state, time as a parameter).
 //! - [`node`]: [`CoordinatorNode`] — the policy toward daemons (heartbeat answers, failure detection) that the shell and the simulator both drive.
@@ -25,6 +27,7 @@
 //!   `metrics`: what it serves at `/metrics` (`--metrics ADDR`).
 
 pub mod detector;
+pub mod layout;
 mod metrics;
 pub mod node;
 pub mod placement;

@@ -233,7 +233,10 @@ mod tests {
                 attrs: vec![0],
                 splits: vec![vec![]],
                 regions: (1..=4).map(|i| region(i, vec![1])).collect(),
+                part: tessera_types::PartId(0),
+                state: tessera_types::PartState::Ready,
             }],
+            indexes: vec![],
         };
         let mut placer = Placer::new(daemons(3), &[space]).unwrap();
         let chains = placer.place_subspace(2, 1);

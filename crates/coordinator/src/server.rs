@@ -23,6 +23,7 @@
 //! daemon gets a full timeout of grace. A member that does not lead
 //! answers `NotLeader`, and the daemon's client tries the next member.
 
+use crate::layout::LayoutTally;
 use crate::metrics::{CoordinatorMetrics, Detection, RaftView};
 use crate::node::CoordinatorNode;
 use crate::raft::{serve_rpc, MemberNode, Network, NodeId, Raft};
@@ -271,6 +272,7 @@ pub async fn serve_with(
         node: Mutex::new(
             CoordinatorNode::new(failure_timeout).with_tombstone_grace(tombstone_grace),
         ),
+        layout: Mutex::new(LayoutTally::default()),
         started: std::time::Instant::now(),
         metrics: CoordinatorMetrics::new(start_epoch),
     });
@@ -443,6 +445,9 @@ async fn detect_failures(member: Arc<Member>) {
                 other => tracing::warn!("the leader's proposal failed: {other:?}"),
             }
         }
+        // Dropped parts leave once every daemon knows them dropping,
+        // which heartbeats tell, not reports.
+        member.propose_layout().await;
     }
 }
 
@@ -555,6 +560,9 @@ struct Member {
     /// The policy toward daemons (heartbeats, failure detection), which
     /// acts when this member leads. Held briefly, never across awaits.
     node: Mutex<CoordinatorNode>,
+    /// The leader's tally of backfill reports (see [`LayoutTally`]).
+    /// Held briefly, never across awaits.
+    layout: Mutex<LayoutTally>,
     /// The origin of the node's time.
     started: std::time::Instant,
     /// What `/metrics` serves.
@@ -656,6 +664,48 @@ impl Member {
             CoordRequest::ServerForget { id } => self.write(Command::ServerForget { id }).await,
             CoordRequest::ServerKill { id } => self.write(Command::ServerKill { id }).await,
             CoordRequest::Stability => self.stability(),
+            CoordRequest::AddSubspace { space, attrs } => {
+                self.write(Command::AddSubspace { space, attrs }).await
+            }
+            CoordRequest::RmSubspace { space, part } => {
+                self.write(Command::RmSubspace { space, part }).await
+            }
+            CoordRequest::AddIndex { space, attr } => {
+                self.write(Command::AddIndex { space, attr }).await
+            }
+            CoordRequest::RmIndex { space, part } => {
+                self.write(Command::RmIndex { space, part }).await
+            }
+            CoordRequest::Relayout { space, description } => {
+                self.write(Command::Relayout { space, description }).await
+            }
+            report @ CoordRequest::BackfillReport { .. } => {
+                if let Some(not_leader) = self.not_leader() {
+                    return not_leader;
+                }
+                self.layout().on_request(&report);
+                self.propose_layout().await;
+                CoordResponse::Done
+            }
+        }
+    }
+
+    fn layout(&self) -> std::sync::MutexGuard<'_, LayoutTally> {
+        // Plain bookkeeping, as the node's: safe to carry on after a panic.
+        self.layout.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes what the layout tally proposes (readiness, progress, the
+    /// removal of dropped parts). A refused or lost write is proposed
+    /// again at the next report or tick.
+    async fn propose_layout(&self) {
+        let state = self.state.borrow().clone();
+        let commands = self.layout().proposals(&state);
+        for command in commands {
+            match self.write(command).await {
+                CoordResponse::Done => {}
+                other => tracing::warn!("a layout step was not committed: {other:?}"),
+            }
         }
     }
 
@@ -742,6 +792,8 @@ impl Member {
         }
         let state = self.state.borrow().clone();
         let now = self.now();
+        self.layout()
+            .on_request(&CoordRequest::Heartbeat { id, epoch });
         CoordResponse::Heartbeat(self.node().heartbeat(&state, id, epoch, now))
     }
 
@@ -797,6 +849,7 @@ impl Member {
         match written {
             Ok(response) => match response.data {
                 CommandResult::Registered { id } => CoordResponse::Registered { id },
+                CommandResult::PartAdded { part } => CoordResponse::PartAdded { part },
                 CommandResult::SpaceAdded { .. } | CommandResult::Done => CoordResponse::Done,
                 CommandResult::Failed { status, reason } => {
                     CoordResponse::Failed { status, reason }

@@ -40,10 +40,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::parse::parse_space;
-use tessera_types::region::{grid_for_partitions, uniform_splits};
 use tessera_types::{
-    Configuration, CoordinatorInfo, DaemonId, DaemonInfo, DaemonState, Epoch, Region, RegionId,
-    Space, SpaceDesc, SpaceId, SubspaceLayout, Transfer,
+    Configuration, CoordinatorInfo, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, PartId,
+    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, Transfer,
 };
 
 /// A change to the cluster state, as written to the Raft log.
@@ -118,6 +117,34 @@ pub enum Command {
     /// proposal made twice applies once; one beyond the current epoch is
     /// refused (no such epoch has ended).
     AdvanceTombstoneHorizon { horizon: Epoch },
+    /// A new subspace on these attributes (names), built live: it starts
+    /// building (see `crate::layout`).
+    AddSubspace { space: String, attrs: Vec<String> },
+    /// Subspace `part` (never the key subspace, part 0) starts dropping.
+    RmSubspace { space: String, part: PartId },
+    /// A new local index on `attr` (an attribute name, or `docattr.path`
+    /// for a path inside a document attribute), built live.
+    AddIndex { space: String, attr: String },
+    /// Index `part` of `space` starts dropping; without a space, of the
+    /// one space that has an index `part` (HyperDex's `rm_index(idxid)`).
+    RmIndex { space: Option<String>, part: PartId },
+    /// The space moves to the subspaces and indexes of `description` (same
+    /// name, key and attributes): the new parts build, then the omitted
+    /// ones drop.
+    Relayout { space: String, description: String },
+    /// The daemons' backfill of a building part reached `progress` percent,
+    /// or is `done` in every region (the leader proposes it from their
+    /// reports). Stale reports change nothing.
+    PartProgress {
+        space: SpaceId,
+        part: PartId,
+        progress: u8,
+        done: bool,
+    },
+    /// A dropping part leaves the configuration (the leader proposes it
+    /// once every daemon has installed the epoch in which it started
+    /// dropping, so nothing still writes to it).
+    PartDropped { space: SpaceId, part: PartId },
 }
 
 /// The outcome of one [`Command`].
@@ -127,6 +154,8 @@ pub enum CommandResult {
     Registered { id: DaemonId },
     /// `AddSpace`: the new space's id.
     SpaceAdded { id: SpaceId },
+    /// `AddSubspace`, `AddIndex`: the new part's id.
+    PartAdded { part: PartId },
     /// Any other command that succeeded (or changed nothing).
     Done,
     /// The command was refused; nothing changed.
@@ -175,6 +204,14 @@ pub struct ClusterState {
     /// See [`Configuration::tombstone_horizon`]; always below `epoch`.
     #[serde(default)]
     pub tombstone_horizon: Epoch,
+    /// Per space, the next layout part id to hand out (part 0 is the key
+    /// subspace; ids are never reused within the space).
+    #[serde(default)]
+    pub part_id_next: BTreeMap<SpaceId, u64>,
+    /// Per space, the parts a `relayout` omitted: they start dropping in
+    /// the epoch in which nothing in the space is building any more.
+    #[serde(default)]
+    pub pending_drops: BTreeMap<SpaceId, BTreeSet<PartId>>,
 }
 
 impl Default for ClusterState {
@@ -194,6 +231,8 @@ impl Default for ClusterState {
             left_chain_at: BTreeMap::new(),
             held_offline: BTreeSet::new(),
             tombstone_horizon: Epoch(0),
+            part_id_next: BTreeMap::new(),
+            pending_drops: BTreeMap::new(),
         }
     }
 }
@@ -229,6 +268,11 @@ pub enum CheckInvariantsError {
     /// The tombstone horizon names an epoch that has not ended.
     #[error("tombstone horizon {horizon} is not below the epoch {epoch}")]
     HorizonAhead { horizon: Epoch, epoch: Epoch },
+    /// A space's layout parts disagree with its description, repeat an id,
+    /// hold an id not handed out yet, or its key subspace is not part 0
+    /// and ready.
+    #[error("space {space}'s layout parts are inconsistent")]
+    LayoutMismatch { space: SpaceId },
 }
 
 impl ClusterState {
@@ -322,6 +366,45 @@ impl ClusterState {
                     CommandResult::Done
                 }
             },
+            Command::AddSubspace { space, attrs } => match self.add_subspace(&space, &attrs) {
+                Ok(part) => CommandResult::PartAdded { part },
+                Err(e) => e.into(),
+            },
+            Command::RmSubspace { space, part } => match self.rm_subspace(&space, part) {
+                Ok(()) => CommandResult::Done,
+                Err(e) => e.into(),
+            },
+            Command::AddIndex { space, attr } => match self.add_index(&space, &attr) {
+                Ok(part) => CommandResult::PartAdded { part },
+                Err(e) => e.into(),
+            },
+            Command::RmIndex { space, part } => match self.rm_index(space.as_deref(), part) {
+                Ok(()) => CommandResult::Done,
+                Err(e) => e.into(),
+            },
+            Command::Relayout { space, description } => {
+                match self.relayout(&space, &description) {
+                    Ok(()) => CommandResult::Done,
+                    Err(e) => e.into(),
+                }
+            }
+            Command::PartProgress {
+                space,
+                part,
+                progress,
+                done,
+            } => {
+                if self.part_progress(space, part, progress, done) {
+                    self.bump();
+                }
+                CommandResult::Done
+            }
+            Command::PartDropped { space, part } => {
+                if self.part_dropped(space, part) {
+                    self.bump();
+                }
+                CommandResult::Done
+            }
             Command::ServerKill { id } => match self.known(id) {
                 Err(failed) => failed,
                 Ok(_) if self.killed.contains(&id) => CommandResult::Done,
@@ -370,7 +453,7 @@ impl ClusterState {
         }
     }
 
-    fn bump(&mut self) {
+    pub(crate) fn bump(&mut self) {
         self.epoch = Epoch(self.epoch.0 + 1);
     }
 
@@ -643,6 +726,29 @@ impl ClusterState {
             .and_then(|r| Some((r.id, *r.chain.last()?, light, Some(heavy))))
     }
 
+    fn check_layout(&self, space: &Space) -> Result<(), ()> {
+        let key = space.subspaces.first().ok_or(())?;
+        let parts = space.parts();
+        let ids: BTreeSet<PartId> = parts.iter().map(|p| p.id).collect();
+        let subspaces: Vec<&Vec<usize>> =
+            space.subspaces.iter().skip(1).map(|l| &l.attrs).collect();
+        let indexes: Vec<usize> = space
+            .indexes
+            .iter()
+            .filter(|ix| ix.path.is_none())
+            .map(|ix| ix.attr)
+            .collect();
+        let fine = key.part == PartId(0)
+            && key.state == PartState::Ready
+            && ids.len() == parts.len()
+            && ids.iter().all(|id| {
+                id.0 == 0 || id.0 < self.part_id_next.get(&space.id).copied().unwrap_or(0)
+            })
+            && space.desc.subspaces.iter().collect::<Vec<_>>() == subspaces
+            && space.desc.indexes == indexes;
+        fine.then_some(()).ok_or(())
+    }
+
     /// Checks the invariants on chains and transfers (see the module docs).
     pub fn check_invariants(&self) -> Result<(), CheckInvariantsError> {
         let available =
@@ -650,6 +756,10 @@ impl ClusterState {
         // Runs after every command: no allocation per region (chains are
         // f + 1 long, so the pairwise test is the cheap one), and only the
         // chains of regions under transfer are kept.
+        for space in &self.spaces {
+            self.check_layout(space)
+                .map_err(|()| CheckInvariantsError::LayoutMismatch { space: space.id })?;
+        }
         let copied: BTreeSet<RegionId> = self.transfers.iter().map(|t| t.region).collect();
         let mut chains = BTreeMap::new();
         for (_, region) in self.regions() {
@@ -785,56 +895,43 @@ impl ClusterState {
         };
         let id = SpaceId(self.space_id_next);
         self.space_id_next += 1;
-        let subspaces = self.layouts(&desc, &mut placer);
+        // The declared layout is ready from the start: the space is empty.
+        let mut subspaces = Vec::with_capacity(desc.subspaces.len() + 1);
+        for attrs in desc.all_subspaces() {
+            let part = if subspaces.is_empty() {
+                PartId(0)
+            } else {
+                self.fresh_part(id)
+            };
+            subspaces.push(self.new_layout(&desc, attrs, part, PartState::Ready, &mut placer));
+        }
+        let indexes = desc
+            .indexes
+            .iter()
+            .map(|&attr| IndexPart {
+                id: self.fresh_part(id),
+                attr,
+                path: None,
+                state: PartState::Ready,
+            })
+            .collect();
         self.spaces.push(Space {
             id,
             desc,
             subspaces,
+            indexes,
         });
         self.bump();
         CommandResult::SpaceAdded { id }
-    }
-
-    /// Subspace 0 (the key, exactly `partitions` regions), then one layout
-    /// per declared subspace, regions numbered from the region counter.
-    fn layouts(&mut self, desc: &SpaceDesc, placer: &mut Placer) -> Vec<SubspaceLayout> {
-        let replicas = desc.fault_tolerance as usize + 1;
-        let mut dimensions: Vec<(Vec<usize>, Vec<Vec<u64>>)> =
-            vec![(vec![0], vec![uniform_splits(desc.partitions)])];
-        for attrs in &desc.subspaces {
-            let grid = grid_for_partitions(desc.partitions, attrs.len());
-            dimensions.push((
-                attrs.clone(),
-                grid.into_iter().map(uniform_splits).collect(),
-            ));
-        }
-        dimensions
-            .into_iter()
-            .map(|(attrs, splits)| {
-                // The grid's cells: the product of each dimension's intervals.
-                let cells: usize = splits.iter().map(|s| s.len() + 1).product();
-                let regions = placer
-                    .place_subspace(cells, replicas)
-                    .into_iter()
-                    .map(|chain| {
-                        let id = RegionId(self.region_id_next);
-                        self.region_id_next += 1;
-                        Region { id, chain }
-                    })
-                    .collect();
-                SubspaceLayout {
-                    attrs,
-                    splits,
-                    regions,
-                }
-            })
-            .collect()
     }
 
     fn rm_space(&mut self, name: &str) -> CommandResult {
         match self.spaces.iter().position(|s| s.desc.name == name) {
             Some(index) => {
                 let space = self.spaces.remove(index);
+                // A relayout of the space is abandoned with it.
+                self.pending_drops.remove(&space.id);
+                self.part_id_next.remove(&space.id);
                 for region in space.subspaces.iter().flat_map(|s| &s.regions) {
                     self.orphans.remove(&region.id);
                 }
@@ -852,6 +949,7 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_types::region::{grid_for_partitions, uniform_splits};
 
     fn register(state: &mut ClusterState, n: usize) {
         for i in 0..n {

@@ -4,7 +4,9 @@
 use crate::ops::UpdateRefused;
 use tessera_protocol::{CmpFailKind, Hop, HopWrite, UpdateRequest};
 use tessera_types::coerce::coerce_value;
-use tessera_types::{Configuration, DaemonId, Object, Region, RegionId, Space, Value, Version};
+use tessera_types::{
+    Configuration, DaemonId, Object, PartState, Region, RegionId, Space, Value, Version,
+};
 
 /// Evaluates `request` against the key's current object (`None` when absent)
 /// and returns the object after the update (`None` when it erases).
@@ -128,8 +130,11 @@ fn push_chain(
 /// The key region always comes first, so its head — the point leader —
 /// orders every update of the key. A region that held the old object must
 /// apply `prev_version` before this one (`after`); a region the object moves
-/// into takes it fresh. Fails with the first region on the way that has no
-/// replica.
+/// into takes it fresh. A subspace that is still building gets the update
+/// too but waits for nothing: its regions may never have seen
+/// `prev_version` (the backfill has not reached the key), and versions
+/// alone keep a late backfill from undoing this update. Fails with the
+/// first region on the way that has no replica.
 pub fn build_hops(
     _config: &Configuration,
     space: &Space,
@@ -148,6 +153,10 @@ pub fn build_hops(
         push_chain(&mut hops, region, write, prev_version)?;
     }
     for layout in space.subspaces.iter().skip(1) {
+        let prev_version = match layout.state {
+            PartState::Building { .. } => None,
+            PartState::Ready | PartState::Dropping => prev_version,
+        };
         let old_region = old.map(|o| layout.region_of(o));
         let new_region = new.map(|o| layout.region_of(o));
         match (old_region, new_region) {
@@ -218,13 +227,21 @@ pub enum Unchained {
 /// one region is replaced by that region's current replica chain, keeping
 /// the run's write and `after`. Regions themselves never move, so the
 /// object's old and new regions stay the same; only their members change.
+///
+/// The first run is the key region's: when it is gone, so is the space.
+/// A later run whose region is gone belonged to a part the coordinator
+/// dropped: the update no longer goes there.
 pub fn rechain(config: &Configuration, hops: &[Hop]) -> Result<Vec<Hop>, Unchained> {
     let mut out = Vec::with_capacity(hops.len());
     let mut i = 0;
     while i < hops.len() {
         let run = hops[i];
-        let (_, _, region) = config.region(run.region).ok_or(Unchained::Gone)?;
-        push_chain(&mut out, region, run.write, run.after).map_err(Unchained::Unavailable)?;
+        match config.region(run.region) {
+            Some((_, _, region)) => push_chain(&mut out, region, run.write, run.after)
+                .map_err(Unchained::Unavailable)?,
+            None if i == 0 => return Err(Unchained::Gone),
+            None => {}
+        }
         while i < hops.len() && hops[i].region == run.region {
             i += 1;
         }

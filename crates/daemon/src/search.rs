@@ -16,7 +16,9 @@ use crate::record::Record;
 use tessera_protocol::{DaemonResponse, SearchAfter, SortBy, Status};
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Check, Configuration, DaemonId, Epoch, RegionId, SpaceId, Value};
+use tessera_types::{
+    Check, Configuration, DaemonId, Epoch, RegionDirectory, RegionId, SpaceId, Value,
+};
 
 /// The most objects in one search page.
 pub const PAGE_OBJECTS_MAX: usize = 256;
@@ -37,6 +39,8 @@ fn failed(status: Status, reason: impl Into<String>) -> DaemonResponse {
 /// is, and the engine to read from.
 pub struct ReadView<'a> {
     pub config: &'a Configuration,
+    /// `config`'s regions by id.
+    pub directory: &'a RegionDirectory,
     pub me: DaemonId,
     pub engine: &'a dyn Engine,
 }
@@ -101,7 +105,7 @@ fn check_region(
             epoch: config.epoch,
         });
     }
-    match config.region(region) {
+    match view.directory.region(config, region) {
         Some((s, _, r)) if s.id == space && r.chain.contains(&view.me) => Ok(()),
         Some(_) => Err(failed(
             Status::Reconfigure,
@@ -120,11 +124,18 @@ fn access_for(
     sort: Option<SortBy>,
     wanted: usize,
 ) -> Access {
-    let config = view.config;
-    match config.space_by_id(space) {
-        Some(space) => index::choose_access(
+    let place = view
+        .directory
+        .region(view.config, region)
+        .filter(|(s, ..)| s.id == space);
+    match place {
+        Some((space, subspace, _)) => index::choose_access(
             &space.desc,
-            &index::place_of(space, region),
+            &index::place_in(
+                space,
+                subspace,
+                view.directory.place(region).map_or(0, |p| p.region),
+            ),
             checks,
             sort,
             Some(wanted as u64),

@@ -72,6 +72,8 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
                 attrs,
                 splits,
                 regions,
+                part: tessera_types::PartId::default(),
+                state: tessera_types::PartState::Ready,
             }
         })
         .collect();
@@ -96,6 +98,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
             id: SpaceId(1),
             desc,
             subspaces,
+            indexes: vec![],
         }],
         read_only: false,
         transfers: vec![],

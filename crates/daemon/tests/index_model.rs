@@ -75,6 +75,8 @@ fn config() -> Configuration {
                 attrs,
                 splits,
                 regions,
+                part: tessera_types::PartId::default(),
+                state: tessera_types::PartState::Ready,
             }
         })
         .collect();
@@ -82,6 +84,12 @@ fn config() -> Configuration {
         epoch: Epoch(1),
         spaces: vec![Space {
             id: SpaceId(1),
+            indexes: vec![tessera_types::IndexPart {
+                id: tessera_types::PartId(100),
+                attr: T,
+                path: None,
+                state: tessera_types::PartState::Ready,
+            }],
             desc,
             subspaces,
         }],

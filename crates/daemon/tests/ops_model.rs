@@ -41,6 +41,7 @@ fn space() -> Space {
             authorization: false,
         },
         subspaces: vec![],
+        indexes: vec![],
     }
 }
 

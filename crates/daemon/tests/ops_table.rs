@@ -47,6 +47,7 @@ fn space() -> Space {
         id: SpaceId(1),
         desc,
         subspaces: vec![],
+        indexes: vec![],
     }
 }
 
@@ -831,6 +832,7 @@ fn every_map_combination() {
                     authorization: false,
                 },
                 subspaces: vec![],
+                indexes: vec![],
             };
             let what = format!("map({kp:?}, {vp:?})");
             let eval = |start: Value, actions: Vec<Action>| {

@@ -137,13 +137,23 @@ pub fn configuration() -> Configuration {
                     attrs: vec![0],
                     splits: vec![vec![1 << 63]],
                     regions: vec![region(1, &[1, 2]), region(2, &[2])],
+                    part: tessera_types::PartId(0),
+                    state: tessera_types::PartState::Ready,
                 },
                 SubspaceLayout {
                     attrs: vec![1],
                     splits: vec![vec![]],
                     regions: vec![region(3, &[1])],
+                    part: tessera_types::PartId(1),
+                    state: tessera_types::PartState::Ready,
                 },
             ],
+            indexes: vec![tessera_types::IndexPart {
+                id: tessera_types::PartId(2),
+                attr: 1,
+                path: None,
+                state: tessera_types::PartState::Ready,
+            }],
         }],
         read_only: false,
         transfers: vec![Transfer {

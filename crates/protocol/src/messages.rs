@@ -6,7 +6,7 @@ use crate::status::{AdminStatus, Status};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use tessera_types::{
-    Check, Configuration, DaemonId, Epoch, Object, RegionId, SpaceId, Value, Version,
+    Check, Configuration, DaemonId, Epoch, Object, PartId, RegionId, SpaceId, Value, Version,
 };
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -586,6 +586,49 @@ pub enum CoordRequest {
     /// Whether the cluster is stable: every available daemon reported the
     /// current epoch and no transfer is running (leader only).
     Stability,
+    /// A new subspace on these attributes, built live (API.md §12.2);
+    /// answered `PartAdded` once accepted, while it still builds.
+    AddSubspace {
+        space: String,
+        attrs: Vec<String>,
+    },
+    /// Subspace `part` starts dropping (never the key subspace, part 0).
+    RmSubspace {
+        space: String,
+        part: PartId,
+    },
+    /// A new local index on `attr` or `docattr.path`, built live;
+    /// answered `PartAdded`.
+    AddIndex {
+        space: String,
+        attr: String,
+    },
+    /// Index `part` of `space` starts dropping; without a space, of the
+    /// one space that has an index `part` (HyperDex's `rm_index(idxid)`
+    /// names no space).
+    RmIndex {
+        space: Option<String>,
+        part: PartId,
+    },
+    /// The space moves to the subspaces and indexes of `description`.
+    Relayout {
+        space: String,
+        description: String,
+    },
+    /// A daemon's backfill of building part `part` of `space` (leader
+    /// only; answered `Done`): the key regions whose objects it, as their
+    /// point leader, has written through the chain to every subspace
+    /// (`keys_done`), and the regions it holds whose index entries it has
+    /// completed for the part's attributes (`entries_done`). The leader
+    /// marks the part ready once the current configuration's every
+    /// region is covered.
+    BackfillReport {
+        daemon: DaemonId,
+        space: SpaceId,
+        part: PartId,
+        keys_done: Vec<RegionId>,
+        entries_done: Vec<RegionId>,
+    },
 }
 
 /// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).
@@ -686,6 +729,10 @@ pub enum CoordResponse {
     Config(Option<Box<Configuration>>),
     Registered {
         id: DaemonId,
+    },
+    /// A layout change was accepted: the new part's id (it is building).
+    PartAdded {
+        part: PartId,
     },
     Done,
     /// Only the leader changes configuration; retry there.

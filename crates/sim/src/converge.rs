@@ -24,6 +24,17 @@ impl World {
         if !self.coord.state.transfers.is_empty() {
             why.push(format!("transfers {:?}", self.coord.state.transfers));
         }
+        for space in &self.coord.state.spaces {
+            if !space.layout_settled() {
+                let parts: Vec<String> = space
+                    .parts()
+                    .iter()
+                    .filter(|p| !p.state.is_ready())
+                    .map(|p| format!("{} {}", p.id, p.state))
+                    .collect();
+                why.push(format!("layout of {} changing: {parts:?}", space.desc.name));
+            }
+        }
         for d in self.daemons.values() {
             match &d.node {
                 None => why.push(format!("{} not running", d.id)),
@@ -159,6 +170,14 @@ impl World {
     fn check_replicas(&self) -> Result<(), Violation> {
         let config = self.configuration();
         let space = config.space_by_id(self.space).ok_or(Violation::SpaceGone)?;
+        // A dropped part's regions are deleted from every disk.
+        for (&daemon, d) in &self.daemons {
+            for region in d.data.regions().expect("memory regions") {
+                if config.region(region).is_none() {
+                    return Err(Violation::LeftoverRegion { daemon, region });
+                }
+            }
+        }
         // The objects, from the key subspace.
         let mut objects: BTreeMap<Vec<u8>, (u64, Object)> = BTreeMap::new();
         for (subspace, layout) in space.subspaces.iter().enumerate() {

@@ -60,6 +60,7 @@ impl World {
         let now = self.coordinator_time();
         match request {
             CoordRequest::Heartbeat { id, epoch } => {
+                self.coord.layout.on_request(request);
                 let coord = &mut self.coord;
                 let leader = &mut coord.members[coord.leader].node;
                 let answer = leader.heartbeat(&coord.state, *id, *epoch, now);
@@ -132,7 +133,21 @@ impl World {
                 }
                 Some(CoordResponse::Done)
             }
+            CoordRequest::BackfillReport { .. } => {
+                self.coord.layout.on_request(request);
+                self.propose_layout();
+                Some(CoordResponse::Done)
+            }
             _ => None,
+        }
+    }
+
+    /// Applies what the layout tally proposes (the shell writes the same).
+    fn propose_layout(&mut self) {
+        let commands = self.coord.layout.proposals(&self.coord.state);
+        for command in commands {
+            self.trace(|| format!("layout: {command:?}"));
+            self.apply(command);
         }
     }
 
@@ -153,6 +168,7 @@ impl World {
         for command in commands {
             self.apply(command);
         }
+        self.propose_layout();
     }
 
     pub(crate) fn coord_up(&mut self) {
@@ -163,6 +179,7 @@ impl World {
         // A new leader: its detector starts afresh, giving every daemon a
         // full timeout of grace.
         self.coord.term += 1;
+        self.coord.layout = Default::default();
         let term = self.coord.term;
         self.coord.node().lead(term);
     }

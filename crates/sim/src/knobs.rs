@@ -63,11 +63,39 @@ pub struct Knobs {
     /// before the daemon returns with its stale disk.
     pub tombstone_grace_ms: u64,
     pub collect_ticks: u64,
+    /// A layout change made once, mid-run, under the nemesis.
+    pub layout_change: LayoutChange,
+}
+
+/// The layout change a seed makes while the clients run (issue 11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutChange {
+    None,
+    /// A subspace on `b` (a new one: the space has `a` and maybe `b`; with
+    /// both, on `b, a`).
+    AddSubspace,
+    /// The last declared subspace goes.
+    RmSubspace,
+    /// A local index on `b`.
+    AddIndex,
+    /// The space moves to subspaces `b` then `a, b`: both new.
+    Relayout,
 }
 
 impl Knobs {
     pub fn from_seed(rng: &mut Rng) -> Knobs {
+        // Drawn from a generator of its own, so that every other knob and
+        // every later choice of a seed stays what it was before this knob.
+        let mut own = Rng::new(rng.clone().next_u64() ^ 0x1A70_u64);
+        let layout_change = own.pick(&[
+            LayoutChange::None,
+            LayoutChange::AddSubspace,
+            LayoutChange::RmSubspace,
+            LayoutChange::AddIndex,
+            LayoutChange::Relayout,
+        ]);
         Knobs {
+            layout_change,
             drop_per_mille: rng.pick(&[0, 0, 5, 30, 100]),
             dup_per_mille: rng.pick(&[0, 10, 50]),
             delay_max_ms: rng.pick(&[2, 10, 40, 150]),
@@ -85,6 +113,40 @@ impl Knobs {
             one_way_partitions: rng.chance(500),
             tombstone_grace_ms: rng.pick(&[1_500, 3_000, 60_000]),
             collect_ticks: rng.pick(&[2, 8]),
+        }
+    }
+}
+
+/// The command that makes `knobs`' layout change, if any.
+pub(crate) fn layout_command(knobs: &Knobs) -> Option<tessera_coordinator::state::Command> {
+    use tessera_coordinator::state::Command;
+    let space = "kv".to_string();
+    match knobs.layout_change {
+        LayoutChange::None => None,
+        LayoutChange::AddSubspace => Some(Command::AddSubspace {
+            space,
+            attrs: if knobs.subspaces == 2 {
+                vec!["b".into(), "a".into()]
+            } else {
+                vec!["b".into()]
+            },
+        }),
+        LayoutChange::RmSubspace => Some(Command::RmSubspace {
+            space,
+            part: tessera_types::PartId(knobs.subspaces as u64),
+        }),
+        LayoutChange::AddIndex => Some(Command::AddIndex {
+            space,
+            attr: "b".into(),
+        }),
+        LayoutChange::Relayout => {
+            let mut knobs = knobs.clone();
+            knobs.subspaces = 0;
+            let description = space_description(&knobs).replace(
+                "attributes int a, int b ",
+                "attributes int a, int b subspace b subspace a, b ",
+            );
+            Some(Command::Relayout { space, description })
         }
     }
 }

@@ -46,6 +46,10 @@ pub struct Faults {
     /// although they heartbeat, on reports that peers or clients could not
     /// reach them.
     pub reported_offline: u32,
+    /// Layout changes made mid-run (the seed's `layout_change`); each
+    /// finished (its parts ready, its dropped parts gone) before the run
+    /// could settle.
+    pub layout_changes: u32,
 }
 
 impl Faults {
@@ -58,6 +62,7 @@ impl Faults {
         self.pauses += other.pauses;
         self.coordinator_pauses += other.coordinator_pauses;
         self.reported_offline += other.reported_offline;
+        self.layout_changes += other.layout_changes;
     }
 }
 
@@ -67,7 +72,7 @@ impl std::fmt::Display for Faults {
             f,
             "{} daemon crashes, {} partitions, {} one-way partitions, {} coordinator outages, \
              {} disk faults, {} daemon pauses, {} coordinator pauses, \
-             {} daemons taken offline on reports",
+             {} daemons taken offline on reports, {} layout changes",
             self.crashes,
             self.partitions,
             self.one_way_partitions,
@@ -76,6 +81,7 @@ impl std::fmt::Display for Faults {
             self.pauses,
             self.coordinator_pauses,
             self.reported_offline,
+            self.layout_changes,
         )
     }
 }
@@ -128,6 +134,10 @@ pub enum Violation {
     /// The space the clients use is missing from the configuration.
     #[error("the space is gone")]
     SpaceGone,
+    /// A daemon still stores a region no configuration names any more
+    /// (a dropped subspace's): its data should have been deleted.
+    #[error("{daemon} still stores region {region}, which the configuration no longer has")]
+    LeftoverRegion { daemon: DaemonId, region: RegionId },
     /// Liveness: after healing, something is still paused, cut off or
     /// down (a bug of the simulator's healing).
     #[error("still faulty after healing: {what}")]

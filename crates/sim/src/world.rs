@@ -102,6 +102,8 @@ pub(crate) enum Ev {
     Resume(Process),
     /// The followers' election timeout ran out while `.0` led, frozen.
     Election(usize),
+    /// The seed's layout change (see `Knobs::layout_change`).
+    Layout,
 }
 
 /// A process the nemesis can pause.
@@ -147,6 +149,9 @@ pub(crate) struct Coord {
     /// Whether a majority is reachable (false during an outage).
     pub(crate) up: bool,
     pub(crate) term: u64,
+    /// The leader's tally of backfill reports (soft state: a new leader
+    /// starts afresh).
+    pub(crate) layout: tessera_coordinator::layout::LayoutTally,
 }
 
 /// One coordinator member process.
@@ -274,6 +279,7 @@ impl World {
                 leader: 0,
                 up: true,
                 term: 1,
+                layout: Default::default(),
             },
             clients,
             cuts: BTreeMap::new(),
@@ -307,6 +313,10 @@ impl World {
         }
         self.at(DETECTOR_TICK_MS, Ev::CoordTick);
         self.at(700, Ev::Nemesis);
+        if self.knobs.layout_change != crate::knobs::LayoutChange::None {
+            let at = 300 + self.rng.below(PHASE1_MS / 2);
+            self.at(at, Ev::Layout);
+        }
     }
 
     pub(crate) fn configuration(&self) -> Configuration {
@@ -376,6 +386,23 @@ impl World {
             Ev::CoordUp => self.coord_up(),
             Ev::Resume(process) => self.resume(process)?,
             Ev::Election(old) => self.election(old),
+            Ev::Layout => {
+                if !self.coord.up || self.coord.members[self.coord.leader].frozen {
+                    // The coordinator is away: the operator tries again.
+                    self.at(200, Ev::Layout);
+                } else if let Some(command) = crate::knobs::layout_command(&self.knobs) {
+                    self.trace(|| format!("layout change: {command:?}"));
+                    self.report.faults.layout_changes += 1;
+                    let result = self.apply(command);
+                    assert!(
+                        !matches!(
+                            result,
+                            tessera_coordinator::state::CommandResult::Failed { .. }
+                        ),
+                        "the seed's layout change was refused: {result:?}"
+                    );
+                }
+            }
         }
         Ok(())
     }
@@ -406,6 +433,7 @@ pub(crate) mod testing {
             one_way_partitions: false,
             tombstone_grace_ms: 60_000,
             collect_ticks: 8,
+            layout_change: crate::knobs::LayoutChange::None,
         };
         World::new(seed, knobs, Rng::new(seed))
     }

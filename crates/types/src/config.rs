@@ -1,7 +1,8 @@
 //! The configuration the coordinator publishes: who the daemons are and
 //! which daemons hold which region of which subspace, numbered by epoch.
 
-use crate::ids::{DaemonId, Epoch, RegionId, SpaceId};
+use crate::ids::{DaemonId, Epoch, PartId, RegionId, SpaceId};
+use crate::layout::{IndexPart, PartState};
 use crate::schema::SpaceDesc;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -66,6 +67,13 @@ pub struct SubspaceLayout {
     /// The grid's cells, `product(splits[d].len() + 1)` of them, indexed as
     /// [`SubspaceLayout::region_index`] computes.
     pub regions: Vec<Region>,
+    /// The subspace's id among its space's layout parts (0: the key
+    /// subspace). Stable across epochs, unlike its position.
+    #[serde(default)]
+    pub part: PartId,
+    /// Building (receives writes, never searched), ready, or dropping.
+    #[serde(default)]
+    pub state: PartState,
 }
 
 /// A space as configured: schema plus layout. `subspaces[0]` is the key subspace.
@@ -77,6 +85,10 @@ pub struct Space {
     pub desc: SpaceDesc,
     /// `[0]` is the key subspace, then `desc.subspaces` in order.
     pub subspaces: Vec<SubspaceLayout>,
+    /// The local indexes, one per entry of `desc.indexes` and in the same
+    /// order (plus those on document paths, which `desc.indexes` omits).
+    #[serde(default)]
+    pub indexes: Vec<IndexPart>,
 }
 
 /// A daemon receiving a region's data by state transfer, before it joins

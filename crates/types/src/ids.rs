@@ -30,6 +30,14 @@ id_type!(
     RegionId, "r"
 );
 id_type!(
+    /// A layout part's id (a subspace, a local index): the key subspace of
+    /// every space is part 0; every other part gets a fresh id from the
+    /// coordinator's counter, never reused, so removing one part does not
+    /// renumber the others and an index id alone names its index (as
+    /// HyperDex's `rm_index(idxid)` expects).
+    PartId, "p"
+);
+id_type!(
     /// The number of a configuration. Strictly increases with every change.
     Epoch, "e"
 );

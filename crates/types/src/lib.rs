@@ -24,7 +24,8 @@
 //!   to; [`coerce`]: [`coerce_value`] and the canonical form of written values.
 //! - [`plan`]: [`plan_search`], the fewest regions of one subspace that can
 //!   hold every match, and [`describe_plan`].
-//! - [`config`]: the [`Configuration`] published by epoch.
+//! - [`config`]: the [`Configuration`] published by epoch; [`layout`]: a
+//!   space's layout parts and their lifecycle, and the [`RegionDirectory`].
 
 #![warn(missing_docs)]
 
@@ -33,6 +34,7 @@ pub mod config;
 pub mod coordinate;
 pub mod ids;
 pub mod interval;
+pub mod layout;
 pub mod parse;
 pub mod plan;
 pub mod predicate;
@@ -47,8 +49,9 @@ pub use config::{
     Transfer,
 };
 pub use coordinate::{coordinate, key_bytes, string_hash};
-pub use ids::{DaemonId, Epoch, RegionId, SpaceId, Version};
+pub use ids::{DaemonId, Epoch, PartId, RegionId, SpaceId, Version};
 pub use interval::coordinate_interval;
+pub use layout::{IndexPart, PartKind, PartState, PartView, RegionDirectory};
 pub use parse::{format_space, parse_space, ParseSpaceError};
 pub use plan::{describe_plan, plan_search, SearchPlan};
 pub use predicate::{validate_check, Check, CheckError, PredOp};

@@ -13,6 +13,11 @@
 //! Ties go to the subspace with more regions in total (its regions hold fewer
 //! objects each, if objects spread evenly), then to the lower subspace index.
 //!
+//! Only searchable subspaces compete ([`Space::subspace_searchable`]): the
+//! key subspace always, another only once it is ready. A building subspace
+//! does not hold every object yet and a dropping one is on its way out, so
+//! neither ever answers a search.
+//!
 //! A check that no value can satisfy (an empty interval, e.g. `Lt(i64::MIN)`
 //! or an operand of the wrong kind) makes the whole search empty: the plan
 //! contacts zero regions, whichever attribute it is on.
@@ -84,7 +89,8 @@ pub fn region_counts(space: &Space, checks: &[Check]) -> Vec<usize> {
 /// an attribute the space does not have is ignored here.
 pub fn plan_search(space: &Space, checks: &[Check]) -> SearchPlan {
     let counts = region_counts(space, checks);
-    let Some(best) = (0..counts.len()).min_by_key(|&si| {
+    let searchable = (0..counts.len()).filter(|&si| space.subspace_searchable(si));
+    let Some(best) = searchable.min_by_key(|&si| {
         (
             counts[si],
             std::cmp::Reverse(space.subspaces[si].regions.len()),
@@ -108,9 +114,11 @@ pub fn plan_search(space: &Space, checks: &[Check]) -> SearchPlan {
     }
 }
 
-/// Human-readable text saying how a search runs: the chosen subspace, its
-/// attributes, the regions contacted out of its total, and every subspace's
-/// count for comparison.
+/// Human-readable text saying how a search runs: the chosen part (a
+/// subspace, by its part id), its attributes, the regions contacted out of
+/// its total, and every subspace's count and state for comparison. The
+/// chosen plan's line is the only one with the word `contacts` (API.md
+/// §12.5).
 pub fn describe_plan(space: &Space, checks: &[Check], plan: &SearchPlan) -> String {
     let attr_names = |si: usize| {
         space.subspaces[si]
@@ -145,7 +153,7 @@ pub fn describe_plan(space: &Space, checks: &[Check], plan: &SearchPlan) -> Stri
         out,
         "uses {} {} ({}): contacts {} of {} regions",
         kind(plan.subspace),
-        plan.subspace,
+        space.subspaces[plan.subspace].part.0,
         attr_names(plan.subspace),
         plan.regions.len(),
         total
@@ -155,16 +163,19 @@ pub fn describe_plan(space: &Space, checks: &[Check], plan: &SearchPlan) -> Stri
     }
     let _ = writeln!(out, "alternatives:");
     for (si, count) in region_counts(space, checks).into_iter().enumerate() {
+        let state = space.subspaces[si].state;
         let mark = if si == plan.subspace {
-            "  <- chosen"
+            "  <- chosen".to_string()
+        } else if !space.subspace_searchable(si) {
+            format!("  ({state}: not searched)")
         } else {
-            ""
+            String::new()
         };
         let _ = writeln!(
             out,
             "  {} {} ({}): {} of {} regions{mark}",
             kind(si),
-            si,
+            space.subspaces[si].part.0,
             attr_names(si),
             count,
             space.subspaces[si].regions.len()
@@ -200,7 +211,8 @@ mod tests {
     use super::*;
     use crate::config::{Region, SubspaceLayout};
     use crate::coordinate::{coordinate, int_coordinate};
-    use crate::ids::{RegionId, SpaceId};
+    use crate::ids::{PartId, RegionId, SpaceId};
+    use crate::layout::PartState;
     use crate::parse::parse_space;
     use crate::predicate::PredOp;
     use crate::region::default_splits;
@@ -211,10 +223,11 @@ mod tests {
     /// A space laid out with the default grid and uniform splits.
     fn space_of(desc: SpaceDesc) -> Space {
         let mut next_id = 1u64;
-        let subspaces = desc
+        let subspaces: Vec<SubspaceLayout> = desc
             .all_subspaces()
             .into_iter()
-            .map(|attrs| {
+            .enumerate()
+            .map(|(part, attrs)| {
                 let splits = default_splits(desc.partitions, attrs.len());
                 let n: usize = splits.iter().map(|s| s.len() + 1).product();
                 let regions = (0..n)
@@ -230,6 +243,8 @@ mod tests {
                     attrs,
                     splits,
                     regions,
+                    part: PartId(part as u64),
+                    state: PartState::Ready,
                 }
             })
             .collect();
@@ -237,6 +252,7 @@ mod tests {
             id: SpaceId(1),
             desc,
             subspaces,
+            indexes: vec![],
         }
     }
 
@@ -432,6 +448,31 @@ mod tests {
             text.contains("subspace 1 (first): 1 of 4 regions  <- chosen"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_planner_skips_building_and_dropping_subspaces_but_never_the_key_subspace() {
+        let mut s = space_of(
+            parse_space("space s key k attributes a, b subspace a subspace b create 6 partitions")
+                .unwrap(),
+        );
+        let on_b = [check(2, PredOp::Eq(Value::str("z")))];
+        assert_eq!(plan_search(&s, &on_b).subspace, 2);
+        for state in [PartState::Building { progress: 99 }, PartState::Dropping] {
+            s.subspaces[2].state = state;
+            let plan = plan_search(&s, &on_b);
+            // Subspace a narrows nothing: its 6 regions tie with the key
+            // subspace's 6, and the lower index wins.
+            assert_eq!((plan.subspace, plan.regions.len()), (0, 6), "{state}");
+            let text = describe_plan(&s, &on_b, &plan);
+            assert!(text.contains(&format!("({state}: not searched)")), "{text}");
+            assert_eq!(text.matches("contacts").count(), 1, "{text}");
+        }
+        // Even a key subspace marked otherwise (no coordinator does that)
+        // still answers: it is the one part every object is in.
+        s.subspaces[0].state = PartState::Dropping;
+        s.subspaces[1].state = PartState::Dropping;
+        assert_eq!(plan_search(&s, &on_b).subspace, 0);
     }
 
     // ---- property: plans never miss a match and are minimal ----

@@ -281,6 +281,8 @@ mod tests {
                     chain: vec![],
                 })
                 .collect(),
+            part: crate::PartId::default(),
+            state: crate::PartState::Ready,
         }
     }
 
@@ -430,6 +432,7 @@ mod tests {
             id: crate::ids::SpaceId(1),
             desc,
             subspaces,
+            indexes: vec![],
         }
     }
 

@@ -17,9 +17,11 @@
 //! point leader orders and starts updates), [`member`] (every replica
 //! applies, forwards, acknowledges and commits), [`reconfig`] (a new epoch
 //! rechains what is in flight), [`handover`] (a region moving to another
-//! daemon), [`repair`] (anti-entropy between subspaces) and [`collect`]
-//! (tombstone collection).
+//! daemon), [`repair`] (anti-entropy between subspaces), [`backfill`]
+//! (filling a subspace that is being built) and [`collect`] (tombstone
+//! collection).
 
+mod backfill;
 mod collect;
 mod handover;
 mod leader;
@@ -28,13 +30,14 @@ mod reconfig;
 mod repair;
 
 use crate::record::{ReadRecordError, Record};
+pub use backfill::BackfillStep;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
     ChainForward, ChainMsg, ClientRef, DaemonResponse, Status, TransferEntry, UpdateRequest,
 };
 use tessera_storage::Engine;
-use tessera_types::{Configuration, DaemonId, Epoch, RegionId, Version};
+use tessera_types::{Configuration, DaemonId, Epoch, RegionDirectory, RegionId, Version};
 
 /// Where to send a client's answer: the shell's connection and request id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -147,6 +150,9 @@ const FUTURE_MAX: usize = 100_000;
 pub struct ReplicaCore {
     me: DaemonId,
     config: Arc<Configuration>,
+    /// `config`'s regions by id, built once per configuration: every
+    /// commit asks which subspace its region is in.
+    directory: RegionDirectory,
     engine: Arc<dyn Engine>,
     keys: BTreeMap<StateKey, KeyState>,
     /// Chain messages stamped with an epoch newer than ours, held until our
@@ -200,6 +206,7 @@ impl ReplicaCore {
             refused: HashMap::new(),
             refused_order: VecDeque::new(),
             tick: 0,
+            directory: RegionDirectory::new(&config),
             config,
         }
     }
@@ -257,9 +264,9 @@ impl ReplicaCore {
     }
 
     fn is_key_subspace(&self, region: RegionId) -> bool {
-        self.config
-            .region(region)
-            .is_some_and(|(_, subspace, _)| subspace == 0)
+        self.directory
+            .place(region)
+            .is_some_and(|place| place.subspace == 0)
     }
 
     /// The pending update of the key at `version`, if this member has it.

@@ -18,6 +18,7 @@ impl ReplicaCore {
             return;
         }
         self.outgoing = outgoing_transfers(self.me, &config);
+        self.directory = tessera_types::RegionDirectory::new(&config);
         self.config = config;
         let epoch = self.config.epoch;
         let me = self.me;

@@ -59,13 +59,18 @@ pub fn region_cell(layout: &SubspaceLayout, index: usize) -> BTreeMap<usize, (u6
         .collect()
 }
 
-/// Where a region lies in its space: its subspace and its cell.
+/// Where a region lies in its space: its subspace and its cell, and which
+/// of its indexes a search may walk.
 #[derive(Clone, Debug, Default)]
 pub struct RegionPlace {
     /// Index into `Space::subspaces` (0: the key subspace).
     pub subspace: usize,
     /// See [`region_cell`].
     pub cell: BTreeMap<usize, (u64, u64)>,
+    /// The attributes the region indexes whose entries are complete
+    /// ([`Space::entries_complete`]): a building part's entries are
+    /// still being backfilled, so a walk of them could miss objects.
+    pub complete: Vec<usize>,
 }
 
 /// The place of `region` in its space (the key subspace and no cell if the
@@ -77,12 +82,26 @@ pub fn place_of(space: &Space, region: RegionId) -> RegionPlace {
         .enumerate()
         .find_map(|(subspace, layout)| {
             let index = layout.regions.iter().position(|r| r.id == region)?;
-            Some(RegionPlace {
-                subspace,
-                cell: region_cell(layout, index),
-            })
+            Some(place_in(space, subspace, index))
         })
         .unwrap_or_default()
+}
+
+/// The place of the region at position `index` of subspace `subspace`
+/// (positions as a [`tessera_types::RegionDirectory`] gives them).
+pub fn place_in(space: &Space, subspace: usize, index: usize) -> RegionPlace {
+    let Some(layout) = space.subspaces.get(subspace) else {
+        return RegionPlace::default();
+    };
+    let complete = indexed_attrs(&space.desc, subspace)
+        .into_iter()
+        .filter(|&a| space.entries_complete(subspace, a))
+        .collect();
+    RegionPlace {
+        subspace,
+        cell: region_cell(layout, index),
+        complete,
+    }
 }
 
 fn is_ordered(dtype: DataType) -> bool {
@@ -101,7 +120,7 @@ pub fn choose_access(
     sort: Option<SortBy>,
     limit: Option<u64>,
 ) -> Access {
-    let indexed = indexed_attrs(desc, place.subspace);
+    let indexed = &place.complete;
     let cell = &place.cell;
     let mut bounds: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
     for check in checks.iter().filter(|c| indexed.contains(&c.attr)) {

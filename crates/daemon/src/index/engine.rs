@@ -22,6 +22,11 @@ pub struct IndexedEngine {
     /// Writes of one key read its old record and write the new one under
     /// the key's stripe, so two writers cannot both miss each other's entries.
     stripes: Vec<Mutex<()>>,
+    /// Per region, attributes it no longer indexes (a dropped local index)
+    /// whose entries are still on disk: [`IndexedEngine::purge_batch`]
+    /// deletes them. Kept in memory only: after a restart such entries
+    /// stay, and readers skip them like any stale entry.
+    purges: Mutex<HashMap<RegionId, std::collections::BTreeSet<usize>>>,
 }
 
 /// Meta record naming the index format the engine's entries follow; absent
@@ -69,6 +74,7 @@ impl IndexedEngine {
             inner,
             specs: RwLock::new(Arc::new(specs_of(config))),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            purges: Mutex::new(HashMap::new()),
         };
         if engine.inner.meta_get(META_INDEX_FORMAT)?.as_deref() != Some(INDEX_FORMAT) {
             for region in engine.inner.regions()? {
@@ -83,7 +89,64 @@ impl IndexedEngine {
     /// writes to a region the configuration adds.
     pub fn on_config(&self, config: &Configuration) {
         let specs = Arc::new(specs_of(config));
-        *self.specs.write().unwrap_or_else(|p| p.into_inner()) = specs;
+        let old = std::mem::replace(
+            &mut *self.specs.write().unwrap_or_else(|p| p.into_inner()),
+            specs.clone(),
+        );
+        // A region that stays but indexes fewer attributes: a local index
+        // was dropped. (A region that goes is dropped whole.)
+        let mut purges = self.purges.lock().unwrap_or_else(|p| p.into_inner());
+        for (region, attrs) in old.iter() {
+            let Some(now) = specs.get(region) else {
+                continue;
+            };
+            let gone: Vec<usize> = attrs.iter().filter(|a| !now.contains(a)).copied().collect();
+            if !gone.is_empty() {
+                purges.entry(*region).or_default().extend(gone);
+            }
+        }
+    }
+
+    /// Deletes up to `limit` entries of attributes that regions no longer
+    /// index (see `purges`); returns how many it deleted (fewer than
+    /// `limit`: nothing is left). An attribute indexed again meanwhile is
+    /// left alone.
+    pub fn purge_batch(&self, limit: usize) -> Result<usize, StorageError> {
+        let mut purges = self.purges.lock().unwrap_or_else(|p| p.into_inner());
+        let mut deleted = 0;
+        for (region, attrs) in purges.iter_mut() {
+            let indexed = self.spec(*region).unwrap_or_else(|| Arc::from(Vec::new()));
+            attrs.retain(|a| !indexed.contains(a));
+            let mut finished = Vec::new();
+            for &attr in attrs.iter() {
+                let (start, end) = super::entry_bounds(attr, (0, u64::MAX));
+                let range = IndexRange {
+                    start: &start,
+                    end: end.as_deref(),
+                    reverse: false,
+                };
+                let mut doomed = Vec::new();
+                self.inner.index_scan(*region, range, &mut |entry| {
+                    doomed.push(IndexWrite::Delete {
+                        region: *region,
+                        entry: entry.to_vec(),
+                    });
+                    deleted + doomed.len() < limit
+                })?;
+                let found = doomed.len();
+                if found > 0 {
+                    self.inner.apply_with_index(Vec::new(), doomed)?;
+                }
+                deleted += found;
+                if deleted >= limit {
+                    return Ok(deleted);
+                }
+                finished.push(attr);
+            }
+            attrs.retain(|a| !finished.contains(a));
+        }
+        purges.retain(|_, attrs| !attrs.is_empty());
+        Ok(deleted)
     }
 
     fn spec(&self, region: RegionId) -> Option<Arc<[usize]>> {
@@ -116,6 +179,47 @@ impl IndexedEngine {
             self.inner.apply_with_index(Vec::new(), chunk.to_vec())?;
         }
         Ok(())
+    }
+}
+
+impl IndexedEngine {
+    /// Writes the index entries of up to `limit` objects of `region`
+    /// after key `after` (entries already there stay: they are a set),
+    /// for the attributes the region indexes now. Returns the last key
+    /// visited and how many records it visited; fewer than `limit` means
+    /// the region's end was reached. The resumable form of
+    /// [`IndexedEngine::rebuild_region`], for a backfill that must not
+    /// hold the disk for long.
+    pub fn index_batch(
+        &self,
+        region: RegionId,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Option<Vec<u8>>, usize), StorageError> {
+        let attrs = self.spec(region);
+        let mut puts = Vec::new();
+        let mut seen = 0;
+        let mut last = None;
+        self.inner.scan(region, after, &mut |key, bytes| {
+            if let Some(attrs) = &attrs {
+                // A record that does not decode has no entries to write;
+                // the write path reports it when it is next written.
+                if let Ok(entries) = record_entries(attrs, key, bytes) {
+                    puts.extend(
+                        entries
+                            .into_iter()
+                            .map(|entry| IndexWrite::Put { region, entry }),
+                    );
+                }
+            }
+            seen += 1;
+            last = Some(key.to_vec());
+            seen < limit
+        })?;
+        if !puts.is_empty() {
+            self.inner.apply_with_index(Vec::new(), puts)?;
+        }
+        Ok((last, seen))
     }
 }
 

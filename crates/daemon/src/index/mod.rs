@@ -30,7 +30,7 @@ mod engine;
 mod entry;
 mod page;
 
-pub use access::{choose_access, place_of, region_cell, Access, RegionPlace, Walk};
+pub use access::{choose_access, place_in, place_of, region_cell, Access, RegionPlace, Walk};
 pub use engine::IndexedEngine;
 pub use entry::{entry, entry_bounds, entry_parts, object_entries};
 pub use page::{key_order_page, sorted_page, Match, PageBounds};

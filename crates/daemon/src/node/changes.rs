@@ -180,7 +180,9 @@ pub(crate) fn log(changes: &[Change], epoch: Epoch) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_types::{DaemonInfo, Region, Space, SpaceId, SubspaceLayout, Transfer};
+    use tessera_types::{
+        DaemonInfo, PartId, PartState, Region, Space, SpaceId, SubspaceLayout, Transfer,
+    };
 
     const ME: DaemonId = DaemonId(1);
 
@@ -206,13 +208,18 @@ mod tests {
                     attrs: vec![0],
                     splits: vec![vec![1 << 63]],
                     regions: vec![region(1, chains[0]), region(2, chains[1])],
+                    part: PartId(0),
+                    state: PartState::Ready,
                 },
                 SubspaceLayout {
                     attrs: vec![1],
                     splits: vec![vec![]],
                     regions: vec![region(3, chains[2])],
+                    part: PartId(1),
+                    state: PartState::Ready,
                 },
             ],
+            indexes: Vec::new(),
         };
         let daemon = |id: u64, state| {
             let info = DaemonInfo {

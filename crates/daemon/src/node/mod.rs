@@ -35,6 +35,7 @@
 //!   paused, or cut off) registers again by itself, no more often than a
 //!   backoff allows, so a flapping daemon cannot churn epochs.
 
+pub mod backfill;
 mod changes;
 mod collect;
 mod counting;
@@ -59,7 +60,7 @@ use tessera_protocol::{
 };
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Configuration, DaemonId, Epoch, RegionId};
+use tessera_types::{Configuration, DaemonId, Epoch, RegionDirectory, RegionId};
 
 /// Number of replica cores per daemon.
 pub const SHARDS: usize = 16;
@@ -197,7 +198,9 @@ pub struct DaemonNode {
     /// secondary index in step with its objects.
     engine: Arc<IndexedEngine>,
     shards: Vec<Mutex<ReplicaCore>>,
-    config: RwLock<Arc<Configuration>>,
+    /// The installed configuration and its region directory, replaced
+    /// together so that a reader never pairs one with the other's epoch.
+    config: RwLock<Installed>,
     transfers: Mutex<Transfers>,
     lease: Lease,
     poisoned: AtomicBool,
@@ -214,9 +217,30 @@ pub struct DaemonNode {
     /// Keys deleted as a transfer's target because the region no longer
     /// held them.
     stale_dropped: AtomicU64,
+    /// Backfill walks of key regions, by cursor name: how far each has
+    /// sent, ahead of its cursor on disk (see `backfill`).
+    walks: Mutex<HashMap<String, backfill::Cursor>>,
+    /// Keys a backfill must send again (see `backfill::note_revisits`).
+    revisits: Mutex<HashMap<RegionId, std::collections::BTreeSet<Vec<u8>>>>,
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
     stats: NodeStats,
+}
+
+/// A configuration with its region directory, built once when installed.
+#[derive(Clone)]
+struct Installed {
+    config: Arc<Configuration>,
+    directory: Arc<RegionDirectory>,
+}
+
+impl Installed {
+    fn new(config: Arc<Configuration>) -> Installed {
+        Installed {
+            directory: Arc::new(RegionDirectory::new(&config)),
+            config,
+        }
+    }
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -257,7 +281,7 @@ impl DaemonNode {
                 .map(|_| Mutex::new(ReplicaCore::new(me, config.clone(), dyn_engine.clone())))
                 .collect(),
             engine,
-            config: RwLock::new(config.clone()),
+            config: RwLock::new(Installed::new(config.clone())),
             transfers: Mutex::new(Transfers::new(me)),
             lease: Lease {
                 renewed_ms: AtomicU64::new(0),
@@ -271,6 +295,8 @@ impl DaemonNode {
             tombstones_waiting: AtomicU64::new(0),
             tombstones_collected: AtomicU64::new(0),
             stale_dropped: AtomicU64::new(0),
+            walks: Mutex::new(HashMap::new()),
+            revisits: Mutex::new(HashMap::new()),
             reported: Mutex::new(ReportLimit::default()),
             stats: NodeStats::default(),
         };
@@ -291,6 +317,10 @@ impl DaemonNode {
 
     /// The installed configuration.
     pub fn config(&self) -> Arc<Configuration> {
+        self.installed().config
+    }
+
+    fn installed(&self) -> Installed {
         self.config
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -419,20 +449,28 @@ impl DaemonNode {
     pub fn on_config(&self, config: Arc<Configuration>, out: Out<'_>) -> bool {
         let old = {
             let mut current = self.config.write().unwrap_or_else(|p| p.into_inner());
-            if config.epoch <= current.epoch {
+            if config.epoch <= current.config.epoch {
                 return false;
             }
             // Before anyone can write to a region this configuration adds.
             self.engine.on_config(&config);
-            std::mem::replace(&mut *current, config.clone())
+            std::mem::replace(&mut *current, Installed::new(config.clone()))
         };
         tracing::info!(epoch = %config.epoch, "installed configuration");
-        changes::log(&changes::changes(self.me, &old, &config), config.epoch);
+        changes::log(
+            &changes::changes(self.me, &old.config, &config),
+            config.epoch,
+        );
+        self.forget_walks_not_led();
         // Transfers first: a core ships the commits of a new transfer from
         // now on, and they must find the transfer known.
         let actions = lock(&self.transfers).on_config(&config);
+        let revisit = self.revisit_regions(&config);
         for shard in &self.shards {
             let mut core = lock(shard);
+            for &region in &revisit {
+                self.note_revisits(region, core.busy_keys_of(region));
+            }
             core.on_config(config.clone());
             let effects = core.drain_effects();
             self.core_effects(effects, out);
@@ -461,6 +499,7 @@ impl DaemonNode {
         if tick % every == every - 1 {
             self.collect_round(out);
         }
+        self.backfill_tick(tick, out);
         if tick % SWEEP_TICKS == SWEEP_TICKS - 1 {
             let config = self.config();
             for space in &config.spaces {
@@ -550,10 +589,12 @@ impl DaemonNode {
         epoch: Epoch,
         request: DaemonRequest,
     ) -> Result<DaemonResponse, search::ReadFailed> {
-        let config = self.config();
+        let installed = self.installed();
+        let config = &installed.config;
         let counting = counting::Counting::new(self.engine.clone());
         let view = search::ReadView {
-            config: &config,
+            config,
+            directory: &installed.directory,
             me: self.me,
             engine: &counting,
         };
@@ -582,7 +623,7 @@ impl DaemonNode {
                 after,
             } => search::search_keys(&view, epoch, space, region, &checks, after.as_deref()),
             DaemonRequest::Get { space, key } => {
-                return search::get_committed(&config, self.me, self.engine(), epoch, space, &key)
+                return search::get_committed(config, self.me, self.engine(), epoch, space, &key)
             }
             DaemonRequest::Update(_) => {
                 return Ok(DaemonResponse::Failed {

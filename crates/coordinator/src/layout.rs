@@ -1,0 +1,1387 @@
+//! Layout changes of a live space: the commands that add and remove
+//! subspaces and local indexes, `relayout`, and the lifecycle steps that
+//! the daemons' backfill reports drive (see `tessera_types::layout`).
+//!
+//! Every command checks everything before it changes anything: a refused
+//! command leaves the state as it was (no epoch, no id handed out). A new
+//! part starts *building*; [`ClusterState::part_progress`] marks it *ready*
+//! once every region reports its backfill done; a removed part becomes
+//! *dropping* and leaves the configuration with
+//! [`ClusterState::part_dropped`] one epoch or more later. A `relayout`
+//! adds the parts the new description has and the space lacks, and
+//! remembers the parts it omits: they start dropping in the epoch in which
+//! the last new part becomes ready, so a search always has a ready part at
+//! least as good as the old layout.
+
+use crate::placement::{PlacementError, Placer};
+use crate::state::{ClusterState, Command, CommandResult};
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_protocol::AdminStatus;
+use tessera_types::parse::parse_space;
+use tessera_types::region::{grid_for_partitions, uniform_splits};
+use tessera_types::{
+    DaemonId, DaemonState, DataType, Epoch, IndexPart, ParseSpaceError, PartId, PartState, Region,
+    RegionId, Space, SpaceDesc, SpaceId, SubspaceLayout,
+};
+
+/// Why a layout change was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutChangeError {
+    /// No space has this name.
+    #[error("no space named {space:?}")]
+    NoSpace {
+        /// The name asked for.
+        space: String,
+    },
+    /// The space has no attribute of this name.
+    #[error("space {space:?} has no attribute {attr:?}")]
+    NoAttribute {
+        /// The space.
+        space: String,
+        /// The attribute asked for.
+        attr: String,
+    },
+    /// A subspace was asked for without attributes.
+    #[error("a subspace needs at least one attribute")]
+    EmptySubspace,
+    /// The key has its own subspace and needs no index.
+    #[error("the key {attr:?} cannot be in a subspace or an index: key lookups need neither")]
+    KeyAttribute {
+        /// The key's name.
+        attr: String,
+    },
+    /// A subspace lists one attribute twice.
+    #[error("attribute {attr:?} is repeated in the subspace")]
+    RepeatedAttribute {
+        /// The attribute.
+        attr: String,
+    },
+    /// The attribute's type has no coordinate, so it cannot be a subspace
+    /// dimension.
+    #[error("attribute {attr:?} has type {dtype}, which cannot be a subspace dimension (only string, int, float and timestamp can)")]
+    NotHashable {
+        /// The attribute.
+        attr: String,
+        /// Its type.
+        dtype: DataType,
+    },
+    /// The attribute's type cannot be indexed this way.
+    #[error("attribute {attr:?} has type {dtype}, which a local index cannot hold")]
+    Unindexable {
+        /// The attribute.
+        attr: String,
+        /// Its type.
+        dtype: DataType,
+    },
+    /// A document attribute is indexed by a path inside it (`doc.path`).
+    #[error("attribute {attr:?} is a document: index a path inside it, as {attr}.field")]
+    DocumentWithoutPath {
+        /// The attribute.
+        attr: String,
+    },
+    /// Only documents have paths.
+    #[error("attribute {attr:?} is not a document, so {attr}.{path} names nothing")]
+    PathOnNonDocument {
+        /// The attribute.
+        attr: String,
+        /// The path given.
+        path: String,
+    },
+    /// The space has this subspace already (same attributes, any order of
+    /// building or ready; a dropping one does not count).
+    #[error("space {space:?} already has subspace {part} on these attributes")]
+    DuplicateSubspace {
+        /// The space.
+        space: String,
+        /// The existing subspace's id.
+        part: PartId,
+    },
+    /// The space has this index already.
+    #[error("space {space:?} already has index {part} on {attr}")]
+    DuplicateIndex {
+        /// The space.
+        space: String,
+        /// The existing index's id.
+        part: PartId,
+        /// What it indexes.
+        attr: String,
+    },
+    /// The key subspace is where every object lives; it cannot go.
+    #[error("subspace 0 is the key subspace, which cannot be removed")]
+    KeySubspace,
+    /// The space has no subspace with this id (or it is dropping already).
+    #[error("space {space:?} has no subspace {part}")]
+    NoSubspace {
+        /// The space.
+        space: String,
+        /// The id asked for.
+        part: PartId,
+    },
+    /// The space (or, unnamed, no space) has no index with this id (or it
+    /// is dropping already).
+    #[error("no index {part}")]
+    NoIndex {
+        /// The id asked for.
+        part: PartId,
+    },
+    /// Index ids are per space, and several spaces have this one: name the
+    /// space (or pass the `Index` object `list_indices` returned).
+    #[error("index {part} exists in several spaces ({spaces:?}); name the space")]
+    AmbiguousIndex {
+        /// The id asked for.
+        part: PartId,
+        /// The spaces that have it.
+        spaces: Vec<String>,
+    },
+    /// HyperDex refuses to drop an index a subspace relies on.
+    #[error(
+        "index {part} is on {attr:?}, which subspace {subspace} uses; remove the subspace first"
+    )]
+    IndexUsedBySubspace {
+        /// The index.
+        part: PartId,
+        /// Its attribute.
+        attr: String,
+        /// The subspace that uses the attribute.
+        subspace: PartId,
+    },
+    /// The description given to `relayout` does not parse.
+    #[error("the new description is not valid")]
+    BadDescription(#[source] ParseSpaceError),
+    /// `relayout` keeps a space's identity: name, key, attributes, fault
+    /// tolerance and authorization; only subspaces and indexes change.
+    #[error("relayout cannot change the space's {what}; only subspaces and indexes may change")]
+    RelayoutChangesSpace {
+        /// What differs: `name`, `key`, `attributes`, ...
+        what: &'static str,
+    },
+    /// No daemon can hold the new part's regions.
+    #[error("cannot place the new part's regions")]
+    Placement(#[source] PlacementError),
+}
+
+impl LayoutChangeError {
+    /// The status the admin API answers with (API.md §7.1).
+    pub fn status(&self) -> AdminStatus {
+        use LayoutChangeError::*;
+        match self {
+            NoSpace { .. } | NoAttribute { .. } | NoSubspace { .. } | NoIndex { .. } => {
+                AdminStatus::NotFound
+            }
+            DuplicateSubspace { .. } | DuplicateIndex { .. } => AdminStatus::Duplicate,
+            EmptySubspace
+            | KeyAttribute { .. }
+            | RepeatedAttribute { .. }
+            | NotHashable { .. }
+            | BadDescription(_)
+            | RelayoutChangesSpace { .. } => AdminStatus::BadSpace,
+            Unindexable { .. }
+            | DocumentWithoutPath { .. }
+            | PathOnNonDocument { .. }
+            | KeySubspace
+            | IndexUsedBySubspace { .. }
+            | AmbiguousIndex { .. }
+            | Placement(_) => AdminStatus::CoordFail,
+        }
+    }
+}
+
+impl From<LayoutChangeError> for CommandResult {
+    fn from(e: LayoutChangeError) -> Self {
+        // The reason keeps the whole chain of causes, so a BADSPACE names
+        // the line and column the parser found.
+        let mut reason = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            reason.push_str(": ");
+            reason.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        CommandResult::Failed {
+            status: e.status(),
+            reason,
+        }
+    }
+}
+
+/// An index asked for by `attr` or `docattr.path`, resolved.
+struct IndexTarget {
+    attr: usize,
+    path: Option<String>,
+}
+
+/// Whether a part counts for duplicates and relayouts: a dropping part is
+/// on its way out and may be added again.
+fn live(state: PartState) -> bool {
+    state != PartState::Dropping
+}
+
+impl ClusterState {
+    fn space_index(&self, name: &str) -> Result<usize, LayoutChangeError> {
+        self.spaces
+            .iter()
+            .position(|s| s.desc.name == name)
+            .ok_or_else(|| LayoutChangeError::NoSpace {
+                space: name.to_string(),
+            })
+    }
+
+    fn placer(&self) -> Result<Placer, LayoutChangeError> {
+        let available = self
+            .daemons
+            .values()
+            .filter(|d| d.state == DaemonState::Available)
+            .map(|d| d.id);
+        Placer::new(available, &self.spaces).map_err(LayoutChangeError::Placement)
+    }
+
+    /// A part id `space` has never used (1, 2, …; 0 is the key subspace).
+    pub(crate) fn fresh_part(&mut self, space: SpaceId) -> PartId {
+        let next = self.part_id_next.entry(space).or_insert(1);
+        let id = PartId(*next);
+        *next += 1;
+        id
+    }
+
+    /// A layout for a subspace on `attrs` of a space with `desc`'s
+    /// partitions and tolerance, regions numbered from the region counter.
+    pub(crate) fn new_layout(
+        &mut self,
+        desc: &SpaceDesc,
+        attrs: Vec<usize>,
+        part: PartId,
+        state: PartState,
+        placer: &mut Placer,
+    ) -> SubspaceLayout {
+        let replicas = desc.fault_tolerance as usize + 1;
+        let splits: Vec<Vec<u64>> = if part == PartId(0) {
+            vec![uniform_splits(desc.partitions)]
+        } else {
+            grid_for_partitions(desc.partitions, attrs.len())
+                .into_iter()
+                .map(uniform_splits)
+                .collect()
+        };
+        // The grid's cells: the product of each dimension's intervals.
+        let cells: usize = splits.iter().map(|s| s.len() + 1).product();
+        let regions = placer
+            .place_subspace(cells, replicas)
+            .into_iter()
+            .map(|chain| {
+                let id = RegionId(self.region_id_next);
+                self.region_id_next += 1;
+                Region { id, chain }
+            })
+            .collect();
+        SubspaceLayout {
+            attrs,
+            splits,
+            regions,
+            part,
+            state,
+        }
+    }
+
+    /// Resolves a subspace's attribute names against `desc`.
+    fn subspace_attrs(desc: &SpaceDesc, names: &[String]) -> Result<Vec<usize>, LayoutChangeError> {
+        if names.is_empty() {
+            return Err(LayoutChangeError::EmptySubspace);
+        }
+        let mut attrs = Vec::with_capacity(names.len());
+        for name in names {
+            let i = desc
+                .attr_index(name)
+                .ok_or_else(|| LayoutChangeError::NoAttribute {
+                    space: desc.name.clone(),
+                    attr: name.clone(),
+                })?;
+            if i == 0 {
+                return Err(LayoutChangeError::KeyAttribute { attr: name.clone() });
+            }
+            let dtype = desc.attrs[i].dtype;
+            if !dtype.is_hashable() {
+                return Err(LayoutChangeError::NotHashable {
+                    attr: name.clone(),
+                    dtype,
+                });
+            }
+            if attrs.contains(&i) {
+                return Err(LayoutChangeError::RepeatedAttribute { attr: name.clone() });
+            }
+            attrs.push(i);
+        }
+        Ok(attrs)
+    }
+
+    /// Resolves `attr` or `docattr.path` against `desc` (API.md §7.1
+    /// `add_index`). The attribute's own name wins over a path reading,
+    /// so an attribute whose name holds no dot is never split.
+    fn index_target(desc: &SpaceDesc, spec: &str) -> Result<IndexTarget, LayoutChangeError> {
+        let (attr, path) = match desc.attr_index(spec) {
+            Some(i) => (i, None),
+            None => match spec.split_once('.') {
+                Some((name, path)) if desc.attr_index(name).is_some() => (
+                    desc.attr_index(name).expect("checked"),
+                    Some(path.to_string()),
+                ),
+                _ => {
+                    return Err(LayoutChangeError::NoAttribute {
+                        space: desc.name.clone(),
+                        attr: spec.to_string(),
+                    })
+                }
+            },
+        };
+        let name = desc.attrs[attr].name.clone();
+        let dtype = desc.attrs[attr].dtype;
+        if attr == 0 {
+            return Err(LayoutChangeError::KeyAttribute { attr: name });
+        }
+        match (dtype, path) {
+            (DataType::Document, None) => {
+                Err(LayoutChangeError::DocumentWithoutPath { attr: name })
+            }
+            (DataType::Document, Some(path)) if path.is_empty() => {
+                Err(LayoutChangeError::DocumentWithoutPath { attr: name })
+            }
+            (DataType::Document, Some(path)) => Ok(IndexTarget {
+                attr,
+                path: Some(path),
+            }),
+            (_, Some(path)) => Err(LayoutChangeError::PathOnNonDocument { attr: name, path }),
+            (dtype, None) if !dtype.is_hashable() => {
+                Err(LayoutChangeError::Unindexable { attr: name, dtype })
+            }
+            (_, None) => Ok(IndexTarget { attr, path: None }),
+        }
+    }
+
+    /// `add-subspace`: a new building subspace on `attrs` (names).
+    pub(crate) fn add_subspace(
+        &mut self,
+        space: &str,
+        attrs: &[String],
+    ) -> Result<PartId, LayoutChangeError> {
+        let si = self.space_index(space)?;
+        let desc = self.spaces[si].desc.clone();
+        let attrs = Self::subspace_attrs(&desc, attrs)?;
+        if let Some(existing) = self.spaces[si]
+            .subspaces
+            .iter()
+            .find(|l| live(l.state) && l.attrs == attrs)
+        {
+            return Err(LayoutChangeError::DuplicateSubspace {
+                space: space.to_string(),
+                part: existing.part,
+            });
+        }
+        let mut placer = self.placer()?;
+        let part = self.fresh_part(self.spaces[si].id);
+        let layout = self.new_layout(
+            &desc,
+            attrs.clone(),
+            part,
+            PartState::Building { progress: 0 },
+            &mut placer,
+        );
+        let space = &mut self.spaces[si];
+        space.desc.subspaces.push(attrs);
+        space.subspaces.push(layout);
+        self.bump();
+        Ok(part)
+    }
+
+    /// `rm-subspace`: subspace `part` starts dropping.
+    pub(crate) fn rm_subspace(
+        &mut self,
+        space: &str,
+        part: PartId,
+    ) -> Result<(), LayoutChangeError> {
+        let si = self.space_index(space)?;
+        if part == PartId(0) {
+            return Err(LayoutChangeError::KeySubspace);
+        }
+        let layout = self.spaces[si]
+            .subspaces
+            .iter_mut()
+            .skip(1)
+            .find(|l| l.part == part && live(l.state))
+            .ok_or_else(|| LayoutChangeError::NoSubspace {
+                space: space.to_string(),
+                part,
+            })?;
+        layout.state = PartState::Dropping;
+        self.forget_pending_drop(si, part);
+        self.bump();
+        Ok(())
+    }
+
+    /// `add-index`: a new building local index on `attr` (or `doc.path`).
+    pub(crate) fn add_index(
+        &mut self,
+        space: &str,
+        attr: &str,
+    ) -> Result<PartId, LayoutChangeError> {
+        let si = self.space_index(space)?;
+        let target = Self::index_target(&self.spaces[si].desc, attr)?;
+        if let Some(existing) = self.spaces[si]
+            .indexes
+            .iter()
+            .find(|ix| live(ix.state) && ix.attr == target.attr && ix.path == target.path)
+        {
+            return Err(LayoutChangeError::DuplicateIndex {
+                space: space.to_string(),
+                part: existing.id,
+                attr: attr.to_string(),
+            });
+        }
+        let part = self.fresh_part(self.spaces[si].id);
+        let space = &mut self.spaces[si];
+        if target.path.is_none() {
+            space.desc.indexes.push(target.attr);
+        }
+        space.indexes.push(IndexPart {
+            id: part,
+            attr: target.attr,
+            path: target.path,
+            state: PartState::Building { progress: 0 },
+        });
+        self.bump();
+        Ok(part)
+    }
+
+    /// `rm-index`: index `part` of `space` starts dropping; without a
+    /// space, of the one space that has a live index `part`.
+    pub(crate) fn rm_index(
+        &mut self,
+        space: Option<&str>,
+        part: PartId,
+    ) -> Result<(), LayoutChangeError> {
+        let only = match space {
+            Some(name) => Some(self.space_index(name)?),
+            None => None,
+        };
+        let found: Vec<(usize, usize)> = self
+            .spaces
+            .iter()
+            .enumerate()
+            .filter(|(si, _)| only.is_none_or(|o| o == *si))
+            .filter_map(|(si, s)| {
+                s.indexes
+                    .iter()
+                    .position(|ix| ix.id == part && live(ix.state))
+                    .map(|ii| (si, ii))
+            })
+            .collect();
+        let (si, ii) = match found.as_slice() {
+            [] => return Err(LayoutChangeError::NoIndex { part }),
+            [one] => *one,
+            several => {
+                return Err(LayoutChangeError::AmbiguousIndex {
+                    part,
+                    spaces: several
+                        .iter()
+                        .map(|&(si, _)| self.spaces[si].desc.name.clone())
+                        .collect(),
+                })
+            }
+        };
+        let space = &self.spaces[si];
+        let index = &space.indexes[ii];
+        if index.path.is_none() {
+            if let Some(sub) = space
+                .subspaces
+                .iter()
+                .skip(1)
+                .find(|l| live(l.state) && l.attrs.contains(&index.attr))
+            {
+                return Err(LayoutChangeError::IndexUsedBySubspace {
+                    part,
+                    attr: space.desc.attrs[index.attr].name.clone(),
+                    subspace: sub.part,
+                });
+            }
+        }
+        self.spaces[si].indexes[ii].state = PartState::Dropping;
+        self.forget_pending_drop(si, part);
+        self.bump();
+        Ok(())
+    }
+
+    /// `relayout`: builds every part of `description` the space lacks, and
+    /// drops the parts it omits once the new ones are ready (at once when
+    /// nothing new is building).
+    pub(crate) fn relayout(
+        &mut self,
+        space: &str,
+        description: &str,
+    ) -> Result<(), LayoutChangeError> {
+        let si = self.space_index(space)?;
+        let new = parse_space(description).map_err(LayoutChangeError::BadDescription)?;
+        let old = &self.spaces[si].desc;
+        let differs = if new.name != old.name {
+            Some("name")
+        } else if new.attrs.first() != old.attrs.first() {
+            Some("key")
+        } else if new.attrs != old.attrs {
+            Some("attributes")
+        } else if new.fault_tolerance != old.fault_tolerance {
+            Some("fault tolerance")
+        } else if new.authorization != old.authorization {
+            Some("authorization")
+        } else {
+            None
+        };
+        if let Some(what) = differs {
+            return Err(LayoutChangeError::RelayoutChangesSpace { what });
+        }
+        let current = &self.spaces[si];
+        let missing_subspaces: Vec<Vec<usize>> = new
+            .subspaces
+            .iter()
+            .filter(|attrs| {
+                !current
+                    .subspaces
+                    .iter()
+                    .any(|l| live(l.state) && &l.attrs == *attrs)
+            })
+            .cloned()
+            .collect();
+        let missing_indexes: Vec<usize> = new
+            .indexes
+            .iter()
+            .filter(|&&a| {
+                !current
+                    .indexes
+                    .iter()
+                    .any(|ix| live(ix.state) && ix.path.is_none() && ix.attr == a)
+            })
+            .copied()
+            .collect();
+        let mut omitted: BTreeSet<PartId> = current
+            .subspaces
+            .iter()
+            .skip(1)
+            .filter(|l| live(l.state) && !new.subspaces.contains(&l.attrs))
+            .map(|l| l.part)
+            .collect();
+        omitted.extend(
+            current
+                .indexes
+                .iter()
+                .filter(|ix| {
+                    live(ix.state) && (ix.path.is_some() || !new.indexes.contains(&ix.attr))
+                })
+                .map(|ix| ix.id),
+        );
+        if missing_subspaces.is_empty() && missing_indexes.is_empty() && omitted.is_empty() {
+            return Ok(());
+        }
+        let mut placer = if missing_subspaces.is_empty() {
+            None
+        } else {
+            Some(self.placer()?)
+        };
+        // Nothing can fail from here on.
+        let mut desc = self.spaces[si].desc.clone();
+        desc.partitions = new.partitions;
+        let mut layouts = Vec::new();
+        let id = self.spaces[si].id;
+        for attrs in missing_subspaces {
+            let part = self.fresh_part(id);
+            let placer = placer.as_mut().expect("made when a subspace is missing");
+            layouts.push(self.new_layout(
+                &desc,
+                attrs,
+                part,
+                PartState::Building { progress: 0 },
+                placer,
+            ));
+        }
+        let mut indexes = Vec::new();
+        for attr in missing_indexes {
+            indexes.push(IndexPart {
+                id: self.fresh_part(id),
+                attr,
+                path: None,
+                state: PartState::Building { progress: 0 },
+            });
+        }
+        let space = &mut self.spaces[si];
+        for layout in layouts {
+            space.desc.subspaces.push(layout.attrs.clone());
+            space.subspaces.push(layout);
+        }
+        for index in indexes {
+            space.desc.indexes.push(index.attr);
+            space.indexes.push(index);
+        }
+        // A later relayout replaces an earlier one's plan: what it omits
+        // is what goes.
+        if omitted.is_empty() {
+            self.pending_drops.remove(&id);
+        } else {
+            self.pending_drops.insert(id, omitted);
+        }
+        self.start_pending_drops(si);
+        self.bump();
+        Ok(())
+    }
+
+    /// A part's backfill moved on: `progress` percent, or `done` when every
+    /// region holds every object. A done part becomes ready, and a space
+    /// left with nothing building starts dropping what a `relayout` omitted.
+    /// Reports about parts that are gone or not building change nothing
+    /// (the report raced with a removal or an earlier report).
+    pub(crate) fn part_progress(
+        &mut self,
+        space: SpaceId,
+        part: PartId,
+        progress: u8,
+        done: bool,
+    ) -> bool {
+        let Some(si) = self.spaces.iter().position(|s| s.id == space) else {
+            return false;
+        };
+        let Some(state) = self.spaces[si].part_state_mut(part) else {
+            return false;
+        };
+        let PartState::Building { progress: before } = *state else {
+            return false;
+        };
+        let next = if done {
+            PartState::Ready
+        } else {
+            PartState::Building {
+                progress: progress.min(99).max(before),
+            }
+        };
+        if next == *state {
+            return false;
+        }
+        *state = next;
+        if done {
+            self.start_pending_drops(si);
+        }
+        true
+    }
+
+    /// A dropping part leaves the configuration (its regions with it);
+    /// false when it is not dropping (already gone, or never dropped).
+    pub(crate) fn part_dropped(&mut self, space: SpaceId, part: PartId) -> bool {
+        let Some(s) = self.spaces.iter_mut().find(|s| s.id == space) else {
+            return false;
+        };
+        if let Some(pos) = s
+            .subspaces
+            .iter()
+            .position(|l| l.part == part && l.state == PartState::Dropping)
+        {
+            let layout = s.subspaces.remove(pos);
+            s.desc.subspaces.remove(pos - 1);
+            let gone: BTreeSet<RegionId> = layout.regions.iter().map(|r| r.id).collect();
+            self.orphans.retain(|r, _| !gone.contains(r));
+            return true;
+        }
+        if let Some(pos) = s
+            .indexes
+            .iter()
+            .position(|ix| ix.id == part && ix.state == PartState::Dropping)
+        {
+            let index = s.indexes.remove(pos);
+            if index.path.is_none() {
+                let at = s
+                    .desc
+                    .indexes
+                    .iter()
+                    .position(|&a| a == index.attr)
+                    .expect("an index without a path is in desc.indexes");
+                s.desc.indexes.remove(at);
+            }
+            return true;
+        }
+        false
+    }
+
+    /// The parts of `space` that are dropping, for the leader to remove.
+    pub fn dropping_parts(space: &Space) -> Vec<PartId> {
+        space
+            .parts()
+            .iter()
+            .filter(|p| p.state == PartState::Dropping)
+            .map(|p| p.id)
+            .collect()
+    }
+
+    fn forget_pending_drop(&mut self, si: usize, part: PartId) {
+        let id = self.spaces[si].id;
+        if let Some(pending) = self.pending_drops.get_mut(&id) {
+            pending.remove(&part);
+            if pending.is_empty() {
+                self.pending_drops.remove(&id);
+            }
+        }
+    }
+
+    /// Marks dropping what a `relayout` of space `si` omitted, once nothing
+    /// in the space is building any more.
+    fn start_pending_drops(&mut self, si: usize) {
+        let space = &mut self.spaces[si];
+        let building = space
+            .parts()
+            .iter()
+            .any(|p| matches!(p.state, PartState::Building { .. }));
+        if building {
+            return;
+        }
+        let Some(pending) = self.pending_drops.remove(&space.id) else {
+            return;
+        };
+        for layout in space.subspaces.iter_mut().skip(1) {
+            if pending.contains(&layout.part) && live(layout.state) {
+                layout.state = PartState::Dropping;
+            }
+        }
+        for index in &mut space.indexes {
+            if pending.contains(&index.id) && live(index.state) {
+                index.state = PartState::Dropping;
+            }
+        }
+    }
+}
+
+/// The leader's soft state about building and dropping parts: which
+/// daemons reported which regions done, and which epoch each daemon runs.
+/// Pure: the coordinator's shell and the simulator feed it reports and
+/// heartbeats and write the commands it proposes. A new leader starts
+/// empty; daemons report again (they repeat their reports until the part
+/// is ready).
+#[derive(Clone, Debug, Default)]
+pub struct LayoutTally {
+    /// Per building part, the key regions some point leader walked.
+    keys_done: BTreeMap<(SpaceId, PartId), BTreeSet<RegionId>>,
+    /// Per building part, the (daemon, region) pairs whose index entries
+    /// are complete.
+    entries_done: BTreeMap<(SpaceId, PartId), BTreeSet<(DaemonId, RegionId)>>,
+    /// The epoch each daemon last said it runs.
+    epochs: BTreeMap<DaemonId, Epoch>,
+    /// The epoch in which the leader first saw each part dropping.
+    dropping_since: BTreeMap<(SpaceId, PartId), Epoch>,
+    /// The progress last proposed per part, so that a report that moves
+    /// nothing proposes nothing.
+    proposed: BTreeMap<(SpaceId, PartId), u8>,
+}
+
+/// Progress proposals move in steps of this many percent, so a backfill
+/// costs a handful of epochs, not one per report.
+const PROGRESS_STEP: u8 = 10;
+
+impl LayoutTally {
+    /// Takes what a request to the leader tells about layouts: a
+    /// `BackfillReport`, or the epoch a `Heartbeat` reports. Other
+    /// requests tell nothing.
+    pub fn on_request(&mut self, request: &tessera_protocol::CoordRequest) {
+        use tessera_protocol::CoordRequest;
+        match request {
+            CoordRequest::BackfillReport {
+                daemon,
+                space,
+                part,
+                keys_done,
+                entries_done,
+            } => self.on_report(*daemon, *space, *part, keys_done, entries_done),
+            CoordRequest::Heartbeat { id, epoch } => self.on_epoch(*id, *epoch),
+            _ => {}
+        }
+    }
+
+    /// A daemon's report (see `CoordRequest::BackfillReport`).
+    pub fn on_report(
+        &mut self,
+        daemon: DaemonId,
+        space: SpaceId,
+        part: PartId,
+        keys_done: &[RegionId],
+        entries_done: &[RegionId],
+    ) {
+        self.keys_done
+            .entry((space, part))
+            .or_default()
+            .extend(keys_done.iter().copied());
+        self.entries_done
+            .entry((space, part))
+            .or_default()
+            .extend(entries_done.iter().map(|r| (daemon, *r)));
+    }
+
+    /// A daemon runs `epoch` (from its heartbeat).
+    pub fn on_epoch(&mut self, daemon: DaemonId, epoch: Epoch) {
+        self.epochs.insert(daemon, epoch);
+    }
+
+    /// The commands the leader should propose now: progress or readiness
+    /// of building parts, and the removal of dropping parts that every
+    /// available daemon knows as dropping (so none still sends them
+    /// writes drawn before).
+    pub fn proposals(&mut self, state: &ClusterState) -> Vec<Command> {
+        let mut out = Vec::new();
+        let mut live = BTreeSet::new();
+        for space in &state.spaces {
+            for view in space.parts() {
+                let id = (space.id, view.id);
+                live.insert(id);
+                match view.state {
+                    PartState::Building { progress } => {
+                        let (done, total) = self.coverage(space, view.id, view.kind);
+                        if done == total {
+                            out.push(Command::PartProgress {
+                                space: space.id,
+                                part: view.id,
+                                progress: 100,
+                                done: true,
+                            });
+                            continue;
+                        }
+                        let percent = (done * 100 / total.max(1)).min(99) as u8;
+                        let step = percent / PROGRESS_STEP * PROGRESS_STEP;
+                        let last = self.proposed.get(&id).copied().unwrap_or(progress);
+                        if step > last {
+                            self.proposed.insert(id, step);
+                            out.push(Command::PartProgress {
+                                space: space.id,
+                                part: view.id,
+                                progress: step,
+                                done: false,
+                            });
+                        }
+                    }
+                    PartState::Dropping => {
+                        let since = *self.dropping_since.entry(id).or_insert(state.epoch);
+                        let everyone_knows = state
+                            .daemons
+                            .values()
+                            .filter(|d| d.state == DaemonState::Available)
+                            .all(|d| self.epochs.get(&d.id).is_some_and(|e| *e >= since));
+                        if everyone_knows {
+                            out.push(Command::PartDropped {
+                                space: space.id,
+                                part: view.id,
+                            });
+                        }
+                    }
+                    PartState::Ready => {}
+                }
+            }
+        }
+        // Forget parts that are gone or settled.
+        let building = |id: &(SpaceId, PartId)| live.contains(id);
+        self.keys_done.retain(|id, _| building(id));
+        self.entries_done.retain(|id, _| building(id));
+        self.dropping_since.retain(|id, _| building(id));
+        self.proposed.retain(|id, _| building(id));
+        out
+    }
+
+    /// How many of the pieces `part` waits for are reported done, of how
+    /// many: each key region walked (a subspace), and each replica of each
+    /// region that keeps entries of its attributes.
+    fn coverage(
+        &self,
+        space: &Space,
+        part: PartId,
+        kind: tessera_types::PartKind,
+    ) -> (usize, usize) {
+        let id = (space.id, part);
+        let empty_keys = BTreeSet::new();
+        let empty_entries = BTreeSet::new();
+        let keys = self.keys_done.get(&id).unwrap_or(&empty_keys);
+        let entries = self.entries_done.get(&id).unwrap_or(&empty_entries);
+        let mut total = 0;
+        let mut done = 0;
+        if kind == tessera_types::PartKind::Subspace {
+            for region in space.subspaces.first().map_or(&[][..], |l| &l.regions[..]) {
+                total += 1;
+                done += usize::from(keys.contains(&region.id));
+            }
+        }
+        for (_, region) in space.entry_regions(part) {
+            for daemon in &region.chain {
+                total += 1;
+                done += usize::from(entries.contains(&(*daemon, region.id)));
+            }
+        }
+        (done, total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_types::PartKind;
+
+    const SPACE: &str = "space s key k attributes a, int b, c, document d, list(int) l \
+                         subspace a create 4 partitions";
+
+    fn cluster() -> ClusterState {
+        let mut state = ClusterState::default();
+        for i in 0..3 {
+            state.apply(Command::RegisterDaemon {
+                id: None,
+                addr: format!("127.0.0.1:{}", 2012 + i),
+                metrics: None,
+            });
+        }
+        let added = state.apply(Command::AddSpace {
+            description: SPACE.to_string(),
+        });
+        assert!(
+            matches!(added, CommandResult::SpaceAdded { .. }),
+            "{added:?}"
+        );
+        state
+    }
+
+    fn parts(state: &ClusterState) -> Vec<(PartId, PartKind, Vec<usize>, PartState)> {
+        state.spaces[0]
+            .parts()
+            .iter()
+            .map(|p| (p.id, p.kind, p.attrs.to_vec(), p.state))
+            .collect()
+    }
+
+    fn added(result: CommandResult) -> PartId {
+        match result {
+            CommandResult::PartAdded { part } => part,
+            other => panic!("expected a new part, got {other:?}"),
+        }
+    }
+
+    /// Applies `command`, requires it refused with `status`, and requires
+    /// the state unchanged (same epoch, same ids to hand out, same spaces).
+    fn refused(state: &mut ClusterState, command: Command, status: AdminStatus) -> String {
+        let before = state.clone();
+        match state.apply(command.clone()) {
+            CommandResult::Failed {
+                status: got,
+                reason,
+            } => {
+                assert_eq!(got, status, "{command:?}: {reason}");
+                assert_eq!(*state, before, "{command:?} changed the state");
+                reason
+            }
+            other => panic!("{command:?} was not refused: {other:?}"),
+        }
+    }
+
+    fn building() -> PartState {
+        PartState::Building { progress: 0 }
+    }
+
+    #[test]
+    fn a_new_space_numbers_its_parts_key_first_and_every_part_ready() {
+        let state = cluster();
+        assert_eq!(
+            parts(&state),
+            vec![
+                (PartId(0), PartKind::Key, vec![0], PartState::Ready),
+                (PartId(1), PartKind::Subspace, vec![1], PartState::Ready),
+            ]
+        );
+    }
+
+    #[test]
+    fn add_subspace_builds_a_new_part_with_fresh_regions_in_one_epoch() {
+        let mut state = cluster();
+        let epoch = state.epoch;
+        let regions_before: BTreeSet<RegionId> = state.spaces[0]
+            .subspaces
+            .iter()
+            .flat_map(|l| l.regions.iter().map(|r| r.id))
+            .collect();
+        let part = added(state.apply(Command::AddSubspace {
+            space: "s".into(),
+            attrs: vec!["b".into(), "c".into()],
+        }));
+        assert_eq!(state.epoch.0, epoch.0 + 1);
+        let space = &state.spaces[0];
+        assert_eq!(space.desc.subspaces, vec![vec![1], vec![2, 3]]);
+        let layout = space.subspaces.last().expect("added");
+        assert_eq!((layout.part, layout.state), (part, building()));
+        assert_eq!(layout.regions.len(), 4);
+        assert!(layout.regions.iter().all(|r| r.chain.len() == 2));
+        assert!(layout
+            .regions
+            .iter()
+            .all(|r| !regions_before.contains(&r.id)));
+        // Not searchable until ready.
+        assert!(!space.subspace_searchable(2));
+    }
+
+    #[test]
+    fn every_bad_layout_command_is_a_typed_refusal_that_changes_nothing() {
+        let mut state = cluster();
+        let add_sub = |attrs: &[&str]| Command::AddSubspace {
+            space: "s".into(),
+            attrs: attrs.iter().map(|a| a.to_string()).collect(),
+        };
+        let add_index = |attr: &str| Command::AddIndex {
+            space: "s".into(),
+            attr: attr.into(),
+        };
+        use AdminStatus::*;
+        refused(
+            &mut state,
+            Command::AddSubspace {
+                space: "nope".into(),
+                attrs: vec!["a".into()],
+            },
+            NotFound,
+        );
+        refused(&mut state, add_sub(&["a"]), Duplicate);
+        refused(&mut state, add_sub(&[]), BadSpace);
+        refused(&mut state, add_sub(&["k"]), BadSpace);
+        refused(&mut state, add_sub(&["zz"]), NotFound);
+        refused(&mut state, add_sub(&["b", "b"]), BadSpace);
+        refused(&mut state, add_sub(&["l"]), BadSpace);
+        refused(&mut state, add_sub(&["d"]), BadSpace);
+        refused(
+            &mut state,
+            Command::RmSubspace {
+                space: "s".into(),
+                part: PartId(0),
+            },
+            CoordFail,
+        );
+        refused(
+            &mut state,
+            Command::RmSubspace {
+                space: "s".into(),
+                part: PartId(77),
+            },
+            NotFound,
+        );
+        refused(&mut state, add_index("zz"), NotFound);
+        refused(&mut state, add_index("k"), BadSpace);
+        refused(&mut state, add_index("d"), CoordFail);
+        refused(&mut state, add_index("d."), CoordFail);
+        refused(&mut state, add_index("b.x"), CoordFail);
+        refused(&mut state, add_index("l"), CoordFail);
+        refused(
+            &mut state,
+            Command::RmIndex {
+                space: None,
+                part: PartId(1),
+            },
+            NotFound,
+        );
+        refused(
+            &mut state,
+            Command::RmIndex {
+                space: Some("s".into()),
+                part: PartId(99),
+            },
+            NotFound,
+        );
+        // An index whose attribute a subspace uses stays (HyperDex's rule).
+        let on_a = added(state.apply(add_index("a")));
+        refused(
+            &mut state,
+            Command::RmIndex {
+                space: None,
+                part: on_a,
+            },
+            CoordFail,
+        );
+        refused(&mut state, add_index("a"), Duplicate);
+        let on_path = added(state.apply(add_index("d.x.y")));
+        refused(&mut state, add_index("d.x.y"), Duplicate);
+        let relayout = |description: &str| Command::Relayout {
+            space: "s".into(),
+            description: description.into(),
+        };
+        let reason = refused(&mut state, relayout("space s key k"), BadSpace);
+        assert!(reason.contains("attributes"), "{reason}");
+        refused(
+            &mut state,
+            relayout("space s key k attributes a,"),
+            BadSpace,
+        );
+        refused(
+            &mut state,
+            relayout("space t key k attributes a, int b, c, document d, list(int) l"),
+            BadSpace,
+        );
+        refused(
+            &mut state,
+            relayout("space s key int k attributes a, int b, c, document d, list(int) l"),
+            BadSpace,
+        );
+        refused(
+            &mut state,
+            relayout(
+                "space s key k attributes a, int b, c, document d, list(int) l tolerate 2 failures",
+            ),
+            BadSpace,
+        );
+        refused(
+            &mut state,
+            Command::Relayout {
+                space: "nope".into(),
+                description: SPACE.into(),
+            },
+            NotFound,
+        );
+        // Index ids are per space: with two spaces holding an index of the
+        // same id, the id alone is ambiguous.
+        let other = state.apply(Command::AddSpace {
+            description: "space t key k attributes a, c subspace a index c".into(),
+        });
+        assert!(
+            matches!(other, CommandResult::SpaceAdded { .. }),
+            "{other:?}"
+        );
+        let shared = state.spaces[1].indexes[0].id;
+        assert_eq!(shared, on_a, "both spaces number their first index 2");
+        let reason = refused(
+            &mut state,
+            Command::RmIndex {
+                space: None,
+                part: shared,
+            },
+            CoordFail,
+        );
+        assert!(reason.contains("several spaces"), "{reason}");
+        // And the path index is found by its id alone.
+        assert_eq!(
+            state.apply(Command::RmIndex {
+                space: None,
+                part: on_path
+            }),
+            CommandResult::Done
+        );
+    }
+
+    #[test]
+    fn a_new_part_becomes_ready_on_done_and_a_dropped_one_leaves_the_next_epoch() {
+        let mut state = cluster();
+        let space = state.spaces[0].id;
+        let sub = added(state.apply(Command::AddSubspace {
+            space: "s".into(),
+            attrs: vec!["b".into()],
+        }));
+        let progress = |state: &mut ClusterState, progress: u8, done: bool| {
+            state.apply(Command::PartProgress {
+                space,
+                part: sub,
+                progress,
+                done,
+            })
+        };
+        let epoch = state.epoch;
+        progress(&mut state, 37, false);
+        assert_eq!(state.epoch.0, epoch.0 + 1);
+        assert_eq!(
+            state.spaces[0].part_state(sub),
+            Some(PartState::Building { progress: 37 })
+        );
+        // A stale, smaller report changes nothing and moves no epoch.
+        progress(&mut state, 10, false);
+        assert_eq!(state.epoch.0, epoch.0 + 1);
+        progress(&mut state, 100, true);
+        assert_eq!(state.spaces[0].part_state(sub), Some(PartState::Ready));
+        assert!(state.spaces[0].subspace_searchable(2));
+        let epoch = state.epoch;
+        // Late reports about a ready part are ignored.
+        progress(&mut state, 50, false);
+        assert_eq!(state.epoch, epoch);
+
+        assert_eq!(
+            state.apply(Command::RmSubspace {
+                space: "s".into(),
+                part: sub,
+            }),
+            CommandResult::Done
+        );
+        assert_eq!(state.spaces[0].part_state(sub), Some(PartState::Dropping));
+        assert!(!state.spaces[0].subspace_searchable(2));
+        // Dropping twice: there is no such live subspace any more.
+        refused(
+            &mut state,
+            Command::RmSubspace {
+                space: "s".into(),
+                part: sub,
+            },
+            AdminStatus::NotFound,
+        );
+        state.apply(Command::PartDropped { space, part: sub });
+        assert_eq!(state.spaces[0].part_state(sub), None);
+        assert_eq!(state.spaces[0].desc.subspaces, vec![vec![1]]);
+        // The id is never handed out again.
+        let next = added(state.apply(Command::AddIndex {
+            space: "s".into(),
+            attr: "b".into(),
+        }));
+        assert!(next.0 > sub.0);
+        let epoch = state.epoch;
+        state.apply(Command::PartDropped { space, part: sub });
+        assert_eq!(state.epoch, epoch, "a second drop changes nothing");
+    }
+
+    #[test]
+    fn relayout_builds_the_new_parts_then_drops_the_omitted_ones_once_they_are_ready() {
+        let mut state = cluster();
+        let space = state.spaces[0].id;
+        let old_sub = PartId(1);
+        let old_index = added(state.apply(Command::AddIndex {
+            space: "s".into(),
+            attr: "c".into(),
+        }));
+        state.apply(Command::PartProgress {
+            space,
+            part: old_index,
+            progress: 100,
+            done: true,
+        });
+        let epoch = state.epoch;
+        let result = state.apply(Command::Relayout {
+            space: "s".into(),
+            description: "space s key k attributes a, int b, c, document d, list(int) l \
+                          subspace b subspace a index b create 4 partitions"
+                .into(),
+        });
+        assert_eq!(result, CommandResult::Done);
+        assert_eq!(state.epoch.0, epoch.0 + 1, "one epoch for the whole change");
+        let now = parts(&state);
+        // Kept: key, subspace a. New: subspace b, index b. Index c waits.
+        let new: Vec<PartId> = now
+            .iter()
+            .filter(|p| p.3 == building())
+            .map(|p| p.0)
+            .collect();
+        assert_eq!(new.len(), 2, "{now:?}");
+        assert_eq!(state.spaces[0].part_state(old_sub), Some(PartState::Ready));
+        assert_eq!(
+            state.spaces[0].part_state(old_index),
+            Some(PartState::Ready)
+        );
+        for (i, part) in new.iter().enumerate() {
+            state.apply(Command::PartProgress {
+                space,
+                part: *part,
+                progress: 100,
+                done: true,
+            });
+            let expect = if i + 1 == new.len() {
+                PartState::Dropping
+            } else {
+                PartState::Ready
+            };
+            assert_eq!(state.spaces[0].part_state(old_index), Some(expect));
+        }
+        assert_eq!(state.spaces[0].part_state(old_sub), Some(PartState::Ready));
+        // The same description again changes nothing at all.
+        let epoch = state.epoch;
+        let again = state.apply(Command::Relayout {
+            space: "s".into(),
+            description: "space s key k attributes a, int b, c, document d, list(int) l \
+                          subspace b subspace a index b create 4 partitions"
+                .into(),
+        });
+        assert_eq!(again, CommandResult::Done);
+        assert_eq!(state.epoch, epoch);
+    }
+
+    #[test]
+    fn removing_the_space_abandons_its_relayout() {
+        let mut state = cluster();
+        state.apply(Command::Relayout {
+            space: "s".into(),
+            description: "space s key k attributes a, int b, c, document d, list(int) l \
+                          subspace b"
+                .into(),
+        });
+        assert_eq!(state.pending_drops.len(), 1);
+        state.apply(Command::RmSpace { name: "s".into() });
+        assert!(state.pending_drops.is_empty());
+        assert!(state.spaces.is_empty());
+    }
+
+    #[test]
+    fn the_tally_marks_a_subspace_ready_only_when_every_region_and_replica_reported() {
+        let mut state = cluster();
+        let space = state.spaces[0].id;
+        let part = added(state.apply(Command::AddSubspace {
+            space: "s".into(),
+            attrs: vec!["b".into()],
+        }));
+        let key_regions: Vec<(RegionId, Vec<DaemonId>)> = state.spaces[0].subspaces[0]
+            .regions
+            .iter()
+            .map(|r| (r.id, r.chain.clone()))
+            .collect();
+        let mut tally = LayoutTally::default();
+        assert!(tally.proposals(&state).is_empty(), "nothing reported");
+        // Every key region walked, every replica but the last indexed.
+        let (last_region, last_chain) = key_regions.last().cloned().expect("regions");
+        for (region, chain) in &key_regions {
+            for (i, daemon) in chain.iter().enumerate() {
+                let entries = if *region == last_region && i + 1 == chain.len() {
+                    vec![]
+                } else {
+                    vec![*region]
+                };
+                tally.on_report(*daemon, space, part, &[*region], &entries);
+            }
+        }
+        let proposals = tally.proposals(&state);
+        assert!(
+            matches!(
+                proposals.as_slice(),
+                [Command::PartProgress {
+                    done: false,
+                    progress: 90,
+                    ..
+                }]
+            ),
+            "{proposals:?}"
+        );
+        for command in proposals {
+            state.apply(command);
+        }
+        assert!(tally.proposals(&state).is_empty(), "no step, no proposal");
+        let daemon = *last_chain.last().expect("a replica");
+        tally.on_report(daemon, space, part, &[], &[last_region]);
+        let proposals = tally.proposals(&state);
+        assert_eq!(
+            proposals,
+            vec![Command::PartProgress {
+                space,
+                part,
+                progress: 100,
+                done: true
+            }]
+        );
+        for command in proposals {
+            state.apply(command);
+        }
+        assert_eq!(state.spaces[0].part_state(part), Some(PartState::Ready));
+
+        // Dropping: removed only once every available daemon runs an
+        // epoch in which the part is dropping.
+        state.apply(Command::RmSubspace {
+            space: "s".into(),
+            part,
+        });
+        let daemons: Vec<DaemonId> = state.daemons.keys().copied().collect();
+        for d in &daemons[1..] {
+            tally.on_epoch(*d, state.epoch);
+        }
+        tally.on_epoch(daemons[0], Epoch(state.epoch.0 - 1));
+        assert!(tally.proposals(&state).is_empty(), "one daemon lags");
+        tally.on_epoch(daemons[0], state.epoch);
+        assert_eq!(
+            tally.proposals(&state),
+            vec![Command::PartDropped { space, part }]
+        );
+    }
+}

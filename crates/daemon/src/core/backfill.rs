@@ -1,0 +1,114 @@
+//! Backfill of a building subspace, at the point leader of a key region:
+//! each object is written again through the chain so that the new
+//! subspace's regions receive it in the key's order.
+
+use super::ReplicaCore;
+use crate::chain::repair_hops;
+use tessera_protocol::{ChainForward, ClientRef};
+use tessera_types::{RegionId, SpaceId, Version};
+
+/// What [`ReplicaCore::backfill_key`] did with one key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackfillStep {
+    /// The key is handled: rewritten through the chain, or nothing to do
+    /// (deleted, or the space is gone).
+    Done,
+    /// An update of the key is under way, a region on its way has no
+    /// replica, or this daemon does not lead the key region (any more):
+    /// try the same key again later, so that the walk never steps over a
+    /// key whose pending update was drawn before the new subspace existed.
+    Busy,
+}
+
+impl ReplicaCore {
+    /// As the point leader of key region `region`, sends the committed
+    /// object of the key stored as `key` to every subspace — the building
+    /// one among them — by anti-entropy's repair (`chain::repair_hops`,
+    /// `ClientRef::REPAIR`): an ordinary update through the chain, so a
+    /// concurrent update of the key is ordered before or after it, never
+    /// overtaken. The repair carries the next version of the key (the
+    /// chain protocol orders updates by version), with the same value.
+    pub fn backfill_key(&mut self, space: SpaceId, region: RegionId, key: &[u8]) -> BackfillStep {
+        let config = self.config.clone();
+        let Some(space) = config.space_by_id(space) else {
+            return BackfillStep::Done;
+        };
+        let leads = space
+            .subspaces
+            .first()
+            .and_then(|key_subspace| key_subspace.regions.iter().find(|r| r.id == region))
+            .is_some_and(|r| r.chain.first() == Some(&self.me));
+        if !leads {
+            return BackfillStep::Busy;
+        }
+        if self.held.contains(&region) {
+            return BackfillStep::Busy;
+        }
+        let state_key = (region, key.to_vec());
+        if self.keys.get(&state_key).is_some_and(|s| !s.is_idle()) {
+            return BackfillStep::Busy;
+        }
+        let record = match self.load(&state_key) {
+            Ok(Some(record)) => record,
+            Ok(None) => return BackfillStep::Done,
+            Err(e) => {
+                self.fatal("reading a key to backfill", e);
+                return BackfillStep::Busy;
+            }
+        };
+        let Some(object) = record.object else {
+            return BackfillStep::Done; // a tombstone: nothing to place
+        };
+        let Some(key_value) = object.values.first().cloned() else {
+            return BackfillStep::Done;
+        };
+        // No region is a stray here: every subspace puts the object home.
+        let Ok(hops) = repair_hops(
+            space,
+            &key_value,
+            Some(&object),
+            RegionId(0),
+            Some(record.version),
+        ) else {
+            return BackfillStep::Busy;
+        };
+        let version = Version::next(Some(record.version), config.epoch);
+        if version <= record.version {
+            tracing::warn!(%region, "backfill: the key's versions are exhausted; it is left out");
+            return BackfillStep::Done;
+        }
+        let forward = ChainForward {
+            epoch: config.epoch,
+            from: self.me,
+            space: space.id,
+            key: key_value,
+            version,
+            hops,
+            position: 0,
+            object: Some(object),
+            client: ClientRef::REPAIR,
+        };
+        self.apply_forward(forward, Vec::new());
+        self.run_local();
+        BackfillStep::Done
+    }
+
+    /// The keys of `region` with an update under way here.
+    pub fn busy_keys_of(&self, region: RegionId) -> Vec<Vec<u8>> {
+        self.keys
+            .range((region, Vec::new())..)
+            .take_while(|((r, _), _)| *r == region)
+            .filter(|(_, state)| !state.is_idle())
+            .map(|((_, key), _)| key.clone())
+            .collect()
+    }
+
+    /// Whether no update of any key of `region` is under way here, so that
+    /// every backfill rewrite this daemon started there has committed.
+    pub fn region_idle(&self, region: RegionId) -> bool {
+        self.keys
+            .range((region, Vec::new())..)
+            .take_while(|((r, _), _)| *r == region)
+            .all(|(_, state)| state.is_idle())
+    }
+}

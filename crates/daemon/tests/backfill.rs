@@ -1,0 +1,210 @@
+//! The daemon's backfill of a new local index, driven directly: it writes
+//! the entries of every stored object, a bounded number per tick, keeps
+//! its cursor on disk so that a restarted daemon resumes from it, and
+//! reports a region once it is finished.
+
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_daemon::index::IndexedEngine;
+use tessera_daemon::node::backfill::{cursor_name, Cursor, BACKFILL_ENTRIES_PER_TICK};
+use tessera_daemon::node::{DaemonNode, NodeOptions, Output};
+use tessera_daemon::record::Record;
+use tessera_protocol::CoordRequest;
+use tessera_storage::{Engine, IndexRange, MemoryEngine, Write};
+use tessera_types::parse::parse_space;
+use tessera_types::{
+    Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, Object, PartId, PartState,
+    Region, RegionId, Space, SpaceId, SubspaceLayout, Value, Version,
+};
+
+const ME: DaemonId = DaemonId(1);
+const REGION: RegionId = RegionId(1);
+const INDEX: PartId = PartId(1);
+/// Enough objects for a walk of three ticks.
+const OBJECTS: i64 = (BACKFILL_ENTRIES_PER_TICK * 2 + 100) as i64;
+
+/// One daemon holding the one region of a space whose index on `b` is
+/// building.
+fn config() -> Configuration {
+    let desc =
+        parse_space("space s key int k attributes int b create 1 partition tolerate 0 failures")
+            .expect("valid");
+    let mut desc = desc;
+    desc.indexes.push(1);
+    let space = Space {
+        id: SpaceId(1),
+        desc,
+        subspaces: vec![SubspaceLayout {
+            attrs: vec![0],
+            splits: vec![vec![]],
+            regions: vec![Region {
+                id: REGION,
+                chain: vec![ME],
+            }],
+            part: PartId(0),
+            state: PartState::Ready,
+        }],
+        indexes: vec![IndexPart {
+            id: INDEX,
+            attr: 1,
+            path: None,
+            state: PartState::Building { progress: 0 },
+        }],
+    };
+    Configuration {
+        epoch: Epoch(5),
+        daemons: [(
+            ME,
+            DaemonInfo {
+                id: ME,
+                addr: "d1:1".into(),
+                state: DaemonState::Available,
+                metrics: None,
+            },
+        )]
+        .into_iter()
+        .collect(),
+        spaces: vec![space],
+        ..Configuration::default()
+    }
+}
+
+/// The objects, stored before the index existed (no entries).
+fn disk() -> Arc<MemoryEngine> {
+    let disk = Arc::new(MemoryEngine::new());
+    let writes = (0..OBJECTS)
+        .map(|k| Write::Put {
+            region: REGION,
+            key: tessera_types::key_bytes(&Value::Int(k)),
+            value: Record {
+                version: Version(1),
+                object: Some(Object {
+                    values: vec![Value::Int(k), Value::Int(k % 7)],
+                }),
+                recent: Vec::new(),
+            }
+            .encode(),
+        })
+        .collect();
+    disk.apply(writes).expect("memory");
+    // Written by a daemon that knew indexes (else opening the engine would
+    // index everything at once), only not this one yet.
+    disk.meta_put("index_format", b"1").expect("memory");
+    disk
+}
+
+fn start(disk: &Arc<MemoryEngine>) -> DaemonNode {
+    let config = config();
+    let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    start_with(config, engine)
+}
+
+fn start_with(config: Configuration, engine: IndexedEngine) -> DaemonNode {
+    let options = NodeOptions {
+        addr: "d1:1".into(),
+        transfer_batch: 8,
+        collect_ticks: tessera_daemon::node::COLLECT_TICKS,
+        metrics: None,
+    };
+    DaemonNode::new(
+        ME,
+        options,
+        Arc::new(config),
+        Arc::new(engine),
+        Duration::ZERO,
+        &mut |_| {},
+    )
+}
+
+fn cursor(disk: &MemoryEngine) -> Cursor {
+    let name = cursor_name("entries", SpaceId(1), INDEX, REGION);
+    Cursor::decode(disk.meta_get(&name).expect("memory").as_deref())
+}
+
+fn entries(disk: &MemoryEngine) -> usize {
+    let mut count = 0;
+    let range = IndexRange {
+        start: &[],
+        end: None,
+        reverse: false,
+    };
+    disk.index_scan(REGION, range, &mut |_| {
+        count += 1;
+        true
+    })
+    .expect("memory");
+    count
+}
+
+/// The regions a tick's reports name as finished.
+fn tick(node: &DaemonNode) -> Vec<RegionId> {
+    let mut done = Vec::new();
+    node.on_tick(&mut |o| {
+        if let Output::Coord(CoordRequest::BackfillReport { entries_done, .. }) = o {
+            done.extend(entries_done);
+        }
+    });
+    done
+}
+
+#[test]
+fn the_walk_is_bounded_per_tick_resumes_after_a_restart_and_reports_when_finished() {
+    let disk = disk();
+    assert_eq!(entries(&disk), 0);
+    let node = start(&disk);
+    assert!(tick(&node).is_empty());
+    let first = BACKFILL_ENTRIES_PER_TICK;
+    assert_eq!(entries(&disk), first, "one tick's worth, no more");
+    let expected = |n: usize| {
+        let mut keys: Vec<Vec<u8>> = (0..OBJECTS)
+            .map(|k| tessera_types::key_bytes(&Value::Int(k)))
+            .collect();
+        keys.sort();
+        Cursor::After(Some(keys[n - 1].clone()))
+    };
+    assert_eq!(cursor(&disk), expected(first));
+
+    // A kill -9: the node goes, its disk stays. The new one resumes at
+    // the cursor instead of starting over.
+    drop(node);
+    let node = start(&disk);
+    tick(&node);
+    assert_eq!(entries(&disk), 2 * first);
+    assert_eq!(cursor(&disk), expected(2 * first));
+
+    // The last objects, then a report (reports go out every 4 ticks).
+    let mut reported = Vec::new();
+    for _ in 0..4 {
+        reported.extend(tick(&node));
+    }
+    assert_eq!(cursor(&disk), Cursor::Finished);
+    assert_eq!(entries(&disk), OBJECTS as usize, "one entry per object");
+    assert_eq!(reported, vec![REGION]);
+}
+
+#[test]
+fn a_dropped_index_loses_its_entries_a_batch_per_tick() {
+    let disk = disk();
+    let mut config = config();
+    config.spaces[0].indexes[0].state = PartState::Ready;
+    let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    engine.rebuild_region(REGION).expect("index everything");
+    assert_eq!(entries(&disk), OBJECTS as usize);
+    let node = start_with(config.clone(), engine);
+    // The coordinator removed the dropping index: the next epoch names it
+    // no more.
+    config.epoch = Epoch(6);
+    config.spaces[0].indexes.clear();
+    config.spaces[0].desc.indexes.clear();
+    assert!(node.on_config(Arc::new(config), &mut |_| {}));
+    tick(&node);
+    assert_eq!(
+        entries(&disk),
+        OBJECTS as usize - BACKFILL_ENTRIES_PER_TICK,
+        "one batch per tick"
+    );
+    for _ in 0..2 {
+        tick(&node);
+    }
+    assert_eq!(entries(&disk), 0);
+}
