@@ -20,7 +20,7 @@
 //!   before it says `Have`, the target deletes whatever it holds in those
 //!   buckets that the attempt did not bring — keys the region no longer
 //!   holds, whose tombstones may have been collected (see
-//!   [`Action::Prune`]). A daemon that was away long cannot bring a
+//!   [`Work::Prune`]). A daemon that was away long cannot bring a
 //!   deleted object back.
 //! - Every tick the source reports `Progress { sent, scanned }`; once the
 //!   scan is done the target answers `Have { have }`, the number of leading
@@ -84,9 +84,10 @@ fn hold_backoff(transfer: u64) -> u32 {
     4 + 3 * (transfer % 8) as u32
 }
 
-/// What the caller must do, in order.
+/// Disk-bound work of a transfer: the node hands it to its driver as a job
+/// ([`crate::node::Job::Transfer`]), to run off every lock.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Action {
+pub enum Work {
     /// Source: scan `region` (skipping the buckets where `digest`, the
     /// target's, equals ours: see [`scan_region`]), send its records through
     /// [`Transfers::stamp`], then call [`Transfers::scanned`] with the same
@@ -104,11 +105,6 @@ pub enum Action {
         region: RegionId,
         to: DaemonId,
     },
-    /// Target: store these entries (through `ReplicaCore::on_transfer_entry`).
-    Store {
-        region: RegionId,
-        entries: Vec<TransferEntry>,
-    },
     /// Target: delete every key of `region` outside the `skipped` buckets
     /// for which [`Transfers::unsent`] holds (checking each under its
     /// core's lock, since entries may still arrive), then call
@@ -118,6 +114,18 @@ pub enum Action {
         attempt: u32,
         region: RegionId,
         skipped: Vec<u64>,
+    },
+}
+
+/// What the caller must do, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Disk-bound work, to run when convenient.
+    Work(Work),
+    /// Target: store these entries (through `ReplicaCore::on_transfer_entry`).
+    Store {
+        region: RegionId,
+        entries: Vec<TransferEntry>,
     },
     /// Send a message to a peer.
     Send { to: DaemonId, msg: TransferMsg },
@@ -392,11 +400,11 @@ impl Transfers {
             }
             if t.to == self.me && !self.targets.contains_key(&t.id) {
                 self.target(t.id, t.from);
-                actions.push(Action::Digest {
+                actions.push(Action::Work(Work::Digest {
                     transfer: t.id,
                     region: t.region,
                     to: t.from,
-                });
+                }));
             }
         }
         let running = |id: &u64| config.transfers.iter().any(|t| t.id == *id);
@@ -528,12 +536,12 @@ impl Transfers {
                 *ticks += 1;
                 if *ticks > DIGEST_WAIT_TICKS && s.ended.is_none() {
                     s.waiting = None;
-                    actions.push(Action::Scan {
+                    actions.push(Action::Work(Work::Scan {
                         transfer: *id,
                         attempt: s.attempt,
                         region: s.region,
                         digest: None,
-                    });
+                    }));
                 }
             }
             s.backoff = s.backoff.saturating_sub(1);
@@ -628,12 +636,12 @@ impl Transfers {
                             return Vec::new();
                         }
                         t.pruning = true;
-                        return vec![Action::Prune {
+                        return vec![Action::Work(Work::Prune {
                             transfer,
                             attempt,
                             region,
                             skipped,
-                        }];
+                        })];
                     }
                     if scanned {
                         return vec![Action::Send {
@@ -713,12 +721,12 @@ impl Transfers {
                 }
                 s.waiting = None;
                 s.check(transfer);
-                actions.push(Action::Scan {
+                actions.push(Action::Work(Work::Scan {
                     transfer,
                     attempt,
                     region: s.region,
                     digest: None,
-                });
+                }));
                 actions
             }
             TransferMsg::Digest {
@@ -730,17 +738,17 @@ impl Transfers {
                 if s.waiting.take().is_none() || s.ended.is_some() {
                     return Vec::new(); // late: the scan started without it
                 }
-                vec![Action::Scan {
+                vec![Action::Work(Work::Scan {
                     transfer,
                     attempt: s.attempt,
                     region: s.region,
                     digest: Some(buckets),
-                }]
+                })]
             }
         }
     }
 
-    /// Target: whether the key is one [`Action::Prune`] of `attempt` must
+    /// Target: whether the key is one [`Work::Prune`] of `attempt` must
     /// delete — the attempt is still current and has not brought it, and
     /// the transfer has not ended (after which the target is a chain
     /// member, and what it holds is the chain's). Asked under the key's
@@ -806,11 +814,11 @@ mod tests {
         let mut actions = target.on_message(msg.clone());
         if let Some(at) = actions
             .iter()
-            .position(|a| matches!(a, Action::Prune { .. }))
+            .position(|a| matches!(a, Action::Work(Work::Prune { .. })))
         {
-            let Action::Prune {
+            let Action::Work(Work::Prune {
                 transfer, attempt, ..
-            } = actions.remove(at)
+            }) = actions.remove(at)
             else {
                 unreachable!()
             };
@@ -847,11 +855,11 @@ mod tests {
         assert!(source.on_config(&cfg).is_empty());
         assert_eq!(
             target.on_config(&cfg),
-            vec![Action::Digest {
+            vec![Action::Work(Work::Digest {
                 transfer: 7,
                 region: RegionId(3),
                 to: src
-            }]
+            })]
         );
         let digest = TransferMsg::Digest {
             transfer: 7,
@@ -860,12 +868,12 @@ mod tests {
         };
         assert_eq!(
             source.on_message(digest.clone()),
-            vec![Action::Scan {
+            vec![Action::Work(Work::Scan {
                 transfer: 7,
                 attempt: 0,
                 region: RegionId(3),
                 digest: Some(Vec::new()),
-            }]
+            })]
         );
         assert!(source.on_message(digest).is_empty(), "one scan only");
         let (_, m0) = source.stamp(7, Some(0), vec![entry(1)]).unwrap();
@@ -889,12 +897,12 @@ mod tests {
         let scan = source.on_message(restart);
         assert_eq!(
             scan,
-            vec![Action::Scan {
+            vec![Action::Work(Work::Scan {
                 transfer: 7,
                 attempt: 1,
                 region: RegionId(3),
                 digest: None,
-            }]
+            })]
         );
         // A message of the superseded scan is refused at the source.
         assert!(source.stamp(7, Some(0), vec![entry(9)]).is_none());
@@ -955,7 +963,10 @@ mod tests {
         target.on_config(&cfg);
         // The target holds nothing: the source scans everything.
         let scan = source.on_message(empty_digest(4, dst));
-        assert!(matches!(scan[..], [Action::Scan { attempt: 0, .. }]));
+        assert!(matches!(
+            scan[..],
+            [Action::Work(Work::Scan { attempt: 0, .. })]
+        ));
         let (_, m0) = source.stamp(4, Some(0), vec![entry(1)]).unwrap();
         source.scanned(4, 0, Vec::new());
         deliver(&mut target, m0);
@@ -1044,7 +1055,10 @@ mod hold_tests {
         let mut source = Transfers::new(src);
         source.on_config(&cfg);
         let scan = source.on_message(empty_digest(5, dst));
-        assert!(matches!(scan[..], [Action::Scan { attempt: 0, .. }]));
+        assert!(matches!(
+            scan[..],
+            [Action::Work(Work::Scan { attempt: 0, .. })]
+        ));
         source.stamp(5, Some(0), Vec::new()).unwrap();
         source.scanned(5, 0, Vec::new());
         let have = || TransferMsg::Have {

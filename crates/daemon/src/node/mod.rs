@@ -46,7 +46,7 @@ mod transfers;
 use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::index::IndexedEngine;
 use crate::search;
-use crate::transfer::{region_digest, Transfers};
+use crate::transfer::Transfers;
 use lease::{Lease, Rejoin};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -56,7 +56,6 @@ use std::time::Duration;
 use tessera_protocol::report::ReportLimit;
 use tessera_protocol::{
     ChainMsg, CoordRequest, DaemonRequest, DaemonResponse, Message, Reporter, Status, StopReason,
-    TransferMsg,
 };
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
@@ -107,28 +106,8 @@ pub enum Output {
 /// Disk-bound work a node hands its driver.
 #[derive(Debug)]
 pub enum Job {
-    /// Ship every record of `region` to the target of `transfer` (only
-    /// the buckets whose `digest` differs, when the target sent one).
-    Scan {
-        transfer: u64,
-        attempt: u32,
-        region: RegionId,
-        digest: Option<Vec<u64>>,
-    },
-    /// Send the source of `transfer` a digest of what we hold of `region`.
-    Digest {
-        transfer: u64,
-        region: RegionId,
-        to: DaemonId,
-    },
-    /// As a transfer's target: delete what the attempt replaced (see
-    /// [`crate::transfer::Action::Prune`]).
-    Prune {
-        transfer: u64,
-        attempt: u32,
-        region: RegionId,
-        skipped: Vec<u64>,
-    },
+    /// A state transfer's scan, digest or prune.
+    Transfer(crate::transfer::Work),
     /// Collect the next tombstones of `region` that the configuration's
     /// horizon lets go (see [`collect`]).
     Collect { region: RegionId },
@@ -525,36 +504,7 @@ impl DaemonNode {
     /// Runs a job the node handed out.
     pub fn run_job(&self, job: Job, out: Out<'_>) {
         match job {
-            Job::Scan {
-                transfer,
-                attempt,
-                region,
-                digest,
-            } => self.scan(transfer, attempt, region, digest, out),
-            Job::Digest {
-                transfer,
-                region,
-                to,
-            } => match region_digest(self.engine(), region) {
-                Ok(buckets) => {
-                    let msg = TransferMsg::Digest {
-                        transfer,
-                        from: self.me,
-                        buckets,
-                    };
-                    out(Output::Send {
-                        to,
-                        msg: Message::Transfer(msg),
-                    });
-                }
-                Err(e) => self.poison("region digest", &e, out),
-            },
-            Job::Prune {
-                transfer,
-                attempt,
-                region,
-                skipped,
-            } => self.prune(transfer, attempt, region, &skipped, out),
+            Job::Transfer(work) => self.transfer_work(work, out),
             Job::Collect { region } => self.collect(region, out),
             Job::Sweep { region } => self.sweep(region, out),
             Job::Read { to, epoch, request } => {

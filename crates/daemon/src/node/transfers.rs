@@ -3,9 +3,11 @@
 //! means for this daemon.
 
 use super::{lock, DaemonNode, Job, Out, Output};
-use crate::transfer::{bucket_in, bucket_of, scan_region, Action as TransferAction};
+use crate::transfer::{
+    bucket_in, bucket_of, region_digest, scan_region, Action as TransferAction, Work,
+};
 use std::sync::atomic::Ordering;
-use tessera_protocol::{CoordRequest, Message, TransferEntry};
+use tessera_protocol::{CoordRequest, Message, TransferEntry, TransferMsg};
 use tessera_types::RegionId;
 
 impl DaemonNode {
@@ -102,40 +104,46 @@ impl DaemonNode {
         lock(&self.transfers).pruned(transfer, attempt, !self.poisoned());
     }
 
+    /// Runs a transfer's disk-bound work (see [`Job::Transfer`]).
+    pub(super) fn transfer_work(&self, work: Work, out: Out<'_>) {
+        match work {
+            Work::Scan {
+                transfer,
+                attempt,
+                region,
+                digest,
+            } => self.scan(transfer, attempt, region, digest, out),
+            Work::Digest {
+                transfer,
+                region,
+                to,
+            } => match region_digest(self.engine(), region) {
+                Ok(buckets) => {
+                    let msg = TransferMsg::Digest {
+                        transfer,
+                        from: self.me,
+                        buckets,
+                    };
+                    out(Output::Send {
+                        to,
+                        msg: Message::Transfer(msg),
+                    });
+                }
+                Err(e) => self.poison("region digest", &e, out),
+            },
+            Work::Prune {
+                transfer,
+                attempt,
+                region,
+                skipped,
+            } => self.prune(transfer, attempt, region, &skipped, out),
+        }
+    }
+
     pub(super) fn transfer_actions(&self, actions: Vec<TransferAction>, out: Out<'_>) {
         for action in actions {
             match action {
-                TransferAction::Scan {
-                    transfer,
-                    attempt,
-                    region,
-                    digest,
-                } => out(Output::Job(Job::Scan {
-                    transfer,
-                    attempt,
-                    region,
-                    digest,
-                })),
-                TransferAction::Digest {
-                    transfer,
-                    region,
-                    to,
-                } => out(Output::Job(Job::Digest {
-                    transfer,
-                    region,
-                    to,
-                })),
-                TransferAction::Prune {
-                    transfer,
-                    attempt,
-                    region,
-                    skipped,
-                } => out(Output::Job(Job::Prune {
-                    transfer,
-                    attempt,
-                    region,
-                    skipped,
-                })),
+                TransferAction::Work(work) => out(Output::Job(Job::Transfer(work))),
                 TransferAction::Store { region, entries } => {
                     for entry in entries {
                         let key = entry.key.clone();
