@@ -69,11 +69,18 @@ pub trait Hooks: Send + Sync + 'static {
     fn sync(&self) -> Result<(), StorageError> {
         Ok(())
     }
+
+    /// After a read of objects: the records a `scan` visited, or 1 for a
+    /// `get` that found its key (0 when it did not).
+    fn objects_read(&self, count: u64) {
+        let _ = count;
+    }
 }
 
 /// An engine that runs [`Hooks`] before passing each operation to the
 /// engine it wraps: the one decorator behind fault injection (a disk that
-/// fills, or breaks) and tests that watch what is written.
+/// fills, or breaks), tests that watch what is written, and the daemon's
+/// count of the objects a search reads.
 pub struct Hooked<H> {
     inner: Arc<dyn Engine>,
     hooks: H,
@@ -92,7 +99,9 @@ impl<H: Hooks> Hooked<H> {
 impl<H: Hooks> Engine for Hooked<H> {
     fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         self.hooks.read()?;
-        self.inner.get(region, key)
+        let found = self.inner.get(region, key)?;
+        self.hooks.objects_read(u64::from(found.is_some()));
+        Ok(found)
     }
 
     fn apply_with_index(
@@ -112,7 +121,13 @@ impl<H: Hooks> Engine for Hooked<H> {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
         self.hooks.read()?;
-        self.inner.scan(region, after, visit)
+        let mut visited = 0u64;
+        let scanned = self.inner.scan(region, after, &mut |key, value| {
+            visited += 1;
+            visit(key, value)
+        });
+        self.hooks.objects_read(visited);
+        scanned
     }
 
     fn index_scan(

@@ -1,98 +1,37 @@
-//! An engine that counts the objects a search page reads, over the real
-//! one: records visited by a scan and objects loaded by key (an index walk
-//! loads each candidate). Reads only; the node wraps its engine in one per
-//! page, so the search code stays unaware of metrics.
+//! The count of objects a search page reads, for the metrics: hooks on the
+//! storage crate's one engine decorator ([`Hooked`]) that add up the
+//! records a scan visits and the objects loaded by key (an index walk loads
+//! each candidate; its entries are not objects). The node wraps its engine
+//! in one per page, so the search code stays unaware of metrics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use tessera_storage::{Engine, IndexRange, IndexWrite, StorageError, Write};
-use tessera_types::RegionId;
+use tessera_storage::fault::{Hooked, Hooks};
 
-pub(super) struct Counting {
-    pub inner: Arc<dyn Engine>,
-    /// Objects read so far.
-    pub examined: AtomicU64,
-}
+/// Objects read so far.
+#[derive(Default)]
+pub(super) struct Examined(AtomicU64);
 
-impl Counting {
-    pub fn new(inner: Arc<dyn Engine>) -> Counting {
-        Counting {
-            inner,
-            examined: AtomicU64::new(0),
-        }
-    }
-
-    fn count(&self, n: u64) {
-        self.examined.fetch_add(n, Ordering::Relaxed);
+impl Examined {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
     }
 }
 
-impl Engine for Counting {
-    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let found = self.inner.get(region, key)?;
-        self.count(u64::from(found.is_some()));
-        Ok(found)
-    }
-
-    fn apply_with_index(
-        &self,
-        writes: Vec<Write>,
-        index: Vec<IndexWrite>,
-    ) -> Result<(), StorageError> {
-        self.inner.apply_with_index(writes, index)
-    }
-
-    fn scan(
-        &self,
-        region: RegionId,
-        after: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        let mut visited = 0u64;
-        let result = self.inner.scan(region, after, &mut |key, value| {
-            visited += 1;
-            visit(key, value)
-        });
-        self.count(visited);
-        result
-    }
-
-    fn index_scan(
-        &self,
-        region: RegionId,
-        range: IndexRange<'_>,
-        visit: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<(), StorageError> {
-        // Entries are not objects: the objects they name are counted as
-        // they are loaded.
-        self.inner.index_scan(region, range, visit)
-    }
-
-    fn drop_region(&self, region: RegionId) -> Result<(), StorageError> {
-        self.inner.drop_region(region)
-    }
-
-    fn regions(&self) -> Result<Vec<RegionId>, StorageError> {
-        self.inner.regions()
-    }
-
-    fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        self.inner.meta_get(name)
-    }
-
-    fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
-        self.inner.meta_put(name, value)
-    }
-
-    fn sync(&self) -> Result<(), StorageError> {
-        self.inner.sync()
+impl Hooks for Examined {
+    fn objects_read(&self, count: u64) {
+        self.0.fetch_add(count, Ordering::Relaxed);
     }
 }
+
+/// An engine over `inner` that counts the objects read through it.
+pub(super) type Counting = Hooked<Examined>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_storage::MemoryEngine;
+    use std::sync::Arc;
+    use tessera_storage::{Engine, MemoryEngine, Write};
+    use tessera_types::RegionId;
 
     #[test]
     fn scans_count_visits_and_gets_count_objects_found() {
@@ -105,7 +44,7 @@ mod tests {
             })
             .collect();
         memory.apply(writes).unwrap();
-        let counting = Counting::new(memory);
+        let counting = Counting::new(memory, Examined::default());
         let mut seen = 0;
         counting
             .scan(RegionId(1), None, &mut |_, _| {
@@ -113,9 +52,9 @@ mod tests {
                 seen < 3
             })
             .unwrap();
-        assert_eq!(counting.examined.load(Ordering::Relaxed), 3);
+        assert_eq!(counting.hooks().get(), 3);
         assert!(counting.get(RegionId(1), &[4]).unwrap().is_some());
         assert!(counting.get(RegionId(1), &[9]).unwrap().is_none());
-        assert_eq!(counting.examined.load(Ordering::Relaxed), 4);
+        assert_eq!(counting.hooks().get(), 4);
     }
 }

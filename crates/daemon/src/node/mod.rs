@@ -541,7 +541,7 @@ impl DaemonNode {
     ) -> Result<DaemonResponse, search::ReadFailed> {
         let installed = self.installed();
         let config = &installed.config;
-        let counting = counting::Counting::new(self.engine.clone());
+        let counting = counting::Counting::new(self.engine.clone(), Default::default());
         let view = search::ReadView {
             config,
             directory: &installed.directory,
@@ -589,7 +589,7 @@ impl DaemonNode {
         };
         let stats = &self.stats;
         stats.search_pages.fetch_add(1, Ordering::Relaxed);
-        let examined = counting.examined.load(Ordering::Relaxed);
+        let examined = counting.hooks().get();
         stats.search_examined.fetch_add(examined, Ordering::Relaxed);
         stats
             .search_returned
