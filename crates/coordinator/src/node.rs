@@ -21,6 +21,7 @@ use crate::state::{ClusterState, Command};
 use crate::tombstones::{TombstonePolicy, TOMBSTONE_GRACE};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tessera_protocol::report::ReportLimit;
 use tessera_protocol::{HeartbeatAnswer, LeaveReason, Reporter, StopReason};
 use tessera_types::{DaemonId, DaemonState, Epoch};
 
@@ -38,7 +39,7 @@ pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug)]
 pub struct CoordinatorNode {
     /// When the leader last probed each daemon.
-    probed: BTreeMap<DaemonId, Duration>,
+    probed: ReportLimit,
     detector: FailureDetector,
     /// Per daemon, who reported it unreachable and when (soft state, like
     /// the detector's).
@@ -53,7 +54,7 @@ impl CoordinatorNode {
         CoordinatorNode {
             detector: FailureDetector::new(failure_timeout),
             unreachable: BTreeMap::new(),
-            probed: BTreeMap::new(),
+            probed: ReportLimit::every(PROBE_INTERVAL),
             tombstones: TombstonePolicy::new(TOMBSTONE_GRACE),
         }
     }
@@ -196,15 +197,7 @@ impl CoordinatorNode {
         if !self.is_leading() || !reported {
             return false;
         }
-        if self
-            .probed
-            .get(&daemon)
-            .is_some_and(|at| now < *at + PROBE_INTERVAL)
-        {
-            return false;
-        }
-        self.probed.insert(daemon, now);
-        true
+        self.probed.allow(daemon, now)
     }
 
     /// A daemon asks to leave every chain (it cannot persist): the command

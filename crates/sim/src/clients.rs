@@ -6,12 +6,10 @@ use crate::knobs::Rng;
 use crate::report::Violation;
 use crate::world::{Ev, Msg, Node, World, CLIENT_TIMEOUT_MS};
 
-/// A client reports one daemon unreachable at most this often (the
-/// client library's interval).
-const UNREACHABLE_REPORT_MS: u64 = 1_000;
-use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tessera_daemon::chain::key_region;
+use tessera_protocol::report::ReportLimit;
 use tessera_protocol::{
     Action, ClientRef, CoordRequest, DaemonRequest, DaemonResponse, Mutation, NumOp, Reporter,
     Status, UpdateFlags, UpdateRequest,
@@ -37,8 +35,9 @@ pub(crate) struct SimClient {
     pub(crate) current: Option<Current>,
     /// Final reads: keys still to read after everything settled.
     pub(crate) final_reads: Vec<i64>,
-    /// When it last reported each daemon unreachable.
-    pub(crate) reported: BTreeMap<DaemonId, u64>,
+    /// When it last reported each daemon unreachable (the client
+    /// library's limit).
+    pub(crate) reported: ReportLimit,
 }
 
 impl World {
@@ -245,21 +244,16 @@ impl World {
 impl World {
     /// If a cut keeps client `c` from connecting to `daemon`, the client
     /// tells the coordinator (as the client library does, at most once per
-    /// [`UNREACHABLE_REPORT_MS`] per daemon): evidence of a gray failure.
+    /// [`ReportLimit`]'s interval per daemon): evidence of a gray failure.
     fn report_if_severed(&mut self, c: usize, daemon: DaemonId) {
         if !self.severed(Node::Client(c), Node::Daemon(daemon)) {
             return;
         }
-        let now = self.now;
+        let now = Duration::from_millis(self.now);
         let client = &mut self.clients[c];
-        if client
-            .reported
-            .get(&daemon)
-            .is_some_and(|&at| now < at + UNREACHABLE_REPORT_MS)
-        {
+        if !client.reported.allow(daemon, now) {
             return;
         }
-        client.reported.insert(daemon, now);
         let request = CoordRequest::Unreachable {
             daemon,
             reporter: Reporter::Client(client.id),
@@ -267,7 +261,10 @@ impl World {
         self.send(
             Node::Client(c),
             Node::Coord,
-            Msg::Coord { request, sent: now },
+            Msg::Coord {
+                request,
+                sent: self.now,
+            },
         );
     }
 }
@@ -316,7 +313,7 @@ impl SimClient {
             request_no: 0,
             current: None,
             final_reads: Vec::new(),
-            reported: BTreeMap::new(),
+            reported: ReportLimit::default(),
         }
     }
 }

@@ -37,11 +37,7 @@ impl World {
         let request = match &self.daemons[&d].node {
             Some(node) => node.heartbeat(),
             // Restarted, not registered yet: ask again.
-            None => CoordRequest::RegisterDaemon {
-                id: Some(d),
-                addr: format!("d{}", d.0),
-                metrics: None,
-            },
+            None => register_request(d),
         };
         let sent = self.now;
         self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
@@ -276,14 +272,20 @@ impl World {
         let inc = daemon.incarnation;
         self.trace(|| format!("restart {d}"));
         // Its disk survived (the engine); it registers again before serving.
-        let request = CoordRequest::RegisterDaemon {
-            id: Some(d),
-            addr: format!("d{}", d.0),
-            metrics: None,
-        };
+        let request = register_request(d);
         let sent = self.now;
         self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
         // Registration may be lost: the heartbeat timer retries it.
         self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
+    }
+}
+
+/// What a restarted daemon's process sends before it serves: its id (its
+/// disk kept it) and its address.
+fn register_request(d: DaemonId) -> CoordRequest {
+    CoordRequest::RegisterDaemon {
+        id: Some(d),
+        addr: format!("d{}", d.0),
+        metrics: None,
     }
 }
