@@ -42,18 +42,30 @@ pub struct DevOptions {
     pub metrics: bool,
 }
 
+/// Writes one line to stdout and flushes it. A closed stdout (the reader
+/// went away, `tessera dev | head -1`) must not take the cluster down, so
+/// write errors are ignored here rather than panicking as `println!` does.
+fn announce(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_fmt(line)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+}
+
 /// Prints one `metrics: NAME URL` line per process, from the configuration.
 async fn print_metrics_urls(coordinator: &str) {
     match tessera_client::Admin::new(coordinator).config().await {
         Ok(config) => {
             for member in &config.coordinators {
                 if let Some(url) = &member.metrics {
-                    println!("metrics: coordinator {} {url}", member.id);
+                    announce(format_args!("metrics: coordinator {} {url}", member.id));
                 }
             }
             for daemon in config.daemons.values() {
                 if let Some(url) = &daemon.metrics {
-                    println!("metrics: daemon {} {url}", daemon.id);
+                    announce(format_args!("metrics: daemon {} {url}", daemon.id));
                 }
             }
         }
@@ -130,17 +142,15 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
                 match result {
                     Ok(epoch) => {
                         announced = true;
-                        println!(
+                        announce(format_args!(
                             "ready: coordinator {coordinator_addr}, daemons {} (epoch {}, data {})",
                             daemon_addr_texts.join(" "),
                             epoch.0,
                             options.data.display()
-                        );
+                        ));
                         if options.metrics {
                             print_metrics_urls(&coordinator_text).await;
                         }
-                        use std::io::Write;
-                        let _ = std::io::stdout().flush();
                     }
                     Err(e) => {
                         outcome = Err(anyhow::Error::new(e).context("the dev cluster did not become ready"));

@@ -48,10 +48,10 @@ fn start_dev(procs: &mut Procs, port: u16, data: &std::path::Path) -> u32 {
     let stdout = child.stdout.take().expect("stdout");
     let (lines_tx, lines_rx) = mpsc::channel();
     std::thread::spawn(move || {
+        // Keep draining after the test stops listening, so that later
+        // lines never meet a full or closed pipe.
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
+            let _ = lines_tx.send(line);
         }
     });
     let pid = child.id();
