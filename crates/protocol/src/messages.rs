@@ -50,6 +50,21 @@ impl ClientRef {
         client_id: 0,
         request_no: 0,
     };
+
+    /// The writer of a building part's backfill: like a repair, never
+    /// answered nor remembered, but it carries the key's committed
+    /// version instead of a new one (see `ChainForward` and the daemon's
+    /// `core::backfill`).
+    pub const BACKFILL: ClientRef = ClientRef {
+        client_id: 0,
+        request_no: 1,
+    };
+
+    /// Whether the daemons themselves wrote the update (a repair or a
+    /// backfill): no client waits for it or retries it.
+    pub fn is_internal(self) -> bool {
+        self == Self::REPAIR || self == Self::BACKFILL
+    }
 }
 
 /// Anti-entropy: live objects the head of a non-key region holds, sent to
@@ -389,6 +404,9 @@ pub struct ChainForward {
     pub position: u32,
     /// The object after the update; `None` for a delete.
     pub object: Option<Object>,
+    /// Who wrote it. [`ClientRef::BACKFILL`] marks the one update whose
+    /// `version` is not new: the key's committed version, carried on to
+    /// regions that do not hold it yet.
     pub client: ClientRef,
 }
 

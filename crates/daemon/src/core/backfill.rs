@@ -1,11 +1,12 @@
 //! Backfill of a building subspace, at the point leader of a key region:
-//! each object is written again through the chain so that the new
-//! subspace's regions receive it in the key's order.
+//! each committed object is sent down its chain again, at the version it
+//! already has, so that the new subspace's regions receive it in the key's
+//! order and no new version of any object is written.
 
 use super::ReplicaCore;
 use crate::chain::repair_hops;
 use tessera_protocol::{ChainForward, ClientRef};
-use tessera_types::{RegionId, SpaceId, Version};
+use tessera_types::{RegionId, SpaceId};
 
 /// What [`ReplicaCore::backfill_key`] did with one key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,12 +23,16 @@ pub enum BackfillStep {
 
 impl ReplicaCore {
     /// As the point leader of key region `region`, sends the committed
-    /// object of the key stored as `key` to every subspace — the building
-    /// one among them — by anti-entropy's repair (`chain::repair_hops`,
-    /// `ClientRef::REPAIR`): an ordinary update through the chain, so a
-    /// concurrent update of the key is ordered before or after it, never
-    /// overtaken. The repair carries the next version of the key (the
-    /// chain protocol orders updates by version), with the same value.
+    /// object of the key stored as `key` down the chain every subspace
+    /// draws for it — the building ones among them — as a backfill
+    /// (`ClientRef::BACKFILL`): the committed version itself, not a new
+    /// one. It is pending at the point leader like any update, so a later
+    /// update of the key queues behind it or follows it down the same
+    /// chain, and every region takes a key's versions in order: a member
+    /// that holds exactly this version passes it on without writing, one
+    /// that holds an older version (or none: a building region) stores it,
+    /// and one that holds a newer version acknowledges it at once — that
+    /// newer update is on its way to every region after it.
     pub fn backfill_key(&mut self, space: SpaceId, region: RegionId, key: &[u8]) -> BackfillStep {
         let config = self.config.clone();
         let Some(space) = config.space_by_id(space) else {
@@ -72,21 +77,16 @@ impl ReplicaCore {
         ) else {
             return BackfillStep::Busy;
         };
-        let version = Version::next(Some(record.version), config.epoch);
-        if version <= record.version {
-            tracing::warn!(%region, "backfill: the key's versions are exhausted; it is left out");
-            return BackfillStep::Done;
-        }
         let forward = ChainForward {
             epoch: config.epoch,
             from: self.me,
             space: space.id,
             key: key_value,
-            version,
+            version: record.version,
             hops,
             position: 0,
             object: Some(object),
-            client: ClientRef::REPAIR,
+            client: ClientRef::BACKFILL,
         };
         self.apply_forward(forward, Vec::new());
         self.run_local();

@@ -116,7 +116,13 @@ impl ReplicaCore {
                 return;
             }
         };
-        if applied.is_some_and(|a| a >= version) {
+        // A backfill meets the version it carries committed in every region
+        // the key already lived in: it passes on through them (see
+        // `core::backfill`).
+        let passes_on = forward.client == ClientRef::BACKFILL
+            && applied == Some(version)
+            && self.pending_mut(&state_key, version).is_none();
+        if applied.is_some_and(|a| a >= version) && !passes_on {
             // Seen before: an update driven again in a new epoch.
             if let Some(pending) = self.pending_mut(&state_key, version) {
                 pending.forward = forward;
@@ -314,7 +320,8 @@ impl ReplicaCore {
             // regions read it only in debug builds, for the check below: in
             // release builds it would cost a read per commit on the write
             // path.
-            let stored = if is_key_region || cfg!(debug_assertions) {
+            let backfill = forward.client == ClientRef::BACKFILL;
+            let stored = if is_key_region || backfill || cfg!(debug_assertions) {
                 match self.load(state_key) {
                     Ok(record) => record,
                     Err(e) => {
@@ -331,7 +338,7 @@ impl ReplicaCore {
             // Versions are applied in order and only a newer transfer
             // entry is stored over a record, so a commit never takes a
             // region's version of a key back.
-            if let Some(stored) = &stored {
+            if let Some(stored) = stored.as_ref().filter(|_| !backfill) {
                 assert!(
                     stored.version <= forward.version,
                     "commit_ready: region {} would take a key from v{} back to v{}",
@@ -340,51 +347,59 @@ impl ReplicaCore {
                     forward.version
                 );
             }
-            let recent = if is_key_region {
-                let mut recent = stored.map(|r| r.recent).unwrap_or_default();
-                if forward.client != ClientRef::REPAIR {
-                    recent.push((forward.client, forward.version));
-                    trim_recent(&mut recent);
+            // A backfill writes only where the key's version is older (a
+            // building region); elsewhere it was passed on unchanged.
+            let unchanged = backfill
+                && stored
+                    .as_ref()
+                    .is_some_and(|stored| stored.version >= forward.version);
+            if !unchanged {
+                let recent = if is_key_region {
+                    let mut recent = stored.map(|r| r.recent).unwrap_or_default();
+                    if !forward.client.is_internal() {
+                        recent.push((forward.client, forward.version));
+                        trim_recent(&mut recent);
+                    }
+                    recent
+                } else {
+                    Vec::new()
+                };
+                // A removal leaves a tombstone in every region, so the region's
+                // version of the key only grows: a late copy of an older update
+                // (sent again while its acknowledgement was on the way) is
+                // recognized as seen instead of bringing the object back.
+                let value = Record {
+                    version: forward.version,
+                    object: match hop.write {
+                        HopWrite::Put => forward.object.clone(),
+                        HopWrite::Remove => None,
+                    },
+                    recent,
                 }
-                recent
-            } else {
-                Vec::new()
-            };
-            // A removal leaves a tombstone in every region, so the region's
-            // version of the key only grows: a late copy of an older update
-            // (sent again while its acknowledgement was on the way) is
-            // recognized as seen instead of bringing the object back.
-            let value = Record {
-                version: forward.version,
-                object: match hop.write {
-                    HopWrite::Put => forward.object.clone(),
-                    HopWrite::Remove => None,
-                },
-                recent,
-            }
-            .encode();
-            let shipped = self
-                .outgoing
-                .contains_key(&hop.region)
-                .then(|| value.clone());
-            let write = Write::Put {
-                region: hop.region,
-                key: state_key.1.clone(),
-                value,
-            };
-            if let Err(e) = self.engine.apply(vec![write]) {
-                // A daemon that cannot write must not acknowledge: stop here.
-                // Replication keeps the data; the daemon leaves its chains
-                // (`Effect::Fatal`) and the update is driven again along
-                // the chain the next epoch draws.
-                if let Some(state) = self.keys.get_mut(state_key) {
-                    state.pending.insert(forward.version, pending);
+                .encode();
+                let shipped = self
+                    .outgoing
+                    .contains_key(&hop.region)
+                    .then(|| value.clone());
+                let write = Write::Put {
+                    region: hop.region,
+                    key: state_key.1.clone(),
+                    value,
+                };
+                if let Err(e) = self.engine.apply(vec![write]) {
+                    // A daemon that cannot write must not acknowledge: stop here.
+                    // Replication keeps the data; the daemon leaves its chains
+                    // (`Effect::Fatal`) and the update is driven again along
+                    // the chain the next epoch draws.
+                    if let Some(state) = self.keys.get_mut(state_key) {
+                        state.pending.insert(forward.version, pending);
+                    }
+                    self.fatal("a commit", e);
+                    return;
                 }
-                self.fatal("a commit", e);
-                return;
-            }
-            if let Some(record) = shipped {
-                self.ship(hop.region, &state_key.1, forward.version, &record);
+                if let Some(record) = shipped {
+                    self.ship(hop.region, &state_key.1, forward.version, &record);
+                }
             }
             if pos > 0 {
                 self.send_ack(forward, pos);

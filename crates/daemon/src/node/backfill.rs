@@ -6,9 +6,10 @@
 //! so a kill -9 resumes where the last tick stopped):
 //!
 //! - **keys** (a building subspace, at the point leader of each key
-//!   region): every object of the region is written again through the
-//!   chain by anti-entropy's repair ([`ReplicaCore::backfill_key`]), in key
-//!   order, under the key's normal ordering. A key with an update under
+//!   region): every object of the region is sent down its chain again at
+//!   the version it has ([`ReplicaCore::backfill_key`]), in key order,
+//!   under the key's normal ordering; only regions that lack that version
+//!   store it, and no object gets a new version. A key with an update under
 //!   way stops the walk until it is idle: that update may have been drawn
 //!   before the subspace existed. The walk is done when the cursor reached
 //!   the end and no update of the region is under way, so every rewrite it
