@@ -1368,7 +1368,9 @@ fn backfill_carries_the_committed_version_and_never_overtakes_an_update() {
                 .unwrap();
             if key % 4 >= 2 {
                 assert_eq!(
-                    net.engines[&region.chain[0]].hooks().versions_written(region.id, &kb),
+                    net.engines[&region.chain[0]]
+                        .hooks()
+                        .versions_written(region.id, &kb),
                     1,
                     "seed {seed}: the backfill wrote a new version of key {key}"
                 );
@@ -1384,7 +1386,9 @@ fn backfill_carries_the_committed_version_and_never_overtakes_an_update() {
                         let live = held.as_ref().filter(|h| h.object.is_some());
                         if Some(r.id) == home {
                             let live = live.unwrap_or_else(|| {
-                                panic!("seed {seed}: key {key} missing in subspace {si} at {daemon}")
+                                panic!(
+                                    "seed {seed}: key {key} missing in subspace {si} at {daemon}"
+                                )
                             });
                             assert_eq!(
                                 (live.version, &live.object),
@@ -1409,4 +1413,68 @@ fn backfill_carries_the_committed_version_and_never_overtakes_an_update() {
             }
         }
     }
+}
+
+/// A point leader answers a late copy of a request it refused with the
+/// same refusal, but only in the epoch of that refusal: in a later epoch
+/// another point leader may have evaluated the retried request and applied
+/// it (the daemon was cut off meanwhile and leads the key again), so the
+/// key's recent writers decide. Simulator seed 1002178 reported CMPFAIL
+/// for a conditional put that had taken effect.
+#[test]
+fn a_refusal_is_remembered_only_in_its_own_epoch() {
+    let config = Arc::new(config(3, 1, 2));
+    let mut net = Net::new(&config);
+    let key = 1;
+    let space = &config.spaces[0];
+    let region = key_region(space, &Value::Int(key)).unwrap().clone();
+    let leader = region.chain[0];
+    let cond = request(&Op::CondPut { key, a_is: 2, b: 1 }, 5);
+    let mut send = |net: &mut Net, id: u64, epoch: Epoch| {
+        net.cores.get_mut(&leader).unwrap().on_update(
+            ReplyTo { conn: id, id },
+            epoch,
+            cond.clone(),
+        );
+        net.collect(leader);
+        settle(net, 1);
+        net.replies.get(&id).cloned()
+    };
+    // Nothing stored: refused.
+    let refusal = send(&mut net, 0, config.epoch).expect("answered");
+    assert_ne!(refusal, DaemonResponse::Done);
+    // A late copy in the same epoch gets the same answer.
+    assert_eq!(send(&mut net, 1, config.epoch), Some(refusal));
+
+    // Meanwhile, elsewhere: the retry was applied by another point leader,
+    // whose record (with the request among its recent writers) every
+    // replica of the key region now holds.
+    let mut next = (*config).clone();
+    next.epoch = Epoch(config.epoch.0 + 3);
+    let applied_at = Version::next(None, Epoch(config.epoch.0 + 1));
+    let record = Record {
+        version: applied_at,
+        object: Some(Object {
+            values: vec![Value::Int(key), Value::Int(2), Value::Int(1)],
+        }),
+        recent: vec![(cond.client, applied_at)],
+    };
+    for daemon in &region.chain {
+        net.engines[daemon]
+            .apply(vec![Write::Put {
+                region: region.id,
+                key: key_bytes(&Value::Int(key)),
+                value: record.encode(),
+            }])
+            .unwrap();
+    }
+    let next = Arc::new(next);
+    for core in net.cores.values_mut() {
+        core.on_config(next.clone());
+    }
+    assert_eq!(
+        send(&mut net, 2, next.epoch),
+        Some(DaemonResponse::Done),
+        "the retry is recognized as applied, not answered from the old refusal"
+    );
 }

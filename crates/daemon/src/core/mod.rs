@@ -174,6 +174,7 @@ pub struct ReplicaCore {
     /// CMPFAIL, …), oldest first. A late copy of one (its client timed out,
     /// sent it again and may have returned with this answer already) gets
     /// the same answer instead of a second evaluation that could apply.
+    /// Only for the epoch they were made in: `on_config` forgets them.
     refused: HashMap<ClientRef, DaemonResponse>,
     refused_order: VecDeque<ClientRef>,
 }

@@ -17,6 +17,15 @@ impl ReplicaCore {
         if config.epoch <= self.config.epoch {
             return;
         }
+        // A refusal answers only late copies of its own epoch's request (a
+        // copy of an older epoch is refused with WRONG_EPOCH anyway). In a
+        // later epoch the request may have been evaluated again and applied
+        // by another point leader while this daemon was cut off, and this
+        // one may lead the key again without having seen the epochs between
+        // (simulator seed 1002178): answering from the old refusal would
+        // then report CMPFAIL for an update that took effect.
+        self.refused.clear();
+        self.refused_order.clear();
         self.outgoing = outgoing_transfers(self.me, &config);
         self.directory = tessera_types::RegionDirectory::new(&config);
         self.config = config;
