@@ -208,3 +208,49 @@ fn a_dropped_index_loses_its_entries_a_batch_per_tick() {
     }
     assert_eq!(entries(&disk), 0);
 }
+
+/// A restart in the middle of deleting a dropped index's entries forgets
+/// nothing: the engine opened under the configuration without the index
+/// finds the rest on disk and the purge carries on.
+#[test]
+fn a_restart_during_the_purge_of_a_dropped_index_finishes_it() {
+    let disk = disk();
+    let mut config = config();
+    config.spaces[0].indexes[0].state = PartState::Ready;
+    let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    engine.rebuild_region(REGION).expect("index everything");
+    let node = start_with(config.clone(), engine);
+    config.epoch = Epoch(6);
+    config.spaces[0].indexes.clear();
+    config.spaces[0].desc.indexes.clear();
+    assert!(node.on_config(Arc::new(config.clone()), &mut |_| {}));
+    tick(&node);
+    let left = OBJECTS as usize - BACKFILL_ENTRIES_PER_TICK;
+    assert_eq!(entries(&disk), left);
+
+    // kill -9, then a start under the configuration that no longer
+    // indexes `b`.
+    drop(node);
+    let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    assert_eq!(entries(&disk), left, "opening deletes nothing by itself");
+    let node = start_with(config, engine);
+    for _ in 0..2 {
+        tick(&node);
+    }
+    assert_eq!(entries(&disk), 0, "the purge resumed after the restart");
+}
+
+/// Opening under a configuration that still indexes an attribute leaves
+/// its entries alone.
+#[test]
+fn opening_keeps_the_entries_of_indexed_attributes() {
+    let disk = disk();
+    let mut config = config();
+    config.spaces[0].indexes[0].state = PartState::Ready;
+    let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    engine.rebuild_region(REGION).expect("index everything");
+    drop(engine);
+    let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    assert_eq!(engine.purge_batch(usize::MAX).expect("memory"), 0);
+    assert_eq!(entries(&disk), OBJECTS as usize);
+}

@@ -24,8 +24,8 @@ pub struct IndexedEngine {
     stripes: Vec<Mutex<()>>,
     /// Per region, attributes it no longer indexes (a dropped local index)
     /// whose entries are still on disk: [`IndexedEngine::purge_batch`]
-    /// deletes them. Kept in memory only: after a restart such entries
-    /// stay, and readers skip them like any stale entry.
+    /// deletes them. Kept in memory; [`IndexedEngine::open`] finds them
+    /// again on disk, so a restart in the middle forgets nothing.
     purges: Mutex<HashMap<RegionId, std::collections::BTreeSet<usize>>>,
 }
 
@@ -82,7 +82,45 @@ impl IndexedEngine {
             }
             engine.inner.meta_put(META_INDEX_FORMAT, INDEX_FORMAT)?;
         }
+        engine.find_purges()?;
         Ok(engine)
+    }
+
+    /// Notes, for every stored region, the attributes that have entries on
+    /// disk but that the region does not index under the configuration it
+    /// was opened with: a local index dropped before a restart, whose
+    /// entries the purge had not finished deleting. That configuration is
+    /// the cluster's current one, at least as new as any the daemon wrote
+    /// entries under, so such entries are stale. One short seek per
+    /// attribute present, not a walk of the index.
+    fn find_purges(&self) -> Result<(), StorageError> {
+        let mut purges = self.purges.lock().unwrap_or_else(|p| p.into_inner());
+        for region in self.inner.regions()? {
+            let indexed = self.spec(region).unwrap_or_else(|| Arc::from(Vec::new()));
+            let mut from = 0usize;
+            loop {
+                let (start, _) = super::entry_bounds(from, (0, 0));
+                let range = IndexRange {
+                    start: &start,
+                    end: None,
+                    reverse: false,
+                };
+                let mut found = None;
+                self.inner.index_scan(region, range, &mut |entry| {
+                    found = super::entry_parts(entry).map(|(attr, ..)| attr);
+                    false
+                })?;
+                let Some(attr) = found else { break };
+                if !indexed.contains(&attr) {
+                    purges.entry(region).or_default().insert(attr);
+                }
+                match attr.checked_add(1) {
+                    Some(next) if u32::try_from(next).is_ok() => from = next,
+                    _ => break,
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Learns the regions of a new configuration. Call it before anything
@@ -112,10 +150,22 @@ impl IndexedEngine {
     /// `limit`: nothing is left). An attribute indexed again meanwhile is
     /// left alone.
     pub fn purge_batch(&self, limit: usize) -> Result<usize, StorageError> {
+        // Held throughout (taken before `purges`, as `on_config` never holds
+        // both), so that a configuration indexing an attribute again cannot
+        // be installed between the check below and the deletes: its writes
+        // and its backfill come after the purge. Nothing below may call
+        // `spec`: a second read while `on_config` waits would deadlock.
+        let specs = self.specs.read().unwrap_or_else(|p| p.into_inner());
         let mut purges = self.purges.lock().unwrap_or_else(|p| p.into_inner());
+        if purges.is_empty() {
+            return Ok(0);
+        }
         let mut deleted = 0;
         for (region, attrs) in purges.iter_mut() {
-            let indexed = self.spec(*region).unwrap_or_else(|| Arc::from(Vec::new()));
+            let indexed = specs
+                .get(region)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(Vec::new()));
             attrs.retain(|a| !indexed.contains(a));
             let mut finished = Vec::new();
             for &attr in attrs.iter() {
