@@ -1251,6 +1251,7 @@ fn an_acknowledgement_for_a_held_update_commits_nothing() {
         version,
         region: region.id,
         position: 1,
+        backfill: false,
     };
     let core = net.cores.get_mut(&middle).unwrap();
     core.on_chain(ChainMsg::Ack(stray));
@@ -1430,7 +1431,7 @@ fn a_refusal_is_remembered_only_in_its_own_epoch() {
     let region = key_region(space, &Value::Int(key)).unwrap().clone();
     let leader = region.chain[0];
     let cond = request(&Op::CondPut { key, a_is: 2, b: 1 }, 5);
-    let mut send = |net: &mut Net, id: u64, epoch: Epoch| {
+    let send = |net: &mut Net, id: u64, epoch: Epoch| {
         net.cores.get_mut(&leader).unwrap().on_update(
             ReplyTo { conn: id, id },
             epoch,
@@ -1477,4 +1478,91 @@ fn a_refusal_is_remembered_only_in_its_own_epoch() {
         Some(DaemonResponse::Done),
         "the retry is recognized as applied, not answered from the old refusal"
     );
+}
+
+/// In a region that waits for no earlier version (a building one), a
+/// later update of a key can arrive and apply before an earlier one. The
+/// earlier one must still travel down the rest of its chain — a region
+/// there may wait for exactly it — instead of being acknowledged as seen.
+/// Simulator seed 1204460 left the later update buffered forever.
+#[test]
+fn an_update_overtaken_in_a_building_region_still_travels_its_chain() {
+    let config = Arc::new(config(3, 0, 2));
+    let mut net = Net::new(&config);
+    let space = &config.spaces[0];
+    let key = Value::Int(4);
+    let object = |a: i64, b: i64| Object {
+        values: vec![key.clone(), Value::Int(a), Value::Int(b)],
+    };
+    let first = object(1, 1);
+    let second = object(1, 2);
+    let leader = key_region(space, &key).unwrap().clone();
+    // H: the object's region in subspace `a` (both versions live there);
+    // R: its region in subspace `b` for the first version, on another daemon.
+    let h = space.subspaces[1].region_of(&first).clone();
+    let r = space.subspaces[2].region_of(&first).clone();
+    assert_ne!(h.chain[0], r.chain[0], "the configuration spreads regions");
+    let hop = |region: &Region, after: Option<Version>| tessera_protocol::Hop {
+        daemon: region.chain[0],
+        region: region.id,
+        write: HopWrite::Put,
+        after,
+    };
+    let (v1, v2) = (Version(10), Version(11));
+    let forward = |version, object: &Object, hops| ChainForward {
+        epoch: config.epoch,
+        from: leader.chain[0],
+        space: space.id,
+        key: key.clone(),
+        version,
+        hops,
+        position: 1,
+        object: Some(object.clone()),
+        client: ClientRef {
+            client_id: 7,
+            request_no: version.0,
+        },
+    };
+    let second_r = space.subspaces[2].region_of(&second).clone();
+    let f1 = forward(
+        v1,
+        &first,
+        vec![hop(&leader, None), hop(&h, None), hop(&r, None)],
+    );
+    let mut f2_hops = vec![hop(&leader, Some(v1)), hop(&h, None), hop(&r, Some(v1))];
+    if second_r.id != r.id {
+        f2_hops[2].write = HopWrite::Remove;
+        f2_hops.push(hop(&second_r, None));
+    }
+    let f2 = forward(v2, &second, f2_hops);
+    // The later update reaches H first, then the earlier one.
+    let hd = h.chain[0];
+    net.cores
+        .get_mut(&hd)
+        .unwrap()
+        .on_chain(ChainMsg::Forward(f2));
+    net.collect(hd);
+    net.cores
+        .get_mut(&hd)
+        .unwrap()
+        .on_chain(ChainMsg::Forward(f1));
+    net.collect(hd);
+    settle(&mut net, 3);
+    let kb = key_bytes(&key);
+    for (region, version) in [(&h, v2), (&r, v2)] {
+        let record = net.engines[&region.chain[0]]
+            .get(region.id, &kb)
+            .unwrap()
+            .map(|b| Record::decode(&b).unwrap())
+            .expect("written");
+        assert_eq!(record.version, version, "region {}", region.id);
+    }
+    for (id, core) in &net.cores {
+        assert_eq!(
+            core.busy_keys(),
+            0,
+            "{id} still waits: {}",
+            core.describe_busy()
+        );
+    }
 }

@@ -224,6 +224,7 @@ fn messages() -> Vec<Message> {
             version: Version(5),
             region: RegionId(11),
             position: 0,
+            backfill: false,
         })),
         Message::Transfer(TransferMsg::Entries {
             transfer: 4,

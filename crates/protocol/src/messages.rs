@@ -421,6 +421,11 @@ pub struct ChainAck {
     pub region: RegionId,
     /// Index into the update's hops of the receiver.
     pub position: u32,
+    /// Whether it acknowledges a backfill: a backfill carries the version
+    /// of an update that has already run (see `ClientRef::BACKFILL`), so a
+    /// late acknowledgement of that update must not count for it.
+    #[serde(default)]
+    pub backfill: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -116,22 +116,48 @@ impl ReplicaCore {
                 return;
             }
         };
-        // A backfill meets the version it carries committed in every region
-        // the key already lived in: it passes on through them (see
-        // `core::backfill`).
-        let passes_on = forward.client == ClientRef::BACKFILL
-            && applied == Some(version)
-            && self.pending_mut(&state_key, version).is_none();
-        if applied.is_some_and(|a| a >= version) && !passes_on {
-            // Seen before: an update driven again in a new epoch.
+        if applied.is_some_and(|a| a >= version) {
+            let backfill = forward.client == ClientRef::BACKFILL;
             if let Some(pending) = self.pending_mut(&state_key, version) {
-                pending.forward = forward;
-                self.continue_pending(&state_key, version);
-            } else if pos > 0 {
-                // Already committed here: acknowledge again.
-                self.send_ack(&forward, pos);
+                if (pending.forward.client == ClientRef::BACKFILL) == backfill {
+                    // Seen before: an update driven again in a new epoch.
+                    pending.forward = forward;
+                    self.continue_pending(&state_key, version);
+                    return;
+                }
+                // A backfill of this version is pending here, and a late
+                // copy of the update that wrote it arrives (or the other
+                // way round): not the same update. The update committed
+                // before its backfill began, so it is acknowledged again;
+                // a backfill arriving while its update is still pending
+                // here is dropped (its point leader sends it again).
+                if !backfill && pos > 0 {
+                    self.send_ack(&forward, pos);
+                }
+                return;
             }
-            return;
+            let committed = match self.load(&state_key) {
+                Ok(record) => record.map(|r| r.version),
+                Err(e) => return self.fatal("reading a key's committed version", e),
+            };
+            // A backfill meets the version it carries committed in every
+            // region the key already lived in: it passes on through them
+            // (see `core::backfill`).
+            let passes_on = backfill && committed == Some(version);
+            if committed >= Some(version) && !passes_on {
+                // Committed here, so sent on before: acknowledge again.
+                if pos > 0 {
+                    self.send_ack(&forward, pos);
+                }
+                return;
+            }
+            // Neither pending nor committed here: a later update of the key
+            // overtook this one in a region that waits for no earlier
+            // version (a building one). It is applied all the same, below
+            // that later one, so that it still travels down the rest of its
+            // chain: a region there may wait for exactly this version
+            // (simulator seed 1204460, where acknowledging it here left a
+            // later update buffered forever).
         }
         if let Some(after) = hop.after {
             if !self.follows(applied, after) {
@@ -252,6 +278,7 @@ impl ReplicaCore {
             version: forward.version,
             region: upstream.region,
             position: (pos - 1) as u32,
+            backfill: forward.client == ClientRef::BACKFILL,
         };
         self.send(upstream.daemon, ChainMsg::Ack(ack));
     }
@@ -262,6 +289,12 @@ impl ReplicaCore {
             tracing::debug!(version = %ack.version, "acknowledgement for an update not pending here");
             return;
         };
+        if (pending.forward.client == ClientRef::BACKFILL) != ack.backfill {
+            // The update that first wrote this version, or its backfill:
+            // the same version, another update.
+            tracing::debug!(version = %ack.version, "acknowledgement for another update of the same version");
+            return;
+        }
         let pos = pending.forward.position as usize;
         let expected = pending.forward.hops.get(pos + 1).map(|h| h.daemon);
         if pos != ack.position as usize || expected != Some(ack.from) {
