@@ -19,14 +19,16 @@
 
 mod common;
 
-use common::{run_cli, wait_for, Cluster};
+use common::{run_cli, wait_for, Cluster, ProxiedCluster};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tessera_client::{BlockingAdmin, Client, Outcome, PartState, PredOp, Record, Value};
+use tessera_client::{
+    BlockingAdmin, Client, ClientOptions, Outcome, PartState, PredOp, Record, Value,
+};
 
 const SPACE: &str = "space t key int k attributes int a, int b, string c \
                      subspace a create 8 partitions tolerate 1 failure";
@@ -334,13 +336,7 @@ fn layouts_change_under_a_mixed_load_without_a_failed_call() {
         .expect("client");
     let shared = Arc::new(Shared::default());
     let loading = Instant::now();
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|w| runtime.spawn(worker(client.clone(), w, objects, shared.clone())))
-        .collect();
-    // The load phase is over once every worker has run a mixed call.
-    wait_for("the workers to load their keys", CHANGE_TIMEOUT, || {
-        (shared.latencies.lock().expect("lock").len() >= 4 * WORKERS as usize).then_some(())
-    });
+    let workers = start_workers(&runtime, &client, objects, &shared);
     let loaded = Instant::now();
     eprintln!(
         "loaded {objects} objects in {:.1} s",
@@ -416,6 +412,19 @@ fn layouts_change_under_a_mixed_load_without_a_failed_call() {
         subspace_attrs(config) == vec![vec![0], vec![2, 3]] && indexes == Some(vec![1])
     });
 
+    let model = stop_workers(&runtime, &shared, workers);
+    let calls = shared.latencies.lock().expect("lock").len();
+    eprintln!("{calls} calls during the changes, 0 failed");
+    check_quiescent(&runtime, &client, &model);
+}
+
+/// Stops the workers and checks that no call failed or answered wrong;
+/// returns the union of their models.
+fn stop_workers(
+    runtime: &tokio::runtime::Runtime,
+    shared: &Shared,
+    workers: Vec<tokio::task::JoinHandle<BTreeMap<i64, Obj>>>,
+) -> BTreeMap<i64, Obj> {
     shared.stop.store(true, Ordering::Relaxed);
     let mut model = BTreeMap::new();
     for handle in workers {
@@ -428,10 +437,11 @@ fn layouts_change_under_a_mixed_load_without_a_failed_call() {
         "failed or wrong calls during the changes: {:?}",
         &wrong[..wrong.len().min(5)]
     );
-    let calls = shared.latencies.lock().expect("lock").len();
-    eprintln!("{calls} calls during the changes, 0 failed");
+    model
+}
 
-    // Quiescence: every search equals a brute-force filter of the model.
+/// Quiescence: every search equals a brute-force filter of the model.
+fn check_quiescent(runtime: &tokio::runtime::Runtime, client: &Client, model: &BTreeMap<i64, Obj>) {
     let mut rng = StdRng::seed_from_u64(99);
     for _ in 0..100 {
         let query = Query::random(&mut rng);
@@ -450,4 +460,149 @@ fn layouts_change_under_a_mixed_load_without_a_failed_call() {
             .collect();
         assert_eq!(found, expected, "search {query:?} after quiescence");
     }
+}
+
+/// Starts the mixed load of [`worker`] on `objects` keys and waits until
+/// every worker has loaded its keys and run a mixed call.
+fn start_workers(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    objects: i64,
+    shared: &Arc<Shared>,
+) -> Vec<tokio::task::JoinHandle<BTreeMap<i64, Obj>>> {
+    let workers = (0..WORKERS)
+        .map(|w| runtime.spawn(worker(client.clone(), w, objects, shared.clone())))
+        .collect();
+    wait_for("the workers to load their keys", CHANGE_TIMEOUT, || {
+        (shared.latencies.lock().expect("lock").len() >= 4 * WORKERS as usize).then_some(())
+    });
+    workers
+}
+
+/// Faults during layout changes, with real processes behind proxies:
+/// a kill -9 of a daemon that is backfilling a new subspace (it restarts
+/// from its data directory), a kill -9 of the coordinator leader right
+/// after `add-index`, a daemon cut off the network during a `relayout`,
+/// and a space removed while its new subspace is building (the change is
+/// abandoned with the space, and the name can be used again). Under the
+/// mixed load throughout: no client call fails, every search answers
+/// what search consistency promises, and after quiescence every search
+/// equals a brute-force filter.
+#[test]
+fn layout_changes_survive_kill_9_coordinator_failover_and_a_partition() {
+    let objects: i64 = 3000;
+    let mut cluster = ProxiedCluster::start(3, 4);
+    let admin = cluster.admin();
+    admin.add_space(SPACE).expect("add space");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = runtime
+        .block_on(Client::connect_with(
+            cluster.coordinator_addrs(),
+            ClientOptions::default(),
+        ))
+        .expect("client");
+    let shared = Arc::new(Shared::default());
+    let workers = start_workers(&runtime, &client, objects, &shared);
+
+    // A new subspace; the daemon heading the first key region is killed
+    // while it backfills, and comes back from its disk a second later.
+    let part = admin
+        .add_subspace("t", &["b".to_string()])
+        .expect("add-subspace");
+    let config = admin.config().expect("config");
+    let head = config.space("t").expect("space").subspaces[0].regions[0].chain[0];
+    let victim = (0..cluster.daemons.len())
+        .find(|&i| cluster.daemon_id(&config, i) == Some(head))
+        .expect("the head is one of ours");
+    let building = matches!(
+        config.space("t").and_then(|s| s.part_state(part)),
+        Some(PartState::Building { .. })
+    );
+    cluster.kill_daemon(victim);
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.start_daemon(victim);
+    wait_for("the subspace to be ready", CHANGE_TIMEOUT, || {
+        let config = admin.config().ok()?;
+        config
+            .space("t")?
+            .part_state(part)?
+            .is_ready()
+            .then_some(())
+    });
+    eprintln!("killed daemon {victim} (building when killed: {building}); subspace ready");
+
+    // A new index; the coordinator leader dies right after accepting it.
+    admin.add_index("t", "c").expect("add-index");
+    let leader = cluster.leader_index(&admin, Duration::from_secs(30));
+    cluster.kill_coordinator(leader);
+    wait_settled(
+        &admin,
+        "the index to be ready without the old leader",
+        |_| true,
+    );
+    cluster.start_coordinator(leader);
+
+    // A relayout with a daemon cut off the network for a while.
+    admin.relayout("t", RELAYOUT).expect("relayout");
+    let cut = (victim + 1) % cluster.daemons.len();
+    cluster.isolate_daemon(cut);
+    std::thread::sleep(Duration::from_secs(3));
+    cluster.heal_daemon(cut);
+    wait_settled(&admin, "the relayout to finish", |config| {
+        let indexes = config.space("t").map(|s| s.desc.indexes.clone());
+        subspace_attrs(config) == vec![vec![0], vec![2, 3]] && indexes == Some(vec![1])
+    });
+
+    // A change that cannot finish: its space goes while it builds.
+    let other = "space u key int k attributes int a create 4 partitions tolerate 1 failure";
+    admin.add_space(other).expect("add space u");
+    for k in 0..500 {
+        let put = client.put("u", Value::Int(k), [("a", Value::Int(k % 13))]);
+        assert_eq!(runtime.block_on(put).expect("put u"), Outcome::Done);
+    }
+    let abandoned = admin
+        .add_subspace("u", &["a".to_string()])
+        .expect("add-subspace u");
+    // Readiness needs a report from every key region's point leader,
+    // sent once a second: at once, the part is still building.
+    let state = admin
+        .config()
+        .expect("config")
+        .space("u")
+        .and_then(|s| s.part_state(abandoned));
+    assert!(
+        matches!(state, Some(PartState::Building { .. })),
+        "the subspace of u should still be building: {state:?}"
+    );
+    admin.rm_space("u").expect("rm-space while building");
+    let config = admin.config().expect("config");
+    assert!(
+        config.space("u").is_none(),
+        "the space and its change are gone"
+    );
+    admin.add_space(other).expect("the name can be used again");
+    let fresh = runtime
+        .block_on(client.search("u", Vec::<(&str, PredOp)>::new()))
+        .expect("search the new space");
+    assert!(
+        fresh.is_empty(),
+        "nothing of the old space comes back: {fresh:?}"
+    );
+    let config = admin.config().expect("config");
+    let space = config.space("u").expect("space u again");
+    assert!(
+        space.subspaces.len() == 1 && space.layout_settled(),
+        "the abandoned part (id {}) does not live on in the new space: {:?}",
+        abandoned.0,
+        space.parts()
+    );
+
+    let model = stop_workers(&runtime, &shared, workers);
+    let calls = shared.latencies.lock().expect("lock").len();
+    eprintln!("{calls} calls during the faults, 0 failed");
+    check_quiescent(&runtime, &client, &model);
 }
