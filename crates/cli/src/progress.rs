@@ -1,5 +1,5 @@
-//! Progress of long command-line work, on stderr so stdout stays what
-//! scripts parse.
+//! Progress of long command-line work (`wait-until-stable`, `bench`
+//! phases), on stderr so stdout stays what scripts parse.
 //!
 //! On a terminal it is one line redrawn in place:
 //!
@@ -39,6 +39,11 @@ impl Progress {
             terminal,
             last: None,
         }
+    }
+
+    /// Whether the report is a bar redrawn in place.
+    pub fn is_terminal(&self) -> bool {
+        self.terminal
     }
 
     /// What to write for `percent` and `detail`, if anything.

@@ -1,7 +1,8 @@
 //! Progress of long CLI work when stderr is not a terminal: plain
 //! `what: detail ... N%` lines on stderr, stdout left to the result.
 //! `wait-until-stable` runs while a daemon that just joined receives
-//! regions, so there is work to report.
+//! regions, so there is work to report; a small `bench` reports each of
+//! its phases.
 
 mod common;
 
@@ -60,4 +61,56 @@ fn wait_until_stable_prints_plain_progress_lines_on_a_pipe() {
         format!("wait-until-stable: epoch {epoch}: 0 transfers running, 0 daemons behind ... 100%")
     );
     println!("{} progress lines:\n{}", lines.len(), lines.join("\n"));
+}
+
+#[test]
+fn bench_phases_print_plain_progress_lines_on_a_pipe() {
+    // A coordinator port whose daemon port (30 above it) is free as well.
+    let port = common::wait_for("two free ports", TIMEOUT, || {
+        let port = common::free_port();
+        let daemon = port.checked_add(30)?;
+        common::ports_free([port, daemon]).then_some(port)
+    });
+    let port = port.to_string();
+    let (ok, out, err) = run_cli(
+        &[
+            "bench",
+            "latency",
+            "--local",
+            "--daemons",
+            "1",
+            "--local-port",
+            &port,
+            "--records",
+            "300",
+            "--operations",
+            "300",
+            "--workers",
+            "4",
+            "--time-limit",
+            "60",
+        ],
+        None,
+        TIMEOUT,
+    );
+    assert!(ok, "bench failed: {err}");
+    assert!(out.contains("p99"), "the results stay on stdout: {out}");
+    // Every phase ends with its own 100% line: load, then get and put at
+    // one and at four in flight.
+    let finished: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("bench: tessera ") && l.ends_with(" ... 100%"))
+        .collect();
+    let phases: Vec<&str> = finished
+        .iter()
+        .map(|l| l["bench: tessera ".len()..].split(':').next().unwrap())
+        .collect();
+    assert_eq!(phases, ["load", "get", "put", "get", "put"], "{err}");
+    assert!(
+        finished
+            .iter()
+            .skip(1)
+            .all(|l| l.contains(": 300 of 300 operations")),
+        "{finished:?}"
+    );
 }
