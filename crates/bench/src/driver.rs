@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A boxed, sendable future (stores are used as trait objects).
@@ -103,6 +103,47 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000, 3).expect("valid histogram bounds")
 }
 
+/// Where a phase stands, as shown to the [`observe_phases`] observer.
+#[derive(Clone, Debug)]
+pub struct PhaseProgress<'a> {
+    pub store: &'a str,
+    pub phase: &'a str,
+    /// Operations claimed so far, out of `budget`.
+    pub done: u64,
+    pub budget: u64,
+    pub elapsed: Duration,
+    /// The phase stops at this time even if operations remain.
+    pub time_limit: Duration,
+    /// The phase has ended (the last report of it).
+    pub finished: bool,
+}
+
+/// Sees each phase's progress about once a second, and once at its end.
+pub type PhaseObserver = Box<dyn Fn(&PhaseProgress<'_>) + Send + Sync>;
+
+static PHASE_OBSERVER: OnceLock<PhaseObserver> = OnceLock::new();
+
+/// Sets the process's phase observer (the CLI's progress report); only the
+/// first call counts. Without one, phases report nothing.
+pub fn observe_phases(observer: PhaseObserver) {
+    let _ = PHASE_OBSERVER.set(observer);
+}
+
+/// Reports `budget_left` of `load` to the observer, if there is one.
+fn report_phase(store: &str, phase: &str, load: &Load, left: u64, started: Instant, end: bool) {
+    if let Some(observer) = PHASE_OBSERVER.get() {
+        observer(&PhaseProgress {
+            store,
+            phase,
+            done: load.operations.saturating_sub(left),
+            budget: load.operations,
+            elapsed: started.elapsed(),
+            time_limit: load.time_limit,
+            finished: end,
+        });
+    }
+}
+
 /// Runs one phase: `workers` tasks take operations from their own source
 /// (`sources(i)`) until the shared budget or the time limit runs out.
 pub async fn run_phase<S, F>(
@@ -168,6 +209,18 @@ where
             tally
         }));
     }
+    let reporter = PHASE_OBSERVER.get().map(|_| {
+        let (store_name, phase_name) = (store.name().to_string(), phase.to_string());
+        let budget = budget.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                ticks.tick().await;
+                let left = budget.load(Ordering::Relaxed);
+                report_phase(&store_name, &phase_name, &load, left, started, false);
+            }
+        })
+    });
     let mut total = Tally::default();
     for handle in handles {
         let tally = handle.await?;
@@ -188,6 +241,11 @@ where
         if total.first_error.is_none() {
             total.first_error = tally.first_error;
         }
+    }
+    if let Some(reporter) = reporter {
+        reporter.abort();
+        let left = budget.load(Ordering::Relaxed);
+        report_phase(store.name(), phase, &load, left, started, true);
     }
     let seconds = started.elapsed().as_secs_f64();
     let mut ops = BTreeMap::new();

@@ -3,7 +3,7 @@
 //! (`tessera_bench::runs`); this module maps the command line onto it and
 //! hands it what only the binary has: the in-process servers of a
 //! `--local` cluster (`tessera dev`'s), this executable for `recovery`'s
-//! processes, and the shutdown signal.
+//! processes, the shutdown signal, and the phases' progress on stderr.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -269,7 +269,47 @@ fn launch_dev() -> Launch {
     })
 }
 
+/// Shows each benchmark phase's progress on stderr: the larger of the
+/// operations done and the time used, against the budget and the limit.
+/// Plain lines come at each tenth, so a minute-long phase writes about ten.
+fn report_phases() {
+    let state = std::sync::Mutex::new((crate::progress::Progress::new("bench"), None));
+    tessera_bench::driver::observe_phases(Box::new(move |p| {
+        let by_ops = p.done.saturating_mul(100) / p.budget.max(1);
+        let by_time =
+            (p.elapsed.as_secs_f64() * 100.0 / p.time_limit.as_secs_f64().max(1e-9)) as u64;
+        let percent = if p.finished {
+            100
+        } else {
+            u8::try_from(by_ops.max(by_time).min(99)).unwrap_or(99)
+        };
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        let (progress, tenth) = &mut *state;
+        if !progress.is_terminal() && *tenth == Some(percent / 10) && !p.finished {
+            return;
+        }
+        *tenth = Some(percent / 10);
+        progress.update(
+            percent,
+            &format!(
+                "{} {}: {} of {} operations, {:.0} s of {:.0} s",
+                p.store,
+                p.phase,
+                p.done,
+                p.budget,
+                p.elapsed.as_secs_f64(),
+                p.time_limit.as_secs_f64()
+            ),
+        );
+        if p.finished {
+            progress.finish();
+            *tenth = None;
+        }
+    }));
+}
+
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    report_phases();
     match args.scenario {
         Scenario::Ycsb {
             workload,

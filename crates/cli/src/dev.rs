@@ -38,7 +38,8 @@ pub struct DevOptions {
     /// When the daemons' commits reach stable storage.
     pub durability: tessera_daemon::Durability,
     /// Every process serves Prometheus metrics on a free port of
-    /// 127.0.0.1; the URLs are printed after `ready`.
+    /// 127.0.0.1, the coordinator its dashboard beside them; the URLs are
+    /// printed after `ready`.
     pub metrics: bool,
 }
 
@@ -54,7 +55,9 @@ fn announce(line: std::fmt::Arguments<'_>) {
         .and_then(|()| out.flush());
 }
 
-/// Prints one `metrics: NAME URL` line per process, from the configuration.
+/// Prints one `metrics: NAME URL` line per process, then the `dashboard:
+/// URL` line of the coordinator (it serves the page on its metrics
+/// listener), from the configuration.
 async fn print_metrics_urls(coordinator: &str) {
     match tessera_client::Admin::new(coordinator).config().await {
         Ok(config) => {
@@ -67,6 +70,9 @@ async fn print_metrics_urls(coordinator: &str) {
                 if let Some(url) = &daemon.metrics {
                     announce(format_args!("metrics: daemon {} {url}", daemon.id));
                 }
+            }
+            if let Some(url) = crate::show::dashboard_url(&config) {
+                announce(format_args!("dashboard: {url}"));
             }
         }
         Err(e) => tracing::warn!("cannot list the metrics URLs: {e}"),

@@ -17,6 +17,7 @@ mod bench;
 // Runs servers in this process and waits for them with real deadlines.
 #[allow(clippy::disallowed_methods)]
 mod dev;
+mod progress;
 mod show;
 
 use tessera_cli::json;
@@ -627,9 +628,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     format!("--timeout {timeout} is not a number of seconds"),
                 )
             })?;
-            let epoch = Admin::new(&target.addr())
-                .wait_until_stable(timeout, std::time::Duration::from_millis(200))
-                .await?;
+            let admin = Admin::new(&target.addr());
+            let epoch =
+                progress::wait_until_stable(&admin, timeout, std::time::Duration::from_millis(200))
+                    .await?;
             println!("stable at epoch {}", epoch.0);
         }
         Command::Put {

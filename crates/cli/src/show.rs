@@ -170,7 +170,18 @@ pub fn indices_text(space: &Space) -> String {
     out
 }
 
-/// `show-config --json` (API.md §12.3, §12.5): the epoch, coordinators and
+/// The dashboard's URL: every coordinator member with a metrics listener
+/// serves the dashboard on it; the first one's.
+pub fn dashboard_url(config: &Configuration) -> Option<String> {
+    config.coordinators.iter().find_map(|c| {
+        c.metrics
+            .as_deref()
+            .and_then(tessera_observe::dashboard_url)
+    })
+}
+
+/// `show-config --json` (API.md §12.3, §12.5): the dashboard's URL (null
+/// when no member serves one), the epoch, coordinators and
 /// daemons with `id`, `addr`, `state` and `metrics` (null: the
 /// configuration carries no metrics URL), transfers, and per space its
 /// `name`, `tolerate` and `parts`, each with `kind`, `attributes`, `state`
@@ -197,6 +208,7 @@ pub fn config_json(config: &Configuration) -> Json {
         .collect();
     let spaces: Vec<Json> = config.spaces.iter().map(space_json).collect();
     json!({
+        "dashboard": dashboard_url(config),
         "epoch": config.epoch.0,
         "read_only": config.read_only,
         "tombstone_horizon": config.tombstone_horizon.0,

@@ -72,6 +72,20 @@ fn start_dev(procs: &mut Procs, port: u16, data: &std::path::Path) -> u32 {
         line.contains(&format!("127.0.0.1:{port}")),
         "the ready line names the coordinator: {line:?}"
     );
+    // After the `metrics:` lines comes the dashboard's URL.
+    let dashboard = loop {
+        let line = lines_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("tessera dev printed no dashboard line within 30 s");
+        if let Some(url) = line.strip_prefix("dashboard: ") {
+            break url.to_string();
+        }
+        assert!(line.starts_with("metrics: "), "unexpected line {line:?}");
+    };
+    assert!(
+        dashboard.starts_with("http://127.0.0.1:") && dashboard.ends_with('/'),
+        "dashboard line: {dashboard:?}"
+    );
     pid
 }
 

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{free_port, run_cli, wait_for, Procs};
+use common::{cli_at as cli, free_port, run_cli, wait_for, Procs};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -61,15 +61,6 @@ fn scrape(url: &str) -> BTreeMap<String, f64> {
 /// The value of one series on every page, added up (0 where absent).
 fn total(pages: &[BTreeMap<String, f64>], series: &str) -> f64 {
     pages.iter().filter_map(|p| p.get(series)).sum()
-}
-
-fn cli(args: &[&str], coordinator: &str) -> String {
-    let (host, port) = coordinator.split_once(':').expect("host:port");
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--host", host, "--port", port]);
-    let (ok, out, err) = run_cli(&all, None, TIMEOUT);
-    assert!(ok, "tessera {args:?} failed: {err}");
-    out
 }
 
 #[test]

@@ -133,9 +133,21 @@ impl Admin {
         timeout: Duration,
         poll: Duration,
     ) -> Result<Epoch, AdminError> {
+        self.wait_until_stable_watching(timeout, poll, |_| {}).await
+    }
+
+    /// [`Admin::wait_until_stable`], showing each answer to `watch` first
+    /// (the CLI draws its progress from them).
+    pub async fn wait_until_stable_watching(
+        &self,
+        timeout: Duration,
+        poll: Duration,
+        mut watch: impl FnMut(&Stability),
+    ) -> Result<Epoch, AdminError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let stability = self.stability().await?;
+            watch(&stability);
             if stability.stable {
                 return Ok(stability.epoch);
             }

@@ -24,8 +24,11 @@
 //! - [`store`]: fjall-backed `RaftLogStorage` and `RaftStateMachine`.
 //! - [`raft`]: the openraft type configuration and network.
 //! - [`server`]: [`run`] / [`serve`], the tokio shell of one member;
-//!   `metrics`: what it serves at `/metrics` (`--metrics ADDR`).
+//!   `metrics`: what it serves at `/metrics` (`--metrics ADDR`);
+//!   `dashboard`: the live page (`/`) and its snapshot (`/api/cluster`) on
+//!   the same listener.
 
+mod dashboard;
 pub mod detector;
 pub mod layout;
 mod metrics;

@@ -23,6 +23,7 @@
 //! daemon gets a full timeout of grace. A member that does not lead
 //! answers `NotLeader`, and the daemon's client tries the next member.
 
+use crate::dashboard::{self, Dashboard, MemberView};
 use crate::layout::LayoutTally;
 use crate::metrics::{CoordinatorMetrics, Detection, RaftView};
 use crate::node::CoordinatorNode;
@@ -280,12 +281,22 @@ pub async fn serve_with(
         if let Some(url) = &metrics_url {
             tracing::info!(node_id, %url, "serving metrics");
         }
-        let member = member.clone();
+        let dashboard = Arc::new(Dashboard::new());
+        let scraper = tokio::spawn(dashboard.clone().scrape(member.config.clone()));
+        let for_metrics = member.clone();
+        let for_api = member.clone();
         let routes = tessera_observe::http::Routes::new()
             .get(tessera_observe::METRICS_PATH, move || {
-                member.render_metrics()
+                for_metrics.render_metrics()
+            })
+            .get(tessera_observe::DASHBOARD_PATH, Dashboard::page)
+            .get("/dashboard", Dashboard::page)
+            .get(dashboard::API_PATH, move || {
+                let config = for_api.config.borrow().clone();
+                dashboard.api(&config, for_api.member_view())
             });
-        tokio::spawn(tessera_observe::http::serve(listener, routes))
+        let server = tokio::spawn(tessera_observe::http::serve(listener, routes));
+        (server, scraper)
     });
 
     let initialized = raft
@@ -353,8 +364,9 @@ pub async fn serve_with(
     // Leaving the select dropped the accept loop: every connection and
     // request task is aborted, so peers see this member go away at once.
     tracing::info!(node_id, %addr, "coordinator member stopping");
-    if let Some(task) = metrics_task {
-        task.abort();
+    if let Some((server, scraper)) = metrics_task {
+        server.abort();
+        scraper.abort();
     }
     if let Err(e) = raft.shutdown().await {
         tracing::warn!("raft shutdown: {e}");
@@ -717,6 +729,15 @@ impl Member {
             self.metrics.detected(why);
         }
         response
+    }
+
+    /// Who serves the dashboard's snapshot, and in which Raft role.
+    fn member_view(&self) -> MemberView {
+        let role = format!("{:?}", self.raft.metrics().borrow().state);
+        MemberView {
+            node_id: self.node_id,
+            role: role.to_ascii_lowercase(),
+        }
     }
 
     /// The `/metrics` page: Raft's view and the applied state, read now.

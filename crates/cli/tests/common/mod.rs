@@ -305,6 +305,17 @@ impl Cluster {
     }
 }
 
+/// `tessera ARGS --host H --port P` against `coordinator` (`H:P`) within
+/// 60 s; panics with its stderr when it fails; returns its stdout.
+pub fn cli_at(args: &[&str], coordinator: &str) -> String {
+    let (host, port) = coordinator.split_once(':').expect("host:port");
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--host", host, "--port", port]);
+    let (ok, out, err) = run_cli(&all, None, Duration::from_secs(60));
+    assert!(ok, "tessera {args:?} failed: {err}");
+    out
+}
+
 /// Runs `tessera ARGS` to completion within `timeout`; returns (exit
 /// success, stdout, stderr).
 pub fn run_cli(args: &[&str], stdin: Option<&str>, timeout: Duration) -> (bool, String, String) {
