@@ -140,6 +140,17 @@ fn every_process_serves_metrics_that_count_what_was_done() {
     let matching = found.lines().count();
     assert_eq!(matching, (0..puts).filter(|i| i % 3 == 0).count());
     cli(&["count", "m", "{}"], &coordinator);
+    // A new subspace is backfilled: every object is sent down its chain
+    // once, and every key region indexes the new attribute.
+    let part: u64 = cli(&["add-subspace", "m", "n"], &coordinator)
+        .trim()
+        .parse()
+        .expect("the new part's id");
+    wait_for("the new subspace to be ready", TIMEOUT, || {
+        let config = admin.config().ok()?;
+        let state = config.space("m")?.part_state(tessera_types::PartId(part))?;
+        state.is_ready().then_some(())
+    });
 
     // The URLs travel in the configuration.
     let shown: serde_json::Value =
@@ -208,6 +219,11 @@ fn every_process_serves_metrics_that_count_what_was_done() {
         "{examined} examined < {returned} returned"
     );
     assert!(total(&pages, "tessera_daemon_heartbeats_total") >= 1.0);
+    assert!(total(&pages, "tessera_daemon_backfill_keys_total") >= puts as f64);
+    assert!(total(&pages, "tessera_daemon_backfill_entries_total") >= puts as f64);
+    assert!(pages
+        .iter()
+        .all(|p| p.contains_key("tessera_daemon_tombstones_collected_total")));
     assert!(
         total(
             &pages,

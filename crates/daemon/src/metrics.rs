@@ -184,6 +184,10 @@ pub(crate) struct DaemonMetrics {
     search_pages: Counter,
     search_examined: Counter,
     search_returned: Counter,
+    tombstones_collected: Counter,
+    stale_dropped: Counter,
+    backfill_keys: Counter,
+    backfill_entries: Counter,
     epoch: Gauge,
     regions: Gauge,
     regions_led: Gauge,
@@ -243,6 +247,10 @@ impl DaemonMetrics {
             search_pages: Counter::default(),
             search_examined: Counter::default(),
             search_returned: Counter::default(),
+            tombstones_collected: Counter::default(),
+            stale_dropped: Counter::default(),
+            backfill_keys: Counter::default(),
+            backfill_entries: Counter::default(),
             epoch: Gauge::default(),
             regions: Gauge::default(),
             regions_led: Gauge::default(),
@@ -301,6 +309,26 @@ impl DaemonMetrics {
             "search_objects_returned",
             "Objects or keys search pages returned",
             m.search_returned.clone(),
+        );
+        r.register(
+            "tombstones_collected",
+            "Tombstones deleted below the tombstone horizon",
+            m.tombstones_collected.clone(),
+        );
+        r.register(
+            "stale_keys_dropped",
+            "Keys a transfer's target deleted because the region no longer held them",
+            m.stale_dropped.clone(),
+        );
+        r.register(
+            "backfill_keys",
+            "Objects a point leader sent down their chain to fill a building subspace",
+            m.backfill_keys.clone(),
+        );
+        r.register(
+            "backfill_entries",
+            "Objects whose index entries were written for a building part",
+            m.backfill_entries.clone(),
         );
         r.register(
             "epoch",
@@ -451,10 +479,15 @@ impl DaemonMetrics {
             &self.search_examined,
             stats.search_examined.load(Ordering::Relaxed),
         );
-        counter_to(
-            &self.search_returned,
-            stats.search_returned.load(Ordering::Relaxed),
-        );
+        for (counter, total) in [
+            (&self.search_returned, &stats.search_returned),
+            (&self.tombstones_collected, &stats.tombstones_collected),
+            (&self.stale_dropped, &stats.stale_dropped),
+            (&self.backfill_keys, &stats.backfill_keys),
+            (&self.backfill_entries, &stats.backfill_entries),
+        ] {
+            counter_to(counter, total.load(Ordering::Relaxed));
+        }
         // Transfers in flight are the configuration's; what each moved is
         // the shell's count. Finished ones are forgotten here.
         let live: Vec<(u64, u64, bool)> = config

@@ -31,6 +31,7 @@
 
 use super::{lock, shard_of, DaemonNode, Out, Output};
 use crate::core::BackfillStep;
+use std::sync::atomic::Ordering;
 use tessera_protocol::CoordRequest;
 use tessera_types::{PartId, PartKind, PartState, RegionId, Space, SpaceId};
 
@@ -238,6 +239,7 @@ impl DaemonNode {
                 stopped = true;
                 break;
             }
+            self.stats.backfill_keys.fetch_add(1, Ordering::Relaxed);
             last = Some(key);
         }
         let position = if reached_end && !stopped {
@@ -376,6 +378,9 @@ impl DaemonNode {
             Cursor::After(last.or(after))
         };
         budget.entries -= seen;
+        self.stats
+            .backfill_entries
+            .fetch_add(seen as u64, Ordering::Relaxed);
         self.save_cursor(&name, &cursor, out)?;
         Some(cursor == Cursor::Finished)
     }

@@ -83,7 +83,8 @@ impl DaemonNode {
             });
         }
         if collected > 0 {
-            self.tombstones_collected
+            self.stats
+                .tombstones_collected
                 .fetch_add(collected as u64, Ordering::Relaxed);
             tracing::info!(%region, collected, "collected tombstones below the horizon");
         }
@@ -91,12 +92,12 @@ impl DaemonNode {
 
     /// Tombstones this daemon has collected since it started.
     pub fn tombstones_collected(&self) -> u64 {
-        self.tombstones_collected.load(Ordering::Relaxed)
+        self.stats.tombstones_collected.load(Ordering::Relaxed)
     }
 
     /// Keys this daemon deleted as a transfer's target, since it started,
     /// because the region no longer held them.
     pub fn stale_dropped(&self) -> u64 {
-        self.stale_dropped.load(Ordering::Relaxed)
+        self.stats.stale_dropped.load(Ordering::Relaxed)
     }
 }

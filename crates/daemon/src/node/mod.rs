@@ -168,6 +168,16 @@ pub struct NodeStats {
     pub search_examined: AtomicU64,
     /// Objects (or keys) those pages returned.
     pub search_returned: AtomicU64,
+    /// Tombstones collected below the horizon.
+    pub tombstones_collected: AtomicU64,
+    /// Keys deleted as a transfer's target because the region no longer
+    /// held them.
+    pub stale_dropped: AtomicU64,
+    /// Keys a point leader sent down their chain to fill a building
+    /// subspace.
+    pub backfill_keys: AtomicU64,
+    /// Objects whose index entries were written for a building part.
+    pub backfill_entries: AtomicU64,
 }
 
 pub struct DaemonNode {
@@ -192,10 +202,6 @@ pub struct DaemonNode {
     /// The newest epoch of tombstones the last collections had to keep
     /// (0: none), reported at the next round.
     tombstones_waiting: AtomicU64,
-    tombstones_collected: AtomicU64,
-    /// Keys deleted as a transfer's target because the region no longer
-    /// held them.
-    stale_dropped: AtomicU64,
     /// Backfill walks of key regions, by cursor name: how far each has
     /// sent, ahead of its cursor on disk (see `backfill`).
     walks: Mutex<HashMap<String, backfill::Cursor>>,
@@ -272,8 +278,6 @@ impl DaemonNode {
             sweeps: Mutex::new(HashMap::new()),
             collects: Mutex::new(HashMap::new()),
             tombstones_waiting: AtomicU64::new(0),
-            tombstones_collected: AtomicU64::new(0),
-            stale_dropped: AtomicU64::new(0),
             walks: Mutex::new(HashMap::new()),
             revisits: Mutex::new(HashMap::new()),
             reported: Mutex::new(ReportLimit::default()),

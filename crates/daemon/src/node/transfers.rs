@@ -97,7 +97,7 @@ impl DaemonNode {
                 }
             });
         }
-        self.stale_dropped.fetch_add(count, Ordering::Relaxed);
+        self.stats.stale_dropped.fetch_add(count, Ordering::Relaxed);
         if count > 0 {
             tracing::info!(transfer, attempt, %region, count, "state transfer: deleted keys the region no longer holds");
         }
