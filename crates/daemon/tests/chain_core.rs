@@ -171,6 +171,8 @@ fn request(op: &Op, n: u64) -> UpdateRequest {
         flags,
         checks,
         mutations,
+        auth: Default::default(),
+        secret: None,
     }
 }
 
@@ -1368,7 +1370,9 @@ fn backfill_carries_the_committed_version_and_never_overtakes_an_update() {
                 .unwrap();
             if key % 4 >= 2 {
                 assert_eq!(
-                    net.engines[&region.chain[0]].hooks().versions_written(region.id, &kb),
+                    net.engines[&region.chain[0]]
+                        .hooks()
+                        .versions_written(region.id, &kb),
                     1,
                     "seed {seed}: the backfill wrote a new version of key {key}"
                 );
@@ -1384,7 +1388,9 @@ fn backfill_carries_the_committed_version_and_never_overtakes_an_update() {
                         let live = held.as_ref().filter(|h| h.object.is_some());
                         if Some(r.id) == home {
                             let live = live.unwrap_or_else(|| {
-                                panic!("seed {seed}: key {key} missing in subspace {si} at {daemon}")
+                                panic!(
+                                    "seed {seed}: key {key} missing in subspace {si} at {daemon}"
+                                )
                             });
                             assert_eq!(
                                 (live.version, &live.object),
