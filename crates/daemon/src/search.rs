@@ -81,27 +81,32 @@ pub fn get_committed(
             "this daemon is not the key's point leader",
         ));
     }
-    let Some(bytes) = engine
+    let record = match engine
         .get(region.id, &key_bytes(key))
         .map_err(ReadFailed::of)?
-    else {
-        return Ok(failed(Status::NotFound, "no object has this key"));
+    {
+        Some(bytes) => Some(Record::decode(&bytes).map_err(ReadFailed::of)?),
+        None => None,
     };
-    let record = Record::decode(&bytes).map_err(ReadFailed::of)?;
+    let object = record.as_ref().and_then(|r| r.object.as_ref());
     let desc = &space.desc;
     if desc.authorization {
-        let authorized = Credentials::parse(auth)
-            .and_then(|c| c.authorize_object(desc, record.object.as_ref(), AuthOp::Read));
+        let authorized =
+            Credentials::parse(auth).and_then(|c| c.authorize_object(desc, object, AuthOp::Read));
         if let Err(e) = authorized {
             return Ok(failed(Status::Unauthorized, e.to_string()));
         }
     }
-    Ok(match record.object {
-        Some(object) => DaemonResponse::Found {
-            version: record.version,
+    Ok(match record {
+        Some(Record {
+            version,
+            object: Some(object),
+            ..
+        }) => DaemonResponse::Found {
+            version,
             object: auth::strip(desc, object),
         },
-        None => failed(Status::NotFound, "no object has this key"),
+        _ => failed(Status::NotFound, "no object has this key"),
     })
 }
 
