@@ -304,6 +304,76 @@ pub async fn metrics_cost(
     )
 }
 
+/// The cost of authorization (API.md §10): get and put throughput on a
+/// plain usertable and on one `with authorization` whose every call
+/// carries a macaroon, side by side on one cluster, alternating the order
+/// each round; prints the ratios (with / without). The caller mints the
+/// macaroons (this crate verifies nothing).
+pub async fn auth_cost(
+    records: u64,
+    operations: u64,
+    rounds: usize,
+    auth: &tessera_client::Authorization,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
+    let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
+    let results = with_cluster(c, async |coordinator: &str| {
+        let mut results = Vec::new();
+        for round in 0..rounds {
+            let order = if round % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for authorized in order {
+                let mut rs = if authorized {
+                    scenarios::get_put_authorized(
+                        coordinator,
+                        records,
+                        operations,
+                        workers,
+                        partitions,
+                        limit,
+                        auth,
+                    )
+                    .await?
+                } else {
+                    scenarios::get_put(coordinator, records, operations, workers, partitions, limit)
+                        .await?
+                };
+                for r in &mut rs {
+                    r.store = format!("auth {}", if authorized { "on" } else { "off" });
+                    r.phase = format!("{} #{}", r.phase, round + 1);
+                }
+                results.extend(rs);
+            }
+        }
+        Ok(results)
+    })
+    .await?;
+    print!("{}", results_table(&results));
+    let mut ratios = serde_json::Map::new();
+    for phase in ["get", "put"] {
+        let mean = |store: &str| {
+            let picked: Vec<f64> = results
+                .iter()
+                .filter(|r| r.store == store && r.phase.split(' ').next() == Some(phase))
+                .map(|r| r.throughput)
+                .collect();
+            picked.iter().sum::<f64>() / picked.len().max(1) as f64
+        };
+        let (off, on) = (mean("auth off"), mean("auth on"));
+        let ratio = if off > 0.0 { on / off } else { f64::NAN };
+        println!("auth cost: {phase} {on:.0} ops/s with authorization, {off:.0} without: ratio {ratio:.3}");
+        ratios.insert(phase.to_string(), serde_json::json!(ratio));
+    }
+    write_json(
+        &load.json,
+        &serde_json::json!({ "results": results, "ratio_on_over_off": ratios }),
+    )
+}
+
 /// Kill -9 of a region's point leader among real processes, until
 /// `interrupted` completes (the guard of the run kills the servers then).
 /// `failure_timeout` is the coordinator's, reported beside the figures.

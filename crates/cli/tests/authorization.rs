@@ -273,6 +273,9 @@ impl Caveat {
 
 const SECRETS: usize = 6;
 
+/// The model's form of a search's predicates, on attribute `a`.
+type Matcher = Box<dyn Fn(i64) -> bool>;
+
 fn secret_name(i: usize) -> String {
     format!("secret-{i}")
 }
@@ -337,18 +340,17 @@ fn authorized_search_matches_a_model() {
                     .any(|t| t.secret == secret && t.caveats.iter().all(|c| c.holds(write)))
             };
             let bound = rng.gen_range(0..10);
-            let (preds, matches): (Vec<(&str, PredOp)>, Box<dyn Fn(i64) -> bool>) =
-                match rng.gen_range(0..3) {
-                    0 => (vec![], Box::new(|_| true)),
-                    1 => (
-                        vec![("a", PredOp::Eq(Value::Int(bound)))],
-                        Box::new(move |a| a == bound),
-                    ),
-                    _ => (
-                        vec![("a", PredOp::Le(Value::Int(bound)))],
-                        Box::new(move |a| a <= bound),
-                    ),
-                };
+            let (preds, matches): (Vec<(&str, PredOp)>, Matcher) = match rng.gen_range(0..3) {
+                0 => (vec![], Box::new(|_| true)),
+                1 => (
+                    vec![("a", PredOp::Eq(Value::Int(bound)))],
+                    Box::new(move |a| a == bound),
+                ),
+                _ => (
+                    vec![("a", PredOp::Le(Value::Int(bound)))],
+                    Box::new(move |a| a <= bound),
+                ),
+            };
             let readable: BTreeSet<i64> = (0..objects.len() as i64)
                 .filter(|&k| {
                     let (a, _, s) = objects[k as usize];
