@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::Cluster;
+use common::{run_cli, Cluster};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
@@ -242,6 +242,42 @@ fn every_caveat_kind_is_accepted_and_refused() {
             Outcome::Done
         );
     });
+}
+
+#[test]
+fn the_cli_takes_secret_and_auth() {
+    let (cluster, _rt, _c) = start();
+    let port = cluster.coordinator_ports[0].to_string();
+    let timeout = std::time::Duration::from_secs(60);
+    let at = ["--host", "127.0.0.1", "--port", port.as_str()];
+    let cli = |args: &[&str]| {
+        let all: Vec<&str> = args.iter().chain(at.iter()).copied().collect();
+        run_cli(&all, None, timeout)
+    };
+    let (ok, _, err) = cli(&["put", "acct", "7", r#"{"owner": "carol"}"#]);
+    assert!(!ok && err.contains("UNAUTHORIZED"), "{err}");
+    let (ok, _, err) = cli(&[
+        "put",
+        "acct",
+        "7",
+        r#"{"owner": "carol"}"#,
+        "--secret",
+        "s7",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = cli(&["get", "acct", "7"]);
+    assert!(!ok && err.contains("UNAUTHORIZED"), "{err}");
+    let token = String::from_utf8(token(&root("s7", &["op = read"]))).expect("base64 is text");
+    let (ok, out, err) = cli(&["get", "acct", "7", "--auth", &token]);
+    assert!(ok, "{err}");
+    assert!(out.contains("carol") && !out.contains("s7"), "{out}");
+    let (ok, out, err) = cli(&["count", "acct", "--auth", &token]);
+    assert!(ok && out.trim() == "1", "{out} {err}");
+    let (ok, _, err) = cli(&["del", "acct", "7", "--auth", &token]);
+    assert!(
+        !ok && err.contains("UNAUTHORIZED"),
+        "a read macaroon deletes nothing: {err}"
+    );
 }
 
 /// A token in the model: the secret it was minted with and its caveats.

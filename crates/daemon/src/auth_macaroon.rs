@@ -129,9 +129,15 @@ pub fn parse(serialized: &[u8]) -> Result<Macaroon, ParseMacaroonError> {
         .decode(text)
         .or_else(|_| standard.decode(text))
         .map_err(ParseMacaroonError::Base64)?;
+    parse_binary(&raw)
+}
+
+/// Decodes a binary macaroon (what the base64 text of [`parse`] holds):
+/// v2 when it starts with the byte 2, v1 when with a hex digit.
+pub fn parse_binary(raw: &[u8]) -> Result<Macaroon, ParseMacaroonError> {
     match raw.first() {
         Some(2) => parse_v2(&raw[1..]),
-        Some(b'0'..=b'9' | b'a'..=b'f') => parse_v1(&raw),
+        Some(b'0'..=b'9' | b'a'..=b'f') => parse_v1(raw),
         _ => Err(ParseMacaroonError::UnknownFormat),
     }
 }
@@ -209,6 +215,13 @@ fn parse_v1(mut rest: &[u8]) -> Result<Macaroon, ParseMacaroonError> {
     }
     if !signed {
         return Err(ParseMacaroonError::BadSignature);
+    }
+    // A location is a hint of where a third party's discharge comes from;
+    // a first-party caveat has none (v2 cannot even carry one).
+    for caveat in &mut m.caveats {
+        if caveat.vid.is_none() {
+            caveat.location = None;
+        }
     }
     Ok(m)
 }
@@ -498,6 +511,11 @@ pub mod mint {
 
     /// Serializes in the v2 binary format, base64 URL-safe without padding.
     pub fn serialize_v2(m: &Macaroon) -> Vec<u8> {
+        URL_SAFE_NO_PAD.encode(binary_v2(m)).into_bytes()
+    }
+
+    /// The v2 binary format (libmacaroons' `format.txt`).
+    pub fn binary_v2(m: &Macaroon) -> Vec<u8> {
         fn put(out: &mut Vec<u8>, kind: u64, data: &[u8]) {
             put_varint(out, kind);
             put_varint(out, data.len() as u64);
@@ -528,6 +546,6 @@ pub mod mint {
         }
         out.push(0);
         put(&mut out, V2_SIGNATURE, &m.signature);
-        URL_SAFE_NO_PAD.encode(out).into_bytes()
+        out
     }
 }
