@@ -281,9 +281,23 @@ pub async fn metrics_cost(
         }
     }
     print!("{}", results_table(&results));
+    let ratios = on_off_ratios(&results, "metrics");
+    write_json(
+        &load.json,
+        &serde_json::json!({ "results": results, "ratio_on_over_off": ratios }),
+    )
+}
+
+/// Per phase (get, put), the mean throughput of the runs whose store is
+/// `"{what} on"` over that of `"{what} off"`; printed, and returned for
+/// the JSON file.
+fn on_off_ratios(
+    results: &[PhaseResult],
+    what: &str,
+) -> serde_json::Map<String, serde_json::Value> {
     let mut ratios = serde_json::Map::new();
     for phase in ["get", "put"] {
-        let mean = |store: &str| {
+        let mean = |store: String| {
             let picked: Vec<f64> = results
                 .iter()
                 .filter(|r| r.store == store && r.phase.split(' ').next() == Some(phase))
@@ -291,17 +305,12 @@ pub async fn metrics_cost(
                 .collect();
             picked.iter().sum::<f64>() / picked.len().max(1) as f64
         };
-        let (off, on) = (mean("metrics off"), mean("metrics on"));
+        let (off, on) = (mean(format!("{what} off")), mean(format!("{what} on")));
         let ratio = if off > 0.0 { on / off } else { f64::NAN };
-        println!(
-            "metrics cost: {phase} {on:.0} ops/s with metrics, {off:.0} without: ratio {ratio:.3}"
-        );
+        println!("{what} cost: {phase} {on:.0} ops/s with {what} on, {off:.0} with it off: ratio {ratio:.3}");
         ratios.insert(phase.to_string(), serde_json::json!(ratio));
     }
-    write_json(
-        &load.json,
-        &serde_json::json!({ "results": results, "ratio_on_over_off": ratios }),
-    )
+    ratios
 }
 
 /// The cost of authorization (API.md §10): get and put throughput on a
@@ -353,21 +362,7 @@ pub async fn auth_cost(
     })
     .await?;
     print!("{}", results_table(&results));
-    let mut ratios = serde_json::Map::new();
-    for phase in ["get", "put"] {
-        let mean = |store: &str| {
-            let picked: Vec<f64> = results
-                .iter()
-                .filter(|r| r.store == store && r.phase.split(' ').next() == Some(phase))
-                .map(|r| r.throughput)
-                .collect();
-            picked.iter().sum::<f64>() / picked.len().max(1) as f64
-        };
-        let (off, on) = (mean("auth off"), mean("auth on"));
-        let ratio = if off > 0.0 { on / off } else { f64::NAN };
-        println!("auth cost: {phase} {on:.0} ops/s with authorization, {off:.0} without: ratio {ratio:.3}");
-        ratios.insert(phase.to_string(), serde_json::json!(ratio));
-    }
+    let ratios = on_off_ratios(&results, "auth");
     write_json(
         &load.json,
         &serde_json::json!({ "results": results, "ratio_on_over_off": ratios }),
