@@ -301,8 +301,31 @@ impl Shared {
             .await
     }
 
-    async fn run(&self, request: Request) -> Result<Reply, ClientError> {
-        execute(self.client().await?, request).await
+    async fn run(&self, request: Request, auth: &Authorization) -> Result<Reply, ClientError> {
+        execute(&auth.apply(self.client().await?), request).await
+    }
+}
+
+/// The `auth=` and `secret=` of one call (API.md §10): serialized
+/// macaroons (the Python layer serializes pymacaroons objects) and the
+/// secret a put gives its object.
+#[derive(Clone, Default)]
+pub struct Authorization {
+    macaroons: Option<Vec<Vec<u8>>>,
+    secret: Option<Vec<u8>>,
+}
+
+impl Authorization {
+    /// A client handle whose requests carry this authorization.
+    fn apply(&self, client: &Client) -> Client {
+        let mut client = client.clone();
+        if let Some(macaroons) = &self.macaroons {
+            client = client.with_auth(macaroons.iter().cloned());
+        }
+        if let Some(secret) = &self.secret {
+            client = client.with_secret(secret.clone());
+        }
+        client
     }
 }
 
@@ -335,7 +358,9 @@ impl ClientCore {
 
     /// Runs one operation (`get`, `count`, `put`, `cond_atomic_add`,
     /// `group_del` …) and returns its decoded result.
-    #[pyo3(signature = (op, space, key, predicates, arg))]
+    /// `auth` (serialized macaroons) and `secret` as API.md §10.
+    #[pyo3(signature = (op, space, key, predicates, arg, auth=None, secret=None))]
+    #[allow(clippy::too_many_arguments)]
     fn call(
         &self,
         py: Python<'_>,
@@ -344,12 +369,20 @@ impl ClientCore {
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
         arg: Option<&Bound<'_, PyAny>>,
+        auth: Option<Vec<Vec<u8>>>,
+        secret: Option<Vec<u8>>,
     ) -> PyResult<PyObject> {
-        run(py, &self.shared, request(op, space, key, predicates, arg)?)
+        let request = request(op, space, key, predicates, arg)?;
+        let auth = Authorization {
+            macaroons: auth,
+            secret,
+        };
+        run(py, &self.shared, request, auth)
     }
 
     /// `call`, started in the background: a `Deferred`.
-    #[pyo3(signature = (op, space, key, predicates, arg))]
+    #[pyo3(signature = (op, space, key, predicates, arg, auth=None, secret=None))]
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
         py: Python<'_>,
@@ -358,20 +391,32 @@ impl ClientCore {
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
         arg: Option<&Bound<'_, PyAny>>,
+        auth: Option<Vec<Vec<u8>>>,
+        secret: Option<Vec<u8>>,
     ) -> PyResult<Py<Deferred>> {
-        spawn(py, &self.shared, request(op, space, key, predicates, arg)?)
+        let request = request(op, space, key, predicates, arg)?;
+        let auth = Authorization {
+            macaroons: auth,
+            secret,
+        };
+        spawn(py, &self.shared, request, auth)
     }
 
     /// A search as a lazy iterator; `sort` is `(attribute, limit,
     /// descending)` for a sorted search.
-    #[pyo3(signature = (space, predicates, sort=None))]
+    #[pyo3(signature = (space, predicates, sort=None, auth=None))]
     fn search(
         &self,
         py: Python<'_>,
         space: &Bound<'_, PyAny>,
         predicates: &Bound<'_, PyAny>,
         sort: Option<(Bound<'_, PyAny>, u64, bool)>,
+        auth: Option<Vec<Vec<u8>>>,
     ) -> PyResult<SearchIter> {
+        let auth = Authorization {
+            macaroons: auth,
+            secret: None,
+        };
         let space = convert::name(space)?;
         let preds = convert::predicates(predicates)?;
         let sort = match sort {
@@ -394,7 +439,7 @@ impl ClientCore {
         })
         .map_err(|e| client_err(py, &e))?;
         let (tx, rx) = mpsc::channel(SEARCH_BUFFER);
-        runtime().spawn(produce(shared, space, preds, sort, tx));
+        runtime().spawn(produce(shared, space, preds, sort, auth, tx));
         Ok(SearchIter {
             rx: Mutex::new(rx),
             peeked: Mutex::new(None),
@@ -432,8 +477,13 @@ impl ClientCore {
 }
 
 /// Runs `request` with the GIL released and decodes its reply.
-fn run(py: Python<'_>, shared: &Arc<Shared>, request: Request) -> PyResult<PyObject> {
-    match block_on(py, shared.run(request)) {
+fn run(
+    py: Python<'_>,
+    shared: &Arc<Shared>,
+    request: Request,
+    auth: Authorization,
+) -> PyResult<PyObject> {
+    match block_on(py, shared.run(request, &auth)) {
         Ok(reply) => reply.to_py(py),
         Err(e) => Err(client_err(py, &e)),
     }
@@ -441,7 +491,12 @@ fn run(py: Python<'_>, shared: &Arc<Shared>, request: Request) -> PyResult<PyObj
 
 /// Checks `request` (raising what would fail before sending), then starts
 /// it in the background and returns its `Deferred`.
-fn spawn(py: Python<'_>, shared: &Arc<Shared>, request: Request) -> PyResult<Py<Deferred>> {
+fn spawn(
+    py: Python<'_>,
+    shared: &Arc<Shared>,
+    request: Request,
+    auth: Authorization,
+) -> PyResult<Py<Deferred>> {
     let checked = shared.clone();
     let request = block_on(py, async move {
         let client = checked.client().await?;
@@ -461,7 +516,7 @@ fn spawn(py: Python<'_>, shared: &Arc<Shared>, request: Request) -> PyResult<Py<
     let id = deferred.get().id;
     let task = shared.clone();
     runtime().spawn(async move {
-        let result = task.run(request).await;
+        let result = task.run(request, &auth).await;
         task.table.finish(id, result);
     });
     Ok(deferred)
@@ -477,10 +532,11 @@ async fn produce(
     space: String,
     preds: Preds,
     sort: Option<(String, u64, bool)>,
+    auth: Authorization,
     tx: mpsc::Sender<Result<Record, ClientError>>,
 ) {
     let client = match shared.client().await {
-        Ok(client) => client,
+        Ok(client) => auth.apply(client),
         Err(e) => {
             let _ = tx.send(Err(e)).await;
             return;
@@ -669,7 +725,12 @@ impl TxCore {
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
-        run(py, &self.shared, self.request(key, predicates)?)
+        run(
+            py,
+            &self.shared,
+            self.request(key, predicates)?,
+            Authorization::default(),
+        )
     }
 
     /// `commit`, started in the background: a `Deferred`.
@@ -680,7 +741,12 @@ impl TxCore {
         key: Option<&Bound<'_, PyAny>>,
         predicates: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Deferred>> {
-        spawn(py, &self.shared, self.request(key, predicates)?)
+        spawn(
+            py,
+            &self.shared,
+            self.request(key, predicates)?,
+            Authorization::default(),
+        )
     }
 }
 

@@ -30,8 +30,14 @@ arguments at once (raising what would fail before sending), starts the
 operation in the background and returns a ``Deferred``; ``m(...)`` returns
 what ``async_m(...).wait()`` returns.
 
-Not supported by Tessera's server, so not offered: authorization
-(``secret=`` and ``auth=``, macaroons).
+Authorization (API.md §10, ``docs/design/authorization.md``): on a space
+``with authorization``, ``put(..., secret=...)`` creates an object with its
+secret (``bytes`` or ``str``), and every later call passes ``auth=[...]``:
+macaroons minted with that secret, as ``pymacaroons.Macaroon`` objects or
+their ``serialize()`` text, discharges after the macaroon they discharge.
+``search``, ``sorted_search``, ``count`` and ``group_*`` take ``auth=`` too
+and see exactly the objects one of the macaroons authorizes. Failures raise
+``ClientError`` UNAUTHORIZED.
 """
 
 from tessera import _core
@@ -170,6 +176,37 @@ _ASYNC_DOC = ("Starts {name} in the background and returns a Deferred; its wait(
               "what {name} returns, or raises. Argument errors raise here.\n\n{doc}")
 
 
+def _tokens(auth):
+    """``auth=`` as a list of serialized macaroons (bytes): pymacaroons (or
+    libmacaroons) objects are serialized, text is encoded; ``None`` stays
+    ``None``. One macaroon alone may stand for a list of one."""
+    if auth is None:
+        return None
+    if isinstance(auth, (str, bytes, bytearray)) or hasattr(auth, "serialize"):
+        auth = [auth]
+    tokens = []
+    for m in auth:
+        if hasattr(m, "serialize"):
+            m = m.serialize()
+        if isinstance(m, str):
+            m = m.encode("utf-8")
+        if not isinstance(m, (bytes, bytearray)):
+            raise TypeError("auth takes macaroons or their serialized text, not %r" % (type(m).__name__,))
+        tokens.append(bytes(m))
+    return tokens
+
+
+def _secret(secret):
+    """``secret=`` as bytes (text is UTF-8 encoded)."""
+    if secret is None or isinstance(secret, bytes):
+        return secret
+    if isinstance(secret, str):
+        return secret.encode("utf-8")
+    if isinstance(secret, bytearray):
+        return bytes(secret)
+    raise TypeError("secret must be bytes or str, not %r" % (type(secret).__name__,))
+
+
 def _finish(function, owner, name, doc):
     function.__name__ = name
     function.__qualname__ = owner + "." + name
@@ -184,32 +221,32 @@ def _update_method(core_method, op, shape):
     ``op`` is the name the core knows (``put``, ``cond_atomic_add``,
     ``group_del`` ...); ``shape`` names the arguments."""
     if shape == "key_attrs":
-        def method(self, space, key, attributes):
-            return core_method(self._core, op, space, key, None, attributes)
+        def method(self, space, key, attributes, secret=None, auth=None):
+            return core_method(self._core, op, space, key, None, attributes, _tokens(auth), _secret(secret))
     elif shape == "key_mattrs":
-        def method(self, space, key, mapattributes):
-            return core_method(self._core, op, space, key, None, mapattributes)
+        def method(self, space, key, mapattributes, auth=None):
+            return core_method(self._core, op, space, key, None, mapattributes, _tokens(auth))
     elif shape == "cond_attrs":
-        def method(self, space, key, predicates, attributes):
-            return core_method(self._core, op, space, key, predicates, attributes)
+        def method(self, space, key, predicates, attributes, secret=None, auth=None):
+            return core_method(self._core, op, space, key, predicates, attributes, _tokens(auth), _secret(secret))
     elif shape == "cond_mattrs":
-        def method(self, space, key, predicates, mapattributes):
-            return core_method(self._core, op, space, key, predicates, mapattributes)
+        def method(self, space, key, predicates, mapattributes, auth=None):
+            return core_method(self._core, op, space, key, predicates, mapattributes, _tokens(auth))
     elif shape == "group_attrs":
-        def method(self, space, predicates, attributes):
-            return core_method(self._core, op, space, None, predicates, attributes)
+        def method(self, space, predicates, attributes, auth=None):
+            return core_method(self._core, op, space, None, predicates, attributes, _tokens(auth))
     elif shape == "group_mattrs":
-        def method(self, space, predicates, mapattributes):
-            return core_method(self._core, op, space, None, predicates, mapattributes)
+        def method(self, space, predicates, mapattributes, auth=None):
+            return core_method(self._core, op, space, None, predicates, mapattributes, _tokens(auth))
     elif shape == "key":
-        def method(self, space, key):
-            return core_method(self._core, op, space, key, None, None)
+        def method(self, space, key, auth=None):
+            return core_method(self._core, op, space, key, None, None, _tokens(auth))
     elif shape == "cond_key":
-        def method(self, space, key, predicates):
-            return core_method(self._core, op, space, key, predicates, None)
+        def method(self, space, key, predicates, auth=None):
+            return core_method(self._core, op, space, key, predicates, None, _tokens(auth))
     elif shape == "group":
-        def method(self, space, predicates):
-            return core_method(self._core, op, space, None, predicates, None)
+        def method(self, space, predicates, auth=None):
+            return core_method(self._core, op, space, None, predicates, None, _tokens(auth))
     else:
         raise AssertionError(shape)
     return method
@@ -276,32 +313,35 @@ class Client(object):
 
     # -- reads
 
-    def get(self, space, key):
+    def get(self, space, key, auth=None):
         """The object under key as a dict of every attribute except the key;
-        None when there is none (NOTFOUND)."""
-        return self._core.call("get", space, key, None, None)
+        None when there is none (NOTFOUND). On a space with authorization,
+        UNAUTHORIZED unless a macaroon of ``auth`` allows reading it (a
+        missing object included)."""
+        return self._core.call("get", space, key, None, None, _tokens(auth))
 
-    def async_get(self, space, key):
+    def async_get(self, space, key, auth=None):
         """Starts get in the background; the Deferred's wait() returns a dict or None."""
-        return self._core.start("get", space, key, None, None)
+        return self._core.start("get", space, key, None, None, _tokens(auth))
 
-    def get_partial(self, space, key, attributenames):
+    def get_partial(self, space, key, attributenames, auth=None):
         """The named attributes of the object under key as a dict; None when
         there is none. Naming the key raises DONTUSEKEY, an unknown name
         UNKNOWNATTR."""
-        return self._core.call("get_partial", space, key, None, attributenames)
+        return self._core.call("get_partial", space, key, None, attributenames, _tokens(auth))
 
-    def async_get_partial(self, space, key, attributenames):
+    def async_get_partial(self, space, key, attributenames, auth=None):
         """Starts get_partial in the background; wait() returns a dict or None."""
-        return self._core.start("get_partial", space, key, None, attributenames)
+        return self._core.start("get_partial", space, key, None, attributenames, _tokens(auth))
 
-    def count(self, space, predicates):
-        """The number of objects matching every predicate ({} counts all)."""
-        return self._core.call("count", space, None, predicates, None)
+    def count(self, space, predicates, auth=None):
+        """The number of objects matching every predicate ({} counts all);
+        on a space with authorization, of those ``auth`` allows reading."""
+        return self._core.call("count", space, None, predicates, None, _tokens(auth))
 
-    def async_count(self, space, predicates):
+    def async_count(self, space, predicates, auth=None):
         """Starts count in the background; wait() returns the number."""
-        return self._core.start("count", space, None, predicates, None)
+        return self._core.start("count", space, None, predicates, None, _tokens(auth))
 
     def search_describe(self, space, predicates):
         """How a search with these predicates would run (the subspace chosen
@@ -314,16 +354,17 @@ class Client(object):
 
     # -- search
 
-    def search(self, space, predicates):
+    def search(self, space, predicates, auth=None):
         """Every object matching every predicate ({} matches all), as a lazy
         Iterator of dicts that include the key; each key at most once.
         Results stream: they are fetched while you iterate. Argument errors
         (unknown space or attribute, wrong types) raise here; an error after
         the search started is yielded as a ClientError object and ends the
-        iteration."""
-        return self._core.search(space, predicates)
+        iteration. On a space with authorization, only the objects one of
+        the macaroons of ``auth`` allows reading."""
+        return self._core.search(space, predicates, None, _tokens(auth))
 
-    def sorted_search(self, space, predicates, sortby, limit, maxmin):
+    def sorted_search(self, space, predicates, sortby, limit, maxmin, auth=None):
         """At most ``limit`` matching objects ordered by the attribute
         ``sortby`` (which may be the key): ``maxmin`` 'max'/'maximize' for
         largest first, 'min'/'minimize' for smallest first (anything else:
@@ -338,7 +379,7 @@ class Client(object):
         limit = int(limit)
         if limit < 0:
             raise ValueError("limit must be non-negative")
-        return self._core.search(space, predicates, (sortby, limit, descending))
+        return self._core.search(space, predicates, (sortby, limit, descending), _tokens(auth))
 
     # -- asynchronous operations
 

@@ -52,7 +52,7 @@ def test_admin_stub_matches_the_runtime():
 
 def test_help_says_what_put_returns():
     text = pydoc.render_doc(tessera.client.Client.put, renderer=pydoc.plaintext)
-    assert "put(self, space, key, attributes)" in text
+    assert "put(self, space, key, attributes, secret=None, auth=None)" in text
     assert "Returns True" in text
     text = pydoc.render_doc(tessera.client.Client.cond_put, renderer=pydoc.plaintext)
     assert "None when the key has no object" in text and "False when nothing changed" in text

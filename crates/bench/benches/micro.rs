@@ -87,6 +87,8 @@ fn codec(c: &mut Criterion) {
             },
             flags: UpdateFlags::default(),
             checks: vec![],
+            auth: Default::default(),
+            secret: None,
             mutations: (1..object.values.len())
                 .map(|attr| Mutation {
                     attr,

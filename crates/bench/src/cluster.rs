@@ -307,6 +307,8 @@ pub async fn probe_daemon(addr: &str, epoch: Epoch) -> Result<(), ReadyError> {
             region: RegionId(u64::MAX),
             checks: vec![],
             after: None,
+            auth: Default::default(),
+            op: Default::default(),
         };
         let message = Message::DaemonRequest {
             id: 1,

@@ -281,9 +281,23 @@ pub async fn metrics_cost(
         }
     }
     print!("{}", results_table(&results));
+    let ratios = on_off_ratios(&results, "metrics");
+    write_json(
+        &load.json,
+        &serde_json::json!({ "results": results, "ratio_on_over_off": ratios }),
+    )
+}
+
+/// Per phase (get, put), the mean throughput of the runs whose store is
+/// `"{what} on"` over that of `"{what} off"`; printed, and returned for
+/// the JSON file.
+fn on_off_ratios(
+    results: &[PhaseResult],
+    what: &str,
+) -> serde_json::Map<String, serde_json::Value> {
     let mut ratios = serde_json::Map::new();
     for phase in ["get", "put"] {
-        let mean = |store: &str| {
+        let mean = |store: String| {
             let picked: Vec<f64> = results
                 .iter()
                 .filter(|r| r.store == store && r.phase.split(' ').next() == Some(phase))
@@ -291,13 +305,64 @@ pub async fn metrics_cost(
                 .collect();
             picked.iter().sum::<f64>() / picked.len().max(1) as f64
         };
-        let (off, on) = (mean("metrics off"), mean("metrics on"));
+        let (off, on) = (mean(format!("{what} off")), mean(format!("{what} on")));
         let ratio = if off > 0.0 { on / off } else { f64::NAN };
-        println!(
-            "metrics cost: {phase} {on:.0} ops/s with metrics, {off:.0} without: ratio {ratio:.3}"
-        );
+        println!("{what} cost: {phase} {on:.0} ops/s with {what} on, {off:.0} with it off: ratio {ratio:.3}");
         ratios.insert(phase.to_string(), serde_json::json!(ratio));
     }
+    ratios
+}
+
+/// The cost of authorization (API.md §10): get and put throughput on a
+/// plain usertable and on one `with authorization` whose every call
+/// carries a macaroon, side by side on one cluster, alternating the order
+/// each round; prints the ratios (with / without). The caller mints the
+/// macaroons (this crate verifies nothing).
+pub async fn auth_cost(
+    records: u64,
+    operations: u64,
+    rounds: usize,
+    auth: &tessera_client::Authorization,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
+    let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
+    let results = with_cluster(c, async |coordinator: &str| {
+        let mut results = Vec::new();
+        for round in 0..rounds {
+            let order = if round % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for authorized in order {
+                let mut rs = if authorized {
+                    scenarios::get_put_authorized(
+                        coordinator,
+                        records,
+                        operations,
+                        workers,
+                        partitions,
+                        limit,
+                        auth,
+                    )
+                    .await?
+                } else {
+                    scenarios::get_put(coordinator, records, operations, workers, partitions, limit)
+                        .await?
+                };
+                for r in &mut rs {
+                    r.store = format!("auth {}", if authorized { "on" } else { "off" });
+                    r.phase = format!("{} #{}", r.phase, round + 1);
+                }
+                results.extend(rs);
+            }
+        }
+        Ok(results)
+    })
+    .await?;
+    print!("{}", results_table(&results));
+    let ratios = on_off_ratios(&results, "auth");
     write_json(
         &load.json,
         &serde_json::json!({ "results": results, "ratio_on_over_off": ratios }),

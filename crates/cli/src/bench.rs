@@ -143,6 +143,22 @@ enum Scenario {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Get and put throughput on a plain space and on one `with
+    /// authorization` whose calls carry a macaroon, side by side on one
+    /// cluster, and the ratio (the cost of authorization).
+    AuthCost {
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        #[arg(long, default_value_t = 50_000)]
+        operations: u64,
+        /// Pairs of runs (the order alternates).
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Get and put throughput with metrics off and on, side by side on
     /// `--local` clusters, and the ratio (the cost of metrics).
     MetricsCost {
@@ -246,6 +262,24 @@ impl LoadArgs {
             json: self.json.clone(),
         }
     }
+}
+
+/// The secret and macaroon of `bench auth-cost`: a root macaroon with one
+/// `time < N` caveat a day ahead, so that each operation decodes a token
+/// and checks a caveat as a real one would.
+fn bench_authorization() -> anyhow::Result<tessera_client::Authorization> {
+    use tessera_daemon::auth_macaroon::mint;
+    const SECRET: &[u8] = b"bench secret";
+    let mut macaroon = mint::new(b"bench", b"usertable", SECRET);
+    // The benchmark's wall clock.
+    #[allow(clippy::disallowed_methods)]
+    let now = std::time::SystemTime::now();
+    let day_ahead = now.duration_since(std::time::UNIX_EPOCH)?.as_secs() + 86_400;
+    mint::first_party(&mut macaroon, format!("time < {day_ahead}").as_bytes());
+    Ok(tessera_client::Authorization {
+        macaroons: vec![mint::serialize_v2(&macaroon)],
+        secret: Some(SECRET.to_vec()),
+    })
 }
 
 /// A local cluster runs as `tessera dev` does, in this process.
@@ -354,6 +388,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             cluster,
             load,
         } => runs::latency(records, operations, &cluster.spec(), &load.load()).await,
+        Scenario::AuthCost {
+            records,
+            operations,
+            rounds,
+            cluster,
+            load,
+        } => {
+            let auth = bench_authorization()?;
+            runs::auth_cost(
+                records,
+                operations,
+                rounds,
+                &auth,
+                &cluster.spec(),
+                &load.load(),
+            )
+            .await
+        }
         Scenario::MetricsCost {
             records,
             operations,

@@ -59,6 +59,26 @@ struct Target {
     port: u16,
 }
 
+/// The macaroons of a data command on a space `with authorization`
+/// (API.md §10): serialized tokens, as pymacaroons' `serialize()` gives.
+#[derive(Args, Clone)]
+struct AuthArgs {
+    /// A serialized macaroon; repeat for discharges or for several objects.
+    #[arg(long = "auth", value_name = "MACAROON")]
+    macaroons: Vec<String>,
+}
+
+impl AuthArgs {
+    /// `client`, carrying these macaroons when there are any.
+    fn apply(&self, client: Client) -> Client {
+        if self.macaroons.is_empty() {
+            client
+        } else {
+            client.with_auth(self.macaroons.iter().map(|m| m.as_bytes().to_vec()))
+        }
+    }
+}
+
 /// What a server command shows of itself.
 #[derive(Args, Clone)]
 struct Observe {
@@ -262,6 +282,11 @@ enum Command {
         #[arg(allow_hyphen_values = true)]
         key: String,
         json: String,
+        /// The object's secret, on a space `with authorization`.
+        #[arg(long)]
+        secret: Option<String>,
+        #[command(flatten)]
+        auth: AuthArgs,
         #[command(flatten)]
         target: Target,
     },
@@ -271,6 +296,8 @@ enum Command {
         #[arg(allow_hyphen_values = true)]
         key: String,
         #[command(flatten)]
+        auth: AuthArgs,
+        #[command(flatten)]
         target: Target,
     },
     /// Delete an object (NOTFOUND when there is none).
@@ -278,6 +305,8 @@ enum Command {
         space: String,
         #[arg(allow_hyphen_values = true)]
         key: String,
+        #[command(flatten)]
+        auth: AuthArgs,
         #[command(flatten)]
         target: Target,
     },
@@ -291,6 +320,8 @@ enum Command {
         #[arg(long)]
         explain: bool,
         #[command(flatten)]
+        auth: AuthArgs,
+        #[command(flatten)]
         target: Target,
     },
     /// Benchmarks: YCSB, the paper's experiments, baselines side by side.
@@ -300,6 +331,8 @@ enum Command {
         space: String,
         #[arg(default_value = "{}")]
         json: String,
+        #[command(flatten)]
+        auth: AuthArgs,
         #[command(flatten)]
         target: Target,
     },
@@ -638,16 +671,26 @@ async fn run(command: Command) -> anyhow::Result<()> {
             space,
             key,
             json,
+            secret,
+            auth,
             target,
         } => {
-            let client = Client::connect(&target.addr()).await?;
+            let mut client = auth.apply(Client::connect(&target.addr()).await?);
+            if let Some(secret) = secret {
+                client = client.with_secret(secret);
+            }
             let desc = client.space(&space).await?;
             let key = json::key_from_arg(&desc, &key)?;
             let attrs = json::attrs_from_json(&desc, &json::parse(&json)?)?;
             client.put(&space, key, attrs).await?.into_result()?;
         }
-        Command::Get { space, key, target } => {
-            let client = Client::connect(&target.addr()).await?;
+        Command::Get {
+            space,
+            key,
+            auth,
+            target,
+        } => {
+            let client = auth.apply(Client::connect(&target.addr()).await?);
             let desc = client.space(&space).await?;
             let key = json::key_from_arg(&desc, &key)?;
             match client.get(&space, key).await? {
@@ -658,8 +701,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 None => println!("null"),
             }
         }
-        Command::Del { space, key, target } => {
-            let client = Client::connect(&target.addr()).await?;
+        Command::Del {
+            space,
+            key,
+            auth,
+            target,
+        } => {
+            let client = auth.apply(Client::connect(&target.addr()).await?);
             let desc = client.space(&space).await?;
             let key = json::key_from_arg(&desc, &key)?;
             if client.del(&space, key).await? == Outcome::NotFound {
@@ -674,9 +722,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             space,
             json,
             explain,
+            auth,
             target,
         } => {
-            let client = Client::connect(&target.addr()).await?;
+            let client = auth.apply(Client::connect(&target.addr()).await?);
             let desc = client.space(&space).await?;
             let predicates = json::predicates_from_json(&desc, &json::parse(&json)?)?;
             if explain {
@@ -700,9 +749,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Count {
             space,
             json,
+            auth,
             target,
         } => {
-            let client = Client::connect(&target.addr()).await?;
+            let client = auth.apply(Client::connect(&target.addr()).await?);
             let desc = client.space(&space).await?;
             let predicates = json::predicates_from_json(&desc, &json::parse(&json)?)?;
             println!("{}", client.count(&space, predicates).await?);

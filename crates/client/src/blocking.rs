@@ -55,6 +55,26 @@ impl BlockingClient {
         &self.client
     }
 
+    /// [`Client::with_auth`]: a handle whose requests carry `macaroons`.
+    pub fn with_auth<I, M>(&self, macaroons: I) -> BlockingClient
+    where
+        I: IntoIterator<Item = M>,
+        M: Into<Vec<u8>>,
+    {
+        BlockingClient {
+            client: self.client.with_auth(macaroons),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// [`Client::with_secret`]: a handle whose updates set the secret.
+    pub fn with_secret(&self, secret: impl Into<Vec<u8>>) -> BlockingClient {
+        BlockingClient {
+            client: self.client.with_secret(secret),
+            runtime: self.runtime.clone(),
+        }
+    }
+
     /// Runs one future of the async client to completion on this client's
     /// runtime.
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {

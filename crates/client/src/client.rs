@@ -80,6 +80,9 @@ impl Default for ClientOptions {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// What this handle's requests carry for spaces `with authorization`
+    /// (see [`Client::with_auth`]); handles share everything else.
+    authorization: Arc<crate::auth::Authorization>,
 }
 
 struct Inner {
@@ -137,7 +140,16 @@ impl Client {
                 request_no_next: AtomicU64::new(1),
                 poller,
             }),
+            authorization: Arc::default(),
         })
+    }
+
+    pub(crate) fn authorization(&self) -> &crate::auth::Authorization {
+        &self.authorization
+    }
+
+    pub(crate) fn set_authorization(&mut self, authorization: Arc<crate::auth::Authorization>) {
+        self.authorization = authorization;
     }
 
     /// The newest configuration this client knows.
@@ -189,6 +201,7 @@ impl Client {
             let request = DaemonRequest::Get {
                 space: space.id,
                 key: key.clone(),
+                auth: self.auth(),
             };
             let attempts = self.attempts();
             let mut answer = attempts
@@ -271,6 +284,8 @@ impl Client {
                     flags,
                     checks,
                     mutations,
+                    auth: self.auth(),
+                    secret: self.secret(),
                 });
                 let leader = point_leader(&config, space, &key)?;
                 let mut answer = self.attempts().send(&config, leader, request).await?;

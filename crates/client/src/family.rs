@@ -262,7 +262,7 @@ impl Client {
             predicates.clone(),
             None,
             None,
-            crate::stream::Want::Keys,
+            crate::stream::Want::Keys(tessera_protocol::AuthOp::Write),
         );
         let mut tasks = tokio::task::JoinSet::new();
         let mut applied = 0u64;

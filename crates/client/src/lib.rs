@@ -29,6 +29,7 @@
 // The client waits on the network: its deadlines and backoff are real time.
 #[allow(clippy::disallowed_methods)]
 mod admin;
+mod auth;
 // Deadlines of a request.
 #[allow(clippy::disallowed_methods)]
 mod attempt;
@@ -49,6 +50,7 @@ mod resolve;
 mod stream;
 
 pub use admin::{index_infos, Admin, IndexInfo, Stability};
+pub use auth::Authorization;
 pub use blocking::{BlockingAdmin, BlockingClient, BlockingSearchStream};
 pub use client::{Client, ClientOptions};
 pub use error::{AdminError, ClientError};

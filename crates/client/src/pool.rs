@@ -317,6 +317,7 @@ mod tests {
         DaemonRequest::Get {
             space: SpaceId(1),
             key: Value::Int(key),
+            auth: Default::default(),
         }
     }
 
@@ -360,6 +361,7 @@ mod tests {
             let request = DaemonRequest::Get {
                 space: SpaceId(1),
                 key: big.clone(),
+                auth: Default::default(),
             };
             match conn
                 .send(Epoch(1), request, Duration::from_millis(20))

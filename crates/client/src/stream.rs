@@ -29,7 +29,7 @@ use crate::merge::{Item, Merge, Pop};
 use crate::record::Record;
 use crate::resolve;
 use std::sync::Arc;
-use tessera_protocol::{DaemonRequest, DaemonResponse, SearchAfter, SortBy, Status};
+use tessera_protocol::{AuthOp, DaemonRequest, DaemonResponse, SearchAfter, SortBy, Status};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::plan::plan_search;
 use tessera_types::{Check, Configuration, PredOp, RegionId, SpaceDesc, SpaceId, Value};
@@ -40,8 +40,10 @@ use tokio::task::JoinHandle;
 pub(crate) enum Want {
     /// Whole objects.
     Objects,
-    /// Keys only (count, group operations).
-    Keys,
+    /// Keys only: of objects to read (count) or to write (group
+    /// operations), which on a space `with authorization` are those the
+    /// caller's macaroons authorize for that operation.
+    Keys(AuthOp),
 }
 
 /// A result of a search stream: an object, or a key of a keys-only search.
@@ -143,7 +145,7 @@ impl Client {
         space: &str,
         predicates: impl IntoIterator<Item = (P, PredOp)>,
     ) -> Result<u64, ClientError> {
-        let mut keys = self.stream(space, predicates, None, None, Want::Keys);
+        let mut keys = self.stream(space, predicates, None, None, Want::Keys(AuthOp::Read));
         let mut count = 0u64;
         while let Some(key) = keys.next_key().await {
             key?;
@@ -477,12 +479,15 @@ impl PageRequest {
                         sort: self.sort,
                         after: self.after.clone(),
                         limit: self.limit,
+                        auth: client.auth(),
                     },
-                    Want::Keys => DaemonRequest::SearchKeys {
+                    Want::Keys(op) => DaemonRequest::SearchKeys {
                         space: self.space,
                         region: self.region,
                         checks: self.checks.to_vec(),
                         after: self.after.as_ref().map(|a| a.key.clone()),
+                        auth: client.auth(),
+                        op,
                     },
                 };
                 let attempts = client.attempts();
@@ -501,7 +506,9 @@ impl PageRequest {
                         }
                         Ok((items, more))
                     }
-                    DaemonResponse::KeysPage { keys, more } if self.want == Want::Keys => {
+                    DaemonResponse::KeysPage { keys, more }
+                        if matches!(self.want, Want::Keys(_)) =>
+                    {
                         let items = keys
                             .into_iter()
                             .map(|key| Item {

@@ -12,6 +12,8 @@
 //! does) and never acts on a chain message from an epoch other than its own.
 //! The core does no network I/O and reads no clock.
 
+pub mod auth;
+pub mod auth_macaroon;
 pub mod chain;
 pub mod core;
 pub mod index;

@@ -178,8 +178,17 @@ impl Shell {
         conn: u64,
         id: u64,
         epoch: Epoch,
-        request: tessera_protocol::DaemonRequest,
+        mut request: tessera_protocol::DaemonRequest,
     ) {
+        // The arrival time judges `time < N` caveats; only this I/O layer
+        // reads the wall clock (a clock before 1970 judges every such
+        // caveat unmet).
+        #[allow(clippy::disallowed_methods)]
+        let wall = std::time::SystemTime::now();
+        request.auth_mut().received_unix_s = wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs());
         if let Some(metrics) = &self.metrics {
             metrics.request_started(ReplyTo { conn, id }, Op::of(&request));
         }

@@ -171,6 +171,8 @@ fn request(op: &Op, n: u64) -> UpdateRequest {
         flags,
         checks,
         mutations,
+        auth: Default::default(),
+        secret: None,
     }
 }
 

@@ -109,6 +109,7 @@ fn refuses_clients(node: &DaemonNode, now: Duration) -> bool {
     let request = DaemonRequest::Get {
         space: SpaceId(1),
         key: Value::Int(1),
+        auth: Default::default(),
     };
     node.on_request(
         ReplyTo { conn: 1, id: 1 },

@@ -257,6 +257,8 @@ proptest! {
                 flags: UpdateFlags { must_exist: true, ..UpdateFlags::default() },
                 checks: vec![],
                 mutations: mutations.clone(),
+                auth: Default::default(),
+                secret: None,
             };
             let mut next = model.clone();
             let ok = mutations.iter().all(|m| model_apply(&mut next, m));

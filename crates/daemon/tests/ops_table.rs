@@ -96,6 +96,8 @@ fn request(mutations: Vec<Mutation>) -> UpdateRequest {
         },
         checks: vec![],
         mutations,
+        auth: Default::default(),
+        secret: None,
     }
 }
 

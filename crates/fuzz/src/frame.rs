@@ -10,9 +10,9 @@ use crate::runner::{outcome_of, Outcome, Target};
 use crate::samples;
 use tessera_protocol::frame::{decode, encode};
 use tessera_protocol::{
-    read_frame, Action, ChainAck, ChainForward, ChainMsg, ClientRef, CoordRequest, CoordResponse,
-    CoordStatus, DaemonRequest, DaemonResponse, Hop, HopWrite, Message, Mutation, NumOp,
-    SearchAfter, SortBy, Status, TransferEntry, TransferMsg, UpdateFlags, UpdateRequest,
+    read_frame, Action, Auth, AuthOp, ChainAck, ChainForward, ChainMsg, ClientRef, CoordRequest,
+    CoordResponse, CoordStatus, DaemonRequest, DaemonResponse, Hop, HopWrite, Message, Mutation,
+    NumOp, SearchAfter, SortBy, Status, TransferEntry, TransferMsg, UpdateFlags, UpdateRequest,
 };
 use tessera_types::{DaemonId, Epoch, RegionId, SpaceId, Version};
 
@@ -108,6 +108,8 @@ fn update() -> UpdateRequest {
             },
             Mutation::new(7, Action::DocUnset),
         ],
+        auth: Auth::new(vec![b"MDAxY2xvY2F0aW9u".to_vec(), Vec::new()]),
+        secret: Some(b"s3cret".to_vec()),
     }
 }
 
@@ -140,6 +142,7 @@ fn messages() -> Vec<Message> {
             DaemonRequest::Get {
                 space: SpaceId(1),
                 key: tessera_types::Value::str("k"),
+                auth: Auth::new(vec![b"token".to_vec()]),
             },
         ),
         request(2, DaemonRequest::Update(update())),
@@ -158,6 +161,7 @@ fn messages() -> Vec<Message> {
                     sort_value: Some(tessera_types::Value::Float(1.5)),
                 }),
                 limit: Some(100),
+                auth: Auth::default(),
             },
         ),
         request(
@@ -167,6 +171,8 @@ fn messages() -> Vec<Message> {
                 region: RegionId(7),
                 checks: vec![],
                 after: Some(b"k".to_vec()),
+                auth: Auth::new(vec![b"a".to_vec(), b"b".to_vec()]),
+                op: AuthOp::Write,
             },
         ),
         response(5, DaemonResponse::WrongEpoch { epoch: Epoch(13) }),

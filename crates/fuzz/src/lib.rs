@@ -1,9 +1,10 @@
 //! `tessera-fuzz`: fuzz targets for every decoder of bytes from the network
 //! or the disk and for every parser of user text, on the stable toolchain.
 //!
-//! What it is: four [`Target`]s ([`TARGETS`]) — `frame` (the wire),
+//! What it is: five [`Target`]s ([`TARGETS`]) — `frame` (the wire),
 //! `record` (stored records and index entries), `space` (the description
-//! language) and `predicates` (the CLI's JSON) — each a function that runs
+//! language), `predicates` (the CLI's JSON) and `macaroon` (the tokens of
+//! `auth=`) — each a function that runs
 //! the production code on one input and asserts its properties, plus a
 //! mutation [`runner`] that starts from valid seed encodings and counts
 //! panics and oversized allocations as crashes. `cargo run -p tessera-fuzz
@@ -15,6 +16,7 @@
 
 pub mod alloc_guard;
 pub mod frame;
+pub mod macaroon;
 pub mod mutate;
 pub mod predicates;
 pub mod record;
@@ -27,11 +29,12 @@ pub mod space;
 pub use runner::{run, Crash, Outcome, Report, Target};
 
 /// Every target, in the order `all` runs them.
-pub const TARGETS: [Target; 4] = [
+pub const TARGETS: [Target; 5] = [
     frame::TARGET,
     record::TARGET,
     space::TARGET,
     predicates::TARGET,
+    macaroon::TARGET,
 ];
 
 /// The target with this name.

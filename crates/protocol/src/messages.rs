@@ -260,6 +260,52 @@ pub struct UpdateRequest {
     /// Must all hold on the current object (only checked when it exists).
     pub checks: Vec<Check>,
     pub mutations: Vec<Mutation>,
+    /// The caller's macaroons, checked for `op = write` on a space `with
+    /// authorization` (API.md §10).
+    #[serde(default)]
+    pub auth: Auth,
+    /// A new secret for the object (`put(..., secret=)`), kept in its
+    /// hidden `__secret` value; on a space `with authorization` an object
+    /// is created only with one. Refused on other spaces.
+    #[serde(default)]
+    pub secret: Option<Vec<u8>>,
+}
+
+/// The macaroons a request carries for a space `with authorization`
+/// (API.md §10, `docs/design/authorization.md`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Auth {
+    /// Serialized macaroons (base64 text, as pymacaroons' `serialize()`
+    /// gives). An object is authorized when one of them, with the others
+    /// as its discharges, verifies against the object's secret.
+    pub macaroons: Vec<Vec<u8>>,
+    /// Unix seconds when the daemon received the request, against which
+    /// `time < N` caveats are checked. Never on the wire: the daemon's
+    /// shell stamps it, so that no client picks the time it is judged at;
+    /// unstamped, every `time` caveat fails.
+    #[serde(skip)]
+    pub received_unix_s: Option<u64>,
+}
+
+impl Auth {
+    /// Serialized macaroons, with no time stamped yet.
+    pub fn new(macaroons: Vec<Vec<u8>>) -> Auth {
+        Auth {
+            macaroons,
+            received_unix_s: None,
+        }
+    }
+}
+
+/// What a request does to an object, for its `op = read|write` caveats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AuthOp {
+    /// A get, a search, a count: satisfies `op = read`.
+    #[default]
+    Read,
+    /// An update, or the search for the keys a group update will write:
+    /// satisfies `op = write`.
+    Write,
 }
 
 /// Sort order of a sorted search.
@@ -312,7 +358,12 @@ pub struct SearchAfter {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum DaemonRequest {
     /// Read a key's committed object at its point leader.
-    Get { space: SpaceId, key: Value },
+    Get {
+        space: SpaceId,
+        key: Value,
+        #[serde(default)]
+        auth: Auth,
+    },
     /// Sent to the point leader of `update.key`.
     Update(UpdateRequest),
     /// One page of the committed objects of one region matching `checks`,
@@ -327,6 +378,10 @@ pub enum DaemonRequest {
         sort: Option<SortBy>,
         after: Option<SearchAfter>,
         limit: Option<u64>,
+        /// On a space `with authorization`: the objects returned are those
+        /// these macaroons authorize for reading.
+        #[serde(default)]
+        auth: Auth,
     },
     /// Like `Search` in key order, but only the keys (count and group
     /// operations need nothing else). `after` is the `key_bytes` of the
@@ -336,7 +391,25 @@ pub enum DaemonRequest {
         region: RegionId,
         checks: Vec<Check>,
         after: Option<Vec<u8>>,
+        /// On a space `with authorization`: the keys returned are those
+        /// these macaroons authorize for `op`.
+        #[serde(default)]
+        auth: Auth,
+        #[serde(default)]
+        op: AuthOp,
     },
+}
+
+impl DaemonRequest {
+    /// The macaroons the request carries.
+    pub fn auth_mut(&mut self) -> &mut Auth {
+        match self {
+            DaemonRequest::Get { auth, .. }
+            | DaemonRequest::Search { auth, .. }
+            | DaemonRequest::SearchKeys { auth, .. } => auth,
+            DaemonRequest::Update(update) => &mut update.auth,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

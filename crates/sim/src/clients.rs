@@ -147,6 +147,7 @@ impl World {
             KvOp::Get => DaemonRequest::Get {
                 space,
                 key: Value::Int(key),
+                auth: Default::default(),
             },
             op => DaemonRequest::Update(update_request(
                 space,
@@ -372,5 +373,7 @@ pub(crate) fn update_request(
         flags,
         checks,
         mutations,
+        auth: Default::default(),
+        secret: None,
     }
 }

@@ -182,8 +182,24 @@ impl ReplicaCore {
             Some((v, o)) => (Some(v), o),
             None => (None, None),
         };
+        if let Err(e) = crate::auth::authorize_update(&space.desc, old.as_ref(), request) {
+            // As below: a pending update may change the object's secret.
+            if has_pending {
+                return Start::Wait;
+            }
+            let response = refuse(Status::Unauthorized, e.to_string());
+            self.remember_refusal(request.client, response.clone());
+            self.reply(reply, response);
+            return Start::Done;
+        }
         let new = match evaluate(space, old.as_ref(), request) {
-            Ok(new) => new,
+            Ok(Some(mut new)) => {
+                if let Some(secret) = &request.secret {
+                    crate::auth::set_secret(&space.desc, &mut new, secret);
+                }
+                Some(new)
+            }
+            Ok(None) => None,
             // An answer computed from an unacknowledged version could be
             // contradicted if that version never completes: wait for it.
             Err(_) if has_pending => return Start::Wait,

@@ -463,7 +463,7 @@ fn fits_space(forward: &ChainForward, config: &tessera_types::Configuration) -> 
     };
     config
         .space_by_id(forward.space)
-        .is_some_and(|space| object.values.len() == space.desc.attrs.len())
+        .is_some_and(|space| object.values.len() == crate::auth::stored_len(&space.desc))
 }
 
 fn names_receiver(forward: &ChainForward, me: DaemonId) -> bool {

@@ -360,7 +360,7 @@ impl DaemonNode {
                 let key = key_bytes(&update.key);
                 self.with_core(&key, out, |core| core.on_update(to, epoch, update));
             }
-            DaemonRequest::Get { space, key } => {
+            DaemonRequest::Get { space, key, auth } => {
                 let response = search::get_committed(
                     &self.config(),
                     self.me,
@@ -368,6 +368,7 @@ impl DaemonNode {
                     epoch,
                     space,
                     &key,
+                    &auth,
                 );
                 let response = self.vouch(response, out);
                 out(Output::Reply { to, response });
@@ -560,6 +561,7 @@ impl DaemonNode {
                 sort,
                 after,
                 limit,
+                auth,
             } => search::search(
                 &view,
                 epoch,
@@ -569,15 +571,34 @@ impl DaemonNode {
                 sort,
                 after.as_ref(),
                 limit,
+                &auth,
             ),
             DaemonRequest::SearchKeys {
                 space,
                 region,
                 checks,
                 after,
-            } => search::search_keys(&view, epoch, space, region, &checks, after.as_deref()),
-            DaemonRequest::Get { space, key } => {
-                return search::get_committed(config, self.me, self.engine(), epoch, space, &key)
+                auth,
+                op,
+            } => search::search_keys(
+                &view,
+                epoch,
+                space,
+                region,
+                &checks,
+                after.as_deref(),
+                (&auth, op),
+            ),
+            DaemonRequest::Get { space, key, auth } => {
+                return search::get_committed(
+                    config,
+                    self.me,
+                    self.engine(),
+                    epoch,
+                    space,
+                    &key,
+                    &auth,
+                )
             }
             DaemonRequest::Update(_) => {
                 return Ok(DaemonResponse::Failed {
