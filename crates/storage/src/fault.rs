@@ -160,6 +160,11 @@ impl<H: Hooks> Engine for Hooked<H> {
         self.inner.meta_put(name, value)
     }
 
+    fn snapshot(&self) -> Result<Arc<dyn crate::EngineSnapshot>, StorageError> {
+        self.hooks.read()?;
+        self.inner.snapshot()
+    }
+
     fn sync(&self) -> Result<(), StorageError> {
         self.hooks.sync()?;
         self.inner.sync()

@@ -1,8 +1,9 @@
 //! The default engine: fjall, an embedded log-structured store with a
 //! journal.
 
-use crate::{region_key, Engine, IndexRange, IndexWrite, StorageError, Write};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use crate::{region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError, Write};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
+use std::sync::Arc;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tessera_types::RegionId;
@@ -121,25 +122,12 @@ impl Engine for FjallEngine {
         after: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
-        let start = match after {
-            Some(a) => {
-                let mut k = region_key(region, a);
-                k.push(0); // the smallest key greater than `a`
-                k
-            }
-            None => region.0.to_be_bytes().to_vec(),
-        };
-        let iter = match region.0.checked_add(1) {
-            Some(next) => self.objects.range(start..next.to_be_bytes().to_vec()),
+        let (start, end) = scan_bounds(region, after);
+        let iter = match end {
+            Some(end) => self.objects.range(start..end),
             None => self.objects.range(start..),
         };
-        for guard in iter {
-            let (k, v) = guard.into_inner().map_err(engine_err)?;
-            if !visit(&k[8..], &v) {
-                break;
-            }
-        }
-        Ok(())
+        visit_all(iter, visit)
     }
 
     fn index_scan(
@@ -263,11 +251,70 @@ impl Engine for FjallEngine {
         })
     }
 
+    fn snapshot(&self) -> Result<Arc<dyn EngineSnapshot>, StorageError> {
+        Ok(Arc::new(FjallSnapshot {
+            snapshot: self.db.snapshot(),
+            objects: self.objects.clone(),
+        }))
+    }
+
     fn sync(&self) -> Result<(), StorageError> {
         self.db.persist(PersistMode::SyncAll).map_err(|e| {
             self.poisoned.store(true, Ordering::Release);
             engine_err(e)
         })
+    }
+}
+
+/// The range of the objects keyspace holding `region`'s entries after
+/// `after`: a start, and an end when the region is not the last possible.
+fn scan_bounds(region: RegionId, after: Option<&[u8]>) -> (Vec<u8>, Option<Vec<u8>>) {
+    let start = match after {
+        Some(a) => {
+            let mut k = region_key(region, a);
+            k.push(0); // the smallest key greater than `a`
+            k
+        }
+        None => region.0.to_be_bytes().to_vec(),
+    };
+    let end = region.0.checked_add(1).map(|n| n.to_be_bytes().to_vec());
+    (start, end)
+}
+
+/// Hands each entry of `iter`, its region prefix cut off, to `visit`.
+fn visit_all(
+    iter: fjall::Iter,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<(), StorageError> {
+    for guard in iter {
+        let (k, v) = guard.into_inner().map_err(engine_err)?;
+        if !visit(&k[8..], &v) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A fjall snapshot (a sequence number every read is made at) and the
+/// keyspace it reads.
+struct FjallSnapshot {
+    snapshot: Snapshot,
+    objects: Keyspace,
+}
+
+impl EngineSnapshot for FjallSnapshot {
+    fn scan(
+        &self,
+        region: RegionId,
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        let (start, end) = scan_bounds(region, after);
+        let iter = match end {
+            Some(end) => self.snapshot.range(&self.objects, start..end),
+            None => self.snapshot.range(&self.objects, start..),
+        };
+        visit_all(iter, visit)
     }
 }
 

@@ -22,6 +22,7 @@ mod memory;
 
 pub use fjall_engine::{Durability, FjallEngine};
 pub use memory::MemoryEngine;
+use std::sync::Arc;
 use tessera_types::RegionId;
 
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +123,24 @@ pub trait Engine: Send + Sync + 'static {
 
     /// Forces everything written so far to stable storage.
     fn sync(&self) -> Result<(), StorageError>;
+
+    /// A read-only view of every region's objects as they are now: writes
+    /// applied later do not show in it. A backup takes one while writes are
+    /// paused and reads it after they resume (docs/design/backup.md).
+    fn snapshot(&self) -> Result<Arc<dyn EngineSnapshot>, StorageError>;
+}
+
+/// The objects of an engine frozen at one instant (see [`Engine::snapshot`]).
+pub trait EngineSnapshot: Send + Sync + 'static {
+    /// Visits the region's entries as they were when the snapshot was
+    /// taken, in key order, starting after `after` when given, until
+    /// `visit` returns false.
+    fn scan(
+        &self,
+        region: RegionId,
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError>;
 }
 
 /// The storage key of `key` in `region`.
@@ -370,12 +389,19 @@ pub(crate) mod conformance {
     }
 
     /// Applies random batches to the engine and to a model and compares
-    /// every region's scan.
+    /// every region's scan; a snapshot taken halfway must go on showing
+    /// the model as it was then.
     pub fn against_model(engine: &dyn Engine, ops: &[(u8, u8, u8, bool)]) {
-        let mut model: BTreeMap<(u64, Vec<u8>), Vec<u8>> = BTreeMap::new();
-        for chunk in ops.chunks(3) {
+        type Model = BTreeMap<(u64, Vec<u8>), Vec<u8>>;
+        let mut model: Model = BTreeMap::new();
+        let mut frozen: Option<(Arc<dyn EngineSnapshot>, Model)> = None;
+        let chunks: Vec<_> = ops.chunks(3).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            if i == chunks.len() / 2 {
+                frozen = Some((engine.snapshot().unwrap(), model.clone()));
+            }
             let mut batch = Vec::new();
-            for &(region, key, value, delete) in chunk {
+            for &(region, key, value, delete) in chunk.iter() {
                 let region = RegionId(u64::from(region % 4));
                 let key = vec![key % 16];
                 if delete {
@@ -392,20 +418,51 @@ pub(crate) mod conformance {
             }
             engine.apply(batch).unwrap();
         }
+        let live = |region, after: Option<&[u8]>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
+            engine.scan(region, after, visit)
+        };
+        compare_scans(&live, &model);
+        if let Some((snapshot, then)) = frozen {
+            let old = |region, after: Option<&[u8]>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
+                snapshot.scan(region, after, visit)
+            };
+            compare_scans(&old, &then);
+        }
+    }
+
+    type Scan<'a> = dyn Fn(
+            RegionId,
+            Option<&[u8]>,
+            &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        ) -> Result<(), StorageError>
+        + 'a;
+
+    /// Every region's scan, whole and from after its first key, against
+    /// the model.
+    fn compare_scans(scan: &Scan<'_>, model: &BTreeMap<(u64, Vec<u8>), Vec<u8>>) {
         for region in 0..4u64 {
             let mut got = Vec::new();
-            engine
-                .scan(RegionId(region), None, &mut |k, v| {
-                    got.push((k.to_vec(), v.to_vec()));
-                    true
-                })
-                .unwrap();
+            scan(RegionId(region), None, &mut |k, v| {
+                got.push((k.to_vec(), v.to_vec()));
+                true
+            })
+            .unwrap();
             let want: Vec<_> = model
                 .iter()
                 .filter(|((r, _), _)| *r == region)
                 .map(|((_, k), v)| (k.clone(), v.clone()))
                 .collect();
             assert_eq!(got, want, "region {region}");
+            if let Some((first, _)) = want.first() {
+                let mut rest = Vec::new();
+                scan(RegionId(region), Some(first), &mut |k, _| {
+                    rest.push(k.to_vec());
+                    true
+                })
+                .unwrap();
+                let want_rest: Vec<_> = want.iter().skip(1).map(|(k, _)| k.clone()).collect();
+                assert_eq!(rest, want_rest, "region {region} after its first key");
+            }
         }
     }
 }

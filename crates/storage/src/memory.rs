@@ -1,6 +1,7 @@
 //! An in-memory engine for unit tests and the simulator.
 
-use crate::{region_key, Engine, IndexRange, IndexWrite, StorageError, Write};
+use crate::{region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError, Write};
+use std::sync::Arc;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tessera_types::RegionId;
@@ -153,6 +154,42 @@ impl Engine for MemoryEngine {
     }
 
     fn sync(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Result<Arc<dyn EngineSnapshot>, StorageError> {
+        Ok(Arc::new(MemorySnapshot(lock(&self.objects).clone())))
+    }
+}
+
+/// A copy of a [`MemoryEngine`]'s objects.
+struct MemorySnapshot(BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl EngineSnapshot for MemorySnapshot {
+    fn scan(
+        &self,
+        region: RegionId,
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        let (start, end) = region_bounds(region);
+        let start = match after {
+            Some(a) => {
+                let mut k = region_key(region, a);
+                k.push(0); // the smallest key greater than `a`
+                k
+            }
+            None => start,
+        };
+        let range = match &end {
+            Some(end) => self.0.range(start..end.clone()),
+            None => self.0.range(start..),
+        };
+        for (k, v) in range {
+            if !visit(&k[8..], v) {
+                break;
+            }
+        }
         Ok(())
     }
 }

@@ -380,4 +380,8 @@ impl Engine for IndexedEngine {
     fn sync(&self) -> Result<(), StorageError> {
         self.inner.sync()
     }
+
+    fn snapshot(&self) -> Result<Arc<dyn tessera_storage::EngineSnapshot>, StorageError> {
+        self.inner.snapshot()
+    }
 }
