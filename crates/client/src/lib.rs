@@ -30,6 +30,7 @@
 #[allow(clippy::disallowed_methods)]
 mod admin;
 mod auth;
+pub mod backup;
 // Deadlines of a request.
 #[allow(clippy::disallowed_methods)]
 mod attempt;

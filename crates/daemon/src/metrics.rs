@@ -42,15 +42,18 @@ pub(crate) enum Op {
     Search,
     /// A page of a keys-only search (count, group operations).
     SearchKeys,
+    /// A step of a backup: drain, take, a page, release.
+    Backup,
 }
 
-const OPS: [Op; 6] = [
+const OPS: [Op; 7] = [
     Op::Get,
     Op::Put,
     Op::CondPut,
     Op::Del,
     Op::Search,
     Op::SearchKeys,
+    Op::Backup,
 ];
 
 impl Op {
@@ -66,6 +69,10 @@ impl Op {
             DaemonRequest::Update(_) => Op::Put,
             DaemonRequest::Search { .. } => Op::Search,
             DaemonRequest::SearchKeys { .. } => Op::SearchKeys,
+            DaemonRequest::BackupDrain
+            | DaemonRequest::BackupTake { .. }
+            | DaemonRequest::BackupRead { .. }
+            | DaemonRequest::BackupRelease { .. } => Op::Backup,
         }
     }
 
@@ -77,6 +84,7 @@ impl Op {
             Op::Del => "del",
             Op::Search => "search",
             Op::SearchKeys => "search_keys",
+            Op::Backup => "backup",
         }
     }
 }
@@ -88,7 +96,9 @@ fn status_name(response: &DaemonResponse) -> &'static str {
         DaemonResponse::Found { .. }
         | DaemonResponse::Done
         | DaemonResponse::SearchPage { .. }
-        | DaemonResponse::KeysPage { .. } => "SUCCESS",
+        | DaemonResponse::KeysPage { .. }
+        | DaemonResponse::BackupState { .. }
+        | DaemonResponse::BackupPage { .. } => "SUCCESS",
         DaemonResponse::Failed { status, .. } => status.name(),
         DaemonResponse::CmpFail { .. } => "CMPFAIL",
         DaemonResponse::WrongEpoch { .. } => "WRONGEPOCH",

@@ -185,10 +185,12 @@ impl Shell {
         // caveat unmet).
         #[allow(clippy::disallowed_methods)]
         let wall = std::time::SystemTime::now();
-        request.auth_mut().received_unix_s = wall
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_secs());
+        if let Some(auth) = request.auth_mut() {
+            auth.received_unix_s = wall
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs());
+        }
         if let Some(metrics) = &self.metrics {
             metrics.request_started(ReplyTo { conn, id }, Op::of(&request));
         }

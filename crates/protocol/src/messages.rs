@@ -398,17 +398,41 @@ pub enum DaemonRequest {
         #[serde(default)]
         op: AuthOp,
     },
+    /// Backup, first phase (docs/design/backup.md): how far this daemon is
+    /// from a quiet state. Answered [`DaemonResponse::BackupState`].
+    BackupDrain,
+    /// Backup, second phase: when this daemon has installed the request's
+    /// epoch, that configuration is read-only and no update is in flight
+    /// here, freeze its objects under the number `backup`. Answered
+    /// [`DaemonResponse::BackupState`], `taken` telling whether it did.
+    BackupTake { backup: u64 },
+    /// One page of the objects region `region` held when `backup` was
+    /// taken, in key order after the `key_bytes` `after`. Answered
+    /// [`DaemonResponse::BackupPage`].
+    BackupRead {
+        backup: u64,
+        region: RegionId,
+        after: Option<Vec<u8>>,
+    },
+    /// Forget the frozen objects of `backup`. Answered `Done`.
+    BackupRelease { backup: u64 },
 }
 
 impl DaemonRequest {
     /// The macaroons the request carries.
-    pub fn auth_mut(&mut self) -> &mut Auth {
-        match self {
+    pub fn auth_mut(&mut self) -> Option<&mut Auth> {
+        Some(match self {
             DaemonRequest::Get { auth, .. }
             | DaemonRequest::Search { auth, .. }
             | DaemonRequest::SearchKeys { auth, .. } => auth,
             DaemonRequest::Update(update) => &mut update.auth,
-        }
+            // Backup requests read no object of a space on a caller's
+            // behalf; they carry no macaroons.
+            DaemonRequest::BackupDrain
+            | DaemonRequest::BackupTake { .. }
+            | DaemonRequest::BackupRead { .. }
+            | DaemonRequest::BackupRelease { .. } => return None,
+        })
     }
 }
 
@@ -441,6 +465,23 @@ pub enum DaemonResponse {
     /// One page of a keys-only search, the keys in key order; `more` as in
     /// `SearchPage`.
     KeysPage { keys: Vec<Value>, more: bool },
+    /// A daemon's side of a backup: the epoch it has installed, whether
+    /// that configuration is read-only, how many updates it has in flight
+    /// (pending, buffered or queued, in any role), and whether it froze
+    /// its objects (`BackupTake` only).
+    BackupState {
+        epoch: Epoch,
+        read_only: bool,
+        in_flight: u64,
+        taken: bool,
+    },
+    /// One page of a backup: the live objects (tombstones left out) of a
+    /// region in key order, and the `key_bytes` of the last entry visited
+    /// (`None`: the region's end was reached).
+    BackupPage {
+        objects: Vec<Object>,
+        next_after: Option<Vec<u8>>,
+    },
 }
 
 /// What a chain member does to its region's copy of the key.

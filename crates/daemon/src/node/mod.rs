@@ -36,6 +36,7 @@
 //!   backoff allows, so a flapping daemon cannot churn epochs.
 
 pub mod backfill;
+mod backup;
 mod changes;
 mod collect;
 mod counting;
@@ -210,6 +211,8 @@ pub struct DaemonNode {
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
     stats: NodeStats,
+    /// Objects frozen for backups (see `backup`).
+    frozen: Mutex<backup::Frozen>,
 }
 
 /// A configuration with its region directory, built once when installed.
@@ -282,6 +285,7 @@ impl DaemonNode {
             revisits: Mutex::new(HashMap::new()),
             reported: Mutex::new(ReportLimit::default()),
             stats: NodeStats::default(),
+            frozen: Mutex::new(backup::Frozen::default()),
         };
         changes::log(
             &changes::changes(me, &Configuration::default(), &config),
@@ -373,8 +377,22 @@ impl DaemonNode {
                 let response = self.vouch(response, out);
                 out(Output::Reply { to, response });
             }
-            request @ (DaemonRequest::Search { .. } | DaemonRequest::SearchKeys { .. }) => {
+            request @ (DaemonRequest::Search { .. }
+            | DaemonRequest::SearchKeys { .. }
+            | DaemonRequest::BackupRead { .. }) => {
                 out(Output::Job(Job::Read { to, epoch, request }))
+            }
+            DaemonRequest::BackupDrain => {
+                let response = self.backup_drain();
+                out(Output::Reply { to, response });
+            }
+            DaemonRequest::BackupTake { backup } => {
+                let response = self.backup_take(epoch, backup);
+                out(Output::Reply { to, response });
+            }
+            DaemonRequest::BackupRelease { backup } => {
+                let response = self.backup_release(backup);
+                out(Output::Reply { to, response });
             }
         }
     }
@@ -600,10 +618,18 @@ impl DaemonNode {
                     &auth,
                 )
             }
-            DaemonRequest::Update(_) => {
+            DaemonRequest::BackupRead {
+                backup,
+                region,
+                after,
+            } => return Ok(self.backup_read(backup, region, after.as_deref())),
+            DaemonRequest::Update(_)
+            | DaemonRequest::BackupDrain
+            | DaemonRequest::BackupTake { .. }
+            | DaemonRequest::BackupRelease { .. } => {
                 return Ok(DaemonResponse::Failed {
                     status: Status::Internal,
-                    reason: "an update is not a read".into(),
+                    reason: "not a read".into(),
                 })
             }
         };
