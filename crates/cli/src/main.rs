@@ -13,6 +13,7 @@
 //! filtered by `RUST_LOG` (warnings only by default), as text or, with a
 //! server command's `--log-format json`, one JSON object per line.
 
+mod backup;
 mod bench;
 // Runs servers in this process and waits for them with real deadlines.
 #[allow(clippy::disallowed_methods)]
@@ -275,6 +276,26 @@ enum Command {
         timeout: f64,
         #[command(flatten)]
         target: Target,
+    },
+    /// Take a consistent backup of the whole cluster into DIR (which must
+    /// not exist, or be empty); writes pause only while daemons freeze.
+    Backup {
+        dir: PathBuf,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Build a new cluster's data directory DATA from the backup in DIR;
+    /// start it with `tessera dev --data DATA --port P --daemons N`.
+    Restore {
+        dir: PathBuf,
+        #[arg(long)]
+        data: PathBuf,
+        /// Daemons of the new cluster (any number).
+        #[arg(long, default_value_t = 3)]
+        daemons: usize,
+        /// The new cluster's coordinator port, as for `tessera dev`.
+        #[arg(long, default_value_t = 1982)]
+        port: u16,
     },
     /// Create or update an object: `put SPACE KEY '{"attr": value, ...}'`.
     Put {
@@ -667,6 +688,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     .await?;
             println!("stable at epoch {}", epoch.0);
         }
+        Command::Backup { dir, target } => backup::backup(&target.addr(), &dir).await?,
+        Command::Restore {
+            dir,
+            data,
+            daemons,
+            port,
+        } => backup::restore(&dir, &data, daemons, port).await?,
         Command::Put {
             space,
             key,

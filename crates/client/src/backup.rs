@@ -53,7 +53,7 @@ pub enum BackupError {
     Exists(PathBuf),
     /// A file or directory of the backup could not be created or written
     /// (no permission, a full disk, a path that is not a directory).
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}", path.display())]
     Write {
         path: PathBuf,
         #[source]
@@ -61,10 +61,10 @@ pub enum BackupError {
     },
     /// The coordinator group refused or failed a step: the read-only
     /// switch or reading the configuration.
-    #[error("coordinator: {0}")]
+    #[error("the coordinator refused or failed a step of the backup")]
     Admin(#[source] AdminError),
     /// A daemon could not be reached, or did not answer in time.
-    #[error("daemon {daemon} did not answer: {source}")]
+    #[error("daemon {daemon} did not answer")]
     Unreachable {
         daemon: DaemonId,
         #[source]
@@ -215,9 +215,11 @@ impl Admin {
             path: dir.to_path_buf(),
             source,
         })?;
-        if let Some(parent) = dir.parent() {
-            sync_dir(parent)?;
-        }
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        sync_dir(parent)?;
         Ok(BackupReport {
             epoch: config.epoch,
             pause,
@@ -576,7 +578,7 @@ fn manifest_text(
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
     /// The backup directory or one of its files cannot be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Read {
         path: PathBuf,
         #[source]
@@ -606,14 +608,14 @@ pub enum RestoreError {
     #[error("the backup's configuration has no space {0}")]
     UnknownSpace(String),
     /// Creating a space in the new cluster failed.
-    #[error("creating space {space}: {source}")]
+    #[error("creating space {space}")]
     AddSpace {
         space: String,
         #[source]
         source: AdminError,
     },
     /// Writing an object into the new cluster failed.
-    #[error("loading an object of space {space}: {source}")]
+    #[error("loading an object of space {space}")]
     Load {
         space: String,
         #[source]
