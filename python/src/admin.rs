@@ -7,6 +7,7 @@ use crate::errors::{admin_err, admin_status};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::time::Duration;
+use tessera_client::backup::BackupError;
 use tessera_client::{
     index_infos, Admin, AdminError, AdminStatus, Configuration, DaemonId, PartId, PartState,
 };
@@ -30,6 +31,18 @@ impl AdminCore {
     fn config(&self, py: Python<'_>) -> PyResult<Configuration> {
         self.run(py, self.admin.config())
     }
+}
+
+/// An error and its causes, one sentence after another.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 #[pymethods]
@@ -162,6 +175,31 @@ impl AdminCore {
                 .wait_until_stable(timeout, Duration::from_millis(200)),
         )?;
         Ok(true)
+    }
+
+    /// A consistent backup of the whole cluster into the directory `path`
+    /// (which must not exist, or be empty): `{'epoch', 'pause_ms',
+    /// 'objects', 'regions', 'bytes'}`. A failure is LOCALERROR (HyperDex's
+    /// code for a backup that could not be written) unless the coordinator
+    /// gave its own status.
+    fn backup(&self, py: Python<'_>, path: &str) -> PyResult<PyObject> {
+        let admin = self.admin.clone();
+        let dir = std::path::PathBuf::from(path);
+        let report = block_on(py, async move { admin.backup(&dir, &mut |_| {}).await })
+            .map_err(|e| {
+                let error = match e {
+                    BackupError::Admin(e) => e,
+                    other => AdminError::new(AdminStatus::LocalError, error_chain(&other)),
+                };
+                admin_err(py, &error)
+            })?;
+        let dict = PyDict::new(py);
+        dict.set_item("epoch", report.epoch.0)?;
+        dict.set_item("pause_ms", report.pause.as_secs_f64() * 1e3)?;
+        dict.set_item("objects", report.objects)?;
+        dict.set_item("regions", report.regions)?;
+        dict.set_item("bytes", report.bytes)?;
+        Ok(dict.into_any().unbind())
     }
 
     fn set_read_only(&self, py: Python<'_>, read_only: bool) -> PyResult<bool> {

@@ -23,7 +23,7 @@ show its state).
 
 What Tessera's server does not do yet, and so raises ``AdminError``
 COORDFAIL naming it: changing a space's fault tolerance, renaming a space
-(``mv_space``), backups, and performance counters.
+(``mv_space``) and performance counters.
 """
 
 from tessera import _core
@@ -204,6 +204,17 @@ class Admin(object):
         ``timeout`` seconds."""
         return self._core.wait_until_stable(float(timeout))
 
+    def backup(self, path):
+        """Takes a consistent backup of the whole cluster into the directory
+        ``path``, which must not exist or be empty (docs/design/backup.md).
+        Writes fail with READONLY only while the daemons freeze their
+        objects; the copy is made after writes resume. Returns a dict:
+        ``epoch``, ``pause_ms`` (how long writes were refused),
+        ``objects``, ``regions``, ``bytes``. Raises LOCALERROR when the
+        directory exists or cannot be written, or a daemon fails. Restore
+        with ``tessera restore PATH --data DIR``."""
+        return self._core.backup(str(path))
+
     def read_only(self, flag=True):
         """Sets (True) or clears (False) the cluster-wide read-only flag in
         the configuration. Returns True. While it is set, every write fails
@@ -235,10 +246,6 @@ class Admin(object):
     def server_forget(self, server_id):
         """Removes the daemon from the configuration for good. Returns True."""
         return self._core.server("forget", int(server_id))
-
-    def backup(self, name):
-        """Not supported: raises AdminError COORDFAIL."""
-        raise _unsupported("backup", "coordinated backups are not implemented")
 
     def enable_perf_counters(self):
         """Not supported: raises AdminError COORDFAIL."""

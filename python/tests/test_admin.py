@@ -83,8 +83,7 @@ def test_indexes_are_added_and_removed_live(admin, client, make_space):
     assert admin.rm_index(doc[0]) is True
     assert admin.list_indices(name) == []
     _refused(lambda: admin.rm_index(987654), "HYPERDEX_ADMIN_NOTFOUND")
-    for call in (lambda: admin.mv_space(name, "other"), lambda: admin.fault_tolerance(name, 2),
-                 lambda: admin.backup("b")):
+    for call in (lambda: admin.mv_space(name, "other"), lambda: admin.fault_tolerance(name, 2)):
         with pytest.raises(AdminError) as e:
             call()
         assert "not supported" in e.value.message()
@@ -170,3 +169,25 @@ def test_server_operations_on_an_unknown_server(admin):
         with pytest.raises(AdminError) as e:
             op(987654321)
         assert e.value.symbol() == "HYPERDEX_ADMIN_NOTFOUND"
+
+
+def test_backup_writes_a_verified_directory(admin, client, make_space, tmp_path):
+    name = make_space("key k attributes int v")
+    for i in range(30):
+        assert client.put(name, "k%d" % i, {"v": i}) is True
+    target = tmp_path / "backup"
+    report = admin.backup(target)
+    # Other tests' spaces may hold objects too: at least these 30.
+    assert report["objects"] >= 30
+    assert isinstance(report["pause_ms"], float)
+    manifest = (target / "MANIFEST").read_text().splitlines()
+    assert manifest[0] == "tessera-backup 1"
+    assert manifest[-1] == "end %d" % report["regions"]
+    # Writes resumed.
+    assert client.put(name, "after", {"v": 1}) is True
+    # An existing, non-empty directory is refused and left as it was.
+    with pytest.raises(AdminError) as e:
+        admin.backup(target)
+    assert e.value.symbol() == "HYPERDEX_ADMIN_LOCALERROR"
+    assert "exists and is not empty" in e.value.message()
+    assert (target / "MANIFEST").read_text().splitlines() == manifest
