@@ -40,7 +40,10 @@ pub async fn backup(coordinator: &str, dir: &Path) -> anyhow::Result<()> {
                 objects,
             } => {
                 let percent = u8::try_from(done * 100 / total.max(1)).unwrap_or(100);
-                bar.update(percent, &format!("{done}/{total} regions, {objects} objects"));
+                bar.update(
+                    percent,
+                    &format!("{done}/{total} regions, {objects} objects"),
+                );
             }
         })
         .await;
@@ -63,8 +66,8 @@ pub async fn backup(coordinator: &str, dir: &Path) -> anyhow::Result<()> {
 pub async fn restore(dir: &Path, data: &Path, daemons: usize, port: u16) -> anyhow::Result<()> {
     let started = Instant::now();
     // Every file is checked before anything is written.
-    let contents =
-        BackupContents::open(dir).with_context(|| format!("reading the backup {}", dir.display()))?;
+    let contents = BackupContents::open(dir)
+        .with_context(|| format!("reading the backup {}", dir.display()))?;
     if std::fs::read_dir(data).is_ok_and(|mut entries| entries.next().is_some()) {
         bail!(
             "the data directory {} exists and is not empty; a restore writes a new cluster",
@@ -82,9 +85,8 @@ pub async fn restore(dir: &Path, data: &Path, daemons: usize, port: u16) -> anyh
     let loaded = load(&contents, &partial, daemons, port).await;
     match loaded {
         Ok(objects) => {
-            std::fs::rename(&partial, data).with_context(|| {
-                format!("moving {} to {}", partial.display(), data.display())
-            })?;
+            std::fs::rename(&partial, data)
+                .with_context(|| format!("moving {} to {}", partial.display(), data.display()))?;
             println!(
                 "restored {objects} objects of {} spaces into {} in {:.2} s; start it with: tessera dev --data {} --port {port} --daemons {daemons}",
                 contents.config.spaces.len(),

@@ -13,6 +13,8 @@
 //! filtered by `RUST_LOG` (warnings only by default), as text or, with a
 //! server command's `--log-format json`, one JSON object per line.
 
+// Reports how long a backup or a restore took, in real time.
+#[allow(clippy::disallowed_methods)]
 mod backup;
 mod bench;
 // Runs servers in this process and waits for them with real deadlines.

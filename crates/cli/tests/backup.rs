@@ -16,10 +16,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tessera_client::backup::{BackupContents, RestoreError};
+use tessera_client::backup::{BackupContents, BackupError, RestoreError};
 use tessera_client::{BlockingAdmin, BlockingClient, Client, Outcome, PredOp, Record, Value};
 
-const SPACE: &str = "space kv key k attributes int v, string tag subspace v index tag create 8 partitions";
+const SPACE: &str =
+    "space kv key k attributes int v, string tag subspace v index tag create 8 partitions";
 
 /// One write of a key by its only writer, in issue order.
 #[derive(Clone, Debug)]
@@ -36,6 +37,12 @@ struct Write {
 
 /// What a restore or a backup holds for the space: key → (v, tag).
 type Model = BTreeMap<String, (i64, String)>;
+
+/// A search's predicates, and the same test over a model's `(v, tag)`.
+type Search = (
+    Vec<(&'static str, PredOp)>,
+    Box<dyn Fn(&(i64, String)) -> bool>,
+);
 
 fn tag_of(v: i64) -> String {
     format!("t{}", v % 5)
@@ -179,7 +186,10 @@ fn check_writer_cut(writer: &str, history: &BTreeMap<String, Vec<Write>>, model:
         }
         found |= differing == 0;
     }
-    assert!(found, "writer {writer}: no single point of its sequence gives the backup");
+    assert!(
+        found,
+        "writer {writer}: no single point of its sequence gives the backup"
+    );
 }
 
 /// `tessera backup DIR` against the cluster; returns the pause in ms.
@@ -322,17 +332,23 @@ fn a_backup_under_writers_is_a_cut_and_restores_exactly() {
         let got = got.map(|r| (int(r.get("v").unwrap()), text(r.get("tag").unwrap())));
         assert_eq!(got.as_ref(), model.get(key), "get {key}");
     }
-    let searches: Vec<(Vec<(&str, PredOp)>, Box<dyn Fn(&(i64, String)) -> bool>)> = vec![
+    let searches: Vec<Search> = vec![
         (
             vec![("tag", PredOp::Eq(Value::str("t3")))],
             Box::new(|(_, tag)| tag == "t3"),
         ),
         (
-            vec![("v", PredOp::Ge(Value::Int(200))), ("v", PredOp::Lt(Value::Int(900)))],
+            vec![
+                ("v", PredOp::Ge(Value::Int(200))),
+                ("v", PredOp::Lt(Value::Int(900))),
+            ],
             Box::new(|(v, _)| (200..900).contains(v)),
         ),
         (
-            vec![("v", PredOp::Lt(Value::Int(500))), ("tag", PredOp::Eq(Value::str("t1")))],
+            vec![
+                ("v", PredOp::Lt(Value::Int(500))),
+                ("tag", PredOp::Eq(Value::str("t1"))),
+            ],
             Box::new(|(v, tag)| *v < 500 && tag == "t1"),
         ),
     ];
@@ -386,7 +402,11 @@ fn existing_unwritable_and_damaged_backups_are_refused() {
     for i in 0..40 {
         let attrs = vec![("v", Value::Int(i)), ("tag", Value::str(&tag_of(i)))];
         let outcome = client
-            .block_on(client.client().put("kv", Value::str(&format!("k{i}")), attrs))
+            .block_on(
+                client
+                    .client()
+                    .put("kv", Value::str(&format!("k{i}")), attrs),
+            )
             .expect("put");
         assert_eq!(outcome, Outcome::Done);
     }
@@ -398,12 +418,19 @@ fn existing_unwritable_and_damaged_backups_are_refused() {
     // An existing, non-empty directory is left alone.
     let manifest = std::fs::read(dir.join("MANIFEST")).unwrap();
     let (ok, _, err) = run_cli(
-        &["backup", &dir.display().to_string(), "--port", &cluster.coordinator_ports[0].to_string()],
+        &[
+            "backup",
+            &dir.display().to_string(),
+            "--port",
+            &cluster.coordinator_ports[0].to_string(),
+        ],
         None,
         Duration::from_secs(60),
     );
     assert!(!ok);
     assert!(err.contains("exists and is not empty"), "{err}");
+    let again = cluster.admin().backup(&dir);
+    assert!(matches!(again, Err(BackupError::Exists(_))), "{again:?}");
     assert_eq!(std::fs::read(dir.join("MANIFEST")).unwrap(), manifest);
 
     // Under a regular file nothing can be created; nothing is left.
@@ -421,10 +448,19 @@ fn existing_unwritable_and_damaged_backups_are_refused() {
     );
     assert!(!ok);
     assert!(err.contains("cannot write"), "{err}");
+    let under_file = cluster.admin().backup(&file.join("backup"));
+    assert!(
+        matches!(under_file, Err(BackupError::Write { .. })),
+        "{under_file:?}"
+    );
     assert!(leftovers(work.path(), "partial").is_empty());
     // The failed backups left the cluster writable.
     let outcome = client
-        .block_on(client.client().put("kv", Value::str("after"), vec![("v", Value::Int(1))]))
+        .block_on(
+            client
+                .client()
+                .put("kv", Value::str("after"), vec![("v", Value::Int(1))]),
+        )
         .expect("put after refused backups");
     assert_eq!(outcome, Outcome::Done);
 
@@ -449,8 +485,13 @@ fn existing_unwritable_and_damaged_backups_are_refused() {
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
     });
-    assert!(matches!(truncated, RestoreError::Length { .. }), "{truncated:?}");
-    let missing = damaged("missing", &|d| std::fs::remove_file(d.join(&region)).unwrap());
+    assert!(
+        matches!(truncated, RestoreError::Length { .. }),
+        "{truncated:?}"
+    );
+    let missing = damaged("missing", &|d| {
+        std::fs::remove_file(d.join(&region)).unwrap()
+    });
     assert!(matches!(missing, RestoreError::Missing(_)), "{missing:?}");
     let cut_manifest = damaged("cut-manifest", &|d| {
         let path = d.join("MANIFEST");
@@ -458,7 +499,10 @@ fn existing_unwritable_and_damaged_backups_are_refused() {
         let keep: Vec<&str> = text.lines().collect();
         std::fs::write(&path, keep[..keep.len() - 2].join("\n")).unwrap();
     });
-    assert!(matches!(cut_manifest, RestoreError::Manifest { .. }), "{cut_manifest:?}");
+    assert!(
+        matches!(cut_manifest, RestoreError::Manifest { .. }),
+        "{cut_manifest:?}"
+    );
     let config = damaged("config", &|d| {
         std::fs::write(d.join("configuration.bin"), b"garbage").unwrap()
     });
@@ -504,8 +548,7 @@ fn backup_and_restore_figures() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let client = Client::connect(&coordinator).await.expect("client");
-        let mut tasks: tokio::task::JoinSet<Result<Outcome, _>> =
-            tokio::task::JoinSet::new();
+        let mut tasks: tokio::task::JoinSet<Result<Outcome, _>> = tokio::task::JoinSet::new();
         for i in 0..objects {
             if tasks.len() >= 256 {
                 let outcome = tasks.join_next().await.unwrap().unwrap().expect("put");
@@ -515,7 +558,9 @@ fn backup_and_restore_figures() {
             tasks.spawn(async move {
                 let v = i as i64;
                 let attrs = vec![("v", Value::Int(v)), ("tag", Value::str(&tag_of(v)))];
-                client.put("kv", Value::str(&format!("k{i:08}")), attrs).await
+                client
+                    .put("kv", Value::str(&format!("k{i:08}")), attrs)
+                    .await
             });
         }
         while let Some(done) = tasks.join_next().await {

@@ -22,7 +22,9 @@ use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tessera_protocol::{DaemonRequest, DaemonResponse, Status, UpdateFlags, FRAME_BYTES_MAX_DEFAULT};
+use tessera_protocol::{
+    DaemonRequest, DaemonResponse, Status, UpdateFlags, FRAME_BYTES_MAX_DEFAULT,
+};
 use tessera_types::parse::format_space;
 use tessera_types::{Configuration, DaemonId, Epoch, Object, RegionId, Value};
 use tokio::time::Instant;
@@ -80,7 +82,10 @@ pub enum BackupError {
     /// The daemons did not all become quiet at one read-only epoch in
     /// time (`busy`: those still with updates in flight or behind).
     #[error("the daemons were not quiet after {after:?}; still busy: {busy:?}")]
-    NotQuiet { after: Duration, busy: Vec<DaemonId> },
+    NotQuiet {
+        after: Duration,
+        busy: Vec<DaemonId>,
+    },
     /// A region's chain names no daemon, or one the configuration does not
     /// list: nothing can be copied from it.
     #[error("region {0} has no replica to copy")]
@@ -207,7 +212,12 @@ impl Admin {
         let configuration = postcard::to_allocvec(&config).expect("encoding to a Vec cannot fail");
         let config_path = partial.join(CONFIGURATION_FILE);
         write_synced(&config_path, &configuration)?;
-        let manifest = manifest_text(&config, &sha256_hex(&configuration), configuration.len(), &files);
+        let manifest = manifest_text(
+            &config,
+            &sha256_hex(&configuration),
+            configuration.len(),
+            &files,
+        );
         write_synced(&partial.join(MANIFEST), manifest.as_bytes())?;
         sync_dir(&partial.join("regions"))?;
         sync_dir(partial)?;
@@ -278,7 +288,10 @@ async fn freeze(
             let daemons = chain_members(&config);
             let mut busy = Vec::new();
             for &daemon in &daemons {
-                if !quiet(&config, ask(pool, &config, daemon, DaemonRequest::BackupDrain).await?) {
+                if !quiet(
+                    &config,
+                    ask(pool, &config, daemon, DaemonRequest::BackupDrain).await?,
+                ) {
                     busy.push(daemon);
                 }
             }
@@ -349,14 +362,17 @@ async fn ask(
     daemon: DaemonId,
     request: DaemonRequest,
 ) -> Result<DaemonResponse, BackupError> {
-    let unreachable = |source: Box<dyn std::error::Error + Send + Sync>| {
-        BackupError::Unreachable { daemon, source }
-    };
-    let addr = config.daemon_addr(daemon).ok_or_else(|| BackupError::Refused {
+    let unreachable = |source: Box<dyn std::error::Error + Send + Sync>| BackupError::Unreachable {
         daemon,
-        status: Status::Internal,
-        reason: "the configuration lists no address for it".into(),
-    })?;
+        source,
+    };
+    let addr = config
+        .daemon_addr(daemon)
+        .ok_or_else(|| BackupError::Refused {
+            daemon,
+            status: Status::Internal,
+            reason: "the configuration lists no address for it".into(),
+        })?;
     let mut answer = pool
         .request(addr, config.epoch, request)
         .await
@@ -413,7 +429,10 @@ async fn copy_regions(
         // The tail has committed every update the cut holds: with nothing
         // in flight, every member holds the same, and the tail is the
         // replica a search would read.
-        let tail = *region.chain.last().ok_or(BackupError::NoReplica(region.id))?;
+        let tail = *region
+            .chain
+            .last()
+            .ok_or(BackupError::NoReplica(region.id))?;
         let rel = format!("regions/{}-{}.bin", space.id.0, region.id.0);
         let path = partial.join(&rel);
         let write_err = |source| BackupError::Write {
@@ -445,7 +464,10 @@ async fn copy_regions(
             for object in &page {
                 let bytes = postcard::to_allocvec(object).expect("encoding to a Vec cannot fail");
                 let len = u32::try_from(bytes.len()).map_err(|_| {
-                    write_err(io::Error::new(io::ErrorKind::InvalidData, "an object beyond 4 GiB"))
+                    write_err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "an object beyond 4 GiB",
+                    ))
                 })?;
                 out.write_all(&len.to_be_bytes()).map_err(write_err)?;
                 out.write_all(&bytes).map_err(write_err)?;
@@ -646,7 +668,12 @@ impl BackupContents {
         })?;
         let manifest = parse_manifest(&text)?;
         let config_bytes = read_file(&dir.join(CONFIGURATION_FILE))?;
-        check_file(&dir.join(CONFIGURATION_FILE), &config_bytes, manifest.config_bytes, &manifest.config_sha256)?;
+        check_file(
+            &dir.join(CONFIGURATION_FILE),
+            &config_bytes,
+            manifest.config_bytes,
+            &manifest.config_sha256,
+        )?;
         let config: Configuration =
             postcard::from_bytes(&config_bytes).map_err(|e| RestoreError::Decode {
                 path: dir.join(CONFIGURATION_FILE),
@@ -754,26 +781,37 @@ fn parse_manifest(text: &str) -> Result<Manifest, RestoreError> {
         Some((_, FORMAT_LINE)) => {}
         _ => return Err(bad(1, "not a Tessera backup manifest (format 1)")),
     }
-    let epoch = match lines.next().map(|(n, l)| (n, l.split(' ').collect::<Vec<_>>())) {
-        Some((_, words)) if words.len() == 2 && words[0] == "epoch" => {
-            Epoch(words[1].parse().map_err(|_| bad(2, "the epoch is not a number"))?)
-        }
+    let epoch = match lines
+        .next()
+        .map(|(n, l)| (n, l.split(' ').collect::<Vec<_>>()))
+    {
+        Some((_, words)) if words.len() == 2 && words[0] == "epoch" => Epoch(
+            words[1]
+                .parse()
+                .map_err(|_| bad(2, "the epoch is not a number"))?,
+        ),
         _ => return Err(bad(2, "expected `epoch N`")),
     };
-    let (config_sha256, config_bytes) =
-        match lines.next().map(|(n, l)| (n, l.split(' ').collect::<Vec<_>>())) {
-            Some((_, w)) if w.len() == 4 && w[0] == "config" && w[3] == CONFIGURATION_FILE => (
-                w[1].to_string(),
-                w[2].parse().map_err(|_| bad(3, "the length is not a number"))?,
-            ),
-            _ => return Err(bad(3, "expected `config SHA256 BYTES configuration.bin`")),
-        };
+    let (config_sha256, config_bytes) = match lines
+        .next()
+        .map(|(n, l)| (n, l.split(' ').collect::<Vec<_>>()))
+    {
+        Some((_, w)) if w.len() == 4 && w[0] == "config" && w[3] == CONFIGURATION_FILE => (
+            w[1].to_string(),
+            w[2].parse()
+                .map_err(|_| bad(3, "the length is not a number"))?,
+        ),
+        _ => return Err(bad(3, "expected `config SHA256 BYTES configuration.bin`")),
+    };
     let mut files = Vec::new();
     for (n, line) in lines.by_ref() {
         let w: Vec<&str> = line.split(' ').collect();
         match w.as_slice() {
             ["region", sha256, bytes, objects, space, region, path] => {
-                let number = |s: &str| s.parse::<u64>().map_err(|_| bad(n, "a field is not a number"));
+                let number = |s: &str| {
+                    s.parse::<u64>()
+                        .map_err(|_| bad(n, "a field is not a number"))
+                };
                 // A path from the manifest must stay inside the backup.
                 if !path.starts_with("regions/") || path.contains("..") || path[8..].contains('/') {
                     return Err(bad(n, "a region file outside regions/"));
@@ -897,7 +935,13 @@ pub async fn restore_objects(
             let name = desc.name.clone();
             tasks.spawn(async move {
                 writer
-                    .execute(&name, key, UpdateFlags::default(), Vec::<(String, _)>::new(), ops)
+                    .execute(
+                        &name,
+                        key,
+                        UpdateFlags::default(),
+                        Vec::<(String, _)>::new(),
+                        ops,
+                    )
                     .await
             });
         }

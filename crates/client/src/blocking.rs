@@ -282,6 +282,14 @@ impl BlockingAdmin {
         self.runtime.block_on(self.admin.set_read_only(read_only))
     }
 
+    /// [`Admin::backup`], without progress reports.
+    pub fn backup(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<crate::backup::BackupReport, crate::backup::BackupError> {
+        self.runtime.block_on(self.admin.backup(dir, &mut |_| {}))
+    }
+
     pub fn server_offline(&self, id: DaemonId) -> Result<(), AdminError> {
         self.runtime.block_on(self.admin.server_offline(id))
     }

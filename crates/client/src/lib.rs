@@ -30,6 +30,9 @@
 #[allow(clippy::disallowed_methods)]
 mod admin;
 mod auth;
+// A backup's deadlines are real time, and its number must not repeat
+// across processes, so it is drawn from the operating system's randomness.
+#[allow(clippy::disallowed_methods)]
 pub mod backup;
 // Deadlines of a request.
 #[allow(clippy::disallowed_methods)]

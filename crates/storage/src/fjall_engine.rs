@@ -3,9 +3,9 @@
 
 use crate::{region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError, Write};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
-use std::sync::Arc;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tessera_types::RegionId;
 
 /// When committed writes reach stable storage.

@@ -423,9 +423,10 @@ pub(crate) mod conformance {
         };
         compare_scans(&live, &model);
         if let Some((snapshot, then)) = frozen {
-            let old = |region, after: Option<&[u8]>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
-                snapshot.scan(region, after, visit)
-            };
+            let old =
+                |region, after: Option<&[u8]>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
+                    snapshot.scan(region, after, visit)
+                };
             compare_scans(&old, &then);
         }
     }

@@ -1,8 +1,8 @@
 //! An in-memory engine for unit tests and the simulator.
 
 use crate::{region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError, Write};
-use std::sync::Arc;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tessera_types::RegionId;
 
