@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tessera_client::backup::{BackupContents, BackupError, RestoreError};
 use tessera_client::{BlockingAdmin, BlockingClient, Client, Outcome, PredOp, Record, Value};
+use tessera_types::PartState;
 
 const SPACE: &str =
     "space kv key k attributes int v, string tag subspace v index tag create 8 partitions";
@@ -218,7 +219,7 @@ fn restore_and_start(
     data: &Path,
     daemons: u16,
     procs: &mut Procs,
-) -> (BlockingClient, f64) {
+) -> (BlockingClient, BlockingAdmin, f64) {
     let port = dev_port(daemons);
     let started = Instant::now();
     let (ok, _, err) = run_cli(
@@ -237,6 +238,7 @@ fn restore_and_start(
     );
     assert!(ok, "restore failed: {err}");
     let restore_s = started.elapsed().as_secs_f64();
+    eprintln!("restore into {daemons} daemons: {restore_s:.2} s");
     let args: Vec<String> = [
         "dev",
         "--no-metrics",
@@ -253,14 +255,21 @@ fn restore_and_start(
     let log = data.with_extension("log");
     procs.spawn("restored", &args, &log);
     let coordinator = format!("127.0.0.1:{port}");
-    let admin = wait_for("the restored cluster", Duration::from_secs(60), || {
-        BlockingAdmin::new(&coordinator).ok()
+    // Reopening a large data directory takes a while on a small machine.
+    let reopened = Instant::now();
+    let admin = wait_for("the restored cluster", Duration::from_secs(600), || {
+        let admin = BlockingAdmin::new(&coordinator).ok()?;
+        admin.config().ok().map(|_| admin)
     });
     admin
-        .wait_until_stable(Duration::from_secs(60), Duration::from_millis(100))
+        .wait_until_stable(Duration::from_secs(600), Duration::from_millis(100))
         .expect("the restored cluster becomes stable");
+    eprintln!(
+        "the restored cluster is stable {:.2} s after it was started",
+        reopened.elapsed().as_secs_f64()
+    );
     let client = BlockingClient::connect(&coordinator).expect("client");
-    (client, restore_s)
+    (client, admin, restore_s)
 }
 
 #[test]
@@ -319,7 +328,21 @@ fn a_backup_under_writers_is_a_cut_and_restores_exactly() {
     // every search as in the cut.
     let mut procs = Procs::default();
     let data = work.path().join("restored");
-    let (client, _) = restore_and_start(&dir, &data, 2, &mut procs);
+    let (client, admin, _) = restore_and_start(&dir, &data, 2, &mut procs);
+    // The same space, every part of it ready.
+    let original = BackupContents::open(&dir).expect("verifies").config;
+    let original = &original.space("kv").expect("the space").desc;
+    assert_eq!(&client.space("kv").expect("the restored space"), original);
+    let indices = admin.list_indices("kv").expect("indices");
+    assert_eq!(indices.len(), 1);
+    assert!(
+        indices.iter().all(|i| i.state == PartState::Ready),
+        "{indices:?}"
+    );
+    let restored = admin.config().expect("config");
+    let space = restored.space("kv").expect("restored space");
+    assert_eq!(space.subspaces.len(), 2);
+    assert!(space.subspaces.iter().all(|s| s.state == PartState::Ready));
     let everything: Model = client
         .search("kv", Vec::<(&str, PredOp)>::new())
         .expect("search all")
@@ -585,7 +608,8 @@ fn backup_and_restore_figures() {
     backup_s.sort_by(f64::total_cmp);
     let mut procs = Procs::default();
     let dir = work.path().join(format!("backup-{}", runs - 1));
-    let (client, restore_s) = restore_and_start(&dir, &work.path().join("restored"), 2, &mut procs);
+    let (client, _, restore_s) =
+        restore_and_start(&dir, &work.path().join("restored"), 2, &mut procs);
     let count = client
         .count("kv", Vec::<(&str, PredOp)>::new())
         .expect("count");

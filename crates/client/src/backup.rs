@@ -636,6 +636,19 @@ pub enum RestoreError {
         #[source]
         source: AdminError,
     },
+    /// The new cluster could not be reached.
+    #[error("connecting to the new cluster")]
+    Connect(#[source] ClientError),
+    /// The new cluster answered a put of the backup with something other
+    /// than success (a plain put never should).
+    #[error("the new cluster did not apply an object of space {space}: {outcome:?}")]
+    Refused {
+        space: String,
+        outcome: crate::ops::Outcome,
+    },
+    /// A loading task panicked or was cancelled.
+    #[error("a loading task failed")]
+    Task(#[source] tokio::task::JoinError),
     /// Writing an object into the new cluster failed.
     #[error("loading an object of space {space}")]
     Load {
@@ -908,10 +921,7 @@ pub async fn restore_objects(
     }
     let client = Client::connect(coordinator)
         .await
-        .map_err(|source| RestoreError::Load {
-            space: String::new(),
-            source,
-        })?;
+        .map_err(RestoreError::Connect)?;
     let mut loaded = 0u64;
     let mut tasks = tokio::task::JoinSet::new();
     for file in &backup.files {
@@ -927,14 +937,14 @@ pub async fn restore_objects(
         })?;
         for object in objects {
             while tasks.len() >= RESTORE_IN_FLIGHT_MAX {
-                joined(tasks.join_next().await, &file.space)?;
+                joined(tasks.join_next().await)?;
                 loaded += 1;
                 progress(loaded);
             }
             let (writer, key, ops) = object_put(&client, desc, object);
             let name = desc.name.clone();
             tasks.spawn(async move {
-                writer
+                let result = writer
                     .execute(
                         &name,
                         key,
@@ -942,12 +952,13 @@ pub async fn restore_objects(
                         Vec::<(String, _)>::new(),
                         ops,
                     )
-                    .await
+                    .await;
+                (name, result)
             });
         }
     }
     while let Some(done) = tasks.join_next().await {
-        joined(Some(done), "")?;
+        joined(Some(done))?;
         loaded += 1;
         progress(loaded);
     }
@@ -978,22 +989,19 @@ fn object_put(
     (writer, key, ops)
 }
 
-fn joined(
-    done: Option<Result<Result<crate::ops::Outcome, ClientError>, tokio::task::JoinError>>,
-    space: &str,
-) -> Result<(), RestoreError> {
+/// The outcome of one loading task: a put that was not applied is an
+/// error, as is a task that panicked.
+fn joined(done: Option<Result<LoadResult, tokio::task::JoinError>>) -> Result<(), RestoreError> {
     match done {
-        Some(Ok(Ok(_))) | None => Ok(()),
-        Some(Ok(Err(source))) => Err(RestoreError::Load {
-            space: space.to_string(),
-            source,
-        }),
-        Some(Err(e)) => Err(RestoreError::Decode {
-            path: PathBuf::new(),
-            reason: format!("a loading task failed: {e}"),
-        }),
+        Some(Ok((_, Ok(crate::ops::Outcome::Done)))) | None => Ok(()),
+        Some(Ok((space, Ok(outcome)))) => Err(RestoreError::Refused { space, outcome }),
+        Some(Ok((space, Err(source)))) => Err(RestoreError::Load { space, source }),
+        Some(Err(e)) => Err(RestoreError::Task(e)),
     }
 }
+
+/// What a loading task gives back: its space, and how its put went.
+type LoadResult = (String, Result<crate::ops::Outcome, ClientError>);
 
 #[cfg(test)]
 mod tests {
