@@ -185,8 +185,8 @@ impl AdminCore {
     fn backup(&self, py: Python<'_>, path: &str) -> PyResult<PyObject> {
         let admin = self.admin.clone();
         let dir = std::path::PathBuf::from(path);
-        let report = block_on(py, async move { admin.backup(&dir, &mut |_| {}).await })
-            .map_err(|e| {
+        let report =
+            block_on(py, async move { admin.backup(&dir, &mut |_| {}).await }).map_err(|e| {
                 let error = match e {
                     BackupError::Admin(e) => e,
                     other => AdminError::new(AdminStatus::LocalError, error_chain(&other)),
