@@ -3,6 +3,7 @@
 
 use crate::{region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError, Write};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -122,12 +123,7 @@ impl Engine for FjallEngine {
         after: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
-        let (start, end) = scan_bounds(region, after);
-        let iter = match end {
-            Some(end) => self.objects.range(start..end),
-            None => self.objects.range(start..),
-        };
-        visit_all(iter, visit)
+        visit_all(self.objects.range(scan_bounds(region, after)), visit)
     }
 
     fn index_scan(
@@ -267,8 +263,8 @@ impl Engine for FjallEngine {
 }
 
 /// The range of the objects keyspace holding `region`'s entries after
-/// `after`: a start, and an end when the region is not the last possible.
-fn scan_bounds(region: RegionId, after: Option<&[u8]>) -> (Vec<u8>, Option<Vec<u8>>) {
+/// `after` (open at the end for the last possible region).
+fn scan_bounds(region: RegionId, after: Option<&[u8]>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let start = match after {
         Some(a) => {
             let mut k = region_key(region, a);
@@ -277,8 +273,11 @@ fn scan_bounds(region: RegionId, after: Option<&[u8]>) -> (Vec<u8>, Option<Vec<u
         }
         None => region.0.to_be_bytes().to_vec(),
     };
-    let end = region.0.checked_add(1).map(|n| n.to_be_bytes().to_vec());
-    (start, end)
+    let end = match region.0.checked_add(1) {
+        Some(next) => Bound::Excluded(next.to_be_bytes().to_vec()),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(start), end)
 }
 
 /// Hands each entry of `iter`, its region prefix cut off, to `visit`.
@@ -309,12 +308,8 @@ impl EngineSnapshot for FjallSnapshot {
         after: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
-        let (start, end) = scan_bounds(region, after);
-        let iter = match end {
-            Some(end) => self.snapshot.range(&self.objects, start..end),
-            None => self.snapshot.range(&self.objects, start..),
-        };
-        visit_all(iter, visit)
+        let range = scan_bounds(region, after);
+        visit_all(self.snapshot.range(&self.objects, range), visit)
     }
 }
 

@@ -104,20 +104,7 @@ impl Engine for MemoryEngine {
         after: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
-        let objects = lock(&self.objects);
-        let (start, end) = region_bounds(region);
-        for (k, v) in objects.range(start..) {
-            if end.as_ref().is_some_and(|e| k >= e) {
-                break;
-            }
-            let key = &k[8..];
-            if after.is_some_and(|a| key <= a) {
-                continue;
-            }
-            if !visit(key, v) {
-                break;
-            }
-        }
+        scan_map(&lock(&self.objects), region, after, visit);
         Ok(())
     }
 
@@ -172,25 +159,31 @@ impl EngineSnapshot for MemorySnapshot {
         after: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
-        let (start, end) = region_bounds(region);
-        let start = match after {
-            Some(a) => {
-                let mut k = region_key(region, a);
-                k.push(0); // the smallest key greater than `a`
-                k
-            }
-            None => start,
-        };
-        let range = match &end {
-            Some(end) => self.0.range(start..end.clone()),
-            None => self.0.range(start..),
-        };
-        for (k, v) in range {
-            if !visit(&k[8..], v) {
-                break;
-            }
-        }
+        scan_map(&self.0, region, after, visit);
         Ok(())
+    }
+}
+
+/// Visits the entries of `region` in `objects` after `after`, in key
+/// order, until `visit` returns false.
+fn scan_map(
+    objects: &BTreeMap<Vec<u8>, Vec<u8>>,
+    region: RegionId,
+    after: Option<&[u8]>,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) {
+    let (start, end) = region_bounds(region);
+    for (k, v) in objects.range(start..) {
+        if end.as_ref().is_some_and(|e| k >= e) {
+            break;
+        }
+        let key = &k[8..];
+        if after.is_some_and(|a| key <= a) {
+            continue;
+        }
+        if !visit(key, v) {
+            break;
+        }
     }
 }
 
