@@ -20,8 +20,7 @@ use tessera_client::backup::{BackupContents, BackupError, RestoreError};
 use tessera_client::{BlockingAdmin, BlockingClient, Client, Outcome, PredOp, Record, Value};
 use tessera_types::PartState;
 
-const SPACE: &str =
-    "space kv key k attributes int v, string tag subspace v index tag create 8 partitions";
+const SPACE: &str = "space kv key k attributes int v, string tag, document doc subspace v index tag create 8 partitions";
 
 /// One write of a key by its only writer, in issue order.
 #[derive(Clone, Debug)]
@@ -277,6 +276,11 @@ fn a_backup_under_writers_is_a_cut_and_restores_exactly() {
     let cluster = Cluster::start(3);
     let coordinator = cluster.coordinator_addr(0);
     cluster.admin().add_space(SPACE).expect("add space");
+    // A path index is part of the layout only, not of the description.
+    cluster
+        .admin()
+        .add_index("kv", "doc.x")
+        .expect("add a path index");
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..4)
         .map(|w| {
@@ -334,7 +338,12 @@ fn a_backup_under_writers_is_a_cut_and_restores_exactly() {
     let original = &original.space("kv").expect("the space").desc;
     assert_eq!(&client.space("kv").expect("the restored space"), original);
     let indices = admin.list_indices("kv").expect("indices");
-    assert_eq!(indices.len(), 1);
+    let mut names: Vec<_> = indices
+        .iter()
+        .map(|i| (i.attribute.as_str(), i.path.as_deref()))
+        .collect();
+    names.sort();
+    assert_eq!(names, [("doc", Some("x")), ("tag", None)]);
     assert!(
         indices.iter().all(|i| i.state == PartState::Ready),
         "{indices:?}"

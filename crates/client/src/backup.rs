@@ -26,7 +26,7 @@ use tessera_protocol::{
     DaemonRequest, DaemonResponse, Status, UpdateFlags, FRAME_BYTES_MAX_DEFAULT,
 };
 use tessera_types::parse::format_space;
-use tessera_types::{Configuration, DaemonId, Epoch, Object, RegionId, Value};
+use tessera_types::{Configuration, DaemonId, Epoch, Object, PartState, RegionId, Value};
 use tokio::time::Instant;
 
 /// The manifest's name inside a backup directory.
@@ -911,13 +911,25 @@ pub async fn restore_objects(
 ) -> Result<u64, RestoreError> {
     let admin = Admin::new(coordinator);
     for space in &backup.config.spaces {
+        let added = |source| RestoreError::AddSpace {
+            space: space.desc.name.clone(),
+            source,
+        };
         admin
             .add_space(&format_space(&space.desc))
             .await
-            .map_err(|source| RestoreError::AddSpace {
-                space: space.desc.name.clone(),
-                source,
-            })?;
+            .map_err(added)?;
+        // Indexes on document paths are parts of the layout, not of the
+        // description: each is added again as `attr.path`.
+        for index in crate::admin::index_infos(space) {
+            if let (Some(path), false) = (&index.path, index.state == PartState::Dropping) {
+                let name = format!("{}.{path}", index.attribute);
+                admin
+                    .add_index(&space.desc.name, &name)
+                    .await
+                    .map_err(added)?;
+            }
+        }
     }
     let client = Client::connect(coordinator)
         .await
