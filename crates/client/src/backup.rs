@@ -302,7 +302,14 @@ async fn freeze(
                 let mut taken = true;
                 for &daemon in &daemons {
                     let request = DaemonRequest::BackupTake { backup };
-                    let state = ask(pool, &config, daemon, request).await?;
+                    let state = match ask(pool, &config, daemon, request).await {
+                        Ok(state) => state,
+                        Err(e) => {
+                            // Those already frozen would pin old versions.
+                            release(pool, Some(&config), backup).await;
+                            return Err(e);
+                        }
+                    };
                     taken &= matches!(state, DaemonResponse::BackupState { taken: true, .. });
                 }
                 if taken {
