@@ -444,7 +444,22 @@ fn existing_unwritable_and_damaged_backups_are_refused() {
     }
     let work = tempfile::tempdir().expect("tempdir");
     let dir = work.path().join("backup");
-    backup(&coordinator, &dir);
+    let port = cluster.coordinator_ports[0].to_string();
+    let (ok, _, progress) = run_cli(
+        &["backup", &dir.display().to_string(), "--port", &port],
+        None,
+        Duration::from_secs(60),
+    );
+    assert!(ok, "{progress}");
+    // Progress on stderr, plain lines off a terminal.
+    assert!(
+        progress.contains("backup: writes resumed after"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("backup: 8/8 regions, 40 objects ... 100%"),
+        "{progress}"
+    );
     assert_eq!(backup_model(&dir).len(), 40);
 
     // An existing, non-empty directory is left alone.
