@@ -7,11 +7,15 @@ use tessera_protocol::{ChainForward, ClientRef};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{Epoch, RegionId, SpaceId, Value, Version};
 
+/// How many suspects a point leader remembers (see `ReplicaCore::on_held`).
+const SUSPECTS_MAX: usize = 65_536;
+
 impl ReplicaCore {
     /// Anti-entropy: the head of non-key region `region` holds `key`'s
     /// object at `version`. As the key's point leader, with no update of
     /// the key under way, repair it unless the key subspace's committed
-    /// object is exactly that: the same version, mapping to that region.
+    /// object is exactly that: the same version, mapping to that region —
+    /// but only once two sweeps in a row reported that same version.
     /// The repair is an ordinary update through the chain (so every
     /// replica of every region it touches applies it, in the key's order)
     /// that writes the committed object again at a fresh version, removes
@@ -63,9 +67,25 @@ impl ReplicaCore {
         let belongs = object
             .as_ref()
             .is_some_and(|o| layout.region_of(o).id == region);
+        let suspect = (region, state_key.1.clone());
         if belongs && prev == Some(version) {
+            self.suspects.remove(&suspect);
             return;
         }
+        // A report can be stale (the region's copy was read before a later
+        // update reached it, or the key subspace committed one since) and a
+        // repair writes a new version of the key: under a steady load that
+        // rewrote hot keys for nothing. A divergence that lasts is reported
+        // again by the next sweep with the same version; only then repair.
+        if self.suspects.get(&suspect) != Some(&version) {
+            if self.suspects.len() >= SUSPECTS_MAX {
+                // Bounded memory: forgetting only delays repairs by a sweep.
+                self.suspects.clear();
+            }
+            self.suspects.insert(suspect, version);
+            return;
+        }
+        self.suspects.remove(&suspect);
         let Ok(hops) = repair_hops(space, &key, object.as_ref(), region, prev) else {
             return; // a region on its way has no replica: later
         };
