@@ -89,7 +89,7 @@ fn disk() -> Arc<MemoryEngine> {
     disk.apply(writes).expect("memory");
     // Written by a daemon that knew indexes (else opening the engine would
     // index everything at once), only not this one yet.
-    disk.meta_put("index_format", b"1").expect("memory");
+    disk.meta_put("index_format", b"2").expect("memory");
     disk
 }
 

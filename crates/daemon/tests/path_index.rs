@@ -472,3 +472,32 @@ fn opening_keeps_the_entries_of_a_path_index_still_held() {
     assert_eq!(engine.purge_batch(usize::MAX).expect("memory"), 0);
     assert_eq!(entries(&disk), before);
 }
+
+/// Data written before path indexes held entries (index format 1, when a
+/// path index was ready at once and empty) gets them on the first open.
+#[test]
+fn opening_data_of_the_format_before_paths_indexes_them() {
+    let disk = Arc::new(MemoryEngine::new());
+    let config = config(Some(PartState::Ready));
+    let mut model = Vec::new();
+    for k in 0..100 {
+        let at = AtPath::of(k, 0);
+        let record = Record {
+            version: Version(1),
+            object: Some(object(k, &at)),
+            recent: Vec::new(),
+        };
+        disk.apply(vec![Write::Put {
+            region: REGION,
+            key: key_bytes(&Value::Int(k)),
+            value: record.encode(),
+        }])
+        .expect("memory");
+        model.push((k, Some(at)));
+    }
+    disk.meta_put("index_format", b"1").expect("memory");
+    let _engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    let (path, others) = entries(&disk);
+    assert_eq!(path, expected(&model));
+    assert_eq!(others.len(), 100, "one entry of n per object");
+}

@@ -33,9 +33,11 @@ pub struct IndexedEngine {
 
 /// Meta record naming the index format the engine's entries follow; absent
 /// in data written before indexes existed, which [`IndexedEngine::open`]
-/// then indexes.
+/// then indexes. Format 2 added path slots: a path index that format 1
+/// held no entries for (and called ready at once) gets them on the first
+/// open, as attributes did.
 const META_INDEX_FORMAT: &str = "index_format";
-const INDEX_FORMAT: &[u8] = b"1";
+const INDEX_FORMAT: &[u8] = b"2";
 
 fn specs_of(config: &Configuration) -> HashMap<RegionId, Arc<[Slot]>> {
     let mut out = HashMap::new();
