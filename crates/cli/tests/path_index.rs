@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{run_cli, wait_for, Cluster};
+use common::{cli_ok, wait_for, Cluster};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tessera_client::{BlockingClient, Outcome, PartId, PredOp, Record, Value};
@@ -79,15 +79,6 @@ fn del(client: &BlockingClient, model: &mut BTreeMap<i64, AtPath>, k: i64) {
         Outcome::NotFound
     };
     assert_eq!(outcome, expected, "del {k}");
-}
-
-fn cli_ok(cluster: &Cluster, args: &[&str]) -> String {
-    let mut full: Vec<&str> = args.to_vec();
-    let port = cluster.coordinator_ports[0].to_string();
-    full.extend(["--port", &port]);
-    let (ok, out, err) = run_cli(&full, None, Duration::from_secs(60));
-    assert!(ok, "tessera {args:?} failed: {err}");
-    out
 }
 
 fn key_of(record: &Record) -> i64 {

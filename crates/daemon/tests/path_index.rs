@@ -8,27 +8,26 @@
 //! The expected entries are built from the values the test put into each
 //! document, not by the extraction under test.
 
+mod common;
+
+use common::{one_region, start, tick, REGION};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 use tessera_daemon::index::{
     choose_access, entry, key_order_page, path_slot, place_of, Access, IndexedEngine, PageBounds,
     Slot,
 };
 use tessera_daemon::node::backfill::{cursor_name, Cursor, BACKFILL_ENTRIES_PER_TICK};
-use tessera_daemon::node::{DaemonNode, NodeOptions, Output};
+use tessera_daemon::node::DaemonNode;
 use tessera_daemon::record::Record;
-use tessera_protocol::CoordRequest;
 use tessera_storage::{Engine, IndexRange, MemoryEngine, Write};
 use tessera_types::coordinate::{coordinate, key_bytes};
 use tessera_types::parse::parse_space;
 use tessera_types::{
-    Check, Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, Object, PartId,
-    PartState, PredOp, Region, RegionId, Space, SpaceId, SubspaceLayout, Value, Version,
+    Check, Configuration, Epoch, IndexPart, Object, PartId, PartState, PredOp, SpaceId, Value,
+    Version,
 };
 
-const ME: DaemonId = DaemonId(1);
-const REGION: RegionId = RegionId(1);
 /// The index on attribute `n`, ready throughout.
 const N_INDEX: PartId = PartId(1);
 /// The index on `d.a.b`.
@@ -111,37 +110,7 @@ fn config(path_state: Option<PartState>) -> Configuration {
             state,
         });
     }
-    let space = Space {
-        id: SpaceId(1),
-        desc,
-        subspaces: vec![SubspaceLayout {
-            attrs: vec![0],
-            splits: vec![vec![]],
-            regions: vec![Region {
-                id: REGION,
-                chain: vec![ME],
-            }],
-            part: PartId(0),
-            state: PartState::Ready,
-        }],
-        indexes,
-    };
-    Configuration {
-        epoch: Epoch(5),
-        daemons: [(
-            ME,
-            DaemonInfo {
-                id: ME,
-                addr: "d1:1".into(),
-                state: DaemonState::Available,
-                metrics: None,
-            },
-        )]
-        .into_iter()
-        .collect(),
-        spaces: vec![space],
-        ..Configuration::default()
-    }
+    one_region(desc, indexes)
 }
 
 fn put(engine: &dyn Engine, k: i64, at: &AtPath) {
@@ -157,34 +126,6 @@ fn put(engine: &dyn Engine, k: i64, at: &AtPath) {
             value: record.encode(),
         }])
         .expect("memory");
-}
-
-fn start(config: &Configuration, engine: Arc<IndexedEngine>) -> DaemonNode {
-    let options = NodeOptions {
-        addr: "d1:1".into(),
-        transfer_batch: 8,
-        collect_ticks: tessera_daemon::node::COLLECT_TICKS,
-        metrics: None,
-    };
-    DaemonNode::new(
-        ME,
-        options,
-        Arc::new(config.clone()),
-        engine,
-        Duration::ZERO,
-        &mut |_| {},
-    )
-}
-
-/// The regions a tick reports finished.
-fn tick(node: &DaemonNode) -> Vec<RegionId> {
-    let mut done = Vec::new();
-    node.on_tick(&mut |o| {
-        if let Output::Coord(CoordRequest::BackfillReport { entries_done, .. }) = o {
-            done.extend(entries_done);
-        }
-    });
-    done
 }
 
 /// Every index entry on disk, split into the path slot's and the others.
