@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{run_cli, wait_for, Cluster, ProxiedCluster};
+use common::{cli_ok, wait_for, Cluster, ProxiedCluster};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -286,15 +286,6 @@ fn figures(shared: &Shared, from: Instant, to: Instant, searches: bool) -> Strin
         p99.as_secs_f64() * 1e3,
         window.len()
     )
-}
-
-fn cli_ok(cluster: &Cluster, args: &[&str]) -> String {
-    let mut full: Vec<&str> = args.to_vec();
-    let port = cluster.coordinator_ports[0].to_string();
-    full.extend(["--port", &port]);
-    let (ok, out, err) = run_cli(&full, None, Duration::from_secs(60));
-    assert!(ok, "tessera {args:?} failed: {err}");
-    out
 }
 
 /// Waits until every part of space `t` is ready (nothing building or

@@ -3,22 +3,20 @@
 //! its cursor on disk so that a restarted daemon resumes from it, and
 //! reports a region once it is finished.
 
+mod common;
+
+use common::{one_region, tick, REGION};
 use std::sync::Arc;
-use std::time::Duration;
 use tessera_daemon::index::IndexedEngine;
 use tessera_daemon::node::backfill::{cursor_name, Cursor, BACKFILL_ENTRIES_PER_TICK};
-use tessera_daemon::node::{DaemonNode, NodeOptions, Output};
+use tessera_daemon::node::DaemonNode;
 use tessera_daemon::record::Record;
-use tessera_protocol::CoordRequest;
 use tessera_storage::{Engine, IndexRange, MemoryEngine, Write};
 use tessera_types::parse::parse_space;
 use tessera_types::{
-    Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, Object, PartId, PartState,
-    Region, RegionId, Space, SpaceId, SubspaceLayout, Value, Version,
+    Configuration, Epoch, IndexPart, Object, PartId, PartState, SpaceId, Value, Version,
 };
 
-const ME: DaemonId = DaemonId(1);
-const REGION: RegionId = RegionId(1);
 const INDEX: PartId = PartId(1);
 /// Enough objects for a walk of three ticks.
 const OBJECTS: i64 = (BACKFILL_ENTRIES_PER_TICK * 2 + 100) as i64;
@@ -26,47 +24,17 @@ const OBJECTS: i64 = (BACKFILL_ENTRIES_PER_TICK * 2 + 100) as i64;
 /// One daemon holding the one region of a space whose index on `b` is
 /// building.
 fn config() -> Configuration {
-    let desc =
+    let mut desc =
         parse_space("space s key int k attributes int b create 1 partition tolerate 0 failures")
             .expect("valid");
-    let mut desc = desc;
     desc.indexes.push(1);
-    let space = Space {
-        id: SpaceId(1),
-        desc,
-        subspaces: vec![SubspaceLayout {
-            attrs: vec![0],
-            splits: vec![vec![]],
-            regions: vec![Region {
-                id: REGION,
-                chain: vec![ME],
-            }],
-            part: PartId(0),
-            state: PartState::Ready,
-        }],
-        indexes: vec![IndexPart {
-            id: INDEX,
-            attr: 1,
-            path: None,
-            state: PartState::Building { progress: 0 },
-        }],
+    let index = IndexPart {
+        id: INDEX,
+        attr: 1,
+        path: None,
+        state: PartState::Building { progress: 0 },
     };
-    Configuration {
-        epoch: Epoch(5),
-        daemons: [(
-            ME,
-            DaemonInfo {
-                id: ME,
-                addr: "d1:1".into(),
-                state: DaemonState::Available,
-                metrics: None,
-            },
-        )]
-        .into_iter()
-        .collect(),
-        spaces: vec![space],
-        ..Configuration::default()
-    }
+    one_region(desc, vec![index])
 }
 
 /// The objects, stored before the index existed (no entries).
@@ -89,7 +57,7 @@ fn disk() -> Arc<MemoryEngine> {
     disk.apply(writes).expect("memory");
     // Written by a daemon that knew indexes (else opening the engine would
     // index everything at once), only not this one yet.
-    disk.meta_put("index_format", b"1").expect("memory");
+    disk.meta_put("index_format", b"2").expect("memory");
     disk
 }
 
@@ -100,20 +68,7 @@ fn start(disk: &Arc<MemoryEngine>) -> DaemonNode {
 }
 
 fn start_with(config: Configuration, engine: IndexedEngine) -> DaemonNode {
-    let options = NodeOptions {
-        addr: "d1:1".into(),
-        transfer_batch: 8,
-        collect_ticks: tessera_daemon::node::COLLECT_TICKS,
-        metrics: None,
-    };
-    DaemonNode::new(
-        ME,
-        options,
-        Arc::new(config),
-        Arc::new(engine),
-        Duration::ZERO,
-        &mut |_| {},
-    )
+    common::start(&config, Arc::new(engine))
 }
 
 fn cursor(disk: &MemoryEngine) -> Cursor {
@@ -134,17 +89,6 @@ fn entries(disk: &MemoryEngine) -> usize {
     })
     .expect("memory");
     count
-}
-
-/// The regions a tick's reports name as finished.
-fn tick(node: &DaemonNode) -> Vec<RegionId> {
-    let mut done = Vec::new();
-    node.on_tick(&mut |o| {
-        if let Output::Coord(CoordRequest::BackfillReport { entries_done, .. }) = o {
-            done.extend(entries_done);
-        }
-    });
-    done
 }
 
 #[test]
