@@ -576,6 +576,13 @@ fn layout_changes_survive_kill_9_coordinator_failover_and_a_partition() {
         "the space and its change are gone"
     );
     admin.add_space(other).expect("the name can be used again");
+    // The client learns of the new space from whichever coordinator member
+    // it asks, which may lag the leader: wait until it knows the epoch in
+    // which the space was added, as an application would.
+    let added_at = admin.config().expect("config").epoch;
+    runtime
+        .block_on(client.wait_for_epoch(added_at, CHANGE_TIMEOUT))
+        .expect("the client catches up");
     let fresh = runtime
         .block_on(client.search("u", Vec::<(&str, PredOp)>::new()))
         .expect("search the new space");
