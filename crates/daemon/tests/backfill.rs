@@ -14,7 +14,8 @@ use tessera_daemon::record::Record;
 use tessera_storage::{Engine, IndexRange, MemoryEngine, Write};
 use tessera_types::parse::parse_space;
 use tessera_types::{
-    Configuration, Epoch, IndexPart, Object, PartId, PartState, SpaceId, Value, Version,
+    Configuration, Epoch, IndexPart, Object, PartId, PartState, Region, RegionId, SpaceId,
+    SubspaceLayout, Value, Version,
 };
 
 const INDEX: PartId = PartId(1);
@@ -197,4 +198,97 @@ fn opening_keeps_the_entries_of_indexed_attributes() {
     let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
     assert_eq!(engine.purge_batch(usize::MAX).expect("memory"), 0);
     assert_eq!(entries(&disk), OBJECTS as usize);
+}
+
+/// The key walk of a building subspace, at its point leader: a bounded
+/// number of keys per tick, each sent down the chain at the version it
+/// already has, and a kill -9 resumes from the cursor on disk instead of
+/// sending the region again from the start.
+#[test]
+fn the_key_walk_resumes_from_its_cursor_and_writes_no_new_version() {
+    use tessera_daemon::node::backfill::BACKFILL_KEYS_PER_TICK;
+    let objects = (BACKFILL_KEYS_PER_TICK * 2 + 50) as i64;
+    let building = RegionId(2);
+    let mut desc =
+        parse_space("space s key int k attributes int b create 1 partition tolerate 0 failures")
+            .expect("valid");
+    desc.subspaces.push(vec![1]);
+    let mut config = common::one_region(desc, Vec::new());
+    config.spaces[0].subspaces.push(SubspaceLayout {
+        attrs: vec![1],
+        splits: vec![vec![]],
+        regions: vec![Region {
+            id: building,
+            chain: vec![common::ME],
+        }],
+        part: PartId(1),
+        state: PartState::Building { progress: 0 },
+    });
+    let disk = Arc::new(MemoryEngine::new());
+    let writes = (0..objects)
+        .map(|k| Write::Put {
+            region: common::REGION,
+            key: tessera_types::key_bytes(&Value::Int(k)),
+            value: Record {
+                version: Version(1),
+                object: Some(Object {
+                    values: vec![Value::Int(k), Value::Int(k % 7)],
+                }),
+                recent: Vec::new(),
+            }
+            .encode(),
+        })
+        .collect();
+    disk.apply(writes).expect("memory");
+    disk.meta_put("index_format", b"2").expect("memory");
+    let held = |disk: &MemoryEngine| {
+        let mut versions = Vec::new();
+        disk.scan(building, None, &mut |_, bytes| {
+            versions.push(Record::decode(bytes).expect("a record").version);
+            true
+        })
+        .expect("memory");
+        versions
+    };
+    let open = || {
+        let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+        common::start(&config, Arc::new(engine))
+    };
+
+    let node = open();
+    common::tick(&node);
+    assert_eq!(
+        held(&disk).len(),
+        BACKFILL_KEYS_PER_TICK,
+        "one tick's worth"
+    );
+    // kill -9: the node goes, the disk stays.
+    drop(node);
+    let node = open();
+    common::tick(&node);
+    assert_eq!(
+        node.stats()
+            .backfill_keys
+            .load(std::sync::atomic::Ordering::Relaxed),
+        BACKFILL_KEYS_PER_TICK as u64,
+        "the restarted walk sends only keys after its cursor"
+    );
+    assert_eq!(held(&disk).len(), 2 * BACKFILL_KEYS_PER_TICK);
+    for _ in 0..4 {
+        common::tick(&node);
+    }
+    let versions = held(&disk);
+    assert_eq!(versions.len(), objects as usize, "every object placed once");
+    assert!(
+        versions.iter().all(|v| *v == Version(1)),
+        "no object got a new version"
+    );
+    assert_eq!(
+        Cursor::decode(
+            disk.meta_get(&cursor_name("keys", SpaceId(1), PartId(1), common::REGION))
+                .expect("memory")
+                .as_deref()
+        ),
+        Cursor::Finished
+    );
 }
