@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{run_cli, wait_for, Cluster, ProxiedCluster};
+use common::{cli_ok, wait_for, Cluster, ProxiedCluster};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -286,15 +286,6 @@ fn figures(shared: &Shared, from: Instant, to: Instant, searches: bool) -> Strin
         p99.as_secs_f64() * 1e3,
         window.len()
     )
-}
-
-fn cli_ok(cluster: &Cluster, args: &[&str]) -> String {
-    let mut full: Vec<&str> = args.to_vec();
-    let port = cluster.coordinator_ports[0].to_string();
-    full.extend(["--port", &port]);
-    let (ok, out, err) = run_cli(&full, None, Duration::from_secs(60));
-    assert!(ok, "tessera {args:?} failed: {err}");
-    out
 }
 
 /// Waits until every part of space `t` is ready (nothing building or
@@ -585,6 +576,13 @@ fn layout_changes_survive_kill_9_coordinator_failover_and_a_partition() {
         "the space and its change are gone"
     );
     admin.add_space(other).expect("the name can be used again");
+    // The client learns of the new space from whichever coordinator member
+    // it asks, which may lag the leader: wait until it knows the epoch in
+    // which the space was added, as an application would.
+    let added_at = admin.config().expect("config").epoch;
+    runtime
+        .block_on(client.wait_for_epoch(added_at, CHANGE_TIMEOUT))
+        .expect("the client catches up");
     let fresh = runtime
         .block_on(client.search("u", Vec::<(&str, PredOp)>::new()))
         .expect("search the new space");

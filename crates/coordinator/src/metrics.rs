@@ -27,6 +27,13 @@ struct StateLabel {
     state: &'static str,
 }
 
+/// A layout part that is being built, named by its space and part id.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartLabel {
+    space: String,
+    part: u64,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: &'static str,
@@ -72,6 +79,9 @@ pub(crate) struct CoordinatorMetrics {
     daemons: Family<StateLabel, Gauge>,
     transfers: Gauge,
     spaces: Gauge,
+    /// Percent done of each part being built (a backfill), as the
+    /// configuration records it; parts that are not building are absent.
+    building: Family<PartLabel, Gauge>,
     detections: Family<ReasonLabel, Counter>,
 }
 
@@ -101,6 +111,7 @@ impl CoordinatorMetrics {
             daemons: Family::default(),
             transfers: Gauge::default(),
             spaces: Gauge::default(),
+            building: Family::default(),
             detections: Family::default(),
         };
         let r = &mut m.registry;
@@ -150,6 +161,11 @@ impl CoordinatorMetrics {
             m.transfers.clone(),
         );
         r.register("spaces", "Spaces in the configuration", m.spaces.clone());
+        r.register(
+            "part_building_percent",
+            "Progress of each layout part being built (backfilled), by space and part",
+            m.building.clone(),
+        );
         r.register(
             "failure_detections",
             "Daemons this member, as leader, took offline, by reason (silent, unreachable, leave)",
@@ -207,6 +223,78 @@ impl CoordinatorMetrics {
         );
         set_gauge(&self.transfers, state.transfers.len() as u64);
         set_gauge(&self.spaces, state.spaces.len() as u64);
+        self.building.clear();
+        for space in &state.spaces {
+            for part in space.parts() {
+                if let tessera_types::PartState::Building { progress } = part.state {
+                    let label = PartLabel {
+                        space: space.desc.name.clone(),
+                        part: part.id.0,
+                    };
+                    set_gauge(&self.building.get_or_create(&label), u64::from(progress));
+                }
+            }
+        }
         tessera_observe::metrics_response(&self.registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Command, CommandResult};
+
+    fn page(metrics: &CoordinatorMetrics, state: &ClusterState) -> String {
+        let raft = RaftView {
+            role: "Leader".into(),
+            term: 1,
+            last_log_index: Some(1),
+            applied_index: Some(1),
+            members: 1,
+        };
+        metrics.render(&raft, state).body
+    }
+
+    /// A part being built shows its progress; once ready it is gone.
+    #[test]
+    fn building_parts_show_their_progress_until_ready() {
+        let mut state = ClusterState::default();
+        for i in 0..2 {
+            let registered = state.apply(Command::RegisterDaemon {
+                id: None,
+                addr: format!("127.0.0.1:{}", 4000 + i),
+                metrics: None,
+            });
+            assert!(matches!(registered, CommandResult::Registered { .. }));
+        }
+        let added = state.apply(Command::AddSpace {
+            description: "space s key k attributes int a".into(),
+        });
+        assert!(
+            matches!(added, CommandResult::SpaceAdded { .. }),
+            "{added:?}"
+        );
+        let metrics = CoordinatorMetrics::new(state.epoch);
+        assert!(!page(&metrics, &state).contains("part_building_percent{"));
+        let subspace = state.apply(Command::AddSubspace {
+            space: "s".into(),
+            attrs: vec!["a".into()],
+        });
+        let CommandResult::PartAdded { part } = subspace else {
+            panic!("add-subspace refused: {subspace:?}");
+        };
+        if let Some(tessera_types::PartState::Building { progress }) =
+            state.spaces[0].part_state_mut(part)
+        {
+            *progress = 37;
+        }
+        let text = page(&metrics, &state);
+        let line = format!(
+            "tessera_coordinator_part_building_percent{{space=\"s\",part=\"{}\"}} 37",
+            part.0
+        );
+        assert!(text.contains(&line), "{text}");
+        *state.spaces[0].part_state_mut(part).expect("part") = tessera_types::PartState::Ready;
+        assert!(!page(&metrics, &state).contains("part_building_percent{"));
     }
 }

@@ -3,22 +3,21 @@
 //! its cursor on disk so that a restarted daemon resumes from it, and
 //! reports a region once it is finished.
 
+mod common;
+
+use common::{one_region, tick, REGION};
 use std::sync::Arc;
-use std::time::Duration;
 use tessera_daemon::index::IndexedEngine;
 use tessera_daemon::node::backfill::{cursor_name, Cursor, BACKFILL_ENTRIES_PER_TICK};
-use tessera_daemon::node::{DaemonNode, NodeOptions, Output};
+use tessera_daemon::node::DaemonNode;
 use tessera_daemon::record::Record;
-use tessera_protocol::CoordRequest;
 use tessera_storage::{Engine, IndexRange, MemoryEngine, Write};
 use tessera_types::parse::parse_space;
 use tessera_types::{
-    Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, Object, PartId, PartState,
-    Region, RegionId, Space, SpaceId, SubspaceLayout, Value, Version,
+    Configuration, Epoch, IndexPart, Object, PartId, PartState, Region, RegionId, SpaceId,
+    SubspaceLayout, Value, Version,
 };
 
-const ME: DaemonId = DaemonId(1);
-const REGION: RegionId = RegionId(1);
 const INDEX: PartId = PartId(1);
 /// Enough objects for a walk of three ticks.
 const OBJECTS: i64 = (BACKFILL_ENTRIES_PER_TICK * 2 + 100) as i64;
@@ -26,47 +25,17 @@ const OBJECTS: i64 = (BACKFILL_ENTRIES_PER_TICK * 2 + 100) as i64;
 /// One daemon holding the one region of a space whose index on `b` is
 /// building.
 fn config() -> Configuration {
-    let desc =
+    let mut desc =
         parse_space("space s key int k attributes int b create 1 partition tolerate 0 failures")
             .expect("valid");
-    let mut desc = desc;
     desc.indexes.push(1);
-    let space = Space {
-        id: SpaceId(1),
-        desc,
-        subspaces: vec![SubspaceLayout {
-            attrs: vec![0],
-            splits: vec![vec![]],
-            regions: vec![Region {
-                id: REGION,
-                chain: vec![ME],
-            }],
-            part: PartId(0),
-            state: PartState::Ready,
-        }],
-        indexes: vec![IndexPart {
-            id: INDEX,
-            attr: 1,
-            path: None,
-            state: PartState::Building { progress: 0 },
-        }],
+    let index = IndexPart {
+        id: INDEX,
+        attr: 1,
+        path: None,
+        state: PartState::Building { progress: 0 },
     };
-    Configuration {
-        epoch: Epoch(5),
-        daemons: [(
-            ME,
-            DaemonInfo {
-                id: ME,
-                addr: "d1:1".into(),
-                state: DaemonState::Available,
-                metrics: None,
-            },
-        )]
-        .into_iter()
-        .collect(),
-        spaces: vec![space],
-        ..Configuration::default()
-    }
+    one_region(desc, vec![index])
 }
 
 /// The objects, stored before the index existed (no entries).
@@ -89,7 +58,7 @@ fn disk() -> Arc<MemoryEngine> {
     disk.apply(writes).expect("memory");
     // Written by a daemon that knew indexes (else opening the engine would
     // index everything at once), only not this one yet.
-    disk.meta_put("index_format", b"1").expect("memory");
+    disk.meta_put("index_format", b"2").expect("memory");
     disk
 }
 
@@ -100,20 +69,7 @@ fn start(disk: &Arc<MemoryEngine>) -> DaemonNode {
 }
 
 fn start_with(config: Configuration, engine: IndexedEngine) -> DaemonNode {
-    let options = NodeOptions {
-        addr: "d1:1".into(),
-        transfer_batch: 8,
-        collect_ticks: tessera_daemon::node::COLLECT_TICKS,
-        metrics: None,
-    };
-    DaemonNode::new(
-        ME,
-        options,
-        Arc::new(config),
-        Arc::new(engine),
-        Duration::ZERO,
-        &mut |_| {},
-    )
+    common::start(&config, Arc::new(engine))
 }
 
 fn cursor(disk: &MemoryEngine) -> Cursor {
@@ -134,17 +90,6 @@ fn entries(disk: &MemoryEngine) -> usize {
     })
     .expect("memory");
     count
-}
-
-/// The regions a tick's reports name as finished.
-fn tick(node: &DaemonNode) -> Vec<RegionId> {
-    let mut done = Vec::new();
-    node.on_tick(&mut |o| {
-        if let Output::Coord(CoordRequest::BackfillReport { entries_done, .. }) = o {
-            done.extend(entries_done);
-        }
-    });
-    done
 }
 
 #[test]
@@ -253,4 +198,97 @@ fn opening_keeps_the_entries_of_indexed_attributes() {
     let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
     assert_eq!(engine.purge_batch(usize::MAX).expect("memory"), 0);
     assert_eq!(entries(&disk), OBJECTS as usize);
+}
+
+/// The key walk of a building subspace, at its point leader: a bounded
+/// number of keys per tick, each sent down the chain at the version it
+/// already has, and a kill -9 resumes from the cursor on disk instead of
+/// sending the region again from the start.
+#[test]
+fn the_key_walk_resumes_from_its_cursor_and_writes_no_new_version() {
+    use tessera_daemon::node::backfill::BACKFILL_KEYS_PER_TICK;
+    let objects = (BACKFILL_KEYS_PER_TICK * 2 + 50) as i64;
+    let building = RegionId(2);
+    let mut desc =
+        parse_space("space s key int k attributes int b create 1 partition tolerate 0 failures")
+            .expect("valid");
+    desc.subspaces.push(vec![1]);
+    let mut config = common::one_region(desc, Vec::new());
+    config.spaces[0].subspaces.push(SubspaceLayout {
+        attrs: vec![1],
+        splits: vec![vec![]],
+        regions: vec![Region {
+            id: building,
+            chain: vec![common::ME],
+        }],
+        part: PartId(1),
+        state: PartState::Building { progress: 0 },
+    });
+    let disk = Arc::new(MemoryEngine::new());
+    let writes = (0..objects)
+        .map(|k| Write::Put {
+            region: common::REGION,
+            key: tessera_types::key_bytes(&Value::Int(k)),
+            value: Record {
+                version: Version(1),
+                object: Some(Object {
+                    values: vec![Value::Int(k), Value::Int(k % 7)],
+                }),
+                recent: Vec::new(),
+            }
+            .encode(),
+        })
+        .collect();
+    disk.apply(writes).expect("memory");
+    disk.meta_put("index_format", b"2").expect("memory");
+    let held = |disk: &MemoryEngine| {
+        let mut versions = Vec::new();
+        disk.scan(building, None, &mut |_, bytes| {
+            versions.push(Record::decode(bytes).expect("a record").version);
+            true
+        })
+        .expect("memory");
+        versions
+    };
+    let open = || {
+        let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+        common::start(&config, Arc::new(engine))
+    };
+
+    let node = open();
+    common::tick(&node);
+    assert_eq!(
+        held(&disk).len(),
+        BACKFILL_KEYS_PER_TICK,
+        "one tick's worth"
+    );
+    // kill -9: the node goes, the disk stays.
+    drop(node);
+    let node = open();
+    common::tick(&node);
+    assert_eq!(
+        node.stats()
+            .backfill_keys
+            .load(std::sync::atomic::Ordering::Relaxed),
+        BACKFILL_KEYS_PER_TICK as u64,
+        "the restarted walk sends only keys after its cursor"
+    );
+    assert_eq!(held(&disk).len(), 2 * BACKFILL_KEYS_PER_TICK);
+    for _ in 0..4 {
+        common::tick(&node);
+    }
+    let versions = held(&disk);
+    assert_eq!(versions.len(), objects as usize, "every object placed once");
+    assert!(
+        versions.iter().all(|v| *v == Version(1)),
+        "no object got a new version"
+    );
+    assert_eq!(
+        Cursor::decode(
+            disk.meta_get(&cursor_name("keys", SpaceId(1), PartId(1), common::REGION))
+                .expect("memory")
+                .as_deref()
+        ),
+        Cursor::Finished
+    );
 }

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_daemon::chain::{build_hops, key_region};
-use tessera_daemon::core::{Effect, ReplicaCore, ReplyTo};
+use tessera_daemon::core::{Effect, Held, ReplicaCore, ReplyTo};
 use tessera_daemon::record::Record;
 use tessera_protocol::{
     Action, ChainAck, ChainForward, ChainMsg, ClientRef, CmpFailKind, DaemonResponse, HopWrite,
@@ -1081,28 +1081,39 @@ fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
         home,
         layout.regions.iter().find(|r| r.id == home).unwrap().chain[0],
     );
-    net.cores.get_mut(&leader).unwrap().on_held(
-        next.epoch,
-        space.id,
-        home,
-        Value::Int(key),
-        committed.version,
-    );
+    net.cores.get_mut(&leader).unwrap().on_held(Held {
+        epoch: next.epoch,
+        space: space.id,
+        region: home,
+        key: Value::Int(key),
+        version: committed.version,
+        live: true,
+    });
     net.collect(leader);
     assert!(
         net.links.values().all(|q| q.is_empty()),
         "no repair for a faithful region"
     );
 
-    // The stray region reports its orphan.
-    net.cores.get_mut(&leader).unwrap().on_held(
-        next.epoch,
-        space.id,
-        stray.id,
-        Value::Int(key),
-        orphan_version,
-    );
-    net.collect(leader);
+    // The stray region reports its orphan: a first report only makes it a
+    // suspect (it could be stale), the next sweep's same report repairs.
+    for sweep in 0..2 {
+        net.cores.get_mut(&leader).unwrap().on_held(Held {
+            epoch: next.epoch,
+            space: space.id,
+            region: stray.id,
+            key: Value::Int(key),
+            version: orphan_version,
+            live: true,
+        });
+        net.collect(leader);
+        if sweep == 0 {
+            assert!(
+                net.links.values().all(|q| q.is_empty()),
+                "no repair on a first report"
+            );
+        }
+    }
     while net.step(pick) {
         pick = xorshift(pick);
     }
@@ -1132,13 +1143,14 @@ fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
     }
     // A request of an older epoch is not a reason to repair.
     let before = net.engines[&leader].get(region.id, &kb).unwrap();
-    net.cores.get_mut(&leader).unwrap().on_held(
-        config.epoch,
-        space.id,
-        stray.id,
-        Value::Int(key),
-        orphan_version,
-    );
+    net.cores.get_mut(&leader).unwrap().on_held(Held {
+        epoch: config.epoch,
+        space: space.id,
+        region: stray.id,
+        key: Value::Int(key),
+        version: orphan_version,
+        live: true,
+    });
     net.collect(leader);
     assert!(net.links.values().all(|q| q.is_empty()));
     assert_eq!(net.engines[&leader].get(region.id, &kb).unwrap(), before);
@@ -1566,5 +1578,100 @@ fn an_update_overtaken_in_a_building_region_still_travels_its_chain() {
             "{id} still waits: {}",
             core.describe_busy()
         );
+    }
+}
+
+/// A delete that reached a subspace region but was lost with every replica
+/// of the key region leaves there a tombstone newer than the object the
+/// key subspace still has, hiding it from searches. Sweeps report
+/// tombstones too; after two reports the point leader writes the object
+/// back. A tombstone that agrees with the key subspace (older than the
+/// object, or where the object does not belong) is left alone.
+#[test]
+fn anti_entropy_restores_an_object_a_lost_delete_hid() {
+    let config = Arc::new(config(3, 1, 4));
+    let mut net = Net::new(&config);
+    let key = 9;
+    let space = config.spaces[0].clone();
+    let region = key_region(&space, &Value::Int(key)).unwrap().clone();
+    let leader = region.chain[0];
+    net.cores.get_mut(&leader).unwrap().on_update(
+        ReplyTo { conn: 0, id: 0 },
+        config.epoch,
+        request(&Op::Put { key, a: 5, b: 6 }, 1),
+    );
+    net.collect(leader);
+    settle(&mut net, 1);
+    assert_eq!(net.replies.get(&0), Some(&DaemonResponse::Done));
+    let kb = key_bytes(&Value::Int(key));
+    let committed = net.engines[&leader]
+        .get(region.id, &kb)
+        .unwrap()
+        .map(|b| Record::decode(&b).unwrap())
+        .unwrap();
+    let object = committed.object.clone().unwrap();
+    let layout = &space.subspaces[1];
+    let home = layout.region_of(&object).clone();
+    let elsewhere = layout.regions.iter().find(|r| r.id != home.id).unwrap().clone();
+    let lost_delete = Version(committed.version.0 + 3);
+    for daemon in &home.chain {
+        let tombstone = Record {
+            version: lost_delete,
+            object: None,
+            recent: vec![],
+        };
+        net.engines[daemon]
+            .apply(vec![Write::Put {
+                region: home.id,
+                key: kb.clone(),
+                value: tombstone.encode(),
+            }])
+            .unwrap();
+    }
+    let mut next = (*config).clone();
+    next.epoch = Epoch(config.epoch.0 + 1);
+    let next = Arc::new(next);
+    for core in net.cores.values_mut() {
+        core.on_config(next.clone());
+    }
+    let report = |region: RegionId, version| Held {
+        epoch: next.epoch,
+        space: space.id,
+        region,
+        key: Value::Int(key),
+        version,
+        live: false,
+    };
+    // Tombstones that agree with the key subspace: no repair, ever.
+    for held in [
+        report(home.id, committed.version),
+        report(elsewhere.id, lost_delete),
+    ] {
+        for _ in 0..2 {
+            net.cores.get_mut(&leader).unwrap().on_held(held.clone());
+            net.collect(leader);
+        }
+        assert!(net.links.values().all(|q| q.is_empty()), "{held:?}");
+    }
+    // The hiding tombstone, reported by two sweeps.
+    for sweep in 0..2 {
+        net.cores
+            .get_mut(&leader)
+            .unwrap()
+            .on_held(report(home.id, lost_delete));
+        net.collect(leader);
+        if sweep == 0 {
+            assert!(net.links.values().all(|q| q.is_empty()));
+        }
+    }
+    settle(&mut net, 1);
+    for daemon in &home.chain {
+        let record = net.engines[daemon]
+            .get(home.id, &kb)
+            .unwrap()
+            .map(|b| Record::decode(&b).unwrap())
+            .unwrap();
+        assert_eq!(record.object.as_ref(), Some(&object), "at {daemon}");
+        assert!(record.version > lost_delete, "at {daemon}");
     }
 }

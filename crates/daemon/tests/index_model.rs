@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tessera_daemon::index::{
     choose_access, key_order_page, place_of, sorted_page, Access, IndexedEngine, Match, PageBounds,
-    Walk,
+    Slot, Walk,
 };
 use tessera_daemon::record::Record;
 use tessera_protocol::SortBy;
@@ -704,7 +704,7 @@ fn access_choices() {
     let eq_a = Check::new(A, PredOp::Eq(Value::Int(3)));
     match choose_access(&space.desc, &cell, &[eq_a], None, None) {
         Access::Index {
-            attr: A,
+            slot: Slot::Attr(A),
             interval: (lo, hi),
             walk: Walk::Unordered,
         } => assert_eq!(lo, hi),
@@ -729,7 +729,7 @@ fn access_choices() {
             Some(10)
         ),
         Access::Index {
-            attr: A,
+            slot: Slot::Attr(A),
             walk: Walk::Ascending,
             ..
         }
@@ -737,7 +737,7 @@ fn access_choices() {
     assert!(matches!(
         choose_access(&space.desc, &cell, &[range], None, None),
         Access::Index {
-            attr: A,
+            slot: Slot::Attr(A),
             walk: Walk::Unordered,
             ..
         }
@@ -768,6 +768,9 @@ fn access_choices() {
     let eq_t = Check::new(T, PredOp::Eq(Value::Timestamp(2)));
     assert!(matches!(
         choose_access(&space.desc, &place, &[eq_t], None, None),
-        Access::Index { attr: T, .. }
+        Access::Index {
+            slot: Slot::Attr(T),
+            ..
+        }
     ));
 }

@@ -79,6 +79,11 @@ pub struct HeldObjects {
     pub space: SpaceId,
     pub region: RegionId,
     pub objects: Vec<(Value, Version)>,
+    /// Tombstones the head holds, by key and version: a delete that reached
+    /// this region but was lost with every key-region replica leaves one
+    /// newer than the live object the key subspace still has.
+    #[serde(default)]
+    pub removed: Vec<(Value, Version)>,
 }
 
 /// The three flags that decide NOTFOUND and CMPFAIL (API.md §3.5).

@@ -126,6 +126,25 @@ pub fn key_bytes(value: &Value) -> Vec<u8> {
     out
 }
 
+/// The key value whose [`key_bytes`] are `bytes`, for the kinds a key can
+/// have (string, int, float, timestamp); `None` for anything else. A
+/// tombstone keeps no object, so this is how its key is known again.
+pub fn key_value(bytes: &[u8]) -> Option<Value> {
+    let (&kind, body) = bytes.split_first()?;
+    let word = || body.try_into().ok().map(u64::from_be_bytes);
+    match kind {
+        tag::STRING => Some(Value::String(body.to_vec())),
+        tag::INT => Some(Value::Int((word()? ^ (1 << 63)) as i64)),
+        tag::TIMESTAMP => Some(Value::Timestamp((word()? ^ (1 << 63)) as i64)),
+        tag::FLOAT => {
+            let c = word()?;
+            let bits = if c >> 63 == 1 { c & !(1 << 63) } else { !c };
+            Some(Value::Float(f64::from_bits(bits)))
+        }
+        _ => None,
+    }
+}
+
 fn write_key_bytes(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::String(b) => {
@@ -319,6 +338,26 @@ mod tests {
             Just(f64::MIN_POSITIVE),
             (-1000i32..1000).prop_map(f64::from),
         ]
+    }
+
+    proptest! {
+        /// Keys of every kind a key can have come back from their bytes.
+        #[test]
+        fn key_values_come_back_from_their_bytes(
+            i in any::<i64>(),
+            f in any::<f64>().prop_filter("not NaN", |f| !f.is_nan()),
+            s in prop::collection::vec(any::<u8>(), 0..12),
+        ) {
+            for value in [Value::Int(i), Value::Timestamp(i), Value::String(s.clone())] {
+                prop_assert_eq!(key_value(&key_bytes(&value)), Some(value));
+            }
+            // -0.0 and +0.0 are one key, which comes back as +0.0.
+            let back = key_value(&key_bytes(&Value::Float(f)));
+            prop_assert_eq!(back, Some(Value::Float(if f == 0.0 { 0.0 } else { f })));
+            prop_assert_eq!(key_value(&key_bytes(&Value::Document("{}".into()))), None);
+            prop_assert_eq!(key_value(&[tag::INT, 1, 2]), None);
+            prop_assert_eq!(key_value(&[]), None);
+        }
     }
 
     proptest! {

@@ -85,6 +85,28 @@ pub fn coordinate_interval(check: &Check, dtype: DataType) -> Option<(u64, u64)>
     }
 }
 
+/// The inclusive coordinate interval that a check on a document path
+/// confines the path's value to, as [`coordinate_interval`] gives it for a
+/// whole attribute of the operand's kind (a value found at a path matches
+/// only an operand of its own kind): equality on a string, int or float,
+/// and ranges on ints and floats. `None` for a check without a path or one
+/// that does not narrow (string ranges, document operands, regex, lengths,
+/// contains). A local index on the path holds exactly those coordinates.
+pub fn path_interval(check: &Check) -> Option<(u64, u64)> {
+    check.path.as_ref()?;
+    let operand = match &check.op {
+        PredOp::Eq(v) | PredOp::Lt(v) | PredOp::Le(v) | PredOp::Gt(v) | PredOp::Ge(v) => v,
+        _ => return None,
+    };
+    let dtype = match operand {
+        Value::String(_) => DataType::String,
+        Value::Int(_) => DataType::Int,
+        Value::Float(_) => DataType::Float,
+        _ => return None,
+    };
+    coordinate_interval(&Check::new(check.attr, check.op.clone()), dtype)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -222,9 +222,9 @@ impl Space {
     /// must be filled in before part `part` is complete: for a subspace,
     /// the key subspace's regions (they index every attribute a part
     /// names; the subspace's own regions are filled through the chain,
-    /// which indexes what it writes); for a local index, every region of
-    /// the space (each indexes the `index` attributes). An index on a
-    /// document path needs none: daemons do not index paths yet.
+    /// which indexes what it writes); for a local index, on an attribute
+    /// or on a document path, every region of the space (each indexes the
+    /// `index` attributes and every path index).
     pub fn entry_regions(&self, part: PartId) -> Vec<(usize, &Region)> {
         let parts = self.parts();
         let Some(view) = parts.iter().find(|p| p.id == part) else {
@@ -236,7 +236,7 @@ impl Space {
                 .first()
                 .map(|key| key.regions.iter().map(|r| (0, r)).collect())
                 .unwrap_or_default(),
-            PartKind::Index if view.path.is_none() => self
+            PartKind::Index => self
                 .subspaces
                 .iter()
                 .enumerate()
@@ -393,6 +393,40 @@ mod tests {
             directory.place(RegionId(5)).map(|p| p.part),
             Some(PartId(4))
         );
+    }
+
+    #[test]
+    fn every_region_of_the_space_fills_a_local_index_on_a_path_or_an_attribute() {
+        let mut config = config();
+        let space = &mut config.spaces[0];
+        space.indexes.push(IndexPart {
+            id: PartId(6),
+            attr: 1,
+            path: Some("x.y".into()),
+            state: PartState::Building { progress: 0 },
+        });
+        let every: Vec<(usize, RegionId)> = vec![
+            (0, RegionId(1)),
+            (0, RegionId(2)),
+            (1, RegionId(3)),
+            (1, RegionId(4)),
+            (2, RegionId(5)),
+            (2, RegionId(6)),
+        ];
+        let regions = |part| -> Vec<(usize, RegionId)> {
+            space
+                .entry_regions(PartId(part))
+                .into_iter()
+                .map(|(s, r)| (s, r.id))
+                .collect()
+        };
+        assert_eq!(regions(6), every);
+        assert_eq!(regions(5), every);
+        // A subspace needs only the key subspace's regions; nothing else
+        // needs any.
+        assert_eq!(regions(1), every[..2].to_vec());
+        assert_eq!(regions(0), Vec::new());
+        assert_eq!(regions(9), Vec::new());
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod predicate;
 pub mod regex;
 pub mod region;
 pub mod schema;
+pub mod sortkey;
 pub mod value;
 
 pub use coerce::{coerce_value, TypeError};

@@ -142,7 +142,16 @@ pub fn describe_plan(space: &Space, checks: &[Check], plan: &SearchPlan) -> Stri
             .attrs
             .get(c.attr)
             .map_or("?", |a| a.name.as_str());
-        let _ = writeln!(out, "  check: {name} {} {}", c.op.name(), operand_text(c));
+        let path = c.path.as_ref().map_or(String::new(), |p| format!(".{p}"));
+        let _ = writeln!(
+            out,
+            "  check: {name}{path} {} {}",
+            c.op.name(),
+            operand_text(c)
+        );
+        if let Some(line) = path_index_text(space, c) {
+            let _ = writeln!(out, "    {line}");
+        }
     }
     if space.subspaces.is_empty() {
         let _ = writeln!(out, "no subspaces: nothing to contact");
@@ -182,6 +191,39 @@ pub fn describe_plan(space: &Space, checks: &[Check], plan: &SearchPlan) -> Stri
         );
     }
     out
+}
+
+/// What a local index on a check's document path does for the check:
+/// daemons read the regions through it (in place of a scan) once it is
+/// ready, if the check narrows it ([`crate::interval::path_interval`]),
+/// unless another complete index narrows the same search better. `None`
+/// when the check has no path or no index holds its path.
+fn path_index_text(space: &Space, check: &Check) -> Option<String> {
+    let path = check.path.as_deref()?;
+    let steps = crate::value::parse_doc_path(path).ok()?;
+    let index = space.indexes.iter().find(|index| {
+        index.attr == check.attr
+            && index
+                .path
+                .as_deref()
+                .is_some_and(|p| crate::value::parse_doc_path(p).is_ok_and(|s| s == steps))
+    })?;
+    let name = space
+        .desc
+        .attrs
+        .get(index.attr)
+        .map_or("?", |a| a.name.as_str());
+    let what = if !index.state.is_ready() {
+        "not used until it is ready"
+    } else if crate::interval::path_interval(check).is_some() {
+        "regions read the check's entries from it"
+    } else {
+        "this check cannot narrow it"
+    };
+    Some(format!(
+        "local index {} ({name}.{path}, {}): {what}",
+        index.id.0, index.state
+    ))
 }
 
 fn operand_text(check: &Check) -> String {
@@ -448,6 +490,40 @@ mod tests {
             text.contains("subspace 1 (first): 1 of 4 regions  <- chosen"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn describe_plan_names_the_local_index_on_a_checked_path() {
+        let mut s =
+            space_of(parse_space("space p key k attributes document d, int n").expect("valid"));
+        s.indexes.push(crate::layout::IndexPart {
+            id: PartId(4),
+            attr: 1,
+            path: Some("a.b".into()),
+            state: PartState::Building { progress: 37 },
+        });
+        let eq = Check::at_path(1, "a.b", PredOp::Eq(Value::Int(5)));
+        let regex = Check::at_path(1, "a.b", PredOp::Regex("x".into()));
+        let other = Check::at_path(1, "a.c", PredOp::Eq(Value::Int(5)));
+        let text = |checks: &[Check]| describe_plan(&s, checks, &plan_search(&s, checks));
+        let building = text(std::slice::from_ref(&eq));
+        assert!(building.contains("check: d.a.b eq 5\n"), "{building}");
+        assert!(
+            building.contains("local index 4 (d.a.b, building 37%): not used until it is ready"),
+            "{building}"
+        );
+        s.indexes[0].state = PartState::Ready;
+        let text = |checks: &[Check]| describe_plan(&s, checks, &plan_search(&s, checks));
+        let ready = text(&[eq, regex, other]);
+        assert!(
+            ready.contains("local index 4 (d.a.b, ready): regions read the check's entries"),
+            "{ready}"
+        );
+        assert!(
+            ready.contains("local index 4 (d.a.b, ready): this check cannot narrow it"),
+            "{ready}"
+        );
+        assert_eq!(ready.matches("local index").count(), 2, "{ready}");
     }
 
     #[test]

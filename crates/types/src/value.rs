@@ -379,6 +379,17 @@ pub fn json_to_value(json: &serde_json::Value) -> Value {
     }
 }
 
+/// The value at `steps` inside the JSON document `text`, as a check on
+/// that path compares it ([`json_at`] then [`json_to_value`], the steps
+/// [`crate::predicate::doc_path_matches`] takes): `None` when the text is
+/// not JSON or the path leads nowhere. A local index on a document path
+/// extracts its values here too, so the index and the checks it answers
+/// agree on which value a path yields.
+pub fn doc_value_at(text: &str, steps: &[PathStep]) -> Option<Value> {
+    let root = serde_json::from_str::<serde_json::Value>(text).ok()?;
+    json_at(&root, steps).map(json_to_value)
+}
+
 /// A scalar or document value as JSON, for writing into a document: a
 /// string (must be UTF-8), an int, a finite float, or a document. `None`
 /// for anything else.

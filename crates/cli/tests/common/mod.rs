@@ -316,6 +316,17 @@ pub fn cli_at(args: &[&str], coordinator: &str) -> String {
     out
 }
 
+/// Runs `tessera ARGS --port P` against the cluster's first coordinator
+/// member and returns its standard output; fails the test if it fails.
+pub fn cli_ok(cluster: &Cluster, args: &[&str]) -> String {
+    let mut full: Vec<&str> = args.to_vec();
+    let port = cluster.coordinator_ports[0].to_string();
+    full.extend(["--port", &port]);
+    let (ok, out, err) = run_cli(&full, None, Duration::from_secs(60));
+    assert!(ok, "tessera {args:?} failed: {err}");
+    out
+}
+
 /// Runs `tessera ARGS` to completion within `timeout`; returns (exit
 /// success, stdout, stderr).
 pub fn run_cli(args: &[&str], stdin: Option<&str>, timeout: Duration) -> (bool, String, String) {

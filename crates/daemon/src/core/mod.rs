@@ -31,6 +31,7 @@ mod repair;
 
 use crate::record::{ReadRecordError, Record};
 pub use backfill::BackfillStep;
+pub use repair::Held;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
@@ -177,6 +178,11 @@ pub struct ReplicaCore {
     /// Only for the epoch they were made in: `on_config` forgets them.
     refused: HashMap<ClientRef, DaemonResponse>,
     refused_order: VecDeque<ClientRef>,
+    /// Anti-entropy's suspects: keys a sweep reported held apart from the
+    /// key subspace, with the version reported, by (region, key). A key is
+    /// repaired only when the next sweep reports the same version again
+    /// (see `repair`).
+    suspects: HashMap<StateKey, Version>,
 }
 fn outgoing_transfers(me: DaemonId, config: &Configuration) -> HashMap<RegionId, Vec<u64>> {
     let mut out: HashMap<RegionId, Vec<u64>> = HashMap::new();
@@ -206,6 +212,7 @@ impl ReplicaCore {
             held: BTreeSet::new(),
             refused: HashMap::new(),
             refused_order: VecDeque::new(),
+            suspects: HashMap::new(),
             tick: 0,
             directory: RegionDirectory::new(&config),
             config,

@@ -7,24 +7,45 @@ use tessera_protocol::{ChainForward, ClientRef};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{Epoch, RegionId, SpaceId, Value, Version};
 
+/// What a sweep reported of one key: the head of non-key region `region`
+/// holds it at `version`, live or as a tombstone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Held {
+    /// The sender's epoch; a point leader in another epoch ignores it.
+    pub epoch: Epoch,
+    pub space: SpaceId,
+    pub region: RegionId,
+    pub key: Value,
+    pub version: Version,
+    /// False for a tombstone.
+    pub live: bool,
+}
+
+/// How many suspects a point leader remembers (see `ReplicaCore::on_held`).
+const SUSPECTS_MAX: usize = 65_536;
+
 impl ReplicaCore {
     /// Anti-entropy: the head of non-key region `region` holds `key`'s
-    /// object at `version`. As the key's point leader, with no update of
-    /// the key under way, repair it unless the key subspace's committed
-    /// object is exactly that: the same version, mapping to that region.
+    /// object (or a tombstone) at `version`. As the key's point leader,
+    /// with no update of the key under way, repair it unless it agrees
+    /// with the key subspace's committed object — a live copy: the same
+    /// version, mapping to that region; a tombstone: not newer than a
+    /// committed object mapping there — but only once two sweeps in a row
+    /// reported that same version.
     /// The repair is an ordinary update through the chain (so every
     /// replica of every region it touches applies it, in the key's order)
     /// that writes the committed object again at a fresh version, removes
     /// the key from `region` when the object does not belong there, and
     /// puts it where it does.
-    pub fn on_held(
-        &mut self,
-        epoch: Epoch,
-        space: SpaceId,
-        region: RegionId,
-        key: Value,
-        version: Version,
-    ) {
+    pub fn on_held(&mut self, held: Held) {
+        let Held {
+            epoch,
+            space,
+            region,
+            key,
+            version,
+            live,
+        } = held;
         let config = self.config.clone();
         if epoch != config.epoch {
             return;
@@ -63,9 +84,34 @@ impl ReplicaCore {
         let belongs = object
             .as_ref()
             .is_some_and(|o| layout.region_of(o).id == region);
-        if belongs && prev == Some(version) {
+        let suspect = (region, state_key.1.clone());
+        // A live copy must be the committed object, where it belongs. A
+        // tombstone is only wrong where the committed object belongs and
+        // is older than it: a delete that reached this region was lost
+        // with every key-region replica, and the region hides the object.
+        let consistent = if live {
+            belongs && prev == Some(version)
+        } else {
+            !belongs || prev >= Some(version)
+        };
+        if consistent {
+            self.suspects.remove(&suspect);
             return;
         }
+        // A report can be stale (the region's copy was read before a later
+        // update reached it, or the key subspace committed one since) and a
+        // repair writes a new version of the key: under a steady load that
+        // rewrote hot keys for nothing. A divergence that lasts is reported
+        // again by the next sweep with the same version; only then repair.
+        if self.suspects.get(&suspect) != Some(&version) {
+            if self.suspects.len() >= SUSPECTS_MAX {
+                // Bounded memory: forgetting only delays repairs by a sweep.
+                self.suspects.clear();
+            }
+            self.suspects.insert(suspect, version);
+            return;
+        }
+        self.suspects.remove(&suspect);
         let Ok(hops) = repair_hops(space, &key, object.as_ref(), region, prev) else {
             return; // a region on its way has no replica: later
         };

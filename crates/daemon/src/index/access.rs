@@ -1,12 +1,11 @@
 //! Access-path choice: how a search reads one region (pure).
 
 use super::indexed_attrs;
+use super::slot::{path_slots, slot_interval, Slot};
 use std::collections::BTreeMap;
 use tessera_protocol::SortBy;
 use tessera_types::interval::intersect_intervals;
-use tessera_types::{
-    coordinate_interval, Check, DataType, RegionId, Space, SpaceDesc, SubspaceLayout,
-};
+use tessera_types::{Check, DataType, RegionId, Space, SpaceDesc, SubspaceLayout};
 
 /// How a search reads one region.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,10 +14,10 @@ pub enum Access {
     Nothing,
     /// Every object of the region.
     Scan,
-    /// The entries of `attr` with a coordinate in `interval`, walked as
+    /// The entries of `slot` with a coordinate in `interval`, walked as
     /// `walk` says.
     Index {
-        attr: usize,
+        slot: Slot,
         interval: (u64, u64),
         walk: Walk,
     },
@@ -67,10 +66,11 @@ pub struct RegionPlace {
     pub subspace: usize,
     /// See [`region_cell`].
     pub cell: BTreeMap<usize, (u64, u64)>,
-    /// The attributes the region indexes whose entries are complete
-    /// ([`Space::entries_complete`]): a building part's entries are
-    /// still being backfilled, so a walk of them could miss objects.
-    pub complete: Vec<usize>,
+    /// The slots the region indexes whose entries are complete: the
+    /// attributes of [`Space::entries_complete`] and the paths of ready
+    /// path indexes. A building part's entries are still being
+    /// backfilled, so a walk of them could miss objects.
+    pub complete: Vec<Slot>,
 }
 
 /// The place of `region` in its space (the key subspace and no cell if the
@@ -96,6 +96,8 @@ pub fn place_in(space: &Space, subspace: usize, index: usize) -> RegionPlace {
     let complete = indexed_attrs(&space.desc, subspace)
         .into_iter()
         .filter(|&a| space.entries_complete(subspace, a))
+        .map(Slot::Attr)
+        .chain(path_slots(space, |index| index.state.is_ready()))
         .collect();
     RegionPlace {
         subspace,
@@ -112,7 +114,10 @@ fn is_ordered(dtype: DataType) -> bool {
 }
 
 /// Picks how a search with `checks` (and `sort`, `limit`) reads a region
-/// of `desc`'s space at `place` (see [`place_of`]).
+/// of `desc`'s space at `place` (see [`place_of`]). A check on a document
+/// path counts when a complete path index serves it ([`Slot::serves`]),
+/// exactly as a check on an indexed attribute does; on equal footing the
+/// attributes come first (their slot numbers are lower).
 pub fn choose_access(
     desc: &SpaceDesc,
     place: &RegionPlace,
@@ -122,40 +127,51 @@ pub fn choose_access(
 ) -> Access {
     let indexed = &place.complete;
     let cell = &place.cell;
-    let mut bounds: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
-    for check in checks.iter().filter(|c| indexed.contains(&c.attr)) {
+    // By slot number, so the choice below does not depend on check order.
+    let mut bounds: BTreeMap<usize, (&Slot, (u64, u64))> = BTreeMap::new();
+    for check in checks {
+        let Some(slot) = indexed.iter().find(|s| s.serves(check)) else {
+            continue;
+        };
         let dtype = desc.attrs[check.attr].dtype;
-        if let Some(interval) = coordinate_interval(check, dtype) {
-            let b = bounds.entry(check.attr).or_insert((0, u64::MAX));
-            *b = intersect_intervals(*b, interval);
+        if let Some(interval) = slot_interval(slot, check, dtype) {
+            let b = bounds.entry(slot.number()).or_insert((slot, (0, u64::MAX)));
+            b.1 = intersect_intervals(b.1, interval);
         }
     }
-    if bounds.values().any(|&(lo, hi)| lo > hi) {
+    if bounds.values().any(|&(_, (lo, hi))| lo > hi) {
         return Access::Nothing;
     }
-    // Bounds that exclude some object this region may hold.
-    let narrowing: Vec<(usize, (u64, u64))> = bounds
-        .iter()
-        .map(|(&a, &b)| (a, b))
-        .filter(|&(a, (lo, hi))| {
-            let (cell_lo, cell_hi) = cell.get(&a).copied().unwrap_or((0, u64::MAX));
+    // Bounds that exclude some object this region may hold. Only a whole
+    // attribute can be a dimension of the region's cell.
+    let narrowing: Vec<(&Slot, (u64, u64))> = bounds
+        .values()
+        .copied()
+        .filter(|&(slot, (lo, hi))| {
+            let (cell_lo, cell_hi) = match slot {
+                Slot::Attr(a) => cell.get(a).copied().unwrap_or((0, u64::MAX)),
+                Slot::Path { .. } => (0, u64::MAX),
+            };
             lo > cell_lo || hi < cell_hi
         })
         .collect();
-    if let Some(&(attr, interval)) = narrowing.iter().find(|(_, (lo, hi))| lo == hi) {
-        return Access::Index {
-            attr,
-            interval,
-            walk: Walk::Unordered,
-        };
+    let walk_of = |slot: &Slot, interval| Access::Index {
+        slot: slot.clone(),
+        interval,
+        walk: Walk::Unordered,
+    };
+    if let Some(&(slot, interval)) = narrowing.iter().find(|(_, (lo, hi))| lo == hi) {
+        return walk_of(slot, interval);
     }
+    let sorted_slot = sort.map(|s| Slot::Attr(s.attr));
     let ordered_walk = match (sort, limit) {
         (Some(sort), Some(_))
-            if indexed.contains(&sort.attr) && is_ordered(desc.attrs[sort.attr].dtype) =>
+            if indexed.contains(&Slot::Attr(sort.attr))
+                && is_ordered(desc.attrs[sort.attr].dtype) =>
         {
             Some(Access::Index {
-                attr: sort.attr,
-                interval: bounds.get(&sort.attr).copied().unwrap_or((0, u64::MAX)),
+                slot: Slot::Attr(sort.attr),
+                interval: bounds.get(&sort.attr).map_or((0, u64::MAX), |b| b.1),
                 walk: Walk::following(sort),
             })
         }
@@ -164,17 +180,13 @@ pub fn choose_access(
     if let Some(walk) = &ordered_walk {
         if narrowing
             .iter()
-            .all(|&(a, _)| Some(a) == sort.map(|s| s.attr))
+            .all(|&(slot, _)| Some(slot) == sorted_slot.as_ref())
         {
             return walk.clone();
         }
     }
-    if let Some(&(attr, interval)) = narrowing.iter().min_by_key(|(_, (lo, hi))| hi - lo) {
-        return Access::Index {
-            attr,
-            interval,
-            walk: Walk::Unordered,
-        };
+    if let Some(&(slot, interval)) = narrowing.iter().min_by_key(|(_, (lo, hi))| hi - lo) {
+        return walk_of(slot, interval);
     }
     ordered_walk.unwrap_or(Access::Scan)
 }

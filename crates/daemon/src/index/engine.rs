@@ -2,7 +2,7 @@
 //! the same atomic batch as the objects they describe.
 
 use super::entry::object_entries;
-use super::indexed_attrs;
+use super::{region_slots, Slot};
 use crate::record::{DecodeRecordError, Record};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -17,35 +17,44 @@ const STRIPES: usize = 64;
 /// the module docs). Every method but `apply_with_index` passes through.
 pub struct IndexedEngine {
     inner: Arc<dyn Engine>,
-    /// The indexed attributes of each region the configuration names.
-    specs: RwLock<Arc<HashMap<RegionId, Arc<[usize]>>>>,
+    /// The slots (attributes and document paths) each region the
+    /// configuration names indexes.
+    specs: RwLock<Arc<HashMap<RegionId, Arc<[Slot]>>>>,
     /// Writes of one key read its old record and write the new one under
     /// the key's stripe, so two writers cannot both miss each other's entries.
     stripes: Vec<Mutex<()>>,
-    /// Per region, attributes it no longer indexes (a dropped local index)
-    /// whose entries are still on disk: [`IndexedEngine::purge_batch`]
-    /// deletes them. Kept in memory; [`IndexedEngine::open`] finds them
-    /// again on disk, so a restart in the middle forgets nothing.
+    /// Per region, slot numbers it no longer indexes (a dropped local
+    /// index, on an attribute or a path) whose entries are still on disk:
+    /// [`IndexedEngine::purge_batch`] deletes them. Kept in memory;
+    /// [`IndexedEngine::open`] finds them again on disk, so a restart in
+    /// the middle forgets nothing.
     purges: Mutex<HashMap<RegionId, std::collections::BTreeSet<usize>>>,
 }
 
 /// Meta record naming the index format the engine's entries follow; absent
 /// in data written before indexes existed, which [`IndexedEngine::open`]
-/// then indexes.
+/// then indexes. Format 2 added path slots: a path index that format 1
+/// held no entries for (and called ready at once) gets them on the first
+/// open, as attributes did.
 const META_INDEX_FORMAT: &str = "index_format";
-const INDEX_FORMAT: &[u8] = b"1";
+const INDEX_FORMAT: &[u8] = b"2";
 
-fn specs_of(config: &Configuration) -> HashMap<RegionId, Arc<[usize]>> {
+fn specs_of(config: &Configuration) -> HashMap<RegionId, Arc<[Slot]>> {
     let mut out = HashMap::new();
     for space in &config.spaces {
         for (subspace, layout) in space.subspaces.iter().enumerate() {
-            let attrs: Arc<[usize]> = indexed_attrs(&space.desc, subspace).into();
+            let slots: Arc<[Slot]> = region_slots(space, subspace).into();
             for region in &layout.regions {
-                out.insert(region.id, attrs.clone());
+                out.insert(region.id, slots.clone());
             }
         }
     }
     out
+}
+
+/// The slot numbers of a region's spec (none for a region without one).
+fn slot_numbers(slots: Option<&[Slot]>) -> Vec<usize> {
+    slots.unwrap_or_default().iter().map(Slot::number).collect()
 }
 
 fn stripe_of(region: RegionId, key: &[u8]) -> usize {
@@ -56,12 +65,12 @@ fn stripe_of(region: RegionId, key: &[u8]) -> usize {
 }
 
 fn record_entries(
-    attrs: &[usize],
+    slots: &[Slot],
     key: &[u8],
     bytes: &[u8],
 ) -> Result<Vec<Vec<u8>>, DecodeRecordError> {
     Ok(match Record::decode(bytes)?.object {
-        Some(object) => object_entries(attrs, &object, key),
+        Some(object) => object_entries(slots, &object, key),
         None => Vec::new(),
     })
 }
@@ -86,17 +95,17 @@ impl IndexedEngine {
         Ok(engine)
     }
 
-    /// Notes, for every stored region, the attributes that have entries on
+    /// Notes, for every stored region, the slots that have entries on
     /// disk but that the region does not index under the configuration it
     /// was opened with: a local index dropped before a restart, whose
     /// entries the purge had not finished deleting. That configuration is
     /// the cluster's current one, at least as new as any the daemon wrote
     /// entries under, so such entries are stale. One short seek per
-    /// attribute present, not a walk of the index.
+    /// slot present (attributes and paths alike), not a walk of the index.
     fn find_purges(&self) -> Result<(), StorageError> {
         let mut purges = self.purges.lock().unwrap_or_else(|p| p.into_inner());
         for region in self.inner.regions()? {
-            let indexed = self.spec(region).unwrap_or_else(|| Arc::from(Vec::new()));
+            let indexed = slot_numbers(self.spec(region).as_deref());
             let mut from = 0usize;
             loop {
                 let (start, _) = super::entry_bounds(from, (0, 0));
@@ -107,14 +116,14 @@ impl IndexedEngine {
                 };
                 let mut found = None;
                 self.inner.index_scan(region, range, &mut |entry| {
-                    found = super::entry_parts(entry).map(|(attr, ..)| attr);
+                    found = super::entry_parts(entry).map(|(slot, ..)| slot);
                     false
                 })?;
-                let Some(attr) = found else { break };
-                if !indexed.contains(&attr) {
-                    purges.entry(region).or_default().insert(attr);
+                let Some(slot) = found else { break };
+                if !indexed.contains(&slot) {
+                    purges.entry(region).or_default().insert(slot);
                 }
-                match attr.checked_add(1) {
+                match slot.checked_add(1) {
                     Some(next) if u32::try_from(next).is_ok() => from = next,
                     _ => break,
                 }
@@ -131,27 +140,30 @@ impl IndexedEngine {
             &mut *self.specs.write().unwrap_or_else(|p| p.into_inner()),
             specs.clone(),
         );
-        // A region that stays but indexes fewer attributes: a local index
-        // was dropped. (A region that goes is dropped whole.)
+        // A region that stays but indexes fewer slots: a local index was
+        // dropped. (A region that goes is dropped whole.)
         let mut purges = self.purges.lock().unwrap_or_else(|p| p.into_inner());
-        for (region, attrs) in old.iter() {
+        for (region, slots) in old.iter() {
             let Some(now) = specs.get(region) else {
                 continue;
             };
-            let gone: Vec<usize> = attrs.iter().filter(|a| !now.contains(a)).copied().collect();
+            let now = slot_numbers(Some(now));
+            let gone: Vec<usize> = slot_numbers(Some(slots))
+                .into_iter()
+                .filter(|s| !now.contains(s))
+                .collect();
             if !gone.is_empty() {
                 purges.entry(*region).or_default().extend(gone);
             }
         }
     }
 
-    /// Deletes up to `limit` entries of attributes that regions no longer
-    /// index (see `purges`); returns how many it deleted (fewer than
-    /// `limit`: nothing is left). An attribute indexed again meanwhile is
-    /// left alone.
+    /// Deletes up to `limit` entries of slots that regions no longer index
+    /// (see `purges`); returns how many it deleted (fewer than `limit`:
+    /// nothing is left). A slot indexed again meanwhile is left alone.
     pub fn purge_batch(&self, limit: usize) -> Result<usize, StorageError> {
         // Held throughout (taken before `purges`, as `on_config` never holds
-        // both), so that a configuration indexing an attribute again cannot
+        // both), so that a configuration indexing a slot again cannot
         // be installed between the check below and the deletes: its writes
         // and its backfill come after the purge. Nothing below may call
         // `spec`: a second read while `on_config` waits would deadlock.
@@ -161,15 +173,12 @@ impl IndexedEngine {
             return Ok(0);
         }
         let mut deleted = 0;
-        for (region, attrs) in purges.iter_mut() {
-            let indexed = specs
-                .get(region)
-                .cloned()
-                .unwrap_or_else(|| Arc::from(Vec::new()));
-            attrs.retain(|a| !indexed.contains(a));
+        for (region, slots) in purges.iter_mut() {
+            let indexed = slot_numbers(specs.get(region).map(|s| &s[..]));
+            slots.retain(|s| !indexed.contains(s));
             let mut finished = Vec::new();
-            for &attr in attrs.iter() {
-                let (start, end) = super::entry_bounds(attr, (0, u64::MAX));
+            for &slot in slots.iter() {
+                let (start, end) = super::entry_bounds(slot, (0, u64::MAX));
                 let range = IndexRange {
                     start: &start,
                     end: end.as_deref(),
@@ -191,32 +200,32 @@ impl IndexedEngine {
                 if deleted >= limit {
                     return Ok(deleted);
                 }
-                finished.push(attr);
+                finished.push(slot);
             }
-            attrs.retain(|a| !finished.contains(a));
+            slots.retain(|s| !finished.contains(s));
         }
-        purges.retain(|_, attrs| !attrs.is_empty());
+        purges.retain(|_, slots| !slots.is_empty());
         Ok(deleted)
     }
 
-    fn spec(&self, region: RegionId) -> Option<Arc<[usize]>> {
+    fn spec(&self, region: RegionId) -> Option<Arc<[Slot]>> {
         self.specs
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&region)
-            .filter(|attrs| !attrs.is_empty())
+            .filter(|slots| !slots.is_empty())
             .cloned()
     }
 
     /// Writes the entries of every object of the region (entries already
     /// there stay; they are a set).
     pub fn rebuild_region(&self, region: RegionId) -> Result<(), StorageError> {
-        let Some(attrs) = self.spec(region) else {
+        let Some(slots) = self.spec(region) else {
             return Ok(());
         };
         let mut puts = Vec::new();
         self.inner.scan(region, None, &mut |key, bytes| {
-            if let Ok(entries) = record_entries(&attrs, key, bytes) {
+            if let Ok(entries) = record_entries(&slots, key, bytes) {
                 puts.extend(
                     entries
                         .into_iter()
@@ -235,7 +244,7 @@ impl IndexedEngine {
 impl IndexedEngine {
     /// Writes the index entries of up to `limit` objects of `region`
     /// after key `after` (entries already there stay: they are a set),
-    /// for the attributes the region indexes now. Returns the last key
+    /// for the slots the region indexes now. Returns the last key
     /// visited and how many records it visited; fewer than `limit` means
     /// the region's end was reached. The resumable form of
     /// [`IndexedEngine::rebuild_region`], for a backfill that must not
@@ -246,15 +255,15 @@ impl IndexedEngine {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<(Option<Vec<u8>>, usize), StorageError> {
-        let attrs = self.spec(region);
+        let slots = self.spec(region);
         let mut puts = Vec::new();
         let mut seen = 0;
         let mut last = None;
         self.inner.scan(region, after, &mut |key, bytes| {
-            if let Some(attrs) = &attrs {
+            if let Some(slots) = &slots {
                 // A record that does not decode has no entries to write;
                 // the write path reports it when it is next written.
-                if let Ok(entries) = record_entries(attrs, key, bytes) {
+                if let Ok(entries) = record_entries(slots, key, bytes) {
                     puts.extend(
                         entries
                             .into_iter()
@@ -274,8 +283,8 @@ impl IndexedEngine {
 }
 
 /// A write to an indexed region: its region, key, new record (none: a
-/// delete) and the attributes the region indexes.
-type IndexedWrite<'a> = (RegionId, &'a [u8], Option<&'a [u8]>, Arc<[usize]>);
+/// delete) and the slots the region indexes.
+type IndexedWrite<'a> = (RegionId, &'a [u8], Option<&'a [u8]>, Arc<[Slot]>);
 
 impl Engine for IndexedEngine {
     fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
@@ -312,18 +321,18 @@ impl Engine for IndexedEngine {
             .collect();
         // The entries each key has so far, counting earlier writes of this batch.
         let mut current: HashMap<(RegionId, &[u8]), Vec<Vec<u8>>> = HashMap::new();
-        for (region, key, value, attrs) in indexed {
+        for (region, key, value, slots) in indexed {
             let old = match current.remove(&(region, key)) {
                 Some(old) => old,
                 None => match self.inner.get(region, key)? {
                     // An old record that does not decode has unknown entries;
                     // any it left are stale, which readers tolerate.
-                    Some(bytes) => record_entries(&attrs, key, &bytes).unwrap_or_default(),
+                    Some(bytes) => record_entries(&slots, key, &bytes).unwrap_or_default(),
                     None => Vec::new(),
                 },
             };
             let new = match value {
-                Some(bytes) => record_entries(&attrs, key, bytes).map_err(|e| {
+                Some(bytes) => record_entries(&slots, key, bytes).map_err(|e| {
                     StorageError::Engine(format!("cannot index a write to {region}: {e}"))
                 })?,
                 None => Vec::new(),

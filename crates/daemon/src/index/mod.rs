@@ -3,11 +3,16 @@
 //!
 //! What is indexed: in every region of a space, every attribute that a
 //! subspace or an `index` clause names and whose type has a coordinate
-//! (string, int, float, timestamp) — [`indexed_attrs`]. An entry is
-//! `attr (u32 BE) ++ coordinate (u64 BE) ++ storage key`; ints, floats and
-//! timestamps have order-preserving coordinates, so a range of values is a
-//! range of entries, and a string's coordinate is its hash, so string
-//! equality is one short range too (hash collisions are filtered out).
+//! (string, int, float, timestamp) — [`indexed_attrs`] — and, in every
+//! region, the value at the path of every local index on a document path
+//! ([`region_slots`]). An entry is `slot (u32 BE) ++ coordinate (u64 BE) ++
+//! storage key`, where the slot is the attribute's position or, for a path
+//! index, `0x8000_0000 | part id` ([`Slot`], [`PATH_SLOT_BASE`]); ints,
+//! floats and timestamps have order-preserving coordinates, so a range of
+//! values is a range of entries, and a string's coordinate is its hash, so
+//! string equality is one short range too (hash collisions are filtered
+//! out). A path index holds the strings, ints and floats found at its path
+//! (as a check on that path sees them), with the same coordinates.
 //!
 //! How it stays right: [`IndexedEngine`] wraps the storage engine and, for
 //! every object it writes, computes the entries the old and the new record
@@ -29,12 +34,27 @@ mod access;
 mod engine;
 mod entry;
 mod page;
+mod slot;
 
 pub use access::{choose_access, place_in, place_of, region_cell, Access, RegionPlace, Walk};
 pub use engine::IndexedEngine;
 pub use entry::{entry, entry_bounds, entry_parts, object_entries};
 pub use page::{key_order_page, sorted_page, Match, PageBounds};
-use tessera_types::SpaceDesc;
+pub use slot::{path_slot, path_slots, Slot, PATH_SLOT_BASE};
+use tessera_types::{Space, SpaceDesc};
+
+/// The slots every region of subspace `subspace` (its position) of `space`
+/// indexes: the attributes of [`indexed_attrs`], then every path index the
+/// configuration holds, whatever its state — a building one must receive
+/// every write, and a dropping one keeps its entries until it leaves the
+/// configuration, when the engine purges them.
+pub fn region_slots(space: &Space, subspace: usize) -> Vec<Slot> {
+    indexed_attrs(&space.desc, subspace)
+        .into_iter()
+        .map(Slot::Attr)
+        .chain(path_slots(space, |_| true))
+        .collect()
+}
 
 /// The attributes the regions of subspace `subspace` (0: the key subspace)
 /// index, ascending: in the key subspace every indexed attribute of the

@@ -3,6 +3,7 @@
 
 use super::access::{Access, Walk};
 use super::entry::{entry, entry_bounds, entry_parts};
+use super::slot::Slot;
 use crate::record::{ReadRecordError, Record};
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
@@ -34,12 +35,12 @@ enum Step {
 }
 
 /// Loads the object an entry names; `None` unless it exists, still has the
-/// entry's coordinate at `attr` (so a stale entry is ignored and no object
+/// entry's coordinate in `slot` (so a stale entry is ignored and no object
 /// is found twice) and matches every check.
 fn load_match(
     engine: &dyn Engine,
     region: RegionId,
-    attr: usize,
+    slot: &Slot,
     coord: u64,
     key: &[u8],
     checks: &[Check],
@@ -51,9 +52,7 @@ fn load_match(
     let Some(object) = record.object else {
         return Ok(None);
     };
-    if object.values.get(attr).and_then(coordinate) != Some(coord)
-        || !checks.iter().all(|c| c.matches(&object))
-    {
+    if slot.coordinate(&object) != Some(coord) || !checks.iter().all(|c| c.matches(&object)) {
         return Ok(None);
     }
     Ok(Some(Match {
@@ -64,21 +63,21 @@ fn load_match(
     }))
 }
 
-/// The index entries a walk reads: those of `attr` with a coordinate in
+/// The index entries a walk reads: those of `slot` with a coordinate in
 /// `interval`, from `start` instead of the interval's first entry when
 /// given, largest first when `reverse`.
-struct Entries {
-    attr: usize,
+struct Entries<'a> {
+    slot: &'a Slot,
     interval: (u64, u64),
     start: Option<Vec<u8>>,
     reverse: bool,
 }
 
-impl Entries {
-    /// Every entry of `attr` in `interval`, smallest first.
-    fn of(attr: usize, interval: (u64, u64)) -> Entries {
+impl Entries<'_> {
+    /// Every entry of `slot` in `interval`, smallest first.
+    fn of(slot: &Slot, interval: (u64, u64)) -> Entries<'_> {
         Entries {
-            attr,
+            slot,
             interval,
             start: None,
             reverse: false,
@@ -91,18 +90,18 @@ impl Entries {
 fn walk_index(
     engine: &dyn Engine,
     region: RegionId,
-    entries: Entries,
+    entries: Entries<'_>,
     checks: &[Check],
     step: &mut dyn FnMut(u64, &[u8]) -> Step,
     found: &mut dyn FnMut(Match) -> bool,
 ) -> Result<(), ReadRecordError> {
     let Entries {
-        attr,
+        slot,
         interval,
         start,
         reverse,
     } = entries;
-    let (first, end) = entry_bounds(attr, interval);
+    let (first, end) = entry_bounds(slot.number(), interval);
     let start = start.unwrap_or(first);
     let range = IndexRange {
         start: &start,
@@ -117,7 +116,7 @@ fn walk_index(
         match step(coord, key) {
             Step::Stop => false,
             Step::Skip => true,
-            Step::Load => match load_match(engine, region, attr, coord, key, checks) {
+            Step::Load => match load_match(engine, region, slot, coord, key, checks) {
                 Ok(Some(m)) => found(m),
                 Ok(None) => true,
                 Err(e) => {
@@ -241,12 +240,14 @@ pub fn key_order_page(
         more = page.len() >= wanted || total >= bounds.size_max;
         !more
     };
-    match *access {
+    match access {
         Access::Nothing => {}
         Access::Scan => scan_region(engine, region, after, checks, &mut take)?,
-        Access::Index { attr, interval, .. } if interval.0 == interval.1 => {
+        &Access::Index {
+            ref slot, interval, ..
+        } if interval.0 == interval.1 => {
             let start = after.map(|a| {
-                let mut e = entry(attr, interval.0, a);
+                let mut e = entry(slot.number(), interval.0, a);
                 e.push(0); // the first entry after `a`'s
                 e
             });
@@ -255,14 +256,16 @@ pub fn key_order_page(
                 region,
                 Entries {
                     start,
-                    ..Entries::of(attr, interval)
+                    ..Entries::of(slot, interval)
                 },
                 checks,
                 &mut |_, _| Step::Load,
                 &mut take,
             )?;
         }
-        Access::Index { attr, interval, .. } => {
+        &Access::Index {
+            ref slot, interval, ..
+        } => {
             let mut heap: BinaryHeap<ByKey> = BinaryHeap::with_capacity(wanted + 1);
             // The heap's largest key once it is full: larger keys cannot enter.
             let largest: RefCell<Option<Vec<u8>>> = RefCell::new(None);
@@ -270,7 +273,7 @@ pub fn key_order_page(
             walk_index(
                 engine,
                 region,
-                Entries::of(attr, interval),
+                Entries::of(slot, interval),
                 checks,
                 &mut |_, key| {
                     if after.is_some_and(|a| key <= a) {
@@ -359,17 +362,17 @@ pub fn sorted_page(
         after,
         dropped: false,
     };
-    match *access {
+    match access {
         Access::Nothing => {}
         Access::Scan => scan_region(engine, region, None, checks, &mut |m| {
             top.offer(m);
             true
         })?,
-        Access::Index {
-            attr,
+        &Access::Index {
+            ref slot,
             interval,
             walk,
-        } if attr == sort.attr && walk == Walk::following(sort) => {
+        } if *slot == Slot::Attr(sort.attr) && walk == Walk::following(sort) => {
             let descending = sort.descending;
             let (mut lo, mut hi) = interval;
             if let Some(c) = after.and_then(|(v, _)| v.and_then(coordinate)) {
@@ -388,7 +391,7 @@ pub fn sorted_page(
                     region,
                     Entries {
                         reverse: descending,
-                        ..Entries::of(attr, (lo, hi))
+                        ..Entries::of(slot, (lo, hi))
                     },
                     checks,
                     &mut |coord, _| match worst.get() {
@@ -409,10 +412,12 @@ pub fn sorted_page(
                 top.dropped |= stopped.get();
             }
         }
-        Access::Index { attr, interval, .. } => walk_index(
+        &Access::Index {
+            ref slot, interval, ..
+        } => walk_index(
             engine,
             region,
-            Entries::of(attr, interval),
+            Entries::of(slot, interval),
             checks,
             &mut |_, _| Step::Load,
             &mut |m| {

@@ -417,11 +417,19 @@ impl DaemonNode {
                 self.transfer_actions(actions, out);
             }
             Message::Held(held) => {
-                for (key, version) in held.objects {
+                let live = held.objects.into_iter().map(|o| (o, true));
+                let removed = held.removed.into_iter().map(|o| (o, false));
+                for ((key, version), live) in live.chain(removed) {
                     let bytes = key_bytes(&key);
-                    self.with_core(&bytes, out, |core| {
-                        core.on_held(held.epoch, held.space, held.region, key, version)
-                    });
+                    let report = crate::core::Held {
+                        epoch: held.epoch,
+                        space: held.space,
+                        region: held.region,
+                        key,
+                        version,
+                        live,
+                    };
+                    self.with_core(&bytes, out, |core| core.on_held(report));
                 }
             }
             other => tracing::warn!("not a peer message: {other:?}"),

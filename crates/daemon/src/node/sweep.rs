@@ -6,6 +6,7 @@ use crate::record::Record;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tessera_protocol::{HeldObjects, Message};
+use tessera_types::coordinate::key_value;
 use tessera_types::{DaemonId, RegionId, Value, Version};
 
 /// Why a round over part of a region stopped short.
@@ -67,28 +68,34 @@ impl DaemonNode {
         let Some((space, _, _)) = config.region(region) else {
             return;
         };
-        let mut held: HashMap<DaemonId, Vec<(Value, Version)>> = HashMap::new();
-        let scanned = self.scan_round(&self.sweeps, region, SWEEP_OBJECTS_MAX, |_, record| {
-            let Some(object) = record.object else {
-                return false;
+        // Per point leader: the live objects, and the tombstones.
+        type Reports = (Vec<(Value, Version)>, Vec<(Value, Version)>);
+        let mut held: HashMap<DaemonId, Reports> = HashMap::new();
+        let scanned = self.scan_round(&self.sweeps, region, SWEEP_OBJECTS_MAX, |key, record| {
+            let (key_value, live) = match &record.object {
+                Some(object) => (object.values[0].clone(), true),
+                None => match key_value(key) {
+                    Some(value) => (value, false),
+                    None => return false,
+                },
             };
-            let key_value = object.values[0].clone();
             if let Some(&leader) = key_region(space, &key_value).and_then(|r| r.chain.first()) {
-                held.entry(leader)
-                    .or_default()
-                    .push((key_value, record.version));
+                let reports = held.entry(leader).or_default();
+                let list = if live { &mut reports.0 } else { &mut reports.1 };
+                list.push((key_value, record.version));
             }
             true
         });
         if let Err(e) = scanned {
             return self.poison("an anti-entropy sweep", &e, out);
         }
-        for (leader, objects) in held {
+        for (leader, (objects, removed)) in held {
             let msg = Message::Held(HeldObjects {
                 epoch: config.epoch,
                 space: space.id,
                 region,
                 objects,
+                removed,
             });
             out(Output::Send { to: leader, msg });
         }
