@@ -3,23 +3,21 @@
 //! objects of that instant (no tombstones, nothing written later) in key
 //! order across page boundaries, and a released view is gone.
 
+mod common;
+
+use common::REGION;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_daemon::core::ReplyTo;
 use tessera_daemon::index::IndexedEngine;
-use tessera_daemon::node::{DaemonNode, NodeOptions, Output};
+use tessera_daemon::node::{DaemonNode, Output};
 use tessera_daemon::record::Record;
 use tessera_protocol::{DaemonRequest, DaemonResponse, Status};
 use tessera_storage::{Engine, MemoryEngine, Write};
 use tessera_types::parse::parse_space;
-use tessera_types::{
-    key_bytes, Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, Object, PartId, PartState,
-    Region, RegionId, Space, SpaceId, SubspaceLayout, Value, Version,
-};
+use tessera_types::{key_bytes, Configuration, Epoch, Object, Value, Version};
 
-const ME: DaemonId = DaemonId(1);
-const REGION: RegionId = RegionId(1);
 /// More objects than one page holds.
 const OBJECTS: i64 = 2500;
 
@@ -28,37 +26,10 @@ fn config(epoch: u64, read_only: bool) -> Configuration {
     let desc =
         parse_space("space s key int k attributes int b create 1 partition tolerate 0 failures")
             .expect("valid");
-    let space = Space {
-        id: SpaceId(1),
-        desc,
-        subspaces: vec![SubspaceLayout {
-            attrs: vec![0],
-            splits: vec![vec![]],
-            regions: vec![Region {
-                id: REGION,
-                chain: vec![ME],
-            }],
-            part: PartId(0),
-            state: PartState::Ready,
-        }],
-        indexes: Vec::new(),
-    };
     Configuration {
         epoch: Epoch(epoch),
-        daemons: [(
-            ME,
-            DaemonInfo {
-                id: ME,
-                addr: "d1:1".into(),
-                state: DaemonState::Available,
-                metrics: None,
-            },
-        )]
-        .into_iter()
-        .collect(),
-        spaces: vec![space],
         read_only,
-        ..Configuration::default()
+        ..common::one_region(desc, Vec::new())
     }
 }
 
@@ -89,20 +60,7 @@ fn start() -> DaemonNode {
         .expect("memory");
     let config = config(5, false);
     let engine = IndexedEngine::open(disk, &config).expect("open");
-    let options = NodeOptions {
-        addr: "d1:1".into(),
-        transfer_batch: 8,
-        collect_ticks: tessera_daemon::node::COLLECT_TICKS,
-        metrics: None,
-    };
-    DaemonNode::new(
-        ME,
-        options,
-        Arc::new(config),
-        Arc::new(engine),
-        Duration::ZERO,
-        &mut |_| {},
-    )
+    common::start(&config, Arc::new(engine))
 }
 
 /// Sends `request` stamped `epoch`, runs any job it makes, and returns the
@@ -127,6 +85,26 @@ fn ask(node: &DaemonNode, epoch: u64, request: DaemonRequest) -> DaemonResponse 
     }
     assert_eq!(answers.len(), 1, "{answers:?}");
     answers.remove(0)
+}
+
+/// Reading `backup` is NOTFOUND: the daemon holds no such view.
+fn assert_no_view(node: &DaemonNode, backup: u64) {
+    let request = DaemonRequest::BackupRead {
+        backup,
+        region: REGION,
+        after: None,
+    };
+    let read = ask(node, 9, request);
+    assert!(
+        matches!(
+            read,
+            DaemonResponse::Failed {
+                status: Status::NotFound,
+                ..
+            }
+        ),
+        "{read:?}"
+    );
 }
 
 fn taken(response: &DaemonResponse) -> bool {
@@ -186,25 +164,7 @@ fn a_daemon_freezes_only_when_read_only_at_the_asked_epoch() {
         5,
         DaemonRequest::BackupTake { backup: 7 }
     )));
-    let read = ask(
-        &node,
-        6,
-        DaemonRequest::BackupRead {
-            backup: 7,
-            region: REGION,
-            after: None,
-        },
-    );
-    assert!(
-        matches!(
-            read,
-            DaemonResponse::Failed {
-                status: Status::NotFound,
-                ..
-            }
-        ),
-        "{read:?}"
-    );
+    assert_no_view(&node, 7);
     assert!(taken(&ask(
         &node,
         6,
@@ -244,23 +204,5 @@ fn pages_show_the_frozen_instant_in_key_order_until_released() {
         ask(&node, 9, DaemonRequest::BackupRelease { backup: 7 }),
         DaemonResponse::Done
     );
-    let read = ask(
-        &node,
-        9,
-        DaemonRequest::BackupRead {
-            backup: 7,
-            region: REGION,
-            after: None,
-        },
-    );
-    assert!(
-        matches!(
-            read,
-            DaemonResponse::Failed {
-                status: Status::NotFound,
-                ..
-            }
-        ),
-        "{read:?}"
-    );
+    assert_no_view(&node, 7);
 }
