@@ -1612,7 +1612,12 @@ fn anti_entropy_restores_an_object_a_lost_delete_hid() {
     let object = committed.object.clone().unwrap();
     let layout = &space.subspaces[1];
     let home = layout.region_of(&object).clone();
-    let elsewhere = layout.regions.iter().find(|r| r.id != home.id).unwrap().clone();
+    let elsewhere = layout
+        .regions
+        .iter()
+        .find(|r| r.id != home.id)
+        .unwrap()
+        .clone();
     let lost_delete = Version(committed.version.0 + 3);
     for daemon in &home.chain {
         let tombstone = Record {
