@@ -109,6 +109,9 @@ pub enum CoordClientError {
     /// A member did not answer within the per-call timeout.
     #[error("coordinator {addr} did not answer within {after:?}")]
     Timeout { addr: String, after: Duration },
+    /// A member refused the request (a plain client on a TLS port, say).
+    #[error("{status}: {reason}")]
+    Refused { status: AdminStatus, reason: String },
     /// A member answered with a response that does not fit the request.
     #[error("unexpected answer from the coordinator: {0}")]
     Unexpected(String),
@@ -139,6 +142,7 @@ impl CoordClientError {
     pub fn admin_status(&self) -> AdminStatus {
         match self {
             CoordClientError::Unexpected(_) => AdminStatus::Internal,
+            CoordClientError::Refused { status, .. } => *status,
             _ => AdminStatus::CoordFail,
         }
     }
@@ -590,6 +594,9 @@ impl CoordClient {
             .await?
         {
             CoordResponse::Config(config) => Ok(config.map(|c| *c)),
+            CoordResponse::Failed { status, reason } => {
+                Err(CoordClientError::Refused { status, reason })
+            }
             other => Err(CoordClientError::Unexpected(format!(
                 "{other:?} to GetConfig"
             ))),
