@@ -174,6 +174,24 @@ enum Scenario {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Get and put throughput in plain TCP and with TLS on every
+    /// connection, side by side on `--local` clusters, and the ratio (the
+    /// cost of TLS). Needs a certificate for 127.0.0.1 and its CA.
+    TlsCost {
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        #[arg(long, default_value_t = 50_000)]
+        operations: u64,
+        /// Pairs of runs (the order alternates).
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        #[command(flatten)]
+        security: crate::security::ServerSecurity,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Kill -9 of a region's point leader among real processes (a
     /// coordinator and 3 daemons of this binary, on 127.0.0.1): the time
     /// to the first acknowledged write, and the throughput of the state
@@ -249,6 +267,7 @@ impl ClusterArgs {
             partitions: self.partitions,
             fsync_every_commit: self.fsync_every_commit,
             metrics: self.metrics,
+            transport: tessera_client::Transport::plain(),
             launch: launch_dev(),
         }
     }
@@ -296,6 +315,7 @@ fn launch_dev() -> Launch {
             data: spec.data,
             durability,
             metrics: spec.metrics,
+            transport: spec.transport,
         };
         Box::pin(crate::dev::run(options, async move {
             let _ = stop.await;
@@ -413,6 +433,25 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             cluster,
             load,
         } => runs::metrics_cost(records, operations, rounds, &cluster.spec(), &load.load()).await,
+        Scenario::TlsCost {
+            records,
+            operations,
+            rounds,
+            security,
+            cluster,
+            load,
+        } => {
+            let tls = security.link()?.transport;
+            runs::tls_cost(
+                records,
+                operations,
+                rounds,
+                &tls,
+                &cluster.spec(),
+                &load.load(),
+            )
+            .await
+        }
         Scenario::Compare {
             quick,
             records,

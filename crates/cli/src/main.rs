@@ -549,6 +549,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     data,
                     durability: tessera_daemon::Durability::default(),
                     metrics: !no_metrics,
+                    transport: tessera_client::Transport::plain(),
                 },
                 shutdown_signal(),
             )
