@@ -285,10 +285,7 @@ async fn local_on_off(
     load: &Load,
     configure: impl Fn(&mut ClusterSpec, bool),
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        c.local,
-        "{what}-cost starts its own clusters: pass --local"
-    );
+    anyhow::ensure!(c.local, "{what}-cost starts its own clusters: pass --local");
     let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
     let mut results = Vec::new();
     // Each cluster on ports of its own: the previous one's may linger.

@@ -94,7 +94,9 @@ impl ConfigCache {
     /// Asks the coordinator for a configuration newer than the current one,
     /// waiting up to `wait` for one to appear, and installs it.
     pub(crate) async fn fetch(&self, wait: Duration) -> Result<(), ClientError> {
-        self.fetch_once(wait).await.map_err(|(Fetch::Final(e) | Fetch::Retry(e))| e)
+        self.fetch_once(wait)
+            .await
+            .map_err(|(Fetch::Final(e) | Fetch::Retry(e))| e)
     }
 
     async fn fetch_once(&self, wait: Duration) -> Result<(), Fetch> {
@@ -119,7 +121,8 @@ impl ConfigCache {
                 format!("unexpected coordinator answer to a configuration request: {other:?}"),
             ))),
             Err(e) => {
-                let error = ClientError::new(Status::CoordFail, format!("coordinator unreachable: {e}"));
+                let error =
+                    ClientError::new(Status::CoordFail, format!("coordinator unreachable: {e}"));
                 Err(match e {
                     CoordClientError::Tls { .. } => Fetch::Final(error),
                     _ => Fetch::Retry(error),

@@ -172,12 +172,17 @@ impl Transport {
             (Some(cert), Some(key)) => {
                 let chain = read_pem::<CertificateDer<'static>>(cert, "certificate")?;
                 let key_der = read_key(key)?;
-                let server = rustls::ServerConfig::builder_with_provider(provider)
+                let mut server = rustls::ServerConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()
                     .map_err(|source| TlsConfigError::Config { source })?
                     .with_no_client_auth()
                     .with_single_cert(chain, key_der)
                     .map_err(|source| TlsConfigError::Config { source })?;
+                // Connections live long and are few, so resumption saves
+                // nothing; and a peer connection is only written, so
+                // tickets would sit unread in its socket and turn its
+                // close into a reset that the other side logs.
+                server.send_tls13_tickets = 0;
                 Some(tokio_rustls::TlsAcceptor::from(Arc::new(server)))
             }
             _ => return Err(TlsConfigError::CertWithoutKey),
