@@ -1,5 +1,6 @@
 """Type stubs of tessera.admin (see the module's docstrings for behaviour)."""
 
+import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from tessera._errors import AdminError as AdminError, HyperDexAdminException as HyperDexAdminException
@@ -22,7 +23,13 @@ class Admin:
     """Administers a cluster through one coordinator member; thread-safe."""
     host: str
     port: int
-    def __init__(self, host: str = ..., port: int = ...) -> None: ...
+    def __init__(
+        self,
+        host: str = ...,
+        port: int = ...,
+        tls_ca: Optional[Union[str, "os.PathLike[str]"]] = ...,
+        admin_token_file: Optional[Union[str, "os.PathLike[str]"]] = ...,
+    ) -> None: ...
     def add_space(self, description: Name) -> bool: ...
     def rm_space(self, name: Name) -> bool: ...
     def list_spaces(self) -> List[str]: ...
