@@ -54,6 +54,21 @@ pub struct ClusterArgs {
     metrics: bool,
 }
 
+/// The shape of the side-by-side cost runs (`auth-cost`, `metrics-cost`,
+/// `tls-cost`).
+#[derive(Args, Clone)]
+pub struct CostArgs {
+    /// Records loaded before each side's run.
+    #[arg(long, default_value_t = 20_000)]
+    records: u64,
+    /// Gets, then puts, of each side's run.
+    #[arg(long, default_value_t = 50_000)]
+    operations: u64,
+    /// Pairs of runs (the order alternates).
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
+}
+
 /// Load shape shared by the scenarios.
 #[derive(Args, Clone)]
 pub struct LoadArgs {
@@ -147,13 +162,8 @@ enum Scenario {
     /// authorization` whose calls carry a macaroon, side by side on one
     /// cluster, and the ratio (the cost of authorization).
     AuthCost {
-        #[arg(long, default_value_t = 20_000)]
-        records: u64,
-        #[arg(long, default_value_t = 50_000)]
-        operations: u64,
-        /// Pairs of runs (the order alternates).
-        #[arg(long, default_value_t = 2)]
-        rounds: usize,
+        #[command(flatten)]
+        cost: CostArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         #[command(flatten)]
@@ -162,13 +172,8 @@ enum Scenario {
     /// Get and put throughput with metrics off and on, side by side on
     /// `--local` clusters, and the ratio (the cost of metrics).
     MetricsCost {
-        #[arg(long, default_value_t = 20_000)]
-        records: u64,
-        #[arg(long, default_value_t = 50_000)]
-        operations: u64,
-        /// Pairs of runs (off, then on).
-        #[arg(long, default_value_t = 2)]
-        rounds: usize,
+        #[command(flatten)]
+        cost: CostArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         #[command(flatten)]
@@ -178,13 +183,8 @@ enum Scenario {
     /// connection, side by side on `--local` clusters, and the ratio (the
     /// cost of TLS). Needs a certificate for 127.0.0.1 and its CA.
     TlsCost {
-        #[arg(long, default_value_t = 20_000)]
-        records: u64,
-        #[arg(long, default_value_t = 50_000)]
-        operations: u64,
-        /// Pairs of runs (the order alternates).
-        #[arg(long, default_value_t = 2)]
-        rounds: usize,
+        #[command(flatten)]
+        cost: CostArgs,
         #[command(flatten)]
         security: crate::security::ServerSecurity,
         #[command(flatten)]
@@ -409,17 +409,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             load,
         } => runs::latency(records, operations, &cluster.spec(), &load.load()).await,
         Scenario::AuthCost {
-            records,
-            operations,
-            rounds,
+            cost,
             cluster,
             load,
         } => {
             let auth = bench_authorization()?;
             runs::auth_cost(
-                records,
-                operations,
-                rounds,
+                cost.records,
+                cost.operations,
+                cost.rounds,
                 &auth,
                 &cluster.spec(),
                 &load.load(),
@@ -427,25 +425,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             .await
         }
         Scenario::MetricsCost {
-            records,
-            operations,
-            rounds,
+            cost,
             cluster,
             load,
-        } => runs::metrics_cost(records, operations, rounds, &cluster.spec(), &load.load()).await,
+        } => {
+            let (records, operations, rounds) = (cost.records, cost.operations, cost.rounds);
+            runs::metrics_cost(records, operations, rounds, &cluster.spec(), &load.load()).await
+        }
         Scenario::TlsCost {
-            records,
-            operations,
-            rounds,
+            cost,
             security,
             cluster,
             load,
         } => {
             let tls = security.link()?.transport;
             runs::tls_cost(
-                records,
-                operations,
-                rounds,
+                cost.records,
+                cost.operations,
+                cost.rounds,
                 &tls,
                 &cluster.spec(),
                 &load.load(),

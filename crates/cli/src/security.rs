@@ -8,56 +8,38 @@ use clap::Args;
 use std::path::PathBuf;
 use tessera_client::{AdminToken, CoordLink, TlsFiles, Transport};
 
-/// TLS and the admin credential of a server.
+/// TLS and the admin credential of a server: the client's flags, and the
+/// certificate it serves with.
 #[derive(Args, Clone, Debug, Default)]
 pub struct ServerSecurity {
-    /// PEM certificates of the CA that signed the cluster's certificates:
-    /// turns TLS on, for what this server accepts and what it dials.
-    #[arg(long, env = "TESSERA_TLS_CA", value_name = "FILE")]
-    pub tls_ca: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientSecurity,
     /// This server's PEM certificate chain (with --tls-ca).
     #[arg(long, env = "TESSERA_TLS_CERT", value_name = "FILE")]
     pub tls_cert: Option<PathBuf>,
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "TESSERA_TLS_KEY", value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
-    /// A file holding the admin credential (at least 16 bytes): a
-    /// coordinator refuses configuration changes without it; a daemon and
-    /// a member send it.
-    #[arg(long, env = "TESSERA_ADMIN_TOKEN_FILE", value_name = "FILE")]
-    pub admin_token_file: Option<PathBuf>,
 }
 
 impl ServerSecurity {
     /// The transport and credential these flags ask for.
     pub fn link(&self) -> anyhow::Result<CoordLink> {
-        let transport = match &self.tls_ca {
-            Some(ca) => Transport::tls(&TlsFiles {
-                ca: ca.clone(),
-                cert: self.tls_cert.clone(),
-                key: self.tls_key.clone(),
-            })
-            .context("TLS")?,
-            None if self.tls_cert.is_some() || self.tls_key.is_some() => {
-                anyhow::bail!("--tls-cert and --tls-key need --tls-ca (the cluster's CA)")
-            }
-            None => Transport::plain(),
-        };
-        Ok(CoordLink {
-            transport,
-            admin_token: admin_token(self.admin_token_file.as_ref())?,
-        })
+        self.client
+            .link_serving(self.tls_cert.clone(), self.tls_key.clone())
     }
 }
 
-/// TLS and the admin credential of a command that talks to a cluster.
+/// TLS and the admin credential of anything that talks to a cluster.
 #[derive(Args, Clone, Debug, Default)]
 pub struct ClientSecurity {
-    /// PEM certificates of the cluster's CA: connect with TLS.
+    /// PEM certificates of the CA that signed the cluster's certificates:
+    /// turns TLS on for every connection.
     #[arg(long, env = "TESSERA_TLS_CA", value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
-    /// A file holding the admin credential, for configuration changes on
-    /// a cluster that requires it.
+    /// A file holding the admin credential (at least 16 bytes): a
+    /// coordinator started with it refuses configuration changes without
+    /// it; daemons, members and admin commands send it.
     #[arg(long, env = "TESSERA_ADMIN_TOKEN_FILE", value_name = "FILE")]
     pub admin_token_file: Option<PathBuf>,
 }
@@ -65,16 +47,36 @@ pub struct ClientSecurity {
 impl ClientSecurity {
     /// The transport and credential these flags ask for.
     pub fn link(&self) -> anyhow::Result<CoordLink> {
-        ServerSecurity {
-            tls_ca: self.tls_ca.clone(),
-            admin_token_file: self.admin_token_file.clone(),
-            ..ServerSecurity::default()
-        }
-        .link()
+        self.link_serving(None, None)
     }
-}
 
-fn admin_token(path: Option<&PathBuf>) -> anyhow::Result<Option<AdminToken>> {
-    path.map(|path| AdminToken::from_file(path).context("--admin-token-file"))
-        .transpose()
+    /// [`ClientSecurity::link`] for a process that also serves with
+    /// `cert` and `key`.
+    fn link_serving(
+        &self,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+    ) -> anyhow::Result<CoordLink> {
+        let transport = match &self.tls_ca {
+            Some(ca) => Transport::tls(&TlsFiles {
+                ca: ca.clone(),
+                cert,
+                key,
+            })
+            .context("TLS")?,
+            None if cert.is_some() || key.is_some() => {
+                anyhow::bail!("--tls-cert and --tls-key need --tls-ca (the cluster's CA)")
+            }
+            None => Transport::plain(),
+        };
+        let admin_token = self
+            .admin_token_file
+            .as_ref()
+            .map(|path| AdminToken::from_file(path).context("--admin-token-file"))
+            .transpose()?;
+        Ok(CoordLink {
+            transport,
+            admin_token,
+        })
+    }
 }
