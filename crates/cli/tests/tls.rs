@@ -3,6 +3,8 @@
 //! and the join over TLS), two daemons (chains over TLS) — serves the CLI
 //! and the Rust client, checked against a model of what was written;
 //! plain clients and clients of another CA are refused with a clear error;
+//! a daemon takes chain messages only from a holder of the cluster's
+//! certificate;
 //! configuration changes without the credential, or with a wrong one, are
 //! refused with UNAUTHORIZED and change nothing.
 
@@ -20,6 +22,9 @@ use tessera_client::{
     Transport, Value,
 };
 use tessera_protocol::test_certs::TestPki;
+use tessera_protocol::{read_frame, write_frame, DaemonRequest, HeldObjects, Message};
+use tessera_types::{Epoch, RegionId, SpaceId};
+use tokio::io::AsyncWriteExt;
 
 const SPACE: &str = "space people key int id attributes string city, int age \
                      subspace city create 4 partitions tolerate 1 failure";
@@ -38,6 +43,52 @@ fn cli(cluster: &Cluster, args: &[&str], extra: &[&str]) -> (bool, String, Strin
     all.extend(["--host", "127.0.0.1", "--port", &port]);
     all.extend(extra);
     run_cli(&all, None, CLI_TIMEOUT)
+}
+
+/// Sends a harmless anti-entropy message (of epoch 0, which every point
+/// leader ignores) and then a request to the daemon at `addr` over
+/// `transport`; whether the request was answered (the daemon closes a
+/// connection that sends peer messages without the cluster's
+/// certificate).
+fn peer_message_then_request(addr: &str, transport: &Transport) -> bool {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let (mut read, mut write) = transport
+            .connect(addr, Duration::from_secs(10))
+            .await
+            .expect("connect to the daemon")
+            .into_split();
+        let held = Message::Held(HeldObjects {
+            epoch: Epoch(0),
+            space: SpaceId(u64::MAX),
+            region: RegionId(u64::MAX),
+            objects: vec![],
+        });
+        let probe = Message::DaemonRequest {
+            id: 7,
+            epoch: Epoch(1),
+            request: DaemonRequest::SearchKeys {
+                space: SpaceId(u64::MAX),
+                region: RegionId(u64::MAX),
+                checks: vec![],
+                after: None,
+                auth: Default::default(),
+                op: Default::default(),
+            },
+        };
+        write_frame(&mut write, &held).await.expect("write");
+        write_frame(&mut write, &probe).await.expect("write");
+        write.flush().await.expect("flush");
+        // The timeout only keeps a broken daemon from hanging the test.
+        let answer = tokio::time::timeout(Duration::from_secs(30), read_frame(&mut read, 1 << 20))
+            .await
+            .expect("an answer or a close");
+        match answer {
+            Ok(Message::DaemonResponse { id: 7, .. }) => true,
+            Ok(other) => panic!("unexpected message {other:?}"),
+            Err(_) => false,
+        }
+    })
 }
 
 fn city(i: i64) -> &'static str {
@@ -200,6 +251,13 @@ fn a_tls_cluster_serves_tls_clients_and_refuses_the_others() {
         !ok && err.contains("TLS") && err.contains("certificate"),
         "{err}"
     );
+
+    // Chain messages: a daemon takes them from a peer with the cluster's
+    // certificate, and closes a client's connection that sends one.
+    let peer = Transport::tls(&pki.server_files()).expect("peer TLS");
+    let daemon_addr = cluster.daemon_addr(0);
+    assert!(peer_message_then_request(&daemon_addr, &peer));
+    assert!(!peer_message_then_request(&daemon_addr, &link.transport));
 
     // Other configuration changes are gated too, and leave no trace.
     let config = admin.config().expect("config");

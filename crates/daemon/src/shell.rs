@@ -282,6 +282,10 @@ async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
             return;
         }
     };
+    // With TLS, chain, transfer and anti-entropy messages come only from
+    // the cluster's servers, which present a certificate its CA signed;
+    // a client may connect without one, for requests only.
+    let peers_allowed = !shell.transport.is_tls() || stream.peer_certified();
     let conn = shell.next_conn.fetch_add(1, Ordering::Relaxed);
     let (mut reader, writer) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Message>(QUEUE_MESSAGES_MAX);
@@ -299,8 +303,14 @@ async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
             Ok(Message::DaemonRequest { id, epoch, request }) => {
                 shell.handle_request(conn, id, epoch, request)
             }
-            Ok(msg @ (Message::Transfer(_) | Message::Chain(_) | Message::Held(_))) => {
+            Ok(msg @ (Message::Transfer(_) | Message::Chain(_) | Message::Held(_)))
+                if peers_allowed =>
+            {
                 shell.on_peer(msg)
+            }
+            Ok(Message::Transfer(_) | Message::Chain(_) | Message::Held(_)) => {
+                tracing::warn!("closing a connection: a peer message from a client without the cluster's certificate");
+                break;
             }
             Ok(other) => {
                 tracing::warn!("unexpected message on a daemon connection: {other:?}");

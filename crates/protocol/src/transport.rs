@@ -14,7 +14,10 @@
 //! plain stream are tokio's owned halves, so plain connections cost what
 //! they did before TLS existed.
 //!
-//! Servers do not ask for client certificates: who may change the
+//! Servers ask for a client certificate but do not require one: clients
+//! connect without, and a server dialing a peer presents its own, so that
+//! a daemon can tell its peers ([`Stream::peer_certified`]) from anyone
+//! else and take chain messages from them only. Who may change the
 //! configuration is the admin credential's business
 //! ([`crate::credential`]), and who may read an object is the macaroons'.
 
@@ -162,28 +165,41 @@ impl Transport {
                 source,
             })?;
         }
+        let roots = Arc::new(roots);
         let client = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|source| TlsConfigError::Config { source })?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let acceptor = match (&files.cert, &files.key) {
-            (None, None) => None,
+            .with_root_certificates(roots.clone());
+        let (client, acceptor) = match (&files.cert, &files.key) {
+            (None, None) => (client.with_no_client_auth(), None),
             (Some(cert), Some(key)) => {
                 let chain = read_pem::<CertificateDer<'static>>(cert, "certificate")?;
                 let key_der = read_key(key)?;
+                let config = |source| TlsConfigError::Config { source };
+                // A server dials its peers with its own certificate.
+                let client = client
+                    .with_client_auth_cert(chain.clone(), key_der.clone_key())
+                    .map_err(config)?;
+                let peers = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    roots,
+                    provider.clone(),
+                )
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| config(rustls::Error::General(e.to_string())))?;
                 let mut server = rustls::ServerConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()
-                    .map_err(|source| TlsConfigError::Config { source })?
-                    .with_no_client_auth()
+                    .map_err(config)?
+                    .with_client_cert_verifier(peers)
                     .with_single_cert(chain, key_der)
-                    .map_err(|source| TlsConfigError::Config { source })?;
+                    .map_err(config)?;
                 // Connections live long and are few, so resumption saves
                 // nothing; and a peer connection is only written, so
                 // tickets would sit unread in its socket and turn its
                 // close into a reset that the other side logs.
                 server.send_tls13_tickets = 0;
-                Some(tokio_rustls::TlsAcceptor::from(Arc::new(server)))
+                let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+                (client, Some(acceptor))
             }
             _ => return Err(TlsConfigError::CertWithoutKey),
         };
@@ -377,6 +393,18 @@ pub enum Stream {
 }
 
 impl Stream {
+    /// Whether the other end presented a certificate signed by the
+    /// cluster's CA: a server of the cluster, not a client. Always false
+    /// in plain TCP.
+    pub fn peer_certified(&self) -> bool {
+        match self {
+            Stream::Plain(_) => false,
+            // The verifier refused any certificate the CA did not sign,
+            // so one that is there is the cluster's.
+            Stream::Tls(tls) => tls.get_ref().1.peer_certificates().is_some(),
+        }
+    }
+
     /// The TCP connection underneath, for socket options.
     pub fn tcp(&self) -> &TcpStream {
         match self {
@@ -464,8 +492,11 @@ mod tests {
     const WAIT: Duration = Duration::from_secs(10);
 
     /// A listener that accepts one connection over `server` and echoes
-    /// what it reads, or reports why it could not accept.
-    async fn echo_once(server: Transport) -> (String, tokio::task::JoinHandle<Result<(), String>>) {
+    /// what it reads, then says whether the peer was certified, or
+    /// reports why it could not accept.
+    async fn echo_once(
+        server: Transport,
+    ) -> (String, tokio::task::JoinHandle<Result<bool, String>>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let task = tokio::spawn(async move {
@@ -474,11 +505,13 @@ mod tests {
                 AcceptError::Plain { .. } => "plain".to_string(),
                 other => other.to_string(),
             })?;
+            let certified = stream.peer_certified();
             let (mut read, mut write) = stream.into_split();
             let mut buf = [0u8; 5];
             read.read_exact(&mut buf).await.map_err(|e| e.to_string())?;
             write.write_all(&buf).await.map_err(|e| e.to_string())?;
-            write.flush().await.map_err(|e| e.to_string())
+            write.flush().await.map_err(|e| e.to_string())?;
+            Ok(certified)
         });
         (addr, task)
     }
@@ -492,18 +525,39 @@ mod tests {
         let client = Transport::tls(&pki.client_files()).unwrap();
         assert!(server.can_serve() && !client.can_serve());
 
-        // The right CA: bytes go through both ways, by IP and by name.
-        for host in ["127.0.0.1", "localhost"] {
+        // The right CA: bytes go through both ways, by IP and by name; a
+        // client is not certified, a server dialing a peer is.
+        for (host, dialer, certified) in [
+            ("127.0.0.1", &client, false),
+            ("localhost", &client, false),
+            ("127.0.0.1", &server, true),
+        ] {
             let (addr, task) = echo_once(server.clone()).await;
             let addr = addr.replace("127.0.0.1", host);
-            let (mut read, mut write) = client.connect(&addr, WAIT).await.unwrap().into_split();
+            let (mut read, mut write) = dialer.connect(&addr, WAIT).await.unwrap().into_split();
             write.write_all(b"hello").await.unwrap();
             write.flush().await.unwrap();
             let mut back = [0u8; 5];
             read.read_exact(&mut back).await.unwrap();
             assert_eq!(&back, b"hello");
-            task.await.unwrap().unwrap();
+            assert_eq!(task.await.unwrap(), Ok(certified), "{host}");
         }
+        // A dialer that trusts the cluster but presents another CA's
+        // certificate is refused by the server, not taken for a client.
+        let foreign_peer = Transport::tls(&TlsFiles {
+            ca: pki.ca.clone(),
+            cert: Some(other.cert.clone()),
+            key: Some(other.key.clone()),
+        })
+        .unwrap();
+        let (addr, task) = echo_once(server.clone()).await;
+        // In TLS 1.3 the dialer may finish before the server checks it.
+        if let Ok(stream) = foreign_peer.connect(&addr, WAIT).await {
+            let (_read, mut write) = stream.into_split();
+            let _ = write.write_all(b"hello").await;
+            let _ = write.flush().await;
+        }
+        assert!(task.await.unwrap().is_err());
 
         // Another CA's client refuses the server's certificate.
         let stranger = Transport::tls(&other.client_files()).unwrap();
