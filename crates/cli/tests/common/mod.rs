@@ -460,6 +460,7 @@ impl ProxiedCluster {
         for i in 0..daemons {
             cluster.start_daemon(i);
         }
+        cluster.wait_daemons_available(Duration::from_secs(60));
         cluster
     }
 
