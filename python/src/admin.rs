@@ -6,12 +6,31 @@ use crate::client::block_on;
 use crate::errors::{admin_err, admin_status};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
 use std::time::Duration;
 use tessera_client::backup::BackupError;
 use tessera_client::{
-    index_infos, Admin, AdminError, AdminStatus, Configuration, DaemonId, PartId, PartState,
+    index_infos, Admin, AdminError, AdminStatus, AdminToken, Configuration, CoordLink, DaemonId,
+    PartId, PartState, TlsFiles, Transport,
 };
 use tessera_types::DaemonState;
+
+/// How long an admin call tries the coordinator group (as `Admin::new`).
+const ADMIN_GIVE_UP: Duration = Duration::from_secs(10);
+
+/// Plain TCP, or TLS trusting the CA in `tls_ca`; a file that cannot be
+/// used raises `ValueError` naming it.
+pub fn transport(tls_ca: Option<PathBuf>) -> PyResult<Transport> {
+    match tls_ca {
+        None => Ok(Transport::plain()),
+        Some(ca) => Transport::tls(&TlsFiles {
+            ca,
+            cert: None,
+            key: None,
+        })
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string())),
+    }
+}
 
 /// The Rust half of `tessera.admin.Admin`.
 #[pyclass(frozen, module = "tessera._core")]
@@ -47,11 +66,31 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 #[pymethods]
 impl AdminCore {
+    /// `tls_ca`: the cluster CA's PEM file, to connect with TLS;
+    /// `admin_token_file`: the admin credential a coordinator that
+    /// requires one expects on configuration changes
+    /// (docs/design/tls.md). Both files are read here, so a bad one
+    /// raises at once.
     #[new]
-    fn new(host: &str, port: u16) -> AdminCore {
-        AdminCore {
-            admin: Admin::new(&format!("{host}:{port}")),
-        }
+    #[pyo3(signature = (host, port, tls_ca=None, admin_token_file=None))]
+    fn new(
+        py: Python<'_>,
+        host: &str,
+        port: u16,
+        tls_ca: Option<PathBuf>,
+        admin_token_file: Option<PathBuf>,
+    ) -> PyResult<AdminCore> {
+        let admin_token = admin_token_file
+            .map(|path| AdminToken::from_file(&path))
+            .transpose()
+            .map_err(|e| admin_status(py, AdminStatus::LocalError, &e.to_string()))?;
+        let link = CoordLink {
+            transport: transport(tls_ca)?,
+            admin_token,
+        };
+        Ok(AdminCore {
+            admin: Admin::with_link([format!("{host}:{port}")], ADMIN_GIVE_UP, link),
+        })
     }
 
     fn add_space(&self, py: Python<'_>, description: &str) -> PyResult<bool> {

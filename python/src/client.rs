@@ -20,7 +20,8 @@ use pyo3::IntoPyObjectExt;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use tessera_client::{
-    Client, ClientError, Microtransaction, NumOp, Op, PredOp, Record, Status, UpdateFlags, Value,
+    Client, ClientError, ClientOptions, Microtransaction, NumOp, Op, PredOp, Record, Status,
+    UpdateFlags, Value,
 };
 use tokio::sync::mpsc;
 
@@ -288,6 +289,8 @@ impl OpTable {
 /// What a client's Python objects and background tasks share.
 pub struct Shared {
     coordinator: String,
+    /// Plain TCP, or TLS with the CA given as `tls_ca=`.
+    options: ClientOptions,
     client: tokio::sync::OnceCell<Client>,
     table: OpTable,
 }
@@ -297,7 +300,9 @@ impl Shared {
     /// activity until the first call).
     async fn client(&self) -> Result<&Client, ClientError> {
         self.client
-            .get_or_try_init(|| Client::connect(&self.coordinator))
+            .get_or_try_init(|| {
+                Client::connect_with([self.coordinator.as_str()], self.options.clone())
+            })
             .await
     }
 
@@ -345,15 +350,24 @@ pub struct ClientCore {
 
 #[pymethods]
 impl ClientCore {
+    /// `tls_ca`: the PEM file of the cluster's CA, to connect with TLS
+    /// (docs/design/tls.md); the file is read here, so a bad one raises
+    /// at once.
     #[new]
-    fn new(host: &str, port: u16) -> ClientCore {
-        ClientCore {
+    #[pyo3(signature = (host, port, tls_ca=None))]
+    fn new(host: &str, port: u16, tls_ca: Option<std::path::PathBuf>) -> PyResult<ClientCore> {
+        let options = ClientOptions {
+            transport: crate::admin::transport(tls_ca)?,
+            ..ClientOptions::default()
+        };
+        Ok(ClientCore {
             shared: Arc::new(Shared {
                 coordinator: format!("{host}:{port}"),
+                options,
                 client: tokio::sync::OnceCell::new(),
                 table: OpTable::default(),
             }),
-        }
+        })
     }
 
     /// Runs one operation (`get`, `count`, `put`, `cond_atomic_add`,

@@ -88,10 +88,20 @@ class Admin(object):
     ``Admin(host, port=1982)``: no network activity until the first call.
     Every method blocks until the coordinator answered (with the GIL
     released) and returns its value or raises ``AdminError``.
+
+    ``tls_ca`` (a path to the cluster CA's PEM file) connects with TLS;
+    ``admin_token_file`` (a path) carries the admin credential that a
+    coordinator started with ``--admin-token-file`` requires for
+    configuration changes (UNAUTHORIZED without it).
     """
 
-    def __init__(self, host="127.0.0.1", port=1982):
-        self._core = _core.AdminCore(str(host), int(port))
+    def __init__(self, host="127.0.0.1", port=1982, tls_ca=None, admin_token_file=None):
+        self._core = _core.AdminCore(
+            str(host),
+            int(port),
+            None if tls_ca is None else str(tls_ca),
+            None if admin_token_file is None else str(admin_token_file),
+        )
         self.host = host
         self.port = port
 

@@ -303,8 +303,9 @@ class Client(object):
     each have their own client.
     """
 
-    def __init__(self, host="127.0.0.1", port=1982):
-        self._core = _core.ClientCore(str(host), int(port))
+    def __init__(self, host="127.0.0.1", port=1982, tls_ca=None):
+        # tls_ca: a path to the cluster CA's PEM file, to connect with TLS.
+        self._core = _core.ClientCore(str(host), int(port), None if tls_ca is None else str(tls_ca))
         self.host = host
         self.port = port
 

@@ -12,14 +12,13 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_client::{Admin, AdminError, Configuration, Epoch};
+use tessera_client::{Admin, AdminError, Configuration, CoordLink, Epoch, Transport};
 use tessera_protocol::{
     read_frame, write_frame, DaemonRequest, DaemonResponse, FrameError, Message,
     FRAME_BYTES_MAX_DEFAULT,
 };
 use tessera_types::{DaemonState, RegionId, SpaceId};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -44,6 +43,9 @@ pub struct LocalSpec {
     pub fsync_every_commit: bool,
     /// Whether every server counts and serves Prometheus metrics.
     pub metrics: bool,
+    /// Plain TCP or TLS (with a certificate to serve with) for every
+    /// server and the benchmark's clients.
+    pub transport: Transport,
 }
 
 /// A future that runs until it is asked to stop, or fails.
@@ -71,6 +73,9 @@ pub struct ClusterSpec {
     pub fsync_every_commit: bool,
     /// The local cluster's servers count and serve metrics.
     pub metrics: bool,
+    /// How the servers accept and dial, and the clients connect: plain
+    /// or TLS.
+    pub transport: Transport,
     /// How to run a local cluster's servers.
     pub launch: Launch,
 }
@@ -91,6 +96,7 @@ impl LocalCluster {
         port: u16,
         fsync_every_commit: bool,
         metrics: bool,
+        transport: &Transport,
     ) -> anyhow::Result<(LocalCluster, String)> {
         let dir = tempfile::Builder::new()
             .prefix("tessera-bench-")
@@ -103,6 +109,7 @@ impl LocalCluster {
             data: dir.path().to_path_buf(),
             fsync_every_commit,
             metrics,
+            transport: transport.clone(),
         };
         let task = tokio::spawn(launch(spec, stop_rx));
         let coordinator = format!("127.0.0.1:{port}");
@@ -111,7 +118,7 @@ impl LocalCluster {
             task,
             _dir: dir,
         };
-        wait_ready(&coordinator, daemons, READY_TIMEOUT).await?;
+        wait_ready(&coordinator, transport, daemons, READY_TIMEOUT).await?;
         Ok((cluster, coordinator))
     }
 
@@ -157,13 +164,15 @@ pub async fn with_cluster<T>(
         spec.local_port,
         spec.fsync_every_commit,
         spec.metrics,
+        &spec.transport,
     )
     .await?;
     eprintln!(
-        "bench: local cluster of {} daemons at {coordinator} (durability {}, metrics {})",
+        "bench: local cluster of {} daemons at {coordinator} (durability {}, metrics {}, tls {})",
         spec.daemons,
         durability_name(spec.fsync_every_commit),
-        if spec.metrics { "on" } else { "off" }
+        if spec.metrics { "on" } else { "off" },
+        if spec.transport.is_tls() { "on" } else { "off" }
     );
     let outcome = body(&coordinator).await;
     local.stop().await?;
@@ -182,6 +191,13 @@ pub enum ReadyError {
         available: usize,
         expected: usize,
         epoch: u64,
+    },
+    /// A connection to a daemon could not be opened (or its TLS
+    /// handshake failed).
+    #[error("{source}")]
+    Connect {
+        #[source]
+        source: tessera_protocol::transport::ConnectError,
     },
     /// A daemon could not be reached.
     #[error("daemon {addr}: {source}")]
@@ -224,11 +240,16 @@ pub enum ReadyError {
 /// configuration's epoch; returns the epoch.
 pub async fn wait_ready(
     coordinator: &str,
+    transport: &Transport,
     daemons: usize,
     timeout: Duration,
 ) -> Result<Epoch, ReadyError> {
     let started = Instant::now();
-    let admin = Admin::with_members([coordinator], timeout);
+    let link = CoordLink {
+        transport: transport.clone(),
+        admin_token: None,
+    };
+    let admin = Admin::with_link([coordinator], timeout, link);
     let mut known = Epoch(0);
     let mut last = ReadyError::TooFew {
         available: 0,
@@ -254,7 +275,7 @@ pub async fn wait_ready(
                 continue;
             }
         };
-        match check_ready(&config, daemons).await {
+        match check_ready(&config, transport, daemons).await {
             Ok(()) => return Ok(config.epoch),
             Err(problem) => last = problem,
         }
@@ -268,7 +289,11 @@ pub async fn wait_ready(
     }
 }
 
-async fn check_ready(config: &Configuration, daemons: usize) -> Result<(), ReadyError> {
+async fn check_ready(
+    config: &Configuration,
+    transport: &Transport,
+    daemons: usize,
+) -> Result<(), ReadyError> {
     let available: Vec<&str> = config
         .daemons
         .values()
@@ -283,7 +308,7 @@ async fn check_ready(config: &Configuration, daemons: usize) -> Result<(), Ready
         });
     }
     for addr in available {
-        probe_daemon(addr, config.epoch).await?;
+        probe_daemon(addr, transport, config.epoch).await?;
     }
     Ok(())
 }
@@ -291,7 +316,11 @@ async fn check_ready(config: &Configuration, daemons: usize) -> Result<(), Ready
 /// Sends a request about a space that does not exist at `epoch`: a daemon
 /// that acts on that epoch answers it (with UNKNOWNSPACE); one that does
 /// not yet answers WrongEpoch.
-pub async fn probe_daemon(addr: &str, epoch: Epoch) -> Result<(), ReadyError> {
+pub async fn probe_daemon(
+    addr: &str,
+    transport: &Transport,
+    epoch: Epoch,
+) -> Result<(), ReadyError> {
     let io = |source| ReadyError::Io {
         addr: addr.to_string(),
         source,
@@ -301,7 +330,11 @@ pub async fn probe_daemon(addr: &str, epoch: Epoch) -> Result<(), ReadyError> {
         source,
     };
     let attempt = async {
-        let mut stream = TcpStream::connect(addr).await.map_err(io)?;
+        let (mut reader, mut writer) = transport
+            .connect(addr, PROBE_TIMEOUT)
+            .await
+            .map_err(|source| ReadyError::Connect { source })?
+            .into_split();
         let request = DaemonRequest::SearchKeys {
             space: SpaceId(u64::MAX),
             region: RegionId(u64::MAX),
@@ -315,9 +348,9 @@ pub async fn probe_daemon(addr: &str, epoch: Epoch) -> Result<(), ReadyError> {
             epoch,
             request,
         };
-        write_frame(&mut stream, &message).await.map_err(frame)?;
-        stream.flush().await.map_err(io)?;
-        match read_frame(&mut stream, FRAME_BYTES_MAX_DEFAULT).await {
+        write_frame(&mut writer, &message).await.map_err(frame)?;
+        writer.flush().await.map_err(io)?;
+        match read_frame(&mut reader, FRAME_BYTES_MAX_DEFAULT).await {
             Ok(Message::DaemonResponse {
                 response: DaemonResponse::WrongEpoch { epoch: theirs },
                 ..

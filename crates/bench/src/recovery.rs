@@ -434,7 +434,9 @@ async fn connect_probe(coordinator: &str, timeout: Duration) -> anyhow::Result<C
         ..ClientOptions::default()
     };
     bounded("the probe client to connect", timeout, async || {
-        Ok(Client::connect_with([coordinator], options).await.ok())
+        Ok(Client::connect_with([coordinator], options.clone())
+            .await
+            .ok())
     })
     .await
 }

@@ -233,10 +233,8 @@ pub async fn latency(
 }
 
 /// Get and put throughput on local clusters with metrics off and on, one
-/// after the other `rounds` times (off first in odd rounds, on first in
-/// even ones, so neither side always runs on a cold machine), and the
-/// ratio on ÷ off per phase (the cost of counting every request, message
-/// and heartbeat).
+/// after the other `rounds` times, and the ratio on ÷ off per phase (the
+/// cost of counting every request, message and heartbeat).
 pub async fn metrics_cost(
     records: u64,
     operations: u64,
@@ -244,10 +242,50 @@ pub async fn metrics_cost(
     c: &ClusterSpec,
     load: &Load,
 ) -> anyhow::Result<()> {
+    let configure = |spec: &mut ClusterSpec, on: bool| spec.metrics = on;
+    local_on_off("metrics", records, operations, rounds, c, load, configure).await
+}
+
+/// Get and put throughput on local clusters in plain TCP and with TLS on
+/// every connection (`tls`, a transport with a certificate), one after
+/// the other `rounds` times, and the ratio TLS ÷ plain per phase.
+pub async fn tls_cost(
+    records: u64,
+    operations: u64,
+    rounds: usize,
+    tls: &tessera_client::Transport,
+    c: &ClusterSpec,
+    load: &Load,
+) -> anyhow::Result<()> {
     anyhow::ensure!(
-        c.local,
-        "metrics-cost starts its own clusters: pass --local"
+        tls.is_tls() && tls.can_serve(),
+        "tls-cost needs --tls-ca, --tls-cert and --tls-key"
     );
+    let configure = |spec: &mut ClusterSpec, on: bool| {
+        spec.transport = if on {
+            tls.clone()
+        } else {
+            tessera_client::Transport::plain()
+        };
+    };
+    local_on_off("tls", records, operations, rounds, c, load, configure).await
+}
+
+/// Get and put throughput on local clusters with `what` off and on
+/// (`configure` sets it in a cluster's spec), one after the other
+/// `rounds` times — off first in odd rounds, on first in even ones, so
+/// neither side always runs on a cold machine — and the ratio on ÷ off
+/// per phase.
+async fn local_on_off(
+    what: &str,
+    records: u64,
+    operations: u64,
+    rounds: usize,
+    c: &ClusterSpec,
+    load: &Load,
+    configure: impl Fn(&mut ClusterSpec, bool),
+) -> anyhow::Result<()> {
+    anyhow::ensure!(c.local, "{what}-cost starts its own clusters: pass --local");
     let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
     let mut results = Vec::new();
     // Each cluster on ports of its own: the previous one's may linger.
@@ -261,27 +299,36 @@ pub async fn metrics_cost(
         } else {
             [true, false]
         };
-        for metrics in order {
-            let spec = ClusterSpec {
+        for on in order {
+            let mut spec = ClusterSpec {
                 local_port: c.local_port.saturating_add(offset),
-                metrics,
                 ..c.clone()
             };
+            configure(&mut spec, on);
             offset = offset.saturating_add(stride);
+            let transport = spec.transport.clone();
             let mut rs = with_cluster(&spec, async |coordinator: &str| {
-                scenarios::get_put(coordinator, records, operations, workers, partitions, limit)
-                    .await
+                scenarios::get_put_over(
+                    coordinator,
+                    &transport,
+                    records,
+                    operations,
+                    workers,
+                    partitions,
+                    limit,
+                )
+                .await
             })
             .await?;
             for r in &mut rs {
-                r.store = format!("metrics {}", if metrics { "on" } else { "off" });
+                r.store = format!("{what} {}", if on { "on" } else { "off" });
                 r.phase = format!("{} #{}", r.phase, round + 1);
             }
             results.extend(rs);
         }
     }
     print!("{}", results_table(&results));
-    let ratios = on_off_ratios(&results, "metrics");
+    let ratios = on_off_ratios(&results, what);
     write_json(
         &load.json,
         &serde_json::json!({ "results": results, "ratio_on_over_off": ratios }),

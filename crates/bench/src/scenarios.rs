@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_client::{Admin, Authorization, Client};
+use tessera_client::{Admin, Authorization, Client, ClientOptions, CoordLink, Transport};
 
 /// An operation stream from a closure over a per-worker RNG.
 pub struct FnSource<F> {
@@ -615,8 +615,35 @@ pub async fn get_put(
     partitions: u32,
     time_limit: Duration,
 ) -> anyhow::Result<Vec<PhaseResult>> {
+    get_put_over(
+        coordinator,
+        &Transport::plain(),
+        records,
+        operations,
+        workers,
+        partitions,
+        time_limit,
+    )
+    .await
+}
+
+/// [`get_put`] with clients that connect over `transport` (TLS, for
+/// `bench tls-cost`).
+pub async fn get_put_over(
+    coordinator: &str,
+    transport: &Transport,
+    records: u64,
+    operations: u64,
+    workers: usize,
+    partitions: u32,
+    time_limit: Duration,
+) -> anyhow::Result<Vec<PhaseResult>> {
     let size = key_only_size(records, operations, workers, time_limit);
-    get_put_on(coordinator, "bench_get_put", partitions, size, None).await
+    let (admin, store) =
+        fresh_usertable_over(coordinator, transport, "bench_get_put", partitions, None).await?;
+    let results = compare_phases_key_only(store, size, true).await?;
+    admin.rm_space("bench_get_put").await?;
+    Ok(results)
 }
 
 /// [`get_put`] on a usertable `with authorization`: every object is
@@ -650,7 +677,8 @@ async fn get_put_on(
     size: CompareSize,
     auth: Option<&Authorization>,
 ) -> anyhow::Result<Vec<PhaseResult>> {
-    let (admin, store) = fresh_usertable_with(coordinator, name, partitions, auth).await?;
+    let (admin, store) =
+        fresh_usertable_over(coordinator, &Transport::plain(), name, partitions, auth).await?;
     let results = compare_phases_key_only(store, size, true).await?;
     admin.rm_space(name).await?;
     Ok(results)
@@ -662,19 +690,29 @@ async fn fresh_usertable(
     name: &str,
     partitions: u32,
 ) -> anyhow::Result<(Admin, Arc<dyn Store>)> {
-    fresh_usertable_with(coordinator, name, partitions, None).await
+    fresh_usertable_over(coordinator, &Transport::plain(), name, partitions, None).await
 }
 
-/// [`fresh_usertable`]; with `auth`, a space `with authorization` whose
-/// store writes `auth.secret` and carries `auth.macaroons`.
-async fn fresh_usertable_with(
+/// [`fresh_usertable`] over `transport`; with `auth`, a space `with
+/// authorization` whose store writes `auth.secret` and carries
+/// `auth.macaroons`.
+async fn fresh_usertable_over(
     coordinator: &str,
+    transport: &Transport,
     name: &str,
     partitions: u32,
     auth: Option<&Authorization>,
 ) -> anyhow::Result<(Admin, Arc<dyn Store>)> {
-    let admin = Admin::new(coordinator);
-    let mut client = Client::connect(coordinator).await?;
+    let link = CoordLink {
+        transport: transport.clone(),
+        admin_token: None,
+    };
+    let admin = Admin::with_link([coordinator], Duration::from_secs(10), link);
+    let options = ClientOptions {
+        transport: transport.clone(),
+        ..ClientOptions::default()
+    };
+    let mut client = Client::connect_with([coordinator], options).await?;
     let mut description = usertable_description(name, 10, true, partitions, 1);
     if let Some(auth) = auth {
         description += " with authorization";

@@ -117,6 +117,8 @@ async fn load(
         data: PathBuf::from(partial),
         durability: tessera_daemon::Durability::default(),
         metrics: false,
+        // A private loopback cluster that lives only for the restore.
+        transport: tessera_client::Transport::plain(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let cluster = tokio::spawn(dev::run(options, async move {
@@ -124,9 +126,14 @@ async fn load(
     }));
     let coordinator = format!("127.0.0.1:{port}");
     let loaded = async {
-        wait_ready(&coordinator, daemons, READY_TIMEOUT)
-            .await
-            .context("the restoring cluster did not become ready")?;
+        wait_ready(
+            &coordinator,
+            &tessera_client::Transport::plain(),
+            daemons,
+            READY_TIMEOUT,
+        )
+        .await
+        .context("the restoring cluster did not become ready")?;
         let total = contents.object_count();
         let mut bar = Progress::new("restore");
         let loaded = restore_objects(&coordinator, contents, &mut |n| {

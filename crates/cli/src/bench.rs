@@ -54,6 +54,21 @@ pub struct ClusterArgs {
     metrics: bool,
 }
 
+/// The shape of the side-by-side cost runs (`auth-cost`, `metrics-cost`,
+/// `tls-cost`).
+#[derive(Args, Clone)]
+pub struct CostArgs {
+    /// Records loaded before each side's run.
+    #[arg(long, default_value_t = 20_000)]
+    records: u64,
+    /// Gets, then puts, of each side's run.
+    #[arg(long, default_value_t = 50_000)]
+    operations: u64,
+    /// Pairs of runs (the order alternates).
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
+}
+
 /// Load shape shared by the scenarios.
 #[derive(Args, Clone)]
 pub struct LoadArgs {
@@ -147,13 +162,8 @@ enum Scenario {
     /// authorization` whose calls carry a macaroon, side by side on one
     /// cluster, and the ratio (the cost of authorization).
     AuthCost {
-        #[arg(long, default_value_t = 20_000)]
-        records: u64,
-        #[arg(long, default_value_t = 50_000)]
-        operations: u64,
-        /// Pairs of runs (the order alternates).
-        #[arg(long, default_value_t = 2)]
-        rounds: usize,
+        #[command(flatten)]
+        cost: CostArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         #[command(flatten)]
@@ -162,13 +172,21 @@ enum Scenario {
     /// Get and put throughput with metrics off and on, side by side on
     /// `--local` clusters, and the ratio (the cost of metrics).
     MetricsCost {
-        #[arg(long, default_value_t = 20_000)]
-        records: u64,
-        #[arg(long, default_value_t = 50_000)]
-        operations: u64,
-        /// Pairs of runs (off, then on).
-        #[arg(long, default_value_t = 2)]
-        rounds: usize,
+        #[command(flatten)]
+        cost: CostArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Get and put throughput in plain TCP and with TLS on every
+    /// connection, side by side on `--local` clusters, and the ratio (the
+    /// cost of TLS). Needs a certificate for 127.0.0.1 and its CA.
+    TlsCost {
+        #[command(flatten)]
+        cost: CostArgs,
+        #[command(flatten)]
+        security: crate::security::ServerSecurity,
         #[command(flatten)]
         cluster: ClusterArgs,
         #[command(flatten)]
@@ -249,6 +267,7 @@ impl ClusterArgs {
             partitions: self.partitions,
             fsync_every_commit: self.fsync_every_commit,
             metrics: self.metrics,
+            transport: tessera_client::Transport::plain(),
             launch: launch_dev(),
         }
     }
@@ -296,6 +315,7 @@ fn launch_dev() -> Launch {
             data: spec.data,
             durability,
             metrics: spec.metrics,
+            transport: spec.transport,
         };
         Box::pin(crate::dev::run(options, async move {
             let _ = stop.await;
@@ -389,17 +409,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             load,
         } => runs::latency(records, operations, &cluster.spec(), &load.load()).await,
         Scenario::AuthCost {
-            records,
-            operations,
-            rounds,
+            cost,
             cluster,
             load,
         } => {
             let auth = bench_authorization()?;
             runs::auth_cost(
-                records,
-                operations,
-                rounds,
+                cost.records,
+                cost.operations,
+                cost.rounds,
                 &auth,
                 &cluster.spec(),
                 &load.load(),
@@ -407,12 +425,30 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             .await
         }
         Scenario::MetricsCost {
-            records,
-            operations,
-            rounds,
+            cost,
             cluster,
             load,
-        } => runs::metrics_cost(records, operations, rounds, &cluster.spec(), &load.load()).await,
+        } => {
+            let (records, operations, rounds) = (cost.records, cost.operations, cost.rounds);
+            runs::metrics_cost(records, operations, rounds, &cluster.spec(), &load.load()).await
+        }
+        Scenario::TlsCost {
+            cost,
+            security,
+            cluster,
+            load,
+        } => {
+            let tls = security.link()?.transport;
+            runs::tls_cost(
+                cost.records,
+                cost.operations,
+                cost.rounds,
+                &tls,
+                &cluster.spec(),
+                &load.load(),
+            )
+            .await
+        }
         Scenario::Compare {
             quick,
             records,

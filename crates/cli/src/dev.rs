@@ -41,6 +41,8 @@ pub struct DevOptions {
     /// 127.0.0.1, the coordinator its dashboard beside them; the URLs are
     /// printed after `ready`.
     pub metrics: bool,
+    /// Plain TCP (what `tessera dev` runs) or TLS (`bench tls-cost`).
+    pub transport: tessera_client::Transport,
 }
 
 /// Writes one line to stdout and flushes it. A closed stdout (the reader
@@ -58,8 +60,13 @@ fn announce(line: std::fmt::Arguments<'_>) {
 /// Prints one `metrics: NAME URL` line per process, then the `dashboard:
 /// URL` line of the coordinator (it serves the page on its metrics
 /// listener), from the configuration.
-async fn print_metrics_urls(coordinator: &str) {
-    match tessera_client::Admin::new(coordinator).config().await {
+async fn print_metrics_urls(coordinator: &str, transport: &tessera_client::Transport) {
+    let link = tessera_client::CoordLink {
+        transport: transport.clone(),
+        admin_token: None,
+    };
+    let admin = tessera_client::Admin::with_link([coordinator], Duration::from_secs(10), link);
+    match admin.config().await {
         Ok(config) => {
             for member in &config.coordinators {
                 if let Some(url) = &member.metrics {
@@ -110,6 +117,7 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
     let metrics_addr = options.metrics.then_some(SocketAddr::from((localhost, 0)));
     let coordinator_options = tessera_coordinator::server::CoordinatorOptions {
         metrics: metrics_addr,
+        transport: options.transport.clone(),
         ..tessera_coordinator::server::CoordinatorOptions::new(coordinator_addr, coordinator_dir)
     };
     let shutdown = stopped(stop_rx.clone());
@@ -127,6 +135,7 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
             tessera_daemon::DaemonOptions::new(*addr, data_dir, coordinator_addr.to_string());
         daemon_options.durability = options.durability;
         daemon_options.metrics = metrics_addr;
+        daemon_options.transport = options.transport.clone();
         let shutdown = stopped(stop_rx.clone());
         tasks.spawn(async move {
             tessera_daemon::run(daemon_options, shutdown)
@@ -137,7 +146,12 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
 
     let daemon_addr_texts: Vec<String> = daemon_addrs.iter().map(|a| a.to_string()).collect();
     let coordinator_text = coordinator_addr.to_string();
-    let ready = wait_ready(&coordinator_text, options.daemons, READY_TIMEOUT);
+    let ready = wait_ready(
+        &coordinator_text,
+        &options.transport,
+        options.daemons,
+        READY_TIMEOUT,
+    );
     tokio::pin!(ready);
     tokio::pin!(signal);
     let mut outcome: anyhow::Result<()> = Ok(());
@@ -155,7 +169,7 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
                             options.data.display()
                         ));
                         if options.metrics {
-                            print_metrics_urls(&coordinator_text).await;
+                            print_metrics_urls(&coordinator_text, &options.transport).await;
                         }
                     }
                     Err(e) => {

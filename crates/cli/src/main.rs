@@ -21,6 +21,7 @@ mod bench;
 #[allow(clippy::disallowed_methods)]
 mod dev;
 mod progress;
+mod security;
 mod show;
 
 use tessera_cli::json;
@@ -32,12 +33,15 @@ use anyhow::Context;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Args, Parser, Subcommand};
+use security::{ClientSecurity, ServerSecurity};
 use std::io::Read;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use tessera_client::{Admin, AdminError, AdminStatus, Client, ClientError, Outcome, Status};
+use tessera_client::{
+    Admin, AdminError, AdminStatus, Client, ClientError, ClientOptions, Outcome, Status,
+};
 use tessera_observe::logs::LogFormat;
 
 #[derive(Parser)]
@@ -51,7 +55,7 @@ struct Cli {
     command: Command,
 }
 
-/// Which coordinator member to talk to.
+/// Which coordinator member to talk to, and how.
 #[derive(Args, Clone)]
 struct Target {
     /// Host of any coordinator member.
@@ -60,6 +64,8 @@ struct Target {
     /// Port of that member.
     #[arg(long, default_value_t = 1982)]
     port: u16,
+    #[command(flatten)]
+    security: ClientSecurity,
 }
 
 /// The macaroons of a data command on a space `with authorization`
@@ -97,6 +103,25 @@ struct Observe {
 impl Target {
     fn addr(&self) -> String {
         format!("{}:{}", self.host, self.port)
+    }
+
+    /// An admin handle on this member, over TLS and with the admin
+    /// credential when the flags give them.
+    fn admin(&self) -> anyhow::Result<Admin> {
+        Ok(Admin::with_link(
+            [self.addr()],
+            Duration::from_secs(10),
+            self.security.link()?,
+        ))
+    }
+
+    /// A data client through this member, over TLS when asked.
+    async fn client(&self) -> anyhow::Result<Client> {
+        let options = ClientOptions {
+            transport: self.security.link()?.transport,
+            ..ClientOptions::default()
+        };
+        Ok(Client::connect_with([self.addr()], options).await?)
     }
 }
 
@@ -136,6 +161,8 @@ enum Command {
         tombstone_grace_ms: u64,
         #[command(flatten)]
         observe: Observe,
+        #[command(flatten)]
+        security: ServerSecurity,
     },
     /// Run one daemon.
     Daemon {
@@ -158,6 +185,8 @@ enum Command {
         tombstone_collect_ms: u64,
         #[command(flatten)]
         observe: Observe,
+        #[command(flatten)]
+        security: ServerSecurity,
     },
     /// Run a coordinator and N daemons in this process (daemon i listens on
     /// port P+30+i); prints a line with `ready` once the cluster serves,
@@ -487,8 +516,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             advertise,
             tombstone_grace_ms,
             observe,
+            security,
         } => {
+            let link = security.link()?;
             let options = tessera_coordinator::server::CoordinatorOptions {
+                transport: link.transport,
+                admin_token: link.admin_token,
                 join,
                 advertise,
                 metrics: observe.metrics,
@@ -510,8 +543,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             advertise,
             tombstone_collect_ms,
             observe,
+            security,
         } => {
+            let link = security.link()?;
             let options = tessera_daemon::DaemonOptions {
+                transport: link.transport,
+                admin_token: link.admin_token,
                 advertise,
                 collect_every: Duration::from_millis(tombstone_collect_ms),
                 metrics: observe.metrics,
@@ -535,6 +572,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     data,
                     durability: tessera_daemon::Durability::default(),
                     metrics: !no_metrics,
+                    transport: tessera_client::Transport::plain(),
                 },
                 shutdown_signal(),
             )
@@ -545,7 +583,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             target,
         } => {
             let description = argument_or_stdin(description)?;
-            Admin::new(&target.addr()).add_space(&description).await?;
+            target.admin()?.add_space(&description).await?;
         }
         Command::ValidateSpace { description } => {
             let description = argument_or_stdin(description)?;
@@ -553,15 +591,15 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 .map_err(|e| AdminError::new(AdminStatus::BadSpace, e.to_string()))?;
         }
         Command::RmSpace { name, target } => {
-            Admin::new(&target.addr()).rm_space(&name).await?;
+            target.admin()?.rm_space(&name).await?;
         }
         Command::ListSpaces { target } => {
-            for name in Admin::new(&target.addr()).list_spaces().await? {
+            for name in target.admin()?.list_spaces().await? {
                 println!("{name}");
             }
         }
         Command::ListSubspaces { space, target } => {
-            let config = Admin::new(&target.addr()).config().await?;
+            let config = target.admin()?.config().await?;
             let space = config.space(&space).ok_or_else(|| {
                 AdminError::new(
                     AdminStatus::NotFound,
@@ -580,9 +618,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 .map(|a| a.trim().to_string())
                 .filter(|a| !a.is_empty())
                 .collect();
-            let part = Admin::new(&target.addr())
-                .add_subspace(&space, &attrs)
-                .await?;
+            let part = target.admin()?.add_subspace(&space, &attrs).await?;
             println!("{}", part.0);
         }
         Command::RmSubspace {
@@ -590,7 +626,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             part,
             target,
         } => {
-            Admin::new(&target.addr())
+            target
+                .admin()?
                 .rm_subspace(&space, tessera_client::PartId(part))
                 .await?;
         }
@@ -601,7 +638,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             target,
         }) => {
             refuse_global(global)?;
-            let part = Admin::new(&target.addr()).add_index(&space, &attr).await?;
+            let part = target.admin()?.add_index(&space, &attr).await?;
             println!("{}", part.0);
         }
         Command::RmIndex(IndexArgs {
@@ -611,7 +648,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             target,
         }) => {
             refuse_global(global)?;
-            let admin = Admin::new(&target.addr());
+            let admin = target.admin()?;
             let indexes = admin.list_indices(&space).await?;
             let named = |i: &&tessera_client::IndexInfo| match &i.path {
                 Some(path) => format!("{}.{path}", i.attribute) == attr,
@@ -635,18 +672,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
             target,
         } => {
             let description = argument_or_stdin(description)?;
-            Admin::new(&target.addr())
-                .relayout(&space, &description)
-                .await?;
+            target.admin()?.relayout(&space, &description).await?;
         }
         Command::ListIndices { space, target } => {
-            let config = Admin::new(&target.addr()).config().await?;
+            let config = target.admin()?.config().await?;
             if let Some(space) = config.space(&space) {
                 print!("{}", show::indices_text(space));
             }
         }
         Command::ShowConfig { json, target } => {
-            let config = Admin::new(&target.addr()).config().await?;
+            let config = target.admin()?.config().await?;
             if json {
                 println!(
                     "{}",
@@ -658,24 +693,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
         }
         Command::ServerOffline { id, target } => {
-            Admin::new(&target.addr())
-                .server_offline(daemon_id(&id)?)
-                .await?;
+            target.admin()?.server_offline(daemon_id(&id)?).await?;
         }
         Command::ServerOnline { id, target } => {
-            Admin::new(&target.addr())
-                .server_online(daemon_id(&id)?)
-                .await?;
+            target.admin()?.server_online(daemon_id(&id)?).await?;
         }
         Command::ServerKill { id, target } => {
-            Admin::new(&target.addr())
-                .server_kill(daemon_id(&id)?)
-                .await?;
+            target.admin()?.server_kill(daemon_id(&id)?).await?;
         }
         Command::ServerForget { id, target } => {
-            Admin::new(&target.addr())
-                .server_forget(daemon_id(&id)?)
-                .await?;
+            target.admin()?.server_forget(daemon_id(&id)?).await?;
         }
         Command::WaitUntilStable { timeout, target } => {
             let timeout = std::time::Duration::try_from_secs_f64(timeout).map_err(|_| {
@@ -684,7 +711,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     format!("--timeout {timeout} is not a number of seconds"),
                 )
             })?;
-            let admin = Admin::new(&target.addr());
+            let admin = target.admin()?;
             let epoch =
                 progress::wait_until_stable(&admin, timeout, std::time::Duration::from_millis(200))
                     .await?;
@@ -705,7 +732,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             auth,
             target,
         } => {
-            let mut client = auth.apply(Client::connect(&target.addr()).await?);
+            let mut client = auth.apply(target.client().await?);
             if let Some(secret) = secret {
                 client = client.with_secret(secret);
             }
@@ -720,7 +747,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             auth,
             target,
         } => {
-            let client = auth.apply(Client::connect(&target.addr()).await?);
+            let client = auth.apply(target.client().await?);
             let desc = client.space(&space).await?;
             let key = json::key_from_arg(&desc, &key)?;
             match client.get(&space, key).await? {
@@ -737,7 +764,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             auth,
             target,
         } => {
-            let client = auth.apply(Client::connect(&target.addr()).await?);
+            let client = auth.apply(target.client().await?);
             let desc = client.space(&space).await?;
             let key = json::key_from_arg(&desc, &key)?;
             if client.del(&space, key).await? == Outcome::NotFound {
@@ -755,7 +782,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             auth,
             target,
         } => {
-            let client = auth.apply(Client::connect(&target.addr()).await?);
+            let client = auth.apply(target.client().await?);
             let desc = client.space(&space).await?;
             let predicates = json::predicates_from_json(&desc, &json::parse(&json)?)?;
             if explain {
@@ -782,7 +809,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             auth,
             target,
         } => {
-            let client = auth.apply(Client::connect(&target.addr()).await?);
+            let client = auth.apply(target.client().await?);
             let desc = client.space(&space).await?;
             let predicates = json::predicates_from_json(&desc, &json::parse(&json)?)?;
             println!("{}", client.count(&space, predicates).await?);

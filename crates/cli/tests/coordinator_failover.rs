@@ -53,7 +53,7 @@ fn the_cluster_serves_after_the_coordinator_leader_dies() {
         retry_time_max: Duration::from_secs(30),
         ..ClientOptions::default()
     };
-    let client = BlockingClient::connect_with(members.clone(), options).expect("connect");
+    let client = BlockingClient::connect_with(members.clone(), options.clone()).expect("connect");
     let outcome = client
         .put("before", Value::str("x"), [("v", Value::str("1"))])
         .expect("put before the failure");

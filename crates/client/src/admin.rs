@@ -2,7 +2,7 @@
 
 use crate::error::AdminError;
 use std::time::Duration;
-use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
+use tessera_protocol::coord_client::{CoordClient, CoordClientOptions, CoordLink};
 use tessera_protocol::{AdminStatus, CoordRequest, CoordResponse, CoordStatus};
 use tessera_types::parse::parse_space;
 use tessera_types::{Configuration, DaemonId, Epoch, PartId, PartState, Space};
@@ -12,6 +12,9 @@ use tessera_types::{Configuration, DaemonId, Epoch, PartId, PartState, Space};
 #[derive(Clone)]
 pub struct Admin {
     coord: CoordClient,
+    /// How daemons are reached for the operations that talk to them
+    /// directly (a backup): the transport of the coordinator link.
+    pub(crate) transport: tessera_protocol::Transport,
 }
 
 impl Admin {
@@ -28,12 +31,23 @@ impl Admin {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        Admin::with_link(members, give_up_after, CoordLink::default())
+    }
+
+    /// [`Admin::with_members`] over `link`: TLS and the admin credential a
+    /// coordinator that requires one expects on configuration changes.
+    pub fn with_link<I, S>(members: I, give_up_after: Duration, link: CoordLink) -> Admin
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
         let options = CoordClientOptions {
             attempt_timeout: Duration::from_secs(2),
             give_up_after,
         };
         Admin {
-            coord: CoordClient::with_options(members, options),
+            transport: link.transport.clone(),
+            coord: CoordClient::with_link(members, options, link),
         }
     }
 

@@ -158,7 +158,11 @@ impl Admin {
         progress: &mut (dyn FnMut(BackupProgress) + Send),
     ) -> Result<BackupReport, BackupError> {
         let partial = prepare_dir(dir)?;
-        let pool = DaemonPool::new(FRAME_BYTES_MAX_DEFAULT, ANSWER_TIMEOUT);
+        let pool = DaemonPool::new(
+            FRAME_BYTES_MAX_DEFAULT,
+            ANSWER_TIMEOUT,
+            self.transport.clone(),
+        );
         let backup: u64 = rand::random();
         let result = self
             .backup_into(&pool, backup, &partial, dir, progress)

@@ -9,6 +9,7 @@ use crate::record::Record;
 use crate::stream::SearchStream;
 use std::sync::Arc;
 use std::time::Duration;
+use tessera_protocol::coord_client::CoordLink;
 use tessera_protocol::{AdminStatus, CoordStatus, Status};
 use tessera_types::{Configuration, DaemonId, Epoch, PartId, PredOp, SpaceDesc, Value};
 use tokio::runtime::Runtime;
@@ -237,6 +238,19 @@ impl BlockingAdmin {
         S: Into<String>,
     {
         BlockingAdmin::on_own_runtime(Admin::with_members(members, give_up_after))
+    }
+
+    /// [`Admin::with_link`]: over TLS, with the admin credential.
+    pub fn with_link<I, S>(
+        members: I,
+        give_up_after: Duration,
+        link: CoordLink,
+    ) -> Result<BlockingAdmin, AdminError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        BlockingAdmin::on_own_runtime(Admin::with_link(members, give_up_after, link))
     }
 
     /// `admin` with a runtime of its own to block on.

@@ -12,7 +12,8 @@ use crate::resolve;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
+use tessera_protocol::coord_client::{CoordClient, CoordClientOptions, CoordLink};
+use tessera_protocol::Transport;
 use tessera_protocol::{
     ClientRef, DaemonRequest, DaemonResponse, Status, UpdateFlags, UpdateRequest,
     FRAME_BYTES_MAX_DEFAULT,
@@ -22,7 +23,7 @@ use tessera_types::{Configuration, Epoch, PredOp, Space, SpaceDesc, Value};
 use tokio::time::Instant;
 
 /// Knobs of a [`Client`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ClientOptions {
     /// How long an operation keeps retrying through stale epochs,
     /// unreachable replicas and unanswered updates before it fails with
@@ -38,6 +39,9 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// The largest frame accepted from a daemon, and sent to one.
     pub frame_bytes_max: usize,
+    /// Plain TCP (the default) or TLS to the coordinator and the daemons
+    /// ([`Transport::tls`] with the cluster's CA).
+    pub transport: Transport,
 }
 
 impl Default for ClientOptions {
@@ -47,6 +51,7 @@ impl Default for ClientOptions {
             update_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
             frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
+            transport: Transport::plain(),
         }
     }
 }
@@ -118,11 +123,15 @@ impl Client {
         S: Into<String>,
     {
         let deadline = Instant::now() + options.retry_time_max;
-        let coord = CoordClient::with_options(
+        let coord = CoordClient::with_link(
             coordinators,
             CoordClientOptions {
                 attempt_timeout: Duration::from_secs(2),
                 give_up_after: options.retry_time_max,
+            },
+            CoordLink {
+                transport: options.transport.clone(),
+                admin_token: None,
             },
         );
         let cache = ConfigCache::start(coord, deadline).await?;
@@ -131,7 +140,11 @@ impl Client {
             inner: Arc::new(Inner {
                 attempts: Attempts::new(
                     cache,
-                    DaemonPool::new(options.frame_bytes_max, options.connect_timeout),
+                    DaemonPool::new(
+                        options.frame_bytes_max,
+                        options.connect_timeout,
+                        options.transport.clone(),
+                    ),
                     options.retry_time_max,
                     options.update_timeout,
                 ),

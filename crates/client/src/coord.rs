@@ -4,7 +4,7 @@
 use crate::error::ClientError;
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_protocol::coord_client::CoordClient;
+use tessera_protocol::coord_client::{CoordClient, CoordClientError};
 use tessera_protocol::{CoordRequest, CoordResponse, Status};
 use tessera_types::{Configuration, Epoch};
 use tokio::sync::watch;
@@ -35,11 +35,15 @@ impl ConfigCache {
         let (config, _) = watch::channel(Arc::new(Configuration::default()));
         let cache = Arc::new(ConfigCache { coord, config });
         loop {
-            match cache.fetch(Duration::ZERO).await {
+            match cache.fetch_once(Duration::ZERO).await {
                 Ok(()) if cache.current().epoch > Epoch(0) => break,
                 Ok(()) => {}
-                Err(e) if Instant::now() >= deadline => return Err(e),
-                Err(e) => tracing::debug!(error = %e, "first configuration fetch failed; retrying"),
+                // A refusal or a failed TLS handshake will not change.
+                Err(Fetch::Final(e)) => return Err(e),
+                Err(Fetch::Retry(e)) if Instant::now() >= deadline => return Err(e),
+                Err(Fetch::Retry(e)) => {
+                    tracing::debug!(error = %e, "first configuration fetch failed; retrying")
+                }
             }
             if Instant::now() >= deadline {
                 return Err(ClientError::new(
@@ -90,6 +94,12 @@ impl ConfigCache {
     /// Asks the coordinator for a configuration newer than the current one,
     /// waiting up to `wait` for one to appear, and installs it.
     pub(crate) async fn fetch(&self, wait: Duration) -> Result<(), ClientError> {
+        self.fetch_once(wait)
+            .await
+            .map_err(|(Fetch::Final(e) | Fetch::Retry(e))| e)
+    }
+
+    async fn fetch_once(&self, wait: Duration) -> Result<(), Fetch> {
         let known = self.current().epoch;
         let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
         match self
@@ -102,14 +112,22 @@ impl ConfigCache {
                 Ok(())
             }
             Ok(CoordResponse::Config(None)) => Ok(()),
-            Ok(other) => Err(ClientError::new(
+            Ok(CoordResponse::Failed { reason, .. }) => Err(Fetch::Final(ClientError::new(
+                Status::CoordFail,
+                format!("the coordinator refused: {reason}"),
+            ))),
+            Ok(other) => Err(Fetch::Retry(ClientError::new(
                 Status::CoordFail,
                 format!("unexpected coordinator answer to a configuration request: {other:?}"),
-            )),
-            Err(e) => Err(ClientError::new(
-                Status::CoordFail,
-                format!("coordinator unreachable: {e}"),
-            )),
+            ))),
+            Err(e) => {
+                let error =
+                    ClientError::new(Status::CoordFail, format!("coordinator unreachable: {e}"));
+                Err(match e {
+                    CoordClientError::Tls { .. } => Fetch::Final(error),
+                    _ => Fetch::Retry(error),
+                })
+            }
         }
     }
 
@@ -170,4 +188,12 @@ impl ConfigCache {
             tracing::debug!(epoch = %self.current().epoch, "configuration installed");
         }
     }
+}
+
+/// Why a configuration fetch failed: `Final` when asking again cannot help
+/// (the coordinator refused, or TLS failed), so a client fails at once
+/// instead of retrying until its deadline.
+enum Fetch {
+    Final(ClientError),
+    Retry(ClientError),
 }

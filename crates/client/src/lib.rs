@@ -62,7 +62,11 @@ pub use family::Microtransaction;
 pub use ops::{Op, Outcome};
 pub use record::Record;
 pub use stream::SearchStream;
-pub use tessera_protocol::{AdminStatus, CmpFailKind, CoordStatus, NumOp, Status, UpdateFlags};
+pub use tessera_protocol::coord_client::CoordLink;
+pub use tessera_protocol::transport::{TlsConfigError, TlsFiles, Transport};
+pub use tessera_protocol::{
+    AdminStatus, AdminToken, AdminTokenError, CmpFailKind, CoordStatus, NumOp, Status, UpdateFlags,
+};
 pub use tessera_types::{
     Check, Configuration, DaemonId, DataType, Epoch, PartId, PartKind, PartState, PredOp,
     SpaceDesc, Value, Version,

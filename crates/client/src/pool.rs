@@ -28,10 +28,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera_protocol::frame::encode;
+use tessera_protocol::transport::{ConnectError, Stream, Transport};
 use tessera_protocol::{read_frame, DaemonRequest, DaemonResponse, Message};
 use tessera_types::Epoch;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 /// The most frames waiting for one connection's writer.
@@ -47,7 +47,7 @@ pub(crate) enum ConnError {
     Connect {
         addr: String,
         #[source]
-        source: std::io::Error,
+        source: ConnectError,
     },
     /// Nothing was sent: the connection was not opened within the timeout.
     #[error("cannot connect to daemon {addr}: timed out after {after:?}")]
@@ -80,14 +80,20 @@ pub(crate) struct DaemonPool {
     conns: Mutex<HashMap<String, Arc<DaemonConn>>>,
     frame_bytes_max: usize,
     connect_timeout: Duration,
+    transport: Transport,
 }
 
 impl DaemonPool {
-    pub(crate) fn new(frame_bytes_max: usize, connect_timeout: Duration) -> DaemonPool {
+    pub(crate) fn new(
+        frame_bytes_max: usize,
+        connect_timeout: Duration,
+        transport: Transport,
+    ) -> DaemonPool {
         DaemonPool {
             conns: Mutex::new(HashMap::new()),
             frame_bytes_max,
             connect_timeout,
+            transport,
         }
     }
 
@@ -110,17 +116,20 @@ impl DaemonPool {
                 return Ok(conn.clone());
             }
         }
-        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr))
+        let stream = self
+            .transport
+            .connect(addr, self.connect_timeout)
             .await
-            .map_err(|_| ConnError::ConnectTimeout {
-                addr: addr.to_string(),
-                after: self.connect_timeout,
-            })?
-            .map_err(|source| ConnError::Connect {
-                addr: addr.to_string(),
-                source,
+            .map_err(|e| match e {
+                ConnectError::Timeout { after, .. } => ConnError::ConnectTimeout {
+                    addr: addr.to_string(),
+                    after,
+                },
+                source => ConnError::Connect {
+                    addr: addr.to_string(),
+                    source,
+                },
             })?;
-        let _ = stream.set_nodelay(true);
         let conn = DaemonConn::start(addr.to_string(), stream, self.frame_bytes_max);
         let mut conns = lock(&self.conns);
         // Another caller may have connected meanwhile; keep the first live one.
@@ -155,7 +164,7 @@ struct DaemonConn {
 }
 
 impl DaemonConn {
-    fn start(addr: String, stream: TcpStream, frame_bytes_max: usize) -> Arc<DaemonConn> {
+    fn start(addr: String, stream: Stream, frame_bytes_max: usize) -> Arc<DaemonConn> {
         let (mut read_half, mut write_half) = stream.into_split();
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let closed = Arc::new(AtomicBool::new(false));
@@ -176,7 +185,13 @@ impl DaemonConn {
             let addr = addr.clone();
             tokio::spawn(async move {
                 while let Some(frame) = frames_rx.recv().await {
-                    if let Err(e) = write_half.write_all(&frame).await {
+                    // A TLS stream holds written bytes until flushed: flush
+                    // once the queue is drained (a no-op in plain TCP).
+                    let mut written = write_half.write_all(&frame).await;
+                    while let (Ok(()), Ok(more)) = (&written, frames_rx.try_recv()) {
+                        written = write_half.write_all(&more).await;
+                    }
+                    if let Err(e) = written.and(write_half.flush().await) {
                         tracing::debug!(%addr, error = %e, "daemon connection write failed");
                         break;
                     }
@@ -349,7 +364,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let accept = tokio::spawn(async move { listener.accept().await.map(|(s, _)| s) });
-        let pool = DaemonPool::new(1 << 24, Duration::from_millis(20));
+        let pool = DaemonPool::new(1 << 24, Duration::from_millis(20), Transport::plain());
         let conn = pool.conn(&addr).await.unwrap();
         let _held = accept.await.unwrap().unwrap();
         // Requests of 64 KiB each: 4096 of them (256 MiB) are far beyond
@@ -390,7 +405,11 @@ mod tests {
     #[tokio::test]
     async fn a_poisoned_lock_is_recovered() {
         let addr = answering_daemon().await;
-        let pool = Arc::new(DaemonPool::new(1 << 20, Duration::from_secs(5)));
+        let pool = Arc::new(DaemonPool::new(
+            1 << 20,
+            Duration::from_secs(5),
+            Transport::plain(),
+        ));
         let mut answer = pool.request(&addr, Epoch(1), get(1)).await.unwrap();
         assert_eq!(answer.next().await.unwrap(), DaemonResponse::Done);
         // A thread that panics while holding both locks poisons them.

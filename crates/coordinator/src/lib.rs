@@ -30,6 +30,7 @@
 
 mod dashboard;
 pub mod detector;
+pub mod gate;
 pub mod layout;
 mod metrics;
 pub mod node;

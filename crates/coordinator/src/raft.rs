@@ -18,7 +18,7 @@ use openraft::raft::{
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
 use std::time::Duration;
-use tessera_protocol::coord_client::{CoordClientError, CoordConnection};
+use tessera_protocol::coord_client::{CoordClientError, CoordConnection, CoordLink};
 use tessera_protocol::{CoordRequest, CoordResponse};
 
 openraft::declare_raft_types!(
@@ -85,8 +85,12 @@ pub async fn serve_rpc(raft: &Raft, payload: &[u8]) -> Result<Vec<u8>, serde_jso
     serde_json::to_vec(&response)
 }
 
-/// Makes one [`PeerClient`] per target member.
-pub struct Network;
+/// Makes one [`PeerClient`] per target member; the link carries the
+/// transport (TLS or plain) and the admin credential, which a member that
+/// requires one checks on Raft RPCs too.
+pub struct Network {
+    pub link: CoordLink,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
@@ -95,6 +99,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         PeerClient {
             target,
             addr: node.addr.clone(),
+            link: self.link.clone(),
             connection: None,
         }
     }
@@ -105,6 +110,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct PeerClient {
     target: NodeId,
     addr: String,
+    link: CoordLink,
     connection: Option<CoordConnection>,
 }
 
@@ -129,7 +135,7 @@ impl PeerClient {
             .as_ref()
             .is_none_or(CoordConnection::is_closed)
         {
-            let connection = CoordConnection::connect(&self.addr, timeout)
+            let connection = CoordConnection::connect_over(&self.link, &self.addr, timeout)
                 .await
                 .map_err(SendError::Unreachable)?;
             self.connection = Some(connection);

@@ -24,6 +24,7 @@
 //! answers `NotLeader`, and the daemon's client tries the next member.
 
 use crate::dashboard::{self, Dashboard, MemberView};
+use crate::gate::admit;
 use crate::layout::LayoutTally;
 use crate::metrics::{CoordinatorMetrics, Detection, RaftView};
 use crate::node::CoordinatorNode;
@@ -38,10 +39,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
+use tessera_protocol::coord_client::{CoordClient, CoordClientOptions, CoordLink};
+use tessera_protocol::transport::{plain_listener_warning, AcceptError, Stream, Transport};
 use tessera_protocol::{
-    read_frame, write_frame, AdminStatus, CoordRequest, CoordResponse, CoordStatus, FrameError,
-    Message, FRAME_BYTES_MAX_DEFAULT,
+    read_frame, write_frame, AdminStatus, AdminToken, CoordRequest, CoordResponse, CoordStatus,
+    FrameError, Message, FRAME_BYTES_MAX_DEFAULT,
 };
 use tessera_types::{Configuration, CoordinatorInfo, DaemonId, Epoch};
 use tokio::io::{AsyncWriteExt, BufWriter};
@@ -94,6 +96,12 @@ pub struct CoordinatorOptions {
     /// when `None`. Its URL is recorded in the group's membership, so the
     /// configuration lists it.
     pub metrics: Option<SocketAddr>,
+    /// Plain TCP or TLS, for what this member accepts and what it dials
+    /// (the other members).
+    pub transport: Transport,
+    /// The admin credential: when set, configuration changes without it
+    /// are refused (`gate.rs`), and this member sends it to the others.
+    pub admin_token: Option<AdminToken>,
 }
 
 impl CoordinatorOptions {
@@ -108,6 +116,8 @@ impl CoordinatorOptions {
             tombstone_grace: crate::tombstones::TOMBSTONE_GRACE,
             advertise: None,
             metrics: None,
+            transport: Transport::plain(),
+            admin_token: None,
         }
     }
 }
@@ -135,6 +145,9 @@ pub enum CoordinatorError {
     /// openraft refused to start or stopped with a fatal error.
     #[error("raft: {0}")]
     Raft(String),
+    /// TLS was asked for without a certificate to serve with.
+    #[error("a coordinator with TLS needs --tls-cert and --tls-key")]
+    TlsWithoutCertificate,
     /// `--join` did not succeed in time.
     #[error("cannot join the coordinator group through {via}: {reason}")]
     Join { via: String, reason: String },
@@ -198,8 +211,17 @@ pub async fn serve_with(
         tombstone_grace,
         advertise,
         metrics,
+        transport,
+        admin_token,
         ..
     } = opts;
+    if !transport.can_serve() {
+        return Err(CoordinatorError::TlsWithoutCertificate);
+    }
+    let link = CoordLink {
+        transport,
+        admin_token,
+    };
     let local = listener
         .local_addr()
         .map_err(|source| CoordinatorError::Listen {
@@ -208,6 +230,9 @@ pub async fn serve_with(
         })?;
     if local.ip().is_unspecified() {
         tracing::warn!(%local, "listening on a wildcard address; other members will be told to dial it as is");
+    }
+    if let Some(warning) = plain_listener_warning(&local, &link.transport) {
+        tracing::warn!("{warning}");
     }
     let addr = advertise.unwrap_or_else(|| local.to_string());
     std::fs::create_dir_all(&data_dir).map_err(|source| CoordinatorError::DataDir {
@@ -257,7 +282,7 @@ pub async fn serve_with(
     let raft = Raft::new(
         node_id,
         Arc::new(config),
-        Network,
+        Network { link: link.clone() },
         opened.log,
         opened.state_machine,
     )
@@ -276,6 +301,7 @@ pub async fn serve_with(
         layout: Mutex::new(LayoutTally::default()),
         started: std::time::Instant::now(),
         metrics: CoordinatorMetrics::new(start_epoch),
+        link,
     });
     let metrics_task = metrics_listener.map(|listener| {
         if let Some(url) = &metrics_url {
@@ -350,7 +376,7 @@ pub async fn serve_with(
 
     let joining = async {
         if let Some(via) = join_via {
-            join_group(&via, node_id, &me).await?;
+            join_group(&via, node_id, &me, &member.link).await?;
             tracing::info!(node_id, %addr, "joined coordinator group");
         }
         std::future::pending::<Result<(), CoordinatorError>>().await
@@ -394,12 +420,17 @@ async fn open_store(data_dir: &std::path::Path) -> Result<store::Opened, Coordin
 
 /// Asks the group at `via` (following redirects) to add this member, or to
 /// update its entry.
-async fn join_group(via: &str, node_id: NodeId, me: &MemberNode) -> Result<(), CoordinatorError> {
+async fn join_group(
+    via: &str,
+    node_id: NodeId,
+    me: &MemberNode,
+    link: &CoordLink,
+) -> Result<(), CoordinatorError> {
     let options = CoordClientOptions {
         attempt_timeout: Duration::from_secs(15),
         give_up_after: Duration::from_secs(20),
     };
-    let client = CoordClient::with_options([via], options);
+    let client = CoordClient::with_link([via], options, link.clone());
     let deadline = Instant::now() + JOIN_TIMEOUT;
     loop {
         let reason = match client
@@ -478,8 +509,15 @@ async fn accept_loop(listener: TcpListener, member: Arc<Member>) {
     let mut connections = JoinSet::new();
     loop {
         match listener.accept().await {
-            Ok((stream, peer)) => {
-                connections.spawn(serve_connection(stream, peer, member.clone()));
+            Ok((tcp, peer)) => {
+                let member = member.clone();
+                connections.spawn(async move {
+                    match member.link.transport.accept(tcp, HANDSHAKE_TIMEOUT).await {
+                        Ok(stream) => serve_connection(stream, peer, member).await,
+                        Err(AcceptError::Plain { tcp }) => refuse_plain(tcp, peer).await,
+                        Err(e) => tracing::warn!(%peer, "{e}"),
+                    }
+                });
             }
             Err(e) => {
                 // Usually out of file descriptors: back off instead of spinning.
@@ -495,8 +533,35 @@ async fn accept_loop(listener: TcpListener, member: Arc<Member>) {
 /// written; beyond it the connection is not read until one is written.
 const CONNECTION_REQUESTS_MAX: usize = 1024;
 
-async fn serve_connection(stream: TcpStream, peer: SocketAddr, member: Arc<Member>) {
-    let _ = stream.set_nodelay(true);
+/// How long an accepted connection may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Answers the first request of a plain client on a TLS port with why it
+/// is refused, instead of a bare close that its client would retry until
+/// it gives up. Reads at most one small frame, briefly.
+async fn refuse_plain(tcp: TcpStream, peer: SocketAddr) {
+    const PLAIN_FRAME_BYTES_MAX: usize = 64 * 1024;
+    tracing::warn!(%peer, "refused a plain TCP connection: this member accepts only TLS");
+    let (mut reader, mut writer) = tcp.into_split();
+    let first = tokio::time::timeout(
+        Duration::from_secs(2),
+        read_frame(&mut reader, PLAIN_FRAME_BYTES_MAX),
+    )
+    .await;
+    let id = match first {
+        Ok(Ok(Message::CoordRequest { id, .. } | Message::CredentialedRequest { id, .. })) => id,
+        _ => return,
+    };
+    let response = CoordResponse::Failed {
+        status: AdminStatus::CoordFail,
+        reason: "this coordinator accepts only TLS connections; pass --tls-ca (docs/design/tls.md)"
+            .to_string(),
+    };
+    let _ = write_frame(&mut writer, &Message::CoordResponse { id, response }).await;
+    let _ = writer.flush().await;
+}
+
+async fn serve_connection(stream: Stream, peer: SocketAddr, member: Arc<Member>) {
     let (mut reader, writer) = stream.into_split();
     // Each request takes a slot before its task starts and fills it with
     // the response: a client that sends faster than it reads stops being
@@ -523,17 +588,9 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, member: Arc<Membe
         }
     });
     loop {
-        match read_frame(&mut reader, FRAME_BYTES_MAX_DEFAULT).await {
-            Ok(Message::CoordRequest { id, request }) => {
-                let Ok(slot) = responses.clone().reserve_owned().await else {
-                    break; // the writer is gone: so is the connection
-                };
-                let member = member.clone();
-                tasks.spawn(async move {
-                    let response = member.handle(request).await;
-                    slot.send(Message::CoordResponse { id, response });
-                });
-            }
+        let (id, token, request) = match read_frame(&mut reader, FRAME_BYTES_MAX_DEFAULT).await {
+            Ok(Message::CoordRequest { id, request }) => (id, None, request),
+            Ok(Message::CredentialedRequest { id, token, request }) => (id, Some(token), request),
             Ok(other) => {
                 tracing::warn!(%peer, "closing connection: not a coordinator request: {}", message_kind(&other));
                 break;
@@ -542,6 +599,25 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, member: Arc<Membe
             Err(e) => {
                 tracing::warn!(%peer, "closing connection: {e}");
                 break;
+            }
+        };
+        let Ok(slot) = responses.clone().reserve_owned().await else {
+            break; // the writer is gone: so is the connection
+        };
+        match admit(member.link.admin_token.as_ref(), token.as_deref(), &request) {
+            Ok(()) => {
+                let member = member.clone();
+                tasks.spawn(async move {
+                    let response = member.handle(request).await;
+                    slot.send(Message::CoordResponse { id, response });
+                });
+            }
+            Err(refusal) => {
+                tracing::warn!(%peer, ?refusal, "refused a configuration change");
+                slot.send(Message::CoordResponse {
+                    id,
+                    response: refusal,
+                });
             }
         }
         while tasks.try_join_next().is_some() {}
@@ -557,6 +633,7 @@ fn message_kind(message: &Message) -> &'static str {
         Message::Held(_) => "Held",
         Message::CoordRequest { .. } => "CoordRequest",
         Message::CoordResponse { .. } => "CoordResponse",
+        Message::CredentialedRequest { .. } => "CredentialedRequest",
     }
 }
 
@@ -579,6 +656,9 @@ struct Member {
     started: std::time::Instant,
     /// What `/metrics` serves.
     metrics: CoordinatorMetrics,
+    /// How this member accepts and dials, and the credential it requires
+    /// and sends.
+    link: CoordLink,
 }
 
 impl Member {

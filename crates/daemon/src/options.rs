@@ -28,6 +28,12 @@ pub struct DaemonOptions {
     /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); none
     /// when `None`. Its URL goes to the coordinator with the registration.
     pub metrics: Option<SocketAddr>,
+    /// Plain TCP or TLS, for clients and peers that connect and for what
+    /// the daemon dials (peers, the coordinator).
+    pub transport: tessera_protocol::Transport,
+    /// The admin credential a coordinator that requires one expects on a
+    /// daemon's registration, heartbeats and reports.
+    pub admin_token: Option<tessera_protocol::AdminToken>,
 }
 
 impl DaemonOptions {
@@ -41,6 +47,8 @@ impl DaemonOptions {
             durability: Durability::default(),
             collect_every: Duration::from_secs(10),
             metrics: None,
+            transport: tessera_protocol::Transport::plain(),
+            admin_token: None,
         }
     }
 }
@@ -53,6 +61,9 @@ pub enum DaemonError {
     Storage(String),
     #[error("coordinator unreachable: {0}")]
     Coordinator(String),
+    /// TLS was asked for without a certificate to serve with.
+    #[error("a daemon with TLS needs --tls-cert and --tls-key")]
+    TlsWithoutCertificate,
     /// The daemon's storage failed; it left every chain and stopped.
     #[error("the daemon's storage failed (a write or fsync failed, or the disk is full); it left every chain and stopped")]
     CannotPersist,

@@ -15,8 +15,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tessera_protocol::coord_client::{CoordClient, CoordClientOptions};
+use tessera_protocol::coord_client::{CoordClient, CoordClientOptions, CoordLink};
 use tessera_protocol::frame::encode;
+use tessera_protocol::transport::{plain_listener_warning, ReadHalf, Transport, WriteHalf};
 use tessera_protocol::{
     read_frame, CoordRequest, CoordResponse, DaemonResponse, FrameError, Message,
 };
@@ -29,8 +30,10 @@ use tokio::sync::mpsc;
 /// How long a peer may leave sent data unacknowledged (TCP) before its
 /// connection is broken and it is reported unreachable.
 const PEER_ACK_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long connecting to a peer may take.
+/// How long connecting to a peer may take (the TLS handshake included).
 const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long an accepted connection may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Records per state-transfer message.
 const TRANSFER_BATCH: usize = 256;
@@ -54,6 +57,8 @@ struct Shell {
     started: Instant,
     stopping: Mutex<Option<Stopping>>,
     stop: tokio::sync::Notify,
+    /// How peers are dialed and connections accepted: plain or TLS.
+    transport: Transport,
     /// `None` without `--metrics`: nothing is counted then, so a daemon
     /// serving no metrics pays nothing for them.
     metrics: Option<DaemonMetrics>,
@@ -226,23 +231,24 @@ async fn peer_writer(
             .node
             .on_peer_unreachable(to, shell.now(), &mut |o| sink.execute(o));
     };
-    let mut stream: Option<BufWriter<TcpStream>> = None;
+    // Peer connections carry messages one way; the read half is kept only
+    // so that the connection stays whole.
+    let mut stream: Option<(ReadHalf, BufWriter<WriteHalf>)> = None;
     while let Some(msg) = rx.recv().await {
         let s = match stream.as_mut() {
-            Some(s) => s,
-            None => match tokio::time::timeout(PEER_CONNECT_TIMEOUT, TcpStream::connect(&addr))
-                .await
-            {
-                Ok(Ok(s)) => {
-                    let _ = s.set_nodelay(true);
+            Some((_, s)) => s,
+            None => match shell.transport.connect(&addr, PEER_CONNECT_TIMEOUT).await {
+                Ok(s) => {
                     // Data the peer does not acknowledge within this time
                     // breaks the connection (the kernel keeps retrying
                     // otherwise, for many minutes).
-                    let _ = socket2::SockRef::from(&s).set_tcp_user_timeout(Some(PEER_ACK_TIMEOUT));
-                    stream.insert(BufWriter::new(s))
+                    let _ = socket2::SockRef::from(s.tcp())
+                        .set_tcp_user_timeout(Some(PEER_ACK_TIMEOUT));
+                    let (read, write) = s.into_split();
+                    &mut stream.insert((read, BufWriter::new(write))).1
                 }
-                _ => {
-                    tracing::warn!(%to, %addr, "cannot reach peer; dropping a chain message");
+                Err(e) => {
+                    tracing::warn!(%to, %addr, "cannot reach peer ({e}); dropping a chain message");
                     unreachable(&shell);
                     continue;
                 }
@@ -270,8 +276,18 @@ async fn write_batch(
     writer.flush().await
 }
 
-async fn serve_connection(shell: Arc<Shell>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
+async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
+    let stream = match shell.transport.accept(tcp, HANDSHAKE_TIMEOUT).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            tracing::warn!("{e}");
+            return;
+        }
+    };
+    // With TLS, chain, transfer and anti-entropy messages come only from
+    // the cluster's servers, which present a certificate its CA signed;
+    // a client may connect without one, for requests only.
+    let peers_allowed = !shell.transport.is_tls() || stream.peer_certified();
     let conn = shell.next_conn.fetch_add(1, Ordering::Relaxed);
     let (mut reader, writer) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Message>(QUEUE_MESSAGES_MAX);
@@ -289,8 +305,14 @@ async fn serve_connection(shell: Arc<Shell>, stream: TcpStream) {
             Ok(Message::DaemonRequest { id, epoch, request }) => {
                 shell.handle_request(conn, id, epoch, request)
             }
-            Ok(msg @ (Message::Transfer(_) | Message::Chain(_) | Message::Held(_))) => {
+            Ok(msg @ (Message::Transfer(_) | Message::Chain(_) | Message::Held(_)))
+                if peers_allowed =>
+            {
                 shell.on_peer(msg)
+            }
+            Ok(Message::Transfer(_) | Message::Chain(_) | Message::Held(_)) => {
+                tracing::warn!("closing a connection: a peer message from a client without the cluster's certificate");
+                break;
             }
             Ok(other) => {
                 tracing::warn!("unexpected message on a daemon connection: {other:?}");
@@ -363,13 +385,14 @@ async fn first_config(coord: &CoordClient, me: DaemonId) -> Result<Configuration
 
 /// Sends the node's heartbeat (or, once poisoned, its request to leave)
 /// every [`HEARTBEAT_INTERVAL`] and hands the answer back to it.
-async fn heartbeat(shell: Arc<Shell>, coordinator: String) {
+async fn heartbeat(shell: Arc<Shell>, coordinator: String, link: CoordLink) {
     // Fails over between members fast enough (see the options) that a
     // new leader hears this daemon well within its failure timeout.
     let options = CoordClientOptions::heartbeat();
-    let coord = CoordClient::with_options(
+    let coord = CoordClient::with_link(
         shell.coord.members().into_iter().chain([coordinator]),
         options,
+        link,
     );
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -422,7 +445,17 @@ pub(crate) async fn run(
     );
     let storage = tessera_storage::fault::from_env(storage)
         .map_err(|e| DaemonError::Storage(e.to_string()))?;
+    if !options.transport.can_serve() {
+        return Err(DaemonError::TlsWithoutCertificate);
+    }
     let listener = TcpListener::bind(options.listen).await?;
+    if let Some(warning) = listener
+        .local_addr()
+        .ok()
+        .and_then(|local| plain_listener_warning(&local, &options.transport))
+    {
+        tracing::warn!("{warning}");
+    }
     let advertise = options.advertise.clone().unwrap_or_else(|| {
         listener
             .local_addr()
@@ -439,7 +472,15 @@ pub(crate) async fn run(
         Some(listener) => Some(tessera_observe::metrics_url(listener.local_addr()?)),
         None => None,
     };
-    let coord = CoordClient::new([options.coordinator.clone()]);
+    let link = CoordLink {
+        transport: options.transport.clone(),
+        admin_token: options.admin_token.clone(),
+    };
+    let coord = CoordClient::with_link(
+        [options.coordinator.clone()],
+        CoordClientOptions::default(),
+        link.clone(),
+    );
     let me = register(&coord, storage.as_ref(), &advertise, metrics_url.clone()).await?;
     let config = Arc::new(first_config(&coord, me).await?);
     tracing::info!(%me, addr = %advertise, metrics = metrics_url.as_deref().unwrap_or("none"), epoch = config.epoch.0, "daemon registered");
@@ -470,6 +511,7 @@ pub(crate) async fn run(
         started,
         stopping: Mutex::new(None),
         stop: tokio::sync::Notify::new(),
+        transport: options.transport.clone(),
         metrics: metrics_listener.is_some().then(DaemonMetrics::new),
         data_dir: options.data_dir.clone(),
     });
@@ -513,7 +555,7 @@ pub(crate) async fn run(
                 };
                 runtime.block_on(async move {
                     tokio::select! {
-                        () = heartbeat(shell, coordinator) => {}
+                        () = heartbeat(shell, coordinator, link) => {}
                         _ = heartbeat_stopped => {}
                     }
                 });

@@ -54,16 +54,17 @@
 //! (within its attempt timeout) instead of growing memory behind a member
 //! that does not read.
 
+use crate::credential::{coord_message, AdminToken};
 use crate::frame::{read_frame, write_frame, FRAME_BYTES_MAX_DEFAULT};
 use crate::messages::{CoordRequest, CoordResponse, Message};
 use crate::status::AdminStatus;
+use crate::transport::{ConnectError, Transport};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tessera_types::{Configuration, Epoch};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -86,6 +87,15 @@ pub enum CoordClientError {
     /// The client was given no member addresses.
     #[error("no coordinator addresses given")]
     NoMembers,
+    /// The TLS handshake with a member failed, or its address names no
+    /// host a certificate could carry: the client's CA or the cluster's
+    /// certificates are wrong, which no retry mends, so the call ends.
+    #[error("TLS with coordinator {addr} failed: {source}")]
+    Tls {
+        addr: String,
+        #[source]
+        source: ConnectError,
+    },
     /// Connecting to a member failed.
     #[error("cannot connect to coordinator {addr}: {source}")]
     Connect {
@@ -99,6 +109,9 @@ pub enum CoordClientError {
     /// A member did not answer within the per-call timeout.
     #[error("coordinator {addr} did not answer within {after:?}")]
     Timeout { addr: String, after: Duration },
+    /// A member refused the request (a plain client on a TLS port, say).
+    #[error("{status}: {reason}")]
+    Refused { status: AdminStatus, reason: String },
     /// A member answered with a response that does not fit the request.
     #[error("unexpected answer from the coordinator: {0}")]
     Unexpected(String),
@@ -108,10 +121,28 @@ pub enum CoordClientError {
 }
 
 impl CoordClientError {
+    fn from_connect(addr: &str, error: ConnectError) -> CoordClientError {
+        match error {
+            ConnectError::Tcp { source, .. } => CoordClientError::Connect {
+                addr: addr.to_string(),
+                source,
+            },
+            ConnectError::Timeout { after, .. } => CoordClientError::Timeout {
+                addr: addr.to_string(),
+                after,
+            },
+            source => CoordClientError::Tls {
+                addr: addr.to_string(),
+                source,
+            },
+        }
+    }
+
     /// The admin status this error surfaces as.
     pub fn admin_status(&self) -> AdminStatus {
         match self {
             CoordClientError::Unexpected(_) => AdminStatus::Internal,
+            CoordClientError::Refused { status, .. } => *status,
             _ => AdminStatus::CoordFail,
         }
     }
@@ -123,6 +154,7 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<CoordResponse>>>>;
 /// in flight, answered by id. Dropping it closes the connection.
 pub struct CoordConnection {
     addr: String,
+    admin_token: Option<AdminToken>,
     outgoing: mpsc::Sender<Message>,
     pending: Pending,
     closed: Arc<AtomicBool>,
@@ -132,27 +164,27 @@ pub struct CoordConnection {
 }
 
 impl CoordConnection {
-    /// Connects to `addr` (`host:port`) within `timeout`.
+    /// Connects to `addr` (`host:port`) within `timeout`, in plain TCP and
+    /// without a credential.
     pub async fn connect(
         addr: &str,
         timeout: Duration,
     ) -> Result<CoordConnection, CoordClientError> {
-        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(source)) => {
-                return Err(CoordClientError::Connect {
-                    addr: addr.to_string(),
-                    source,
-                })
-            }
-            Err(_) => {
-                return Err(CoordClientError::Timeout {
-                    addr: addr.to_string(),
-                    after: timeout,
-                })
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        CoordConnection::connect_over(&CoordLink::default(), addr, timeout).await
+    }
+
+    /// Connects to `addr` within `timeout` (the TLS handshake included)
+    /// over `link`, whose credential every request that needs one carries.
+    pub async fn connect_over(
+        link: &CoordLink,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<CoordConnection, CoordClientError> {
+        let stream = link
+            .transport
+            .connect(addr, timeout)
+            .await
+            .map_err(|e| CoordClientError::from_connect(addr, e))?;
         let (mut read_half, mut write_half) = stream.into_split();
         let pending: Pending = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
@@ -189,6 +221,7 @@ impl CoordConnection {
 
         Ok(CoordConnection {
             addr: addr.to_string(),
+            admin_token: link.admin_token.clone(),
             outgoing,
             pending,
             closed,
@@ -233,7 +266,7 @@ impl CoordConnection {
             // A full queue holds the caller here: back-pressure instead of
             // memory growing behind a member that does not read.
             self.outgoing
-                .send(Message::CoordRequest { id, request })
+                .send(coord_message(id, request, self.admin_token.as_ref()))
                 .await
                 .map_err(|_| closed())?;
             rx.await.map_err(|_| closed())
@@ -309,6 +342,15 @@ impl Default for CoordClientOptions {
     }
 }
 
+/// How a [`CoordClient`] reaches the members: over which transport, and
+/// with which admin credential (`credential.rs`) for the requests that
+/// need one. The default is plain TCP without a credential.
+#[derive(Clone, Debug, Default)]
+pub struct CoordLink {
+    pub transport: Transport,
+    pub admin_token: Option<AdminToken>,
+}
+
 /// A client of the coordinator group. Cheap to clone; clones share
 /// connections and what they learn about the members.
 #[derive(Clone)]
@@ -318,6 +360,7 @@ pub struct CoordClient {
 
 struct Inner {
     options: CoordClientOptions,
+    link: CoordLink,
     members: Mutex<Members>,
     connections: tokio::sync::Mutex<HashMap<String, Arc<CoordConnection>>>,
 }
@@ -431,9 +474,19 @@ impl CoordClient {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        CoordClient::with_link(members, options, CoordLink::default())
+    }
+
+    /// A client with `options` that reaches the members over `link`.
+    pub fn with_link<I, S>(members: I, options: CoordClientOptions, link: CoordLink) -> CoordClient
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
         CoordClient {
             inner: Arc::new(Inner {
                 options,
+                link,
                 members: Mutex::new(Members::new(members)),
                 connections: tokio::sync::Mutex::new(HashMap::new()),
             }),
@@ -502,6 +555,7 @@ impl CoordClient {
                         }
                         return Ok(response);
                     }
+                    Err(e @ CoordClientError::Tls { .. }) => return Err(e),
                     Err(e) => {
                         members.failed(&target);
                         last_error = e.to_string();
@@ -540,6 +594,9 @@ impl CoordClient {
             .await?
         {
             CoordResponse::Config(config) => Ok(config.map(|c| *c)),
+            CoordResponse::Failed { status, reason } => {
+                Err(CoordClientError::Refused { status, reason })
+            }
             other => Err(CoordClientError::Unexpected(format!(
                 "{other:?} to GetConfig"
             ))),
@@ -583,7 +640,8 @@ impl CoordClient {
         }
         // Connect without holding the lock, so one slow member does not
         // block calls to the others.
-        let connection = Arc::new(CoordConnection::connect(addr, timeout).await?);
+        let connection =
+            Arc::new(CoordConnection::connect_over(&self.inner.link, addr, timeout).await?);
         let mut connections = self.inner.connections.lock().await;
         match connections.get(addr) {
             Some(existing) if !existing.is_closed() => Ok(existing.clone()),
@@ -599,7 +657,7 @@ impl CoordClient {
 mod tests {
     use super::*;
     use tessera_types::CoordinatorInfo;
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
 
     /// How a fake member treats a request: `None` never answers (a frozen
     /// process: it accepts and reads, but says nothing).

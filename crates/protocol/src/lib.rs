@@ -9,11 +9,17 @@
 // A network client: its deadlines are real time.
 #[allow(clippy::disallowed_methods)]
 pub mod coord_client;
+pub mod credential;
 pub mod frame;
 pub mod messages;
 pub mod report;
 pub mod status;
+#[cfg(any(test, feature = "test-certs"))]
+pub mod test_certs;
+pub mod transport;
 
+pub use credential::{AdminToken, AdminTokenError};
 pub use frame::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX_DEFAULT};
 pub use messages::*;
 pub use status::{AdminStatus, Status};
+pub use transport::{TlsFiles, Transport};

@@ -30,6 +30,14 @@ pub enum Message {
     CoordRequest { id: u64, request: CoordRequest },
     /// Coordinator member → requester.
     CoordResponse { id: u64, response: CoordResponse },
+    /// Client, daemon or member → coordinator member: a request that
+    /// changes the configuration, with the admin credential
+    /// (`credential.rs`); answered by a `CoordResponse` like any other.
+    CredentialedRequest {
+        id: u64,
+        token: Vec<u8>,
+        request: CoordRequest,
+    },
 }
 
 // ---------------------------------------------------------------- data path

@@ -100,6 +100,10 @@ pub enum AdminStatus {
     Internal = 8829,
     Exception = 8830,
     Garbage = 8831,
+    /// Tessera's own: a configuration change without the admin credential
+    /// the coordinator requires, or with a wrong one. HyperDex had no admin
+    /// credential; the number follows its last admin error (LOCALERROR).
+    Unauthorized = 8779,
 }
 
 impl AdminStatus {
@@ -124,6 +128,7 @@ impl AdminStatus {
             AdminStatus::Internal => "HYPERDEX_ADMIN_INTERNAL",
             AdminStatus::Exception => "HYPERDEX_ADMIN_EXCEPTION",
             AdminStatus::Garbage => "HYPERDEX_ADMIN_GARBAGE",
+            AdminStatus::Unauthorized => "HYPERDEX_ADMIN_UNAUTHORIZED",
         }
     }
 

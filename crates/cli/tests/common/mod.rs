@@ -220,6 +220,14 @@ impl Cluster {
         coordinator_flags: &[&str],
         daemon_flags: &[&str],
     ) -> Cluster {
+        let cluster = Cluster::launch(daemons, coordinator_flags, daemon_flags);
+        cluster.wait_daemons_available(Duration::from_secs(60));
+        cluster
+    }
+
+    /// [`Cluster::start_with`] without waiting for the daemons (a test
+    /// that must wait through another admin handle, over TLS say).
+    pub fn launch(daemons: usize, coordinator_flags: &[&str], daemon_flags: &[&str]) -> Cluster {
         let owned = |flags: &[&str]| flags.iter().map(|f| f.to_string()).collect();
         let mut cluster = Cluster {
             procs: Procs::default(),
@@ -233,7 +241,6 @@ impl Cluster {
         for i in 0..daemons {
             cluster.start_daemon(i);
         }
-        cluster.wait_daemons_available(Duration::from_secs(60));
         cluster
     }
 
@@ -288,7 +295,16 @@ impl Cluster {
     /// Waits until every daemon of this cluster is available in the
     /// configuration; returns that configuration.
     pub fn wait_daemons_available(&self, timeout: Duration) -> Configuration {
-        let admin = self.admin();
+        self.wait_daemons_available_with(&self.admin(), timeout)
+    }
+
+    /// [`Cluster::wait_daemons_available`] through `admin` (one over TLS,
+    /// say).
+    pub fn wait_daemons_available_with(
+        &self,
+        admin: &BlockingAdmin,
+        timeout: Duration,
+    ) -> Configuration {
         let addrs: Vec<String> = (0..self.daemon_ports.len())
             .map(|i| self.daemon_addr(i))
             .collect();
