@@ -134,7 +134,34 @@ struct IndexArgs {
     #[arg(long)]
     global: bool,
     #[command(flatten)]
+    wait: LayoutWait,
+    #[command(flatten)]
     target: Target,
+}
+
+/// `--wait` of the layout commands, which otherwise exit as soon as the
+/// coordinator accepted the change (API.md §12.5).
+#[derive(Args)]
+struct LayoutWait {
+    /// Wait until every part of the space is ready, showing the progress of
+    /// the parts being built on stderr.
+    #[arg(long)]
+    wait: bool,
+}
+
+impl LayoutWait {
+    async fn run(&self, admin: &Admin, space: &str) -> Result<(), AdminError> {
+        if self.wait {
+            progress::wait_layout(
+                admin,
+                space,
+                progress::LAYOUT_WAIT_MAX,
+                Duration::from_millis(250),
+            )
+            .await?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Subcommand)]
@@ -239,12 +266,16 @@ enum Command {
         /// Comma-separated attribute names.
         attrs: String,
         #[command(flatten)]
+        wait: LayoutWait,
+        #[command(flatten)]
         target: Target,
     },
     /// Drop subspace N (as `list-subspaces` numbers it; never 0) live.
     RmSubspace {
         space: String,
         part: u64,
+        #[command(flatten)]
+        wait: LayoutWait,
         #[command(flatten)]
         target: Target,
     },
@@ -259,6 +290,8 @@ enum Command {
     Relayout {
         space: String,
         description: Option<String>,
+        #[command(flatten)]
+        wait: LayoutWait,
         #[command(flatten)]
         target: Target,
     },
@@ -611,6 +644,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::AddSubspace {
             space,
             attrs,
+            wait,
             target,
         } => {
             let attrs: Vec<String> = attrs
@@ -618,33 +652,41 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 .map(|a| a.trim().to_string())
                 .filter(|a| !a.is_empty())
                 .collect();
-            let part = target.admin()?.add_subspace(&space, &attrs).await?;
+            let admin = target.admin()?;
+            let part = admin.add_subspace(&space, &attrs).await?;
             println!("{}", part.0);
+            wait.run(&admin, &space).await?;
         }
         Command::RmSubspace {
             space,
             part,
+            wait,
             target,
         } => {
-            target
-                .admin()?
+            let admin = target.admin()?;
+            admin
                 .rm_subspace(&space, tessera_client::PartId(part))
                 .await?;
+            wait.run(&admin, &space).await?;
         }
         Command::AddIndex(IndexArgs {
             space,
             attr,
             global,
+            wait,
             target,
         }) => {
             refuse_global(global)?;
-            let part = target.admin()?.add_index(&space, &attr).await?;
+            let admin = target.admin()?;
+            let part = admin.add_index(&space, &attr).await?;
             println!("{}", part.0);
+            wait.run(&admin, &space).await?;
         }
         Command::RmIndex(IndexArgs {
             space,
             attr,
             global,
+            wait,
             target,
         }) => {
             refuse_global(global)?;
@@ -665,14 +707,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     )
                 })?;
             admin.rm_index(Some(&space), found.id).await?;
+            wait.run(&admin, &space).await?;
         }
         Command::Relayout {
             space,
             description,
+            wait,
             target,
         } => {
             let description = argument_or_stdin(description)?;
-            target.admin()?.relayout(&space, &description).await?;
+            let admin = target.admin()?;
+            admin.relayout(&space, &description).await?;
+            wait.run(&admin, &space).await?;
         }
         Command::ListIndices { space, target } => {
             let config = target.admin()?.config().await?;

@@ -1,5 +1,6 @@
 //! Progress of long command-line work (`wait-until-stable`, `bench`
-//! phases), on stderr so stdout stays what scripts parse.
+//! phases, `backup`/`restore`, a layout change's `--wait`), on stderr so
+//! stdout stays what scripts parse.
 //!
 //! On a terminal it is one line redrawn in place:
 //!
@@ -129,6 +130,76 @@ pub async fn wait_until_stable(
             progress.update(remaining.percent(transfers + behind), &detail);
         })
         .await;
+    progress.finish();
+    outcome
+}
+
+/// How long `--wait` waits for a layout change at most.
+pub const LAYOUT_WAIT_MAX: Duration = Duration::from_secs(3600);
+
+/// A layout change's `--wait`: polls the configuration until every part of
+/// `space` is ready (nothing building or dropping), reporting the least
+/// advanced building part. A space removed meanwhile ends the wait with
+/// NOTFOUND; the change was abandoned with it.
+// The command line measures real time: only the node and simulator code
+// must take it as a parameter.
+#[allow(clippy::disallowed_methods)]
+pub async fn wait_layout(
+    admin: &Admin,
+    space: &str,
+    timeout: Duration,
+    poll: Duration,
+) -> Result<Epoch, AdminError> {
+    let mut progress = Progress::new("layout");
+    let started = std::time::Instant::now();
+    let outcome = loop {
+        let config = match admin.config().await {
+            Ok(config) => config,
+            Err(e) => break Err(e),
+        };
+        let Some(found) = config.space(space) else {
+            break Err(AdminError::new(
+                tessera_client::AdminStatus::NotFound,
+                format!("space {space:?} was removed; its layout change was abandoned"),
+            ));
+        };
+        let (mut building, mut dropping, mut least) = (0usize, 0usize, 100u8);
+        for part in found.parts() {
+            match part.state {
+                tessera_client::PartState::Building { progress } => {
+                    building += 1;
+                    least = least.min(progress);
+                }
+                tessera_client::PartState::Dropping => {
+                    dropping += 1;
+                    least = least.min(99);
+                }
+                tessera_client::PartState::Ready => {}
+            }
+        }
+        if building == 0 && dropping == 0 {
+            progress.update(100, &format!("epoch {}: every part ready", config.epoch.0));
+            break Ok(config.epoch);
+        }
+        progress.update(
+            least,
+            &format!(
+                "epoch {}: {building} part{} building, {dropping} dropping",
+                config.epoch.0,
+                if building == 1 { "" } else { "s" }
+            ),
+        );
+        if started.elapsed() >= timeout {
+            break Err(AdminError::new(
+                tessera_client::AdminStatus::Timeout,
+                format!(
+                    "space {space:?} still changing after {} s",
+                    timeout.as_secs()
+                ),
+            ));
+        }
+        tokio::time::sleep(poll).await;
+    };
     progress.finish();
     outcome
 }

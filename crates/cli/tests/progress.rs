@@ -114,3 +114,65 @@ fn bench_phases_print_plain_progress_lines_on_a_pipe() {
         "{finished:?}"
     );
 }
+
+/// A layout change with `--wait` exits only once every part is ready,
+/// with plain progress lines on stderr and the new part's id alone on
+/// stdout; without it the command returns at once (API.md §12.5).
+#[test]
+fn a_layout_change_with_wait_reports_progress_until_ready() {
+    let cluster = Cluster::start(2);
+    let coordinator = cluster.coordinator_addr(0);
+    let (host, port) = coordinator.split_once(':').expect("host:port");
+    cli_at(
+        &[
+            "add-space",
+            "space w key int k attributes int a create 4 partitions",
+        ],
+        &coordinator,
+    );
+    for k in 0..300 {
+        cli_at(
+            &[
+                "put",
+                "w",
+                &k.to_string(),
+                &format!(r#"{{"a": {}}}"#, k % 17),
+            ],
+            &coordinator,
+        );
+    }
+    let (ok, out, err) = run_cli(
+        &[
+            "add-subspace",
+            "w",
+            "a",
+            "--wait",
+            "--host",
+            host,
+            "--port",
+            port,
+        ],
+        None,
+        TIMEOUT,
+    );
+    assert!(ok, "add-subspace --wait failed: {err}");
+    let part: u64 = out
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("stdout: {out:?}"));
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("layout: ")).collect();
+    assert!(!lines.is_empty(), "no progress lines: {err:?}");
+    assert!(
+        lines.last().unwrap().ends_with("every part ready ... 100%"),
+        "{lines:?}"
+    );
+    let config = cluster.admin().config().expect("config");
+    let state = config
+        .space("w")
+        .and_then(|s| s.part_state(tessera_types::PartId(part)));
+    assert_eq!(
+        state,
+        Some(tessera_types::PartState::Ready),
+        "ready on exit"
+    );
+}
