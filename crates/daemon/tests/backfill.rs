@@ -40,8 +40,13 @@ fn config() -> Configuration {
 
 /// The objects, stored before the index existed (no entries).
 fn disk() -> Arc<MemoryEngine> {
+    disk_of(OBJECTS)
+}
+
+/// `objects` objects `k → (k, k % 7)` in [`REGION`], at version 1.
+fn disk_of(objects: i64) -> Arc<MemoryEngine> {
     let disk = Arc::new(MemoryEngine::new());
-    let writes = (0..OBJECTS)
+    let writes = (0..objects)
         .map(|k| Write::Put {
             region: REGION,
             key: tessera_types::key_bytes(&Value::Int(k)),
@@ -224,23 +229,7 @@ fn the_key_walk_resumes_from_its_cursor_and_writes_no_new_version() {
         part: PartId(1),
         state: PartState::Building { progress: 0 },
     });
-    let disk = Arc::new(MemoryEngine::new());
-    let writes = (0..objects)
-        .map(|k| Write::Put {
-            region: common::REGION,
-            key: tessera_types::key_bytes(&Value::Int(k)),
-            value: Record {
-                version: Version(1),
-                object: Some(Object {
-                    values: vec![Value::Int(k), Value::Int(k % 7)],
-                }),
-                recent: Vec::new(),
-            }
-            .encode(),
-        })
-        .collect();
-    disk.apply(writes).expect("memory");
-    disk.meta_put("index_format", b"2").expect("memory");
+    let disk = disk_of(objects);
     let held = |disk: &MemoryEngine| {
         let mut versions = Vec::new();
         disk.scan(building, None, &mut |_, bytes| {
