@@ -142,7 +142,7 @@ impl AdminCore {
         };
         Ok(index_infos(space)
             .into_iter()
-            .filter(|index| index.state != PartState::Dropping)
+            .filter(|index| index.state != PartState::Dropping && !index.global)
             .map(|index| (index.id.0, index.attribute, index.state.to_string()))
             .collect())
     }
@@ -161,6 +161,25 @@ impl AdminCore {
     /// identifier.
     fn add_index(&self, py: Python<'_>, space: &str, attribute: &str) -> PyResult<u64> {
         Ok(self.run(py, self.admin.add_index(space, attribute))?.0)
+    }
+
+    /// A new global index on `attribute` with `partitions` indexlets
+    /// (default: the space's partitions), built live; its part id.
+    #[pyo3(signature = (space, attribute, partitions=None))]
+    fn add_global_index(
+        &self,
+        py: Python<'_>,
+        space: &str,
+        attribute: &str,
+        partitions: Option<u32>,
+    ) -> PyResult<u64> {
+        let added = self.admin.add_global_index(space, attribute, partitions);
+        Ok(self.run(py, added)?.0)
+    }
+
+    fn rm_global_index(&self, py: Python<'_>, space: &str, attribute: &str) -> PyResult<bool> {
+        self.run(py, self.admin.rm_global_index(space, attribute))?;
+        Ok(true)
     }
 
     /// Drops index `part` of `space` (any space with such an index when

@@ -165,6 +165,20 @@ class Admin(object):
         self._core.add_index(_text(space), _text(attribute))
         return True
 
+    def add_global_index(self, space, attribute, partitions=None):
+        """Adds a global secondary index on ``attribute`` (a string, int,
+        float or timestamp), range-partitioned into ``partitions``
+        indexlets (default: the space's partitions), built live. Returns
+        True. NOTFOUND (space or attribute), DUPLICATE, BADSPACE (the key,
+        a document or container attribute, a path)."""
+        self._core.add_global_index(_text(space), _text(attribute), partitions)
+        return True
+
+    def rm_global_index(self, space, attribute):
+        """Drops the global index on ``attribute`` live. Returns True;
+        NOTFOUND when the space has none."""
+        return self._core.rm_global_index(_text(space), _text(attribute))
+
     def rm_index(self, idx):
         """Drops an index live: an Index from list_indices, or an int id
         (then of the one space that has an index with that id; COORDFAIL

@@ -55,6 +55,7 @@ fn usertable() -> Space {
                 regions,
                 part: tessera_types::PartId::default(),
                 state: tessera_types::PartState::Ready,
+                kind: Default::default(),
             }
         })
         .collect();

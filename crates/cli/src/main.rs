@@ -130,9 +130,14 @@ impl Target {
 struct IndexArgs {
     space: String,
     attr: String,
-    /// A global index (not built yet: refused).
+    /// A global index (SLIK): its own range-partitioned indexlets rather
+    /// than entries inside every region.
     #[arg(long)]
     global: bool,
+    /// With --global on add-index: the number of indexlets (default: the
+    /// space's partitions).
+    #[arg(long, requires = "global")]
+    partitions: Option<u32>,
     #[command(flatten)]
     wait: LayoutWait,
     #[command(flatten)]
@@ -492,17 +497,6 @@ fn daemon_id(text: &str) -> Result<tessera_client::DaemonId, AdminError> {
 }
 
 /// The text of an optional argument, or all of stdin.
-/// Global indexes are a later issue's; until then `--global` is refused.
-fn refuse_global(global: bool) -> Result<(), AdminError> {
-    if global {
-        return Err(AdminError::new(
-            AdminStatus::CoordFail,
-            "global indexes are not available yet; drop --global for a local index",
-        ));
-    }
-    Ok(())
-}
-
 fn argument_or_stdin(argument: Option<String>) -> anyhow::Result<String> {
     match argument {
         Some(text) => Ok(text),
@@ -673,12 +667,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
             space,
             attr,
             global,
+            partitions,
             wait,
             target,
         }) => {
-            refuse_global(global)?;
             let admin = target.admin()?;
-            let part = admin.add_index(&space, &attr).await?;
+            let part = if global {
+                admin.add_global_index(&space, &attr, partitions).await?
+            } else {
+                admin.add_index(&space, &attr).await?
+            };
             println!("{}", part.0);
             wait.run(&admin, &space).await?;
         }
@@ -686,11 +684,15 @@ async fn run(command: Command) -> anyhow::Result<()> {
             space,
             attr,
             global,
+            partitions: _,
             wait,
             target,
         }) => {
-            refuse_global(global)?;
             let admin = target.admin()?;
+            if global {
+                admin.rm_global_index(&space, &attr).await?;
+                return wait.run(&admin, &space).await.map_err(Into::into);
+            }
             let indexes = admin.list_indices(&space).await?;
             let named = |i: &&tessera_client::IndexInfo| match &i.path {
                 Some(path) => format!("{}.{path}", i.attribute) == attr,
@@ -698,7 +700,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             };
             let found = indexes
                 .iter()
-                .filter(|i| i.state != tessera_client::PartState::Dropping)
+                .filter(|i| i.state != tessera_client::PartState::Dropping && !i.global)
                 .find(|i| named(i) || attr.parse() == Ok(i.id.0))
                 .ok_or_else(|| {
                     AdminError::new(

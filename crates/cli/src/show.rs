@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value as Json};
 use std::fmt::Write;
-use tessera_types::{Configuration, DaemonState, PartKind, PartState, Space};
+use tessera_types::{Configuration, DaemonState, PartKind, PartState, Space, SubspaceKind};
 
 /// The configuration for humans: epoch, coordinators, daemons with their
 /// state, running state transfers, and every space's subspaces with each
@@ -89,9 +89,13 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             .iter()
             .map(|&a| desc.attrs[a].name.as_str())
             .collect();
+        let (what, regions) = match subspace.kind {
+            SubspaceKind::Subspace => ("subspace", "regions"),
+            SubspaceKind::GlobalIndex => ("global index", "indexlets"),
+        };
         let _ = writeln!(
             out,
-            "    subspace {} ({}): {}, {} regions",
+            "    {what} {} ({}): {}, {} {regions}",
             subspace.part.0,
             names.join(", "),
             subspace.state,
@@ -119,8 +123,11 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             let _ = writeln!(out, "      {} {} {chain}", region.id, bounds.join(" x "));
         }
     }
-    for line in indices_text(space).lines() {
-        let _ = writeln!(out, "    index {line}");
+    // The global indexes were listed with the subspaces, indexlets and all.
+    for index in tessera_client::index_infos(space) {
+        if !index.global {
+            let _ = writeln!(out, "    index {}", index_line(index));
+        }
     }
 }
 
@@ -141,13 +148,14 @@ fn attr_names<'a>(space: &'a Space, attrs: &[usize]) -> Vec<&'a str> {
 
 /// `list-subspaces`: one line `N: a, b` per subspace, N being its part id
 /// (what `rm-subspace` takes; 0 is the key subspace, first). A dropping
-/// subspace is on its way out and is not listed.
+/// subspace is on its way out and is not listed, nor is a global index
+/// (`list-indices` lists those).
 pub fn subspaces_text(space: &Space) -> String {
     let mut out = String::new();
     for subspace in space
         .subspaces
         .iter()
-        .filter(|l| l.state != PartState::Dropping)
+        .filter(|l| l.state != PartState::Dropping && l.kind == SubspaceKind::Subspace)
     {
         let names = attr_names(space, &subspace.attrs);
         let _ = writeln!(out, "{}: {}", subspace.part.0, names.join(", "));
@@ -156,18 +164,29 @@ pub fn subspaces_text(space: &Space) -> String {
 }
 
 /// `list-indices`: one line `N: attr state` per local index, N being its
-/// id (what `rm_index` takes); a document index shows `attr.path`.
+/// id (what `rm_index` takes); a document index shows `attr.path`. Then
+/// one line `N: attr global state, K indexlets` per global index.
 pub fn indices_text(space: &Space) -> String {
     let mut out = String::new();
-    for index in &space.indexes {
-        let name = attr_names(space, &[index.attr]).join("");
-        let name = match &index.path {
-            Some(path) => format!("{name}.{path}"),
-            None => name,
-        };
-        let _ = writeln!(out, "{}: {name} {}", index.id.0, index.state);
+    for index in tessera_client::index_infos(space) {
+        let _ = writeln!(out, "{}", index_line(index));
     }
     out
+}
+
+fn index_line(index: tessera_client::IndexInfo) -> String {
+    let name = match &index.path {
+        Some(path) => format!("{}.{path}", index.attribute),
+        None => index.attribute,
+    };
+    if index.global {
+        format!(
+            "{}: {name} global {}, {} indexlets",
+            index.id.0, index.state, index.indexlets
+        )
+    } else {
+        format!("{}: {name} {}", index.id.0, index.state)
+    }
 }
 
 /// The dashboard's URL: every coordinator member with a metrics listener

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions, CoordLink};
 use tessera_protocol::{AdminStatus, CoordRequest, CoordResponse, CoordStatus};
 use tessera_types::parse::parse_space;
-use tessera_types::{Configuration, DaemonId, Epoch, PartId, PartState, Space};
+use tessera_types::{Configuration, DaemonId, Epoch, PartId, PartState, Space, SubspaceKind};
 
 /// Administers a cluster through its coordinator group: spaces and the
 /// configuration. No network activity happens until the first call.
@@ -232,6 +232,31 @@ impl Admin {
         .await
     }
 
+    /// Adds a global index on `attr` with `partitions` indexlets (default:
+    /// the space's partitions), built live; returns its part id.
+    pub async fn add_global_index(
+        &self,
+        space: &str,
+        attr: &str,
+        partitions: Option<u32>,
+    ) -> Result<PartId, AdminError> {
+        self.part_added(CoordRequest::AddGlobalIndex {
+            space: space.to_string(),
+            attr: attr.to_string(),
+            partitions,
+        })
+        .await
+    }
+
+    /// Drops the global index on `attr` of `space` live.
+    pub async fn rm_global_index(&self, space: &str, attr: &str) -> Result<(), AdminError> {
+        self.done(CoordRequest::RmGlobalIndex {
+            space: space.to_string(),
+            attr: attr.to_string(),
+        })
+        .await
+    }
+
     /// Drops index `part` of `space` live; with no space, of the one
     /// space that has an index `part` (COORDFAIL when several do).
     pub async fn rm_index(&self, space: Option<&str>, part: PartId) -> Result<(), AdminError> {
@@ -298,11 +323,16 @@ pub struct Stability {
     pub transfers: usize,
 }
 
-/// A local index as `list_indices` reports it.
+/// A local or global index as `list_indices` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexInfo {
-    /// Its id (what `rm_index` takes).
+    /// Its id (what `rm_index` takes, for a local index).
     pub id: PartId,
+    /// A global index (its indexlets are `indexlets` regions of their own)
+    /// rather than a local one.
+    pub global: bool,
+    /// A global index's number of indexlets; 0 for a local index.
+    pub indexlets: usize,
     /// The indexed attribute's name.
     pub attribute: String,
     /// The path inside a document attribute, if any.
@@ -311,22 +341,37 @@ pub struct IndexInfo {
     pub state: PartState,
 }
 
-/// The local indexes of `space`, in the configuration's order.
+/// The local indexes of `space`, then its global indexes, each in the
+/// configuration's order.
 pub fn index_infos(space: &Space) -> Vec<IndexInfo> {
-    space
-        .indexes
+    let name = |attr: usize| {
+        space
+            .desc
+            .attrs
+            .get(attr)
+            .map_or_else(String::new, |a| a.name.clone())
+    };
+    let local = space.indexes.iter().map(|index| IndexInfo {
+        id: index.id,
+        global: false,
+        indexlets: 0,
+        attribute: name(index.attr),
+        path: index.path.clone(),
+        state: index.state,
+    });
+    let global = space
+        .subspaces
         .iter()
-        .map(|index| IndexInfo {
-            id: index.id,
-            attribute: space
-                .desc
-                .attrs
-                .get(index.attr)
-                .map_or_else(String::new, |a| a.name.clone()),
-            path: index.path.clone(),
-            state: index.state,
-        })
-        .collect()
+        .filter(|layout| layout.kind == SubspaceKind::GlobalIndex)
+        .map(|layout| IndexInfo {
+            id: layout.part,
+            global: true,
+            indexlets: layout.regions.len(),
+            attribute: layout.attrs.first().map_or_else(String::new, |&a| name(a)),
+            path: None,
+            state: layout.state,
+        });
+    local.chain(global).collect()
 }
 
 fn unexpected(response: CoordResponse) -> AdminError {

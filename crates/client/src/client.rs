@@ -18,6 +18,7 @@ use tessera_protocol::{
     ClientRef, DaemonRequest, DaemonResponse, Status, UpdateFlags, UpdateRequest,
     FRAME_BYTES_MAX_DEFAULT,
 };
+use tessera_types::lookup::plan_lookup;
 use tessera_types::plan::{describe_plan, plan_search};
 use tessera_types::{Configuration, Epoch, PredOp, Space, SpaceDesc, Value};
 use tokio::time::Instant;
@@ -208,9 +209,32 @@ impl Client {
         key: impl Into<Value>,
     ) -> Result<Option<Record>, ClientError> {
         let key = &key.into();
+        let (id, desc, key) = self
+            .run(move |config, _| async move {
+                let space = resolve::space(&config, space)?;
+                let key = resolve::key(&space.desc, key.clone())?;
+                Ok((space.id, space.desc.clone(), key))
+            })
+            .await?;
+        let found = self.get_object(id, &key).await?;
+        Ok(found.map(|(version, object)| Record::from_object(&desc, version, object, false)))
+    }
+
+    /// The committed object stored under `key` in space `space` (by id),
+    /// with its version; `None` when there is none. What a lookup reads
+    /// for each index entry it found.
+    pub(crate) async fn get_object(
+        &self,
+        space: tessera_types::SpaceId,
+        key: &Value,
+    ) -> Result<Option<(tessera_types::Version, tessera_types::Object)>, ClientError> {
         self.run(move |config, deadline| async move {
-            let space = resolve::space(&config, space)?;
-            let key = resolve::key(&space.desc, key.clone())?;
+            let Some(space) = config.space_by_id(space) else {
+                return Err(Step::Fail(ClientError::new(
+                    Status::UnknownSpace,
+                    "the space was removed",
+                )));
+            };
             let request = DaemonRequest::Get {
                 space: space.id,
                 key: key.clone(),
@@ -218,18 +242,12 @@ impl Client {
             };
             let attempts = self.attempts();
             let mut answer = attempts
-                .send(&config, point_leader(&config, space, &key)?, request)
+                .send(&config, point_leader(&config, space, key)?, request)
                 .await?;
-            let response = attempts.answer_read(&mut answer, deadline).await?;
-            match response {
+            match attempts.answer_read(&mut answer, deadline).await? {
                 DaemonResponse::Found { version, object } => {
                     check_shape(&space.desc, &object)?;
-                    Ok(Some(Record::from_object(
-                        &space.desc,
-                        version,
-                        object,
-                        false,
-                    )))
+                    Ok(Some((version, object)))
                 }
                 DaemonResponse::Failed {
                     status: Status::NotFound,
@@ -432,14 +450,19 @@ fn describe_search(
 ) -> String {
     use std::fmt::Write;
     let plan = plan_search(space, checks);
-    let mut out = describe_plan(space, checks, &plan);
-    if let Some(subspace) = space.subspaces.get(plan.subspace) {
+    let lookup = plan_lookup(space, checks, None, &plan);
+    let mut out = describe_plan(space, checks, &plan, lookup.as_ref());
+    let (position, asked) = match &lookup {
+        Some(lookup) => (lookup.subspace, &lookup.indexlets),
+        None => (plan.subspace, &plan.regions),
+    };
+    if let Some(subspace) = space.subspaces.get(position) {
         let _ = writeln!(
             out,
             "replicas asked (chain tails) at epoch {}:",
             config.epoch.0
         );
-        for &index in &plan.regions {
+        for &index in asked {
             let region = &subspace.regions[index];
             let replica = match region.chain.last() {
                 Some(&d) => format!("{d} at {}", config.daemon_addr(d).unwrap_or("?")),

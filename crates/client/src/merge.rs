@@ -79,6 +79,11 @@ pub(crate) struct Merge<T> {
     seen: HashSet<Vec<u8>>,
     /// Key order: the last key yielded.
     last_key: Option<Vec<u8>>,
+    /// The lanes are a lookup's indexlets in the stream's order: every
+    /// item of a lane comes before every item of the next, so only the
+    /// first lane not yet exhausted is read, and a limit stops the reads
+    /// as soon as enough items came.
+    sequential: bool,
 }
 
 impl<T> Merge<T> {
@@ -99,7 +104,26 @@ impl<T> Merge<T> {
             remaining: limit,
             seen: HashSet::new(),
             last_key: None,
+            sequential: false,
         }
+    }
+
+    /// The same merge over sequential lanes (see the field).
+    pub(crate) fn sequential(mut self, sequential: bool) -> Merge<T> {
+        self.sequential = sequential;
+        self
+    }
+
+    /// The lanes a sequential merge reads now: those up to the first one
+    /// not exhausted; every lane otherwise.
+    fn open_lanes(&self) -> usize {
+        if !self.sequential {
+            return self.lanes.len();
+        }
+        self.lanes
+            .iter()
+            .position(|l| !l.buffer.is_empty() || l.more)
+            .map_or(self.lanes.len(), |i| i + 1)
     }
 
     /// Continues with `lanes` new regions in place of the old ones (a
@@ -107,7 +131,8 @@ impl<T> Merge<T> {
     /// starts after the last item yielded). What was yielded is kept: the
     /// limit still left, the last key, and the keys a sorted search has
     /// yielded, so nothing comes twice.
-    pub(crate) fn restart(&mut self, lanes: usize) {
+    pub(crate) fn restart(&mut self, lanes: usize, sequential: bool) {
+        self.sequential = sequential;
         self.lanes = (0..lanes)
             .map(|_| Lane {
                 buffer: VecDeque::new(),
@@ -120,12 +145,20 @@ impl<T> Merge<T> {
         }
     }
 
+    /// Items the stream may still yield (`None`: no limit).
+    pub(crate) fn limit_left(&self) -> Option<u64> {
+        self.remaining
+    }
+
     /// Whether `lane` should be asked for another page, and for at most how
     /// many items (`None`: no bound but the daemon's).
     pub(crate) fn wants(&self, lane: usize) -> Option<Option<u64>> {
         let l = &self.lanes[lane];
-        if !l.more || self.remaining == Some(0) {
+        if !l.more || self.remaining == Some(0) || lane >= self.open_lanes() {
             return None;
+        }
+        if self.sequential {
+            return Some(self.remaining);
         }
         match self.lane_limit {
             None => Some(None),
@@ -150,7 +183,7 @@ impl<T> Merge<T> {
                 return Pop::Done;
             }
             let mut best: Option<usize> = None;
-            for i in 0..self.lanes.len() {
+            for i in 0..self.open_lanes() {
                 let Some(head) = self.lanes[i].buffer.front() else {
                     if self.wants(i).is_some() {
                         return Pop::Wait(i);
@@ -283,7 +316,7 @@ mod tests {
             panic!("an item")
         };
         assert_eq!(first.payload, 1);
-        merge.restart(2);
+        merge.restart(2, false);
         assert_eq!(merge.wants(0), Some(Some(2)), "the limit left, per lane");
         let lanes = vec![
             vec![item(1, 80, 2), item(3, 50, 1)],
@@ -291,6 +324,42 @@ mod tests {
         ];
         // Best first: 4 (n 60), then 3 (n 50); 1 was yielded already.
         assert_eq!(drain(merge, lanes, 1), vec![(4, 1), (3, 1)]);
+    }
+
+    #[test]
+    fn sequential_lanes_are_read_one_after_the_other_and_stop_at_the_limit() {
+        let sort = SortBy {
+            attr: 1,
+            descending: false,
+        };
+        let mut merge = Merge::new(3, Some(sort), Some(3)).sequential(true);
+        // Only the first lane is asked, for the whole limit.
+        assert_eq!(merge.wants(0), Some(Some(3)));
+        assert_eq!(merge.wants(1), None);
+        assert_eq!(merge.pop(), Pop::Wait(0));
+        // An empty page with more to come (every entry filtered out)
+        // keeps the lane open.
+        merge.push_page(0, vec![], true);
+        assert_eq!(merge.pop(), Pop::Wait(0));
+        merge.push_page(0, vec![item(1, 10, 1)], false);
+        let Pop::Item(first) = merge.pop() else {
+            panic!("an item")
+        };
+        assert_eq!(first.payload, 1);
+        // Lane 0 is exhausted: lane 1 opens, asked for what the limit left.
+        assert_eq!(merge.pop(), Pop::Wait(1));
+        assert_eq!(merge.wants(1), Some(Some(2)));
+        assert_eq!(merge.wants(2), None);
+        merge.push_page(1, vec![item(2, 20, 1), item(3, 30, 1)], true);
+        let rest: Vec<i64> = std::iter::from_fn(|| match merge.pop() {
+            Pop::Item(i) => Some(i.payload),
+            _ => None,
+        })
+        .collect();
+        assert_eq!(rest, vec![2, 3]);
+        // The limit is reached: lane 2 is never asked.
+        assert_eq!(merge.pop(), Pop::Done);
+        assert_eq!(merge.wants(2), None);
     }
 
     #[test]

@@ -60,6 +60,7 @@ mod tests {
             fault_tolerance: 0,
             partitions: 1,
             authorization: false,
+            global_indexes: Vec::new(),
         };
         let object = Object {
             values: vec![Value::Int(1), Value::str("x")],

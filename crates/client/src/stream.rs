@@ -31,8 +31,10 @@ use crate::resolve;
 use std::sync::Arc;
 use tessera_protocol::{AuthOp, DaemonRequest, DaemonResponse, SearchAfter, SortBy, Status};
 use tessera_types::coordinate::key_bytes;
+use tessera_types::lookup::plan_lookup;
 use tessera_types::plan::plan_search;
-use tessera_types::{Check, Configuration, PredOp, RegionId, SpaceDesc, SpaceId, Value};
+use tessera_types::sortkey::sort_key;
+use tessera_types::{Check, Configuration, PredOp, RegionId, Space, SpaceDesc, SpaceId, Value};
 use tokio::task::JoinHandle;
 
 /// What a search asks of each region.
@@ -53,7 +55,10 @@ pub(crate) enum Found {
     Key(Value),
 }
 
-type Page = (Vec<Item<Found>>, bool);
+/// A page: its items, whether the region may have more, and where the
+/// next page starts (after the last item, or for a lookup after the last
+/// entry read, which may have been left out).
+type Page = (Vec<Item<Found>>, bool, Option<SearchAfter>);
 
 /// What the stream was asked for, kept until the first `next` plans it.
 struct Request {
@@ -69,6 +74,9 @@ struct Running {
     space: SpaceId,
     desc: Arc<SpaceDesc>,
     regions: Vec<RegionId>,
+    /// The indexed attribute when the regions are a global index's
+    /// indexlets (a lookup), in the stream's order.
+    lookup: Option<usize>,
     checks: Arc<Vec<Check>>,
     sort: Option<SortBy>,
     want: Want,
@@ -292,7 +300,7 @@ impl SearchStream {
             want,
         } = request;
         let (space, predicates, sort) = (&space, &predicates, &sort);
-        let (space_id, desc, regions, checks, sort) = self
+        let (space_id, desc, lanes, checks, sort) = self
             .client
             .run(move |config, _| async move {
                 let space = resolve::space(&config, space)?;
@@ -305,25 +313,27 @@ impl SearchStream {
                     }),
                     None => None,
                 };
-                let plan = plan_search(space, &checks);
-                let subspace = &space.subspaces[plan.subspace];
-                let regions: Vec<RegionId> = plan
-                    .regions
-                    .iter()
-                    .map(|&i| subspace.regions[i].id)
-                    .collect();
-                Ok((space.id, space.desc.clone(), regions, checks, sort))
+                let lanes = plan_lanes(space, &checks, sort, limit);
+                Ok((space.id, space.desc.clone(), lanes, checks, sort))
             })
             .await?;
+        // A lookup streams in its index's order: a search without a sort
+        // is sorted by the indexed attribute, ascending.
+        let sort = sort.or(lanes.lookup.map(|attr| SortBy {
+            attr,
+            descending: false,
+        }));
+        let Lanes { regions, lookup } = lanes;
         let lanes = regions.len();
         let mut running = Running {
             space: space_id,
             desc: Arc::new(desc),
             regions,
+            lookup,
             checks: Arc::new(checks),
             sort,
             want,
-            merge: Merge::new(lanes, sort, limit),
+            merge: Merge::new(lanes, sort, limit).sequential(lookup.is_some()),
             after: vec![None; lanes],
             fetches: (0..lanes).map(|_| None).collect(),
             yielded: None,
@@ -333,6 +343,46 @@ impl SearchStream {
             running.fetch(&self.client, lane);
         }
         Ok(running)
+    }
+}
+
+/// The regions a search reads, one lane each, in the stream's order.
+struct Lanes {
+    regions: Vec<RegionId>,
+    /// The indexed attribute when the regions are a global index's
+    /// indexlets.
+    lookup: Option<usize>,
+}
+
+/// Plans a search: through a global index when one beats the subspaces
+/// ([`plan_lookup`]), its indexlets in the stream's order; else the
+/// fewest regions of one subspace ([`plan_search`]).
+fn plan_lanes(space: &Space, checks: &[Check], sort: Option<SortBy>, limit: Option<u64>) -> Lanes {
+    let plan = plan_search(space, checks);
+    let by = sort.map(|s| (s.attr, limit.is_some()));
+    if let Some(lookup) = plan_lookup(space, checks, by, &plan) {
+        let layout = &space.subspaces[lookup.subspace];
+        let mut regions: Vec<RegionId> = lookup
+            .indexlets
+            .iter()
+            .map(|&i| layout.regions[i].id)
+            .collect();
+        if sort.is_some_and(|s| s.descending) {
+            regions.reverse();
+        }
+        return Lanes {
+            regions,
+            lookup: Some(lookup.attr),
+        };
+    }
+    let subspace = &space.subspaces[plan.subspace];
+    Lanes {
+        regions: plan
+            .regions
+            .iter()
+            .map(|&i| subspace.regions[i].id)
+            .collect(),
+        lookup: None,
     }
 }
 
@@ -358,8 +408,9 @@ impl Running {
                 "the searched space's layout changed too often during the search",
             ));
         }
-        let (space, checks) = (self.space, self.checks.clone());
-        let regions = client
+        let (space, checks, sort) = (self.space, self.checks.clone(), self.sort);
+        let limit = self.merge.limit_left();
+        let Lanes { regions, lookup } = client
             .run(move |config, _| {
                 let checks = checks.clone();
                 async move {
@@ -369,24 +420,22 @@ impl Running {
                             "the searched space was removed during the search",
                         )));
                     };
-                    let plan = plan_search(space, &checks);
-                    let subspace = &space.subspaces[plan.subspace];
-                    Ok(plan
-                        .regions
-                        .iter()
-                        .map(|&i| subspace.regions[i].id)
-                        .collect::<Vec<RegionId>>())
+                    Ok(plan_lanes(space, &checks, sort, limit))
                 }
             })
             .await?;
         for handle in self.fetches.iter().flatten() {
             handle.abort();
         }
+        // The stream keeps its order (the sort, forced by a first lookup
+        // or asked for), so every new lane continues after what was
+        // yielded, through a subspace or an index on the sort attribute.
         let lanes = regions.len();
         self.regions = regions;
+        self.lookup = lookup;
         self.after = vec![self.yielded.clone(); lanes];
         self.fetches = (0..lanes).map(|_| None).collect();
-        self.merge.restart(lanes);
+        self.merge.restart(lanes, lookup.is_some());
         for lane in 0..lanes {
             self.fetch(client, lane);
         }
@@ -405,6 +454,7 @@ impl Running {
         let page = PageRequest {
             space: self.space,
             region: self.regions[lane],
+            lookup: self.lookup,
             checks: self.checks.clone(),
             sort: self.sort,
             after: self.after[lane].clone(),
@@ -426,17 +476,17 @@ impl Running {
                 "waiting for a region nobody asked",
             ));
         };
-        let (items, more) = handle
+        let (items, more, last) = handle
             .await
             .map_err(|e| ClientError::new(Status::Internal, e.to_string()))??;
-        if more && items.is_empty() {
+        if more && last.is_none() {
             return Err(ClientError::new(
                 Status::ServerError,
                 "a daemon answered an empty search page with more to come",
             ));
         }
-        if let Some(last) = items.last() {
-            self.after[lane] = Some(last.after());
+        if last.is_some() {
+            self.after[lane] = last;
         }
         self.merge.push_page(lane, items, more);
         self.fetch(client, lane);
@@ -456,6 +506,8 @@ impl Drop for Running {
 struct PageRequest {
     space: SpaceId,
     region: RegionId,
+    /// The indexed attribute when `region` is an indexlet.
+    lookup: Option<usize>,
     checks: Arc<Vec<Check>>,
     sort: Option<SortBy>,
     after: Option<SearchAfter>,
@@ -468,6 +520,9 @@ impl PageRequest {
     /// Fetches the page from the tail of the region's chain in the newest
     /// configuration, retrying like any read.
     async fn fetch(&self, client: &Client) -> Result<Page, ClientError> {
+        if let Some(attr) = self.lookup {
+            return self.lookup(client, attr).await;
+        }
         client
             .run(move |config, deadline| async move {
                 let replica = self.replica(&config)?;
@@ -504,12 +559,13 @@ impl PageRequest {
                                 payload: Found::Object(object),
                             });
                         }
-                        Ok((items, more))
+                        let last = items.last().map(Item::after);
+                        Ok((items, more, last))
                     }
                     DaemonResponse::KeysPage { keys, more }
                         if matches!(self.want, Want::Keys(_)) =>
                     {
-                        let items = keys
+                        let items: Vec<Item<Found>> = keys
                             .into_iter()
                             .map(|key| Item {
                                 key: key_bytes(&key),
@@ -518,12 +574,88 @@ impl PageRequest {
                                 payload: Found::Key(key),
                             })
                             .collect();
-                        Ok((items, more))
+                        let last = items.last().map(Item::after);
+                        Ok((items, more, last))
                     }
                     other => Err(unexpected(config.epoch, other)),
                 }
             })
             .await
+    }
+
+    /// A page of a lookup: a page of entries from the indexlet's tail,
+    /// then the objects they name from their point leaders, all at once,
+    /// each kept only if its current value is the entry's (the object is
+    /// the ground truth: an entry may be of an update that has not
+    /// committed at the point leader yet, or of a value since replaced)
+    /// and every check holds on it.
+    async fn lookup(&self, client: &Client, attr: usize) -> Result<Page, ClientError> {
+        let on_attr: Vec<Check> = self
+            .checks
+            .iter()
+            .filter(|c| c.attr == attr && c.path.is_none())
+            .cloned()
+            .collect();
+        let descending = self.sort.is_some_and(|s| s.descending);
+        let (entries, more, last) = client
+            .run(|config, deadline| {
+                let on_attr = on_attr.clone();
+                async move {
+                    let replica = self.replica(&config)?;
+                    let request = DaemonRequest::Lookup {
+                        space: self.space,
+                        region: self.region,
+                        checks: on_attr,
+                        descending,
+                        after: self.after.clone(),
+                        limit: self.limit,
+                    };
+                    let attempts = client.attempts();
+                    let mut answer = attempts.send(&config, replica, request).await?;
+                    match attempts.answer_read(&mut answer, deadline).await? {
+                        DaemonResponse::LookupPage {
+                            entries,
+                            more,
+                            last,
+                        } => Ok((entries, more, last)),
+                        other => Err(unexpected(config.epoch, other)),
+                    }
+                }
+            })
+            .await?;
+        let mut gets = tokio::task::JoinSet::new();
+        for (position, (value, key)) in entries.into_iter().enumerate() {
+            let (client, space) = (client.clone(), self.space);
+            gets.spawn(async move {
+                let found = client.get_object(space, &key).await;
+                (position, value, key, found)
+            });
+        }
+        let mut found = Vec::with_capacity(gets.len());
+        while let Some(joined) = gets.join_next().await {
+            let (position, value, key, object) =
+                joined.map_err(|e| ClientError::new(Status::Internal, e.to_string()))?;
+            found.push((position, value, key, object?));
+        }
+        found.sort_by_key(|(position, ..)| *position);
+        let items = found
+            .into_iter()
+            .filter_map(|(_, value, key, object)| {
+                let (version, object) = object?;
+                let current = object.values.get(attr).and_then(sort_key);
+                let matches = current.is_some() && current == sort_key(&value);
+                (matches && self.checks.iter().all(|c| c.matches(&object))).then(|| Item {
+                    key: key_bytes(&key),
+                    sort_value: Some(value),
+                    version,
+                    payload: match self.want {
+                        Want::Objects => Found::Object(object),
+                        Want::Keys(_) => Found::Key(key),
+                    },
+                })
+            })
+            .collect();
+        Ok((items, more, last))
     }
 
     /// The replica to ask: the tail of the region's chain.

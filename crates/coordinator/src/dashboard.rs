@@ -386,6 +386,7 @@ mod tests {
                 } else {
                     PartState::Building { progress: 37 }
                 },
+                kind: Default::default(),
             }
         };
         let space = Space {

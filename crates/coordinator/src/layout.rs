@@ -17,11 +17,11 @@ use crate::placement::{PlacementError, Placer};
 use crate::state::{ClusterState, Command, CommandResult};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
-use tessera_types::parse::parse_space;
+use tessera_types::parse::{parse_space, PARTITIONS_MAX};
 use tessera_types::region::{grid_for_partitions, uniform_splits};
 use tessera_types::{
-    DaemonId, DaemonState, DataType, Epoch, IndexPart, ParseSpaceError, PartId, PartState, Region,
-    RegionId, Space, SpaceDesc, SpaceId, SubspaceLayout,
+    DaemonId, DaemonState, DataType, Epoch, GlobalIndexDecl, IndexPart, ParseSpaceError, PartId,
+    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, SubspaceLayout,
 };
 
 /// Why a layout change was refused; nothing changed.
@@ -145,6 +145,49 @@ pub enum LayoutChangeError {
         /// The subspace that uses the attribute.
         subspace: PartId,
     },
+    /// A global index orders values, so its attribute must be a string,
+    /// an int, a float or a timestamp.
+    #[error("attribute {attr:?} has type {dtype}, which a global index cannot order (only string, int, float and timestamp can)")]
+    Unorderable {
+        /// The attribute.
+        attr: String,
+        /// Its type.
+        dtype: DataType,
+    },
+    /// A global index holds whole attributes; a path inside a document
+    /// has no global index (a local path index serves it).
+    #[error("a global index cannot be on a path inside a document ({attr}); use a local index")]
+    GlobalOnPath {
+        /// What was asked for.
+        attr: String,
+    },
+    /// The space has a global index on this attribute already.
+    #[error("space {space:?} already has global index {part} on {attr}")]
+    DuplicateGlobalIndex {
+        /// The space.
+        space: String,
+        /// The existing index's id.
+        part: PartId,
+        /// Its attribute.
+        attr: String,
+    },
+    /// The space has no global index on this attribute (or it is dropping
+    /// already).
+    #[error("space {space:?} has no global index on {attr}")]
+    NoGlobalIndex {
+        /// The space.
+        space: String,
+        /// The attribute asked for.
+        attr: String,
+    },
+    /// `create 0 partitions`, or more than the most a space may have.
+    #[error("a global index needs 1 to {max} indexlets, not {asked}")]
+    Indexlets {
+        /// What was asked for.
+        asked: u32,
+        /// The most allowed.
+        max: u32,
+    },
     /// The description given to `relayout` does not parse.
     #[error("the new description is not valid")]
     BadDescription(#[source] ParseSpaceError),
@@ -165,10 +208,15 @@ impl LayoutChangeError {
     pub fn status(&self) -> AdminStatus {
         use LayoutChangeError::*;
         match self {
-            NoSpace { .. } | NoAttribute { .. } | NoSubspace { .. } | NoIndex { .. } => {
-                AdminStatus::NotFound
+            NoSpace { .. }
+            | NoAttribute { .. }
+            | NoSubspace { .. }
+            | NoIndex { .. }
+            | NoGlobalIndex { .. } => AdminStatus::NotFound,
+            DuplicateSubspace { .. } | DuplicateIndex { .. } | DuplicateGlobalIndex { .. } => {
+                AdminStatus::Duplicate
             }
-            DuplicateSubspace { .. } | DuplicateIndex { .. } => AdminStatus::Duplicate,
+            Unorderable { .. } | GlobalOnPath { .. } | Indexlets { .. } => AdminStatus::BadSpace,
             EmptySubspace
             | KeyAttribute { .. }
             | RepeatedAttribute { .. }
@@ -253,7 +301,6 @@ impl ClusterState {
         state: PartState,
         placer: &mut Placer,
     ) -> SubspaceLayout {
-        let replicas = desc.fault_tolerance as usize + 1;
         let splits: Vec<Vec<u64>> = if part == PartId(0) {
             vec![uniform_splits(desc.partitions)]
         } else {
@@ -262,6 +309,53 @@ impl ClusterState {
                 .map(uniform_splits)
                 .collect()
         };
+        self.place_layout(
+            desc,
+            attrs,
+            splits,
+            part,
+            state,
+            SubspaceKind::Subspace,
+            placer,
+        )
+    }
+
+    /// The layout of global index `decl`: one dimension, the attribute's
+    /// order coordinate, cut into `decl`'s indexlet count. The cuts are
+    /// uniform over the coordinate axis until splits move them to where
+    /// the data lies (`docs/design/global-indexes.md`).
+    pub(crate) fn new_global_layout(
+        &mut self,
+        desc: &SpaceDesc,
+        decl: GlobalIndexDecl,
+        part: PartId,
+        state: PartState,
+        placer: &mut Placer,
+    ) -> SubspaceLayout {
+        let splits = vec![uniform_splits(decl.indexlets(desc))];
+        self.place_layout(
+            desc,
+            vec![decl.attr],
+            splits,
+            part,
+            state,
+            SubspaceKind::GlobalIndex,
+            placer,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn place_layout(
+        &mut self,
+        desc: &SpaceDesc,
+        attrs: Vec<usize>,
+        splits: Vec<Vec<u64>>,
+        part: PartId,
+        state: PartState,
+        kind: SubspaceKind,
+        placer: &mut Placer,
+    ) -> SubspaceLayout {
+        let replicas = desc.fault_tolerance as usize + 1;
         // The grid's cells: the product of each dimension's intervals.
         let cells: usize = splits.iter().map(|s| s.len() + 1).product();
         let regions = placer
@@ -279,6 +373,7 @@ impl ClusterState {
             regions,
             part,
             state,
+            kind,
         }
     }
 
@@ -368,7 +463,7 @@ impl ClusterState {
         if let Some(existing) = self.spaces[si]
             .subspaces
             .iter()
-            .find(|l| live(l.state) && l.attrs == attrs)
+            .find(|l| live(l.state) && l.attrs == attrs && l.kind == SubspaceKind::Subspace)
         {
             return Err(LayoutChangeError::DuplicateSubspace {
                 space: space.to_string(),
@@ -391,6 +486,107 @@ impl ClusterState {
         Ok(part)
     }
 
+    /// Resolves a global index's attribute against `desc`.
+    fn global_target(desc: &SpaceDesc, attr: &str) -> Result<usize, LayoutChangeError> {
+        let Some(i) = desc.attr_index(attr) else {
+            return Err(match attr.split_once('.') {
+                Some((doc, _)) if desc.attr_index(doc).is_some() => {
+                    LayoutChangeError::GlobalOnPath {
+                        attr: attr.to_string(),
+                    }
+                }
+                _ => LayoutChangeError::NoAttribute {
+                    space: desc.name.clone(),
+                    attr: attr.to_string(),
+                },
+            });
+        };
+        if i == 0 {
+            return Err(LayoutChangeError::KeyAttribute {
+                attr: attr.to_string(),
+            });
+        }
+        let dtype = desc.attrs[i].dtype;
+        if !dtype.is_hashable() {
+            return Err(LayoutChangeError::Unorderable {
+                attr: attr.to_string(),
+                dtype,
+            });
+        }
+        Ok(i)
+    }
+
+    /// `add-index --global`: a new building global index on `attr` with
+    /// `partitions` indexlets (default: the space's partitions).
+    pub(crate) fn add_global_index(
+        &mut self,
+        space: &str,
+        attr: &str,
+        partitions: Option<u32>,
+    ) -> Result<PartId, LayoutChangeError> {
+        let si = self.space_index(space)?;
+        let desc = self.spaces[si].desc.clone();
+        let i = Self::global_target(&desc, attr)?;
+        if let Some(asked) = partitions.filter(|n| *n == 0 || *n > PARTITIONS_MAX) {
+            return Err(LayoutChangeError::Indexlets {
+                asked,
+                max: PARTITIONS_MAX,
+            });
+        }
+        if let Some(existing) = self.spaces[si]
+            .subspaces
+            .iter()
+            .find(|l| l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i])
+        {
+            return Err(LayoutChangeError::DuplicateGlobalIndex {
+                space: space.to_string(),
+                part: existing.part,
+                attr: attr.to_string(),
+            });
+        }
+        let mut placer = self.placer()?;
+        let part = self.fresh_part(self.spaces[si].id);
+        let decl = GlobalIndexDecl {
+            attr: i,
+            partitions,
+        };
+        let layout = self.new_global_layout(
+            &desc,
+            decl,
+            part,
+            PartState::Building { progress: 0 },
+            &mut placer,
+        );
+        let space = &mut self.spaces[si];
+        space.desc.global_indexes.push(decl);
+        space.subspaces.push(layout);
+        self.bump();
+        Ok(part)
+    }
+
+    /// `rm-index --global`: the global index on `attr` starts dropping.
+    pub(crate) fn rm_global_index(
+        &mut self,
+        space: &str,
+        attr: &str,
+    ) -> Result<(), LayoutChangeError> {
+        let si = self.space_index(space)?;
+        let i = Self::global_target(&self.spaces[si].desc, attr)?;
+        let layout = self.spaces[si]
+            .subspaces
+            .iter_mut()
+            .find(|l| l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i])
+            .ok_or_else(|| LayoutChangeError::NoGlobalIndex {
+                space: space.to_string(),
+                attr: attr.to_string(),
+            })?;
+        layout.state = PartState::Dropping;
+        let part = layout.part;
+        self.forget_pending_drop(si, part);
+        self.bump();
+        Ok(())
+    }
+
     /// `rm-subspace`: subspace `part` starts dropping.
     pub(crate) fn rm_subspace(
         &mut self,
@@ -405,7 +601,7 @@ impl ClusterState {
             .subspaces
             .iter_mut()
             .skip(1)
-            .find(|l| l.part == part && live(l.state))
+            .find(|l| l.part == part && live(l.state) && l.kind == SubspaceKind::Subspace)
             .ok_or_else(|| LayoutChangeError::NoSubspace {
                 space: space.to_string(),
                 part,
@@ -489,12 +685,9 @@ impl ClusterState {
         let space = &self.spaces[si];
         let index = &space.indexes[ii];
         if index.path.is_none() {
-            if let Some(sub) = space
-                .subspaces
-                .iter()
-                .skip(1)
-                .find(|l| live(l.state) && l.attrs.contains(&index.attr))
-            {
+            if let Some(sub) = space.subspaces.iter().skip(1).find(|l| {
+                live(l.state) && l.kind == SubspaceKind::Subspace && l.attrs.contains(&index.attr)
+            }) {
                 return Err(LayoutChangeError::IndexUsedBySubspace {
                     part,
                     attr: space.desc.attrs[index.attr].name.clone(),
@@ -536,16 +729,23 @@ impl ClusterState {
             return Err(LayoutChangeError::RelayoutChangesSpace { what });
         }
         let current = &self.spaces[si];
+        let has = |kind: SubspaceKind, attrs: &[usize]| {
+            current
+                .subspaces
+                .iter()
+                .any(|l| live(l.state) && l.kind == kind && l.attrs == attrs)
+        };
         let missing_subspaces: Vec<Vec<usize>> = new
             .subspaces
             .iter()
-            .filter(|attrs| {
-                !current
-                    .subspaces
-                    .iter()
-                    .any(|l| live(l.state) && &l.attrs == *attrs)
-            })
+            .filter(|attrs| !has(SubspaceKind::Subspace, attrs))
             .cloned()
+            .collect();
+        let missing_globals: Vec<GlobalIndexDecl> = new
+            .global_indexes
+            .iter()
+            .filter(|g| !has(SubspaceKind::GlobalIndex, &[g.attr]))
+            .copied()
             .collect();
         let missing_indexes: Vec<usize> = new
             .indexes
@@ -558,11 +758,15 @@ impl ClusterState {
             })
             .copied()
             .collect();
+        let kept = |l: &SubspaceLayout| match l.kind {
+            SubspaceKind::Subspace => new.subspaces.contains(&l.attrs),
+            SubspaceKind::GlobalIndex => new.global_indexes.iter().any(|g| l.attrs == [g.attr]),
+        };
         let mut omitted: BTreeSet<PartId> = current
             .subspaces
             .iter()
             .skip(1)
-            .filter(|l| live(l.state) && !new.subspaces.contains(&l.attrs))
+            .filter(|l| live(l.state) && !kept(l))
             .map(|l| l.part)
             .collect();
         omitted.extend(
@@ -574,10 +778,14 @@ impl ClusterState {
                 })
                 .map(|ix| ix.id),
         );
-        if missing_subspaces.is_empty() && missing_indexes.is_empty() && omitted.is_empty() {
+        if missing_subspaces.is_empty()
+            && missing_globals.is_empty()
+            && missing_indexes.is_empty()
+            && omitted.is_empty()
+        {
             return Ok(());
         }
-        let mut placer = if missing_subspaces.is_empty() {
+        let mut placer = if missing_subspaces.is_empty() && missing_globals.is_empty() {
             None
         } else {
             Some(self.placer()?)
@@ -598,6 +806,19 @@ impl ClusterState {
                 placer,
             ));
         }
+        for decl in missing_globals {
+            let part = self.fresh_part(id);
+            let placer = placer
+                .as_mut()
+                .expect("made when a global index is missing");
+            layouts.push(self.new_global_layout(
+                &desc,
+                decl,
+                part,
+                PartState::Building { progress: 0 },
+                placer,
+            ));
+        }
         let mut indexes = Vec::new();
         for attr in missing_indexes {
             indexes.push(IndexPart {
@@ -609,7 +830,18 @@ impl ClusterState {
         }
         let space = &mut self.spaces[si];
         for layout in layouts {
-            space.desc.subspaces.push(layout.attrs.clone());
+            match layout.kind {
+                SubspaceKind::Subspace => space.desc.subspaces.push(layout.attrs.clone()),
+                SubspaceKind::GlobalIndex => {
+                    let decl = new
+                        .global_indexes
+                        .iter()
+                        .find(|g| layout.attrs == [g.attr])
+                        .copied()
+                        .expect("built from the new description");
+                    space.desc.global_indexes.push(decl);
+                }
+            }
             space.subspaces.push(layout);
         }
         for index in indexes {
@@ -678,7 +910,21 @@ impl ClusterState {
             .position(|l| l.part == part && l.state == PartState::Dropping)
         {
             let layout = s.subspaces.remove(pos);
-            s.desc.subspaces.remove(pos - 1);
+            // The description lists the part once per live or dropping
+            // layout with these attributes; any one of those entries goes.
+            match layout.kind {
+                SubspaceKind::Subspace => {
+                    if let Some(at) = s.desc.subspaces.iter().position(|a| *a == layout.attrs) {
+                        s.desc.subspaces.remove(at);
+                    }
+                }
+                SubspaceKind::GlobalIndex => {
+                    let on = |g: &GlobalIndexDecl| layout.attrs == [g.attr];
+                    if let Some(at) = s.desc.global_indexes.iter().position(on) {
+                        s.desc.global_indexes.remove(at);
+                    }
+                }
+            }
             let gone: BTreeSet<RegionId> = layout.regions.iter().map(|r| r.id).collect();
             self.orphans.retain(|r, _| !gone.contains(r));
             return true;
@@ -898,7 +1144,10 @@ impl LayoutTally {
         let entries = self.entries_done.get(&id).unwrap_or(&empty_entries);
         let mut total = 0;
         let mut done = 0;
-        if kind == tessera_types::PartKind::Subspace {
+        if matches!(
+            kind,
+            tessera_types::PartKind::Subspace | tessera_types::PartKind::GlobalIndex
+        ) {
             for region in space.subspaces.first().map_or(&[][..], |l| &l.regions[..]) {
                 total += 1;
                 done += usize::from(keys.contains(&region.id));
@@ -1304,6 +1553,152 @@ mod tests {
         state.apply(Command::RmSpace { name: "s".into() });
         assert!(state.pending_drops.is_empty());
         assert!(state.spaces.is_empty());
+    }
+
+    #[test]
+    fn a_global_index_is_a_layout_part_added_filled_by_key_walks_and_dropped() {
+        let mut state = cluster();
+        let space = state.spaces[0].id;
+        let epoch = state.epoch;
+        let add = |attr: &str, partitions| Command::AddGlobalIndex {
+            space: "s".into(),
+            attr: attr.into(),
+            partitions,
+        };
+        let part = added(state.apply(add("c", Some(3))));
+        assert!(state.epoch > epoch);
+        let layout = state.spaces[0].subspaces.last().expect("the index").clone();
+        assert_eq!(layout.kind, SubspaceKind::GlobalIndex);
+        assert_eq!((layout.part, layout.attrs.clone()), (part, vec![3]));
+        assert_eq!(layout.regions.len(), 3);
+        assert!(layout.regions.iter().all(|r| r.chain.len() == 2));
+        assert_eq!(
+            state.spaces[0].desc.global_indexes,
+            vec![GlobalIndexDecl {
+                attr: 3,
+                partitions: Some(3)
+            }]
+        );
+        assert_eq!(state.spaces[0].part_state(part), Some(building()));
+        // A subspace on the same attribute is another part: both may exist.
+        added(state.apply(Command::AddSubspace {
+            space: "s".into(),
+            attrs: vec!["c".into()],
+        }));
+        state.check_invariants().expect("invariants");
+
+        // Every refusal is typed and changes nothing.
+        refused(&mut state, add("c", None), AdminStatus::Duplicate);
+        refused(&mut state, add("k", None), AdminStatus::BadSpace);
+        refused(&mut state, add("d", None), AdminStatus::BadSpace);
+        refused(&mut state, add("d.x", None), AdminStatus::BadSpace);
+        refused(&mut state, add("l", None), AdminStatus::BadSpace);
+        refused(&mut state, add("zz", None), AdminStatus::NotFound);
+        refused(&mut state, add("b", Some(0)), AdminStatus::BadSpace);
+        refused(
+            &mut state,
+            add("b", Some(PARTITIONS_MAX + 1)),
+            AdminStatus::BadSpace,
+        );
+        // `rm-subspace` does not take a global index's part id.
+        refused(
+            &mut state,
+            Command::RmSubspace {
+                space: "s".into(),
+                part,
+            },
+            AdminStatus::NotFound,
+        );
+
+        // Filled by the point leaders' key walks alone: its own regions
+        // index what the chain writes there.
+        let mut tally = LayoutTally::default();
+        for region in &state.spaces[0].subspaces[0].regions.clone() {
+            assert!(tally.proposals(&state).iter().all(
+                |c| !matches!(c, Command::PartProgress { done: true, part: p, .. } if *p == part)
+            ));
+            tally.on_report(region.chain[0], space, part, &[region.id], &[]);
+        }
+        for command in tally.proposals(&state) {
+            state.apply(command);
+        }
+        assert_eq!(state.spaces[0].part_state(part), Some(PartState::Ready));
+
+        // Dropped by attribute; the description forgets it when it leaves.
+        let rm = |attr: &str| Command::RmGlobalIndex {
+            space: "s".into(),
+            attr: attr.into(),
+        };
+        refused(&mut state, rm("b"), AdminStatus::NotFound);
+        assert_eq!(state.apply(rm("c")), CommandResult::Done);
+        assert_eq!(state.spaces[0].part_state(part), Some(PartState::Dropping));
+        refused(&mut state, rm("c"), AdminStatus::NotFound);
+        // Added again while the old one drops: a new part.
+        let again = added(state.apply(add("c", None)));
+        assert_ne!(again, part);
+        assert!(state.part_dropped(space, part));
+        assert_eq!(
+            state.spaces[0].desc.global_indexes,
+            vec![GlobalIndexDecl {
+                attr: 3,
+                partitions: None
+            }]
+        );
+        state.check_invariants().expect("invariants");
+    }
+
+    #[test]
+    fn relayout_adds_and_drops_global_indexes_like_any_part() {
+        let mut state = cluster();
+        let with_global = format!("{SPACE} global index b create 2 partitions");
+        let with_global = with_global.replace(
+            " create 4 partitions global index b create 2 partitions",
+            " global index b create 2 partitions create 4 partitions",
+        );
+        assert_eq!(
+            state.apply(Command::Relayout {
+                space: "s".into(),
+                description: with_global,
+            }),
+            CommandResult::Done
+        );
+        let global: Vec<(PartKind, Vec<usize>, usize)> = state.spaces[0]
+            .parts()
+            .iter()
+            .filter(|p| p.kind == PartKind::GlobalIndex)
+            .map(|p| {
+                (
+                    p.kind,
+                    p.attrs.to_vec(),
+                    p.layout.map_or(0, |l| l.regions.len()),
+                )
+            })
+            .collect();
+        assert_eq!(global, vec![(PartKind::GlobalIndex, vec![2], 2)]);
+        state.check_invariants().expect("invariants");
+        let part = state.spaces[0].subspaces.last().expect("the index").part;
+        state.apply(Command::PartProgress {
+            space: state.spaces[0].id,
+            part,
+            progress: 100,
+            done: true,
+        });
+        // Back to the old description: the global index is omitted, so it
+        // drops (at once: nothing new is building).
+        assert_eq!(
+            state.apply(Command::Relayout {
+                space: "s".into(),
+                description: SPACE.into(),
+            }),
+            CommandResult::Done
+        );
+        let states: Vec<PartState> = state.spaces[0]
+            .parts()
+            .iter()
+            .filter(|p| p.kind == PartKind::GlobalIndex)
+            .map(|p| p.state)
+            .collect();
+        assert_eq!(states, vec![PartState::Dropping]);
     }
 
     #[test]

@@ -228,6 +228,7 @@ mod tests {
                 fault_tolerance: 0,
                 partitions: 4,
                 authorization: false,
+                global_indexes: Vec::new(),
             },
             subspaces: vec![SubspaceLayout {
                 attrs: vec![0],
@@ -235,6 +236,7 @@ mod tests {
                 regions: (1..=4).map(|i| region(i, vec![1])).collect(),
                 part: tessera_types::PartId(0),
                 state: tessera_types::PartState::Ready,
+                kind: Default::default(),
             }],
             indexes: vec![],
         };

@@ -768,6 +768,21 @@ impl Member {
             CoordRequest::RmIndex { space, part } => {
                 self.write(Command::RmIndex { space, part }).await
             }
+            CoordRequest::AddGlobalIndex {
+                space,
+                attr,
+                partitions,
+            } => {
+                self.write(Command::AddGlobalIndex {
+                    space,
+                    attr,
+                    partitions,
+                })
+                .await
+            }
+            CoordRequest::RmGlobalIndex { space, attr } => {
+                self.write(Command::RmGlobalIndex { space, attr }).await
+            }
             CoordRequest::Relayout { space, description } => {
                 self.write(Command::Relayout { space, description }).await
             }

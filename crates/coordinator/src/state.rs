@@ -42,7 +42,7 @@ use tessera_protocol::AdminStatus;
 use tessera_types::parse::parse_space;
 use tessera_types::{
     Configuration, CoordinatorInfo, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, PartId,
-    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, Transfer,
+    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, Transfer,
 };
 
 /// A change to the cluster state, as written to the Raft log.
@@ -128,6 +128,15 @@ pub enum Command {
     /// Index `part` of `space` starts dropping; without a space, of the
     /// one space that has an index `part` (HyperDex's `rm_index(idxid)`).
     RmIndex { space: Option<String>, part: PartId },
+    /// A new global index on `attr` with `partitions` indexlets (default:
+    /// the space's partitions), built live.
+    AddGlobalIndex {
+        space: String,
+        attr: String,
+        partitions: Option<u32>,
+    },
+    /// The global index on `attr` starts dropping.
+    RmGlobalIndex { space: String, attr: String },
     /// The space moves to the subspaces and indexes of `description` (same
     /// name, key and attributes): the new parts build, then the omitted
     /// ones drop.
@@ -382,6 +391,20 @@ impl ClusterState {
                 Ok(()) => CommandResult::Done,
                 Err(e) => e.into(),
             },
+            Command::AddGlobalIndex {
+                space,
+                attr,
+                partitions,
+            } => match self.add_global_index(&space, &attr, partitions) {
+                Ok(part) => CommandResult::PartAdded { part },
+                Err(e) => e.into(),
+            },
+            Command::RmGlobalIndex { space, attr } => {
+                match self.rm_global_index(&space, &attr) {
+                    Ok(()) => CommandResult::Done,
+                    Err(e) => e.into(),
+                }
+            }
             Command::Relayout { space, description } => {
                 match self.relayout(&space, &description) {
                     Ok(()) => CommandResult::Done,
@@ -730,8 +753,19 @@ impl ClusterState {
         let key = space.subspaces.first().ok_or(())?;
         let parts = space.parts();
         let ids: BTreeSet<PartId> = parts.iter().map(|p| p.id).collect();
-        let subspaces: Vec<&Vec<usize>> =
-            space.subspaces.iter().skip(1).map(|l| &l.attrs).collect();
+        let of_kind = |kind: SubspaceKind| -> Vec<&Vec<usize>> {
+            let layouts = space.subspaces.iter().skip(1);
+            layouts
+                .filter(|l| l.kind == kind)
+                .map(|l| &l.attrs)
+                .collect()
+        };
+        let globals: Vec<Vec<usize>> = space
+            .desc
+            .global_indexes
+            .iter()
+            .map(|g| vec![g.attr])
+            .collect();
         let indexes: Vec<usize> = space
             .indexes
             .iter()
@@ -744,7 +778,9 @@ impl ClusterState {
             && ids.iter().all(|id| {
                 id.0 == 0 || id.0 < self.part_id_next.get(&space.id).copied().unwrap_or(0)
             })
-            && space.desc.subspaces.iter().collect::<Vec<_>>() == subspaces
+            && key.kind == SubspaceKind::Subspace
+            && space.desc.subspaces.iter().collect::<Vec<_>>() == of_kind(SubspaceKind::Subspace)
+            && globals.iter().collect::<Vec<_>>() == of_kind(SubspaceKind::GlobalIndex)
             && space.desc.indexes == indexes;
         fine.then_some(()).ok_or(())
     }
@@ -904,6 +940,11 @@ impl ClusterState {
                 self.fresh_part(id)
             };
             subspaces.push(self.new_layout(&desc, attrs, part, PartState::Ready, &mut placer));
+        }
+        for &decl in &desc.global_indexes {
+            let part = self.fresh_part(id);
+            let layout = self.new_global_layout(&desc, decl, part, PartState::Ready, &mut placer);
+            subspaces.push(layout);
         }
         let indexes = desc
             .indexes

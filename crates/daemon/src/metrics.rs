@@ -42,17 +42,20 @@ pub(crate) enum Op {
     Search,
     /// A page of a keys-only search (count, group operations).
     SearchKeys,
+    /// A page of a lookup in a global index's indexlet.
+    Lookup,
     /// A step of a backup: drain, take, a page, release.
     Backup,
 }
 
-const OPS: [Op; 7] = [
+const OPS: [Op; 8] = [
     Op::Get,
     Op::Put,
     Op::CondPut,
     Op::Del,
     Op::Search,
     Op::SearchKeys,
+    Op::Lookup,
     Op::Backup,
 ];
 
@@ -69,6 +72,7 @@ impl Op {
             DaemonRequest::Update(_) => Op::Put,
             DaemonRequest::Search { .. } => Op::Search,
             DaemonRequest::SearchKeys { .. } => Op::SearchKeys,
+            DaemonRequest::Lookup { .. } => Op::Lookup,
             DaemonRequest::BackupDrain
             | DaemonRequest::BackupTake { .. }
             | DaemonRequest::BackupRead { .. }
@@ -84,6 +88,7 @@ impl Op {
             Op::Del => "del",
             Op::Search => "search",
             Op::SearchKeys => "search_keys",
+            Op::Lookup => "lookup",
             Op::Backup => "backup",
         }
     }
@@ -97,6 +102,7 @@ fn status_name(response: &DaemonResponse) -> &'static str {
         | DaemonResponse::Done
         | DaemonResponse::SearchPage { .. }
         | DaemonResponse::KeysPage { .. }
+        | DaemonResponse::LookupPage { .. }
         | DaemonResponse::BackupState { .. }
         | DaemonResponse::BackupPage { .. } => "SUCCESS",
         DaemonResponse::Failed { status, .. } => status.name(),

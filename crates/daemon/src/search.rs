@@ -15,11 +15,13 @@ use crate::chain::{check_key, key_region};
 use crate::index::{self, Access, PageBounds};
 use crate::record::Record;
 use tessera_protocol::{Auth, AuthOp, DaemonResponse, SearchAfter, SortBy, Status};
-use tessera_storage::Engine;
+use tessera_storage::{Engine, IndexRange};
 use tessera_types::coordinate::key_bytes;
+use tessera_types::lookup::after_prefix;
+use tessera_types::sortkey::{sort_key, sort_key_len, value_of};
 use tessera_types::{
-    Check, Configuration, DaemonId, Epoch, Object, RegionDirectory, RegionId, SpaceDesc, SpaceId,
-    Value,
+    Check, Configuration, DaemonId, DataType, Epoch, Object, RegionDirectory, RegionId, SpaceDesc,
+    SpaceId, SubspaceKind, Value,
 };
 
 /// The most objects in one search page.
@@ -358,4 +360,250 @@ impl ReadFailed {
     fn of(e: impl std::error::Error + Send + Sync + 'static) -> ReadFailed {
         ReadFailed(Box::new(e))
     }
+}
+
+/// One page of a lookup in a global index's indexlet
+/// (`DaemonRequest::Lookup`): the entries in `checks`' range after
+/// `after`, in value order, each verified against the projection stored
+/// beside it (an entry and its record are written in one batch, so a
+/// mismatch is not expected, but a lookup never trusts an entry alone) and
+/// kept only if every check matches that projection.
+#[allow(clippy::too_many_arguments)]
+pub fn lookup(
+    view: &ReadView<'_>,
+    epoch: Epoch,
+    space: SpaceId,
+    region: RegionId,
+    checks: &[Check],
+    descending: bool,
+    after: Option<&SearchAfter>,
+    limit: Option<u64>,
+) -> Result<DaemonResponse, ReadFailed> {
+    if let Err(response) = check_region(view, epoch, space, region) {
+        return Ok(response);
+    }
+    let Some((found, subspace, _)) = view.directory.region(view.config, region) else {
+        return Ok(failed(Status::UnknownSpace, "no such region"));
+    };
+    let layout = &found.subspaces[subspace];
+    let (SubspaceKind::GlobalIndex, &[attr]) = (layout.kind, layout.attrs.as_slice()) else {
+        return Ok(failed(
+            Status::Internal,
+            format!("region {region} is not an indexlet of a global index"),
+        ));
+    };
+    if found.desc.authorization {
+        return Ok(failed(
+            Status::Unauthorized,
+            "a space with authorization is not read through a global index",
+        ));
+    }
+    if let Some(other) = checks.iter().find(|c| c.attr != attr || c.path.is_some()) {
+        return Ok(failed(
+            Status::Internal,
+            format!(
+                "a lookup's checks are on the indexed attribute {attr} only, not on {}",
+                other.attr
+            ),
+        ));
+    }
+    let dtype = found.desc.attrs[attr].dtype;
+    let wanted = page_objects(limit, PAGE_OBJECTS_MAX);
+    let range = tessera_types::lookup::entry_range(checks, attr, dtype);
+    let empty = DaemonResponse::LookupPage {
+        entries: Vec::new(),
+        more: false,
+        last: None,
+    };
+    if wanted == 0 || range.is_empty() {
+        return Ok(empty);
+    }
+    let slot = index::Slot::Ordered(attr).number();
+    let start = index::ordered_entry(slot, &range.start, &[]);
+    let end = match &range.end {
+        Some(end) => Some(index::ordered_entry(slot, end, &[])),
+        None => index::entry_bounds(slot, (0, u64::MAX)).1,
+    };
+    let after = match after {
+        Some(after) => match after.sort_value.as_ref().and_then(sort_key) {
+            Some(value) => Some((value, after.key.as_slice())),
+            None => return Ok(failed(Status::Internal, "a lookup continues after a value")),
+        },
+        None => None,
+    };
+    let walk = EntryWalk {
+        engine: view.engine,
+        region,
+        slot,
+        string: dtype == DataType::String,
+        start,
+        end,
+    };
+    let positions = if descending {
+        walk.descending(after, wanted)
+    } else {
+        walk.ascending(after, wanted)
+    }?;
+    let more = positions.len() == wanted;
+    let last = positions.last().map(|(value, key)| SearchAfter {
+        key: key.clone(),
+        sort_value: value_of(value, dtype),
+    });
+    let mut entries = Vec::with_capacity(positions.len());
+    let mut bytes = 0;
+    for (value, key) in positions {
+        let Some(stored) = view.engine.get(region, &key).map_err(ReadFailed::of)? else {
+            continue;
+        };
+        let record = Record::decode(&stored).map_err(ReadFailed::of)?;
+        let Some(projection) = record.object else {
+            continue;
+        };
+        let current = projection.values.get(attr);
+        if current.and_then(sort_key).as_deref() != Some(value.as_slice())
+            || !checks.iter().all(|c| c.matches(&projection))
+        {
+            continue;
+        }
+        bytes += stored.len();
+        entries.push((
+            current.cloned().expect("compared"),
+            projection.values[0].clone(),
+        ));
+        if bytes >= PAGE_BYTES_MAX {
+            break;
+        }
+    }
+    Ok(DaemonResponse::LookupPage {
+        entries,
+        more,
+        last,
+    })
+}
+
+/// Where an entry lies: its sort key and its object's storage key.
+type Position = (Vec<u8>, Vec<u8>);
+
+/// Walks the entries of one ordered slot of an indexlet between `start`
+/// (inclusive) and `end` (exclusive), collecting `(sort key, storage key)`
+/// positions in a lookup's order: by value, ties by key ascending in both
+/// directions (as [`SortBy::compare`] orders a sorted search).
+struct EntryWalk<'a> {
+    engine: &'a dyn Engine,
+    region: RegionId,
+    slot: usize,
+    string: bool,
+    start: Vec<u8>,
+    end: Option<Vec<u8>>,
+}
+
+impl EntryWalk<'_> {
+    /// Up to `wanted` positions of `[from, to)`, in entry order or reversed.
+    fn scan(
+        &self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        reverse: bool,
+        wanted: usize,
+        out: &mut Vec<Position>,
+    ) -> Result<(), ReadFailed> {
+        let from = from.max(self.start.as_slice());
+        let to = match (to, self.end.as_deref()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if out.len() >= wanted || to.is_some_and(|to| to <= from) {
+            return Ok(());
+        }
+        let mut malformed = false;
+        let range = IndexRange {
+            start: from,
+            end: to,
+            reverse,
+        };
+        self.engine
+            .index_scan(self.region, range, &mut |entry| {
+                let rest = entry.get(4..).unwrap_or_default();
+                match sort_key_len(rest, self.string) {
+                    Some(len) => out.push((rest[..len].to_vec(), rest[len..].to_vec())),
+                    None => malformed = true,
+                }
+                !malformed && out.len() < wanted
+            })
+            .map_err(ReadFailed::of)?;
+        if malformed {
+            return Err(ReadFailed::of(MalformedEntry {
+                region: self.region,
+            }));
+        }
+        Ok(())
+    }
+
+    /// The entry of `value` (a sort key) and `key`, and the first byte
+    /// string after every entry of `value`.
+    fn entry(&self, value: &[u8], key: &[u8]) -> Vec<u8> {
+        index::ordered_entry(self.slot, value, key)
+    }
+
+    fn after_value(&self, value: &[u8]) -> Option<Vec<u8>> {
+        after_prefix(&self.entry(value, &[]))
+    }
+
+    fn ascending(
+        &self,
+        after: Option<(Vec<u8>, &[u8])>,
+        wanted: usize,
+    ) -> Result<Vec<Position>, ReadFailed> {
+        let mut out = Vec::with_capacity(wanted);
+        let from = match after {
+            Some((value, key)) => {
+                // The smallest entry above the last one returned.
+                let mut next = self.entry(&value, key);
+                next.push(0);
+                next
+            }
+            None => self.start.clone(),
+        };
+        self.scan(&from, None, false, wanted, &mut out)?;
+        Ok(out)
+    }
+
+    /// Largest value first, each value's keys ascending: a reverse walk
+    /// finds the next smaller value, a forward walk reads its keys.
+    fn descending(
+        &self,
+        after: Option<(Vec<u8>, &[u8])>,
+        wanted: usize,
+    ) -> Result<Vec<Position>, ReadFailed> {
+        let mut out = Vec::with_capacity(wanted);
+        let mut below = self.end.clone();
+        if let Some((value, key)) = after {
+            // The rest of the last value's keys, then smaller values.
+            let mut next = self.entry(&value, key);
+            next.push(0);
+            let group_end = self.after_value(&value);
+            self.scan(&next, group_end.as_deref(), false, wanted, &mut out)?;
+            let group = self.entry(&value, &[]);
+            below = Some(below.map_or(group.clone(), |b| b.min(group)));
+        }
+        while out.len() < wanted {
+            let mut last = Vec::with_capacity(1);
+            self.scan(&self.start, below.as_deref(), true, 1, &mut last)?;
+            let Some((value, _)) = last.pop() else {
+                break;
+            };
+            let group = self.entry(&value, &[]);
+            let group_end = self.after_value(&value);
+            self.scan(&group, group_end.as_deref(), false, wanted, &mut out)?;
+            below = Some(group);
+        }
+        Ok(out)
+    }
+}
+
+/// An index entry of an ordered slot that does not hold a whole sort key.
+#[derive(Debug, thiserror::Error)]
+#[error("region {region} holds a malformed global index entry")]
+struct MalformedEntry {
+    region: RegionId,
 }

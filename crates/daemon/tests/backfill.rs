@@ -228,6 +228,7 @@ fn the_key_walk_resumes_from_its_cursor_and_writes_no_new_version() {
         }],
         part: PartId(1),
         state: PartState::Building { progress: 0 },
+        kind: Default::default(),
     });
     let disk = disk_of(objects);
     let held = |disk: &MemoryEngine| {

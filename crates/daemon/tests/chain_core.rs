@@ -47,6 +47,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
         fault_tolerance: f as u32,
         partitions,
         authorization: false,
+        global_indexes: Vec::new(),
     };
     let mut next_region = 0u64;
     let mut next_head = 0u64;
@@ -74,6 +75,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
                 regions,
                 part: tessera_types::PartId::default(),
                 state: tessera_types::PartState::Ready,
+                kind: Default::default(),
             }
         })
         .collect();

@@ -54,6 +54,7 @@ fn config() -> Configuration {
         fault_tolerance: 0,
         partitions: 4,
         authorization: false,
+        global_indexes: Vec::new(),
     };
     let mut next = 100;
     let subspaces = desc
@@ -77,6 +78,7 @@ fn config() -> Configuration {
                 regions,
                 part: tessera_types::PartId::default(),
                 state: tessera_types::PartState::Ready,
+                kind: Default::default(),
             }
         })
         .collect();

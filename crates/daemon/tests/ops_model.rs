@@ -39,6 +39,7 @@ fn space() -> Space {
             fault_tolerance: 0,
             partitions: 1,
             authorization: false,
+            global_indexes: Vec::new(),
         },
         subspaces: vec![],
         indexes: vec![],

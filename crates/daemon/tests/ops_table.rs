@@ -42,6 +42,7 @@ fn space() -> Space {
         fault_tolerance: 0,
         partitions: 1,
         authorization: false,
+        global_indexes: Vec::new(),
     };
     Space {
         id: SpaceId(1),
@@ -832,6 +833,7 @@ fn every_map_combination() {
                     fault_tolerance: 0,
                     partitions: 1,
                     authorization: false,
+                    global_indexes: Vec::new(),
                 },
                 subspaces: vec![],
                 indexes: vec![],

@@ -96,6 +96,7 @@ pub fn space_desc() -> SpaceDesc {
         fault_tolerance: 1,
         partitions: 4,
         authorization: false,
+        global_indexes: Vec::new(),
     }
 }
 
@@ -139,6 +140,7 @@ pub fn configuration() -> Configuration {
                     regions: vec![region(1, &[1, 2]), region(2, &[2])],
                     part: tessera_types::PartId(0),
                     state: tessera_types::PartState::Ready,
+                    kind: Default::default(),
                 },
                 SubspaceLayout {
                     attrs: vec![1],
@@ -146,6 +148,7 @@ pub fn configuration() -> Configuration {
                     regions: vec![region(3, &[1])],
                     part: tessera_types::PartId(1),
                     state: tessera_types::PartState::Ready,
+                    kind: Default::default(),
                 },
             ],
             indexes: vec![tessera_types::IndexPart {

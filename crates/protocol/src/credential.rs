@@ -126,6 +126,8 @@ impl CoordRequest {
             | CoordRequest::RmSubspace { .. }
             | CoordRequest::AddIndex { .. }
             | CoordRequest::RmIndex { .. }
+            | CoordRequest::AddGlobalIndex { .. }
+            | CoordRequest::RmGlobalIndex { .. }
             | CoordRequest::Relayout { .. } => Access::Admin,
             CoordRequest::RegisterDaemon { .. }
             | CoordRequest::Join { .. }

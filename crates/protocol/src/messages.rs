@@ -411,6 +411,21 @@ pub enum DaemonRequest {
         #[serde(default)]
         op: AuthOp,
     },
+    /// One page of a global index's entries in indexlet `region`, in value
+    /// order (largest first when `descending`), starting after `after`
+    /// (`sort_value`: the value, `key`: the key's `key_bytes`): the
+    /// entries whose values the bounding checks among `checks` (all on the
+    /// index's attribute) admit and that every check matches. At most
+    /// `limit` entries. Read at the indexlet chain's tail, so only
+    /// committed entries. Answered by [`DaemonResponse::LookupPage`].
+    Lookup {
+        space: SpaceId,
+        region: RegionId,
+        checks: Vec<Check>,
+        descending: bool,
+        after: Option<SearchAfter>,
+        limit: Option<u64>,
+    },
     /// Backup, first phase (docs/design/backup.md): how far this daemon is
     /// from a quiet state. Answered [`DaemonResponse::BackupState`].
     BackupDrain,
@@ -441,7 +456,9 @@ impl DaemonRequest {
             DaemonRequest::Update(update) => &mut update.auth,
             // Backup requests read no object of a space on a caller's
             // behalf; they carry no macaroons.
-            DaemonRequest::BackupDrain
+            // A lookup on a space `with authorization` is refused.
+            DaemonRequest::Lookup { .. }
+            | DaemonRequest::BackupDrain
             | DaemonRequest::BackupTake { .. }
             | DaemonRequest::BackupRead { .. }
             | DaemonRequest::BackupRelease { .. } => return None,
@@ -478,6 +495,15 @@ pub enum DaemonResponse {
     /// One page of a keys-only search, the keys in key order; `more` as in
     /// `SearchPage`.
     KeysPage { keys: Vec<Value>, more: bool },
+    /// One page of a lookup: `(value, key)` per entry, in the lookup's
+    /// order; `more` as in `SearchPage`. `last`: the position the page
+    /// ended at, where the next page starts, even when every entry read
+    /// was left out (an entry whose checks fail, or a stale one).
+    LookupPage {
+        entries: Vec<(Value, Value)>,
+        more: bool,
+        last: Option<SearchAfter>,
+    },
     /// A daemon's side of a backup: the epoch it has installed, whether
     /// that configuration is read-only, how many updates it has in flight
     /// (pending, buffered or queued, in any role), and whether it froze
@@ -778,6 +804,18 @@ pub enum CoordRequest {
         part: PartId,
         keys_done: Vec<RegionId>,
         entries_done: Vec<RegionId>,
+    },
+    /// A new global index on `attr` with `partitions` indexlets (default:
+    /// the space's partitions), built live; answered `PartAdded`.
+    AddGlobalIndex {
+        space: String,
+        attr: String,
+        partitions: Option<u32>,
+    },
+    /// The global index on `attr` of `space` starts dropping.
+    RmGlobalIndex {
+        space: String,
+        attr: String,
     },
 }
 

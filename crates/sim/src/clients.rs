@@ -71,7 +71,9 @@ impl World {
             }
             self.clients[c].ops_left -= 1;
             let key = self.rng.below(keys as u64) as i64;
-            let v = |rng: &mut Rng| rng.below(4) as i64;
+            // Values on both sides of zero: a global index's two indexlets
+            // split there.
+            let v = |rng: &mut Rng| rng.below(4) as i64 - 2;
             let op = match self.rng.below(10) {
                 0..=2 => KvOp::Put {
                     a: v(&mut self.rng),
@@ -82,7 +84,7 @@ impl World {
                     b: v(&mut self.rng),
                 },
                 4..=5 => KvOp::Add {
-                    n: 1 + v(&mut self.rng),
+                    n: 3 + v(&mut self.rng),
                 },
                 6 => KvOp::Del,
                 _ => KvOp::Get,

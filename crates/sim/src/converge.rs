@@ -6,8 +6,15 @@ use crate::report::{Holding, Violation};
 use crate::world::World;
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_daemon::record::Record;
+use tessera_daemon::search::{lookup, ReadView};
+use tessera_protocol::DaemonResponse;
 use tessera_storage::Engine;
-use tessera_types::{DaemonId, DaemonState, Object, Region, RegionId};
+use tessera_types::coordinate::key_bytes;
+use tessera_types::sortkey::sort_key;
+use tessera_types::{
+    Configuration, DaemonId, DaemonState, Object, Region, RegionDirectory, RegionId, Space,
+    SubspaceKind, SubspaceLayout, Value,
+};
 
 impl World {
     /// Why the cluster has not settled yet (empty once it has).
@@ -213,7 +220,92 @@ impl World {
                         expected: Box::new(expected),
                     });
                 }
+                if layout.kind == SubspaceKind::GlobalIndex {
+                    self.check_indexlet(&config, space, layout, region, &objects)?;
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// An indexlet holds each of its objects' projection (not the object),
+    /// and a lookup of its whole range at its tail, read in small pages,
+    /// returns exactly `(value, key)` of those objects in value order.
+    fn check_indexlet(
+        &self,
+        config: &Configuration,
+        space: &Space,
+        layout: &SubspaceLayout,
+        region: &Region,
+        objects: &BTreeMap<Vec<u8>, (u64, Object)>,
+    ) -> Result<(), Violation> {
+        let attr = layout.attrs[0];
+        let mine: Vec<&Object> = objects
+            .values()
+            .map(|(_, o)| o)
+            .filter(|o| layout.region_of(o).id == region.id)
+            .collect();
+        let tail = *region.chain.last().expect("replicas were checked");
+        for (key, (_, stored)) in self.holding(tail, region.id) {
+            let Some(stored) = stored else { continue };
+            let object = &objects[&key].1;
+            if stored != layout.stored_form(&space.desc, object) {
+                return Err(Violation::Lookup {
+                    region: region.id,
+                    why: format!("holds {stored:?} for {object:?}"),
+                });
+            }
+        }
+        let mut expected: Vec<(Value, Value)> = mine
+            .iter()
+            .map(|o| (o.values[attr].clone(), o.values[0].clone()))
+            .collect();
+        expected.sort_by_key(|(value, key)| (sort_key(value), key_bytes(key)));
+        let directory = RegionDirectory::new(config);
+        let view = ReadView {
+            config,
+            directory: &directory,
+            me: tail,
+            engine: &*self.daemons[&tail].data,
+        };
+        let mut got = Vec::new();
+        let mut after = None;
+        loop {
+            let page = lookup(
+                &view,
+                config.epoch,
+                space.id,
+                region.id,
+                &[],
+                false,
+                after.as_ref(),
+                Some(3),
+            );
+            match page {
+                Ok(DaemonResponse::LookupPage {
+                    entries,
+                    more,
+                    last,
+                }) => {
+                    got.extend(entries);
+                    if !more {
+                        break;
+                    }
+                    after = last;
+                }
+                other => {
+                    return Err(Violation::Lookup {
+                        region: region.id,
+                        why: format!("answered {other:?}"),
+                    })
+                }
+            }
+        }
+        if got != expected {
+            return Err(Violation::Lookup {
+                region: region.id,
+                why: format!("returned {got:?}, expected {expected:?}"),
+            });
         }
         Ok(())
     }

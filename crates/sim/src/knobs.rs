@@ -65,6 +65,11 @@ pub struct Knobs {
     pub collect_ticks: u64,
     /// A layout change made once, mid-run, under the nemesis.
     pub layout_change: LayoutChange,
+    /// The space is declared with a global index on `a` (two indexlets:
+    /// negative values and the rest), so every write's chain also passes
+    /// through an indexlet, and a write that changes `a`'s sign moves the
+    /// object's entry from one to the other.
+    pub global_index: bool,
 }
 
 /// The layout change a seed makes while the clients run (issue 11).
@@ -80,6 +85,8 @@ pub enum LayoutChange {
     AddIndex,
     /// The space moves to subspaces `b` then `a, b`: both new.
     Relayout,
+    /// A global index on `b`, two indexlets, built live.
+    AddGlobalIndex,
 }
 
 impl Knobs {
@@ -93,9 +100,12 @@ impl Knobs {
             LayoutChange::RmSubspace,
             LayoutChange::AddIndex,
             LayoutChange::Relayout,
+            LayoutChange::AddGlobalIndex,
         ]);
+        let global_index = Rng::new(rng.clone().next_u64() ^ 0x61_0BA1).chance(500);
         Knobs {
             layout_change,
+            global_index,
             drop_per_mille: rng.pick(&[0, 0, 5, 30, 100]),
             dup_per_mille: rng.pick(&[0, 10, 50]),
             delay_max_ms: rng.pick(&[2, 10, 40, 150]),
@@ -139,6 +149,11 @@ pub(crate) fn layout_command(knobs: &Knobs) -> Option<tessera_coordinator::state
             space,
             attr: "b".into(),
         }),
+        LayoutChange::AddGlobalIndex => Some(Command::AddGlobalIndex {
+            space,
+            attr: "b".into(),
+            partitions: Some(2),
+        }),
         LayoutChange::Relayout => {
             let mut knobs = knobs.clone();
             knobs.subspaces = 0;
@@ -153,9 +168,14 @@ pub(crate) fn layout_command(knobs: &Knobs) -> Option<tessera_coordinator::state
 
 pub(crate) fn space_description(knobs: &Knobs) -> String {
     let subspaces = ["subspace a", "subspace b"][..knobs.subspaces].join(" ");
+    let global = if knobs.global_index {
+        "global index a create 2 partitions "
+    } else {
+        ""
+    };
     let failures = if knobs.f == 1 { "failure" } else { "failures" };
     format!(
-        "space kv key int k attributes int a, int b {subspaces} create 4 partitions tolerate {} {failures}",
+        "space kv key int k attributes int a, int b {subspaces} {global}create 4 partitions tolerate {} {failures}",
         knobs.f
     )
 }

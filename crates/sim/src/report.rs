@@ -177,6 +177,11 @@ pub enum Violation {
         reference: Box<Holding>,
         got: Box<Holding>,
     },
+    /// Safety: an indexlet of a global index holds something other than
+    /// its objects' projections, or a lookup there returns other entries
+    /// than those objects'.
+    #[error("indexlet {region}: {why}")]
+    Lookup { region: RegionId, why: String },
     /// Safety: a region of a non-key subspace holds other objects (or
     /// other versions) than the key subspace places there.
     #[error(

@@ -434,6 +434,7 @@ pub(crate) mod testing {
             tombstone_grace_ms: 60_000,
             collect_ticks: 8,
             layout_change: crate::knobs::LayoutChange::None,
+            global_index: false,
         };
         World::new(seed, knobs, Rng::new(seed))
     }

@@ -74,6 +74,31 @@ pub struct SubspaceLayout {
     /// Building (receives writes, never searched), ready, or dropping.
     #[serde(default)]
     pub state: PartState,
+    /// Whole objects placed by hashing (a subspace), or projections placed
+    /// by value order (a global index's indexlets).
+    #[serde(default)]
+    pub kind: SubspaceKind,
+}
+
+/// What a [`SubspaceLayout`]'s regions hold and how they place it.
+///
+/// A global index is a subspace in every respect the chain, replication,
+/// state transfer and anti-entropy see (`docs/design/global-indexes.md`):
+/// its regions — the *indexlets* — are hops of every value-dependent chain
+/// and keep one record per object at the object's version. Two things
+/// differ: an object's place is the order coordinate of its one attribute
+/// ([`crate::sortkey::order_coordinate`]), so a range of values is a run of
+/// adjacent indexlets, strings included; and an indexlet stores only the
+/// object's *projection* (its key and that attribute), which no search
+/// reads as an object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SubspaceKind {
+    /// The key subspace or a declared subspace: whole objects, placed by
+    /// the hashing coordinates of its attributes.
+    #[default]
+    Subspace,
+    /// A global secondary index on its one attribute.
+    GlobalIndex,
 }
 
 /// A space as configured: schema plus layout. `subspaces[0]` is the key subspace.
@@ -83,7 +108,10 @@ pub struct Space {
     pub id: SpaceId,
     /// The schema, as parsed from the space's description.
     pub desc: SpaceDesc,
-    /// `[0]` is the key subspace, then `desc.subspaces` in order.
+    /// `[0]` is the key subspace, then the declared subspaces
+    /// (`desc.subspaces`, in order) and the global indexes
+    /// (`desc.global_indexes`, in order), in the order they were added:
+    /// the chain visits them in this order.
     pub subspaces: Vec<SubspaceLayout>,
     /// The local indexes, one per entry of `desc.indexes` and in the same
     /// order (plus those on document paths, which `desc.indexes` omits).

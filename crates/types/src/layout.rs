@@ -18,7 +18,7 @@
 //! each daemon deletes its data. Messages between daemons name regions by
 //! [`RegionId`] (global, never reused), never by a part's position.
 
-use crate::config::{Configuration, Region, Space, SubspaceLayout};
+use crate::config::{Configuration, Region, Space, SubspaceKind, SubspaceLayout};
 use crate::ids::{PartId, RegionId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -32,7 +32,8 @@ pub enum PartKind {
     Subspace,
     /// A local index inside every region of the space.
     Index,
-    /// A global secondary index (SLIK); not built yet.
+    /// A global secondary index (SLIK): a subspace of
+    /// [`SubspaceKind::GlobalIndex`] whose regions are its indexlets.
     GlobalIndex,
     /// A replex (Replex); not built yet.
     Replex,
@@ -136,10 +137,10 @@ impl Space {
             .enumerate()
             .map(|(i, layout)| PartView {
                 id: layout.part,
-                kind: if i == 0 {
-                    PartKind::Key
-                } else {
-                    PartKind::Subspace
+                kind: match (i, layout.kind) {
+                    (0, _) => PartKind::Key,
+                    (_, SubspaceKind::Subspace) => PartKind::Subspace,
+                    (_, SubspaceKind::GlobalIndex) => PartKind::GlobalIndex,
                 },
                 attrs: &layout.attrs,
                 path: None,
@@ -180,13 +181,23 @@ impl Space {
     }
 
     /// Whether a search may use subspace `subspace` (its position in
-    /// `subspaces`): the key subspace always, another only when ready.
+    /// `subspaces`): the key subspace always, another only when ready, and
+    /// never a global index (its regions hold projections, not objects).
     pub fn subspace_searchable(&self, subspace: usize) -> bool {
         subspace == 0
-            || self
-                .subspaces
-                .get(subspace)
-                .is_some_and(|layout| layout.state.is_ready())
+            || self.subspaces.get(subspace).is_some_and(|layout| {
+                layout.state.is_ready() && layout.kind == SubspaceKind::Subspace
+            })
+    }
+
+    /// The global index on `attr` that lookups may use: ready, and not on
+    /// its way out.
+    pub fn ready_global_index(&self, attr: usize) -> Option<(usize, &SubspaceLayout)> {
+        self.subspaces.iter().enumerate().find(|(_, layout)| {
+            layout.kind == SubspaceKind::GlobalIndex
+                && layout.state.is_ready()
+                && layout.attrs == [attr]
+        })
     }
 
     /// Whether the local index entries of `attr` are complete in the
@@ -202,19 +213,15 @@ impl Space {
             .indexes
             .iter()
             .any(|index| index.state.is_ready() && index.path.is_none() && index.attr == attr);
+        let names = |layout: &SubspaceLayout| {
+            layout.kind == SubspaceKind::Subspace
+                && layout.state.is_ready()
+                && layout.attrs.contains(&attr)
+        };
         if subspace == 0 {
-            ready_index
-                || self
-                    .subspaces
-                    .iter()
-                    .skip(1)
-                    .any(|layout| layout.state.is_ready() && layout.attrs.contains(&attr))
+            ready_index || self.subspaces.iter().skip(1).any(names)
         } else {
-            ready_index
-                || self
-                    .subspaces
-                    .get(subspace)
-                    .is_some_and(|layout| layout.state.is_ready() && layout.attrs.contains(&attr))
+            ready_index || self.subspaces.get(subspace).is_some_and(names)
         }
     }
 
@@ -231,6 +238,9 @@ impl Space {
             return Vec::new();
         };
         match view.kind {
+            // A global index's own regions index what the chain writes
+            // there, as a subspace's do; the rest of the space keeps no
+            // entries for it.
             PartKind::Subspace => self
                 .subspaces
                 .first()
@@ -350,6 +360,7 @@ mod tests {
                 .collect(),
             part: PartId(part),
             state,
+            kind: SubspaceKind::Subspace,
         }
     }
 

@@ -23,7 +23,8 @@
 //!   [`coordinate_interval`], the coordinates a check confines an attribute
 //!   to; [`coerce`]: [`coerce_value`] and the canonical form of written values.
 //! - [`plan`]: [`plan_search`], the fewest regions of one subspace that can
-//!   hold every match, and [`describe_plan`].
+//!   hold every match, and [`describe_plan`]; [`lookup`]: searches through
+//!   a global index ([`lookup::plan_lookup`]) and the entries they walk.
 //! - [`config`]: the [`Configuration`] published by epoch; [`layout`]: a
 //!   space's layout parts and their lifecycle, and the [`RegionDirectory`].
 
@@ -35,6 +36,7 @@ pub mod coordinate;
 pub mod ids;
 pub mod interval;
 pub mod layout;
+pub mod lookup;
 pub mod parse;
 pub mod plan;
 pub mod predicate;
@@ -46,8 +48,8 @@ pub mod value;
 
 pub use coerce::{coerce_value, TypeError};
 pub use config::{
-    Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceLayout,
-    Transfer,
+    Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceKind,
+    SubspaceLayout, Transfer,
 };
 pub use coordinate::{coordinate, key_bytes, string_hash};
 pub use ids::{DaemonId, Epoch, PartId, RegionId, SpaceId, Version};
@@ -57,5 +59,5 @@ pub use parse::{format_space, parse_space, ParseSpaceError};
 pub use plan::{describe_plan, plan_search, SearchPlan};
 pub use predicate::{validate_check, Check, CheckError, PredOp};
 pub use region::KeyRegionError;
-pub use schema::{Attribute, SpaceDesc};
+pub use schema::{Attribute, GlobalIndexDecl, SpaceDesc};
 pub use value::{DataType, Object, Prim, TimeUnit, Value};

@@ -6,7 +6,7 @@
 //! attrs-clause = ("attributes" | "attribute") attr { "," attr } subspace* index* ;
 //! attr         = [ type ] NAME ;                      (no type means string)
 //! subspace     = "subspace" NAME { "," NAME } ;
-//! index        = "index" NAME ;
+//! index        = [ "global" ] "index" NAME [ "create" NUMBER ("partition" | "partitions") ] ;
 //! option       = "tolerate" NUMBER ("failure" | "failures")
 //!              | "create" NUMBER ("partition" | "partitions")
 //!              | "with" "authorization" ;
@@ -27,10 +27,15 @@
 //! Every error names a 1-based line and column (counted in characters, a tab
 //! is one column) of the token at fault and says why.
 //!
+//! `create N partitions` right after `global index NAME` sets that global
+//! index's indexlet count (default: the space's partitions); after a local
+//! `index NAME` it is the space option, as it always was, since a local
+//! index lives inside the regions and has no partitions of its own.
+//!
 //! `with authorization` only sets [`SpaceDesc::authorization`]; the hidden
 //! `__secret` attribute it implies is not listed in `attrs`.
 
-use crate::schema::{Attribute, SpaceDesc};
+use crate::schema::{Attribute, GlobalIndexDecl, SpaceDesc};
 use crate::value::{DataType, Prim, TimeUnit};
 use std::fmt::Write as _;
 
@@ -61,6 +66,7 @@ pub const KEYWORDS: &[&str] = &[
     "attributes",
     "subspace",
     "index",
+    "global",
     "create",
     "partition",
     "partitions",
@@ -320,6 +326,24 @@ impl Parser {
         }
     }
 
+    /// `NUMBER ("partition" | "partitions")`, the number in 1..=[`PARTITIONS_MAX`].
+    fn expect_partitions(&mut self, what: &str) -> Result<u32, ParseSpaceError> {
+        let (n, ntok) = self.expect_number(what)?;
+        let unit = self.next();
+        if !(unit.is_word("partition") || unit.is_word("partitions")) {
+            return Err(Self::expected(&unit, "`partitions` after the number"));
+        }
+        if n == 0 {
+            return Err(ntok.error("`create 0 partitions`: at least 1 partition is needed"));
+        }
+        if n > PARTITIONS_MAX {
+            return Err(ntok.error(format!(
+                "`create {n} partitions` is out of range (at most {PARTITIONS_MAX})"
+            )));
+        }
+        Ok(n)
+    }
+
     fn parse_prim(&mut self, container: &str) -> Result<Prim, ParseSpaceError> {
         let t = self.next();
         match t.word() {
@@ -462,6 +486,7 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
     let has_attributes = p.peek_is("attributes") || p.peek_is("attribute");
     let mut subspaces: Vec<Vec<usize>> = Vec::new();
     let mut indexes: Vec<usize> = Vec::new();
+    let mut global_indexes: Vec<GlobalIndexDecl> = Vec::new();
     if has_attributes {
         p.next();
         loop {
@@ -523,11 +548,40 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
             }
             subspaces.push(dims);
         }
-        while p.peek_is("index") {
+        while p.peek_is("index") || p.peek_is("global") {
+            let global = p.peek_is("global");
+            if global {
+                p.next();
+                let t = p.peek().clone();
+                if !t.is_word("index") {
+                    return Err(Parser::expected(&t, "`index` after `global`"));
+                }
+            }
             p.next();
             let (n, tok) = p.expect_name("an attribute name to index")?;
             let i = lookup(&attrs, &n, &tok, "index")?;
             let dtype = attrs[i].dtype;
+            if global {
+                if !dtype.is_hashable() {
+                    return Err(tok.error(format!(
+                        "attribute `{n}` has type {dtype}, which a global index cannot order \
+                         (only string, int, float and timestamp can)"
+                    )));
+                }
+                if global_indexes.iter().any(|g| g.attr == i) {
+                    return Err(tok.error(format!("attribute `{n}` already has a global index")));
+                }
+                let mut partitions = None;
+                if p.peek_is("create") {
+                    p.next();
+                    partitions = Some(p.expect_partitions("indexlets after `create`")?);
+                }
+                global_indexes.push(GlobalIndexDecl {
+                    attr: i,
+                    partitions,
+                });
+                continue;
+            }
             if !dtype.is_indexable() {
                 return Err(tok.error(format!(
                     "attribute `{n}` has type {dtype}, which cannot be indexed by an `index` clause \
@@ -560,22 +614,7 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
             }
             Some("create") => {
                 p.next();
-                let (n, ntok) = p.expect_number("a number of partitions after `create`")?;
-                let unit = p.next();
-                if !(unit.is_word("partition") || unit.is_word("partitions")) {
-                    return Err(Parser::expected(&unit, "`partitions` after the number"));
-                }
-                if n == 0 {
-                    return Err(
-                        ntok.error("`create 0 partitions`: a space needs at least 1 partition")
-                    );
-                }
-                if n > PARTITIONS_MAX {
-                    return Err(ntok.error(format!(
-                        "`create {n} partitions` is out of range (at most {PARTITIONS_MAX})"
-                    )));
-                }
-                partitions = n;
+                partitions = p.expect_partitions("a number of partitions after `create`")?;
             }
             Some("with") => {
                 p.next();
@@ -590,10 +629,10 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
     let t = p.peek().clone();
     match t.word() {
         _ if t.tok == Tok::End => {}
-        Some(w @ ("subspace" | "index")) if !has_attributes => {
+        Some(w @ ("subspace" | "index" | "global")) if !has_attributes => {
             return Err(t.error(format!("`{w}` needs an `attributes` clause before it")));
         }
-        Some(w @ ("subspace" | "index")) if seen_option => {
+        Some(w @ ("subspace" | "index" | "global")) if seen_option => {
             return Err(t.error(format!("`{w}` clauses must come before the options")));
         }
         Some("subspace") => {
@@ -618,6 +657,7 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
         attrs,
         subspaces,
         indexes,
+        global_indexes,
         fault_tolerance,
         partitions,
         authorization,
@@ -652,6 +692,20 @@ pub fn format_space(desc: &SpaceDesc) -> String {
     for &i in &desc.indexes {
         let _ = writeln!(out, "index {}", desc.attrs[i].name);
     }
+    for g in &desc.global_indexes {
+        let _ = write!(out, "global index {}", desc.attrs[g.attr].name);
+        match g.partitions {
+            Some(1) => {
+                let _ = writeln!(out, " create 1 partition");
+            }
+            Some(n) => {
+                let _ = writeln!(out, " create {n} partitions");
+            }
+            None => {
+                let _ = writeln!(out);
+            }
+        }
+    }
     let plural = |n: u32, one: &str, many: &str| {
         if n == 1 {
             one.to_string()
@@ -659,17 +713,19 @@ pub fn format_space(desc: &SpaceDesc) -> String {
             many.to_string()
         }
     };
-    let _ = writeln!(
-        out,
-        "create {} {}",
-        desc.partitions,
-        plural(desc.partitions, "partition", "partitions")
-    );
+    // `tolerate` first: right after a global index clause, `create` would
+    // be read as that index's indexlet count.
     let _ = writeln!(
         out,
         "tolerate {} {}",
         desc.fault_tolerance,
         plural(desc.fault_tolerance, "failure", "failures")
+    );
+    let _ = writeln!(
+        out,
+        "create {} {}",
+        desc.partitions,
+        plural(desc.partitions, "partition", "partitions")
     );
     if desc.authorization {
         let _ = writeln!(out, "with authorization");
@@ -690,6 +746,41 @@ mod tests {
     }
 
     #[test]
+    fn global_index_clauses_mix_with_local_ones_and_keep_their_own_partitions() {
+        let d = parse_space(
+            "space s key k attributes a, int b, float c index a global index a \
+             global index b create 8 partitions index b global index c create 1 partition \
+             create 16 partitions",
+        )
+        .unwrap();
+        assert_eq!(d.indexes, vec![1, 2]);
+        assert_eq!(
+            d.global_indexes,
+            vec![
+                GlobalIndexDecl {
+                    attr: 1,
+                    partitions: None
+                },
+                GlobalIndexDecl {
+                    attr: 2,
+                    partitions: Some(8)
+                },
+                GlobalIndexDecl {
+                    attr: 3,
+                    partitions: Some(1)
+                },
+            ]
+        );
+        assert_eq!(d.partitions, 16);
+        assert_eq!(d.global_indexes[0].indexlets(&d), 16);
+        assert_eq!(d.global_indexes[1].indexlets(&d), 8);
+        // After a local index, `create` is still the space's option.
+        let local = parse_space("space s key k attributes a index a create 8 partitions").unwrap();
+        assert_eq!(local.partitions, 8);
+        assert!(local.global_indexes.is_empty());
+    }
+
+    #[test]
     fn accepts_the_api_examples() {
         let kv = parse_space("space kv key k attributes v").unwrap();
         assert_eq!(
@@ -702,6 +793,7 @@ mod tests {
                 fault_tolerance: 1,
                 partitions: 64,
                 authorization: false,
+                global_indexes: Vec::new(),
             }
         );
 
@@ -834,6 +926,12 @@ mod tests {
             ("space s key k attributes a index k", 1, 34, "the key `k` cannot be indexed"),
             ("space s key k attributes document d index d", 1, 43, "type document, which cannot be indexed"),
             ("space s key k attributes a index a index a", 1, 42, "attribute `a` is already indexed"),
+            ("space s key k attributes document d global index d", 1, 50, "which a global index cannot order"),
+            ("space s key k attributes a global index a global index a", 1, 56, "already has a global index"),
+            ("space s key k attributes a global index a create 0 partitions", 1, 50, "at least 1 partition"),
+            ("space s key k attributes a global a", 1, 35, "`index` after `global`"),
+            ("space s key k attributes a global index k", 1, 41, "the key `k` cannot be indexed"),
+            ("space s key k global index a", 1, 15, "`global` needs an `attributes` clause"),
             ("space s key k create 0 partitions", 1, 22, "`create 0 partitions`"),
             ("space s key k create 65537 partitions", 1, 22, "out of range (at most 65536)"),
             ("space s key k create 99999999999 partitions", 1, 22, "the number `99999999999` is out of range"),
@@ -898,12 +996,12 @@ mod tests {
         assert_eq!(
             format_space(&d),
             "space s\nkey int k\nattributes\n    string a,\n    float b\nsubspace b\nindex a\n\
-             create 64 partitions\ntolerate 1 failure\nwith authorization\n"
+             tolerate 1 failure\ncreate 64 partitions\nwith authorization\n"
         );
         let d = parse_space("space s key k create 1 partitions tolerate 0 failures").unwrap();
         assert_eq!(
             format_space(&d),
-            "space s\nkey string k\ncreate 1 partition\ntolerate 0 failures\n"
+            "space s\nkey string k\ntolerate 0 failures\ncreate 1 partition\n"
         );
     }
 
@@ -952,58 +1050,77 @@ mod tests {
             0u32..5,
             1u32..=PARTITIONS_MAX,
             any::<bool>(),
+            proptest::collection::vec(
+                (
+                    any::<proptest::sample::Index>(),
+                    proptest::option::of(1u32..=PARTITIONS_MAX),
+                ),
+                0..3,
+            ),
         )
-            .prop_map(|(name, key_type, names, types, subs, idxs, f, p, auth)| {
-                let mut names: Vec<String> = names.into_iter().collect();
-                let key_name = names.remove(0);
-                let mut attrs = vec![Attribute {
-                    name: key_name,
-                    dtype: key_type,
-                }];
-                attrs.extend(
-                    names
-                        .into_iter()
-                        .zip(types)
-                        .map(|(name, dtype)| Attribute { name, dtype }),
-                );
-                let hashable: Vec<usize> = (1..attrs.len())
-                    .filter(|&i| attrs[i].dtype.is_hashable())
-                    .collect();
-                let indexable: Vec<usize> = (1..attrs.len())
-                    .filter(|&i| attrs[i].dtype.is_indexable())
-                    .collect();
-                let mut subspaces = Vec::new();
-                if !hashable.is_empty() {
-                    for picks in subs {
-                        let mut dims: Vec<usize> = Vec::new();
-                        for pick in picks {
-                            let i = *pick.get(&hashable);
-                            if !dims.contains(&i) {
-                                dims.push(i);
+            .prop_map(
+                |(name, key_type, names, types, subs, idxs, f, p, auth, globals)| {
+                    let mut names: Vec<String> = names.into_iter().collect();
+                    let key_name = names.remove(0);
+                    let mut attrs = vec![Attribute {
+                        name: key_name,
+                        dtype: key_type,
+                    }];
+                    attrs.extend(
+                        names
+                            .into_iter()
+                            .zip(types)
+                            .map(|(name, dtype)| Attribute { name, dtype }),
+                    );
+                    let hashable: Vec<usize> = (1..attrs.len())
+                        .filter(|&i| attrs[i].dtype.is_hashable())
+                        .collect();
+                    let indexable: Vec<usize> = (1..attrs.len())
+                        .filter(|&i| attrs[i].dtype.is_indexable())
+                        .collect();
+                    let mut subspaces = Vec::new();
+                    if !hashable.is_empty() {
+                        for picks in subs {
+                            let mut dims: Vec<usize> = Vec::new();
+                            for pick in picks {
+                                let i = *pick.get(&hashable);
+                                if !dims.contains(&i) {
+                                    dims.push(i);
+                                }
+                            }
+                            subspaces.push(dims);
+                        }
+                    }
+                    let mut indexes: Vec<usize> = Vec::new();
+                    if !indexable.is_empty() {
+                        for pick in idxs {
+                            let i = *pick.get(&indexable);
+                            if !indexes.contains(&i) {
+                                indexes.push(i);
                             }
                         }
-                        subspaces.push(dims);
                     }
-                }
-                let mut indexes: Vec<usize> = Vec::new();
-                if !indexable.is_empty() {
-                    for pick in idxs {
-                        let i = *pick.get(&indexable);
-                        if !indexes.contains(&i) {
-                            indexes.push(i);
+                    let mut global_indexes: Vec<GlobalIndexDecl> = Vec::new();
+                    if !hashable.is_empty() {
+                        for (pick, partitions) in globals {
+                            let attr = *pick.get(&hashable);
+                            if global_indexes.iter().all(|g| g.attr != attr) {
+                                global_indexes.push(GlobalIndexDecl { attr, partitions });
+                            }
                         }
                     }
-                }
-                SpaceDesc {
-                    name,
-                    attrs,
-                    subspaces,
-                    indexes,
-                    fault_tolerance: f,
-                    partitions: p,
-                    authorization: auth,
-                }
-            })
+                    SpaceDesc {
+                        name,
+                        attrs,
+                        subspaces,
+                        indexes,
+                        fault_tolerance: f,
+                        partitions: p,
+                        authorization: auth,
+                        global_indexes,
+                    }
+                },
+            )
     }
 
     proptest! {

@@ -22,8 +22,9 @@
 //! or an operand of the wrong kind) makes the whole search empty: the plan
 //! contacts zero regions, whichever attribute it is on.
 
-use crate::config::Space;
+use crate::config::{Space, SubspaceKind};
 use crate::interval::{coordinate_interval, intersect_intervals, interval_is_empty};
+use crate::lookup::LookupPlan;
 use crate::predicate::Check;
 use crate::region::{count_regions_intersecting, regions_intersecting};
 use std::fmt::Write as _;
@@ -119,7 +120,12 @@ pub fn plan_search(space: &Space, checks: &[Check]) -> SearchPlan {
 /// its total, and every subspace's count and state for comparison. The
 /// chosen plan's line is the only one with the word `contacts` (API.md
 /// §12.5).
-pub fn describe_plan(space: &Space, checks: &[Check], plan: &SearchPlan) -> String {
+pub fn describe_plan(
+    space: &Space,
+    checks: &[Check],
+    plan: &SearchPlan,
+    lookup: Option<&LookupPlan>,
+) -> String {
     let attr_names = |si: usize| {
         space.subspaces[si]
             .attrs
@@ -157,23 +163,56 @@ pub fn describe_plan(space: &Space, checks: &[Check], plan: &SearchPlan) -> Stri
         let _ = writeln!(out, "no subspaces: nothing to contact");
         return out;
     }
-    let total = space.subspaces[plan.subspace].regions.len();
-    let _ = writeln!(
-        out,
-        "uses {} {} ({}): contacts {} of {} regions",
-        kind(plan.subspace),
-        space.subspaces[plan.subspace].part.0,
-        attr_names(plan.subspace),
-        plan.regions.len(),
-        total
-    );
-    if plan.regions.is_empty() {
-        let _ = writeln!(out, "no region can hold a match: the search is empty");
+    if let Some(lookup) = lookup {
+        let layout = &space.subspaces[lookup.subspace];
+        let _ = writeln!(
+            out,
+            "uses global index {} ({}): contacts {} of {} indexlets, then the point leader of each entry's key",
+            layout.part.0,
+            attr_names(lookup.subspace),
+            lookup.indexlets.len(),
+            layout.regions.len()
+        );
+        if lookup.indexlets.is_empty() {
+            let _ = writeln!(out, "no indexlet can hold a match: the search is empty");
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "uses {} {} ({}): contacts {} of {} regions",
+            kind(plan.subspace),
+            space.subspaces[plan.subspace].part.0,
+            attr_names(plan.subspace),
+            plan.regions.len(),
+            space.subspaces[plan.subspace].regions.len()
+        );
+        if plan.regions.is_empty() {
+            let _ = writeln!(out, "no region can hold a match: the search is empty");
+        }
     }
     let _ = writeln!(out, "alternatives:");
     for (si, count) in region_counts(space, checks).into_iter().enumerate() {
-        let state = space.subspaces[si].state;
-        let mark = if si == plan.subspace {
+        let layout = &space.subspaces[si];
+        if layout.kind == SubspaceKind::GlobalIndex {
+            if lookup.is_none_or(|l| l.subspace != si) {
+                let _ = writeln!(
+                    out,
+                    "  global index {} ({}): {}, {} indexlets{}",
+                    layout.part.0,
+                    attr_names(si),
+                    layout.state,
+                    layout.regions.len(),
+                    if layout.state.is_ready() {
+                        ""
+                    } else {
+                        " (not used until ready)"
+                    }
+                );
+            }
+            continue;
+        }
+        let state = layout.state;
+        let mark = if si == plan.subspace && lookup.is_none() {
             "  <- chosen".to_string()
         } else if !space.subspace_searchable(si) {
             format!("  ({state}: not searched)")
@@ -287,6 +326,7 @@ mod tests {
                     regions,
                     part: PartId(part as u64),
                     state: PartState::Ready,
+                    kind: Default::default(),
                 }
             })
             .collect();
@@ -474,7 +514,7 @@ mod tests {
             check(2, PredOp::Ge(Value::Int(3))),
         ];
         let plan = plan_search(&s, &checks);
-        let text = describe_plan(&s, &checks, &plan);
+        let text = describe_plan(&s, &checks, &plan, None);
         assert!(text.contains("space pb: search with 2 check(s)"), "{text}");
         assert!(text.contains("check: first eq \"Ada\""), "{text}");
         assert!(text.contains("check: age ge 3"), "{text}");
@@ -505,7 +545,7 @@ mod tests {
         let eq = Check::at_path(1, "a.b", PredOp::Eq(Value::Int(5)));
         let regex = Check::at_path(1, "a.b", PredOp::Regex("x".into()));
         let other = Check::at_path(1, "a.c", PredOp::Eq(Value::Int(5)));
-        let text = |checks: &[Check]| describe_plan(&s, checks, &plan_search(&s, checks));
+        let text = |checks: &[Check]| describe_plan(&s, checks, &plan_search(&s, checks), None);
         let building = text(std::slice::from_ref(&eq));
         assert!(building.contains("check: d.a.b eq 5\n"), "{building}");
         assert!(
@@ -513,7 +553,7 @@ mod tests {
             "{building}"
         );
         s.indexes[0].state = PartState::Ready;
-        let text = |checks: &[Check]| describe_plan(&s, checks, &plan_search(&s, checks));
+        let text = |checks: &[Check]| describe_plan(&s, checks, &plan_search(&s, checks), None);
         let ready = text(&[eq, regex, other]);
         assert!(
             ready.contains("local index 4 (d.a.b, ready): regions read the check's entries"),
@@ -540,7 +580,7 @@ mod tests {
             // Subspace a narrows nothing: its 6 regions tie with the key
             // subspace's 6, and the lower index wins.
             assert_eq!((plan.subspace, plan.regions.len()), (0, 6), "{state}");
-            let text = describe_plan(&s, &on_b, &plan);
+            let text = describe_plan(&s, &on_b, &plan, None);
             assert!(text.contains(&format!("({state}: not searched)")), "{text}");
             assert_eq!(text.matches("contacts").count(), 1, "{text}");
         }
@@ -637,6 +677,7 @@ mod tests {
                     fault_tolerance: 0,
                     partitions,
                     authorization: false,
+                    global_indexes: Vec::new(),
                 };
                 let object = kinds.iter().map(|&k| arb_value(k)).collect::<Vec<_>>();
                 let objects =

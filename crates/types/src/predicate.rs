@@ -656,6 +656,7 @@ mod tests {
             fault_tolerance: 1,
             partitions: 4,
             authorization: false,
+            global_indexes: Vec::new(),
         }
     }
 

@@ -19,8 +19,10 @@
 //! Coordinate intervals here are inclusive `(lo, hi)` pairs; an interval with
 //! `lo > hi` is empty (see [`crate::interval::coordinate_interval`]).
 
-use crate::config::{Region, Space, SubspaceLayout};
+use crate::config::{Region, Space, SubspaceKind, SubspaceLayout};
 use crate::coordinate::coordinate;
+use crate::schema::SpaceDesc;
+use crate::sortkey::order_coordinate;
 use crate::value::{Object, Value};
 
 /// Why a key has no key-subspace region.
@@ -248,14 +250,42 @@ impl SubspaceLayout {
     ///
     /// Panics if a subspace attribute is missing from the object or holds a
     /// non-hashable value: objects are type-checked before they are placed.
+    /// A global index's one dimension is the attribute's order coordinate
+    /// ([`order_coordinate`]), a subspace's the hashing [`coordinate`]s.
     pub fn coordinates_of(&self, object: &Object) -> Vec<u64> {
+        let place = match self.kind {
+            SubspaceKind::Subspace => coordinate,
+            SubspaceKind::GlobalIndex => order_coordinate,
+        };
         self.attrs
             .iter()
             .map(|&a| {
                 let value = object.values.get(a).expect("object has every attribute");
-                coordinate(value).expect("subspace attributes are hashable")
+                place(value).expect("subspace attributes are hashable")
             })
             .collect()
+    }
+
+    /// What a region of this subspace stores of `object`, a whole object
+    /// of `desc`'s space: the object itself, or in a global index its
+    /// projection — the key and the indexed attribute, every other
+    /// attribute at its type's default — so that indexlets stay small
+    /// whatever the objects hold, yet remain ordinary records.
+    pub fn stored_form(&self, desc: &SpaceDesc, object: &Object) -> Object {
+        match self.kind {
+            SubspaceKind::Subspace => object.clone(),
+            SubspaceKind::GlobalIndex => Object {
+                values: desc
+                    .attrs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, attr)| match object.values.get(i) {
+                        Some(value) if i == 0 || self.attrs.contains(&i) => value.clone(),
+                        _ => attr.dtype.default_value(),
+                    })
+                    .collect(),
+            },
+        }
     }
 
     /// The region holding `object` in this subspace.
@@ -283,6 +313,7 @@ mod tests {
                 .collect(),
             part: crate::PartId::default(),
             state: crate::PartState::Ready,
+            kind: SubspaceKind::Subspace,
         }
     }
 

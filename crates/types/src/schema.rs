@@ -12,6 +12,23 @@ pub struct Attribute {
     pub dtype: DataType,
 }
 
+/// A `global index ATTR [create N partitions]` clause (API.md §12.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalIndexDecl {
+    /// The indexed attribute, an index into `attrs` (never 0): a string,
+    /// int, float or timestamp.
+    pub attr: usize,
+    /// Its initial number of indexlets; `None`: the space's `partitions`.
+    pub partitions: Option<u32>,
+}
+
+impl GlobalIndexDecl {
+    /// Its initial number of indexlets in a space of `desc`.
+    pub fn indexlets(&self, desc: &SpaceDesc) -> u32 {
+        self.partitions.unwrap_or(desc.partitions).max(1)
+    }
+}
+
 /// A validated space description (API.md §8).
 ///
 /// Invariants: `attrs[0]` is the key and is hashable; names are unique;
@@ -28,6 +45,9 @@ pub struct SpaceDesc {
     pub subspaces: Vec<Vec<usize>>,
     /// The `index` clauses, as indexes into `attrs`.
     pub indexes: Vec<usize>,
+    /// The `global index` clauses, in order.
+    #[serde(default)]
+    pub global_indexes: Vec<GlobalIndexDecl>,
     /// f: each region is held by `fault_tolerance + 1` daemons.
     pub fault_tolerance: u32,
     /// About this many regions per subspace.

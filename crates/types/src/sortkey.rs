@@ -18,7 +18,7 @@
 //! [`coordinate`]: crate::coordinate::coordinate
 
 use crate::coordinate::{float_coordinate, int_coordinate};
-use crate::value::Value;
+use crate::value::{DataType, Value};
 
 /// The byte that escapes `0x00` inside a string, and the one that ends it.
 const ESCAPED_ZERO: u8 = 0xFF;
@@ -47,6 +47,51 @@ pub fn sort_key(value: &Value) -> Option<Vec<u8>> {
     }
 }
 
+/// The length of the sort key at the start of `bytes`, for a value that
+/// is a string (`string`) or a number; `None` when `bytes` does not start
+/// with a whole one. What follows it in an entry is the object's key.
+pub fn sort_key_len(bytes: &[u8], string: bool) -> Option<usize> {
+    if !string {
+        return (bytes.len() >= 8).then_some(8);
+    }
+    let mut i = 0;
+    loop {
+        match (bytes.get(i)?, bytes.get(i + 1)) {
+            (0, Some(&END)) => return Some(i + 2),
+            (0, Some(&ESCAPED_ZERO)) => i += 2,
+            (0, _) => return None,
+            _ => i += 1,
+        }
+    }
+}
+
+/// The value of type `dtype` whose sort key starts `bytes` (the inverse
+/// of [`sort_key`]); `None` when `bytes` does not start with one.
+pub fn value_of(bytes: &[u8], dtype: DataType) -> Option<Value> {
+    let len = sort_key_len(bytes, dtype == DataType::String)?;
+    let bytes = &bytes[..len];
+    let number = || u64::from_be_bytes(bytes.try_into().expect("eight bytes"));
+    match dtype {
+        DataType::String => {
+            let mut out = Vec::with_capacity(len - 2);
+            let mut i = 0;
+            while i < len - 2 {
+                out.push(bytes[i]);
+                i += if bytes[i] == 0 { 2 } else { 1 };
+            }
+            Some(Value::String(out))
+        }
+        DataType::Int => Some(Value::Int((number() ^ (1 << 63)) as i64)),
+        DataType::Timestamp(_) => Some(Value::Timestamp((number() ^ (1 << 63)) as i64)),
+        DataType::Float => {
+            let c = number();
+            let bits = if c >> 63 == 1 { c & !(1 << 63) } else { !c };
+            Some(Value::Float(f64::from_bits(bits)))
+        }
+        _ => None,
+    }
+}
+
 /// A 64-bit coordinate that never decreases as `value` grows (see the
 /// module docs); `None` for documents and containers.
 pub fn order_coordinate(value: &Value) -> Option<u64> {
@@ -70,6 +115,40 @@ mod tests {
     use std::cmp::Ordering;
 
     /// The order of two values of one type, as searches compare them.
+    #[test]
+    fn a_sort_key_is_found_again_at_the_start_of_an_entry() {
+        for text in [&b""[..], b"a", b"\0", b"a\0b", b"\0\0\x01", b"\xff\0"] {
+            let key = sort_key(&Value::String(text.to_vec())).expect("a string");
+            let mut entry = key.clone();
+            entry.extend_from_slice(b"\0\x01key");
+            assert_eq!(sort_key_len(&entry, true), Some(key.len()), "{text:?}");
+            assert_eq!(sort_key_len(&key[..key.len() - 1], true), None);
+        }
+        assert_eq!(sort_key_len(&[0, 7], true), None);
+        assert_eq!(sort_key_len(&[1; 12], false), Some(8));
+        assert_eq!(sort_key_len(&[1; 7], false), None);
+    }
+
+    proptest! {
+        #[test]
+        fn a_value_comes_back_from_its_sort_key(
+            text in proptest::collection::vec(any::<u8>(), 0..12),
+            i in any::<i64>(),
+            f in any::<f64>().prop_filter("no NaN, no -0.0", |f| !(f.is_nan() || *f == 0.0 && f.is_sign_negative())),
+        ) {
+            for (value, dtype) in [
+                (Value::String(text.clone()), DataType::String),
+                (Value::Int(i), DataType::Int),
+                (Value::Timestamp(i), DataType::Timestamp(crate::value::TimeUnit::Second)),
+                (Value::Float(f), DataType::Float),
+            ] {
+                let mut entry = sort_key(&value).expect("scalar");
+                entry.extend_from_slice(b"key");
+                prop_assert_eq!(value_of(&entry, dtype), Some(value));
+            }
+        }
+    }
+
     fn value_order(a: &Value, b: &Value) -> Ordering {
         match (a, b) {
             (Value::String(a), Value::String(b)) => a.cmp(b),

@@ -404,7 +404,7 @@ impl ReplicaCore {
                 let value = Record {
                     version: forward.version,
                     object: match hop.write {
-                        HopWrite::Put => forward.object.clone(),
+                        HopWrite::Put => self.stored_form(hop.region, forward.object.as_ref()),
                         HopWrite::Remove => None,
                     },
                     recent,

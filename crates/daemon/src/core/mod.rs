@@ -38,7 +38,9 @@ use tessera_protocol::{
     ChainForward, ChainMsg, ClientRef, DaemonResponse, Status, TransferEntry, UpdateRequest,
 };
 use tessera_storage::Engine;
-use tessera_types::{Configuration, DaemonId, Epoch, RegionDirectory, RegionId, Version};
+use tessera_types::{
+    Configuration, DaemonId, Epoch, Object, RegionDirectory, RegionId, SubspaceKind, Version,
+};
 
 /// Where to send a client's answer: the shell's connection and request id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -275,6 +277,21 @@ impl ReplicaCore {
         self.directory
             .place(region)
             .is_some_and(|place| place.subspace == 0)
+    }
+
+    /// What region `region` stores of `object` (a global index's indexlet
+    /// only its projection; see [`SubspaceLayout::stored_form`]).
+    ///
+    /// [`SubspaceLayout::stored_form`]: tessera_types::SubspaceLayout::stored_form
+    fn stored_form(&self, region: RegionId, object: Option<&Object>) -> Option<Object> {
+        let object = object?;
+        let projected = self.directory.place(region).and_then(|place| {
+            let space = self.config.spaces.get(place.space)?;
+            let layout = space.subspaces.get(place.subspace)?;
+            (layout.kind == SubspaceKind::GlobalIndex)
+                .then(|| layout.stored_form(&space.desc, object))
+        });
+        Some(projected.unwrap_or_else(|| object.clone()))
     }
 
     /// The pending update of the key at `version`, if this member has it.

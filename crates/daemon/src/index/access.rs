@@ -93,7 +93,7 @@ pub fn place_in(space: &Space, subspace: usize, index: usize) -> RegionPlace {
     let Some(layout) = space.subspaces.get(subspace) else {
         return RegionPlace::default();
     };
-    let complete = indexed_attrs(&space.desc, subspace)
+    let complete = indexed_attrs(space, subspace)
         .into_iter()
         .filter(|&a| space.entries_complete(subspace, a))
         .map(Slot::Attr)
@@ -150,7 +150,7 @@ pub fn choose_access(
         .filter(|&(slot, (lo, hi))| {
             let (cell_lo, cell_hi) = match slot {
                 Slot::Attr(a) => cell.get(a).copied().unwrap_or((0, u64::MAX)),
-                Slot::Path { .. } => (0, u64::MAX),
+                Slot::Path { .. } | Slot::Ordered(_) => (0, u64::MAX),
             };
             lo > cell_lo || hi < cell_hi
         })

@@ -4,6 +4,7 @@
 //! ([`super::slot`]).
 
 use super::slot::Slot;
+use tessera_types::sortkey::sort_key;
 use tessera_types::Object;
 
 const SLOT_BYTES: usize = 4;
@@ -32,11 +33,29 @@ pub fn entry_parts(entry: &[u8]) -> Option<(usize, u64, &[u8])> {
     Some((slot as usize, coord, &entry[PREFIX_BYTES..]))
 }
 
+/// The entry of an object with storage key `key` in ordered slot number
+/// `slot`, whose value has sort key `sort_key`: `slot ++ sort key ++
+/// storage key`. Sort keys are self-delimiting, so entries order by value
+/// first, then by key.
+pub fn ordered_entry(slot: usize, sort_key: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(SLOT_BYTES + sort_key.len() + key.len());
+    out.extend_from_slice(&slot_bytes(slot));
+    out.extend_from_slice(sort_key);
+    out.extend_from_slice(key);
+    out
+}
+
 /// The entries of `object` (stored under `key`) for the slots `slots`.
 pub fn object_entries(slots: &[Slot], object: &Object, key: &[u8]) -> Vec<Vec<u8>> {
     slots
         .iter()
-        .filter_map(|slot| Some(entry(slot.number(), slot.coordinate(object)?, key)))
+        .filter_map(|slot| match slot {
+            Slot::Ordered(attr) => {
+                let value = object.values.get(*attr)?;
+                Some(ordered_entry(slot.number(), &sort_key(value)?, key))
+            }
+            _ => Some(entry(slot.number(), slot.coordinate(object)?, key)),
+        })
         .collect()
 }
 

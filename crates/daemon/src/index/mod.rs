@@ -38,18 +38,24 @@ mod slot;
 
 pub use access::{choose_access, place_in, place_of, region_cell, Access, RegionPlace, Walk};
 pub use engine::IndexedEngine;
-pub use entry::{entry, entry_bounds, entry_parts, object_entries};
+pub use entry::{entry, entry_bounds, entry_parts, object_entries, ordered_entry};
 pub use page::{key_order_page, sorted_page, Match, PageBounds};
-pub use slot::{path_slot, path_slots, Slot, PATH_SLOT_BASE};
-use tessera_types::{Space, SpaceDesc};
+pub use slot::{path_slot, path_slots, Slot, ORDERED_SLOT_BASE, PATH_SLOT_BASE};
+use tessera_types::{Space, SubspaceKind};
 
 /// The slots every region of subspace `subspace` (its position) of `space`
-/// indexes: the attributes of [`indexed_attrs`], then every path index the
-/// configuration holds, whatever its state — a building one must receive
-/// every write, and a dropping one keeps its entries until it leaves the
-/// configuration, when the engine purges them.
+/// indexes: in a global index's indexlets, the one ordered slot of its
+/// attribute; elsewhere the attributes of [`indexed_attrs`], then every
+/// path index the configuration holds, whatever its state — a building one
+/// must receive every write, and a dropping one keeps its entries until it
+/// leaves the configuration, when the engine purges them.
 pub fn region_slots(space: &Space, subspace: usize) -> Vec<Slot> {
-    indexed_attrs(&space.desc, subspace)
+    if let Some(layout) = space.subspaces.get(subspace) {
+        if layout.kind == SubspaceKind::GlobalIndex {
+            return layout.attrs.iter().copied().map(Slot::Ordered).collect();
+        }
+    }
+    indexed_attrs(space, subspace)
         .into_iter()
         .map(Slot::Attr)
         .chain(path_slots(space, |_| true))
@@ -60,19 +66,23 @@ pub fn region_slots(space: &Space, subspace: usize) -> Vec<Slot> {
 /// index, ascending: in the key subspace every indexed attribute of the
 /// space ([`SpaceDesc::indexed_attrs`]: those a subspace or an `index`
 /// clause names); in another subspace its own attributes and the `index`
-/// clauses' (hashable ones only). A search goes to one subspace's regions:
-/// to the subspace of the attribute its checks narrow, or to the key
-/// subspace when none narrows — so each put writes entries in proportion to
-/// its subspaces, not to their square.
-pub fn indexed_attrs(desc: &SpaceDesc, subspace: usize) -> Vec<usize> {
+/// clauses' (hashable ones only); in a global index's indexlets none (they
+/// keep an ordered slot, [`region_slots`]). A search goes to one
+/// subspace's regions: to the subspace of the attribute its checks narrow,
+/// or to the key subspace when none narrows — so each put writes entries
+/// in proportion to its subspaces, not to their square.
+///
+/// [`SpaceDesc::indexed_attrs`]: tessera_types::SpaceDesc::indexed_attrs
+pub fn indexed_attrs(space: &Space, subspace: usize) -> Vec<usize> {
+    let desc = &space.desc;
     if subspace == 0 {
         return desc.indexed_attrs();
     }
-    desc.indexable(
-        desc.subspaces
-            .get(subspace - 1)
-            .into_iter()
-            .flatten()
-            .chain(&desc.indexes),
-    )
+    match space.subspaces.get(subspace) {
+        Some(layout) if layout.kind == SubspaceKind::Subspace => {
+            desc.indexable(layout.attrs.iter().chain(&desc.indexes))
+        }
+        Some(_) => Vec::new(),
+        None => desc.indexable(&desc.indexes),
+    }
 }

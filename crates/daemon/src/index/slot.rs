@@ -28,6 +28,10 @@ use tessera_types::{Check, DataType, Object, PartId, Space, Value};
 /// below it.
 pub const PATH_SLOT_BASE: usize = 0x8000_0000;
 
+/// The first slot number of the ordered slots (`ORDERED_SLOT_BASE | attr`):
+/// above every attribute position, below every path slot.
+pub const ORDERED_SLOT_BASE: usize = 0x4000_0000;
+
 /// The slot number of the path index with id `part`, if its id fits.
 pub fn path_slot(part: PartId) -> Option<usize> {
     let id = usize::try_from(part.0).ok()?;
@@ -39,6 +43,11 @@ pub fn path_slot(part: PartId) -> Option<usize> {
 pub enum Slot {
     /// The coordinates of a whole attribute (by position in the space).
     Attr(usize),
+    /// The full value of a whole attribute in its order
+    /// ([`tessera_types::sortkey::sort_key`]), not a 64-bit coordinate: the
+    /// one slot of a global index's indexlets, walked by lookups in value
+    /// order. Its entries are `slot ++ sort key ++ storage key`.
+    Ordered(usize),
     /// The coordinates of the value at a path inside a document attribute.
     Path {
         /// The slot number ([`path_slot`] of the index's part id).
@@ -55,14 +64,17 @@ impl Slot {
     pub fn number(&self) -> usize {
         match self {
             Slot::Attr(attr) => *attr,
+            Slot::Ordered(attr) => ORDERED_SLOT_BASE | *attr,
             Slot::Path { slot, .. } => *slot,
         }
     }
 
-    /// The coordinate `object` has in this slot; `None`: no entry.
+    /// The coordinate `object` has in this slot; `None`: no entry (and
+    /// always `None` in an ordered slot, whose entries hold sort keys).
     pub fn coordinate(&self, object: &Object) -> Option<u64> {
         match self {
             Slot::Attr(attr) => coordinate(object.values.get(*attr)?),
+            Slot::Ordered(_) => None,
             Slot::Path { attr, steps, .. } => match object.values.get(*attr)? {
                 Value::Document(text) => coordinate(&doc_value_at(text, steps)?),
                 _ => None,
@@ -75,6 +87,8 @@ impl Slot {
     pub fn serves(&self, check: &Check) -> bool {
         match (self, &check.path) {
             (Slot::Attr(attr), None) => *attr == check.attr,
+            // Searches never read an indexlet; lookups walk it themselves.
+            (Slot::Ordered(_), _) => false,
             (Slot::Path { attr, steps, .. }, Some(path)) => {
                 *attr == check.attr && parse_doc_path(path).is_ok_and(|p| p == *steps)
             }
@@ -107,6 +121,7 @@ pub fn path_slots(space: &Space, filter: impl Fn(&tessera_types::IndexPart) -> b
 pub fn slot_interval(slot: &Slot, check: &Check, dtype: DataType) -> Option<(u64, u64)> {
     match slot {
         Slot::Attr(_) => coordinate_interval(check, dtype),
+        Slot::Ordered(_) => None,
         Slot::Path { .. } => path_interval(check),
     }
 }

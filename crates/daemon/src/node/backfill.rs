@@ -5,7 +5,7 @@
 //! Two kinds of walk, each with a cursor on disk (a meta record per walk,
 //! so a kill -9 resumes where the last tick stopped):
 //!
-//! - **keys** (a building subspace, at the point leader of each key
+//! - **keys** (a building subspace or global index, at the point leader of each key
 //!   region): every object of the region is sent down its chain again at
 //!   the version it has ([`ReplicaCore::backfill_key`]), in key order,
 //!   under the key's normal ordering; only regions that lack that version
@@ -113,7 +113,9 @@ impl DaemonNode {
                     continue;
                 }
                 let mut keys_done = Vec::new();
-                if part.kind == PartKind::Subspace {
+                // A global index fills like a subspace: its indexlets are
+                // regions the objects' chains pass through.
+                if matches!(part.kind, PartKind::Subspace | PartKind::GlobalIndex) {
                     for region in space.subspaces.first().map_or(&[][..], |l| &l.regions) {
                         if region.chain.first() != Some(&self.me) {
                             continue;

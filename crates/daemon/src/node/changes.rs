@@ -210,6 +210,7 @@ mod tests {
                     regions: vec![region(1, chains[0]), region(2, chains[1])],
                     part: PartId(0),
                     state: PartState::Ready,
+                    kind: Default::default(),
                 },
                 SubspaceLayout {
                     attrs: vec![1],
@@ -217,6 +218,7 @@ mod tests {
                     regions: vec![region(3, chains[2])],
                     part: PartId(1),
                     state: PartState::Ready,
+                    kind: Default::default(),
                 },
             ],
             indexes: Vec::new(),

@@ -379,6 +379,7 @@ impl DaemonNode {
             }
             request @ (DaemonRequest::Search { .. }
             | DaemonRequest::SearchKeys { .. }
+            | DaemonRequest::Lookup { .. }
             | DaemonRequest::BackupRead { .. }) => {
                 out(Output::Job(Job::Read { to, epoch, request }))
             }
@@ -615,6 +616,23 @@ impl DaemonNode {
                 after.as_deref(),
                 (&auth, op),
             ),
+            DaemonRequest::Lookup {
+                space,
+                region,
+                checks,
+                descending,
+                after,
+                limit,
+            } => search::lookup(
+                &view,
+                epoch,
+                space,
+                region,
+                &checks,
+                descending,
+                after.as_ref(),
+                limit,
+            ),
             DaemonRequest::Get { space, key, auth } => {
                 return search::get_committed(
                     config,
@@ -644,6 +662,7 @@ impl DaemonNode {
         let returned = match &page {
             Ok(DaemonResponse::SearchPage { objects, .. }) => objects.len(),
             Ok(DaemonResponse::KeysPage { keys, .. }) => keys.len(),
+            Ok(DaemonResponse::LookupPage { entries, .. }) => entries.len(),
             _ => 0,
         };
         let stats = &self.stats;

@@ -34,6 +34,7 @@ pub fn one_region(desc: SpaceDesc, indexes: Vec<IndexPart>) -> Configuration {
             }],
             part: PartId(0),
             state: PartState::Ready,
+            kind: Default::default(),
         }],
         indexes,
     };
