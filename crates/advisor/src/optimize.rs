@@ -434,7 +434,7 @@ impl Evaluator<'_> {
                 prediction: p.clone(),
             })
             .collect();
-        out.sort_by(|a, b| rank_key(a).cmp(&rank_key(b)));
+        out.sort_by_key(rank_key);
         out
     }
 }
