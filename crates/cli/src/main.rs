@@ -4,7 +4,7 @@
 //! in one process). Admin: `add-space`, `rm-space`, `list-spaces`,
 //! `list-subspaces`, `show-config`, `validate-space`, the live layout
 //! changes `add-subspace`, `rm-subspace`, `add-index`, `rm-index`,
-//! `relayout` and `list-indices`, `server-offline`,
+//! `relayout` and `list-indices`, `advise`, `server-offline`,
 //! `server-online`, `server-kill`, `server-forget`, `wait-until-stable`. Data: `put`, `get`,
 //! `del`, `search`, `count`, with values and results as JSON.
 //!
@@ -13,6 +13,7 @@
 //! filtered by `RUST_LOG` (warnings only by default), as text or, with a
 //! server command's `--log-format json`, one JSON object per line.
 
+mod advise;
 // Reports how long a backup or a restore took, in real time.
 #[allow(clippy::disallowed_methods)]
 mod backup;
@@ -416,6 +417,14 @@ enum Command {
     },
     /// Benchmarks: YCSB, the paper's experiments, baselines side by side.
     Bench(bench::BenchArgs),
+    /// The layout advisor: the best layouts for a workload file (API.md
+    /// §12.4), with the thesis's heuristics for comparison.
+    Advise {
+        #[command(flatten)]
+        args: advise::AdviseArgs,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Print the number of matching objects.
     Count {
         space: String,
@@ -535,6 +544,7 @@ async fn shutdown_signal() {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Bench(args) => bench::run(args).await?,
+        Command::Advise { args, target } => advise::run(args, &target).await?,
         Command::Coordinator {
             listen,
             port,

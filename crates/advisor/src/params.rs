@@ -1,0 +1,94 @@
+//! The cost model's parameters: hardware constants and storage sizes.
+//!
+//! The three constants of the thesis (β, T_max, α) default to the values
+//! it measured on its own cluster; every other constant is Tessera's and
+//! defaults to a guess. None of them has been calibrated on Tessera yet:
+//! `tessera calibrate` (issue 14, point 2) will measure them and store
+//! them in the configuration. Until then predictions rank layouts by the
+//! shape of their costs, and their absolute ops/s are only indicative.
+
+use serde::{Deserialize, Serialize};
+
+/// The cost model's parameters. Times are seconds of cluster work per
+/// operation (the thesis's convention: its β and T_max describe the whole
+/// cluster, not one server).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// β: seconds of cluster work per object a search examines (thesis
+    /// Eq. 4.2; it measured 3.31·10⁻⁷).
+    pub beta_s: f64,
+    /// T_max: ops/s of a chain of length one, i.e. a put without the get
+    /// in a space with only the key subspace (thesis Eq. 4.4; it measured
+    /// 98,000). One overwrite hop costs `1 / t_max_ops_per_s` seconds.
+    pub t_max_ops_per_s: f64,
+    /// α: the cost of a delete or create hop (an object moving region)
+    /// relative to an overwrite hop (thesis Eq. 4.5; it fitted 2.66).
+    pub alpha: f64,
+    /// α_c: the cost of a create hop of an insert relative to an overwrite
+    /// hop (RESEARCH.md A.4 #4). Default 1.5, the ratio the thesis's side
+    /// experiment found between a write and an overwrite.
+    pub alpha_create: f64,
+    /// c_req: seconds of cluster work per region (or indexlet) a search
+    /// contacts, whatever it reads there (A.4 #3). Default: one overwrite
+    /// hop, `1 / t_max` (a request to a region costs about a get).
+    pub request_s: f64,
+    /// γ: seconds of cluster work per object a search returns (A.4 #4).
+    /// Default 2.2·10⁻⁶, from the thesis's remark that 50 results made a
+    /// search on ⟨city⟩ (1,000 objects examined at β) about a third slower.
+    pub result_s: f64,
+    /// δ: the cost of writing one local index entry, relative to an
+    /// overwrite hop, paid by every copy of the object for every indexed
+    /// attribute an update changes (entries share the object's batch, so
+    /// it is small). Default 0.1, a guess.
+    pub index_write: f64,
+    /// The cost of one global index entry insert on one indexlet replica,
+    /// relative to an overwrite hop (SLIK: an entry insert is a durable
+    /// write). Default 1.
+    pub global_index_hop: f64,
+    /// Bytes one stored copy of an object takes when the workload does not
+    /// say (`object_bytes`). Default 256.
+    pub object_bytes: f64,
+    /// Bytes of one local index entry (slot, coordinate, key). Default 48.
+    pub index_entry_bytes: f64,
+    /// Bytes of one global index entry (sort key, key coordinate, key
+    /// bytes; RESEARCH.md B.4 #2). Default 64.
+    pub global_entry_bytes: f64,
+    /// Daemons in the cluster, over which the data spreads evenly.
+    /// Default 8, the thesis's cluster.
+    pub daemons: u32,
+    /// Bytes per second at which a lost daemon's data is rebuilt on the
+    /// others (state transfer). Default 50 MB/s, a guess.
+    pub rebuild_bytes_per_s: f64,
+    /// The fraction of an ordered axis a `range` (or a `regex`) matches
+    /// when the workload does not say (`range_fraction`). Default 0.01.
+    pub range_fraction: f64,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        let t_max = 98_000.0;
+        Params {
+            beta_s: 3.31e-7,
+            t_max_ops_per_s: t_max,
+            alpha: 2.66,
+            alpha_create: 1.5,
+            request_s: 1.0 / t_max,
+            result_s: 2.2e-6,
+            index_write: 0.1,
+            global_index_hop: 1.0,
+            object_bytes: 256.0,
+            index_entry_bytes: 48.0,
+            global_entry_bytes: 64.0,
+            daemons: 8,
+            rebuild_bytes_per_s: 50e6,
+            range_fraction: 0.01,
+        }
+    }
+}
+
+impl Params {
+    /// Seconds of one overwrite hop, `1 / T_max`.
+    pub fn hop_s(&self) -> f64 {
+        1.0 / self.t_max_ops_per_s
+    }
+}
