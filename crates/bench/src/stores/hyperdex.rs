@@ -1,5 +1,5 @@
 //! Real HyperDex 1.8 (the system Tessera descends from) through its C
-//! client library, `libhyperdex-client`, opened at run time ([`ffi`]).
+//! client library, `libhyperdex-client`, opened at run time (module `ffi`).
 //!
 //! The space is the YCSB table Tessera runs against: key `k`, `int recno`
 //! (the key's numeric suffix) with a subspace of its own, `field0..9`

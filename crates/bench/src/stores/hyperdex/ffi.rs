@@ -174,7 +174,7 @@ impl Api {
     }
 }
 
-/// Why a call through [`Client`] failed.
+/// Why a call through a HyperDex client failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// `hyperdex_client_create` returned no client.
