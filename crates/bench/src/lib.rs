@@ -7,9 +7,11 @@
 //!   key's numeric suffix stored as an int attribute.
 //! - [`driver`]: a closed-loop driver with many operations in flight and
 //!   one HDR histogram per operation kind (p50/p95/p99/p999).
-//! - [`stores`]: Tessera and the baselines (Redis, etcd, PostgreSQL) behind
-//!   one [`driver::Store`] trait, so every system sees the same load.
-//! - [`baselines`]: starting and stopping the baseline servers on loopback.
+//! - [`stores`]: Tessera and the baselines (Redis, etcd, PostgreSQL, and
+//!   real HyperDex through its C client) behind one [`driver::Store`]
+//!   trait, so every system sees the same load.
+//! - [`baselines`]: installing (HyperDex), starting and stopping the
+//!   baseline servers on loopback.
 //! - [`scenarios`]: YCSB runs, the comparison, and the paper's experiments.
 //! - [`cluster`]: the cluster a run uses (a local one started through the
 //!   binary's [`cluster::Launch`], or a running one) and the readiness test.

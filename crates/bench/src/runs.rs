@@ -98,7 +98,7 @@ async fn tessera_usertable_f(
 }
 
 /// A YCSB core workload: against the baseline `store` (redis, etcd,
-/// postgres) started for the run, or against Tessera (a fresh usertable
+/// postgres, hyperdex) started for the run, or against Tessera (a fresh usertable
 /// loaded first unless `no_load`).
 pub async fn ycsb(
     w: Workload,
@@ -112,7 +112,8 @@ pub async fn ycsb(
         let dir = tempfile::Builder::new()
             .prefix(&format!("tessera-bench-{store}-"))
             .tempdir()?;
-        let (mut server, target) = start_baseline(store, dir.path(), baseline_port).await?;
+        let (mut server, target) =
+            start_baseline(store, dir.path(), baseline_port, c.partitions).await?;
         eprintln!("bench: {store} ({})", server.durability);
         let results = scenarios::ycsb(
             target,
@@ -451,22 +452,33 @@ pub async fn recovery(
     write_json(json, &value)
 }
 
-/// Starts the baseline `name` (redis, etcd, postgres) on 127.0.0.1:`port`
-/// with its data in `dir`, and its store (PostgreSQL's table created).
+/// The baselines of the comparison, in the order it runs them.
+pub const BASELINES: [&str; 4] = ["redis", "etcd", "postgres", "hyperdex"];
+
+/// Starts the baseline `name` (one of [`BASELINES`]) on 127.0.0.1:`port`
+/// with its data in `dir`, and its store: PostgreSQL's table created, and
+/// HyperDex's space (with `partitions`, like Tessera's) usable.
 async fn start_baseline(
     name: &str,
     dir: &std::path::Path,
     port: u16,
+    partitions: u32,
 ) -> anyhow::Result<(Server, Arc<dyn Store>)> {
     let server = match name {
         "redis" => baselines::start_redis(dir, port).await?,
         "etcd" => baselines::start_etcd(dir, port).await?,
         "postgres" => baselines::start_postgres(dir, port).await?,
-        other => anyhow::bail!("unknown store {other:?} (tessera, redis, etcd, postgres)"),
+        "hyperdex" => baselines::start_hyperdex(dir, port).await?,
+        other => anyhow::bail!(
+            "unknown store {other:?} (tessera, {})",
+            BASELINES.join(", ")
+        ),
     };
-    let store: Arc<dyn Store> = match name {
-        "redis" => Arc::new(RedisStore::new(&server.addr)),
-        "etcd" => Arc::new(EtcdStore::new(&server.addr)),
+    // The server stops when dropped, so an error below stops it too.
+    let store: Arc<dyn Store> = match (name, server.hyperdex()) {
+        ("redis", _) => Arc::new(RedisStore::new(&server.addr)),
+        ("etcd", _) => Arc::new(EtcdStore::new(&server.addr)),
+        (_, Some(cluster)) => Arc::new(cluster.usertable("usertable", 10, partitions).await?),
         _ => {
             let pg = PostgresStore::new(&baselines::postgres_conninfo(port), 10);
             pg.create_table().await?;
@@ -563,7 +575,7 @@ pub async fn compare(
         Vec::new()
     };
     let mut baseline_results: Vec<PhaseResult> = Vec::new();
-    for (i, name) in ["redis", "etcd", "postgres"].into_iter().enumerate() {
+    for (i, name) in BASELINES.into_iter().enumerate() {
         if skip.iter().any(|s| s == name) {
             notes.push(format!("{name}: skipped (--skip)"));
             continue;
@@ -573,7 +585,7 @@ pub async fn compare(
             .prefix(&format!("tessera-bench-{name}-"))
             .tempdir()?;
         let port = baseline_port + 10 * i as u16;
-        let (mut server, store) = match start_baseline(name, dir.path(), port).await {
+        let (mut server, store) = match start_baseline(name, dir.path(), port, c.partitions).await {
             Ok(started) => started,
             Err(e) => {
                 notes.push(format!("{name}: not measured: {e:#}"));

@@ -1,7 +1,9 @@
-//! The systems under test: Tessera and the baselines, each behind
+//! The systems under test: Tessera and the baselines (Redis, etcd,
+//! PostgreSQL, HyperDex), each behind
 //! [`crate::driver::Store`].
 
 pub mod etcd;
+pub mod hyperdex;
 pub mod postgres;
 pub mod redis;
 pub mod tessera;
