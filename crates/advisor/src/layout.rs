@@ -1,7 +1,7 @@
 //! A candidate layout: the parts the advisor may give a space.
 
 use serde::{Deserialize, Serialize};
-use tessera_types::{format_space, SpaceDesc};
+use tessera_types::{format_space, GlobalIndexDecl, SpaceDesc};
 
 /// The parts of a space beside its key subspace, as the advisor proposes
 /// them. Attributes are indexes into the space's `attrs`.
@@ -83,9 +83,10 @@ impl Layout {
         out
     }
 
-    /// Whether the layout needs a part Tessera does not build yet.
+    /// Whether the layout needs a part Tessera does not build yet (a
+    /// replex; global indexes exist).
     pub fn ahead_of_features(&self) -> bool {
-        self.replex || !self.global_indexes.is_empty()
+        self.replex
     }
 
     /// How many dimensions the subspaces have together.
@@ -93,31 +94,34 @@ impl Layout {
         self.subspaces.iter().map(Vec::len).sum()
     }
 
-    /// `base` with this layout's subspaces and local indexes (name, key,
-    /// attributes, f and partitions unchanged). Global indexes and replexes
-    /// have no place in `SpaceDesc` yet; see [`Layout::describe`].
+    /// `base` with this layout's subspaces, local indexes and global
+    /// indexes (name, key, attributes, f and partitions unchanged; each
+    /// global index with the space's partitions). Replexes have no place in
+    /// `SpaceDesc` yet; see [`Layout::describe`].
     pub fn apply(&self, base: &SpaceDesc) -> SpaceDesc {
         SpaceDesc {
             subspaces: self.subspaces.clone(),
             indexes: self.indexes.clone(),
+            global_indexes: self
+                .global_indexes
+                .iter()
+                .map(|&attr| GlobalIndexDecl {
+                    attr,
+                    partitions: None,
+                })
+                .collect(),
             ..base.clone()
         }
     }
 
-    /// The layout as a one-line space description of `base`. For a layout
-    /// of subspaces and local indexes it is what `format_space` writes, and
-    /// `parse_space` reads it back; global indexes and replexes use the
-    /// clauses API.md §12.1 reserves for them, which no parser takes yet.
+    /// The layout as a one-line space description of `base`: what
+    /// `format_space` writes, which `parse_space` reads back, but that a
+    /// replex layout writes its subspaces as the `replex` clauses API.md
+    /// §12.1 reserves, which no parser takes yet.
     pub fn describe(&self, base: &SpaceDesc) -> String {
         let text = format_space(&self.apply(base));
         let mut lines: Vec<String> = Vec::new();
         for line in text.lines().map(str::trim) {
-            if line.starts_with("create ") {
-                // Future clauses go after the indexes, before the options.
-                for &g in &self.global_indexes {
-                    lines.push(format!("global index {}", base.attrs[g].name));
-                }
-            }
             if self.replex {
                 if let Some(attrs) = line.strip_prefix("subspace ") {
                     lines.push(format!("replex {attrs}"));
@@ -162,9 +166,13 @@ mod tests {
         assert_eq!(parsed.subspaces, vec![vec![1, 2]]);
         assert_eq!(parsed.indexes, vec![3]);
         assert_eq!((parsed.fault_tolerance, parsed.partitions), (2, 16));
+        let global = Layout::new(vec![vec![1]], vec![], vec![3], false);
+        let parsed = parse_space(&global.describe(&base)).expect("the description parses");
+        assert_eq!(parsed.global_indexes.len(), 1);
+        assert_eq!(parsed.global_indexes[0].attr, 3);
         let future = Layout::new(vec![vec![1]], vec![], vec![3], true);
         let text = future.describe(&base);
         assert!(text.contains("replex city"), "{text}");
-        assert!(text.contains("global index addr create 16"), "{text}");
+        assert!(text.contains("global index addr"), "{text}");
     }
 }
