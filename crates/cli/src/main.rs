@@ -285,6 +285,21 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
+    /// Cut the global index on ATTR again, also at each VALUE (read as
+    /// ATTR's type), live: a new index with those cuts is built while the
+    /// old one serves, then the old one drops. No VALUE: the same cuts on
+    /// fresh placements (moves every indexlet). Prints the new part's id.
+    SplitIndex {
+        space: String,
+        attr: String,
+        /// Negative numbers need no `--` before them.
+        #[arg(allow_negative_numbers = true)]
+        values: Vec<String>,
+        #[command(flatten)]
+        wait: LayoutWait,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Add a local index on ATTR (or `docattr.path`), built live.
     AddIndex(IndexArgs),
     /// Drop the local index on ATTR (or with id ATTR, as `list-indices`
@@ -671,6 +686,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
             admin
                 .rm_subspace(&space, tessera_client::PartId(part))
                 .await?;
+            wait.run(&admin, &space).await?;
+        }
+        Command::SplitIndex {
+            space,
+            attr,
+            values,
+            wait,
+            target,
+        } => {
+            let admin = target.admin()?;
+            let part = admin.split_global_index(&space, &attr, &values).await?;
+            println!("{}", part.0);
             wait.run(&admin, &space).await?;
         }
         Command::AddIndex(IndexArgs {

@@ -408,3 +408,170 @@ fn bad_global_index_requests_are_clear_errors() {
         assert!(err.to_string().contains(expected), "{description}: {err}");
     }
 }
+
+/// The objects no writer touches after loading: `x == 1.0` marks them, so
+/// a lookup that also checks `x == 1.0` has an exact expected answer while
+/// other keys are rewritten.
+fn static_matches(model: &BTreeMap<i64, i64>, lo: i64, hi: i64) -> BTreeSet<i64> {
+    model
+        .iter()
+        .filter(|(_, n)| (lo..hi).contains(*n))
+        .map(|(k, _)| *k)
+        .collect()
+}
+
+#[test]
+fn an_index_split_live_loses_no_entry_and_fails_no_lookup() {
+    let cluster = Cluster::start(3);
+    let admin = cluster.admin();
+    admin
+        .add_space(
+            "space g key int k attributes int n, float x global index n create 1 partition \
+             create 4 partitions tolerate 1 failure",
+        )
+        .expect("add space");
+    let addr = cluster.coordinator_addr(0);
+    let client = BlockingClient::connect(&addr).expect("client");
+    let mut model = BTreeMap::new();
+    for k in 0..300i64 {
+        let n = (k * 37) % 101 - 50;
+        let attrs = [("n", Value::Int(n)), ("x", Value::Float(1.0))];
+        assert_eq!(
+            client.put("g", Value::Int(k), attrs).expect("put"),
+            Outcome::Done
+        );
+        model.insert(k, n);
+    }
+    let model = Arc::new(model);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Writers rewrite their own keys, moving them across the new cuts.
+    let writers: Vec<_> = (0..2i64)
+        .map(|w| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let client = BlockingClient::connect(&addr).expect("client");
+                let mut rng = StdRng::seed_from_u64(w as u64);
+                let mut writes = 0u64;
+                while !stop.load(Ordering::Relaxed) && writes < 20_000 {
+                    let k = 1_000 + w * 50 + rng.gen_range(0..50);
+                    let attrs = [
+                        ("n", Value::Int(rng.gen_range(-60..60))),
+                        ("x", Value::Float(2.0)),
+                    ];
+                    let outcome = client.put("g", Value::Int(k), attrs).expect("write");
+                    assert_eq!(outcome, Outcome::Done);
+                    writes += 1;
+                }
+                writes
+            })
+        })
+        .collect();
+    // Readers compare every lookup with the static objects' brute force.
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (addr, stop, model) = (addr.clone(), stop.clone(), model.clone());
+            std::thread::spawn(move || {
+                let client = BlockingClient::connect(&addr).expect("client");
+                let mut rng = StdRng::seed_from_u64(100 + r);
+                let (mut lookups, mut wrong, mut slowest) = (0u64, 0u64, Duration::ZERO);
+                while !stop.load(Ordering::Relaxed) && lookups < 20_000 {
+                    let lo = rng.gen_range(-55..50);
+                    let hi = lo + rng.gen_range(1..40);
+                    let started = std::time::Instant::now();
+                    let found: BTreeSet<i64> = client
+                        .search(
+                            "g",
+                            vec![
+                                ("n", PredOp::Ge(Value::Int(lo))),
+                                ("n", PredOp::Lt(Value::Int(hi))),
+                                ("x", PredOp::Eq(Value::Float(1.0))),
+                            ],
+                        )
+                        .expect("a lookup never fails")
+                        .iter()
+                        .map(key_of)
+                        .collect();
+                    slowest = slowest.max(started.elapsed());
+                    if found != static_matches(&model, lo, hi) {
+                        wrong += 1;
+                    }
+                    lookups += 1;
+                }
+                (lookups, wrong, slowest)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let part = cli_ok(&cluster, &["split-index", "g", "n", "-20", "0", "20"]);
+    let part = PartId(part.trim().parse().expect("the new part's id"));
+    wait_for("the split to be ready", Duration::from_secs(120), || {
+        let config = admin.config().ok()?;
+        let space = config.space("g")?;
+        // Ready, and the old part gone from the configuration.
+        let globals = space
+            .subspaces
+            .iter()
+            .filter(|l| l.kind == tessera_types::SubspaceKind::GlobalIndex)
+            .count();
+        (space.part_state(part)?.is_ready() && globals == 1).then_some(())
+    });
+    let handed_over = started.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let writes: u64 = writers.into_iter().map(|h| h.join().expect("writer")).sum();
+    let (mut lookups, mut wrong, mut slowest) = (0, 0, Duration::ZERO);
+    for reader in readers {
+        let (l, w, s) = reader.join().expect("reader");
+        lookups += l;
+        wrong += w;
+        slowest = slowest.max(s);
+    }
+    println!(
+        "split of a live index: ready and the old one dropped after {handed_over:?}; \
+         {lookups} lookups ({wrong} wrong, slowest {slowest:?}), {writes} writes meanwhile"
+    );
+    assert_eq!(wrong, 0);
+    assert!(lookups > 0 && writes > 0);
+    let listed = cli_ok(&cluster, &["list-indices", "g"]);
+    assert!(
+        listed.contains(&format!("{}: n global ready, 4 indexlets", part.0)),
+        "{listed}"
+    );
+    let explain = cli_ok(
+        &cluster,
+        &["search", "g", r#"{"n": {"ge": 1, "lt": 5}}"#, "--explain"],
+    );
+    assert!(explain.contains("contacts 1 of 4 indexlets"), "{explain}");
+    // Every static object is found through the new cuts.
+    assert_eq!(
+        client
+            .count(
+                "g",
+                vec![
+                    ("x", PredOp::Eq(Value::Float(1.0))),
+                    ("n", PredOp::Ge(Value::Int(-100)))
+                ]
+            )
+            .expect("count"),
+        model.len() as u64
+    );
+    // Bad splits are clear errors.
+    let port = cluster.coordinator_ports[0].to_string();
+    for (args, expected) in [
+        (
+            vec!["split-index", "g", "n", "0", "-20"],
+            "already cut at every value",
+        ),
+        (
+            vec!["split-index", "g", "n", "ten"],
+            "not a value of that type",
+        ),
+        (vec!["split-index", "g", "x", "1"], "NOTFOUND"),
+    ] {
+        let mut all = args.clone();
+        all.extend(["--port", &port]);
+        let (ok, _, err) = run_cli(&all, None, Duration::from_secs(60));
+        assert!(!ok && err.contains(expected), "{args:?}: {err}");
+    }
+}

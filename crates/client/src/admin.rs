@@ -248,6 +248,24 @@ impl Admin {
         .await
     }
 
+    /// Cuts the global index on `attr` of `space` again, also at the
+    /// values `at` (text, read as the attribute's type), live: a new part
+    /// builds with the cuts, then the old one drops. Returns the new
+    /// part's id.
+    pub async fn split_global_index(
+        &self,
+        space: &str,
+        attr: &str,
+        at: &[String],
+    ) -> Result<PartId, AdminError> {
+        self.part_added(CoordRequest::SplitGlobalIndex {
+            space: space.to_string(),
+            attr: attr.to_string(),
+            at: at.to_vec(),
+        })
+        .await
+    }
+
     /// Drops the global index on `attr` of `space` live.
     pub async fn rm_global_index(&self, space: &str, attr: &str) -> Result<(), AdminError> {
         self.done(CoordRequest::RmGlobalIndex {

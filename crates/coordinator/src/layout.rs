@@ -19,9 +19,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::parse::{parse_space, PARTITIONS_MAX};
 use tessera_types::region::{grid_for_partitions, uniform_splits};
+use tessera_types::sortkey::order_coordinate;
 use tessera_types::{
     DaemonId, DaemonState, DataType, Epoch, GlobalIndexDecl, IndexPart, ParseSpaceError, PartId,
-    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, SubspaceLayout,
+    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, SubspaceLayout, Value,
 };
 
 /// Why a layout change was refused; nothing changed.
@@ -180,6 +181,32 @@ pub enum LayoutChangeError {
         /// The attribute asked for.
         attr: String,
     },
+    /// A split value that is not one of the indexed attribute's type.
+    #[error(
+        "cannot split the global index on {attr} ({dtype}) at {value:?}: not a value of that type"
+    )]
+    SplitValue {
+        /// The indexed attribute.
+        attr: String,
+        /// Its type.
+        dtype: DataType,
+        /// The value given.
+        value: String,
+    },
+    /// Every value given is already a cut of the index.
+    #[error("the global index on {attr} is already cut at every value given")]
+    NothingToSplit {
+        /// The indexed attribute.
+        attr: String,
+    },
+    /// A split of this index is being built; one at a time.
+    #[error("a split of the global index on {attr} is being built (part {part})")]
+    SplitInProgress {
+        /// The indexed attribute.
+        attr: String,
+        /// The building index.
+        part: PartId,
+    },
     /// `create 0 partitions`, or more than the most a space may have.
     #[error("a global index needs 1 to {max} indexlets, not {asked}")]
     Indexlets {
@@ -216,7 +243,12 @@ impl LayoutChangeError {
             DuplicateSubspace { .. } | DuplicateIndex { .. } | DuplicateGlobalIndex { .. } => {
                 AdminStatus::Duplicate
             }
-            Unorderable { .. } | GlobalOnPath { .. } | Indexlets { .. } => AdminStatus::BadSpace,
+            Unorderable { .. }
+            | GlobalOnPath { .. }
+            | Indexlets { .. }
+            | SplitValue { .. }
+            | NothingToSplit { .. } => AdminStatus::BadSpace,
+            SplitInProgress { .. } => AdminStatus::CoordFail,
             EmptySubspace
             | KeyAttribute { .. }
             | RepeatedAttribute { .. }
@@ -256,6 +288,16 @@ impl From<LayoutChangeError> for CommandResult {
 struct IndexTarget {
     attr: usize,
     path: Option<String>,
+}
+
+/// Names a global index in the description, once per attribute: while a
+/// dropping index (or a split's old part) is still there, a new one on the
+/// same attribute only takes over its indexlet count.
+fn name_global_index(desc: &mut SpaceDesc, decl: GlobalIndexDecl) {
+    match desc.global_indexes.iter_mut().find(|g| g.attr == decl.attr) {
+        Some(named) => *named = decl,
+        None => desc.global_indexes.push(decl),
+    }
 }
 
 /// Whether a part counts for duplicates and relayouts: a dropping part is
@@ -558,13 +600,14 @@ impl ClusterState {
             &mut placer,
         );
         let space = &mut self.spaces[si];
-        space.desc.global_indexes.push(decl);
+        name_global_index(&mut space.desc, decl);
         space.subspaces.push(layout);
         self.bump();
         Ok(part)
     }
 
-    /// `rm-index --global`: the global index on `attr` starts dropping.
+    /// `rm-index --global`: the global index on `attr` starts dropping
+    /// (with the split of it being built, if any).
     pub(crate) fn rm_global_index(
         &mut self,
         space: &str,
@@ -572,19 +615,124 @@ impl ClusterState {
     ) -> Result<(), LayoutChangeError> {
         let si = self.space_index(space)?;
         let i = Self::global_target(&self.spaces[si].desc, attr)?;
-        let layout = self.spaces[si]
+        let parts: Vec<PartId> = self.spaces[si]
             .subspaces
             .iter_mut()
-            .find(|l| l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i])
-            .ok_or_else(|| LayoutChangeError::NoGlobalIndex {
+            .filter(|l| l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i])
+            .map(|layout| {
+                layout.state = PartState::Dropping;
+                layout.part
+            })
+            .collect();
+        if parts.is_empty() {
+            return Err(LayoutChangeError::NoGlobalIndex {
                 space: space.to_string(),
                 attr: attr.to_string(),
-            })?;
-        layout.state = PartState::Dropping;
-        let part = layout.part;
-        self.forget_pending_drop(si, part);
+            });
+        }
+        for part in parts {
+            self.forget_pending_drop(si, part);
+        }
         self.bump();
         Ok(())
+    }
+
+    /// `split-index`: the global index on `attr` is cut again at `at` (and
+    /// where it is cut already). The new cuts make a new global index part,
+    /// built like any (the point leaders walk their keys through it) while
+    /// the old one serves every lookup; the epoch that makes it ready drops
+    /// the old one, so no lookup ever reads a part that is incomplete, and
+    /// a lookup running across that epoch continues on the new indexlets
+    /// after what it returned (their order is the same). Moving a hot
+    /// indexlet is the same command with the cuts it already has: its
+    /// indexlets get fresh placements.
+    pub(crate) fn split_global_index(
+        &mut self,
+        space: &str,
+        attr: &str,
+        at: &[String],
+    ) -> Result<PartId, LayoutChangeError> {
+        let si = self.space_index(space)?;
+        let desc = self.spaces[si].desc.clone();
+        let i = Self::global_target(&desc, attr)?;
+        let on_attr = |l: &&SubspaceLayout| {
+            l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i]
+        };
+        let layouts: Vec<&SubspaceLayout> =
+            self.spaces[si].subspaces.iter().filter(on_attr).collect();
+        if let Some(building) = layouts.iter().find(|l| !l.state.is_ready()) {
+            return Err(LayoutChangeError::SplitInProgress {
+                attr: attr.to_string(),
+                part: building.part,
+            });
+        }
+        let Some(old) = layouts.first() else {
+            return Err(LayoutChangeError::NoGlobalIndex {
+                space: space.to_string(),
+                attr: attr.to_string(),
+            });
+        };
+        let (old_part, old_splits) = (old.part, old.splits.first().cloned().unwrap_or_default());
+        let mut splits: BTreeSet<u64> = old_splits.iter().copied().collect();
+        let dtype = desc.attrs[i].dtype;
+        for text in at {
+            let parsed = match dtype {
+                DataType::String => Some(Value::String(text.as_bytes().to_vec())),
+                DataType::Int => text.trim().parse().ok().map(Value::Int),
+                DataType::Timestamp(_) => text.trim().parse().ok().map(Value::Timestamp),
+                DataType::Float => text
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| !f.is_nan())
+                    .map(Value::Float),
+                _ => None,
+            };
+            let coerced = parsed.ok_or_else(|| LayoutChangeError::SplitValue {
+                attr: attr.to_string(),
+                dtype,
+                value: text.clone(),
+            })?;
+            // A cut at coordinate 0 would leave the first indexlet empty.
+            if let Some(cut) = order_coordinate(&coerced).filter(|c| *c > 0) {
+                splits.insert(cut);
+            }
+        }
+        let splits: Vec<u64> = splits.into_iter().collect();
+        if splits == old_splits && !at.is_empty() {
+            return Err(LayoutChangeError::NothingToSplit {
+                attr: attr.to_string(),
+            });
+        }
+        let asked = u32::try_from(splits.len() + 1).unwrap_or(u32::MAX);
+        if asked > PARTITIONS_MAX {
+            return Err(LayoutChangeError::Indexlets {
+                asked,
+                max: PARTITIONS_MAX,
+            });
+        }
+        let mut placer = self.placer()?;
+        let part = self.fresh_part(self.spaces[si].id);
+        let layout = self.place_layout(
+            &desc,
+            vec![i],
+            vec![splits],
+            part,
+            PartState::Building { progress: 0 },
+            SubspaceKind::GlobalIndex,
+            &mut placer,
+        );
+        let space = &mut self.spaces[si];
+        // The description names the index once; it keeps the count of
+        // indexlets (a restore recreates that many, cut uniformly).
+        if let Some(decl) = space.desc.global_indexes.iter_mut().find(|g| g.attr == i) {
+            decl.partitions = Some(asked);
+        }
+        space.subspaces.push(layout);
+        let id = space.id;
+        self.pending_drops.entry(id).or_default().insert(old_part);
+        self.bump();
+        Ok(part)
     }
 
     /// `rm-subspace`: subspace `part` starts dropping.
@@ -839,7 +987,7 @@ impl ClusterState {
                         .find(|g| layout.attrs == [g.attr])
                         .copied()
                         .expect("built from the new description");
-                    space.desc.global_indexes.push(decl);
+                    name_global_index(&mut space.desc, decl);
                 }
             }
             space.subspaces.push(layout);
@@ -919,8 +1067,20 @@ impl ClusterState {
                     }
                 }
                 SubspaceKind::GlobalIndex => {
+                    // A split leaves two parts on one attribute for a
+                    // while; the description names it until both are gone.
+                    let another = s
+                        .subspaces
+                        .iter()
+                        .any(|l| l.kind == SubspaceKind::GlobalIndex && l.attrs == layout.attrs);
                     let on = |g: &GlobalIndexDecl| layout.attrs == [g.attr];
-                    if let Some(at) = s.desc.global_indexes.iter().position(on) {
+                    if let Some(at) = s
+                        .desc
+                        .global_indexes
+                        .iter()
+                        .position(on)
+                        .filter(|_| !another)
+                    {
                         s.desc.global_indexes.remove(at);
                     }
                 }
@@ -1644,6 +1804,76 @@ mod tests {
                 partitions: None
             }]
         );
+        state.check_invariants().expect("invariants");
+    }
+
+    #[test]
+    fn a_split_builds_the_new_cuts_then_drops_the_old_part() {
+        let mut state = cluster();
+        let space = state.spaces[0].id;
+        let old = added(state.apply(Command::AddGlobalIndex {
+            space: "s".into(),
+            attr: "b".into(),
+            partitions: Some(1),
+        }));
+        let split = |at: &[&str]| Command::SplitGlobalIndex {
+            space: "s".into(),
+            attr: "b".into(),
+            at: at.iter().map(|v| v.to_string()).collect(),
+        };
+        let ready = |state: &mut ClusterState, part| {
+            state.apply(Command::PartProgress {
+                space,
+                part,
+                progress: 100,
+                done: true,
+            })
+        };
+        // Not while the index itself is building.
+        refused(&mut state, split(&["0"]), AdminStatus::CoordFail);
+        ready(&mut state, old);
+        refused(&mut state, split(&["ten"]), AdminStatus::BadSpace);
+        refused(
+            &mut state,
+            Command::SplitGlobalIndex {
+                space: "s".into(),
+                attr: "c".into(),
+                at: vec!["x".into()],
+            },
+            AdminStatus::NotFound,
+        );
+        let new = added(state.apply(split(&["-5", "5", "5"])));
+        let layout = |state: &ClusterState, part| {
+            state.spaces[0]
+                .subspaces
+                .iter()
+                .find(|l| l.part == part)
+                .cloned()
+        };
+        let cuts = layout(&state, new).expect("the new part").splits;
+        assert_eq!(
+            cuts,
+            vec![vec![
+                tessera_types::coordinate::int_coordinate(-5),
+                tessera_types::coordinate::int_coordinate(5)
+            ]]
+        );
+        assert_eq!(state.spaces[0].part_state(old), Some(PartState::Ready));
+        refused(&mut state, split(&["7"]), AdminStatus::CoordFail);
+        state.check_invariants().expect("invariants");
+        // Ready: the old part drops in the same epoch, and leaves.
+        ready(&mut state, new);
+        assert_eq!(state.spaces[0].part_state(old), Some(PartState::Dropping));
+        assert!(state.part_dropped(space, old));
+        assert_eq!(
+            state.spaces[0].desc.global_indexes,
+            vec![GlobalIndexDecl {
+                attr: 2,
+                partitions: Some(3)
+            }]
+        );
+        // The same cuts again: nothing to split.
+        refused(&mut state, split(&["5", "-5"]), AdminStatus::BadSpace);
         state.check_invariants().expect("invariants");
     }
 

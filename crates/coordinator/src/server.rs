@@ -783,6 +783,10 @@ impl Member {
             CoordRequest::RmGlobalIndex { space, attr } => {
                 self.write(Command::RmGlobalIndex { space, attr }).await
             }
+            CoordRequest::SplitGlobalIndex { space, attr, at } => {
+                self.write(Command::SplitGlobalIndex { space, attr, at })
+                    .await
+            }
             CoordRequest::Relayout { space, description } => {
                 self.write(Command::Relayout { space, description }).await
             }

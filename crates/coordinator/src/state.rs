@@ -137,6 +137,13 @@ pub enum Command {
     },
     /// The global index on `attr` starts dropping.
     RmGlobalIndex { space: String, attr: String },
+    /// The global index on `attr` is cut again, also at `at`: a new part
+    /// with those cuts builds, then the old one drops.
+    SplitGlobalIndex {
+        space: String,
+        attr: String,
+        at: Vec<String>,
+    },
     /// The space moves to the subspaces and indexes of `description` (same
     /// name, key and attributes): the new parts build, then the omitted
     /// ones drop.
@@ -399,6 +406,12 @@ impl ClusterState {
                 Ok(part) => CommandResult::PartAdded { part },
                 Err(e) => e.into(),
             },
+            Command::SplitGlobalIndex { space, attr, at } => {
+                match self.split_global_index(&space, &attr, &at) {
+                    Ok(part) => CommandResult::PartAdded { part },
+                    Err(e) => e.into(),
+                }
+            }
             Command::RmGlobalIndex { space, attr } => {
                 match self.rm_global_index(&space, &attr) {
                     Ok(()) => CommandResult::Done,
@@ -766,6 +779,14 @@ impl ClusterState {
             .iter()
             .map(|g| vec![g.attr])
             .collect();
+        // A split keeps two parts on one attribute for a while: the
+        // description names each indexed attribute once.
+        let mut global_layouts: Vec<&Vec<usize>> = Vec::new();
+        for attrs in of_kind(SubspaceKind::GlobalIndex) {
+            if !global_layouts.contains(&attrs) {
+                global_layouts.push(attrs);
+            }
+        }
         let indexes: Vec<usize> = space
             .indexes
             .iter()
@@ -780,7 +801,7 @@ impl ClusterState {
             })
             && key.kind == SubspaceKind::Subspace
             && space.desc.subspaces.iter().collect::<Vec<_>>() == of_kind(SubspaceKind::Subspace)
-            && globals.iter().collect::<Vec<_>>() == of_kind(SubspaceKind::GlobalIndex)
+            && globals.iter().collect::<Vec<_>>() == global_layouts
             && space.desc.indexes == indexes;
         fine.then_some(()).ok_or(())
     }

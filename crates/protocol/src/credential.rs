@@ -128,6 +128,7 @@ impl CoordRequest {
             | CoordRequest::RmIndex { .. }
             | CoordRequest::AddGlobalIndex { .. }
             | CoordRequest::RmGlobalIndex { .. }
+            | CoordRequest::SplitGlobalIndex { .. }
             | CoordRequest::Relayout { .. } => Access::Admin,
             CoordRequest::RegisterDaemon { .. }
             | CoordRequest::Join { .. }

@@ -817,6 +817,14 @@ pub enum CoordRequest {
         space: String,
         attr: String,
     },
+    /// The global index on `attr` of `space` is cut again, also at the
+    /// values `at` (text, read as the attribute's type): a new part with
+    /// those cuts builds, then the old one drops. Answered `PartAdded`.
+    SplitGlobalIndex {
+        space: String,
+        attr: String,
+        at: Vec<String>,
+    },
 }
 
 /// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).

@@ -87,6 +87,9 @@ pub enum LayoutChange {
     Relayout,
     /// A global index on `b`, two indexlets, built live.
     AddGlobalIndex,
+    /// The global index on `a` is split at -1 and 1 (four indexlets),
+    /// live: a new part builds, then the old one drops.
+    SplitGlobalIndex,
 }
 
 impl Knobs {
@@ -101,6 +104,7 @@ impl Knobs {
             LayoutChange::AddIndex,
             LayoutChange::Relayout,
             LayoutChange::AddGlobalIndex,
+            LayoutChange::SplitGlobalIndex,
         ]);
         let global_index = Rng::new(rng.clone().next_u64() ^ 0x61_0BA1).chance(500);
         Knobs {
@@ -154,6 +158,11 @@ pub(crate) fn layout_command(knobs: &Knobs) -> Option<tessera_coordinator::state
             attr: "b".into(),
             partitions: Some(2),
         }),
+        LayoutChange::SplitGlobalIndex => Some(Command::SplitGlobalIndex {
+            space,
+            attr: "a".into(),
+            at: vec!["-1".into(), "1".into()],
+        }),
         LayoutChange::Relayout => {
             let mut knobs = knobs.clone();
             knobs.subspaces = 0;
@@ -168,7 +177,8 @@ pub(crate) fn layout_command(knobs: &Knobs) -> Option<tessera_coordinator::state
 
 pub(crate) fn space_description(knobs: &Knobs) -> String {
     let subspaces = ["subspace a", "subspace b"][..knobs.subspaces].join(" ");
-    let global = if knobs.global_index {
+    let split = knobs.layout_change == LayoutChange::SplitGlobalIndex;
+    let global = if knobs.global_index || split {
         "global index a create 2 partitions "
     } else {
         ""
