@@ -3,7 +3,10 @@
 
 use crate::group::GroupCommit;
 use crate::{region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError, Write};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
+use fjall::{
+    Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch as WriteBatch, PersistMode,
+    Readable, Snapshot,
+};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,8 +22,8 @@ pub enum Durability {
     #[default]
     Interval,
     /// Every batch is fsynced before `apply` returns. Concurrent writers
-    /// share fsyncs (group commit, see `group.rs`): one covers every batch
-    /// committed before it began.
+    /// share fsyncs (group commit, see `group.rs`): batches that queue
+    /// while one fsync runs are committed together and share the next.
     Always,
 }
 
@@ -31,7 +34,7 @@ pub struct FjallEngine {
     meta: Keyspace,
     durability: Durability,
     /// Fsyncs shared by the writers of [`Durability::Always`].
-    group: GroupCommit<fjall::Error>,
+    group: GroupCommit<WriteBatch, fjall::Error>,
     /// Set after a failed write or sync: what reached disk is unknown, so
     /// the engine refuses further writes rather than guess.
     poisoned: AtomicBool,
@@ -72,23 +75,24 @@ impl FjallEngine {
         }
     }
 
-    /// Finishes a batch's commit: with [`Durability::Always`], waits for a
-    /// group fsync that covers it.
-    fn after_write(&self, result: Result<(), fjall::Error>) -> Result<(), StorageError> {
-        if let Err(e) = result {
-            self.poisoned.store(true, Ordering::Release);
-            return Err(engine_err(e));
-        }
-        match self.durability {
-            Durability::Interval => Ok(()),
+    /// Commits `batch`: with [`Durability::Always`], in a group whose one
+    /// fsync covers it (see `group.rs`).
+    fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let result = match self.durability {
+            Durability::Interval => batch.commit().map_err(engine_err),
             Durability::Always => self
                 .group
-                .wait_synced(|| self.db.persist(PersistMode::SyncAll))
-                .map_err(|e| {
-                    self.poisoned.store(true, Ordering::Release);
-                    StorageError::Sync(e)
-                }),
+                .commit(batch, WriteBatch::commit, || {
+                    self.db.persist(PersistMode::SyncAll)
+                })
+                // The sync's error, shared by the group: a trait object,
+                // so that the error type names no fjall type.
+                .map_err(|e| StorageError::Sync(e)),
+        };
+        if result.is_err() {
+            self.poisoned.store(true, Ordering::Release);
         }
+        result
     }
 }
 
@@ -128,7 +132,7 @@ impl Engine for FjallEngine {
                 }
             }
         }
-        self.after_write(batch.commit())
+        self.commit(batch)
     }
 
     fn scan(
