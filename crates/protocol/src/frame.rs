@@ -40,8 +40,8 @@ pub fn encode(message: &Message) -> Vec<u8> {
 pub fn encode_into(message: &Message, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0u8; 4]);
-    *out = postcard::to_extend(message, std::mem::take(out))
-        .expect("encoding to a Vec cannot fail");
+    *out =
+        postcard::to_extend(message, std::mem::take(out)).expect("encoding to a Vec cannot fail");
     let len = (out.len() - start - 4) as u32;
     out[start..start + 4].copy_from_slice(&len.to_be_bytes());
 }
