@@ -11,21 +11,24 @@ use crate::node::{
 };
 use crate::options::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions, CoordLink};
-use tessera_protocol::frame::encode;
+use tessera_protocol::frame::encode_into;
 use tessera_protocol::transport::{plain_listener_warning, ReadHalf, Transport, WriteHalf};
 use tessera_protocol::{
-    read_frame, CoordRequest, CoordResponse, DaemonResponse, FrameError, Message,
+    read_frame, ChainMsg, CoordRequest, CoordResponse, DaemonRequest, DaemonResponse, FrameError,
+    Message,
 };
 use tessera_storage::{Durability, Engine, FjallEngine};
+use tessera_types::coordinate::key_bytes;
 use tessera_types::{Configuration, DaemonId, Epoch};
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedRwLockReadGuard, RwLock};
 
 /// How long a peer may leave sent data unacknowledged (TCP) before its
 /// connection is broken and it is reported unreachable.
@@ -40,6 +43,16 @@ const TRANSFER_BATCH: usize = 256;
 /// Messages queued for one peer or one client connection before senders
 /// wait (back-pressure instead of unbounded memory for a slow reader).
 const QUEUE_MESSAGES_MAX: usize = 4096;
+/// Frames a connection's writer gathers into one write, at most (a single
+/// larger frame is written alone).
+const WRITE_BATCH_BYTES_MAX: usize = 256 * 1024;
+/// A connection's read buffer: one read system call takes in every frame
+/// that has arrived, up to this much.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Lanes per connection (see [`Lanes`]).
+const LANES: usize = 16;
+/// Messages waiting in one lane before the connection's reader waits.
+const LANE_MESSAGES_MAX: usize = 256;
 
 const META_DAEMON_ID: &str = "daemon_id";
 
@@ -63,6 +76,9 @@ struct Shell {
     /// serving no metrics pays nothing for them.
     metrics: Option<DaemonMetrics>,
     data_dir: PathBuf,
+    /// Whether connections hand updates and chain messages to [`Lanes`]:
+    /// only when every commit waits for an fsync.
+    lanes: bool,
 }
 
 impl Shell {
@@ -233,7 +249,8 @@ async fn peer_writer(
     };
     // Peer connections carry messages one way; the read half is kept only
     // so that the connection stays whole.
-    let mut stream: Option<(ReadHalf, BufWriter<WriteHalf>)> = None;
+    let mut stream: Option<(ReadHalf, WriteHalf)> = None;
+    let mut buf = Vec::new();
     while let Some(msg) = rx.recv().await {
         let s = match stream.as_mut() {
             Some((_, s)) => s,
@@ -244,8 +261,7 @@ async fn peer_writer(
                     // otherwise, for many minutes).
                     let _ = socket2::SockRef::from(s.tcp())
                         .set_tcp_user_timeout(Some(PEER_ACK_TIMEOUT));
-                    let (read, write) = s.into_split();
-                    &mut stream.insert((read, BufWriter::new(write))).1
+                    &mut stream.insert(s.into_split()).1
                 }
                 Err(e) => {
                     tracing::warn!(%to, %addr, "cannot reach peer ({e}); dropping a chain message");
@@ -254,7 +270,7 @@ async fn peer_writer(
                 }
             },
         };
-        if let Err(e) = write_batch(s, msg, &mut rx).await {
+        if let Err(e) = write_batch(s, &mut buf, msg, &mut rx).await {
             tracing::warn!(%to, "peer connection failed: {e}");
             unreachable(&shell);
             stream = None;
@@ -262,18 +278,151 @@ async fn peer_writer(
     }
 }
 
-/// Writes `first` and whatever else is queued already, then flushes: one
-/// write system call for a burst of messages.
+/// Writes `first` and whatever else is queued already with one write:
+/// their frames end to end in `buf`, up to [`WRITE_BATCH_BYTES_MAX`]. A
+/// lone message goes out at once, as before; a burst (the acknowledgements
+/// and forwards of many keys committed together) costs one system call
+/// instead of one each.
 async fn write_batch(
-    writer: &mut BufWriter<impl tokio::io::AsyncWrite + Unpin>,
+    writer: &mut (impl AsyncWrite + Unpin),
+    buf: &mut Vec<u8>,
     first: Message,
     rx: &mut mpsc::Receiver<Message>,
 ) -> std::io::Result<()> {
-    writer.write_all(&encode(&first)).await?;
-    while let Ok(more) = rx.try_recv() {
-        writer.write_all(&encode(&more)).await?;
+    buf.clear();
+    encode_into(&first, buf);
+    while buf.len() < WRITE_BATCH_BYTES_MAX {
+        let Ok(more) = rx.try_recv() else { break };
+        encode_into(&more, buf);
     }
-    writer.flush().await
+    writer.write_all(buf).await?;
+    writer.flush().await?;
+    // A large transfer batch must not keep its buffer for the life of the
+    // connection.
+    buf.shrink_to(WRITE_BATCH_BYTES_MAX);
+    Ok(())
+}
+
+/// A message a connection delivers to the node.
+enum Inbound {
+    Request {
+        id: u64,
+        epoch: Epoch,
+        request: DaemonRequest,
+    },
+    Peer(Message),
+}
+
+impl Inbound {
+    fn handle(self, shell: &Arc<Shell>, conn: u64) {
+        match self {
+            Inbound::Request { id, epoch, request } => {
+                shell.handle_request(conn, id, epoch, request)
+            }
+            Inbound::Peer(msg) => shell.on_peer(msg),
+        }
+    }
+
+    /// The key of an update or a chain message: what [`Lanes`] keep in
+    /// order. `None` for every other message.
+    fn lane_key(&self) -> Option<Vec<u8>> {
+        match self {
+            Inbound::Request {
+                request: DaemonRequest::Update(update),
+                ..
+            } => Some(key_bytes(&update.key)),
+            Inbound::Peer(Message::Chain(ChainMsg::Forward(f))) => Some(key_bytes(&f.key)),
+            Inbound::Peer(Message::Chain(ChainMsg::Ack(a))) => Some(key_bytes(&a.key)),
+            Inbound::Request { .. } | Inbound::Peer(_) => None,
+        }
+    }
+}
+
+/// What a lane carries: a message and its place in the connection's order
+/// (held until the message is handled).
+type LaneItem = (Inbound, OwnedRwLockReadGuard<()>);
+
+/// Takes a connection's updates and chain messages off its reader when
+/// every commit waits for an fsync (`Durability::Always`). Handled on the
+/// reader, one connection's commits — a peer's acknowledgements, all of a
+/// client's puts — would wait for their fsyncs one after another; handled
+/// on [`LANES`] blocking threads, they wait together and share them
+/// (group commit, `tessera_storage`).
+///
+/// Order: one key's messages always take the same lane, in the order they
+/// were read, and a lane handles its messages one at a time. Every other
+/// message waits until the lanes have handled everything read before it.
+/// So a connection's order changes only between updates and chain
+/// messages of different keys, which the replica cores handle
+/// independently (each key's chain state is its own).
+///
+/// A lane's thread may block on a replica core's lock while another lane
+/// holds it waiting for an fsync; the fsync needs no core lock, so that
+/// wait ends.
+struct Lanes {
+    senders: Vec<mpsc::Sender<LaneItem>>,
+    /// Read-locked by every message in a lane until it is handled;
+    /// write-locked to wait until the lanes are idle.
+    order: Arc<RwLock<()>>,
+}
+
+impl Lanes {
+    fn start(shell: &Arc<Shell>, conn: u64) -> Lanes {
+        let senders = (0..LANES)
+            .map(|_| {
+                let (tx, rx) = mpsc::channel(LANE_MESSAGES_MAX);
+                tokio::spawn(run_lane(shell.clone(), conn, rx));
+                tx
+            })
+            .collect();
+        Lanes {
+            senders,
+            order: Arc::new(RwLock::new(())),
+        }
+    }
+
+    /// Hands `inbound` to its key's lane, or handles it here once every
+    /// message read before it has been handled.
+    async fn dispatch(&self, shell: &Arc<Shell>, conn: u64, inbound: Inbound) {
+        match inbound.lane_key() {
+            Some(key) => {
+                let place = self.order.clone().read_owned().await;
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                key.hash(&mut h);
+                let lane = &self.senders[(h.finish() % LANES as u64) as usize];
+                // A lane's receiver lives as long as its sender unless its
+                // task panicked; the message is then lost, as a network
+                // message may be.
+                let _ = lane.send((inbound, place)).await;
+            }
+            None => {
+                let _idle = self.order.write().await;
+                inbound.handle(shell, conn);
+            }
+        }
+    }
+}
+
+/// One lane: handles its messages in order on a blocking thread, taking
+/// whatever has queued meanwhile in one go.
+async fn run_lane(shell: Arc<Shell>, conn: u64, mut rx: mpsc::Receiver<LaneItem>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < LANE_MESSAGES_MAX {
+            let Ok(more) = rx.try_recv() else { break };
+            batch.push(more);
+        }
+        let shell = shell.clone();
+        let handled = tokio::task::spawn_blocking(move || {
+            for (inbound, _place) in batch {
+                inbound.handle(&shell, conn);
+            }
+        })
+        .await;
+        if handled.is_err() {
+            return;
+        }
+    }
 }
 
 async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
@@ -289,26 +438,31 @@ async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
     // a client may connect without one, for requests only.
     let peers_allowed = !shell.transport.is_tls() || stream.peer_certified();
     let conn = shell.next_conn.fetch_add(1, Ordering::Relaxed);
-    let (mut reader, writer) = stream.into_split();
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (tx, mut rx) = mpsc::channel::<Message>(QUEUE_MESSAGES_MAX);
     lock(&shell.conns).insert(conn, tx);
     let writer_task = tokio::spawn(async move {
-        let mut writer = BufWriter::new(writer);
+        let mut buf = Vec::new();
         while let Some(msg) = rx.recv().await {
-            if write_batch(&mut writer, msg, &mut rx).await.is_err() {
+            if write_batch(&mut writer, &mut buf, msg, &mut rx)
+                .await
+                .is_err()
+            {
                 break;
             }
         }
     });
+    let lanes = shell.lanes.then(|| Lanes::start(&shell, conn));
     loop {
-        match read_frame(&mut reader, shell.frame_bytes_max).await {
+        let inbound = match read_frame(&mut reader, shell.frame_bytes_max).await {
             Ok(Message::DaemonRequest { id, epoch, request }) => {
-                shell.handle_request(conn, id, epoch, request)
+                Inbound::Request { id, epoch, request }
             }
             Ok(msg @ (Message::Transfer(_) | Message::Chain(_) | Message::Held(_)))
                 if peers_allowed =>
             {
-                shell.on_peer(msg)
+                Inbound::Peer(msg)
             }
             Ok(Message::Transfer(_) | Message::Chain(_) | Message::Held(_)) => {
                 tracing::warn!("closing a connection: a peer message from a client without the cluster's certificate");
@@ -323,6 +477,10 @@ async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
                 tracing::warn!("closing a connection: {e}");
                 break;
             }
+        };
+        match &lanes {
+            Some(lanes) => lanes.dispatch(&shell, conn, inbound).await,
+            None => inbound.handle(&shell, conn),
         }
     }
     lock(&shell.conns).remove(&conn);
@@ -514,6 +672,7 @@ pub(crate) async fn run(
         transport: options.transport.clone(),
         metrics: metrics_listener.is_some().then(DaemonMetrics::new),
         data_dir: options.data_dir.clone(),
+        lanes: options.durability == Durability::Always,
     });
     for output in first {
         shell.execute(output);

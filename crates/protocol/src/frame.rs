@@ -29,13 +29,21 @@ pub enum FrameError {
 
 /// Encodes a message as one frame (length prefix included).
 pub fn encode(message: &Message) -> Vec<u8> {
-    let mut out = vec![0u8; 4];
-    let body =
-        postcard::to_extend(message, out.split_off(4)).expect("encoding to a Vec cannot fail");
-    let len = body.len() as u32;
-    out.copy_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&body);
+    let mut out = Vec::new();
+    encode_into(message, &mut out);
     out
+}
+
+/// Appends a message to `out` as one frame (length prefix included), so
+/// that a writer can gather several frames into one buffer and hand them
+/// to the socket with one write.
+pub fn encode_into(message: &Message, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 4]);
+    *out =
+        postcard::to_extend(message, std::mem::take(out)).expect("encoding to a Vec cannot fail");
+    let len = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
 }
 
 /// Decodes a frame body.
@@ -97,6 +105,33 @@ mod tests {
 
     fn frame(message: &Message) -> Vec<u8> {
         encode(message)
+    }
+
+    /// Frames gathered into one buffer read back one by one, in order,
+    /// each the same bytes `encode` gives alone.
+    #[tokio::test]
+    async fn frames_appended_to_one_buffer_read_back_in_order() {
+        let messages: Vec<Message> = (0..5)
+            .map(|id| Message::CoordRequest {
+                id,
+                request: CoordRequest::Status,
+            })
+            .collect();
+        let mut gathered = b"left alone".to_vec();
+        for message in &messages {
+            encode_into(message, &mut gathered);
+        }
+        let alone: Vec<u8> = messages.iter().flat_map(encode).collect();
+        assert_eq!(&gathered[..10], b"left alone");
+        assert_eq!(&gathered[10..], &alone[..]);
+        let mut reader = &gathered[10..];
+        for message in &messages {
+            assert_eq!(&read_frame(&mut reader, 1 << 20).await.unwrap(), message);
+        }
+        assert!(matches!(
+            read_frame(&mut reader, 1 << 20).await,
+            Err(FrameError::Closed)
+        ));
     }
 
     #[tokio::test]

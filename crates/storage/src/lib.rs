@@ -18,6 +18,7 @@
 
 pub mod fault;
 mod fjall_engine;
+mod group;
 mod memory;
 
 pub use fjall_engine::{Durability, FjallEngine};
@@ -33,6 +34,11 @@ pub enum StorageError {
     Engine(String),
     #[error("storage engine refuses writes after an earlier failure")]
     Poisoned,
+    /// The fsync that was to make a batch durable failed (with
+    /// [`Durability::Always`]); every writer that waited on it gets this
+    /// same error, and the engine refuses further writes.
+    #[error("fsync of committed writes failed: {0}")]
+    Sync(#[source] Arc<dyn std::error::Error + Send + Sync>),
 }
 
 /// One write of an atomic batch.
