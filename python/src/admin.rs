@@ -13,7 +13,7 @@ use tessera_client::{
     index_infos, Admin, AdminError, AdminStatus, AdminToken, Configuration, CoordLink, DaemonId,
     PartId, PartState, TlsFiles, Transport,
 };
-use tessera_types::DaemonState;
+use tessera_types::{DaemonState, SubspaceKind};
 
 /// How long an admin call tries the coordinator group (as `Admin::new`).
 const ADMIN_GIVE_UP: Duration = Duration::from_secs(10);
@@ -120,7 +120,9 @@ impl AdminCore {
         Ok(space
             .subspaces
             .iter()
-            .filter(|layout| layout.state != PartState::Dropping)
+            .filter(|layout| {
+                layout.state != PartState::Dropping && layout.kind == SubspaceKind::Subspace
+            })
             .map(|layout| {
                 let names = layout
                     .attrs

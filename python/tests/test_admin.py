@@ -191,3 +191,28 @@ def test_backup_writes_a_verified_directory(admin, client, make_space, tmp_path)
     assert e.value.symbol() == "HYPERDEX_ADMIN_LOCALERROR"
     assert "exists and is not empty" in e.value.message()
     assert (target / "MANIFEST").read_text().splitlines() == manifest
+
+
+def test_global_indexes_are_added_searched_and_removed_live(admin, client, make_space):
+    name = make_space("key k attributes name, int n, document d")
+    names = ["apple", "apricot", "banana", "kiwi", "mango", "zebra", "", "a\x00b"]
+    objects = {}
+    for i in range(80):
+        objects["k%d" % i] = names[i % len(names)] + str(i % 3)
+        assert client.put(name, "k%d" % i, {"name": objects["k%d" % i], "n": i}) is True
+    assert admin.add_global_index(name, "name", 16) is True
+    _refused(lambda: admin.add_global_index(name, "name"), "HYPERDEX_ADMIN_DUPLICATE")
+    _refused(lambda: admin.add_global_index(name, "k"), "HYPERDEX_ADMIN_BADSPACE")
+    _refused(lambda: admin.add_global_index(name, "d"), "HYPERDEX_ADMIN_BADSPACE")
+    _refused(lambda: admin.add_global_index(name, "nope"), "HYPERDEX_ADMIN_NOTFOUND")
+    # A global index is neither a subspace nor a local index of HyperDex's API.
+    assert [s.identifier for s in admin.list_subspaces(name)] == [0]
+    assert admin.list_indices(name) == []
+    # Searches are exact while it builds and after (a string range: the
+    # index reads the indexlets of names from "ap" to "b" once ready).
+    for _ in range(20):
+        found = sorted(o["k"] for o in client.search(name, {"name": {"ge": "ap", "lt": "b"}}))
+        assert found == sorted(k for k, v in objects.items() if "ap" <= v < "b")
+        time.sleep(0.1)
+    assert admin.rm_global_index(name, "name") is True
+    _refused(lambda: admin.rm_global_index(name, "name"), "HYPERDEX_ADMIN_NOTFOUND")
