@@ -64,6 +64,7 @@ fn peer_message_then_request(addr: &str, transport: &Transport) -> bool {
             region: RegionId(u64::MAX),
             objects: vec![],
             removed: vec![],
+            absent: vec![],
         });
         let probe = Message::DaemonRequest {
             id: 7,

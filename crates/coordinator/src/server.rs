@@ -631,6 +631,7 @@ fn message_kind(message: &Message) -> &'static str {
         Message::Chain(_) => "Chain",
         Message::Transfer(_) => "Transfer",
         Message::Held(_) => "Held",
+        Message::Expected(_) => "Expected",
         Message::CoordRequest { .. } => "CoordRequest",
         Message::CoordResponse { .. } => "CoordResponse",
         Message::CredentialedRequest { .. } => "CredentialedRequest",

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_daemon::chain::{build_hops, key_region};
-use tessera_daemon::core::{Effect, Held, ReplicaCore, ReplyTo};
+use tessera_daemon::core::{Effect, Held, HeldKind, ReplicaCore, ReplyTo};
 use tessera_daemon::record::Record;
 use tessera_protocol::{
     Action, ChainAck, ChainForward, ChainMsg, ClientRef, CmpFailKind, DaemonResponse, HopWrite,
@@ -1089,7 +1089,7 @@ fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
         region: home,
         key: Value::Int(key),
         version: committed.version,
-        live: true,
+        kind: HeldKind::Live,
     });
     net.collect(leader);
     assert!(
@@ -1106,7 +1106,7 @@ fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
             region: stray.id,
             key: Value::Int(key),
             version: orphan_version,
-            live: true,
+            kind: HeldKind::Live,
         });
         net.collect(leader);
         if sweep == 0 {
@@ -1151,11 +1151,90 @@ fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
         region: stray.id,
         key: Value::Int(key),
         version: orphan_version,
-        live: true,
+        kind: HeldKind::Live,
     });
     net.collect(leader);
     assert!(net.links.values().all(|q| q.is_empty()));
     assert_eq!(net.engines[&leader].get(region.id, &kb).unwrap(), before);
+}
+
+/// The other direction of anti-entropy: a region that lost an object
+/// altogether (no record, not even a tombstone: a write lost beyond f, or
+/// a tombstone collected while the key subspace kept the object) is
+/// reported absent by its head when the point leader expects it; two
+/// reports of the committed version repair it, and a report of a version
+/// that is no longer the committed one changes nothing.
+#[test]
+fn anti_entropy_puts_back_an_object_a_region_lost() {
+    let config = Arc::new(config(3, 1, 4));
+    let mut net = Net::new(&config);
+    let key = 11;
+    let space = config.spaces[0].clone();
+    let leader = key_region(&space, &Value::Int(key)).unwrap().chain[0];
+    net.cores.get_mut(&leader).unwrap().on_update(
+        ReplyTo { conn: 0, id: 0 },
+        config.epoch,
+        request(&Op::Put { key, a: 5, b: 6 }, 1),
+    );
+    net.collect(leader);
+    settle(&mut net, 3);
+    assert_eq!(net.replies.get(&0), Some(&DaemonResponse::Done));
+    let kb = key_bytes(&Value::Int(key));
+    let key_region_id = key_region(&space, &Value::Int(key)).unwrap().id;
+    let committed = net.engines[&leader]
+        .get(key_region_id, &kb)
+        .unwrap()
+        .map(|b| Record::decode(&b).unwrap())
+        .unwrap();
+    let layout = &space.subspaces[1];
+    let home = layout.region_of(committed.object.as_ref().unwrap()).clone();
+    // Every replica of the home region loses the key.
+    for daemon in &home.chain {
+        net.engines[daemon]
+            .apply(vec![Write::Delete {
+                region: home.id,
+                key: kb.clone(),
+            }])
+            .unwrap();
+    }
+    let absent = |version| Held {
+        epoch: config.epoch,
+        space: space.id,
+        region: home.id,
+        key: Value::Int(key),
+        version,
+        kind: HeldKind::Absent,
+    };
+    // A stale report (another version than the committed one): nothing.
+    net.cores
+        .get_mut(&leader)
+        .unwrap()
+        .on_held(absent(Version(committed.version.0 - 1)));
+    net.collect(leader);
+    assert!(net.links.values().all(|q| q.is_empty()));
+    for sweep in 0..2 {
+        net.cores
+            .get_mut(&leader)
+            .unwrap()
+            .on_held(absent(committed.version));
+        net.collect(leader);
+        if sweep == 0 {
+            assert!(
+                net.links.values().all(|q| q.is_empty()),
+                "no repair on a first report"
+            );
+        }
+    }
+    settle(&mut net, 5);
+    for daemon in &home.chain {
+        let record = net.engines[daemon]
+            .get(home.id, &kb)
+            .unwrap()
+            .map(|b| Record::decode(&b).unwrap())
+            .expect("the object is back");
+        assert_eq!(record.object, committed.object);
+        assert!(record.version > committed.version);
+    }
 }
 
 /// Delivers every message in flight, in the seeded order `pick` starts.
@@ -1647,7 +1726,7 @@ fn anti_entropy_restores_an_object_a_lost_delete_hid() {
         region,
         key: Value::Int(key),
         version,
-        live: false,
+        kind: HeldKind::Tombstone,
     };
     // Tombstones that agree with the key subspace: no repair, ever.
     for held in [

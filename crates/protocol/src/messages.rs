@@ -26,6 +26,12 @@ pub enum Message {
     /// Daemon → point leader: anti-entropy between a subspace and the key
     /// subspace.
     Held(HeldObjects),
+    /// Point leader → head of a non-key region: the objects (key and
+    /// version, in `objects`) the key subspace places in `region`. The
+    /// head answers with a `Held` whose `absent` lists those it holds no
+    /// record of: the direction of anti-entropy that finds what a region
+    /// lost, not only what it holds apart.
+    Expected(HeldObjects),
     /// Client, daemon or member → coordinator member.
     CoordRequest { id: u64, request: CoordRequest },
     /// Coordinator member → requester.
@@ -92,6 +98,12 @@ pub struct HeldObjects {
     /// newer than the live object the key subspace still has.
     #[serde(default)]
     pub removed: Vec<(Value, Version)>,
+    /// Keys a point leader expected in this region (`Message::Expected`)
+    /// of which the head holds no record at all, with the version
+    /// expected: a write the region lost, or a tombstone it collected
+    /// while the key subspace kept the object.
+    #[serde(default)]
+    pub absent: Vec<(Value, Version)>,
 }
 
 /// The three flags that decide NOTFOUND and CMPFAIL (API.md §3.5).

@@ -31,7 +31,7 @@ mod repair;
 
 use crate::record::{ReadRecordError, Record};
 pub use backfill::BackfillStep;
-pub use repair::Held;
+pub use repair::{Held, HeldKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{

@@ -17,8 +17,20 @@ pub struct Held {
     pub region: RegionId,
     pub key: Value,
     pub version: Version,
-    /// False for a tombstone.
-    pub live: bool,
+    /// What the head holds of it.
+    pub kind: HeldKind,
+}
+
+/// What a region's head reported of a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeldKind {
+    /// The object, at the reported version.
+    Live,
+    /// A tombstone at the reported version.
+    Tombstone,
+    /// Nothing at all, though the point leader expected the object at the
+    /// reported version there (`Message::Expected`).
+    Absent,
 }
 
 /// How many suspects a point leader remembers (see `ReplicaCore::on_held`).
@@ -44,7 +56,7 @@ impl ReplicaCore {
             region,
             key,
             version,
-            live,
+            kind,
         } = held;
         let config = self.config.clone();
         if epoch != config.epoch {
@@ -73,6 +85,11 @@ impl ReplicaCore {
         let Some(layout) = space.subspaces.get(subspace) else {
             return;
         };
+        // A building part is still being filled and a dropping one is on
+        // its way out: neither is expected to hold anything yet.
+        if kind == HeldKind::Absent && !layout.state.is_ready() {
+            return;
+        }
         let record = match self.load(&state_key) {
             Ok(record) => record,
             Err(e) => return self.fatal("reading a key for anti-entropy", e),
@@ -89,10 +106,12 @@ impl ReplicaCore {
         // tombstone is only wrong where the committed object belongs and
         // is older than it: a delete that reached this region was lost
         // with every key-region replica, and the region hides the object.
-        let consistent = if live {
-            belongs && prev == Some(version)
-        } else {
-            !belongs || prev >= Some(version)
+        let consistent = match kind {
+            HeldKind::Live => belongs && prev == Some(version),
+            HeldKind::Tombstone => !belongs || prev >= Some(version),
+            // Absent is wrong only while the object that was expected is
+            // still the committed one and still belongs there.
+            HeldKind::Absent => !belongs || prev != Some(version),
         };
         if consistent {
             self.suspects.remove(&suspect);

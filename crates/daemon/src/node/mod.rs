@@ -115,7 +115,10 @@ pub enum Job {
     /// Anti-entropy, at the head of a non-key region: tell the point
     /// leaders of the next objects it holds which versions it has, so they
     /// repair any the key subspace does not hold there (an orphan of an
-    /// update lost beyond f, or a missed write).
+    /// update lost beyond f, or a missed write). At the head of a key
+    /// region (the point leader), the other direction: tell the heads of
+    /// the regions where its next objects belong which versions to
+    /// expect, so that one that lost an object says so.
     Sweep { region: RegionId },
     /// A search page for a client.
     Read {
@@ -417,10 +420,13 @@ impl DaemonNode {
                 let actions = lock(&self.transfers).on_message(msg);
                 self.transfer_actions(actions, out);
             }
+            Message::Expected(expected) => self.on_expected(expected, out),
             Message::Held(held) => {
-                let live = held.objects.into_iter().map(|o| (o, true));
-                let removed = held.removed.into_iter().map(|o| (o, false));
-                for ((key, version), live) in live.chain(removed) {
+                use crate::core::HeldKind;
+                let live = held.objects.into_iter().map(|o| (o, HeldKind::Live));
+                let removed = held.removed.into_iter().map(|o| (o, HeldKind::Tombstone));
+                let absent = held.absent.into_iter().map(|o| (o, HeldKind::Absent));
+                for ((key, version), kind) in live.chain(removed).chain(absent) {
                     let bytes = key_bytes(&key);
                     let report = crate::core::Held {
                         epoch: held.epoch,
@@ -428,7 +434,7 @@ impl DaemonNode {
                         region: held.region,
                         key,
                         version,
-                        live,
+                        kind,
                     };
                     self.with_core(&bytes, out, |core| core.on_held(report));
                 }
@@ -513,8 +519,11 @@ impl DaemonNode {
         self.backfill_tick(tick, out);
         if tick % SWEEP_TICKS == SWEEP_TICKS - 1 {
             let config = self.config();
+            // Every region's head sweeps: a non-key region's reports what
+            // it holds, a key region's (the point leader) what the others
+            // should hold.
             for space in &config.spaces {
-                for layout in space.subspaces.iter().skip(1) {
+                for layout in &space.subspaces {
                     for region in &layout.regions {
                         if region.chain.first() == Some(&self.me) {
                             out(Output::Job(Job::Sweep { region: region.id }));

@@ -6,8 +6,8 @@ use crate::record::Record;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tessera_protocol::{HeldObjects, Message};
-use tessera_types::coordinate::key_value;
-use tessera_types::{DaemonId, RegionId, Value, Version};
+use tessera_types::coordinate::{key_bytes, key_value};
+use tessera_types::{Configuration, DaemonId, RegionId, Space, SubspaceLayout, Value, Version};
 
 /// Why a round over part of a region stopped short.
 #[derive(Debug, thiserror::Error)]
@@ -65,9 +65,12 @@ impl DaemonNode {
     /// See [`Job::Sweep`].
     pub(super) fn sweep(&self, region: RegionId, out: Out<'_>) {
         let config = self.config();
-        let Some((space, _, _)) = config.region(region) else {
+        let Some((space, subspace, _)) = config.region(region) else {
             return;
         };
+        if subspace == 0 {
+            return self.expect(&config, space, region, out);
+        }
         // Per point leader: the live objects, and the tombstones.
         type Reports = (Vec<(Value, Version)>, Vec<(Value, Version)>);
         let mut held: HashMap<DaemonId, Reports> = HashMap::new();
@@ -96,6 +99,89 @@ impl DaemonNode {
                 region,
                 objects,
                 removed,
+                absent: Vec::new(),
+            });
+            out(Output::Send { to: leader, msg });
+        }
+    }
+
+    /// The sweep of key region `region` at its head: for the next objects
+    /// it holds, the head of each ready non-key region where one belongs
+    /// is told to expect it at its version ([`Message::Expected`]).
+    fn expect(&self, config: &Configuration, space: &Space, region: RegionId, out: Out<'_>) {
+        let mut expected: HashMap<RegionId, (DaemonId, Vec<(Value, Version)>)> = HashMap::new();
+        let ready: Vec<&SubspaceLayout> = space
+            .subspaces
+            .iter()
+            .skip(1)
+            .filter(|layout| layout.state.is_ready())
+            .collect();
+        let scanned = self.scan_round(&self.sweeps, region, SWEEP_OBJECTS_MAX, |_, record| {
+            let Some(object) = &record.object else {
+                return false;
+            };
+            for layout in &ready {
+                let home = layout.region_of(object);
+                if let Some(&head) = home.chain.first() {
+                    let (_, list) = expected.entry(home.id).or_insert((head, Vec::new()));
+                    list.push((object.values[0].clone(), record.version));
+                }
+            }
+            true
+        });
+        if let Err(e) = scanned {
+            return self.poison("an anti-entropy sweep", &e, out);
+        }
+        for (home, (head, objects)) in expected {
+            let msg = Message::Expected(HeldObjects {
+                epoch: config.epoch,
+                space: space.id,
+                region: home,
+                objects,
+                removed: Vec::new(),
+                absent: Vec::new(),
+            });
+            out(Output::Send { to: head, msg });
+        }
+    }
+
+    /// A point leader's [`Message::Expected`] at the head of a non-key
+    /// region: the keys of which it holds no record at all (neither the
+    /// object nor a tombstone) go back to their point leaders as `absent`.
+    /// A write on its way here is no record yet, but its point leader has
+    /// it under way and ignores the report; one that committed here left
+    /// a record.
+    pub(super) fn on_expected(&self, expected: HeldObjects, out: Out<'_>) {
+        let config = self.config();
+        if expected.epoch != config.epoch {
+            return;
+        }
+        let Some((space, subspace, region)) = config.region(expected.region) else {
+            return;
+        };
+        if space.id != expected.space || subspace == 0 || region.chain.first() != Some(&self.me) {
+            return;
+        }
+        let mut absent: HashMap<DaemonId, Vec<(Value, Version)>> = HashMap::new();
+        for (key, version) in expected.objects {
+            match self.engine().get(region.id, &key_bytes(&key)) {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    if let Some(&leader) = key_region(space, &key).and_then(|r| r.chain.first()) {
+                        absent.entry(leader).or_default().push((key, version));
+                    }
+                }
+                Err(e) => return self.poison("an anti-entropy check", &e, out),
+            }
+        }
+        for (leader, absent) in absent {
+            let msg = Message::Held(HeldObjects {
+                epoch: config.epoch,
+                space: space.id,
+                region: region.id,
+                objects: Vec::new(),
+                removed: Vec::new(),
+                absent,
             });
             out(Output::Send { to: leader, msg });
         }
