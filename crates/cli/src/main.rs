@@ -192,6 +192,10 @@ enum Command {
         /// in it may be collected; must exceed how long clients retry.
         #[arg(long, default_value_t = 60_000)]
         tombstone_grace_ms: u64,
+        /// As leader, split an indexlet of a global index at its middle
+        /// value once it holds this many entries (0: never).
+        #[arg(long, default_value_t = tessera_coordinator::layout::DEFAULT_INDEXLET_SPLIT_ENTRIES)]
+        indexlet_split_entries: u64,
         #[command(flatten)]
         observe: Observe,
         #[command(flatten)]
@@ -567,6 +571,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             join,
             advertise,
             tombstone_grace_ms,
+            indexlet_split_entries,
             observe,
             security,
         } => {
@@ -578,6 +583,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 advertise,
                 metrics: observe.metrics,
                 tombstone_grace: Duration::from_millis(tombstone_grace_ms),
+                indexlet_split_entries,
                 ..tessera_coordinator::server::CoordinatorOptions::new(
                     socket_addr(&listen, port)?,
                     data,

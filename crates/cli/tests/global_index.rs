@@ -575,3 +575,81 @@ fn an_index_split_live_loses_no_entry_and_fails_no_lookup() {
         assert!(!ok && err.contains(expected), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn the_leader_splits_an_indexlet_that_grows_while_lookups_stay_exact() {
+    // Indexlets of 60 entries or more split at their middle value; the
+    // space's 240 objects make the one indexlet split, and split again.
+    let cluster = Cluster::start_with(3, &["--indexlet-split-entries", "60"], &[]);
+    let admin = cluster.admin();
+    admin
+        .add_space(
+            "space g key int k attributes int n global index n create 1 partition \
+             create 4 partitions tolerate 1 failure",
+        )
+        .expect("add space");
+    let client = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("client");
+    let mut model = BTreeMap::new();
+    for k in 0..240i64 {
+        let n = (k * 53) % 997 - 498;
+        assert_eq!(
+            client
+                .put("g", Value::Int(k), [("n", Value::Int(n))])
+                .expect("put"),
+            Outcome::Done
+        );
+        model.insert(k, n);
+    }
+    let indexlets = || -> Option<(usize, bool)> {
+        let config = admin.config().ok()?;
+        let space = config.space("g")?;
+        let globals: Vec<_> = space
+            .subspaces
+            .iter()
+            .filter(|l| l.kind == tessera_types::SubspaceKind::GlobalIndex)
+            .collect();
+        Some((
+            globals[0].regions.len(),
+            globals.len() == 1 && globals[0].state.is_ready(),
+        ))
+    };
+    let started = std::time::Instant::now();
+    let mut lookups = 0u64;
+    loop {
+        // Lookups stay exact while the leader splits.
+        let lo = -498 + (lookups as i64 * 97) % 900;
+        let found: BTreeSet<i64> = client
+            .search(
+                "g",
+                vec![
+                    ("n", PredOp::Ge(Value::Int(lo))),
+                    ("n", PredOp::Lt(Value::Int(lo + 150))),
+                ],
+            )
+            .expect("lookup")
+            .iter()
+            .map(key_of)
+            .collect();
+        let expected: BTreeSet<i64> = model
+            .iter()
+            .filter(|(_, n)| (lo..lo + 150).contains(*n))
+            .map(|(k, _)| *k)
+            .collect();
+        assert_eq!(found, expected, "lookup from {lo}");
+        lookups += 1;
+        if matches!(indexlets(), Some((n, true)) if n >= 4) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(150),
+            "the index was not split: {:?}",
+            indexlets()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!(
+        "automatic splits: {:?} indexlets after {:?}, {lookups} exact lookups meanwhile",
+        indexlets(),
+        started.elapsed()
+    );
+}

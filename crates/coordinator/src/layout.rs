@@ -655,26 +655,18 @@ impl ClusterState {
         let si = self.space_index(space)?;
         let desc = self.spaces[si].desc.clone();
         let i = Self::global_target(&desc, attr)?;
-        let on_attr = |l: &&SubspaceLayout| {
-            l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i]
-        };
-        let layouts: Vec<&SubspaceLayout> =
-            self.spaces[si].subspaces.iter().filter(on_attr).collect();
-        if let Some(building) = layouts.iter().find(|l| !l.state.is_ready()) {
-            return Err(LayoutChangeError::SplitInProgress {
-                attr: attr.to_string(),
-                part: building.part,
-            });
-        }
-        let Some(old) = layouts.first() else {
+        let indexed = self.spaces[si]
+            .subspaces
+            .iter()
+            .any(|l| l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i]);
+        if !indexed {
             return Err(LayoutChangeError::NoGlobalIndex {
                 space: space.to_string(),
                 attr: attr.to_string(),
             });
-        };
-        let (old_part, old_splits) = (old.part, old.splits.first().cloned().unwrap_or_default());
-        let mut splits: BTreeSet<u64> = old_splits.iter().copied().collect();
+        }
         let dtype = desc.attrs[i].dtype;
+        let mut cuts = Vec::with_capacity(at.len());
         for text in at {
             let parsed = match dtype {
                 DataType::String => Some(Value::String(text.as_bytes().to_vec())),
@@ -693,16 +685,74 @@ impl ClusterState {
                 dtype,
                 value: text.clone(),
             })?;
-            // A cut at coordinate 0 would leave the first indexlet empty.
-            if let Some(cut) = order_coordinate(&coerced).filter(|c| *c > 0) {
-                splits.insert(cut);
-            }
+            cuts.extend(order_coordinate(&coerced));
         }
-        let splits: Vec<u64> = splits.into_iter().collect();
-        if splits == old_splits && !at.is_empty() {
-            return Err(LayoutChangeError::NothingToSplit {
-                attr: attr.to_string(),
+        self.split_cuts(si, i, &cuts)
+    }
+
+    /// `SplitGlobalIndexAt`: global index `part` of space `space` is cut
+    /// again at `cuts` (order coordinates), as `split-index` does; the
+    /// leader proposes it for indexlets grown past their threshold.
+    pub(crate) fn split_global_index_at(
+        &mut self,
+        space: SpaceId,
+        part: PartId,
+        cuts: &[u64],
+    ) -> Result<PartId, LayoutChangeError> {
+        let si = self
+            .spaces
+            .iter()
+            .position(|s| s.id == space)
+            .ok_or_else(|| LayoutChangeError::NoSpace {
+                space: space.to_string(),
+            })?;
+        let attr = self.spaces[si]
+            .subspaces
+            .iter()
+            .find(|l| l.part == part && l.kind == SubspaceKind::GlobalIndex && live(l.state))
+            .and_then(|l| l.attrs.first().copied())
+            .ok_or_else(|| LayoutChangeError::NoSubspace {
+                space: self.spaces[si].desc.name.clone(),
+                part,
+            })?;
+        self.split_cuts(si, attr, cuts)
+    }
+
+    /// The split itself: a new building part on attribute `i` of space
+    /// `si`, cut where the live one is and at `cuts`; the live one drops in
+    /// the epoch that makes the new one ready.
+    fn split_cuts(
+        &mut self,
+        si: usize,
+        i: usize,
+        cuts: &[u64],
+    ) -> Result<PartId, LayoutChangeError> {
+        let desc = self.spaces[si].desc.clone();
+        let attr = desc.attrs[i].name.clone();
+        let layouts: Vec<&SubspaceLayout> = self.spaces[si]
+            .subspaces
+            .iter()
+            .filter(|l| l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i])
+            .collect();
+        if let Some(building) = layouts.iter().find(|l| !l.state.is_ready()) {
+            return Err(LayoutChangeError::SplitInProgress {
+                attr,
+                part: building.part,
             });
+        }
+        let Some(old) = layouts.first() else {
+            return Err(LayoutChangeError::NoGlobalIndex {
+                space: desc.name.clone(),
+                attr,
+            });
+        };
+        let (old_part, old_splits) = (old.part, old.splits.first().cloned().unwrap_or_default());
+        let mut splits: BTreeSet<u64> = old_splits.iter().copied().collect();
+        // A cut at coordinate 0 would leave the first indexlet empty.
+        splits.extend(cuts.iter().copied().filter(|c| *c > 0));
+        let splits: Vec<u64> = splits.into_iter().collect();
+        if splits == old_splits && !cuts.is_empty() {
+            return Err(LayoutChangeError::NothingToSplit { attr });
         }
         let asked = u32::try_from(splits.len() + 1).unwrap_or(u32::MAX);
         if asked > PARTITIONS_MAX {
@@ -1162,7 +1212,7 @@ impl ClusterState {
 /// heartbeats and write the commands it proposes. A new leader starts
 /// empty; daemons report again (they repeat their reports until the part
 /// is ready).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LayoutTally {
     /// Per building part, the key regions some point leader walked.
     keys_done: BTreeMap<(SpaceId, PartId), BTreeSet<RegionId>>,
@@ -1176,6 +1226,23 @@ pub struct LayoutTally {
     /// The progress last proposed per part, so that a report that moves
     /// nothing proposes nothing.
     proposed: BTreeMap<(SpaceId, PartId), u8>,
+    /// Per indexlet, its head's last report: entries and the order
+    /// coordinate of the middle entry's value.
+    indexlets: BTreeMap<RegionId, (u64, Option<u64>)>,
+    /// An indexlet with at least this many entries is split at its middle
+    /// value ([`DEFAULT_INDEXLET_SPLIT_ENTRIES`] unless configured).
+    split_entries: u64,
+}
+
+/// The entries at which the leader splits an indexlet by default: small
+/// enough that moving half of one stays quick, large enough that small
+/// indexes never split.
+pub const DEFAULT_INDEXLET_SPLIT_ENTRIES: u64 = 1_000_000;
+
+impl Default for LayoutTally {
+    fn default() -> LayoutTally {
+        LayoutTally::with_split_entries(DEFAULT_INDEXLET_SPLIT_ENTRIES)
+    }
 }
 
 /// Progress proposals move in steps of this many percent, so a backfill
@@ -1183,6 +1250,20 @@ pub struct LayoutTally {
 const PROGRESS_STEP: u8 = 10;
 
 impl LayoutTally {
+    /// A tally that splits indexlets of `split_entries` entries or more
+    /// (0 never splits).
+    pub fn with_split_entries(split_entries: u64) -> LayoutTally {
+        LayoutTally {
+            keys_done: BTreeMap::new(),
+            entries_done: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+            dropping_since: BTreeMap::new(),
+            proposed: BTreeMap::new(),
+            indexlets: BTreeMap::new(),
+            split_entries,
+        }
+    }
+
     /// Takes what a request to the leader tells about layouts: a
     /// `BackfillReport`, or the epoch a `Heartbeat` reports. Other
     /// requests tell nothing.
@@ -1197,8 +1278,63 @@ impl LayoutTally {
                 entries_done,
             } => self.on_report(*daemon, *space, *part, keys_done, entries_done),
             CoordRequest::Heartbeat { id, epoch } => self.on_epoch(*id, *epoch),
+            CoordRequest::IndexletReport {
+                region,
+                entries,
+                median,
+                ..
+            } => {
+                self.indexlets.insert(*region, (*entries, *median));
+            }
             _ => {}
         }
+    }
+
+    /// Splits of global indexes whose indexlets grew past the threshold:
+    /// each such indexlet is cut at its middle value, when that lies
+    /// strictly inside it (a run of one value, or of strings sharing their
+    /// first eight bytes, cannot be cut). None while a split of the same
+    /// index builds; reports of indexlets no longer in the configuration
+    /// are forgotten.
+    fn splits(&mut self, state: &ClusterState) -> Vec<Command> {
+        let mut out = Vec::new();
+        let mut live = BTreeSet::new();
+        for space in &state.spaces {
+            for layout in &space.subspaces {
+                if layout.kind != SubspaceKind::GlobalIndex {
+                    continue;
+                }
+                live.extend(layout.regions.iter().map(|r| r.id));
+                let building = space.subspaces.iter().any(|l| {
+                    l.kind == SubspaceKind::GlobalIndex
+                        && l.attrs == layout.attrs
+                        && !l.state.is_ready()
+                });
+                if self.split_entries == 0 || !layout.state.is_ready() || building {
+                    continue;
+                }
+                let cuts: Vec<u64> = layout
+                    .regions
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, region)| {
+                        let &(entries, median) = self.indexlets.get(&region.id)?;
+                        let median = median.filter(|_| entries >= self.split_entries)?;
+                        let (lo, hi) = layout.cell_bounds(i)[0];
+                        (lo < median && median <= hi).then_some(median)
+                    })
+                    .collect();
+                if !cuts.is_empty() {
+                    out.push(Command::SplitGlobalIndexAt {
+                        space: space.id,
+                        part: layout.part,
+                        cuts,
+                    });
+                }
+            }
+        }
+        self.indexlets.retain(|region, _| live.contains(region));
+        out
     }
 
     /// A daemon's report (see `CoordRequest::BackfillReport`).
@@ -1279,6 +1415,7 @@ impl LayoutTally {
                 }
             }
         }
+        out.extend(self.splits(state));
         // Forget parts that are gone or settled.
         let building = |id: &(SpaceId, PartId)| live.contains(id);
         self.keys_done.retain(|id, _| building(id));
@@ -1875,6 +2012,85 @@ mod tests {
         // The same cuts again: nothing to split.
         refused(&mut state, split(&["5", "-5"]), AdminStatus::BadSpace);
         state.check_invariants().expect("invariants");
+    }
+
+    #[test]
+    fn the_leader_splits_an_indexlet_that_grew_past_the_threshold_at_its_middle() {
+        let mut state = cluster();
+        let space = state.spaces[0].id;
+        let part = added(state.apply(Command::AddGlobalIndex {
+            space: "s".into(),
+            attr: "b".into(),
+            partitions: Some(2),
+        }));
+        let mut tally = LayoutTally::with_split_entries(100);
+        let indexlets = |state: &ClusterState, part| {
+            state.spaces[0]
+                .subspaces
+                .iter()
+                .find(|l| l.part == part)
+                .map(|l| l.regions.iter().map(|r| r.id).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        let report = |region, entries, median| tessera_protocol::CoordRequest::IndexletReport {
+            space,
+            part,
+            region,
+            entries,
+            median,
+        };
+        let splits = |tally: &mut LayoutTally, state: &ClusterState| -> Vec<Command> {
+            tally
+                .proposals(state)
+                .into_iter()
+                .filter(|c| matches!(c, Command::SplitGlobalIndexAt { .. }))
+                .collect()
+        };
+        let [first, second] = indexlets(&state, part)[..] else {
+            panic!("two indexlets")
+        };
+        let middle = tessera_types::coordinate::int_coordinate(-7);
+        tally.on_request(&report(first, 500, Some(middle)));
+        // Still building: no split yet.
+        assert!(splits(&mut tally, &state).is_empty());
+        state.apply(Command::PartProgress {
+            space,
+            part,
+            progress: 100,
+            done: true,
+        });
+        // Below the threshold, or a middle on the indexlet's lower bound
+        // (all one value there): nothing.
+        tally.on_request(&report(second, 99, Some(1 << 63 | 5)));
+        tally.on_request(&report(first, 500, Some(0)));
+        assert!(splits(&mut tally, &state).is_empty());
+        tally.on_request(&report(first, 500, Some(middle)));
+        let proposed = splits(&mut tally, &state);
+        assert_eq!(
+            proposed,
+            vec![Command::SplitGlobalIndexAt {
+                space,
+                part,
+                cuts: vec![middle]
+            }]
+        );
+        let new = added(state.apply(proposed[0].clone()));
+        assert_eq!(
+            state.spaces[0]
+                .subspaces
+                .iter()
+                .find(|l| l.part == new)
+                .map(|l| l.splits.clone()),
+            Some(vec![vec![middle, 1 << 63]])
+        );
+        // While the split builds, the same report proposes nothing more.
+        tally.on_request(&report(first, 500, Some(middle)));
+        assert!(splits(&mut tally, &state).is_empty());
+        state.check_invariants().expect("invariants");
+        // A threshold of 0 never splits.
+        let mut never = LayoutTally::with_split_entries(0);
+        never.on_request(&report(first, u64::MAX, Some(middle)));
+        assert!(splits(&mut never, &state).is_empty());
     }
 
     #[test]

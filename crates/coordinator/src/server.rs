@@ -102,6 +102,9 @@ pub struct CoordinatorOptions {
     /// The admin credential: when set, configuration changes without it
     /// are refused (`gate.rs`), and this member sends it to the others.
     pub admin_token: Option<AdminToken>,
+    /// As leader, split an indexlet of a global index once it holds this
+    /// many entries (0: never); see [`LayoutTally`].
+    pub indexlet_split_entries: u64,
 }
 
 impl CoordinatorOptions {
@@ -118,6 +121,7 @@ impl CoordinatorOptions {
             metrics: None,
             transport: Transport::plain(),
             admin_token: None,
+            indexlet_split_entries: crate::layout::DEFAULT_INDEXLET_SPLIT_ENTRIES,
         }
     }
 }
@@ -213,6 +217,7 @@ pub async fn serve_with(
         metrics,
         transport,
         admin_token,
+        indexlet_split_entries,
         ..
     } = opts;
     if !transport.can_serve() {
@@ -298,7 +303,7 @@ pub async fn serve_with(
         node: Mutex::new(
             CoordinatorNode::new(failure_timeout).with_tombstone_grace(tombstone_grace),
         ),
-        layout: Mutex::new(LayoutTally::default()),
+        layout: Mutex::new(LayoutTally::with_split_entries(indexlet_split_entries)),
         started: std::time::Instant::now(),
         metrics: CoordinatorMetrics::new(start_epoch),
         link,
@@ -791,7 +796,8 @@ impl Member {
             CoordRequest::Relayout { space, description } => {
                 self.write(Command::Relayout { space, description }).await
             }
-            report @ CoordRequest::BackfillReport { .. } => {
+            report
+            @ (CoordRequest::BackfillReport { .. } | CoordRequest::IndexletReport { .. }) => {
                 if let Some(not_leader) = self.not_leader() {
                     return not_leader;
                 }

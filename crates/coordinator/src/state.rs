@@ -144,6 +144,13 @@ pub enum Command {
         attr: String,
         at: Vec<String>,
     },
+    /// Global index `part` of `space` is cut again, also at the order
+    /// coordinates `cuts` (the leader's split of indexlets grown too big).
+    SplitGlobalIndexAt {
+        space: SpaceId,
+        part: PartId,
+        cuts: Vec<u64>,
+    },
     /// The space moves to the subspaces and indexes of `description` (same
     /// name, key and attributes): the new parts build, then the omitted
     /// ones drop.
@@ -406,6 +413,12 @@ impl ClusterState {
                 Ok(part) => CommandResult::PartAdded { part },
                 Err(e) => e.into(),
             },
+            Command::SplitGlobalIndexAt { space, part, cuts } => {
+                match self.split_global_index_at(space, part, &cuts) {
+                    Ok(part) => CommandResult::PartAdded { part },
+                    Err(e) => e.into(),
+                }
+            }
             Command::SplitGlobalIndex { space, attr, at } => {
                 match self.split_global_index(&space, &attr, &at) {
                     Ok(part) => CommandResult::PartAdded { part },

@@ -138,7 +138,8 @@ impl CoordRequest {
             | CoordRequest::Leave { .. }
             | CoordRequest::CollectReport { .. }
             | CoordRequest::TransferComplete { .. }
-            | CoordRequest::BackfillReport { .. } => Access::Cluster,
+            | CoordRequest::BackfillReport { .. }
+            | CoordRequest::IndexletReport { .. } => Access::Cluster,
         }
     }
 }

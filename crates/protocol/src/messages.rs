@@ -837,6 +837,17 @@ pub enum CoordRequest {
         attr: String,
         at: Vec<String>,
     },
+    /// The head of indexlet `region` of global index `part` (leader only;
+    /// answered `Done`): how many entries it holds, and the order
+    /// coordinate of its middle entry's value. The leader splits an
+    /// indexlet that grew past its threshold there.
+    IndexletReport {
+        space: SpaceId,
+        part: PartId,
+        region: RegionId,
+        entries: u64,
+        median: Option<u64>,
+    },
 }
 
 /// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).

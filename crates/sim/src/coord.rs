@@ -133,7 +133,7 @@ impl World {
                 }
                 Some(CoordResponse::Done)
             }
-            CoordRequest::BackfillReport { .. } => {
+            CoordRequest::BackfillReport { .. } | CoordRequest::IndexletReport { .. } => {
                 self.coord.layout.on_request(request);
                 self.propose_layout();
                 Some(CoordResponse::Done)

@@ -247,6 +247,7 @@ fn found_cluster(knobs: &Knobs) -> (ClusterState, BTreeMap<DaemonId, SimDaemon>,
 impl World {
     pub(crate) fn new(seed: u64, knobs: Knobs, rng: Rng) -> World {
         let (state, daemons, space) = found_cluster(&knobs);
+        let split_entries = if knobs.global_index { 3 } else { 0 };
         let mut members: Vec<Member> = (0..COORD_MEMBERS)
             .map(|_| Member {
                 node: CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS))
@@ -279,7 +280,10 @@ impl World {
                 leader: 0,
                 up: true,
                 term: 1,
-                layout: Default::default(),
+                // With a global index, indexlets of three entries split:
+                // the few keys of a seed make the leader split under the
+                // nemesis, and split again.
+                layout: tessera_coordinator::layout::LayoutTally::with_split_entries(split_entries),
             },
             clients,
             cuts: BTreeMap::new(),

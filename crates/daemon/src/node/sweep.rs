@@ -2,12 +2,22 @@
 
 use super::{lock, DaemonNode, Out, Output, SWEEP_OBJECTS_MAX};
 use crate::chain::key_region;
+use crate::index::{entry_bounds, ordered_entry, Slot};
 use crate::record::Record;
 use std::collections::HashMap;
 use std::sync::Mutex;
+use tessera_protocol::CoordRequest;
 use tessera_protocol::{HeldObjects, Message};
+use tessera_storage::IndexRange;
 use tessera_types::coordinate::{key_bytes, key_value};
-use tessera_types::{Configuration, DaemonId, RegionId, Space, SubspaceLayout, Value, Version};
+use tessera_types::sortkey::{order_coordinate, value_of};
+use tessera_types::{
+    Configuration, DaemonId, RegionId, Space, SubspaceKind, SubspaceLayout, Value, Version,
+};
+
+/// An indexlet's head counts at most this many entries per sweep pass;
+/// beyond it the count says only "at least".
+const INDEXLET_COUNT_MAX: u64 = 1 << 22;
 
 /// Why a round over part of a region stopped short.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +81,22 @@ impl DaemonNode {
         if subspace == 0 {
             return self.expect(&config, space, region, out);
         }
+        // An indexlet's head also reports its size, once per pass over it
+        // (when the sweep starts over), for the leader to split it.
+        let layout = &space.subspaces[subspace];
+        let starts_over = !lock(&self.sweeps).contains_key(&region);
+        if layout.kind == SubspaceKind::GlobalIndex && starts_over {
+            match self.indexlet_size(layout, region) {
+                Ok((entries, median)) => out(Output::Coord(CoordRequest::IndexletReport {
+                    space: space.id,
+                    part: layout.part,
+                    region,
+                    entries,
+                    median,
+                })),
+                Err(e) => return self.poison("counting an indexlet", &e, out),
+            }
+        }
         // Per point leader: the live objects, and the tombstones.
         type Reports = (Vec<(Value, Version)>, Vec<(Value, Version)>);
         let mut held: HashMap<DaemonId, Reports> = HashMap::new();
@@ -103,6 +129,50 @@ impl DaemonNode {
             });
             out(Output::Send { to: leader, msg });
         }
+    }
+
+    /// How many entries indexlet `region` of global index `layout` holds
+    /// (at most [`INDEXLET_COUNT_MAX`]), and the order coordinate of its
+    /// middle entry's value. Two walks over the entries' keys, no record
+    /// read: once per sweep pass.
+    fn indexlet_size(
+        &self,
+        layout: &SubspaceLayout,
+        region: RegionId,
+    ) -> Result<(u64, Option<u64>), RoundFailed> {
+        let Some(&attr) = layout.attrs.first() else {
+            return Ok((0, None));
+        };
+        let slot = Slot::Ordered(attr).number();
+        let start = ordered_entry(slot, &[], &[]);
+        let end = entry_bounds(slot, (0, u64::MAX)).1;
+        let range = || IndexRange {
+            start: &start,
+            end: end.as_deref(),
+            reverse: false,
+        };
+        let mut entries = 0u64;
+        self.engine().index_scan(region, range(), &mut |_| {
+            entries += 1;
+            entries < INDEXLET_COUNT_MAX
+        })?;
+        let mut seen = 0u64;
+        let mut median = None;
+        let dtype = self
+            .config()
+            .region(region)
+            .and_then(|(space, _, _)| space.desc.attrs.get(attr).map(|a| a.dtype));
+        self.engine().index_scan(region, range(), &mut |entry| {
+            seen += 1;
+            if seen > entries / 2 {
+                median = dtype
+                    .and_then(|dtype| value_of(entry.get(4..).unwrap_or_default(), dtype))
+                    .and_then(|value| order_coordinate(&value));
+                return false;
+            }
+            true
+        })?;
+        Ok((entries, median))
     }
 
     /// The sweep of key region `region` at its head: for the next objects
