@@ -4,7 +4,8 @@
 //! layout (its equations exactly, [`thesis`]), Tessera's extended model
 //! over local indexes, ranges, results, global indexes and replexes, with
 //! storage and recovery time beside throughput ([`model`]), workload files
-//! in the JSON of API.md §12.4 ([`workload`]), and an optimizer that
+//! in the JSON of API.md §12.4 ([`workload`]) or observed by the daemons
+//! ([`observed`]), and an optimizer that
 //! searches layouts within a storage and a recovery-time budget and
 //! compares them with the thesis's heuristics ([`optimize`]).
 //! `docs/design/advisor.md` explains the model and what is whose.
@@ -23,6 +24,7 @@
 
 pub mod layout;
 pub mod model;
+pub mod observed;
 pub mod optimize;
 pub mod params;
 pub mod thesis;
@@ -30,6 +32,7 @@ pub mod workload;
 
 pub use layout::Layout;
 pub use model::{predict, Model, Prediction};
+pub use observed::{observed_workload, Observed, ObservedError, ObservedWorkload};
 pub use optimize::{
     advise, Advice, AdviseError, Heuristic, HeuristicChoice, Options, Ranked, SearchKind,
 };

@@ -413,7 +413,7 @@ fn parse_class(space: &SpaceDesc, i: usize, raw: &RawClass) -> Result<Class, Par
 
 /// Whether a search may specify an attribute of type `dtype` with `op`
 /// (API.md §3: ranges on strings and numbers, regexes on strings).
-fn operator_applies(op: SearchOp, dtype: DataType) -> bool {
+pub(crate) fn operator_applies(op: SearchOp, dtype: DataType) -> bool {
     match op {
         SearchOp::Eq => true,
         SearchOp::Range => dtype.is_hashable(),

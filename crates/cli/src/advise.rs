@@ -1,21 +1,35 @@
-//! `tessera advise`: the layout advisor (API.md §12.4) on a workload file.
+//! `tessera advise`: the layout advisor (API.md §12.4) on a workload file
+//! or on the workload the daemons observed, and `--apply` of its advice.
 //!
 //! The space's description comes from the workload itself, from
 //! `--description FILE`, or from the cluster (`--space NAME`, or a workload
 //! that names its space) through the admin client, as `show-config` reads
-//! it. The model's parameters are `Params::default()`: uncalibrated until
+//! it. Without `--workload`, `--space NAME` takes the workload from the
+//! shape counts every daemon's metrics page shows
+//! (`tessera_advisor::observed`); the object count is `--objects`. The
+//! model's parameters are `Params::default()`: uncalibrated until
 //! `tessera calibrate` exists, which the output says.
+//!
+//! `--apply` moves the space to the top layout with `relayout` (and
+//! `--wait` waits as the layout commands do); it refuses a layout with a
+//! part Tessera does not build yet.
 
 use crate::Target;
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::PathBuf;
+use std::time::Duration;
+use tessera_advisor::observed::{ObservedWorkload, OP_SHAPES_METRIC};
+use tessera_advisor::workload::ClassKind;
 use tessera_advisor::{
-    advise, parse_workload, space_ref, Advice, Layout, Model, Options, Params, Prediction,
-    SearchKind, SpaceRef, Workload,
+    advise, observed_workload, parse_workload, space_ref, Advice, Layout, Model, Observed, Options,
+    Params, Prediction, SearchKind, SpaceRef, Workload,
 };
 use tessera_client::{AdminError, AdminStatus};
-use tessera_types::{parse_space, SpaceDesc};
+use tessera_types::{parse_space, Configuration, SpaceDesc};
+
+/// How long one daemon's metrics page may take.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The cost model, as the command line names it.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -29,20 +43,27 @@ pub enum ModelArg {
 /// The arguments of `advise`.
 #[derive(clap::Args)]
 pub struct AdviseArgs {
-    /// The workload file (JSON, API.md §12.4).
-    #[arg(long)]
-    workload: PathBuf,
-    /// Take the space's description from the cluster.
+    /// The workload file (JSON, API.md §12.4). Without it, `--space NAME`
+    /// advises on the workload the daemons observed.
+    #[arg(long, required_unless_present = "space")]
+    workload: Option<PathBuf>,
+    /// Take the space's description from the cluster (and, without
+    /// `--workload`, the workload its daemons observed).
     #[arg(long, conflicts_with = "description")]
     space: Option<String>,
     /// Take the space's description from FILE.
     #[arg(long)]
     description: Option<PathBuf>,
+    /// The objects of an observed workload (not observed: the model needs
+    /// it for scans and index reads).
+    #[arg(long, default_value_t = 100_000, conflicts_with = "workload")]
+    objects: u64,
     /// How many layouts to print.
     #[arg(long, default_value_t = 5)]
     top: usize,
     /// Print JSON: `{"layouts": [{"rank", "description",
-    /// "predicted_ops_per_s", "bytes_per_object", "recovery_s", …}], …}`.
+    /// "predicted_ops_per_s", "bytes_per_object", "recovery_s", …}], …}`,
+    /// with `"observed"` for an observed workload.
     #[arg(long)]
     json: bool,
     /// At most this many bytes stored per object (every copy and index
@@ -55,34 +76,30 @@ pub struct AdviseArgs {
     /// The cost model.
     #[arg(long, value_enum, default_value = "tessera")]
     model: ModelArg,
-    /// Also propose global indexes and replexes (modelled; not built yet).
+    /// Also propose global indexes and replexes (replexes are modelled,
+    /// not built).
     #[arg(long)]
     future: bool,
     /// At most this many dimensions per proposed subspace.
     #[arg(long, default_value_t = 3)]
     dims_max: usize,
+    /// Relayout the space in the cluster to the top layout.
+    #[arg(long)]
+    apply: bool,
+    #[command(flatten)]
+    wait: crate::LayoutWait,
 }
 
 /// Runs `advise`.
 pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&args.workload)
-        .with_context(|| format!("reading the workload {}", args.workload.display()))?;
-    let given = match (&args.space, &args.description) {
-        (Some(name), _) => Some(fetch_space(target, name).await?),
-        (None, Some(path)) => {
-            let description = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the description {}", path.display()))?;
-            Some(
-                parse_space(&description)
-                    .map_err(|e| AdminError::new(AdminStatus::BadSpace, e.to_string()))?,
-            )
+    let (workload, observed) = match (&args.workload, &args.space) {
+        (Some(path), _) => (file_workload(&args, path, target).await?, None),
+        (None, Some(name)) => {
+            let observed = observe(target, name, args.objects).await?;
+            (observed.workload.clone(), Some(observed))
         }
-        (None, None) => match space_ref(&text)? {
-            SpaceRef::Name(name) => Some(fetch_space(target, &name).await?),
-            SpaceRef::Description(_) => None,
-        },
+        (None, None) => anyhow::bail!("give --workload FILE or --space NAME"),
     };
-    let workload = parse_workload(&text, given.as_ref())?;
     let options = Options {
         model: match args.model {
             ModelArg::Thesis => Model::Thesis,
@@ -98,27 +115,230 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
     let params = Params::default();
     let advice = advise(&workload, &params, &options)?;
     if args.json {
-        let document = advice_json(&workload, &advice, &options, &params);
+        let mut document = advice_json(&workload, &advice, &options, &params);
+        if let Some(observed) = &observed {
+            document["observed"] = observed_json(observed);
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&document).context("encoding the advice")?
         );
     } else {
+        if let Some(observed) = &observed {
+            print!("{}", observed_text(observed));
+        }
         print!("{}", advice_text(&workload, &advice, &options));
     }
+    if args.apply {
+        apply(target, &workload, &advice, &args.wait).await?;
+    }
     Ok(())
+}
+
+/// The workload of the file at `path`, its space described as the
+/// arguments say.
+async fn file_workload(
+    args: &AdviseArgs,
+    path: &PathBuf,
+    target: &Target,
+) -> anyhow::Result<Workload> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the workload {}", path.display()))?;
+    let given = match (&args.space, &args.description) {
+        (Some(name), _) => Some(fetch_space(target, name).await?),
+        (None, Some(path)) => {
+            let description = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the description {}", path.display()))?;
+            Some(
+                parse_space(&description)
+                    .map_err(|e| AdminError::new(AdminStatus::BadSpace, e.to_string()))?,
+            )
+        }
+        (None, None) => match space_ref(&text)? {
+            SpaceRef::Name(name) => Some(fetch_space(target, &name).await?),
+            SpaceRef::Description(_) => None,
+        },
+    };
+    Ok(parse_workload(&text, given.as_ref())?)
 }
 
 /// The description of the space `name` in the cluster's configuration.
 async fn fetch_space(target: &Target, name: &str) -> anyhow::Result<SpaceDesc> {
     let config = target.admin()?.config().await?;
-    let space = config.space(name).ok_or_else(|| {
+    Ok(space_in(&config, name)?.clone())
+}
+
+fn space_in<'a>(config: &'a Configuration, name: &str) -> Result<&'a SpaceDesc, AdminError> {
+    config.space(name).map(|s| &s.desc).ok_or_else(|| {
         AdminError::new(
             AdminStatus::NotFound,
             format!("space {name:?} does not exist"),
         )
-    })?;
-    Ok(space.desc.clone())
+    })
+}
+
+/// The workload the daemons observed on space `name`: every daemon's
+/// shape counts, added up. A daemon without a metrics page, or whose page
+/// cannot be read, is left out with a warning: its share is missing.
+async fn observe(target: &Target, name: &str, objects: u64) -> anyhow::Result<ObservedWorkload> {
+    let config = target.admin()?.config().await?;
+    let desc = space_in(&config, name)?;
+    let mut observed = Observed::default();
+    let mut read = 0usize;
+    for daemon in config.daemons.values() {
+        let Some(url) = &daemon.metrics else {
+            eprintln!(
+                "warning: daemon {} serves no metrics; what it served is not counted",
+                daemon.id
+            );
+            continue;
+        };
+        let page = match tessera_observe::scrape::fetch(url, SCRAPE_TIMEOUT).await {
+            Ok(page) => page,
+            Err(e) => {
+                eprintln!(
+                    "warning: daemon {}: {e}; what it served is not counted",
+                    daemon.id
+                );
+                continue;
+            }
+        };
+        for sample in tessera_observe::scrape::samples(&page) {
+            if sample.name == OP_SHAPES_METRIC {
+                observed.add_sample(name, sample.labels, sample.value)?;
+            }
+        }
+        read += 1;
+    }
+    if read == 0 {
+        anyhow::bail!(
+            "no daemon's metrics could be read (start daemons with --metrics) to observe space {name:?}"
+        );
+    }
+    Ok(observed_workload(&observed, desc, objects)?)
+}
+
+/// Moves the workload's space to the advice's top layout, unless it has it.
+async fn apply(
+    target: &Target,
+    workload: &Workload,
+    advice: &Advice,
+    wait: &crate::LayoutWait,
+) -> anyhow::Result<()> {
+    let space = &workload.space;
+    let best = advice.layouts.first().context("no layout to apply")?;
+    if best.layout.ahead_of_features() {
+        return Err(AdminError::new(
+            AdminStatus::BadSpace,
+            format!(
+                "the top layout ({}) needs a part Tessera does not build yet; not applied",
+                parts_text(space, &best.layout)
+            ),
+        )
+        .into());
+    }
+    let admin = target.admin()?;
+    let current = admin.config().await?;
+    let now = space_in(&current, &space.name)?;
+    let now = Layout::new(
+        now.subspaces.clone(),
+        now.indexes.clone(),
+        now.global_indexes.iter().map(|g| g.attr).collect(),
+        false,
+    );
+    if now == best.layout {
+        eprintln!("space {} already has the top layout", space.name);
+    } else {
+        let description = best.layout.describe(space);
+        admin.relayout(&space.name, &description).await?;
+        eprintln!("applied: {description}");
+    }
+    wait.run(&admin, &space.name).await?;
+    Ok(())
+}
+
+/// A class as a workload file writes it (API.md §12.4).
+fn class_json(space: &SpaceDesc, p: f64, kind: &ClassKind) -> Value {
+    let name = |a: usize| space.attrs[a].name.clone();
+    match kind {
+        ClassKind::Search(search) => {
+            let checks: serde_json::Map<String, Value> = search
+                .checks
+                .iter()
+                .map(|&(a, op)| (name(a), json!(op.name())))
+                .collect();
+            json!({"p": p, "search": checks})
+        }
+        ClassKind::Get => json!({"p": p, "get": true}),
+        ClassKind::Modify(attrs) => {
+            json!({"p": p, "modify": attrs.iter().map(|&a| name(a)).collect::<Vec<_>>()})
+        }
+        ClassKind::Insert => json!({"p": p, "insert": true}),
+    }
+}
+
+/// `"observed"` of `advise --json`: `workload` is a valid workload file,
+/// `counts` the operations behind each of its classes.
+fn observed_json(observed: &ObservedWorkload) -> Value {
+    let w = &observed.workload;
+    let classes: Vec<Value> = w
+        .classes
+        .iter()
+        .map(|c| class_json(&w.space, c.p, &c.kind))
+        .collect();
+    let unmodelled: Vec<Value> = observed
+        .unmodelled
+        .iter()
+        .map(|(label, n, why)| json!({"kind": label.kind, "shape": label.shape, "count": n, "why": why}))
+        .collect();
+    json!({
+        "workload": {"space": w.space.name, "objects": w.objects, "classes": classes},
+        "counts": observed.counts,
+        "unmodelled": unmodelled,
+    })
+}
+
+/// The observed workload as a table, before the advice.
+fn observed_text(observed: &ObservedWorkload) -> String {
+    use std::fmt::Write as _;
+    let w = &observed.workload;
+    let total: u64 = observed.counts.iter().sum();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "observed on space {}: {total} operations ({} objects assumed, --objects)",
+        w.space.name, w.objects
+    );
+    let _ = writeln!(out, "{:>10}  {:>7}  class", "count", "p");
+    for (class, n) in w.classes.iter().zip(&observed.counts) {
+        let name = |a: &usize| w.space.attrs[*a].name.as_str();
+        let what = match &class.kind {
+            ClassKind::Search(s) => format!(
+                "search {}",
+                s.checks
+                    .iter()
+                    .map(|(a, op)| format!("{} {}", name(a), op.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            ClassKind::Get => "get".to_string(),
+            ClassKind::Modify(attrs) => format!(
+                "modify {}",
+                attrs.iter().map(name).collect::<Vec<_>>().join(", ")
+            ),
+            ClassKind::Insert => "insert (or delete)".to_string(),
+        };
+        let _ = writeln!(out, "{n:>10}  {:>7.4}  {what}", class.p);
+    }
+    for (label, n, why) in &observed.unmodelled {
+        let _ = writeln!(
+            out,
+            "{n:>10}  {:>7}  {} {:?} left out: {why}",
+            "-", label.kind, label.shape
+        );
+    }
+    out.push('\n');
+    out
 }
 
 fn names<'a>(space: &'a SpaceDesc, attrs: &[usize]) -> Vec<&'a str> {

@@ -24,6 +24,7 @@ pub mod node;
 pub mod ops;
 pub mod record;
 pub mod search;
+pub mod shapes;
 // The shell does the I/O: it reads the clock for timers and leases.
 #[allow(clippy::disallowed_methods)]
 mod shell;

@@ -138,6 +138,14 @@ struct RoleLabel {
     role: &'static str,
 }
 
+/// A shape of operation served (`crate::shapes`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShapeLabel {
+    space: String,
+    kind: &'static str,
+    shape: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TransferLabel {
     transfer: u64,
@@ -204,6 +212,7 @@ pub(crate) struct DaemonMetrics {
     stale_dropped: Counter,
     backfill_keys: Counter,
     backfill_entries: Counter,
+    op_shapes: Family<ShapeLabel, Counter>,
     epoch: Gauge,
     regions: Gauge,
     regions_led: Gauge,
@@ -267,6 +276,7 @@ impl DaemonMetrics {
             stale_dropped: Counter::default(),
             backfill_keys: Counter::default(),
             backfill_entries: Counter::default(),
+            op_shapes: Family::default(),
             epoch: Gauge::default(),
             regions: Gauge::default(),
             regions_led: Gauge::default(),
@@ -345,6 +355,11 @@ impl DaemonMetrics {
             "backfill_entries",
             "Objects whose index entries were written for a building part",
             m.backfill_entries.clone(),
+        );
+        r.register(
+            "op_shapes",
+            "Operations served by space, kind (search, get, insert, modify, delete) and shape (a search's attr:class list, a modify's changed attributes; * beyond the bound), each counted once in the cluster",
+            m.op_shapes.clone(),
         );
         r.register(
             "epoch",
@@ -503,6 +518,16 @@ impl DaemonMetrics {
             (&self.backfill_entries, &stats.backfill_entries),
         ] {
             counter_to(counter, total.load(Ordering::Relaxed));
+        }
+        let shapes = stats.shapes.snapshot();
+        let space_of = |id| config.space_by_id(id).map(|s| &s.desc);
+        for (space, kind, shape, count) in shapes.labelled(space_of) {
+            let label = ShapeLabel {
+                space: space.to_string(),
+                kind,
+                shape,
+            };
+            counter_to(&self.op_shapes.get_or_create(&label), count);
         }
         // Transfers in flight are the configuration's; what each moved is
         // the shell's count. Finished ones are forgotten here.

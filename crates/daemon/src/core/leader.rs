@@ -6,6 +6,7 @@
 use super::{refuse, ReplicaCore, ReplyTo, Start, StateKey};
 use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region};
 use crate::record::ReadRecordError;
+use crate::shapes::Shape;
 use tessera_protocol::{ChainForward, ClientRef, DaemonResponse, Status, UpdateRequest};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{Epoch, Object, Version};
@@ -238,6 +239,11 @@ impl ReplicaCore {
             if !can_pipeline(&last.forward.hops, &hops) {
                 return Start::Wait;
             }
+        }
+        // Counted here, where the update starts down its chain once
+        // however often its client sends it.
+        if let Some(shapes) = &self.shapes {
+            shapes.count(request.space, &Shape::update(old.as_ref(), new.as_ref()));
         }
         let version = Version::next(prev_version, config.epoch);
         // Members take a version they have applied for a copy already

@@ -30,6 +30,7 @@ mod reconfig;
 mod repair;
 
 use crate::record::{ReadRecordError, Record};
+use crate::shapes::Shapes;
 pub use backfill::BackfillStep;
 pub use repair::{Held, HeldKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -152,6 +153,9 @@ const FUTURE_MAX: usize = 100_000;
 
 pub struct ReplicaCore {
     me: DaemonId,
+    /// Where the point leader counts the shapes of the updates it starts
+    /// (`crate::shapes`); none in the simulator and in unit tests.
+    shapes: Option<Arc<Shapes>>,
     config: Arc<Configuration>,
     /// `config`'s regions by id, built once per configuration: every
     /// commit asks which subspace its region is in.
@@ -205,6 +209,7 @@ impl ReplicaCore {
     pub fn new(me: DaemonId, config: Arc<Configuration>, engine: Arc<dyn Engine>) -> Self {
         ReplicaCore {
             me,
+            shapes: None,
             engine,
             keys: BTreeMap::new(),
             future: Vec::new(),
@@ -219,6 +224,12 @@ impl ReplicaCore {
             directory: RegionDirectory::new(&config),
             config,
         }
+    }
+
+    /// Counts the shapes of the updates this core starts as point leader
+    /// into `shapes`.
+    pub fn count_shapes_into(&mut self, shapes: Arc<Shapes>) {
+        self.shapes = Some(shapes);
     }
 
     pub fn epoch(&self) -> Epoch {

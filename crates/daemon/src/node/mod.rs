@@ -47,6 +47,7 @@ mod transfers;
 use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::index::IndexedEngine;
 use crate::search;
+use crate::shapes::{self, Shape, Shapes};
 use crate::transfer::Transfers;
 use lease::{Lease, Rejoin};
 use std::collections::HashMap;
@@ -182,6 +183,9 @@ pub struct NodeStats {
     pub backfill_keys: AtomicU64,
     /// Objects whose index entries were written for a building part.
     pub backfill_entries: AtomicU64,
+    /// The shapes of the searches, gets and updates served, per space
+    /// (`crate::shapes`); the cores count their updates into it too.
+    pub shapes: Arc<Shapes>,
 }
 
 pub struct DaemonNode {
@@ -240,6 +244,53 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The space and shape of a search whose page `request` asks for, when
+/// that page opens the search (`shapes::opens_search`): only such pages
+/// are counted, so that a search is counted once however many regions it
+/// reads.
+fn search_opening(
+    config: &Configuration,
+    request: &DaemonRequest,
+) -> Option<(tessera_types::SpaceId, Shape)> {
+    let (space, region, checks, lookup) = match request {
+        DaemonRequest::Search {
+            space,
+            region,
+            checks,
+            after: None,
+            ..
+        }
+        | DaemonRequest::SearchKeys {
+            space,
+            region,
+            checks,
+            after: None,
+            ..
+        } => (*space, *region, checks, None),
+        DaemonRequest::Lookup {
+            space,
+            region,
+            checks,
+            descending,
+            after: None,
+            ..
+        } => (*space, *region, checks, Some(*descending)),
+        _ => return None,
+    };
+    let opens = shapes::opens_search(config.space_by_id(space)?, region, checks, lookup);
+    opens.then(|| (space, Shape::search(checks)))
+}
+
+/// Whether a read answered with a page (not a refusal to send again).
+fn returned_page(page: &Result<DaemonResponse, search::ReadFailed>) -> bool {
+    matches!(
+        page,
+        Ok(DaemonResponse::SearchPage { .. }
+            | DaemonResponse::KeysPage { .. }
+            | DaemonResponse::LookupPage { .. })
+    )
+}
+
 fn shard_of(key: &[u8]) -> usize {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     key.hash(&mut h);
@@ -265,11 +316,16 @@ impl DaemonNode {
         out: Out<'_>,
     ) -> DaemonNode {
         let dyn_engine: Arc<dyn Engine> = engine.clone();
+        let stats = NodeStats::default();
         let node = DaemonNode {
             me,
             options,
             shards: (0..SHARDS)
-                .map(|_| Mutex::new(ReplicaCore::new(me, config.clone(), dyn_engine.clone())))
+                .map(|_| {
+                    let mut core = ReplicaCore::new(me, config.clone(), dyn_engine.clone());
+                    core.count_shapes_into(stats.shapes.clone());
+                    Mutex::new(core)
+                })
                 .collect(),
             engine,
             config: RwLock::new(Installed::new(config.clone())),
@@ -287,7 +343,7 @@ impl DaemonNode {
             walks: Mutex::new(HashMap::new()),
             revisits: Mutex::new(HashMap::new()),
             reported: Mutex::new(ReportLimit::default()),
-            stats: NodeStats::default(),
+            stats,
             frozen: Mutex::new(backup::Frozen::default()),
         };
         changes::log(
@@ -377,6 +433,16 @@ impl DaemonNode {
                     &key,
                     &auth,
                 );
+                if matches!(
+                    response,
+                    Ok(DaemonResponse::Found { .. }
+                        | DaemonResponse::Failed {
+                            status: Status::NotFound,
+                            ..
+                        })
+                ) {
+                    self.stats.shapes.count(space, &Shape::Get);
+                }
                 let response = self.vouch(response, out);
                 out(Output::Reply { to, response });
             }
@@ -589,6 +655,7 @@ impl DaemonNode {
             me: self.me,
             engine: &counting,
         };
+        let opening = search_opening(config, &request);
         let page = match request {
             DaemonRequest::Search {
                 space,
@@ -675,6 +742,9 @@ impl DaemonNode {
             _ => 0,
         };
         let stats = &self.stats;
+        if let (Some((space, shape)), true) = (opening, returned_page(&page)) {
+            stats.shapes.count(space, &shape);
+        }
         stats.search_pages.fetch_add(1, Ordering::Relaxed);
         let examined = counting.hooks().get();
         stats.search_examined.fetch_add(examined, Ordering::Relaxed);
