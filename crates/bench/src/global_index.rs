@@ -30,6 +30,7 @@
 //! finds nothing is counted (`missed`), one that finds anything else is a
 //! failed call.
 
+use crate::cluster::{probe_daemon, READY_TIMEOUT};
 use crate::driver::{results_table, run_phase_until, BoxFuture, Load, OpStats, Outcome, Store};
 use crate::driver::{run_phase, PhaseResult};
 use crate::scenarios::{fresh_space, wait_space, FnSource};
@@ -130,6 +131,9 @@ pub struct GiOptions {
     pub scenarios: Vec<GiScenario>,
     /// Where PostgreSQL listens for the `range` scenario's other side.
     pub postgres_port: u16,
+    /// Daemons the cluster has: each space is made only once that many
+    /// serve (a loaded machine can stall a local cluster's heartbeats).
+    pub daemons: usize,
 }
 
 impl GiOptions {
@@ -356,14 +360,7 @@ struct PgConn {
 
 impl PgConn {
     async fn connect(conninfo: &str) -> anyhow::Result<PgConn> {
-        let (client, connection) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls)
-            .await
-            .with_context(|| format!("connecting to postgres ({conninfo})"))?;
-        let task = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "postgres connection ended");
-            }
-        });
+        let (client, task) = crate::stores::postgres::connect(conninfo).await?;
         let placeholders: Vec<String> = (0..=ATTRS.len()).map(|i| format!("${}", i + 1)).collect();
         let insert = client
             .prepare(&format!(
@@ -427,21 +424,15 @@ impl GiPostgres {
 
     /// Drops and creates `gi_bench` with its B-tree on `a0`.
     pub async fn create_table(&self) -> anyhow::Result<()> {
-        let (client, connection) =
-            tokio_postgres::connect(&self.conninfo, tokio_postgres::NoTls).await?;
-        let task = tokio::spawn(connection);
         let rest: String = ATTRS[1..].iter().map(|a| format!(", {a} TEXT")).collect();
-        client
-            .batch_execute(&format!(
-                "DROP TABLE IF EXISTS gi_bench;
-                 CREATE TABLE gi_bench (k TEXT PRIMARY KEY, a0 TEXT COLLATE \"C\" NOT NULL{rest});
-                 CREATE INDEX gi_bench_a0 ON gi_bench (a0);"
-            ))
+        let sql = format!(
+            "DROP TABLE IF EXISTS gi_bench;
+             CREATE TABLE gi_bench (k TEXT PRIMARY KEY, a0 TEXT COLLATE \"C\" NOT NULL{rest});
+             CREATE INDEX gi_bench_a0 ON gi_bench (a0);"
+        );
+        crate::stores::postgres::batch(&self.conninfo, &sql)
             .await
-            .context("creating gi_bench")?;
-        drop(client);
-        let _ = task.await;
-        Ok(())
+            .context("creating gi_bench")
     }
 }
 
@@ -763,6 +754,38 @@ async fn wait_parts(
     }
 }
 
+/// Waits until `daemons` daemons are available and each answers at the
+/// configuration's epoch, as [`crate::cluster::wait_ready`] does.
+async fn wait_daemons(admin: &Admin, daemons: usize) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let config = admin.config().await?;
+        let available: Vec<&str> = config
+            .daemons
+            .values()
+            .filter(|d| d.state == tessera_types::DaemonState::Available)
+            .map(|d| d.addr.as_str())
+            .collect();
+        if available.len() >= daemons {
+            let mut answered = true;
+            for addr in &available {
+                let transport = tessera_client::Transport::plain();
+                answered &= probe_daemon(addr, &transport, config.epoch).await.is_ok();
+            }
+            if answered {
+                return Ok(());
+            }
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!(
+                "{} of {daemons} daemons available after {READY_TIMEOUT:?}",
+                available.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A fresh space `name` of `description`, usable, its global indexes
 /// ready, with a store on it.
 async fn make_space(
@@ -772,7 +795,9 @@ async fn make_space(
     description: &str,
     encoding: Encoding,
     lookup_attr: usize,
+    daemons: usize,
 ) -> anyhow::Result<Arc<GiStore>> {
+    wait_daemons(admin, daemons).await?;
     fresh_space(admin, name, description)
         .await
         .with_context(|| format!("creating {description:?}"))?;
@@ -881,7 +906,8 @@ pub async fn run_tessera(coordinator: &str, options: &GiOptions) -> anyhow::Resu
 async fn lookup(admin: &Admin, client: &Client, o: &GiOptions) -> anyhow::Result<LookupReport> {
     let name = "bench_gi_lookup";
     let d = description(name, o.partitions, &[(0, o.partitions)], None);
-    let store: Arc<dyn Store> = make_space(admin, client, name, &d, Encoding::Hex, 0).await?;
+    let store: Arc<dyn Store> =
+        make_space(admin, client, name, &d, Encoding::Hex, 0, o.daemons).await?;
     let records = o.records;
     let mut phases = vec![load_records(&store, records, o.workers, o.time_limit).await?];
     let plan = plan(client, name, 0, Encoding::Hex).await?;
@@ -942,7 +968,8 @@ async fn put(admin: &Admin, client: &Client, o: &GiOptions) -> anyhow::Result<Pu
         let globals: Vec<(usize, u32)> =
             (0..k.min(ATTRS.len())).map(|a| (a, o.partitions)).collect();
         let d = description(&name, o.partitions, &globals, None);
-        let store: Arc<dyn Store> = make_space(admin, client, &name, &d, Encoding::Hex, 0).await?;
+        let store: Arc<dyn Store> =
+            make_space(admin, client, &name, &d, Encoding::Hex, 0, o.daemons).await?;
         let mut load = load_records(&store, records, o.workers, o.time_limit).await?;
         load.phase = format!("load, {k} idx");
         let one = measure(
@@ -1005,7 +1032,8 @@ async fn indexlets(admin: &Admin, client: &Client, o: &GiOptions) -> anyhow::Res
         // at least two, so that a 1-indexlet lookup is measured at all.
         let key_partitions = n.max(2);
         let d = description(&name, key_partitions, &[(0, n)], Some(1));
-        let global: Arc<dyn Store> = make_space(admin, client, &name, &d, Encoding::Raw, 0).await?;
+        let global: Arc<dyn Store> =
+            make_space(admin, client, &name, &d, Encoding::Raw, 0, o.daemons).await?;
         let local: Arc<dyn Store> = Arc::new(GiStore::new(client.clone(), &name, Encoding::Raw, 1));
         let mut load = load_records(&global, records, o.workers, o.time_limit).await?;
         load.phase = format!("load, {n} indexlets");
@@ -1119,7 +1147,8 @@ async fn create(admin: &Admin, client: &Client, o: &GiOptions) -> anyhow::Result
     let name = "bench_gi_create";
     let records = o.create_records;
     let d = description(name, o.partitions, &[], None);
-    let store: Arc<dyn Store> = make_space(admin, client, name, &d, Encoding::Hex, 0).await?;
+    let store: Arc<dyn Store> =
+        make_space(admin, client, name, &d, Encoding::Hex, 0, o.daemons).await?;
     load_records(&store, records, o.workers, o.time_limit).await?;
     let build = async {
         let started = Instant::now();
@@ -1164,7 +1193,8 @@ async fn split(admin: &Admin, client: &Client, o: &GiOptions) -> anyhow::Result<
     let name = "bench_gi_split";
     let records = o.records;
     let d = description(name, o.partitions, &[(0, 1)], None);
-    let store: Arc<dyn Store> = make_space(admin, client, name, &d, Encoding::Hex, 0).await?;
+    let store: Arc<dyn Store> =
+        make_space(admin, client, name, &d, Encoding::Hex, 0, o.daemons).await?;
     load_records(&store, records, o.workers, o.time_limit).await?;
     let cuts: Vec<String> = ["4", "8", "c"].map(String::from).to_vec();
     let handover = async {
@@ -1229,7 +1259,7 @@ async fn range_phase(store: &Arc<dyn Store>, o: &GiOptions) -> anyhow::Result<Ph
 async fn range(admin: &Admin, client: &Client, o: &GiOptions) -> anyhow::Result<RangeReport> {
     let name = "bench_gi_range";
     let d = description(name, o.partitions, &[(0, o.partitions)], None);
-    let gi = make_space(admin, client, name, &d, Encoding::Hex, 0).await?;
+    let gi = make_space(admin, client, name, &d, Encoding::Hex, 0, o.daemons).await?;
     let store: Arc<dyn Store> = gi.clone();
     load_records(&store, o.records, o.workers, o.time_limit).await?;
     let lo = hex_bound(0x4000_0000_0000_0000);

@@ -563,6 +563,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 time_limit: Duration::from_secs(time_limit.unwrap_or(pick(60, 20))),
                 scenarios: only.unwrap_or_else(|| GiScenario::ALL.to_vec()),
                 postgres_port: baseline_port,
+                daemons: cluster.daemons,
             };
             runs::global_index(&options, &cluster.spec(), &json).await
         }
