@@ -156,6 +156,23 @@ where
     S: Store + ?Sized,
     F: Fn(usize) -> Box<dyn OpSource>,
 {
+    run_phase_until(store, phase, load, None, sources).await
+}
+
+/// [`run_phase`] that also ends, between operations, once `stop` is set:
+/// a foreground load that lasts as long as something else (an index
+/// build, a split) takes, still bounded by the budget and the time limit.
+pub async fn run_phase_until<S, F>(
+    store: Arc<S>,
+    phase: &str,
+    load: Load,
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    sources: F,
+) -> anyhow::Result<PhaseResult>
+where
+    S: Store + ?Sized,
+    F: Fn(usize) -> Box<dyn OpSource>,
+{
     let budget = Arc::new(AtomicU64::new(load.operations));
     let started = Instant::now();
     let deadline = started + load.time_limit;
@@ -164,10 +181,14 @@ where
         let mut source = sources(i);
         let store = store.clone();
         let budget = budget.clone();
+        let stop = stop.clone();
         handles.push(tokio::spawn(async move {
             let mut tally = Tally::default();
             loop {
                 if Instant::now() >= deadline {
+                    break;
+                }
+                if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                     break;
                 }
                 let claimed = budget
@@ -292,7 +313,9 @@ where
         } else {
             0.0
         },
-        timed_out: budget.load(Ordering::Relaxed) > 0,
+        // A phase that `stop` ended did not run out of time.
+        timed_out: budget.load(Ordering::Relaxed) > 0
+            && !stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)),
         ops,
         first_error: total.first_error,
     })

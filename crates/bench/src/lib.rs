@@ -13,6 +13,10 @@
 //! - [`baselines`]: installing (HyperDex), starting and stopping the
 //!   baseline servers on loopback.
 //! - [`scenarios`]: YCSB runs, the comparison, and the paper's experiments.
+//! - [`global_index`]: global secondary indexes beside SLIK's figures —
+//!   lookup vs get, writes vs number of indexes, indexlets vs a local-index
+//!   fan-out, live creation and split under load, a string range vs
+//!   PostgreSQL's B-tree.
 //! - [`cluster`]: the cluster a run uses (a local one started through the
 //!   binary's [`cluster::Launch`], or a running one) and the readiness test.
 //! - [`runs`]: every `tessera bench` scenario end to end, its tables and
@@ -28,6 +32,7 @@ pub mod baselines;
 pub mod cluster;
 pub mod driver;
 pub mod generator;
+pub mod global_index;
 pub mod recovery;
 pub mod runs;
 pub mod scenarios;

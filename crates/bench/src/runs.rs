@@ -645,3 +645,38 @@ pub async fn compare(
         }),
     )
 }
+
+/// `bench global-index`: the Tessera side of every scenario on the
+/// cluster `c` names, then (for `range`, after that cluster stopped: one
+/// system at a time) PostgreSQL's side, started for it; printed as
+/// tables and written as JSON on request.
+pub async fn global_index(
+    options: &crate::global_index::GiOptions,
+    c: &ClusterSpec,
+    json: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use crate::global_index;
+    let mut report = with_cluster(c, async |coordinator: &str| {
+        global_index::run_tessera(coordinator, options).await
+    })
+    .await?;
+    if let Some(range) = report.range.as_mut() {
+        eprintln!("bench: global-index range (postgres) …");
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-bench-postgres-")
+            .tempdir()?;
+        match baselines::start_postgres(dir.path(), options.postgres_port).await {
+            Ok(mut server) => {
+                let conninfo = baselines::postgres_conninfo(options.postgres_port);
+                let outcome = global_index::run_postgres(&conninfo, options, range).await;
+                tokio::task::block_in_place(|| server.stop());
+                if let Err(e) = outcome {
+                    report.notes.push(format!("postgres: failed: {e:#}"));
+                }
+            }
+            Err(e) => report.notes.push(format!("postgres: not measured: {e:#}")),
+        }
+    }
+    print!("{}", global_index::report_text(&report));
+    write_json(json, &serde_json::to_value(&report)?)
+}

@@ -222,6 +222,50 @@ enum Scenario {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Global secondary indexes beside SLIK's figures: lookup vs get,
+    /// overwrites vs number of indexes, lookups vs indexlets beside a
+    /// local-index fan-out, live creation and split under load, and a
+    /// string range vs PostgreSQL's B-tree.
+    GlobalIndex {
+        /// Tiny sizes and short time limits: a few seconds per scenario.
+        #[arg(long)]
+        quick: bool,
+        /// Objects per space (default 20000; 200 with --quick).
+        #[arg(long)]
+        records: Option<u64>,
+        /// Operations per measured phase (default 10000; 100 with --quick).
+        #[arg(long)]
+        operations: Option<u64>,
+        /// Objects indexed live by `create` (default 100000, e.g. 1000000;
+        /// 500 with --quick).
+        #[arg(long)]
+        create_records: Option<u64>,
+        /// Global indexes of the `put` spaces (default 0,1,2,4,10; 0,1,2
+        /// with --quick).
+        #[arg(long, value_delimiter = ',')]
+        index_counts: Option<Vec<usize>>,
+        /// Indexlets of the `indexlets` scenario (default 1,2,4,8; 1,2 with
+        /// --quick).
+        #[arg(long, value_delimiter = ',')]
+        indexlet_counts: Option<Vec<u32>>,
+        /// Scenarios to run (default all): lookup, put, indexlets, create,
+        /// split, range.
+        #[arg(long, value_delimiter = ',')]
+        only: Option<Vec<tessera_bench::global_index::GiScenario>>,
+        /// Port of the PostgreSQL server `range` starts.
+        #[arg(long, default_value_t = 19960)]
+        baseline_port: u16,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Operations in flight of the concurrent phases.
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        /// Per-phase time limit in seconds (default 60; 20 with --quick).
+        #[arg(long)]
+        time_limit: Option<u64>,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Tessera and every baseline (Redis, etcd, PostgreSQL, HyperDex) that
     /// is installed or can be, with the same load, and a ratio table
     /// (Tessera ÷ baseline).
@@ -474,6 +518,54 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 time_limit: Duration::from_secs(time_limit.unwrap_or(if quick { 12 } else { 60 })),
             };
             runs::compare(size, &skip, baseline_port, &cluster.spec(), &json).await
+        }
+        Scenario::GlobalIndex {
+            quick,
+            records,
+            operations,
+            create_records,
+            index_counts,
+            indexlet_counts,
+            only,
+            baseline_port,
+            cluster,
+            workers,
+            time_limit,
+            json,
+        } => {
+            use tessera_bench::global_index::{GiOptions, GiScenario};
+            let pick = |full: u64, small: u64| if quick { small } else { full };
+            let options = GiOptions {
+                records: records.unwrap_or(pick(20_000, 200)),
+                operations: operations.unwrap_or(pick(10_000, 100)),
+                create_records: create_records.unwrap_or(pick(100_000, 500)),
+                // Quick runs keep the layouts small: 4 regions per part at most.
+                partitions: if quick {
+                    cluster.partitions.min(4)
+                } else {
+                    cluster.partitions
+                },
+                index_counts: index_counts.unwrap_or_else(|| {
+                    if quick {
+                        vec![0, 1, 2]
+                    } else {
+                        vec![0, 1, 2, 4, 10]
+                    }
+                }),
+                indexlet_counts: indexlet_counts.unwrap_or_else(|| {
+                    if quick {
+                        vec![1, 2]
+                    } else {
+                        vec![1, 2, 4, 8]
+                    }
+                }),
+                workers,
+                time_limit: Duration::from_secs(time_limit.unwrap_or(pick(60, 20))),
+                scenarios: only.unwrap_or_else(|| GiScenario::ALL.to_vec()),
+                postgres_port: baseline_port,
+                daemons: cluster.daemons,
+            };
+            runs::global_index(&options, &cluster.spec(), &json).await
         }
         Scenario::Recovery {
             records,

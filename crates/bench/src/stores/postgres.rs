@@ -21,16 +21,32 @@ pub struct PgConn {
     _task: tokio::task::JoinHandle<()>,
 }
 
+/// A connection to `conninfo` and the task that drives it (it ends when
+/// the client is dropped).
+pub async fn connect(conninfo: &str) -> anyhow::Result<(Client, tokio::task::JoinHandle<()>)> {
+    let (client, connection) = tokio_postgres::connect(conninfo, NoTls)
+        .await
+        .with_context(|| format!("connecting to postgres ({conninfo})"))?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "postgres connection ended");
+        }
+    });
+    Ok((client, task))
+}
+
+/// Runs `sql` (statements separated by `;`) on a connection of its own.
+pub async fn batch(conninfo: &str, sql: &str) -> anyhow::Result<()> {
+    let (client, task) = connect(conninfo).await?;
+    client.batch_execute(sql).await?;
+    drop(client);
+    let _ = task.await;
+    Ok(())
+}
+
 impl PgConn {
     pub async fn connect(conninfo: &str, fieldcount: usize) -> anyhow::Result<PgConn> {
-        let (client, connection) = tokio_postgres::connect(conninfo, NoTls)
-            .await
-            .with_context(|| format!("connecting to postgres ({conninfo})"))?;
-        let task = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "postgres connection ended");
-            }
-        });
+        let (client, task) = connect(conninfo).await?;
         let fields: Vec<String> = (0..fieldcount).map(field_name).collect();
         let placeholders: Vec<String> = (0..fieldcount).map(|i| format!("${}", i + 3)).collect();
         let insert = client
@@ -165,22 +181,17 @@ impl PostgresStore {
 
     /// Drops and creates `usertable` with its `recno` index.
     pub async fn create_table(&self) -> anyhow::Result<()> {
-        let (client, connection) = tokio_postgres::connect(&self.conninfo, NoTls).await?;
-        let task = tokio::spawn(connection);
         let fields: String = (0..self.fieldcount)
             .map(|i| format!(", {} TEXT", field_name(i)))
             .collect();
-        client
-            .batch_execute(&format!(
-                "DROP TABLE IF EXISTS usertable;
-                 CREATE TABLE usertable (ycsb_key TEXT PRIMARY KEY, recno BIGINT NOT NULL{fields});
-                 CREATE INDEX usertable_recno ON usertable (recno);"
-            ))
+        let sql = format!(
+            "DROP TABLE IF EXISTS usertable;
+             CREATE TABLE usertable (ycsb_key TEXT PRIMARY KEY, recno BIGINT NOT NULL{fields});
+             CREATE INDEX usertable_recno ON usertable (recno);"
+        );
+        batch(&self.conninfo, &sql)
             .await
-            .context("creating usertable")?;
-        drop(client);
-        let _ = task.await;
-        Ok(())
+            .context("creating usertable")
     }
 }
 
