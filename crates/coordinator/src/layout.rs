@@ -734,7 +734,12 @@ impl ClusterState {
             .iter()
             .filter(|l| l.kind == SubspaceKind::GlobalIndex && live(l.state) && l.attrs == [i])
             .collect();
-        if let Some(building) = layouts.iter().find(|l| !l.state.is_ready()) {
+        // One live part per attribute but while a split builds.
+        if let Some(building) = layouts
+            .iter()
+            .find(|l| !l.state.is_ready())
+            .or(layouts.get(1))
+        {
             return Err(LayoutChangeError::SplitInProgress {
                 attr,
                 part: building.part,
@@ -746,7 +751,7 @@ impl ClusterState {
                 attr,
             });
         };
-        let (old_part, old_splits) = (old.part, old.splits.first().cloned().unwrap_or_default());
+        let old_splits = old.splits.first().cloned().unwrap_or_default();
         let mut splits: BTreeSet<u64> = old_splits.iter().copied().collect();
         // A cut at coordinate 0 would leave the first indexlet empty.
         splits.extend(cuts.iter().copied().filter(|c| *c > 0));
@@ -778,9 +783,8 @@ impl ClusterState {
         if let Some(decl) = space.desc.global_indexes.iter_mut().find(|g| g.attr == i) {
             decl.partitions = Some(asked);
         }
+        // The old part drops when this one is ready (`replace_split`).
         space.subspaces.push(layout);
-        let id = space.id;
-        self.pending_drops.entry(id).or_default().insert(old_part);
         self.bump();
         Ok(part)
     }
@@ -1091,9 +1095,42 @@ impl ClusterState {
         }
         *state = next;
         if done {
+            self.replace_split(si, part);
             self.start_pending_drops(si);
         }
         true
+    }
+
+    /// A global index part that became ready replaces any other live part
+    /// on its attribute (the one a split cut again): that one drops now,
+    /// whatever else of the space still builds.
+    fn replace_split(&mut self, si: usize, part: PartId) {
+        let space = &mut self.spaces[si];
+        let Some(attrs) = space
+            .subspaces
+            .iter()
+            .find(|l| l.part == part && l.kind == SubspaceKind::GlobalIndex)
+            .map(|l| l.attrs.clone())
+        else {
+            return;
+        };
+        let replaced: Vec<PartId> = space
+            .subspaces
+            .iter_mut()
+            .filter(|l| {
+                l.part != part
+                    && l.kind == SubspaceKind::GlobalIndex
+                    && l.attrs == attrs
+                    && live(l.state)
+            })
+            .map(|l| {
+                l.state = PartState::Dropping;
+                l.part
+            })
+            .collect();
+        for old in replaced {
+            self.forget_pending_drop(si, old);
+        }
     }
 
     /// A dropping part leaves the configuration (its regions with it);
@@ -1298,17 +1335,19 @@ impl LayoutTally {
     /// are forgotten.
     fn splits(&mut self, state: &ClusterState) -> Vec<Command> {
         let mut out = Vec::new();
-        let mut live = BTreeSet::new();
+        let mut present = BTreeSet::new();
         for space in &state.spaces {
             for layout in &space.subspaces {
                 if layout.kind != SubspaceKind::GlobalIndex {
                     continue;
                 }
-                live.extend(layout.regions.iter().map(|r| r.id));
+                present.extend(layout.regions.iter().map(|r| r.id));
+                // Another live part on the attribute: a split builds.
                 let building = space.subspaces.iter().any(|l| {
                     l.kind == SubspaceKind::GlobalIndex
                         && l.attrs == layout.attrs
-                        && !l.state.is_ready()
+                        && l.part != layout.part
+                        && live(l.state)
                 });
                 if self.split_entries == 0 || !layout.state.is_ready() || building {
                     continue;
@@ -1333,7 +1372,7 @@ impl LayoutTally {
                 }
             }
         }
-        self.indexlets.retain(|region, _| live.contains(region));
+        self.indexlets.retain(|region, _| present.contains(region));
         out
     }
 

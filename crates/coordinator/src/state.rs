@@ -794,12 +794,9 @@ impl ClusterState {
             .collect();
         // A split keeps two parts on one attribute for a while: the
         // description names each indexed attribute once.
-        let mut global_layouts: Vec<&Vec<usize>> = Vec::new();
-        for attrs in of_kind(SubspaceKind::GlobalIndex) {
-            if !global_layouts.contains(&attrs) {
-                global_layouts.push(attrs);
-            }
-        }
+        // In any order: a split appends its new part after later ones.
+        let global_layouts: BTreeSet<&Vec<usize>> =
+            of_kind(SubspaceKind::GlobalIndex).into_iter().collect();
         let indexes: Vec<usize> = space
             .indexes
             .iter()
@@ -814,7 +811,8 @@ impl ClusterState {
             })
             && key.kind == SubspaceKind::Subspace
             && space.desc.subspaces.iter().collect::<Vec<_>>() == of_kind(SubspaceKind::Subspace)
-            && globals.iter().collect::<Vec<_>>() == global_layouts
+            && globals.len() == global_layouts.len()
+            && globals.iter().collect::<BTreeSet<_>>() == global_layouts
             && space.desc.indexes == indexes;
         fine.then_some(()).ok_or(())
     }

@@ -396,8 +396,26 @@ impl World {
                     self.at(200, Ev::Layout);
                 } else if let Some(command) = crate::knobs::layout_command(&self.knobs) {
                     self.trace(|| format!("layout change: {command:?}"));
-                    self.report.faults.layout_changes += 1;
+                    let split = matches!(
+                        command,
+                        tessera_coordinator::state::Command::SplitGlobalIndex { .. }
+                    );
                     let result = self.apply(command);
+                    if split
+                        && matches!(
+                            &result,
+                            tessera_coordinator::state::CommandResult::Failed {
+                                status: tessera_protocol::AdminStatus::CoordFail,
+                                ..
+                            }
+                        )
+                    {
+                        // The leader's own split of the index builds: one
+                        // at a time, so the operator tries again later.
+                        self.at(500, Ev::Layout);
+                        return Ok(());
+                    }
+                    self.report.faults.layout_changes += 1;
                     assert!(
                         !matches!(
                             result,
