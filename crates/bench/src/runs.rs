@@ -223,14 +223,97 @@ pub async fn scan_share(
 pub async fn latency(
     records: u64,
     operations: u64,
+    runs: usize,
     c: &ClusterSpec,
     load: &Load,
 ) -> anyhow::Result<()> {
     let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
-    run_and_report(c, load, async |coordinator: &str| {
-        scenarios::latency(coordinator, records, operations, workers, partitions, limit).await
+    let runs = with_cluster(c, async |coordinator: &str| {
+        let mut all = Vec::new();
+        for run in 1..=runs.max(1) {
+            let mut rs =
+                scenarios::latency(coordinator, records, operations, workers, partitions, limit)
+                    .await?;
+            if runs > 1 {
+                for r in &mut rs {
+                    r.phase = format!("{} #{run}", r.phase);
+                }
+            }
+            all.push(rs);
+        }
+        Ok(all)
     })
-    .await
+    .await?;
+    let results: Vec<PhaseResult> = runs.iter().flatten().cloned().collect();
+    print!("{}", results_table(&results));
+    if runs.len() > 1 {
+        print!("\n{}", spread_table(&runs));
+    }
+    write_json(&load.json, &serde_json::json!({ "results": results }))
+}
+
+/// How each phase's throughput and latency quantiles moved over repeated
+/// runs (`runs[i]` holds run i's phases, the same phases in each run):
+/// minimum, median and maximum of each, and the throughput's max ÷ min.
+pub fn spread_table(runs: &[Vec<PhaseResult>]) -> String {
+    let mut out = format!(
+        "{:<10} {:<10} {:<8} {:>4} {:>20} {:>7} {:>20} {:>20} {:>20}\n",
+        "store",
+        "phase",
+        "op",
+        "runs",
+        "ops/s min/med/max",
+        "max/min",
+        "p50 µs min/med/max",
+        "p99 µs min/med/max",
+        "p999 µs min/med/max"
+    );
+    let Some(first) = runs.first() else {
+        return out;
+    };
+    for (i, phase) in first.iter().enumerate() {
+        // The run's number, appended to every phase's name, is left out.
+        let name = phase.phase.split(" #").next().unwrap_or(&phase.phase);
+        for kind in phase.ops.keys() {
+            let stats: Vec<(&PhaseResult, &crate::driver::OpStats)> = runs
+                .iter()
+                .filter_map(|run| run.get(i))
+                .filter_map(|r| r.ops.get(kind).map(|s| (r, s)))
+                .collect();
+            let ops_s: Vec<f64> = stats
+                .iter()
+                .map(|(r, s)| (s.count + s.errors) as f64 / r.seconds.max(1e-9))
+                .collect();
+            let quantile = |q: fn(&crate::driver::OpStats) -> u64| {
+                let (lo, mid, hi) = min_med_max(stats.iter().map(|(_, s)| q(s) as f64).collect());
+                format!("{lo:.0}/{mid:.0}/{hi:.0}")
+            };
+            let (lo, mid, hi) = min_med_max(ops_s);
+            out.push_str(&format!(
+                "{:<10} {:<10} {:<8} {:>4} {:>20} {:>7.2} {:>20} {:>20} {:>20}\n",
+                phase.store,
+                name,
+                kind,
+                stats.len(),
+                format!("{lo:.0}/{mid:.0}/{hi:.0}"),
+                hi / lo.max(1e-9),
+                quantile(|s| s.p50_us),
+                quantile(|s| s.p99_us),
+                quantile(|s| s.p999_us),
+            ));
+        }
+    }
+    out
+}
+
+/// The smallest, the median (the lower middle of an even count) and the
+/// largest of `values`; zeros when there are none.
+fn min_med_max(mut values: Vec<f64>) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    match (values.first(), values.last()) {
+        (Some(&lo), Some(&hi)) => (lo, values[(values.len() - 1) / 2], hi),
+        _ => (0.0, 0.0, 0.0),
+    }
 }
 
 /// Get and put throughput on local clusters with metrics off and on, one
@@ -679,4 +762,62 @@ pub async fn global_index(
     }
     print!("{}", global_index::report_text(&report));
     write_json(json, &serde_json::to_value(&report)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::OpStats;
+    use std::collections::BTreeMap;
+
+    fn phase(name: &str, count: u64, seconds: f64, p99_us: u64) -> PhaseResult {
+        let stats = OpStats {
+            count,
+            errors: 0,
+            not_found: 0,
+            mean_us: 1.0,
+            p50_us: 10,
+            p95_us: 20,
+            p99_us,
+            p999_us: 2 * p99_us,
+            max_us: 4 * p99_us,
+            cdf: Vec::new(),
+        };
+        PhaseResult {
+            store: "tessera".into(),
+            phase: name.into(),
+            workers: 1,
+            operations: count,
+            seconds,
+            throughput: count as f64 / seconds,
+            timed_out: false,
+            ops: BTreeMap::from([("UPDATE".to_string(), stats)]),
+            first_error: None,
+        }
+    }
+
+    #[test]
+    fn spread_table_gives_min_median_max_per_phase() {
+        // Three runs of 1000 puts taking 1 s, 4 s and 2 s.
+        let runs = vec![
+            vec![phase("put x1 #1", 1000, 1.0, 300)],
+            vec![phase("put x1 #2", 1000, 4.0, 900)],
+            vec![phase("put x1 #3", 1000, 2.0, 500)],
+        ];
+        let table = spread_table(&runs);
+        let row = table.lines().nth(1).expect("one row");
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[..4], ["tessera", "put", "x1", "UPDATE"]);
+        assert_eq!(cells[4], "3");
+        assert_eq!(cells[5], "250/500/1000");
+        assert_eq!(cells[6], "4.00");
+        assert_eq!(cells[8], "300/500/900");
+        assert_eq!(cells[9], "600/1000/1800");
+    }
+
+    #[test]
+    fn median_of_an_even_count_is_the_lower_middle() {
+        assert_eq!(min_med_max(vec![4.0, 1.0, 3.0, 2.0]), (1.0, 2.0, 4.0));
+        assert_eq!(min_med_max(Vec::new()), (0.0, 0.0, 0.0));
+    }
 }

@@ -154,6 +154,10 @@ enum Scenario {
         records: u64,
         #[arg(long, default_value_t = 20_000)]
         operations: u64,
+        /// Repeat the whole run this many times on the same cluster and
+        /// report each phase's spread over the runs.
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
         #[command(flatten)]
         cluster: ClusterArgs,
         #[command(flatten)]
@@ -451,9 +455,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Latency {
             records,
             operations,
+            runs: repeat,
             cluster,
             load,
-        } => runs::latency(records, operations, &cluster.spec(), &load.load()).await,
+        } => runs::latency(records, operations, repeat, &cluster.spec(), &load.load()).await,
         Scenario::AuthCost {
             cost,
             cluster,

@@ -13,7 +13,7 @@ use crate::options::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions, CoordLink};
@@ -79,6 +79,9 @@ struct Shell {
     /// Whether connections hand updates and chain messages to [`Lanes`]:
     /// only when every commit waits for an fsync.
     lanes: bool,
+    /// Updates and chain messages being handled, on a lane or on a reader,
+    /// across every connection (see [`Lanes::dispatch`]).
+    handling: InFlight,
 }
 
 impl Shell {
@@ -338,9 +341,50 @@ impl Inbound {
     }
 }
 
-/// What a lane carries: a message and its place in the connection's order
-/// (held until the message is handled).
-type LaneItem = (Inbound, OwnedRwLockReadGuard<()>);
+/// What a lane carries: a message, its place in the connection's order
+/// and its count in [`Shell::handling`] (both held until it is handled).
+type LaneItem = (Inbound, OwnedRwLockReadGuard<()>, Handling);
+
+/// Dispatches in a row that must find no other message being handled
+/// before one is handled on its reader: a single quiet moment amid many
+/// writes in flight is no reason to give up sharing their fsyncs.
+const QUIET_DISPATCHES: u64 = 64;
+
+/// Counts the updates and chain messages a daemon is handling, on lanes
+/// or readers, and remembers when one last found company.
+#[derive(Default)]
+struct InFlight {
+    count: Arc<AtomicUsize>,
+    /// Messages counted in so far.
+    started: AtomicU64,
+    /// The number (in `started`) of the last message that found another
+    /// one being handled.
+    crowded_at: AtomicU64,
+}
+
+impl InFlight {
+    /// Counts a message in; the flag says whether it is alone and the
+    /// last [`QUIET_DISPATCHES`] were too (it may then skip the lanes).
+    fn start(&self) -> (Handling, bool) {
+        let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;
+        let before = self.count.fetch_add(1, Ordering::AcqRel);
+        if before > 0 {
+            self.crowded_at.fetch_max(number, Ordering::Relaxed);
+        }
+        let quiet = number - self.crowded_at.load(Ordering::Relaxed) > QUIET_DISPATCHES;
+        (Handling(self.count.clone()), before == 0 && quiet)
+    }
+}
+
+/// One message counted in [`InFlight`] until it is dropped (handled, or
+/// lost with a lane that panicked, which must not leave it counted).
+struct Handling(Arc<AtomicUsize>);
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// Takes a connection's updates and chain messages off its reader when
 /// every commit waits for an fsync (`Durability::Always`). Handled on the
@@ -359,11 +403,21 @@ type LaneItem = (Inbound, OwnedRwLockReadGuard<()>);
 /// A lane's thread may block on a replica core's lock while another lane
 /// holds it waiting for an fsync; the fsync needs no core lock, so that
 /// wait ends.
+///
+/// Alone, a message skips the lanes: when it is the only update or chain
+/// message the daemon is handling (and has been for a while, see
+/// [`InFlight`]) and its connection has nothing more read, there is no
+/// fsync to share, and the hand-off to a lane's thread and back (two
+/// thread wake-ups, eight messages per put) would be most of its cost at
+/// one put in flight.
 struct Lanes {
     senders: Vec<mpsc::Sender<LaneItem>>,
     /// Read-locked by every message in a lane until it is handled;
     /// write-locked to wait until the lanes are idle.
     order: Arc<RwLock<()>>,
+    /// Whether a message may be handled on the reader's thread: only on a
+    /// runtime with worker threads to take over its other tasks.
+    inline: bool,
 }
 
 impl Lanes {
@@ -378,14 +432,30 @@ impl Lanes {
         Lanes {
             senders,
             order: Arc::new(RwLock::new(())),
+            inline: tokio::runtime::Handle::current().runtime_flavor()
+                == tokio::runtime::RuntimeFlavor::MultiThread,
         }
     }
 
     /// Hands `inbound` to its key's lane, or handles it here once every
-    /// message read before it has been handled.
-    async fn dispatch(&self, shell: &Arc<Shell>, conn: u64, inbound: Inbound) {
+    /// message read before it has been handled. `more_read` says whether
+    /// the connection's reader holds more of what it read.
+    async fn dispatch(&self, shell: &Arc<Shell>, conn: u64, inbound: Inbound, more_read: bool) {
         match inbound.lane_key() {
             Some(key) => {
+                let (handling, alone) = shell.handling.start();
+                if alone && !more_read && self.inline {
+                    // Nothing is in any lane (each lane message is
+                    // counted until handled), so everything this
+                    // connection read before is handled, and the reader
+                    // reads on only once this one is: the order holds.
+                    // The runtime's other tasks move to another thread
+                    // meanwhile: the replies and forwards this message
+                    // sends must not wait for its fsync to end.
+                    tokio::task::block_in_place(|| inbound.handle(shell, conn));
+                    drop(handling);
+                    return;
+                }
                 let place = self.order.clone().read_owned().await;
                 let mut h = std::collections::hash_map::DefaultHasher::new();
                 key.hash(&mut h);
@@ -393,7 +463,7 @@ impl Lanes {
                 // A lane's receiver lives as long as its sender unless its
                 // task panicked; the message is then lost, as a network
                 // message may be.
-                let _ = lane.send((inbound, place)).await;
+                let _ = lane.send((inbound, place, handling)).await;
             }
             None => {
                 let _idle = self.order.write().await;
@@ -414,7 +484,7 @@ async fn run_lane(shell: Arc<Shell>, conn: u64, mut rx: mpsc::Receiver<LaneItem>
         }
         let shell = shell.clone();
         let handled = tokio::task::spawn_blocking(move || {
-            for (inbound, _place) in batch {
+            for (inbound, _place, _handling) in batch {
                 inbound.handle(&shell, conn);
             }
         })
@@ -479,7 +549,10 @@ async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
             }
         };
         match &lanes {
-            Some(lanes) => lanes.dispatch(&shell, conn, inbound).await,
+            Some(lanes) => {
+                let more_read = !reader.buffer().is_empty();
+                lanes.dispatch(&shell, conn, inbound, more_read).await
+            }
             None => inbound.handle(&shell, conn),
         }
     }
@@ -673,6 +746,7 @@ pub(crate) async fn run(
         metrics: metrics_listener.is_some().then(DaemonMetrics::new),
         data_dir: options.data_dir.clone(),
         lanes: options.durability == Durability::Always,
+        handling: InFlight::default(),
     });
     for output in first {
         shell.execute(output);
@@ -812,4 +886,34 @@ pub(crate) async fn run(
         .map_err(|e| DaemonError::Storage(e.to_string()))?;
     tracing::info!(%me, "daemon stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_skips_the_lanes_only_after_a_quiet_run() {
+        let in_flight = InFlight::default();
+        // The first messages, one at a time, wait for a quiet run.
+        for _ in 0..QUIET_DISPATCHES {
+            let (_handling, alone) = in_flight.start();
+            assert!(!alone);
+        }
+        let (first, alone) = in_flight.start();
+        assert!(alone, "alone after a quiet run");
+        // One that arrives while another is handled has company, and so
+        // does every one for a quiet run after it.
+        let (_second, alone) = in_flight.start();
+        assert!(!alone);
+        drop(first);
+        drop(_second);
+        for _ in 0..QUIET_DISPATCHES {
+            let (_handling, alone) = in_flight.start();
+            assert!(!alone);
+        }
+        let (_handling, alone) = in_flight.start();
+        assert!(alone);
+        assert_eq!(in_flight.count.load(Ordering::Relaxed), 1);
+    }
 }
