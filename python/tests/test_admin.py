@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from tessera.admin import Admin, AdminError, Index, Subspace
-from tessera.client import Client, ClientError
+from tessera.client import Client, ClientError, GreaterEqual, LessThan
 
 
 def test_spaces_subspaces_and_indices(admin):
@@ -211,7 +211,7 @@ def test_global_indexes_are_added_searched_and_removed_live(admin, client, make_
     # Searches are exact while it builds and after (a string range: the
     # index reads the indexlets of names from "ap" to "b" once ready).
     for _ in range(20):
-        found = sorted(o["k"] for o in client.search(name, {"name": {"ge": "ap", "lt": "b"}}))
+        found = sorted(o["k"] for o in client.search(name, {"name": [GreaterEqual("ap"), LessThan("b")]}))
         assert found == sorted(k for k, v in objects.items() if "ap" <= v < "b")
         time.sleep(0.1)
     assert admin.rm_global_index(name, "name") is True
