@@ -18,10 +18,9 @@ use tessera_protocol::{
 };
 use tessera_storage::{Durability, Engine, FjallEngine, Write};
 use tessera_types::coordinate::{coordinate, key_bytes, string_hash};
-use tessera_types::region::default_splits;
 use tessera_types::{
-    parse_space, plan_search, Check, Configuration, Epoch, Object, PredOp, Region, RegionId, Space,
-    SpaceId, SubspaceLayout, Value, Version,
+    parse_space, plan_search, Check, Configuration, Epoch, Object, PredOp, RegionId, Space,
+    SpaceId, Value, Version,
 };
 
 /// The YCSB usertable as the bench creates it: key, `recno`, 10 fields of
@@ -33,38 +32,7 @@ fn usertable() -> Space {
         fields.join(", ")
     );
     let desc = parse_space(&text).expect("the usertable parses");
-    let mut next = 0;
-    let subspaces = desc
-        .all_subspaces()
-        .into_iter()
-        .map(|attrs| {
-            let splits = default_splits(desc.partitions, attrs.len());
-            let count: usize = splits.iter().map(|s| s.len() + 1).product();
-            let regions = (0..count)
-                .map(|_| {
-                    next += 1;
-                    Region {
-                        id: RegionId(next),
-                        chain: vec![],
-                    }
-                })
-                .collect();
-            SubspaceLayout {
-                attrs,
-                splits,
-                regions,
-                part: tessera_types::PartId::default(),
-                state: tessera_types::PartState::Ready,
-                kind: Default::default(),
-            }
-        })
-        .collect();
-    Space {
-        id: SpaceId(1),
-        desc,
-        subspaces,
-        indexes: vec![],
-    }
+    tessera_types::region::default_layout(SpaceId(1), desc)
 }
 
 fn record_object(n: i64) -> Object {

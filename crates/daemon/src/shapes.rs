@@ -394,41 +394,7 @@ mod tests {
 
     /// `desc` laid out with the default grid, region ids from 1.
     fn laid_out(desc: SpaceDesc) -> Space {
-        use tessera_types::region::default_splits;
-        use tessera_types::{PartId, PartState, Region, SubspaceLayout};
-        let mut next = 0u64;
-        let subspaces = desc
-            .all_subspaces()
-            .into_iter()
-            .enumerate()
-            .map(|(part, attrs)| {
-                let splits = default_splits(desc.partitions, attrs.len());
-                let n: usize = splits.iter().map(|s| s.len() + 1).product();
-                let regions = (0..n)
-                    .map(|_| {
-                        next += 1;
-                        Region {
-                            id: RegionId(next),
-                            chain: vec![],
-                        }
-                    })
-                    .collect();
-                SubspaceLayout {
-                    attrs,
-                    splits,
-                    regions,
-                    part: PartId(part as u64),
-                    state: PartState::Ready,
-                    kind: Default::default(),
-                }
-            })
-            .collect();
-        Space {
-            id: SpaceId(1),
-            desc,
-            subspaces,
-            indexes: vec![],
-        }
+        tessera_types::region::default_layout(SpaceId(1), desc)
     }
 
     #[test]

@@ -139,6 +139,46 @@ pub fn default_splits(partitions: u32, dims: usize) -> Vec<Vec<u64>> {
         .collect()
 }
 
+/// Space `id` of `desc` laid out as a new space is: every subspace (the
+/// key subspace first) cut by [`default_splits`], ready, its regions
+/// numbered from 1 with no replicas yet. For planning and tests that need
+/// a layout without a coordinator.
+pub fn default_layout(id: crate::ids::SpaceId, desc: crate::schema::SpaceDesc) -> Space {
+    let mut next = 0u64;
+    let subspaces = desc
+        .all_subspaces()
+        .into_iter()
+        .enumerate()
+        .map(|(part, attrs)| {
+            let splits = default_splits(desc.partitions, attrs.len());
+            let cells: usize = splits.iter().map(|s| s.len() + 1).product();
+            let regions = (0..cells)
+                .map(|_| {
+                    next += 1;
+                    Region {
+                        id: crate::ids::RegionId(next),
+                        chain: vec![],
+                    }
+                })
+                .collect();
+            SubspaceLayout {
+                attrs,
+                splits,
+                regions,
+                part: crate::ids::PartId(part as u64),
+                state: crate::layout::PartState::Ready,
+                kind: SubspaceKind::Subspace,
+            }
+        })
+        .collect();
+    Space {
+        id,
+        desc,
+        subspaces,
+        indexes: Vec::new(),
+    }
+}
+
 /// The interval of `coordinate` given sorted split points.
 pub fn interval_index(splits: &[u64], coordinate: u64) -> usize {
     splits.partition_point(|s| *s <= coordinate)
