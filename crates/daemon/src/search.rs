@@ -444,14 +444,15 @@ pub fn lookup(
     } else {
         walk.ascending(after, wanted)
     }?;
-    let more = positions.len() == wanted;
-    let last = positions.last().map(|(value, key)| SearchAfter {
+    let mut more = positions.len() == wanted;
+    let mut last = positions.last().map(|(value, key)| SearchAfter {
         key: key.clone(),
         sort_value: value_of(value, dtype),
     });
-    let mut entries = Vec::with_capacity(positions.len());
+    let read = positions.len();
+    let mut entries = Vec::with_capacity(read);
     let mut bytes = 0;
-    for (value, key) in positions {
+    for (i, (value, key)) in positions.into_iter().enumerate() {
         let Some(stored) = view.engine.get(region, &key).map_err(ReadFailed::of)? else {
             continue;
         };
@@ -470,7 +471,14 @@ pub fn lookup(
             current.cloned().expect("compared"),
             projection.values[0].clone(),
         ));
-        if bytes >= PAGE_BYTES_MAX {
+        if bytes >= PAGE_BYTES_MAX && i + 1 < read {
+            // The page is full before the positions read are: it ends
+            // here, and the next continues after this entry.
+            more = true;
+            last = Some(SearchAfter {
+                sort_value: value_of(&value, dtype),
+                key,
+            });
             break;
         }
     }

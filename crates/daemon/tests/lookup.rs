@@ -95,6 +95,7 @@ fn read_all(
             panic!("{answer:?}")
         };
         assert!(entries.len() as u64 <= page);
+        assert!(!entries.is_empty() || !more || last.is_some());
         for (value, key) in entries {
             let (Value::String(name), Value::Int(k)) = (value, key) else {
                 panic!("a string value and an int key")
@@ -170,5 +171,39 @@ proptest! {
             by_value.then_with(|| key_bytes(&Value::Int(a.1)).cmp(&key_bytes(&Value::Int(b.1))))
         });
         prop_assert_eq!(read_all(&engine, &config, &checks, descending, page), expected);
+    }
+}
+
+/// Entries whose projections are large fill a page by bytes before its
+/// count: the page ends at the last entry it holds, and the next one
+/// continues from there, so no entry is skipped.
+#[test]
+fn pages_cut_by_size_lose_no_entry() {
+    let config = config();
+    let engine = IndexedEngine::open(Arc::new(MemoryEngine::new()), &config).expect("open");
+    let big = tessera_daemon::search::PAGE_BYTES_MAX / 3 + 1;
+    let objects: Vec<(i64, Vec<u8>)> = (0..10)
+        .map(|k| {
+            let mut name = vec![b'a' + k as u8];
+            name.resize(big, b'x');
+            (k, name)
+        })
+        .collect();
+    let writes = objects
+        .iter()
+        .map(|(k, name)| Write::Put {
+            region: INDEXLET,
+            key: key_bytes(&Value::Int(*k)),
+            value: projection(*k, name),
+        })
+        .collect();
+    engine.apply(writes).expect("memory");
+    let expected: Vec<(Vec<u8>, i64)> = objects.iter().map(|(k, n)| (n.clone(), *k)).collect();
+    for descending in [false, true] {
+        let mut want = expected.clone();
+        if descending {
+            want.reverse();
+        }
+        assert_eq!(read_all(&engine, &config, &[], descending, 100), want);
     }
 }
