@@ -30,6 +30,21 @@ pub enum KvOp {
     /// Delete an existing object.
     Del,
     Get,
+    /// A lookup through a global index for attribute `attr` (1 = `a`,
+    /// 2 = `b`) in `lo..=hi` did not find this key: a read that holds
+    /// when there is no object or its value lies outside the range.
+    LookupMissed {
+        attr: u8,
+        lo: i64,
+        hi: i64,
+    },
+}
+
+impl KvOp {
+    /// Whether the operation may change the object.
+    pub fn is_update(self) -> bool {
+        !matches!(self, KvOp::Get | KvOp::LookupMissed { .. })
+    }
 }
 
 /// What the cluster answered.
@@ -57,6 +72,19 @@ pub fn step(state: State, op: KvOp) -> (State, KvResult) {
             s,
             s.map_or(KvResult::NotFound, |(a, b)| KvResult::Value(a, b)),
         ),
+        (KvOp::LookupMissed { attr, lo, hi }, s) => {
+            let matched =
+                s.is_some_and(|(a, b)| (lo..=hi).contains(if attr == 1 { &a } else { &b }));
+            // A miss is consistent with a state the lookup could not match.
+            (
+                s,
+                if matched {
+                    KvResult::CmpFail
+                } else {
+                    KvResult::Ok
+                },
+            )
+        }
     }
 }
 
@@ -218,6 +246,59 @@ mod tests {
             ev(KvOp::Get, 4, 5, KvResult::Value(2, 0)),
         ];
         assert!(check_key(&h).is_err(), "but at most once");
+    }
+
+    #[test]
+    fn a_lookup_may_miss_a_key_only_while_it_does_not_match() {
+        let missed = |invoke, ret| {
+            ev(
+                KvOp::LookupMissed {
+                    attr: 1,
+                    lo: 0,
+                    hi: 2,
+                },
+                invoke,
+                ret,
+                KvResult::Ok,
+            )
+        };
+        // The object matched (a = 1) throughout the lookup.
+        let h = [
+            ev(KvOp::Put { a: 1, b: 9 }, 0, 1, KvResult::Ok),
+            missed(2, 3),
+        ];
+        assert!(check_key(&h).is_err());
+        // Outside the range, on the other attribute, or absent: no match.
+        let h = [
+            ev(KvOp::Put { a: 3, b: 1 }, 0, 1, KvResult::Ok),
+            missed(2, 3),
+        ];
+        assert!(check_key(&h).is_ok());
+        let h = [
+            ev(KvOp::Put { a: 1, b: 1 }, 0, 1, KvResult::Ok),
+            ev(KvOp::Del, 2, 3, KvResult::Ok),
+            missed(4, 5),
+        ];
+        assert!(check_key(&h).is_ok());
+        assert!(check_key(&[missed(0, 1)]).is_ok());
+        // A put of a non-matching value concurrent with the lookup lets it miss.
+        let h = [
+            ev(KvOp::Put { a: 1, b: 1 }, 0, 1, KvResult::Ok),
+            ev(KvOp::Put { a: 5, b: 1 }, 2, 6, KvResult::Ok),
+            missed(3, 4),
+        ];
+        assert!(check_key(&h).is_ok());
+        let b = ev(
+            KvOp::LookupMissed {
+                attr: 2,
+                lo: 1,
+                hi: 1,
+            },
+            2,
+            3,
+            KvResult::Ok,
+        );
+        assert!(check_key(&[ev(KvOp::Put { a: 7, b: 1 }, 0, 1, KvResult::Ok), b]).is_err());
     }
 
     #[test]

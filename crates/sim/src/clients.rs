@@ -3,6 +3,7 @@
 
 use crate::check::{Event, KvOp, KvResult};
 use crate::knobs::Rng;
+use crate::lookups::LookupRun;
 use crate::report::Violation;
 use crate::world::{Ev, Msg, Node, World, CLIENT_TIMEOUT_MS};
 
@@ -38,11 +39,22 @@ pub(crate) struct SimClient {
     /// When it last reported each daemon unreachable (the client
     /// library's limit).
     pub(crate) reported: ReportLimit,
+    /// A lookup through a global index in progress (`crate::lookups`).
+    pub(crate) lookup: Option<LookupRun>,
+    /// Keys a finished lookup found, to read next (last first).
+    pub(crate) lookup_gets: Vec<i64>,
 }
 
 impl World {
     pub(crate) fn client_wake(&mut self, c: usize) {
         let client = &self.clients[c];
+        if let Some(run) = &client.lookup {
+            if self.now >= run.deadline {
+                self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+                self.send_lookup(c);
+            }
+            return;
+        }
         match &client.current {
             Some(cur) if self.now >= cur.deadline => {
                 // No answer in time: fetch the configuration, send again
@@ -64,6 +76,9 @@ impl World {
             let Some(key) = self.clients[c].final_reads.pop() else {
                 return;
             };
+            (key, KvOp::Get)
+        } else if let Some(key) = self.clients[c].lookup_gets.pop() {
+            // A key a lookup found (its operation was counted then).
             (key, KvOp::Get)
         } else {
             if self.clients[c].ops_left == 0 {
@@ -87,6 +102,7 @@ impl World {
                     n: 3 + v(&mut self.rng),
                 },
                 6 => KvOp::Del,
+                _ if self.try_start_lookup(c) => return,
                 _ => KvOp::Get,
             };
             (key, op)
@@ -185,8 +201,13 @@ impl World {
                     client.config = Some(config);
                     if client.current.is_some() {
                         self.send_current(c);
+                    } else if client.lookup.is_some() {
+                        self.send_lookup(c);
                     }
                 }
+            }
+            Msg::Response { id, resp } if self.clients[c].lookup.is_some() => {
+                self.lookup_hears(c, id, resp)?
             }
             Msg::Response { id, resp } => self.client_hears(c, id, resp)?,
             _ => {}
@@ -248,7 +269,7 @@ impl World {
     /// If a cut keeps client `c` from connecting to `daemon`, the client
     /// tells the coordinator (as the client library does, at most once per
     /// [`ReportLimit`]'s interval per daemon): evidence of a gray failure.
-    fn report_if_severed(&mut self, c: usize, daemon: DaemonId) {
+    pub(crate) fn report_if_severed(&mut self, c: usize, daemon: DaemonId) {
         if !self.severed(Node::Client(c), Node::Daemon(daemon)) {
             return;
         }
@@ -317,7 +338,14 @@ impl SimClient {
             current: None,
             final_reads: Vec::new(),
             reported: ReportLimit::default(),
+            lookup: None,
+            lookup_gets: Vec::new(),
         }
+    }
+
+    /// Whether it waits for an answer (an operation or a lookup).
+    pub(crate) fn busy(&self) -> bool {
+        self.current.is_some() || self.lookup.is_some()
     }
 }
 
@@ -365,7 +393,7 @@ pub(crate) fn update_request(
             vec![],
             vec![],
         ),
-        KvOp::Get => unreachable!("a get is not an update"),
+        KvOp::Get | KvOp::LookupMissed { .. } => unreachable!("a read is not an update"),
     };
     UpdateRequest {
         space,

@@ -24,7 +24,7 @@ impl World {
         if !frozen.is_empty() {
             why.push(format!("{frozen:?} paused"));
         }
-        let busy: usize = self.clients.iter().filter(|c| c.current.is_some()).count();
+        let busy: usize = self.clients.iter().filter(|c| c.busy()).count();
         if busy > 0 {
             why.push(format!("{busy} clients wait for an answer"));
         }
@@ -73,7 +73,7 @@ impl World {
     /// Once everything settled, every key is read once more; the run is
     /// done when those reads have returned.
     pub(crate) fn try_finish(&mut self) {
-        let idle = self.clients.iter().all(|c| c.current.is_none());
+        let idle = self.clients.iter().all(|c| !c.busy());
         if !idle || !self.unsettled().is_empty() {
             return;
         }

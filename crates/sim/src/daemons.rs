@@ -257,6 +257,22 @@ impl World {
     }
 
     pub(crate) fn crash(&mut self, d: DaemonId) {
+        // Counted: crashes with updates in flight while the space has a
+        // global index, between an entry's write and the object's commit
+        // or between the commit and the old entry's removal.
+        let in_flight = self.daemons[&d]
+            .node
+            .as_ref()
+            .is_some_and(|node| node.busy_keys() > 0);
+        let indexed = self.configuration().spaces.iter().any(|space| {
+            space
+                .subspaces
+                .iter()
+                .any(|l| l.kind == tessera_types::SubspaceKind::GlobalIndex)
+        });
+        if in_flight && indexed {
+            self.report.faults.crashes_mid_indexed_update += 1;
+        }
         self.stop(d);
         self.report.faults.crashes += 1;
         self.trace(|| format!("crash {d}"));

@@ -46,6 +46,7 @@ mod converge;
 mod coord;
 mod daemons;
 mod knobs;
+mod lookups;
 mod nemesis;
 mod net;
 mod pause;

@@ -27,12 +27,19 @@ pub struct Report {
     /// Updates a point leader refused as too old to tell whether they took
     /// effect (their outcome stays unknown to the checker).
     pub unknown_outcomes: u64,
+    /// Lookups through a global index the clients began, and the keys
+    /// they were checked not to have missed (`crate::lookups`).
+    pub lookups: u64,
+    pub lookup_misses: u64,
 }
 
 /// What the nemesis injected, kind by kind.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Faults {
     pub crashes: u32,
+    /// Of those, crashes of a daemon with updates in flight while the
+    /// space had a global index.
+    pub crashes_mid_indexed_update: u32,
     /// Cuts both ways.
     pub partitions: u32,
     /// Cuts that dropped messages in one direction only.
@@ -55,6 +62,7 @@ pub struct Faults {
 impl Faults {
     fn add(&mut self, other: &Faults) {
         self.crashes += other.crashes;
+        self.crashes_mid_indexed_update += other.crashes_mid_indexed_update;
         self.partitions += other.partitions;
         self.one_way_partitions += other.one_way_partitions;
         self.coordinator_outages += other.coordinator_outages;
@@ -70,10 +78,11 @@ impl std::fmt::Display for Faults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} daemon crashes, {} partitions, {} one-way partitions, {} coordinator outages, \
+            "{} daemon crashes ({} with updates in flight and a global index), {} partitions, {} one-way partitions, {} coordinator outages, \
              {} disk faults, {} daemon pauses, {} coordinator pauses, \
              {} daemons taken offline on reports, {} layout changes",
             self.crashes,
+            self.crashes_mid_indexed_update,
             self.partitions,
             self.one_way_partitions,
             self.coordinator_outages,
@@ -118,6 +127,10 @@ pub enum Violation {
         op: KvOp,
         answer: Box<DaemonResponse>,
     },
+    /// A daemon answered a lookup's page with something no correct daemon
+    /// sends.
+    #[error("client {client}: a lookup was answered {answer}")]
+    UnexpectedLookupAnswer { client: usize, answer: String },
     /// A key saw more operations than the linearizability check handles.
     #[error("key {key}: too many events to check")]
     TooManyEvents { key: i64 },
@@ -216,6 +229,8 @@ pub struct Summary {
     pub tombstones_collected: u64,
     pub stale_dropped: u64,
     pub unknown_outcomes: u64,
+    pub lookups: u64,
+    pub lookup_misses: u64,
     pub failed: Vec<u64>,
 }
 
@@ -229,6 +244,8 @@ impl Summary {
         self.tombstones_collected += r.tombstones_collected;
         self.stale_dropped += r.stale_dropped;
         self.unknown_outcomes += r.unknown_outcomes;
+        self.lookups += r.lookups;
+        self.lookup_misses += r.lookup_misses;
     }
 }
 
@@ -237,7 +254,8 @@ impl std::fmt::Display for Summary {
         write!(
             f,
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
-             {} state transfers, {} tombstones collected, {} stale keys dropped; {} failed {:?}",
+             {} state transfers, {} tombstones collected, {} stale keys dropped, \
+             {} lookups ({} misses checked); {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
@@ -246,6 +264,8 @@ impl std::fmt::Display for Summary {
             self.transfers,
             self.tombstones_collected,
             self.stale_dropped,
+            self.lookups,
+            self.lookup_misses,
             self.failed.len(),
             self.failed
         )

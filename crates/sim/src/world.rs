@@ -175,6 +175,9 @@ pub(crate) struct World {
     pub(crate) trace: bool,
     pub(crate) knobs: Knobs,
     pub(crate) rng: Rng,
+    /// Draws lookups: a generator of its own, so that seeds without a
+    /// global index run as they did before lookups existed.
+    pub(crate) lookup_rng: Rng,
     pub(crate) now: u64,
     pub(crate) seq: u64,
     pub(crate) queue: BTreeMap<(u64, u64), Ev>,
@@ -270,6 +273,7 @@ impl World {
             trace: false,
             knobs,
             rng,
+            lookup_rng: Rng::new(seed ^ 0x0100_C0B5),
             now: 0,
             seq: 0,
             queue: BTreeMap::new(),
