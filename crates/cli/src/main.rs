@@ -196,6 +196,11 @@ enum Command {
         /// value once it holds this many entries (0: never).
         #[arg(long, default_value_t = tessera_coordinator::layout::DEFAULT_INDEXLET_SPLIT_ENTRIES)]
         indexlet_split_entries: u64,
+        /// As leader, split an indexlet of a global index at its middle
+        /// value once its replicas serve this many lookup pages per second
+        /// (0, the default: never; a split rebuilds the whole index).
+        #[arg(long, default_value_t = 0)]
+        indexlet_split_lookups: u64,
         #[command(flatten)]
         observe: Observe,
         #[command(flatten)]
@@ -572,6 +577,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             advertise,
             tombstone_grace_ms,
             indexlet_split_entries,
+            indexlet_split_lookups,
             observe,
             security,
         } => {
@@ -584,6 +590,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 metrics: observe.metrics,
                 tombstone_grace: Duration::from_millis(tombstone_grace_ms),
                 indexlet_split_entries,
+                indexlet_split_pages_per_s: indexlet_split_lookups,
                 ..tessera_coordinator::server::CoordinatorOptions::new(
                     socket_addr(&listen, port)?,
                     data,

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_client::{BlockingClient, Outcome, PartId, PredOp, Record, Value};
+use tessera_client::{BlockingAdmin, BlockingClient, Outcome, PartId, PredOp, Record, Value};
 
 // 64 indexlets cut the first byte of the names into runs of four values,
 // so the names below (a to z, digits, a zero byte) spread over a dozen.
@@ -576,43 +576,32 @@ fn an_index_split_live_loses_no_entry_and_fails_no_lookup() {
     }
 }
 
-#[test]
-fn the_leader_splits_an_indexlet_that_grows_while_lookups_stay_exact() {
-    // Indexlets of 60 entries or more split at their middle value; the
-    // space's 240 objects make the one indexlet split, and split again.
-    let cluster = Cluster::start_with(3, &["--indexlet-split-entries", "60"], &[]);
-    let admin = cluster.admin();
-    admin
-        .add_space(
-            "space g key int k attributes int n global index n create 1 partition \
-             create 4 partitions tolerate 1 failure",
-        )
-        .expect("add space");
-    let client = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("client");
-    let mut model = BTreeMap::new();
-    for k in 0..240i64 {
-        let n = (k * 53) % 997 - 498;
-        assert_eq!(
-            client
-                .put("g", Value::Int(k), [("n", Value::Int(n))])
-                .expect("put"),
-            Outcome::Done
-        );
-        model.insert(k, n);
-    }
-    let indexlets = || -> Option<(usize, bool)> {
-        let config = admin.config().ok()?;
-        let space = config.space("g")?;
-        let globals: Vec<_> = space
-            .subspaces
-            .iter()
-            .filter(|l| l.kind == tessera_types::SubspaceKind::GlobalIndex)
-            .collect();
-        Some((
-            globals[0].regions.len(),
-            globals.len() == 1 && globals[0].state.is_ready(),
-        ))
-    };
+/// The number of indexlets of space `g`'s global index, and whether it is
+/// one ready part (no split building).
+fn indexlets(admin: &BlockingAdmin) -> Option<(usize, bool)> {
+    let config = admin.config().ok()?;
+    let space = config.space("g")?;
+    let globals: Vec<_> = space
+        .subspaces
+        .iter()
+        .filter(|l| l.kind == tessera_types::SubspaceKind::GlobalIndex)
+        .collect();
+    Some((
+        globals[0].regions.len(),
+        globals.len() == 1 && globals[0].state.is_ready(),
+    ))
+}
+
+/// Runs range lookups on `n` of space `g`, each compared with `model`,
+/// `pause` apart, until its global index is one ready part of at least
+/// `at_least` indexlets; fails after 150 s. Returns the lookups run.
+fn exact_lookups_until_split(
+    admin: &BlockingAdmin,
+    client: &BlockingClient,
+    model: &BTreeMap<i64, i64>,
+    at_least: usize,
+    pause: Duration,
+) -> u64 {
     let started = std::time::Instant::now();
     let mut lookups = 0u64;
     loop {
@@ -637,19 +626,76 @@ fn the_leader_splits_an_indexlet_that_grows_while_lookups_stay_exact() {
             .collect();
         assert_eq!(found, expected, "lookup from {lo}");
         lookups += 1;
-        if matches!(indexlets(), Some((n, true)) if n >= 4) {
-            break;
+        if lookups.is_multiple_of(16)
+            && matches!(indexlets(admin), Some((n, true)) if n >= at_least)
+        {
+            println!(
+                "automatic splits: {:?} indexlets after {:?}, {lookups} exact lookups meanwhile",
+                indexlets(admin),
+                started.elapsed()
+            );
+            return lookups;
         }
         assert!(
             started.elapsed() < Duration::from_secs(150),
             "the index was not split: {:?}",
-            indexlets()
+            indexlets(admin)
         );
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(pause);
     }
-    println!(
-        "automatic splits: {:?} indexlets after {:?}, {lookups} exact lookups meanwhile",
-        indexlets(),
-        started.elapsed()
+}
+
+/// Space `g` with a one-indexlet global index on `n`, and `objects`
+/// objects in it; returns the client and the model.
+fn indexed_space(cluster: &Cluster, objects: i64) -> (BlockingClient, BTreeMap<i64, i64>) {
+    cluster
+        .admin()
+        .add_space(
+            "space g key int k attributes int n global index n create 1 partition \
+             create 4 partitions tolerate 1 failure",
+        )
+        .expect("add space");
+    let client = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("client");
+    let mut model = BTreeMap::new();
+    for k in 0..objects {
+        let n = (k * 53) % 997 - 498;
+        assert_eq!(
+            client
+                .put("g", Value::Int(k), [("n", Value::Int(n))])
+                .expect("put"),
+            Outcome::Done
+        );
+        model.insert(k, n);
+    }
+    (client, model)
+}
+
+#[test]
+fn the_leader_splits_an_indexlet_that_grows_while_lookups_stay_exact() {
+    // Indexlets of 60 entries or more split at their middle value; the
+    // space's 240 objects make the one indexlet split, and split again.
+    let cluster = Cluster::start_with(3, &["--indexlet-split-entries", "60"], &[]);
+    let (client, model) = indexed_space(&cluster, 240);
+    let admin = cluster.admin();
+    exact_lookups_until_split(&admin, &client, &model, 4, Duration::from_millis(200));
+}
+
+#[test]
+fn the_leader_splits_an_indexlet_that_serves_many_lookups() {
+    // Never by size; by load once its replicas serve 20 lookup pages a
+    // second, which lookups back to back do.
+    let cluster = Cluster::start_with(
+        3,
+        &[
+            "--indexlet-split-entries",
+            "0",
+            "--indexlet-split-lookups",
+            "20",
+        ],
+        &[],
     );
+    let (client, model) = indexed_space(&cluster, 100);
+    let admin = cluster.admin();
+    assert_eq!(indexlets(&admin), Some((1, true)));
+    exact_lookups_until_split(&admin, &client, &model, 2, Duration::ZERO);
 }

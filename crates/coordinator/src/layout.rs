@@ -1269,6 +1269,12 @@ pub struct LayoutTally {
     /// An indexlet with at least this many entries is split at its middle
     /// value ([`DEFAULT_INDEXLET_SPLIT_ENTRIES`] unless configured).
     split_entries: u64,
+    /// Per indexlet and replica, the lookup pages per second its last
+    /// `IndexletLoad` reported, in thousandths.
+    loads: BTreeMap<(RegionId, DaemonId), u64>,
+    /// An indexlet whose replicas together serve at least this many lookup
+    /// pages per second is split at its middle value too (0: never).
+    split_pages_per_s: u64,
 }
 
 /// The entries at which the leader splits an indexlet by default: small
@@ -1298,7 +1304,33 @@ impl LayoutTally {
             proposed: BTreeMap::new(),
             indexlets: BTreeMap::new(),
             split_entries,
+            loads: BTreeMap::new(),
+            split_pages_per_s: 0,
         }
+    }
+
+    /// Splits indexlets serving `pages_per_s` lookup pages per second or
+    /// more as well (0 never splits by load).
+    pub fn with_split_load(mut self, pages_per_s: u64) -> LayoutTally {
+        self.split_pages_per_s = pages_per_s;
+        self
+    }
+
+    /// The lookup pages per second indexlet `region` serves, in
+    /// thousandths, over the replicas' last reports.
+    fn load_milli(&self, region: RegionId) -> u64 {
+        self.loads
+            .range((region, DaemonId(0))..=(region, DaemonId(u64::MAX)))
+            .map(|(_, rate)| rate)
+            .sum()
+    }
+
+    /// Whether the indexlet's last reports call for a split: its size, or
+    /// the lookups its replicas serve.
+    fn too_big_or_busy(&self, region: RegionId, entries: u64) -> bool {
+        let busy = self.split_pages_per_s > 0
+            && self.load_milli(region) >= self.split_pages_per_s.saturating_mul(1000);
+        (self.split_entries > 0 && entries >= self.split_entries) || busy
     }
 
     /// Takes what a request to the leader tells about layouts: a
@@ -1322,6 +1354,16 @@ impl LayoutTally {
                 ..
             } => {
                 self.indexlets.insert(*region, (*entries, *median));
+            }
+            CoordRequest::IndexletLoad {
+                daemon,
+                region,
+                pages,
+                window_ms,
+                ..
+            } => {
+                let rate = pages.saturating_mul(1_000_000) / (*window_ms).max(1);
+                self.loads.insert((*region, *daemon), rate);
             }
             _ => {}
         }
@@ -1349,7 +1391,8 @@ impl LayoutTally {
                         && l.part != layout.part
                         && live(l.state)
                 });
-                if self.split_entries == 0 || !layout.state.is_ready() || building {
+                let never = self.split_entries == 0 && self.split_pages_per_s == 0;
+                if never || !layout.state.is_ready() || building {
                     continue;
                 }
                 let cuts: Vec<u64> = layout
@@ -1358,7 +1401,7 @@ impl LayoutTally {
                     .enumerate()
                     .filter_map(|(i, region)| {
                         let &(entries, median) = self.indexlets.get(&region.id)?;
-                        let median = median.filter(|_| entries >= self.split_entries)?;
+                        let median = median.filter(|_| self.too_big_or_busy(region.id, entries))?;
                         let (lo, hi) = layout.cell_bounds(i)[0];
                         (lo < median && median <= hi).then_some(median)
                     })
@@ -1373,6 +1416,7 @@ impl LayoutTally {
             }
         }
         self.indexlets.retain(|region, _| present.contains(region));
+        self.loads.retain(|(region, _), _| present.contains(region));
         out
     }
 
@@ -2130,6 +2174,74 @@ mod tests {
         let mut never = LayoutTally::with_split_entries(0);
         never.on_request(&report(first, u64::MAX, Some(middle)));
         assert!(splits(&mut never, &state).is_empty());
+    }
+
+    #[test]
+    fn the_leader_splits_an_indexlet_its_replicas_report_busy() {
+        let mut state = cluster();
+        let space = state.spaces[0].id;
+        let part = added(state.apply(Command::AddGlobalIndex {
+            space: "s".into(),
+            attr: "b".into(),
+            partitions: Some(1),
+        }));
+        state.apply(Command::PartProgress {
+            space,
+            part,
+            progress: 100,
+            done: true,
+        });
+        let region = state.spaces[0]
+            .subspaces
+            .iter()
+            .find(|l| l.part == part)
+            .map(|l| l.regions[0].id)
+            .expect("the indexlet");
+        let middle = tessera_types::coordinate::int_coordinate(3);
+        let load = |daemon, pages| tessera_protocol::CoordRequest::IndexletLoad {
+            daemon: DaemonId(daemon),
+            space,
+            part,
+            region,
+            pages,
+            window_ms: 10_000,
+        };
+        let splits = |tally: &mut LayoutTally| -> Vec<Command> {
+            tally
+                .proposals(&state)
+                .into_iter()
+                .filter(|c| matches!(c, Command::SplitGlobalIndexAt { .. }))
+                .collect()
+        };
+        // Size alone never splits it (100 entries < 1,000,000); 50 pages/s.
+        let mut tally = LayoutTally::with_split_entries(1_000_000).with_split_load(50);
+        tally.on_request(&tessera_protocol::CoordRequest::IndexletReport {
+            space,
+            part,
+            region,
+            entries: 100,
+            median: Some(middle),
+        });
+        // 30 + 19.9 pages/s over two replicas: under the threshold.
+        tally.on_request(&load(1, 300));
+        tally.on_request(&load(2, 199));
+        assert!(splits(&mut tally).is_empty());
+        // A newer report replaces a replica's last one: 30 + 20 pages/s.
+        tally.on_request(&load(2, 200));
+        assert_eq!(
+            splits(&mut tally),
+            vec![Command::SplitGlobalIndexAt {
+                space,
+                part,
+                cuts: vec![middle]
+            }]
+        );
+        // Without a load threshold the same reports split nothing.
+        let mut by_size = LayoutTally::with_split_entries(1_000_000);
+        for request in [load(1, 10_000), load(2, 10_000)] {
+            by_size.on_request(&request);
+        }
+        assert!(splits(&mut by_size).is_empty());
     }
 
     #[test]

@@ -105,6 +105,9 @@ pub struct CoordinatorOptions {
     /// As leader, split an indexlet of a global index once it holds this
     /// many entries (0: never); see [`LayoutTally`].
     pub indexlet_split_entries: u64,
+    /// As leader, split an indexlet whose replicas serve this many lookup
+    /// pages per second or more (0: never).
+    pub indexlet_split_pages_per_s: u64,
 }
 
 impl CoordinatorOptions {
@@ -122,6 +125,7 @@ impl CoordinatorOptions {
             transport: Transport::plain(),
             admin_token: None,
             indexlet_split_entries: crate::layout::DEFAULT_INDEXLET_SPLIT_ENTRIES,
+            indexlet_split_pages_per_s: 0,
         }
     }
 }
@@ -218,6 +222,7 @@ pub async fn serve_with(
         transport,
         admin_token,
         indexlet_split_entries,
+        indexlet_split_pages_per_s,
         ..
     } = opts;
     if !transport.can_serve() {
@@ -303,7 +308,10 @@ pub async fn serve_with(
         node: Mutex::new(
             CoordinatorNode::new(failure_timeout).with_tombstone_grace(tombstone_grace),
         ),
-        layout: Mutex::new(LayoutTally::with_split_entries(indexlet_split_entries)),
+        layout: Mutex::new(
+            LayoutTally::with_split_entries(indexlet_split_entries)
+                .with_split_load(indexlet_split_pages_per_s),
+        ),
         started: std::time::Instant::now(),
         metrics: CoordinatorMetrics::new(start_epoch),
         link,
@@ -796,8 +804,9 @@ impl Member {
             CoordRequest::Relayout { space, description } => {
                 self.write(Command::Relayout { space, description }).await
             }
-            report
-            @ (CoordRequest::BackfillReport { .. } | CoordRequest::IndexletReport { .. }) => {
+            report @ (CoordRequest::BackfillReport { .. }
+            | CoordRequest::IndexletReport { .. }
+            | CoordRequest::IndexletLoad { .. }) => {
                 if let Some(not_leader) = self.not_leader() {
                     return not_leader;
                 }

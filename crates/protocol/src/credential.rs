@@ -139,7 +139,8 @@ impl CoordRequest {
             | CoordRequest::CollectReport { .. }
             | CoordRequest::TransferComplete { .. }
             | CoordRequest::BackfillReport { .. }
-            | CoordRequest::IndexletReport { .. } => Access::Cluster,
+            | CoordRequest::IndexletReport { .. }
+            | CoordRequest::IndexletLoad { .. } => Access::Cluster,
         }
     }
 }

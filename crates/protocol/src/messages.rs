@@ -848,6 +848,18 @@ pub enum CoordRequest {
         entries: u64,
         median: Option<u64>,
     },
+    /// A replica of indexlet `region` of global index `part` (leader
+    /// only; answered `Done`): how many lookup pages `daemon` served from
+    /// it in the last `window_ms`. The leader splits an indexlet whose
+    /// replicas together serve more than its threshold.
+    IndexletLoad {
+        daemon: DaemonId,
+        space: SpaceId,
+        part: PartId,
+        region: RegionId,
+        pages: u64,
+        window_ms: u64,
+    },
 }
 
 /// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).

@@ -133,7 +133,9 @@ impl World {
                 }
                 Some(CoordResponse::Done)
             }
-            CoordRequest::BackfillReport { .. } | CoordRequest::IndexletReport { .. } => {
+            CoordRequest::BackfillReport { .. }
+            | CoordRequest::IndexletReport { .. }
+            | CoordRequest::IndexletLoad { .. } => {
                 self.coord.layout.on_request(request);
                 self.propose_layout();
                 Some(CoordResponse::Done)
@@ -147,7 +149,11 @@ impl World {
         let commands = self.coord.layout.proposals(&self.coord.state);
         for command in commands {
             self.trace(|| format!("layout: {command:?}"));
-            self.apply(command);
+            let split = matches!(command, Command::SplitGlobalIndexAt { .. });
+            let result = self.apply(command);
+            if split && !matches!(result, CommandResult::Failed { .. }) {
+                self.report.index_splits += 1;
+            }
         }
     }
 
@@ -179,7 +185,7 @@ impl World {
         // A new leader: its detector starts afresh, giving every daemon a
         // full timeout of grace.
         self.coord.term += 1;
-        self.coord.layout = Default::default();
+        self.coord.layout = crate::world::layout_tally(&self.knobs);
         let term = self.coord.term;
         self.coord.node().lead(term);
     }

@@ -31,6 +31,8 @@ pub struct Report {
     /// they were checked not to have missed (`crate::lookups`).
     pub lookups: u64,
     pub lookup_misses: u64,
+    /// Indexlet splits the leader made on its own (by size or by load).
+    pub index_splits: u64,
 }
 
 /// What the nemesis injected, kind by kind.
@@ -231,6 +233,7 @@ pub struct Summary {
     pub unknown_outcomes: u64,
     pub lookups: u64,
     pub lookup_misses: u64,
+    pub index_splits: u64,
     pub failed: Vec<u64>,
 }
 
@@ -246,6 +249,7 @@ impl Summary {
         self.unknown_outcomes += r.unknown_outcomes;
         self.lookups += r.lookups;
         self.lookup_misses += r.lookup_misses;
+        self.index_splits += r.index_splits;
     }
 }
 
@@ -255,7 +259,7 @@ impl std::fmt::Display for Summary {
             f,
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
-             {} lookups ({} misses checked); {} failed {:?}",
+             {} lookups ({} misses checked), {} automatic index splits; {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
@@ -266,6 +270,7 @@ impl std::fmt::Display for Summary {
             self.stale_dropped,
             self.lookups,
             self.lookup_misses,
+            self.index_splits,
             self.failed.len(),
             self.failed
         )

@@ -222,6 +222,16 @@ impl SimDaemon {
     }
 }
 
+/// The leader's layout tally for a seed with these knobs. With a global
+/// index, indexlets of three entries split, and those whose replicas serve
+/// a lookup page a second: the few keys of a seed make the leader split
+/// under the nemesis, and split again.
+pub(crate) fn layout_tally(knobs: &Knobs) -> tessera_coordinator::layout::LayoutTally {
+    let (entries, pages_per_s) = if knobs.global_index { (3, 1) } else { (0, 0) };
+    tessera_coordinator::layout::LayoutTally::with_split_entries(entries)
+        .with_split_load(pages_per_s)
+}
+
 /// The cluster as an operator sets it up: [`DAEMONS`] registered daemons
 /// and the space the knobs describe.
 fn found_cluster(knobs: &Knobs) -> (ClusterState, BTreeMap<DaemonId, SimDaemon>, SpaceId) {
@@ -250,7 +260,7 @@ fn found_cluster(knobs: &Knobs) -> (ClusterState, BTreeMap<DaemonId, SimDaemon>,
 impl World {
     pub(crate) fn new(seed: u64, knobs: Knobs, rng: Rng) -> World {
         let (state, daemons, space) = found_cluster(&knobs);
-        let split_entries = if knobs.global_index { 3 } else { 0 };
+        let layout = layout_tally(&knobs);
         let mut members: Vec<Member> = (0..COORD_MEMBERS)
             .map(|_| Member {
                 node: CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS))
@@ -284,10 +294,7 @@ impl World {
                 leader: 0,
                 up: true,
                 term: 1,
-                // With a global index, indexlets of three entries split:
-                // the few keys of a seed make the leader split under the
-                // nemesis, and split again.
-                layout: tessera_coordinator::layout::LayoutTally::with_split_entries(split_entries),
+                layout,
             },
             clients,
             cuts: BTreeMap::new(),

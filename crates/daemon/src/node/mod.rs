@@ -61,7 +61,7 @@ use tessera_protocol::{
 };
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Configuration, DaemonId, Epoch, RegionDirectory, RegionId};
+use tessera_types::{Configuration, DaemonId, Epoch, RegionDirectory, RegionId, SubspaceKind};
 
 /// Number of replica cores per daemon.
 pub const SHARDS: usize = 16;
@@ -222,6 +222,9 @@ pub struct DaemonNode {
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
     stats: NodeStats,
+    /// Per indexlet, the lookup pages served since the last sweep, which
+    /// reports them to the coordinator (`CoordRequest::IndexletLoad`).
+    lookup_pages: Mutex<HashMap<RegionId, u64>>,
     /// Objects frozen for backups (see `backup`).
     frozen: Mutex<backup::Frozen>,
 }
@@ -348,6 +351,7 @@ impl DaemonNode {
             revisits: Mutex::new(HashMap::new()),
             reported: Mutex::new(ReportLimit::default()),
             stats,
+            lookup_pages: Mutex::new(HashMap::new()),
             frozen: Mutex::new(backup::Frozen::default()),
         };
         changes::log(
@@ -596,6 +600,7 @@ impl DaemonNode {
             // leader expects is a full pass over its objects, and the
             // losses it finds are rare (beyond f).
             let expect = (tick / SWEEP_TICKS) % EXPECT_SWEEPS == EXPECT_SWEEPS - 1;
+            self.report_lookup_load(&config, out);
             for space in &config.spaces {
                 for layout in space.subspaces.iter().skip(usize::from(!expect)) {
                     for region in &layout.regions {
@@ -603,6 +608,31 @@ impl DaemonNode {
                             out(Output::Job(Job::Sweep { region: region.id }));
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Tells the coordinator, for every indexlet this daemon replicates,
+    /// how many lookup pages it served since the last sweep (zero too, so
+    /// that a load that stopped is forgotten).
+    fn report_lookup_load(&self, config: &Configuration, out: Out<'_>) {
+        let mut served = std::mem::take(&mut *lock(&self.lookup_pages));
+        let window_ms = (TICK_INTERVAL * SWEEP_TICKS as u32).as_millis() as u64;
+        for space in &config.spaces {
+            for layout in &space.subspaces {
+                if layout.kind != SubspaceKind::GlobalIndex {
+                    continue;
+                }
+                for region in layout.regions.iter().filter(|r| r.chain.contains(&self.me)) {
+                    out(Output::Coord(CoordRequest::IndexletLoad {
+                        daemon: self.me,
+                        space: space.id,
+                        part: layout.part,
+                        region: region.id,
+                        pages: served.remove(&region.id).unwrap_or(0),
+                        window_ms,
+                    }));
                 }
             }
         }
@@ -664,6 +694,10 @@ impl DaemonNode {
             engine: &counting,
         };
         let opening = search_opening(config, &request);
+        let indexlet = match &request {
+            DaemonRequest::Lookup { region, .. } => Some(*region),
+            _ => None,
+        };
         let page = match request {
             DaemonRequest::Search {
                 space,
@@ -752,6 +786,9 @@ impl DaemonNode {
         let stats = &self.stats;
         if let (Some((space, shape)), true) = (opening, returned_page(&page)) {
             stats.shapes.count(space, &shape);
+        }
+        if let (Some(region), true) = (indexlet, returned_page(&page)) {
+            *lock(&self.lookup_pages).entry(region).or_default() += 1;
         }
         stats.search_pages.fetch_add(1, Ordering::Relaxed);
         let examined = counting.hooks().get();
