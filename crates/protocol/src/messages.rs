@@ -46,6 +46,24 @@ pub enum Message {
     },
 }
 
+impl Message {
+    /// Whether only a daemon sends it to another (chain, state transfer,
+    /// anti-entropy): a daemon takes it only from the cluster's servers.
+    /// Every variant is named, so a new one must be placed here.
+    pub fn is_peer(&self) -> bool {
+        match self {
+            Message::Chain(_) | Message::Transfer(_) | Message::Held(_) | Message::Expected(_) => {
+                true
+            }
+            Message::DaemonRequest { .. }
+            | Message::DaemonResponse { .. }
+            | Message::CoordRequest { .. }
+            | Message::CoordResponse { .. }
+            | Message::CredentialedRequest { .. } => false,
+        }
+    }
+}
+
 // ---------------------------------------------------------------- data path
 
 /// Who sent an update, for at-most-once: the point leader remembers the
