@@ -45,12 +45,25 @@ fn cli(cluster: &Cluster, args: &[&str], extra: &[&str]) -> (bool, String, Strin
     run_cli(&all, None, CLI_TIMEOUT)
 }
 
-/// Sends a harmless anti-entropy message (of epoch 0, which every point
-/// leader ignores) and then a request to the daemon at `addr` over
-/// `transport`; whether the request was answered (the daemon closes a
-/// connection that sends peer messages without the cluster's
+/// Harmless anti-entropy messages of both directions (of epoch 0, which
+/// every daemon ignores).
+fn anti_entropy_messages() -> [Message; 2] {
+    let objects = || HeldObjects {
+        epoch: Epoch(0),
+        space: SpaceId(u64::MAX),
+        region: RegionId(u64::MAX),
+        objects: vec![],
+        removed: vec![],
+        absent: vec![],
+    };
+    [Message::Held(objects()), Message::Expected(objects())]
+}
+
+/// Sends peer message `msg` and then a request to the daemon at `addr`
+/// over `transport`; whether the request was answered (the daemon closes
+/// a connection that sends peer messages without the cluster's
 /// certificate).
-fn peer_message_then_request(addr: &str, transport: &Transport) -> bool {
+fn peer_message_then_request(addr: &str, transport: &Transport, msg: &Message) -> bool {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let (mut read, mut write) = transport
@@ -58,14 +71,6 @@ fn peer_message_then_request(addr: &str, transport: &Transport) -> bool {
             .await
             .expect("connect to the daemon")
             .into_split();
-        let held = Message::Held(HeldObjects {
-            epoch: Epoch(0),
-            space: SpaceId(u64::MAX),
-            region: RegionId(u64::MAX),
-            objects: vec![],
-            removed: vec![],
-            absent: vec![],
-        });
         let probe = Message::DaemonRequest {
             id: 7,
             epoch: Epoch(1),
@@ -78,7 +83,7 @@ fn peer_message_then_request(addr: &str, transport: &Transport) -> bool {
                 op: Default::default(),
             },
         };
-        write_frame(&mut write, &held).await.expect("write");
+        write_frame(&mut write, msg).await.expect("write");
         write_frame(&mut write, &probe).await.expect("write");
         write.flush().await.expect("flush");
         // The timeout only keeps a broken daemon from hanging the test.
@@ -254,12 +259,21 @@ fn a_tls_cluster_serves_tls_clients_and_refuses_the_others() {
         "{err}"
     );
 
-    // Chain messages: a daemon takes them from a peer with the cluster's
+    // Peer messages: a daemon takes them from a peer with the cluster's
     // certificate, and closes a client's connection that sends one.
     let peer = Transport::tls(&pki.server_files()).expect("peer TLS");
     let daemon_addr = cluster.daemon_addr(0);
-    assert!(peer_message_then_request(&daemon_addr, &peer));
-    assert!(!peer_message_then_request(&daemon_addr, &link.transport));
+    for msg in anti_entropy_messages() {
+        assert!(
+            peer_message_then_request(&daemon_addr, &peer, &msg),
+            "a peer's connection closed after {msg:?}"
+        );
+        assert!(!peer_message_then_request(
+            &daemon_addr,
+            &link.transport,
+            &msg
+        ));
+    }
 
     // Other configuration changes are gated too, and leave no trace.
     let config = admin.config().expect("config");

@@ -179,6 +179,7 @@ fn message_kind(msg: &Message) -> &'static str {
         Message::Transfer(TransferMsg::Digest { .. }) => "transfer_digest",
         Message::Transfer(TransferMsg::Restart { .. }) => "transfer_restart",
         Message::Held(_) => "held",
+        Message::Expected(_) => "expected",
         _ => "other",
     }
 }

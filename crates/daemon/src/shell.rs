@@ -529,12 +529,8 @@ async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
             Ok(Message::DaemonRequest { id, epoch, request }) => {
                 Inbound::Request { id, epoch, request }
             }
-            Ok(msg @ (Message::Transfer(_) | Message::Chain(_) | Message::Held(_)))
-                if peers_allowed =>
-            {
-                Inbound::Peer(msg)
-            }
-            Ok(Message::Transfer(_) | Message::Chain(_) | Message::Held(_)) => {
+            Ok(msg) if msg.is_peer() && peers_allowed => Inbound::Peer(msg),
+            Ok(msg) if msg.is_peer() => {
                 tracing::warn!("closing a connection: a peer message from a client without the cluster's certificate");
                 break;
             }

@@ -26,12 +26,6 @@ pub enum Message {
     /// Daemon → point leader: anti-entropy between a subspace and the key
     /// subspace.
     Held(HeldObjects),
-    /// Point leader → head of a non-key region: the objects (key and
-    /// version, in `objects`) the key subspace places in `region`. The
-    /// head answers with a `Held` whose `absent` lists those it holds no
-    /// record of: the direction of anti-entropy that finds what a region
-    /// lost, not only what it holds apart.
-    Expected(HeldObjects),
     /// Client, daemon or member → coordinator member.
     CoordRequest { id: u64, request: CoordRequest },
     /// Coordinator member → requester.
@@ -44,6 +38,31 @@ pub enum Message {
         token: Vec<u8>,
         request: CoordRequest,
     },
+    /// Point leader → head of a non-key region: the objects (key and
+    /// version, in `objects`) the key subspace places in `region`. The
+    /// head answers with a `Held` whose `absent` lists those it holds no
+    /// record of: the direction of anti-entropy that finds what a region
+    /// lost, not only what it holds apart. (Last: variant indexes are
+    /// part of the wire format.)
+    Expected(HeldObjects),
+}
+
+impl Message {
+    /// Whether only a daemon sends it to another (chain, state transfer,
+    /// anti-entropy): a daemon takes it only from the cluster's servers.
+    /// Every variant is named, so a new one must be placed here.
+    pub fn is_peer(&self) -> bool {
+        match self {
+            Message::Chain(_) | Message::Transfer(_) | Message::Held(_) | Message::Expected(_) => {
+                true
+            }
+            Message::DaemonRequest { .. }
+            | Message::DaemonResponse { .. }
+            | Message::CoordRequest { .. }
+            | Message::CoordResponse { .. }
+            | Message::CredentialedRequest { .. } => false,
+        }
+    }
 }
 
 // ---------------------------------------------------------------- data path
@@ -1020,6 +1039,50 @@ mod tests {
             let frame = crate::frame::encode(&sent);
             let heard = crate::frame::decode(&frame[4..]).expect("a frame we encoded decodes");
             assert_eq!(heard, sent);
+        }
+    }
+
+    /// The variant indexes of `docs/PROTOCOL.md`, and which messages only
+    /// daemons exchange.
+    #[test]
+    fn message_variants_keep_their_wire_index() {
+        let objects = || HeldObjects {
+            epoch: Epoch(0),
+            space: SpaceId(0),
+            region: RegionId(0),
+            objects: vec![],
+            removed: vec![],
+            absent: vec![],
+        };
+        let request = || CoordRequest::Unreachable {
+            daemon: DaemonId(1),
+            reporter: Reporter::Client(7),
+        };
+        let cases = [
+            (4, Message::Held(objects()), true),
+            (
+                5,
+                Message::CoordRequest {
+                    id: 0,
+                    request: request(),
+                },
+                false,
+            ),
+            (
+                7,
+                Message::CredentialedRequest {
+                    id: 0,
+                    token: vec![],
+                    request: request(),
+                },
+                false,
+            ),
+            (8, Message::Expected(objects()), true),
+        ];
+        for (index, msg, peer) in cases {
+            let frame = crate::frame::encode(&msg);
+            assert_eq!(frame[4], index, "{msg:?}");
+            assert_eq!(msg.is_peer(), peer, "{msg:?}");
         }
     }
 }

@@ -83,10 +83,6 @@ pub const COLLECT_TICKS: u64 = 40;
 /// sweep continues after the last one.
 const SWEEP_OBJECTS_MAX: usize = 1024;
 
-/// Key regions' heads send what they expect (`Message::Expected`) every
-/// this many sweeps (once a minute).
-const EXPECT_SWEEPS: u64 = 6;
-
 /// What the driver must do, in the order given.
 #[derive(Debug)]
 pub enum Output {
@@ -593,16 +589,16 @@ impl DaemonNode {
         self.backfill_tick(tick, out);
         if tick % SWEEP_TICKS == SWEEP_TICKS - 1 {
             let config = self.config();
+            self.report_lookup_load(&config, out);
             // Every region's head sweeps: a non-key region's reports what
             // it holds, a key region's (the point leader) what the others
-            // should hold.
-            // Key regions every EXPECT_SWEEPS-th sweep only: what a point
-            // leader expects is a full pass over its objects, and the
-            // losses it finds are rare (beyond f).
-            let expect = (tick / SWEEP_TICKS) % EXPECT_SWEEPS == EXPECT_SWEEPS - 1;
-            self.report_lookup_load(&config, out);
+            // should hold. Both directions cost about the same per round
+            // (at most SWEEP_OBJECTS_MAX records read, one list per
+            // region; an expected key is one point read at the region's
+            // head, answered only if absent), so both run every sweep
+            // (a lost key is repaired after two passes over its region).
             for space in &config.spaces {
-                for layout in space.subspaces.iter().skip(usize::from(!expect)) {
+                for layout in &space.subspaces {
                     for region in &layout.regions {
                         if region.chain.first() == Some(&self.me) {
                             out(Output::Job(Job::Sweep { region: region.id }));
