@@ -378,6 +378,18 @@ fn bad_global_index_requests_are_clear_errors() {
         "indexlets",
     );
     refused(&["rm-index", "b", "nope", "--global"], "NOTFOUND");
+    // A lookup range of the wrong type is refused before anything is sent.
+    let client = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("client");
+    for op in [PredOp::Ge(Value::Int(5)), PredOp::Lt(Value::Float(1.5))] {
+        let err = client
+            .search("b", vec![("s", op.clone())])
+            .expect_err("a number range on a string");
+        assert_eq!(
+            err.status(),
+            tessera_client::Status::WrongType,
+            "{op:?}: {err}"
+        );
+    }
     // In a description, the same refusals with a line and column.
     for (description, expected) in [
         (
