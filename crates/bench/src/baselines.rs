@@ -634,9 +634,21 @@ impl HyperdexCluster {
         fieldcount: usize,
         partitions: u32,
     ) -> anyhow::Result<crate::stores::hyperdex::HyperdexStore> {
-        use crate::stores::hyperdex::{usertable_description, Api, HyperdexStore};
-        self.add_space(&usertable_description(space, fieldcount, partitions))
-            .await?;
+        use crate::stores::hyperdex::usertable_description;
+        self.space(space, &usertable_description(space, fieldcount, partitions))
+            .await
+    }
+
+    /// A fresh space `space` from `description` (whose attributes are the
+    /// usertable's: `recno` and the fields) and a store on it, once
+    /// clients can use it.
+    pub async fn space(
+        &self,
+        space: &str,
+        description: &str,
+    ) -> anyhow::Result<crate::stores::hyperdex::HyperdexStore> {
+        use crate::stores::hyperdex::{Api, HyperdexStore};
+        self.add_space(description).await?;
         let api = Api::load(&hyperdex_client_library(&self.prefix))?;
         HyperdexStore::open(api, &self.ready.host, self.ready.port, space).await
     }

@@ -155,19 +155,82 @@ pub async fn ycsb(
     .await
 }
 
-/// Put latency and throughput with 0 to `max` non-key subspaces.
+/// Put latency and throughput with 0 to `max` non-key subspaces, on
+/// Tessera, on HyperDex (`store` "hyperdex", started for the run on
+/// `baseline_port`), or on both one after the other ("both"), with each
+/// system's latency growth per subspace (HyperDex paper, Fig. 10).
 pub async fn subspaces(
     max: usize,
     records: u64,
+    store: &str,
+    baseline_port: u16,
     c: &ClusterSpec,
     load: &Load,
 ) -> anyhow::Result<()> {
     let counts: Vec<usize> = (0..=max).collect();
     let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
-    run_and_report(c, load, async |coordinator: &str| {
-        scenarios::subspaces(coordinator, &counts, records, workers, partitions, limit).await
-    })
-    .await
+    let (tessera, hyperdex) = match store {
+        "tessera" => (true, false),
+        "hyperdex" => (false, true),
+        "both" => (true, true),
+        other => anyhow::bail!("unknown store {other:?} (tessera, hyperdex, both)"),
+    };
+    let mut results = Vec::new();
+    let mut slopes = Vec::new();
+    if tessera {
+        let mine = with_cluster(c, async |coordinator: &str| {
+            scenarios::subspaces(coordinator, &counts, records, workers, partitions, limit).await
+        })
+        .await?;
+        slopes.push(scenarios::subspace_slope("tessera", &mine));
+        results.extend(mine);
+    }
+    if hyperdex {
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-bench-hyperdex-")
+            .tempdir()?;
+        let mut server = baselines::start_hyperdex(dir.path(), baseline_port).await?;
+        eprintln!("bench: hyperdex ({})", server.durability);
+        let theirs = async {
+            let cluster = server.hyperdex().context("a HyperDex cluster")?;
+            let mut theirs = Vec::new();
+            for &k in &counts {
+                let name = format!("bench_sub{k}");
+                let description = scenarios::subspaces_description(&name, k, partitions);
+                let store: Arc<dyn Store> = Arc::new(cluster.space(&name, &description).await?);
+                theirs.push(scenarios::subspaces_phase(store, k, records, workers, limit).await?);
+            }
+            anyhow::Ok(theirs)
+        }
+        .await;
+        tokio::task::block_in_place(|| server.stop());
+        let theirs = theirs?;
+        slopes.push(scenarios::subspace_slope("hyperdex", &theirs));
+        results.extend(theirs);
+    }
+    print!("{}", results_table(&results));
+    let per = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    for s in &slopes {
+        println!(
+            "{}: put latency grows {} µs (mean) and {} µs (p50) per subspace, from a mean of {} µs with none",
+            s.store,
+            per(s.mean_us_per_subspace),
+            per(s.p50_us_per_subspace),
+            per(s.mean_us_without)
+        );
+    }
+    if let [ours, theirs] = slopes.as_slice() {
+        if let (Some(a), Some(b)) = (ours.mean_us_per_subspace, theirs.mean_us_per_subspace) {
+            println!(
+                "slope per subspace, Tessera ÷ HyperDex (mean): {:.2}",
+                a / b
+            );
+        }
+    }
+    write_json(
+        &load.json,
+        &serde_json::json!({ "results": results, "slopes": slopes }),
+    )
 }
 
 /// Equality search with a matching subspace vs. one over every region.

@@ -464,31 +464,91 @@ pub async fn subspaces(
     let mut results = Vec::new();
     for &k in counts {
         let name = format!("bench_sub{k}");
-        let fields: Vec<String> = (0..10).map(crate::workload::field_name).collect();
-        let subs: String = (0..k).map(|i| format!(" subspace field{i}")).collect();
-        let description = format!(
-            "space {name} key k attributes int recno, {}{subs} create {partitions} partitions tolerate 1 failure",
-            fields.join(", ")
-        );
-        fresh_space(&admin, &name, &description).await?;
+        fresh_space(&admin, &name, &subspaces_description(&name, k, partitions)).await?;
         wait_space(&client, &name).await?;
         let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), &name, 10));
-        let w = Arc::new(Workload::core('a', records, 0).expect("workload a"));
-        let seq = Arc::new(InsertSequence::new(0));
-        let load = Load {
-            workers,
-            operations: records,
-            time_limit,
-        };
-        let mut r = run_phase(store, &format!("subspaces={k}"), load, move |i| {
-            Box::new(LoadOps::new(w.clone(), seq.clone(), 77 + i as u64))
-        })
-        .await?;
-        r.phase = format!("subspaces={k}");
-        results.push(r);
+        results.push(subspaces_phase(store, k, records, workers, time_limit).await?);
         admin.rm_space(&name).await?;
     }
     Ok(results)
+}
+
+/// The space of the `subspaces` scenario with `k` non-key subspaces (one
+/// per field, in HyperDex's words too, so both systems read it alike).
+pub fn subspaces_description(name: &str, k: usize, partitions: u32) -> String {
+    let fields: Vec<String> = (0..10).map(crate::workload::field_name).collect();
+    let subs: String = (0..k).map(|i| format!(" subspace field{i}")).collect();
+    format!(
+        "space {name} key k attributes int recno, {}{subs} create {partitions} partitions tolerate 1 failure",
+        fields.join(", ")
+    )
+}
+
+/// Inserts `records` whole records into `store`, whose space has `k`
+/// non-key subspaces; the phase is named `subspaces=k`.
+pub async fn subspaces_phase(
+    store: Arc<dyn Store>,
+    k: usize,
+    records: u64,
+    workers: usize,
+    time_limit: Duration,
+) -> anyhow::Result<PhaseResult> {
+    let w = Arc::new(Workload::core('a', records, 0).expect("workload a"));
+    let seq = Arc::new(InsertSequence::new(0));
+    let load = Load {
+        workers,
+        operations: records,
+        time_limit,
+    };
+    let mut r = run_phase(store, &format!("subspaces={k}"), load, move |i| {
+        Box::new(LoadOps::new(w.clone(), seq.clone(), 77 + i as u64))
+    })
+    .await?;
+    r.phase = format!("subspaces={k}");
+    Ok(r)
+}
+
+/// The least-squares slope of `y` over `x`; `None` with fewer than two
+/// distinct `x`.
+pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+/// Per-subspace growth of put latency in the `subspaces` phases of one
+/// store: µs per added subspace of the mean and of p50, and the latency
+/// with none (the fitted intercept's point, measured).
+#[derive(Clone, Debug, Serialize)]
+pub struct SubspaceSlope {
+    pub store: String,
+    pub mean_us_per_subspace: Option<f64>,
+    pub p50_us_per_subspace: Option<f64>,
+    pub mean_us_without: Option<f64>,
+}
+
+/// The slopes of `results` (`subspaces=k` phases of one store).
+pub fn subspace_slope(store: &str, results: &[PhaseResult]) -> SubspaceSlope {
+    let points = |f: &dyn Fn(&crate::driver::OpStats) -> f64| -> Vec<(f64, f64)> {
+        results
+            .iter()
+            .filter_map(|r| {
+                let k: f64 = r.phase.strip_prefix("subspaces=")?.parse().ok()?;
+                let stats = r.ops.values().next()?;
+                Some((k, f(stats)))
+            })
+            .collect()
+    };
+    let mean = points(&|s| s.mean_us);
+    SubspaceSlope {
+        store: store.to_string(),
+        mean_us_per_subspace: slope(&mean),
+        p50_us_per_subspace: slope(&points(&|s| s.p50_us as f64)),
+        mean_us_without: mean.iter().find(|p| p.0 == 0.0).map(|p| p.1),
+    }
 }
 
 /// What [`search_vs_scan`] found.
@@ -798,4 +858,27 @@ async fn compare_phases_key_only(
         .await?,
     );
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slope;
+
+    #[test]
+    fn the_slope_of_points_on_a_line_is_its_gradient() {
+        let line: Vec<(f64, f64)> = (0..=10).map(|k| (k as f64, 3.5 * k as f64 + 7.0)).collect();
+        assert!((slope(&line).expect("a slope") - 3.5).abs() < 1e-9);
+        // Noise alternating about the line barely moves the gradient.
+        let noisy: Vec<(f64, f64)> = (0..=10)
+            .map(|k| {
+                (
+                    k as f64,
+                    2.0 * k as f64 + if k % 2 == 0 { 1.0 } else { -1.0 },
+                )
+            })
+            .collect();
+        let fitted = slope(&noisy).expect("a slope");
+        assert!((fitted - 2.0).abs() < 0.2, "{fitted}");
+        assert_eq!(slope(&[(1.0, 2.0), (1.0, 5.0)]), None);
+    }
 }

@@ -119,6 +119,13 @@ enum Scenario {
         max: usize,
         #[arg(long, default_value_t = 20_000)]
         records: u64,
+        /// tessera, hyperdex (started for the run), or both, one after the
+        /// other, with each one's latency growth per subspace.
+        #[arg(long, default_value = "tessera")]
+        store: String,
+        /// Port of the HyperDex cluster `--store` starts.
+        #[arg(long, default_value_t = 19900)]
+        baseline_port: u16,
         #[command(flatten)]
         cluster: ClusterArgs,
         #[command(flatten)]
@@ -437,9 +444,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Subspaces {
             max,
             records,
+            store,
+            baseline_port,
             cluster,
             load,
-        } => runs::subspaces(max, records, &cluster.spec(), &load.load()).await,
+        } => {
+            let (cluster, load) = (cluster.spec(), load.load());
+            runs::subspaces(max, records, &store, baseline_port, &cluster, &load).await
+        }
         Scenario::SearchVsScan {
             records,
             searches,
