@@ -26,6 +26,10 @@ use tessera_types::DaemonState;
 pub const SCRATCH_PREFIX: &str = "tessera_calibrate_";
 /// How long loading one scratch space may take.
 pub const LOAD_LIMIT: Duration = Duration::from_secs(60);
+/// A step fails when more than one operation in this many fails.
+pub const STEP_ERRORS_MAX: u64 = 50;
+/// Loading fails when more than one insert in this many fails.
+const LOAD_ERRORS_MAX: u64 = 20;
 /// Distinct values of `d`, the attribute searches scan for: a present
 /// value matches about objects / 4.
 const D_VALUES: u64 = 4;
@@ -66,6 +70,9 @@ pub struct Step {
     pub measurement: Measurement,
     /// Its phase, as the driver reports it.
     pub phase: PhaseResult,
+    /// Operations that failed (at most 1 in [`STEP_ERRORS_MAX`]); the
+    /// cost counts only the others.
+    pub errors: u64,
 }
 
 /// What a calibration run measured.
@@ -361,11 +368,14 @@ async fn measure_on(
             })
         })
         .await?;
+        // A few failures (a daemon that briefly lost its lease on a busy
+        // machine) leave keys that a put then creates: tolerated.
         let errors: u64 = loaded.ops.values().map(|o| o.errors).sum();
-        if errors > 0 {
+        if errors * LOAD_ERRORS_MAX > loaded.operations.max(1) {
             anyhow::bail!(
-                "loading {}: {errors} inserts failed ({})",
+                "loading {}: {errors} of {} inserts failed ({})",
                 space.name,
+                loaded.operations,
                 loaded.first_error.unwrap_or_default()
             );
         }
@@ -389,14 +399,16 @@ async fn measure_on(
             })
             .await?;
             let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
-            if errors > 0 {
+            if errors * STEP_ERRORS_MAX > phase.operations.max(1) {
                 anyhow::bail!(
-                    "{label}: {errors} operations failed ({})",
+                    "{label}: {errors} of {} operations failed ({})",
+                    phase.operations,
                     phase.first_error.clone().unwrap_or_default()
                 );
             }
+            let done = phase.operations - errors;
             anyhow::ensure!(
-                phase.throughput > 0.0,
+                done > 0 && phase.seconds > 0.0,
                 "{label}: no operation completed in {limit:?}"
             );
             // A search's result count is what it returned on average.
@@ -417,8 +429,9 @@ async fn measure_on(
                 measurement: Measurement {
                     step: label,
                     kind,
-                    cost_s: 1.0 / phase.throughput,
+                    cost_s: phase.seconds / done as f64,
                 },
+                errors,
                 phase,
             })
         };

@@ -80,7 +80,8 @@ fn report_json(run: &CalibrationRun, fitted: &Fit) -> Value {
             json!({
                 "step": p.step,
                 "group": p.group,
-                "ops_per_s": s.phase.throughput,
+                "ops_per_s": p.measured_s.recip(),
+                "errors": s.errors,
                 "measured_s": p.measured_s,
                 "fitted_s": p.fitted_s,
             })
@@ -141,12 +142,17 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
     for (s, point) in run.steps.iter().zip(&fitted.points) {
         let _ = writeln!(
             out,
-            "{:<40} {:>10.0} {:>12.3e} {:>12.3e} {:>6.1}%",
+            "{:<40} {:>10.0} {:>12.3e} {:>12.3e} {:>6.1}%{}",
             point.step,
-            s.phase.throughput,
+            point.measured_s.recip(),
             point.measured_s,
             point.fitted_s,
-            (point.fitted_s - point.measured_s) / point.measured_s * 100.0
+            (point.fitted_s - point.measured_s) / point.measured_s * 100.0,
+            if s.errors > 0 {
+                format!("  ({} failed, not counted)", s.errors)
+            } else {
+                String::new()
+            }
         );
     }
     for kept in &fitted.kept {
