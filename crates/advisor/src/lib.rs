@@ -22,6 +22,7 @@
 
 #![warn(missing_docs)]
 
+pub mod calibrate;
 pub mod layout;
 pub mod model;
 pub mod observed;

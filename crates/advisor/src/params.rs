@@ -2,12 +2,15 @@
 //!
 //! The three constants of the thesis (β, T_max, α) default to the values
 //! it measured on its own cluster; every other constant is Tessera's and
-//! defaults to a guess. None of them has been calibrated on Tessera yet:
-//! `tessera calibrate` (issue 14, point 2) will measure them and store
-//! them in the configuration. Until then predictions rank layouts by the
-//! shape of their costs, and their absolute ops/s are only indicative.
+//! defaults to a guess. `tessera calibrate` fits β, T_max, α, α_c, c_req,
+//! γ and δ on a running cluster ([`crate::calibrate`]) and stores them in
+//! its configuration ([`AdvisorCalibration`]); [`Params::calibrated`]
+//! applies them. Without them predictions rank layouts by the shape of
+//! their costs, and their absolute ops/s are only indicative.
 
 use serde::{Deserialize, Serialize};
+use tessera_types::calibration::ADVISOR_CALIBRATION_VERSION;
+use tessera_types::{AdvisorCalibration, FitQuality};
 
 /// The cost model's parameters. Times are seconds of cluster work per
 /// operation (the thesis's convention: its β and T_max describe the whole
@@ -90,5 +93,73 @@ impl Params {
     /// Seconds of one overwrite hop, `1 / T_max`.
     pub fn hop_s(&self) -> f64 {
         1.0 / self.t_max_ops_per_s
+    }
+
+    /// These parameters with the ones a calibration measured (and its
+    /// daemon count) replacing them.
+    pub fn calibrated(&self, c: &AdvisorCalibration) -> Params {
+        Params {
+            beta_s: c.beta_s,
+            t_max_ops_per_s: c.t_max_ops_per_s,
+            alpha: c.alpha,
+            alpha_create: c.alpha_create,
+            request_s: c.request_s,
+            result_s: c.result_s,
+            index_write: c.index_write,
+            daemons: c.daemons,
+            ..self.clone()
+        }
+    }
+
+    /// The payload the configuration stores for these parameters,
+    /// measured on `daemons` daemons from epoch `epoch`.
+    pub fn calibration(
+        &self,
+        daemons: u32,
+        epoch: u64,
+        fits: Vec<FitQuality>,
+    ) -> AdvisorCalibration {
+        AdvisorCalibration {
+            version: ADVISOR_CALIBRATION_VERSION,
+            beta_s: self.beta_s,
+            t_max_ops_per_s: self.t_max_ops_per_s,
+            alpha: self.alpha,
+            alpha_create: self.alpha_create,
+            request_s: self.request_s,
+            result_s: self.result_s,
+            index_write: self.index_write,
+            daemons,
+            epoch,
+            fits,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_calibration_round_trips_through_the_stored_payload() {
+        let measured = Params {
+            beta_s: 1e-7,
+            t_max_ops_per_s: 15_000.0,
+            alpha: 1.9,
+            alpha_create: 1.2,
+            request_s: 7e-5,
+            result_s: 3e-6,
+            index_write: 0.25,
+            ..Params::default()
+        };
+        let stored = measured.calibration(3, 9, vec![]);
+        assert_eq!(stored.validate(), Ok(()));
+        let back = Params::default().calibrated(&stored);
+        assert_eq!(
+            back,
+            Params {
+                daemons: 3,
+                ..measured
+            }
+        );
     }
 }

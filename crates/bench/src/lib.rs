@@ -29,6 +29,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod baselines;
+pub mod calibrate;
 pub mod cluster;
 pub mod driver;
 pub mod generator;

@@ -7,8 +7,10 @@
 //! it. Without `--workload`, `--space NAME` takes the workload from the
 //! shape counts every daemon's metrics page shows
 //! (`tessera_advisor::observed`); the object count is `--objects`. The
-//! model's parameters are `Params::default()`: uncalibrated until
-//! `tessera calibrate` exists, which the output says.
+//! model's parameters are those `tessera calibrate` stored in the
+//! cluster's configuration when advise reads it (it talks to the cluster
+//! anyway, `--host`/`--port` are given, or `--params cluster`), else
+//! `Params::default()`; the output says which.
 //!
 //! `--apply` moves the space to the top layout with `relayout` (and
 //! `--wait` waits as the layout commands do); it refuses a layout with a
@@ -26,7 +28,7 @@ use tessera_advisor::{
     Params, Prediction, SearchKind, SpaceRef, Workload,
 };
 use tessera_client::{AdminError, AdminStatus};
-use tessera_types::{parse_space, Configuration, SpaceDesc};
+use tessera_types::{parse_space, AdvisorCalibration, Configuration, SpaceDesc};
 
 /// How long one daemon's metrics page may take.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,9 +42,29 @@ pub enum ModelArg {
     Tessera,
 }
 
+/// Where the model's parameters come from.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ParamsArg {
+    /// The cluster's calibrated ones when advise reads the cluster anyway
+    /// or `--host`/`--port` are given; the defaults otherwise or when
+    /// none are stored.
+    Auto,
+    /// The cluster's calibrated ones (the defaults if none are stored);
+    /// an unreachable cluster is an error.
+    Cluster,
+    /// The uncalibrated defaults.
+    Defaults,
+}
+
 /// The arguments of `advise`.
 #[derive(clap::Args)]
 pub struct AdviseArgs {
+    /// Where the model's parameters come from.
+    #[arg(long, value_enum, default_value = "auto")]
+    params: ParamsArg,
+    /// Whether `--host` or `--port` was on the command line (set by main).
+    #[arg(skip)]
+    pub target_named: bool,
     /// The workload file (JSON, API.md §12.4). Without it, `--space NAME`
     /// advises on the workload the daemons observed.
     #[arg(long, required_unless_present = "space")]
@@ -92,11 +114,14 @@ pub struct AdviseArgs {
 
 /// Runs `advise`.
 pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
-    let (workload, observed) = match (&args.workload, &args.space) {
-        (Some(path), _) => (file_workload(&args, path, target).await?, None),
+    let (workload, observed, read_cluster) = match (&args.workload, &args.space) {
+        (Some(path), _) => {
+            let (workload, read) = file_workload(&args, path, target).await?;
+            (workload, None, read)
+        }
         (None, Some(name)) => {
             let observed = observe(target, name, args.objects).await?;
-            (observed.workload.clone(), Some(observed))
+            (observed.workload.clone(), Some(observed), true)
         }
         (None, None) => anyhow::bail!("give --workload FILE or --space NAME"),
     };
@@ -112,10 +137,30 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
         future: args.future,
         ..Options::default()
     };
-    let params = Params::default();
+    let ask = match args.params {
+        ParamsArg::Auto => read_cluster || args.apply || args.target_named,
+        ParamsArg::Cluster => true,
+        ParamsArg::Defaults => false,
+    };
+    let stored = if ask {
+        target.admin()?.config().await?.advisor
+    } else {
+        None
+    };
+    let params = match &stored {
+        Some(c) => Params::default().calibrated(c),
+        None => Params::default(),
+    };
     let advice = advise(&workload, &params, &options)?;
     if args.json {
         let mut document = advice_json(&workload, &advice, &options, &params);
+        document["calibrated"] = json!(stored.is_some());
+        document["parameters_source"] = json!(if stored.is_some() {
+            "cluster"
+        } else {
+            "defaults"
+        });
+        document["calibration"] = json!(stored);
         if let Some(observed) = &observed {
             document["observed"] = observed_json(observed);
         }
@@ -127,7 +172,10 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
         if let Some(observed) = &observed {
             print!("{}", observed_text(observed));
         }
-        print!("{}", advice_text(&workload, &advice, &options));
+        print!(
+            "{}",
+            advice_text(&workload, &advice, &options, stored.as_ref())
+        );
     }
     if args.apply {
         apply(target, &workload, &advice, &args.wait).await?;
@@ -136,12 +184,12 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
 }
 
 /// The workload of the file at `path`, its space described as the
-/// arguments say.
+/// arguments say, and whether that read the cluster.
 async fn file_workload(
     args: &AdviseArgs,
     path: &PathBuf,
     target: &Target,
-) -> anyhow::Result<Workload> {
+) -> anyhow::Result<(Workload, bool)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the workload {}", path.display()))?;
     let given = match (&args.space, &args.description) {
@@ -159,7 +207,8 @@ async fn file_workload(
             SpaceRef::Description(_) => None,
         },
     };
-    Ok(parse_workload(&text, given.as_ref())?)
+    let read_cluster = given.is_some() && args.description.is_none();
+    Ok((parse_workload(&text, given.as_ref())?, read_cluster))
 }
 
 /// The description of the space `name` in the cluster's configuration.
@@ -390,7 +439,8 @@ fn prediction_json(space: &SpaceDesc, layout: &Layout, p: &Prediction) -> Value 
     })
 }
 
-/// `advise --json`: stable keys, best first.
+/// `advise --json`: stable keys, best first; `"calibrated": false` and
+/// the default parameters' source until `run` says otherwise.
 pub fn advice_json(
     workload: &Workload,
     advice: &Advice,
@@ -422,6 +472,8 @@ pub fn advice_json(
         "space": space.name,
         "model": options.model.name(),
         "calibrated": false,
+        "parameters_source": "defaults",
+        "calibration": null,
         "parameters": params,
         "search": search_name(advice.search),
         "predicted": advice.predicted,
@@ -438,13 +490,25 @@ fn search_name(search: SearchKind) -> &'static str {
 }
 
 /// `advise` without `--json`: two tables and the best description.
-pub fn advice_text(workload: &Workload, advice: &Advice, options: &Options) -> String {
+pub fn advice_text(
+    workload: &Workload,
+    advice: &Advice,
+    options: &Options,
+    calibration: Option<&AdvisorCalibration>,
+) -> String {
     use std::fmt::Write as _;
     let space = &workload.space;
     let mut out = String::new();
+    let params = match calibration {
+        Some(c) => format!(
+            "parameters calibrated on the cluster ({} daemons, from epoch {})",
+            c.daemons, c.epoch
+        ),
+        None => "uncalibrated default parameters (see `tessera calibrate`)".to_string(),
+    };
     let _ = writeln!(
         out,
-        "space {}: {} model, uncalibrated default parameters (until `tessera calibrate`); {} search, {} layouts predicted",
+        "space {}: {} model, {params}; {} search, {} layouts predicted",
         space.name,
         options.model.name(),
         search_name(advice.search),

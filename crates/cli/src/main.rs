@@ -4,7 +4,7 @@
 //! in one process). Admin: `add-space`, `rm-space`, `list-spaces`,
 //! `list-subspaces`, `show-config`, `validate-space`, the live layout
 //! changes `add-subspace`, `rm-subspace`, `add-index`, `rm-index`,
-//! `relayout` and `list-indices`, `advise`, `server-offline`,
+//! `relayout` and `list-indices`, `advise`, `calibrate`, `server-offline`,
 //! `server-online`, `server-kill`, `server-forget`, `wait-until-stable`. Data: `put`, `get`,
 //! `del`, `search`, `count`, with values and results as JSON.
 //!
@@ -18,6 +18,7 @@ mod advise;
 #[allow(clippy::disallowed_methods)]
 mod backup;
 mod bench;
+mod calibrate;
 // Runs servers in this process and waits for them with real deadlines.
 #[allow(clippy::disallowed_methods)]
 mod dev;
@@ -33,7 +34,8 @@ use anyhow::Context;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use security::{ClientSecurity, ServerSecurity};
 use std::io::Read;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -449,6 +451,15 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
+    /// Measure the advisor's cost-model parameters on the running cluster
+    /// (short loads on scratch spaces of its own) and store them in the
+    /// configuration, where `advise` finds them.
+    Calibrate {
+        #[command(flatten)]
+        args: calibrate::CalibrateArgs,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Print the number of matching objects.
     Count {
         space: String,
@@ -462,7 +473,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // `advise` reads calibrated parameters from a cluster it was pointed at.
+    if let (Command::Advise { args, .. }, Some(m)) =
+        (&mut cli.command, matches.subcommand_matches("advise"))
+    {
+        args.target_named = ["host", "port"]
+            .iter()
+            .any(|id| m.value_source(id) == Some(ValueSource::CommandLine));
+    }
     let log_format = match &cli.command {
         Command::Coordinator { observe, .. } | Command::Daemon { observe, .. } => {
             observe.log_format
@@ -569,6 +589,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Bench(args) => bench::run(args).await?,
         Command::Advise { args, target } => advise::run(args, &target).await?,
+        Command::Calibrate { args, target } => calibrate::run(args, &target).await?,
         Command::Coordinator {
             listen,
             port,

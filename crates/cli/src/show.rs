@@ -231,6 +231,7 @@ pub fn config_json(config: &Configuration) -> Json {
         "epoch": config.epoch.0,
         "read_only": config.read_only,
         "tombstone_horizon": config.tombstone_horizon.0,
+        "advisor": config.advisor,
         "coordinators": coordinators,
         "daemons": daemons,
         "transfers": transfers,

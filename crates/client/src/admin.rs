@@ -120,6 +120,19 @@ impl Admin {
         self.done(CoordRequest::SetReadOnly { read_only }).await
     }
 
+    /// Stores the layout advisor's calibrated parameters in the cluster
+    /// configuration (`tessera calibrate`). A payload that does not
+    /// validate is refused here with BADSPACE, before it is sent.
+    pub async fn set_advisor_params(
+        &self,
+        params: tessera_types::AdvisorCalibration,
+    ) -> Result<(), AdminError> {
+        params
+            .validate()
+            .map_err(|e| AdminError::new(AdminStatus::BadSpace, e.to_string()))?;
+        self.done(CoordRequest::SetAdvisorParams { params }).await
+    }
+
     /// Whether the cluster is stable: every available daemon runs the
     /// current configuration and no state transfer is running.
     pub async fn stability(&self) -> Result<Stability, AdminError> {

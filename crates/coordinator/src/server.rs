@@ -698,6 +698,17 @@ impl Member {
             CoordRequest::SetReadOnly { read_only } => {
                 self.write(Command::SetReadOnly { read_only }).await
             }
+            CoordRequest::SetAdvisorParams { params } => {
+                // Refused before it takes a log entry (a NaN would not
+                // even encode); the state machine checks again.
+                if let Err(e) = params.validate() {
+                    return CoordResponse::Failed {
+                        status: AdminStatus::BadSpace,
+                        reason: e.to_string(),
+                    };
+                }
+                self.write(Command::SetAdvisorParams { params }).await
+            }
             CoordRequest::Join {
                 node_id,
                 addr,

@@ -81,6 +81,14 @@ pub enum Command {
     RmSpace { name: String },
     /// Sets or clears the cluster-wide read-only flag.
     SetReadOnly { read_only: bool },
+    /// Stores the layout advisor's calibrated parameters in the
+    /// configuration (`tessera calibrate`), replacing any before; the
+    /// epoch moves so that every client reads them. A payload that does not
+    /// validate (unknown version, a value out of range) is refused with
+    /// BADSPACE and changes nothing.
+    SetAdvisorParams {
+        params: tessera_types::AdvisorCalibration,
+    },
     /// The coordinator group's membership changed: the configuration's
     /// `coordinators` list differs, so the epoch must move.
     MembershipChanged,
@@ -235,6 +243,9 @@ pub struct ClusterState {
     /// the epoch in which nothing in the space is building any more.
     #[serde(default)]
     pub pending_drops: BTreeMap<SpaceId, BTreeSet<PartId>>,
+    /// See [`Configuration::advisor`].
+    #[serde(default)]
+    pub advisor: Option<tessera_types::AdvisorCalibration>,
 }
 
 impl Default for ClusterState {
@@ -256,6 +267,7 @@ impl Default for ClusterState {
             tombstone_horizon: Epoch(0),
             part_id_next: BTreeMap::new(),
             pending_drops: BTreeMap::new(),
+            advisor: None,
         }
     }
 }
@@ -311,6 +323,19 @@ impl ClusterState {
             Command::SetReadOnly { read_only } => {
                 if self.read_only != read_only {
                     self.read_only = read_only;
+                    self.bump();
+                }
+                CommandResult::Done
+            }
+            Command::SetAdvisorParams { params } => {
+                if let Err(e) = params.validate() {
+                    return CommandResult::Failed {
+                        status: AdminStatus::BadSpace,
+                        reason: e.to_string(),
+                    };
+                }
+                if self.advisor.as_ref() != Some(&params) {
+                    self.advisor = Some(params);
                     self.bump();
                 }
                 CommandResult::Done
@@ -499,6 +524,7 @@ impl ClusterState {
             read_only: self.read_only,
             transfers: self.transfers.clone(),
             tombstone_horizon: self.tombstone_horizon,
+            advisor: self.advisor.clone(),
         }
     }
 
@@ -1355,6 +1381,91 @@ mod tests {
         let bytes = postcard::to_allocvec(&state).unwrap();
         let back: ClusterState = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(state, back);
+    }
+
+    fn calibration() -> tessera_types::AdvisorCalibration {
+        tessera_types::AdvisorCalibration {
+            version: tessera_types::calibration::ADVISOR_CALIBRATION_VERSION,
+            beta_s: 1.5e-7,
+            t_max_ops_per_s: 12_000.0,
+            alpha: 1.7,
+            alpha_create: 1.1,
+            request_s: 6e-5,
+            result_s: 8e-7,
+            index_write: 0.2,
+            daemons: 2,
+            epoch: 3,
+            fits: vec![tessera_types::FitQuality {
+                op: "search".into(),
+                points: 6,
+                r2: 0.99,
+                rel_rms: 0.05,
+            }],
+        }
+    }
+
+    #[test]
+    fn advisor_params_are_stored_published_and_survive_encoding() {
+        let mut state = ClusterState::default();
+        register(&mut state, 2);
+        let epoch = state.epoch;
+        let params = calibration();
+        let result = state.apply(Command::SetAdvisorParams {
+            params: params.clone(),
+        });
+        assert_eq!(result, CommandResult::Done);
+        assert_eq!(state.epoch, Epoch(epoch.0 + 1), "clients learn it by epoch");
+        assert_eq!(state.configuration(vec![]).advisor, Some(params.clone()));
+        // The same payload again changes nothing.
+        state.apply(Command::SetAdvisorParams {
+            params: params.clone(),
+        });
+        assert_eq!(state.epoch, Epoch(epoch.0 + 1));
+        // The Raft log holds commands as JSON, snapshots the state as postcard.
+        let command = Command::SetAdvisorParams {
+            params: params.clone(),
+        };
+        let json = serde_json::to_vec(&command).unwrap();
+        assert_eq!(serde_json::from_slice::<Command>(&json).unwrap(), command);
+        let bytes = postcard::to_allocvec(&state).unwrap();
+        let back: ClusterState = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back.advisor, Some(params));
+    }
+
+    #[test]
+    fn invalid_advisor_params_are_refused_and_change_nothing() {
+        let mut state = ClusterState::default();
+        register(&mut state, 2);
+        state.apply(Command::SetAdvisorParams {
+            params: calibration(),
+        });
+        let before = state.clone();
+        let mut bads = Vec::new();
+        let mut bad = calibration();
+        bad.version = 99;
+        bads.push((bad, "version 99"));
+        let mut bad = calibration();
+        bad.t_max_ops_per_s = 0.0;
+        bads.push((bad, "t_max_ops_per_s"));
+        let mut bad = calibration();
+        bad.request_s = f64::INFINITY;
+        bads.push((bad, "request_s"));
+        let mut bad = calibration();
+        bad.index_write = -0.5;
+        bads.push((bad, "index_write"));
+        let mut bad = calibration();
+        bad.daemons = 0;
+        bads.push((bad, "0 daemons"));
+        for (params, named) in bads {
+            match state.apply(Command::SetAdvisorParams { params }) {
+                CommandResult::Failed { status, reason } => {
+                    assert_eq!(status, AdminStatus::BadSpace);
+                    assert!(reason.contains(named), "{reason:?} names {named}");
+                }
+                other => panic!("accepted a payload with bad {named}: {other:?}"),
+            }
+            assert_eq!(state, before, "a refused payload changes nothing");
+        }
     }
 
     // ------------------------------------------------------ failure handling

@@ -105,6 +105,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
         read_only: false,
         transfers: vec![],
         tombstone_horizon: Epoch(0),
+        advisor: None,
     }
 }
 

@@ -167,5 +167,6 @@ pub fn configuration() -> Configuration {
             replaces: None,
         }],
         tombstone_horizon: Epoch(2),
+        advisor: None,
     }
 }

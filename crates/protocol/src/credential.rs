@@ -118,6 +118,7 @@ impl CoordRequest {
             CoordRequest::AddSpace { .. }
             | CoordRequest::RmSpace { .. }
             | CoordRequest::SetReadOnly { .. }
+            | CoordRequest::SetAdvisorParams { .. }
             | CoordRequest::ServerOffline { .. }
             | CoordRequest::ServerOnline { .. }
             | CoordRequest::ServerForget { .. }

@@ -732,6 +732,12 @@ pub enum CoordRequest {
     SetReadOnly {
         read_only: bool,
     },
+    /// Stores the layout advisor's calibrated parameters in the
+    /// configuration (`tessera calibrate`; leader only). Answered `Done`,
+    /// or `Failed` with BADSPACE for a payload that does not validate.
+    SetAdvisorParams {
+        params: tessera_types::AdvisorCalibration,
+    },
     /// A daemon is alive and has installed `epoch` (leader only; sent about
     /// every 500 ms). Answered [`CoordResponse::Heartbeat`] with what the
     /// daemon should do.

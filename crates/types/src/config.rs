@@ -165,6 +165,10 @@ pub struct Configuration {
     /// [`Version::floor`]: crate::Version::floor
     #[serde(default)]
     pub tombstone_horizon: Epoch,
+    /// The layout advisor's parameters as `tessera calibrate` measured
+    /// them on this cluster; `None` until it has.
+    #[serde(default)]
+    pub advisor: Option<crate::AdvisorCalibration>,
 }
 
 impl Configuration {

@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod calibration;
 pub mod coerce;
 pub mod config;
 pub mod coordinate;
@@ -46,6 +47,7 @@ pub mod schema;
 pub mod sortkey;
 pub mod value;
 
+pub use calibration::{AdvisorCalibration, CalibrationError, FitQuality};
 pub use coerce::{coerce_value, TypeError};
 pub use config::{
     Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceKind,

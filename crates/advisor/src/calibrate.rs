@@ -1,0 +1,618 @@
+//! Fitting the cost model's parameters to measurements (`tessera
+//! calibrate`, RESEARCH.md A.1 "Calibration", A.4 #1 and #3).
+//!
+//! A measurement is one closed-loop run of one kind of operation on a
+//! scratch space whose layout is known, reduced to seconds of cluster work
+//! per operation (1 / throughput, the thesis's convention). Each kind is
+//! described by the model's features of it, so that its cost is linear in
+//! the parameters:
+//!
+//! - a put without a get: h · (K·(1 + |N| + Σ_changed (1 − p)) +
+//!   α·K·Σ_changed 2p + δ·entries), where h = 1/T_max, p is the
+//!   probability the changed subspace moves the object, and `entries` the
+//!   local index entries rewritten over every copy (Eq. 4.5 and Tessera's
+//!   terms, `model.rs`);
+//! - an insert: h · (α_c·copies + δ·entries);
+//! - a search: CR·c_req + examined·β + results·γ;
+//! - a get: one hop, h (reported, not fitted: the model charges it one
+//!   hop).
+//!
+//! Puts are fitted together for (h, h·α, h·δ), searches for (c_req, β, γ),
+//! both by least squares on relative errors (costs span orders of
+//! magnitude; each row is divided by its measurement), with no parameter
+//! below zero (every subset of the unknowns is tried and the best
+//! non-negative solution kept). α_c is then fitted from the inserts with h
+//! and δ known. Eq. 4.8 is never used (A.4 #1).
+
+use crate::Params;
+use tessera_types::FitQuality;
+
+/// What a measured operation is, in the model's terms.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Measured {
+    /// A get by key.
+    Get,
+    /// A put of existing objects (no get before it).
+    Put {
+        /// K = f + 1, copies per part.
+        copies: f64,
+        /// |N|: subspaces none of whose attributes the put changes.
+        unchanged: f64,
+        /// Per subspace with a changed attribute, the probability that the
+        /// object moves region (1 − Π 1/n_j over its changed dimensions).
+        moved: Vec<f64>,
+        /// Local index entries rewritten over every copy.
+        entries: f64,
+    },
+    /// An insert of new objects.
+    Insert {
+        /// Copies created: K·(1 + |S|).
+        copies: f64,
+        /// Local index entries written over every copy.
+        entries: f64,
+    },
+    /// A search.
+    Search {
+        /// Regions contacted, CR.
+        regions: f64,
+        /// Objects examined over those regions.
+        examined: f64,
+        /// Objects returned.
+        results: f64,
+    },
+}
+
+/// One measurement: seconds of cluster work per operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measurement {
+    /// What was run (for reports).
+    pub step: String,
+    /// Its features.
+    pub kind: Measured,
+    /// 1 / the measured throughput.
+    pub cost_s: f64,
+}
+
+impl Measured {
+    /// The group it is fitted and reported in.
+    pub fn group(&self) -> &'static str {
+        match self {
+            Measured::Get => "get",
+            Measured::Put { .. } => "put",
+            Measured::Insert { .. } => "insert",
+            Measured::Search { .. } => "search",
+        }
+    }
+
+    /// A put's hops as (fixed, per α, per δ).
+    fn put_terms(&self) -> Option<(f64, f64, f64)> {
+        match self {
+            Measured::Put {
+                copies,
+                unchanged,
+                moved,
+                entries,
+            } => {
+                let stays: f64 = moved.iter().map(|p| 1.0 - p).sum();
+                let moves: f64 = moved.iter().map(|p| 2.0 * p).sum();
+                Some((copies * (1.0 + unchanged + stays), copies * moves, *entries))
+            }
+            _ => None,
+        }
+    }
+
+    /// The model's cost of this operation under `params`.
+    pub fn predicted_s(&self, params: &Params) -> f64 {
+        let h = params.hop_s();
+        match self {
+            Measured::Get => h,
+            Measured::Put { .. } => {
+                let (fixed, per_alpha, per_delta) = self.put_terms().unwrap_or_default();
+                h * (fixed + params.alpha * per_alpha + params.index_write * per_delta)
+            }
+            Measured::Insert { copies, entries } => {
+                h * (params.alpha_create * copies + params.index_write * entries)
+            }
+            Measured::Search {
+                regions,
+                examined,
+                results,
+            } => regions * params.request_s + examined * params.beta_s + results * params.result_s,
+        }
+    }
+}
+
+/// A measurement beside the fitted model's cost of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FitPoint {
+    /// The measurement's step.
+    pub step: String,
+    /// Its group (`get`, `put`, `insert`, `search`).
+    pub group: &'static str,
+    /// Measured seconds per operation.
+    pub measured_s: f64,
+    /// Fitted seconds per operation.
+    pub fitted_s: f64,
+}
+
+/// The outcome of [`fit`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fit {
+    /// The defaults with every fitted parameter replaced.
+    pub params: Params,
+    /// R² and relative RMS error per group.
+    pub quality: Vec<FitQuality>,
+    /// Every measurement with its fitted cost.
+    pub points: Vec<FitPoint>,
+    /// Parameters the measurements could not determine (kept at their
+    /// defaults), with why.
+    pub kept: Vec<String>,
+}
+
+/// Why the measurements cannot be fitted.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FitError {
+    /// A group the fit needs has no usable measurement.
+    #[error("no usable {0} measurement (a cost that is finite and positive)")]
+    Missing(&'static str),
+}
+
+/// Fits the parameters to `measurements`; parameters they do not determine
+/// keep their value in `defaults`.
+pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitError> {
+    let usable: Vec<&Measurement> = measurements
+        .iter()
+        .filter(|m| m.cost_s.is_finite() && m.cost_s > 0.0)
+        .collect();
+    let mut params = defaults.clone();
+    let mut kept = Vec::new();
+
+    // Puts: cost = h·fixed + (h·α)·per_α + (h·δ)·per_δ.
+    let puts: Vec<(Vec<f64>, f64)> = usable
+        .iter()
+        .filter_map(|m| {
+            m.kind
+                .put_terms()
+                .map(|(a, b, c)| (vec![a, b, c], m.cost_s))
+        })
+        .collect();
+    if !puts.iter().any(|(x, _)| x[0] > 0.0) {
+        return Err(FitError::Missing("put"));
+    }
+    let c = relative_nnls(&puts, 3);
+    if c[0] <= 0.0 {
+        return Err(FitError::Missing("put"));
+    }
+    params.t_max_ops_per_s = 1.0 / c[0];
+    if puts.iter().any(|(x, _)| x[1] > 0.0) && c[1] > 0.0 {
+        params.alpha = c[1] / c[0];
+    } else {
+        kept.push("alpha: no put that moves an object fitted a positive cost".into());
+    }
+    if puts.iter().any(|(x, _)| x[2] > 0.0) {
+        params.index_write = c[2] / c[0];
+    } else {
+        kept.push("index_write: no put that rewrites an index entry".into());
+    }
+
+    // Inserts: cost − h·δ·entries = α_c·(h·copies), one unknown, by
+    // least squares on errors relative to the measured cost.
+    let h = params.hop_s();
+    let (mut xy, mut xx) = (0.0, 0.0);
+    for m in &usable {
+        if let Measured::Insert { copies, entries } = m.kind {
+            let x = h * copies / m.cost_s;
+            let rest = (m.cost_s - h * params.index_write * entries) / m.cost_s;
+            xy += x * rest;
+            xx += x * x;
+        }
+    }
+    match xy / xx {
+        a if xx > 0.0 && a > 0.0 => params.alpha_create = a,
+        _ => kept.push("alpha_create: no insert left a positive cost".into()),
+    }
+
+    // Searches: cost = c_req·CR + β·examined + γ·results.
+    let searches: Vec<(Vec<f64>, f64)> = usable
+        .iter()
+        .filter_map(|m| match m.kind {
+            Measured::Search {
+                regions,
+                examined,
+                results,
+            } => Some((vec![regions, examined, results], m.cost_s)),
+            _ => None,
+        })
+        .collect();
+    if searches.is_empty() {
+        return Err(FitError::Missing("search"));
+    }
+    let c = relative_nnls(&searches, 3);
+    if c[0] > 0.0 {
+        params.request_s = c[0];
+    } else {
+        kept.push("request_s: the searches fitted no cost per region".into());
+    }
+    if searches.iter().any(|(x, _)| x[1] > 0.0) {
+        params.beta_s = c[1];
+    } else {
+        kept.push("beta_s: no search examined an object".into());
+    }
+    if searches.iter().any(|(x, _)| x[2] > 0.0) {
+        params.result_s = c[2];
+    } else {
+        kept.push("result_s: no search returned an object".into());
+    }
+
+    let points: Vec<FitPoint> = usable
+        .iter()
+        .map(|m| FitPoint {
+            step: m.step.clone(),
+            group: m.kind.group(),
+            measured_s: m.cost_s,
+            fitted_s: m.kind.predicted_s(&params),
+        })
+        .collect();
+    let quality = ["get", "put", "insert", "search"]
+        .into_iter()
+        .filter_map(|group| {
+            let pairs: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|p| p.group == group)
+                .map(|p| (p.measured_s, p.fitted_s))
+                .collect();
+            (!pairs.is_empty()).then(|| FitQuality {
+                op: group.to_string(),
+                points: pairs.len() as u32,
+                r2: r_squared(&pairs),
+                rel_rms: relative_rms(&pairs),
+            })
+        })
+        .collect();
+    Ok(Fit {
+        params,
+        quality,
+        points,
+        kept,
+    })
+}
+
+/// R² of fitted against measured costs: 1 − SS_res / SS_tot (1 when the
+/// measurements are all equal and fitted exactly, 0 when not).
+pub fn r_squared(pairs: &[(f64, f64)]) -> f64 {
+    let n = pairs.len() as f64;
+    let mean = pairs.iter().map(|(m, _)| m).sum::<f64>() / n;
+    let ss_tot: f64 = pairs.iter().map(|(m, _)| (m - mean).powi(2)).sum();
+    let ss_res: f64 = pairs.iter().map(|(m, f)| (m - f).powi(2)).sum();
+    if ss_tot > 0.0 {
+        1.0 - ss_res / ss_tot
+    } else if ss_res == 0.0 {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// √(mean of ((fitted − measured) / measured)²).
+pub fn relative_rms(pairs: &[(f64, f64)]) -> f64 {
+    let n = pairs.len() as f64;
+    (pairs
+        .iter()
+        .map(|(m, f)| ((f - m) / m).powi(2))
+        .sum::<f64>()
+        / n)
+        .sqrt()
+}
+
+/// Non-negative least squares on relative errors: the c ≥ 0 minimising
+/// Σ ((x·c − y) / y)², over every subset of the `n` unknowns (free ones
+/// solved by the normal equations, the others 0). Zeros when no subset
+/// gives a non-negative solution.
+fn relative_nnls(rows: &[(Vec<f64>, f64)], n: usize) -> Vec<f64> {
+    let mut best: Option<(f64, Vec<f64>)> = None;
+    for mask in 1u32..(1 << n) {
+        let free: Vec<usize> = (0..n).filter(|&i| mask & (1 << i) != 0).collect();
+        let Some(solution) = solve_subset(rows, &free) else {
+            continue;
+        };
+        let mut c = vec![0.0; n];
+        for (&i, v) in free.iter().zip(&solution) {
+            c[i] = *v;
+        }
+        if c.iter().any(|&v| v < 0.0 || !v.is_finite()) {
+            continue;
+        }
+        let residual: f64 = rows
+            .iter()
+            .map(|(x, y)| {
+                let fitted: f64 = x.iter().zip(&c).map(|(a, b)| a * b).sum();
+                ((fitted - y) / y).powi(2)
+            })
+            .sum();
+        if best.as_ref().is_none_or(|(r, _)| residual < *r) {
+            best = Some((residual, c));
+        }
+    }
+    best.map_or_else(|| vec![0.0; n], |(_, c)| c)
+}
+
+/// The least-squares solution of Σ ((x_free·c − y) / y)², by Gaussian
+/// elimination on the normal equations; `None` when they are singular.
+fn solve_subset(rows: &[(Vec<f64>, f64)], free: &[usize]) -> Option<Vec<f64>> {
+    let k = free.len();
+    let mut a = vec![vec![0.0; k + 1]; k];
+    for (x, y) in rows {
+        let w: Vec<f64> = free.iter().map(|&i| x[i] / y).collect();
+        for r in 0..k {
+            for c in 0..k {
+                a[r][c] += w[r] * w[c];
+            }
+            a[r][k] += w[r];
+        }
+    }
+    for col in 0..k {
+        let pivot = (col..k).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))?;
+        let scale = a.iter().map(|r| r[col].abs()).fold(0.0, f64::max);
+        if a[pivot][col].abs() <= 1e-12 * scale.max(f64::MIN_POSITIVE) || scale == 0.0 {
+            return None;
+        }
+        a.swap(col, pivot);
+        let pivot_row = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col {
+                let factor = row[col] / pivot_row[col];
+                for (v, p) in row.iter_mut().zip(&pivot_row).skip(col) {
+                    *v -= factor * p;
+                }
+            }
+        }
+    }
+    Some((0..k).map(|r| a[r][k] / a[r][r]).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic noise in [−amplitude, amplitude] (a linear
+    /// congruential generator), so the test does not depend on a seed
+    /// library.
+    struct Noise(u64);
+    impl Noise {
+        fn next(&mut self, amplitude: f64) -> f64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let unit = (self.0 >> 11) as f64 / (1u64 << 53) as f64;
+            (2.0 * unit - 1.0) * amplitude
+        }
+    }
+
+    /// The measurements a calibration run takes, with costs computed here
+    /// from the given constants (not through `predicted_s`), each off by
+    /// up to `noise` relative.
+    fn synthetic(truth: &Params, noise: f64) -> Vec<Measurement> {
+        let (h, alpha, delta, alpha_c) = (
+            1.0 / truth.t_max_ops_per_s,
+            truth.alpha,
+            truth.index_write,
+            truth.alpha_create,
+        );
+        let (c_req, beta, gamma) = (truth.request_s, truth.beta_s, truth.result_s);
+        let mut rng = Noise(42);
+        let mut out = Vec::new();
+        let mut push = |step: String, kind: Measured, cost: f64, rng: &mut Noise| {
+            out.push(Measurement {
+                step,
+                kind,
+                cost_s: cost * (1.0 + rng.next(noise)),
+            })
+        };
+        let r = 16.0;
+        let p = 1.0 - 1.0 / r;
+        for k in [1.0, 2.0] {
+            push(format!("get K={k}"), Measured::Get, h, &mut rng);
+            // Key subspace only: one hop per copy.
+            let put = Measured::Put {
+                copies: k,
+                unchanged: 0.0,
+                moved: vec![],
+                entries: 0.0,
+            };
+            push(format!("put key-only K={k}"), put, h * k, &mut rng);
+            let insert = Measured::Insert {
+                copies: k,
+                entries: 0.0,
+            };
+            push(
+                format!("insert key-only K={k}"),
+                insert,
+                h * k * alpha_c,
+                &mut rng,
+            );
+            // Subspaces a and b, index c: three parts, indexed a, b, c.
+            let put = Measured::Put {
+                copies: k,
+                unchanged: 2.0,
+                moved: vec![],
+                entries: 0.0,
+            };
+            push(format!("put d K={k}"), put, h * 3.0 * k, &mut rng);
+            let put = Measured::Put {
+                copies: k,
+                unchanged: 2.0,
+                moved: vec![],
+                entries: 3.0 * k,
+            };
+            let cost = h * (3.0 * k + delta * 3.0 * k);
+            push(format!("put c K={k}"), put, cost, &mut rng);
+            let put = Measured::Put {
+                copies: k,
+                unchanged: 1.0,
+                moved: vec![p],
+                entries: 3.0 * k,
+            };
+            // Chain: key, b overwritten, a moved with probability p (old
+            // and new region, α each) or overwritten.
+            let hops = k * (1.0 + 1.0 + p * 2.0 * alpha + (1.0 - p)) + delta * 3.0 * k;
+            push(format!("put a K={k}"), put, h * hops, &mut rng);
+            let put = Measured::Put {
+                copies: k,
+                unchanged: 0.0,
+                moved: vec![p, p],
+                entries: 6.0 * k,
+            };
+            let hops = k * (1.0 + 2.0 * (p * 2.0 * alpha + (1.0 - p))) + delta * 6.0 * k;
+            push(format!("put a,b K={k}"), put, h * hops, &mut rng);
+            let insert = Measured::Insert {
+                copies: 3.0 * k,
+                entries: 9.0 * k,
+            };
+            let hops = 3.0 * k * alpha_c + delta * 9.0 * k;
+            push(format!("insert K={k}"), insert, h * hops, &mut rng);
+        }
+        let objects = 4000.0;
+        for (step, regions, examined, results) in [
+            ("a absent", 1.0, 0.0, 0.0),
+            ("a present", 1.0, 10.0, 10.0),
+            ("c absent", r, 0.0, 0.0),
+            ("c present", r, 10.0, 10.0),
+            ("d absent", r, objects, 0.0),
+            ("d present", r, objects, 1000.0),
+        ] {
+            let kind = Measured::Search {
+                regions,
+                examined,
+                results,
+            };
+            let cost = regions * c_req + examined * beta + results * gamma;
+            push(step.to_string(), kind, cost, &mut rng);
+        }
+        out
+    }
+
+    fn near(name: &str, got: f64, want: f64, tolerance: f64) {
+        let off = (got - want).abs() / want;
+        assert!(
+            off <= tolerance,
+            "{name}: fitted {got}, true {want} ({:.1}% off, tolerance {:.0}%)",
+            off * 100.0,
+            tolerance * 100.0
+        );
+    }
+
+    #[test]
+    fn exact_measurements_give_back_the_constants() {
+        let truth = Params {
+            t_max_ops_per_s: 20_000.0,
+            alpha: 2.2,
+            index_write: 0.15,
+            alpha_create: 1.3,
+            request_s: 4e-5,
+            beta_s: 2e-7,
+            result_s: 1.5e-6,
+            ..Params::default()
+        };
+        let m = synthetic(&truth, 0.0);
+        let fit = fit(&m, &Params::default()).unwrap();
+        let p = &fit.params;
+        near("T_max", p.t_max_ops_per_s, 20_000.0, 1e-9);
+        near("alpha", p.alpha, 2.2, 1e-9);
+        near("delta", p.index_write, 0.15, 1e-9);
+        near("alpha_c", p.alpha_create, 1.3, 1e-9);
+        near("c_req", p.request_s, 4e-5, 1e-9);
+        near("beta", p.beta_s, 2e-7, 1e-9);
+        near("gamma", p.result_s, 1.5e-6, 1e-9);
+        assert!(fit.kept.is_empty(), "{:?}", fit.kept);
+        for q in &fit.quality {
+            if q.op != "get" {
+                assert!(q.r2 > 1.0 - 1e-9 && q.rel_rms < 1e-9, "{q:?}");
+            }
+        }
+        // The model charges a get one hop: exact here too.
+        let get = fit.quality.iter().find(|q| q.op == "get").unwrap();
+        assert!(get.rel_rms < 1e-9, "{get:?}");
+    }
+
+    #[test]
+    fn noisy_measurements_recover_the_constants_within_tolerance() {
+        // ±3 % noise on every measurement.
+        let truth = Params {
+            t_max_ops_per_s: 12_000.0,
+            alpha: 1.8,
+            index_write: 0.3,
+            alpha_create: 1.1,
+            request_s: 8e-5,
+            beta_s: 1e-7,
+            result_s: 2e-6,
+            ..Params::default()
+        };
+        let m = synthetic(&truth, 0.03);
+        let fit = fit(&m, &Params::default()).unwrap();
+        let p = &fit.params;
+        near("T_max", p.t_max_ops_per_s, 12_000.0, 0.05);
+        near("alpha", p.alpha, 1.8, 0.10);
+        near("alpha_c", p.alpha_create, 1.1, 0.10);
+        near("c_req", p.request_s, 8e-5, 0.10);
+        near("beta", p.beta_s, 1e-7, 0.10);
+        // δ and γ are small beside what they are added to, so noise
+        // moves them most.
+        near("delta", p.index_write, 0.3, 0.5);
+        near("gamma", p.result_s, 2e-6, 0.5);
+        for q in &fit.quality {
+            assert!(q.rel_rms < 0.06, "{q:?}");
+        }
+        let search = fit.quality.iter().find(|q| q.op == "search").unwrap();
+        assert!(search.r2 > 0.99, "{search:?}");
+    }
+
+    #[test]
+    fn what_the_measurements_do_not_determine_keeps_its_default() {
+        let defaults = Params::default();
+        let m = vec![
+            Measurement {
+                step: "put".into(),
+                kind: Measured::Put {
+                    copies: 1.0,
+                    unchanged: 0.0,
+                    moved: vec![],
+                    entries: 0.0,
+                },
+                cost_s: 1e-4,
+            },
+            Measurement {
+                step: "search".into(),
+                kind: Measured::Search {
+                    regions: 8.0,
+                    examined: 0.0,
+                    results: 0.0,
+                },
+                cost_s: 8e-4,
+            },
+        ];
+        let fit = fit(&m, &defaults).unwrap();
+        near("T_max", fit.params.t_max_ops_per_s, 10_000.0, 1e-9);
+        near("c_req", fit.params.request_s, 1e-4, 1e-9);
+        assert_eq!(fit.params.alpha, defaults.alpha);
+        assert_eq!(fit.params.beta_s, defaults.beta_s);
+        assert_eq!(fit.kept.len(), 5, "{:?}", fit.kept);
+        assert_eq!(
+            super::fit(&m[1..], &defaults),
+            Err(FitError::Missing("put"))
+        );
+        assert_eq!(
+            super::fit(&m[..1], &defaults),
+            Err(FitError::Missing("search"))
+        );
+    }
+
+    #[test]
+    fn r_squared_and_relative_rms_by_hand() {
+        // Measured 1, 2, 3 (mean 2, SS_tot 2); fitted 1, 2, 4 (SS_res 1).
+        let pairs = [(1.0, 1.0), (2.0, 2.0), (3.0, 4.0)];
+        assert!((r_squared(&pairs) - 0.5).abs() < 1e-12);
+        // Relative errors 0, 0, 1/3: √((1/9) / 3).
+        assert!((relative_rms(&pairs) - (1.0f64 / 27.0).sqrt()).abs() < 1e-12);
+    }
+}

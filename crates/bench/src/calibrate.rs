@@ -1,0 +1,549 @@
+//! The measurements of `tessera calibrate`: short closed-loop runs of gets,
+//! puts, inserts and searches on scratch spaces of known layouts, each
+//! reduced to seconds of cluster work per operation and described in the
+//! advisor model's terms ([`tessera_advisor::calibrate::Measured`]). The
+//! fit itself is pure and lives in the advisor.
+//!
+//! Scratch spaces are named [`SCRATCH_PREFIX`]`…`; a run refuses to start
+//! when one exists (another run, or one interrupted) and removes the ones
+//! it created however it ends. Every step is bounded by `seconds` and an
+//! operation budget; loading by [`LOAD_LIMIT`].
+
+use crate::driver::{run_phase, BoxFuture, Load, Outcome, PhaseResult, Store};
+use crate::scenarios::{wait_space, FnSource};
+use crate::workload::Op;
+use anyhow::Context;
+use rand::Rng;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_advisor::calibrate::{Measured, Measurement};
+use tessera_client::{Admin, Client, PredOp, Value};
+use tessera_types::region::grid_for_partitions;
+use tessera_types::DaemonState;
+
+/// Every scratch space's name starts with this.
+pub const SCRATCH_PREFIX: &str = "tessera_calibrate_";
+/// How long loading one scratch space may take.
+pub const LOAD_LIMIT: Duration = Duration::from_secs(60);
+/// A step fails when more than one operation in this many fails.
+pub const STEP_ERRORS_MAX: u64 = 50;
+/// Loading fails when more than one insert in this many fails.
+const LOAD_ERRORS_MAX: u64 = 20;
+/// Distinct values of `d`, the attribute searches scan for: a present
+/// value matches about objects / 4.
+const D_VALUES: u64 = 4;
+/// Objects per distinct value of `a`, `b` and `c`.
+const MATCHES: u64 = 10;
+
+/// The shape of a calibration run.
+#[derive(Clone, Debug)]
+pub struct CalibrateOptions {
+    /// Seconds per measured step.
+    pub seconds: f64,
+    /// Operations in flight.
+    pub workers: usize,
+    /// Objects loaded into the space searches run on.
+    pub objects: u64,
+    /// Objects loaded into each of the other spaces (the puts' targets).
+    pub put_objects: u64,
+    /// Partitions of every scratch space.
+    pub partitions: u32,
+}
+
+impl Default for CalibrateOptions {
+    fn default() -> Self {
+        CalibrateOptions {
+            seconds: 3.0,
+            workers: 16,
+            objects: 4000,
+            put_objects: 1000,
+            partitions: 16,
+        }
+    }
+}
+
+/// One measured step, as run.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The measurement it gave.
+    pub measurement: Measurement,
+    /// Its phase, as the driver reports it.
+    pub phase: PhaseResult,
+    /// Operations that failed (at most 1 in [`STEP_ERRORS_MAX`]); the
+    /// cost counts only the others.
+    pub errors: u64,
+}
+
+/// What a calibration run measured.
+#[derive(Clone, Debug)]
+pub struct CalibrationRun {
+    /// Every measured step.
+    pub steps: Vec<Step>,
+    /// Daemons available when it started.
+    pub daemons: u32,
+    /// The configuration's epoch when it started.
+    pub epoch: u64,
+    /// Objects in the space the searches ran on.
+    pub objects: u64,
+}
+
+/// A step's operations: from the objects loaded and a random generator.
+type StepSource = Box<dyn Fn(u64, &mut rand::rngs::StdRng) -> Op + Send + Sync>;
+
+/// What one store operation does on its space.
+#[derive(Clone, Debug)]
+enum Action {
+    /// Insert every attribute (`Op::Insert`, its `recno` picks the values).
+    Insert,
+    /// Get (`Op::Read`).
+    Get,
+    /// Put new values of these attributes (`Op::Update`).
+    Put(Vec<&'static str>),
+    /// Equality on one attribute (`Op::SearchEq`): a `recno` below zero
+    /// asks for a value no object has.
+    Search(&'static str),
+}
+
+/// The store every step runs through: one space, one action; it adds up
+/// what searches return.
+struct CalStore {
+    client: Client,
+    space: String,
+    action: Action,
+    /// Distinct values of `a`, `b`, `c`.
+    values: u64,
+    results: AtomicU64,
+    searches: AtomicU64,
+}
+
+fn attr_value(attr: &str, n: u64, values: u64) -> Value {
+    let n = if attr == "d" {
+        n % D_VALUES
+    } else {
+        n % values
+    };
+    Value::str(&format!("{attr}{n}"))
+}
+
+impl CalStore {
+    async fn run(&self, op: &Op) -> anyhow::Result<Outcome> {
+        match (&self.action, op) {
+            (Action::Insert, Op::Insert { key, recno, .. }) => {
+                let n = *recno as u64;
+                let attrs = ["a", "b", "c", "d"].map(|a| (a, attr_value(a, n, self.values)));
+                self.client
+                    .put(&self.space, Value::str(key), attrs)
+                    .await?
+                    .into_result()?;
+                Ok(Outcome::Ok)
+            }
+            (Action::Get, Op::Read { key }) => {
+                Ok(match self.client.get(&self.space, Value::str(key)).await? {
+                    Some(_) => Outcome::Ok,
+                    None => Outcome::NotFound,
+                })
+            }
+            (Action::Put(attrs), Op::Update { key, field, .. }) => {
+                let n = *field as u64;
+                let attrs = attrs.iter().map(|&a| (a, attr_value(a, n, self.values)));
+                self.client
+                    .put(&self.space, Value::str(key), attrs)
+                    .await?
+                    .into_result()?;
+                Ok(Outcome::Ok)
+            }
+            (Action::Search(attr), Op::SearchEq { recno }) => {
+                let value = if *recno < 0 {
+                    Value::str(&format!("absent{recno}"))
+                } else {
+                    attr_value(attr, *recno as u64, self.values)
+                };
+                let found = self
+                    .client
+                    .search(&self.space, [(*attr, PredOp::Eq(value))])
+                    .await?;
+                self.results
+                    .fetch_add(found.len() as u64, Ordering::Relaxed);
+                self.searches.fetch_add(1, Ordering::Relaxed);
+                Ok(if found.is_empty() {
+                    Outcome::NotFound
+                } else {
+                    Outcome::Ok
+                })
+            }
+            (action, op) => anyhow::bail!("{action:?} cannot run {}", op.kind()),
+        }
+    }
+}
+
+impl Store for CalStore {
+    fn name(&self) -> &str {
+        "tessera"
+    }
+
+    fn supports(&self, _kind: &str) -> bool {
+        true
+    }
+
+    fn execute<'a>(&'a self, op: &'a Op) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(self.run(op))
+    }
+}
+
+/// A scratch space: its layout in the model's terms.
+struct Scratch {
+    name: String,
+    /// K = f + 1.
+    copies: f64,
+    /// Subspaces a and b and an index on c, or the key subspace only.
+    subspaces: bool,
+}
+
+impl Scratch {
+    fn description(&self, partitions: u32) -> String {
+        let f = self.copies as u32 - 1;
+        format!(
+            "space {} key k attributes string a, string b, string c, string d {} \
+             create {partitions} partitions tolerate {f} {}",
+            self.name,
+            if self.subspaces {
+                "subspace a subspace b index c"
+            } else {
+                ""
+            },
+            if f == 1 { "failure" } else { "failures" }
+        )
+    }
+
+    /// Parts, the key subspace included.
+    fn parts(&self) -> f64 {
+        if self.subspaces {
+            3.0
+        } else {
+            1.0
+        }
+    }
+
+    /// Indexed attributes: a, b (subspaces) and c (index).
+    fn indexed(&self) -> f64 {
+        if self.subspaces {
+            3.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Measures the cluster behind `admin` and `client`: see the module docs.
+pub async fn measure(
+    admin: &Admin,
+    client: &Client,
+    options: &CalibrateOptions,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<CalibrationRun> {
+    let config = admin.config().await?;
+    let daemons = config
+        .daemons
+        .values()
+        .filter(|d| d.state == DaemonState::Available)
+        .count() as u32;
+    anyhow::ensure!(daemons > 0, "no daemon is available to calibrate");
+    let mut scratch = vec![
+        Scratch {
+            name: format!("{SCRATCH_PREFIX}sub_f0"),
+            copies: 1.0,
+            subspaces: true,
+        },
+        Scratch {
+            name: format!("{SCRATCH_PREFIX}key_f0"),
+            copies: 1.0,
+            subspaces: false,
+        },
+    ];
+    if daemons > 1 {
+        scratch.push(Scratch {
+            name: format!("{SCRATCH_PREFIX}sub_f1"),
+            copies: 2.0,
+            subspaces: true,
+        });
+        scratch.push(Scratch {
+            name: format!("{SCRATCH_PREFIX}key_f1"),
+            copies: 2.0,
+            subspaces: false,
+        });
+    }
+    let existing: Vec<String> = admin
+        .list_spaces()
+        .await?
+        .into_iter()
+        .filter(|s| s.starts_with(SCRATCH_PREFIX))
+        .collect();
+    if !existing.is_empty() {
+        anyhow::bail!(
+            "scratch space(s) {} exist: another calibration is running, or one was \
+             interrupted; if none runs, remove them with `tessera rm-space NAME`",
+            existing.join(", ")
+        );
+    }
+    let mut created = Vec::new();
+    let outcome = measure_on(admin, client, options, &scratch, &mut created, progress).await;
+    let mut cleanup = Ok(());
+    for name in created {
+        if let Err(e) = admin.rm_space(&name).await {
+            cleanup = Err(anyhow::anyhow!("removing the scratch space {name}: {e}"));
+        }
+    }
+    let steps = outcome?;
+    cleanup?;
+    let objects = steps.1;
+    Ok(CalibrationRun {
+        steps: steps.0,
+        daemons,
+        epoch: config.epoch.0,
+        objects,
+    })
+}
+
+async fn measure_on(
+    admin: &Admin,
+    client: &Client,
+    options: &CalibrateOptions,
+    scratch: &[Scratch],
+    created: &mut Vec<String>,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<(Vec<Step>, u64)> {
+    let limit = Duration::from_secs_f64(options.seconds.max(0.1));
+    let step_load = |seconds: Duration| Load {
+        workers: options.workers,
+        // A budget no step on this machine reaches in its time.
+        operations: 10_000_000,
+        time_limit: seconds,
+    };
+    let intervals = f64::from(grid_for_partitions(options.partitions, 1)[0]);
+    let moves = 1.0 - 1.0 / intervals;
+    let mut steps = Vec::new();
+    let mut searched_objects = 0;
+    for (i, space) in scratch.iter().enumerate() {
+        let description = space.description(options.partitions);
+        admin
+            .add_space(&description)
+            .await
+            .with_context(|| format!("creating {description:?}"))?;
+        created.push(space.name.clone());
+        wait_space(client, &space.name).await?;
+        let objects = if i == 0 {
+            options.objects
+        } else {
+            options.put_objects
+        }
+        .max(MATCHES);
+        let values = (objects / MATCHES).max(1);
+        let store = |action: Action| {
+            Arc::new(CalStore {
+                client: client.clone(),
+                space: space.name.clone(),
+                action,
+                values,
+                results: AtomicU64::new(0),
+                searches: AtomicU64::new(0),
+            })
+        };
+        progress(&format!("loading {objects} objects into {}", space.name));
+        let next = Arc::new(AtomicU64::new(0));
+        let load = Load {
+            workers: options.workers,
+            operations: objects,
+            time_limit: LOAD_LIMIT,
+        };
+        let loaded = run_phase(store(Action::Insert), "load", load, |w| {
+            let next = next.clone();
+            FnSource::boxed(w as u64, move |_| {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                Op::Insert {
+                    key: format!("k{n}"),
+                    recno: n as i64,
+                    fields: Arc::default(),
+                }
+            })
+        })
+        .await?;
+        // A few failures (a daemon that briefly lost its lease on a busy
+        // machine) leave keys that a put then creates: tolerated.
+        let errors: u64 = loaded.ops.values().map(|o| o.errors).sum();
+        if errors * LOAD_ERRORS_MAX > loaded.operations.max(1) {
+            anyhow::bail!(
+                "loading {}: {errors} of {} inserts failed ({})",
+                space.name,
+                loaded.operations,
+                loaded.first_error.unwrap_or_default()
+            );
+        }
+        let objects = loaded.operations;
+        let k = space.copies;
+        // A search no part narrows contacts every region of one part; every
+        // part here has the regions of a one-dimensional grid.
+        let regions = intervals;
+        let run = async |label: String,
+                         action: Action,
+                         kind: Measured,
+                         source: StepSource|
+               -> anyhow::Result<Step> {
+            progress(&format!("{label} ({:.1} s)", limit.as_secs_f64()));
+            let store = store(action);
+            let source = Arc::new(source);
+            let phase = run_phase(store.clone(), &label, step_load(limit), |w| {
+                let source = source.clone();
+                let seed = 1 + w as u64;
+                FnSource::boxed(seed * 7919, move |rng| source(objects, rng))
+            })
+            .await?;
+            let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
+            if errors * STEP_ERRORS_MAX > phase.operations.max(1) {
+                anyhow::bail!(
+                    "{label}: {errors} of {} operations failed ({})",
+                    phase.operations,
+                    phase.first_error.clone().unwrap_or_default()
+                );
+            }
+            let done = phase.operations - errors;
+            anyhow::ensure!(
+                done > 0 && phase.seconds > 0.0,
+                "{label}: no operation completed in {limit:?}"
+            );
+            // A search's result count is what it returned on average.
+            let kind = match kind {
+                Measured::Search {
+                    regions, examined, ..
+                } => {
+                    let n = store.searches.load(Ordering::Relaxed).max(1);
+                    Measured::Search {
+                        regions,
+                        examined,
+                        results: store.results.load(Ordering::Relaxed) as f64 / n as f64,
+                    }
+                }
+                kind => kind,
+            };
+            Ok(Step {
+                measurement: Measurement {
+                    step: label,
+                    kind,
+                    cost_s: phase.seconds / done as f64,
+                },
+                errors,
+                phase,
+            })
+        };
+        let existing = |objects: u64, rng: &mut rand::rngs::StdRng| -> String {
+            format!("k{}", rng.gen_range(0..objects.max(1)))
+        };
+        let name = &space.name;
+        if i == 0 {
+            searched_objects = objects;
+            let o = objects as f64;
+            let m = |n: u64| o / n as f64;
+            for (attr, present, regions, examined) in [
+                ("a", false, 1.0, 0.0),
+                ("a", true, 1.0, m(values)),
+                ("c", false, regions, 0.0),
+                ("c", true, regions, m(values)),
+                ("d", false, regions, o),
+                ("d", true, regions, o),
+            ] {
+                let label = format!(
+                    "search {attr} {} on {name}",
+                    if present { "present" } else { "absent" }
+                );
+                let kind = Measured::Search {
+                    regions,
+                    examined,
+                    results: 0.0,
+                };
+                let source = Box::new(move |_: u64, rng: &mut rand::rngs::StdRng| {
+                    let n = rng.gen_range(0..i64::MAX / 2);
+                    Op::SearchEq {
+                        recno: if present { n } else { -1 - n },
+                    }
+                });
+                steps.push(run(label, Action::Search(attr), kind, source).await?);
+            }
+        }
+        if !space.subspaces {
+            let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Read {
+                key: existing(objects, rng),
+            });
+            steps.push(run(format!("get on {name}"), Action::Get, Measured::Get, source).await?);
+        }
+        let parts = space.parts();
+        let subspaces = parts - 1.0;
+        let mut puts: Vec<(Vec<&'static str>, Measured)> = vec![(
+            vec!["d"],
+            Measured::Put {
+                copies: k,
+                unchanged: subspaces,
+                moved: vec![],
+                entries: 0.0,
+            },
+        )];
+        if space.subspaces {
+            puts.push((
+                vec!["c"],
+                Measured::Put {
+                    copies: k,
+                    unchanged: subspaces,
+                    moved: vec![],
+                    entries: k * parts,
+                },
+            ));
+            puts.push((
+                vec!["a"],
+                Measured::Put {
+                    copies: k,
+                    unchanged: subspaces - 1.0,
+                    moved: vec![moves],
+                    entries: k * parts,
+                },
+            ));
+            puts.push((
+                vec!["a", "b"],
+                Measured::Put {
+                    copies: k,
+                    unchanged: subspaces - 2.0,
+                    moved: vec![moves, moves],
+                    entries: 2.0 * k * parts,
+                },
+            ));
+        }
+        for (attrs, kind) in puts {
+            let label = format!("put {} on {name}", attrs.join(","));
+            let source = Box::new(
+                move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Update {
+                    key: existing(objects, rng),
+                    field: rng.gen_range(0..usize::MAX / 2),
+                    value: Vec::new(),
+                    record: Arc::default(),
+                },
+            );
+            steps.push(run(label, Action::Put(attrs), kind, source).await?);
+        }
+        let fresh = Arc::new(AtomicU64::new(objects));
+        let kind = Measured::Insert {
+            copies: k * parts,
+            entries: k * parts * space.indexed(),
+        };
+        let source = Box::new(move |_: u64, _: &mut rand::rngs::StdRng| {
+            let n = fresh.fetch_add(1, Ordering::Relaxed);
+            Op::Insert {
+                key: format!("k{n}"),
+                recno: n as i64,
+                fields: Arc::default(),
+            }
+        });
+        steps.push(run(format!("insert on {name}"), Action::Insert, kind, source).await?);
+        // Done with it: free its memory and disk for the next.
+        admin.rm_space(name).await?;
+        created.retain(|c| c != name);
+    }
+    Ok((steps, searched_objects))
+}

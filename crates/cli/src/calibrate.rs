@@ -1,0 +1,162 @@
+//! `tessera calibrate`: measures the advisor's cost-model parameters on
+//! the running cluster (`tessera_bench::calibrate`), fits them
+//! (`tessera_advisor::calibrate::fit`), stores them in the cluster's
+//! configuration through the coordinator, and prints them with their fit
+//! error.
+
+use crate::Target;
+use anyhow::Context;
+use serde_json::{json, Value};
+use tessera_advisor::calibrate::{fit, Fit};
+use tessera_advisor::Params;
+use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATCH_PREFIX};
+
+/// The arguments of `calibrate`.
+#[derive(clap::Args)]
+pub struct CalibrateArgs {
+    /// Seconds each measured step runs (about 22 steps on a cluster of
+    /// two or more daemons, 11 on one).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Operations in flight.
+    #[arg(long, default_value_t = 16)]
+    workers: usize,
+    /// Objects loaded into the scratch space searches run on.
+    #[arg(long, default_value_t = 4000)]
+    objects: u64,
+    /// Partitions of every scratch space.
+    #[arg(long, default_value_t = 16)]
+    partitions: u32,
+    /// Print JSON: `{"stored", "parameters", "fits", "steps", "kept", …}`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `calibrate`.
+pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 600.0,
+        "--seconds must be above 0 and at most 600"
+    );
+    let admin = target.admin()?;
+    let client = target.client().await?;
+    let options = CalibrateOptions {
+        seconds: args.seconds,
+        workers: args.workers.max(1),
+        objects: args.objects,
+        put_objects: args.objects.min(1000),
+        partitions: args.partitions,
+    };
+    eprintln!(
+        "calibrate: scratch spaces {SCRATCH_PREFIX}*, {} s per step",
+        args.seconds
+    );
+    let progress = |what: &str| eprintln!("calibrate: {what}");
+    let run = measure(&admin, &client, &options, &progress).await?;
+    let measurements: Vec<_> = run.steps.iter().map(|s| s.measurement.clone()).collect();
+    let fitted = fit(&measurements, &Params::default()).context("fitting the measurements")?;
+    let payload = fitted
+        .params
+        .calibration(run.daemons, run.epoch, fitted.quality.clone());
+    admin.set_advisor_params(payload).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report_json(&run, &fitted))
+                .context("encoding the report")?
+        );
+    } else {
+        print!("{}", report_text(&run, &fitted));
+    }
+    Ok(())
+}
+
+fn report_json(run: &CalibrationRun, fitted: &Fit) -> Value {
+    let steps: Vec<Value> = run
+        .steps
+        .iter()
+        .zip(&fitted.points)
+        .map(|(s, p)| {
+            json!({
+                "step": p.step,
+                "group": p.group,
+                "ops_per_s": p.measured_s.recip(),
+                "errors": s.errors,
+                "measured_s": p.measured_s,
+                "fitted_s": p.fitted_s,
+            })
+        })
+        .collect();
+    json!({
+        "stored": true,
+        "daemons": run.daemons,
+        "epoch": run.epoch,
+        "objects": run.objects,
+        "parameters": fitted.params,
+        "fits": fitted.quality,
+        "kept": fitted.kept,
+        "steps": steps,
+    })
+}
+
+fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
+    use std::fmt::Write as _;
+    let p = &fitted.params;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "stored in the configuration: parameters measured on {} daemons ({} objects searched)",
+        run.daemons, run.objects
+    );
+    for (name, value) in [
+        ("T_max (ops/s)", format!("{:.0}", p.t_max_ops_per_s)),
+        ("alpha", format!("{:.3}", p.alpha)),
+        ("alpha_create", format!("{:.3}", p.alpha_create)),
+        ("index_write (delta)", format!("{:.3}", p.index_write)),
+        ("request_s (c_req)", format!("{:.3e}", p.request_s)),
+        ("beta_s", format!("{:.3e}", p.beta_s)),
+        ("result_s (gamma)", format!("{:.3e}", p.result_s)),
+    ] {
+        let _ = writeln!(out, "  {name:<20} {value}");
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<8} {:>6} {:>8} {:>10}",
+        "fit", "points", "R²", "rel. RMS"
+    );
+    for q in &fitted.quality {
+        let _ = writeln!(
+            out,
+            "{:<8} {:>6} {:>8.4} {:>9.1}%",
+            q.op,
+            q.points,
+            q.r2,
+            q.rel_rms * 100.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<40} {:>10} {:>12} {:>12} {:>7}",
+        "step", "ops/s", "measured_s", "fitted_s", "error"
+    );
+    for (s, point) in run.steps.iter().zip(&fitted.points) {
+        let _ = writeln!(
+            out,
+            "{:<40} {:>10.0} {:>12.3e} {:>12.3e} {:>6.1}%{}",
+            point.step,
+            point.measured_s.recip(),
+            point.measured_s,
+            point.fitted_s,
+            (point.fitted_s - point.measured_s) / point.measured_s * 100.0,
+            if s.errors > 0 {
+                format!("  ({} failed, not counted)", s.errors)
+            } else {
+                String::new()
+            }
+        );
+    }
+    for kept in &fitted.kept {
+        let _ = writeln!(out, "kept the default of {kept}");
+    }
+    out
+}

@@ -1,0 +1,142 @@
+//! `tessera calibrate` against real processes (issue 14, point 2): it
+//! measures the cluster on scratch spaces of its own, stores the fitted
+//! parameters in the configuration, removes its spaces, and `advise`
+//! then reports them as calibrated; it refuses to start when one of its
+//! scratch spaces exists and leaves that space alone.
+
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use common::{cli_at, run_cli, Cluster};
+use serde_json::Value as Json;
+use std::time::Duration;
+
+const WORKLOAD: &str = r#"{"space": "space hotels key id attributes string city, int price create 8 partitions",
+ "objects": 10000,
+ "classes": [{"p": 0.6, "search": {"city": "eq"}}, {"p": 0.4, "modify": ["price"]}]}"#;
+
+fn scratch(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .admin()
+        .list_spaces()
+        .expect("list spaces")
+        .into_iter()
+        .filter(|s| s.starts_with("tessera_calibrate_"))
+        .collect()
+}
+
+#[test]
+fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
+    let cluster = Cluster::start(2);
+    cluster
+        .admin()
+        .add_space("space mine key k attributes string a")
+        .expect("a user space");
+    let out = cli_at(
+        &[
+            "calibrate",
+            "--seconds",
+            "0.4",
+            "--objects",
+            "400",
+            "--workers",
+            "4",
+            "--partitions",
+            "4",
+            "--json",
+        ],
+        &cluster.coordinator_addr(0),
+    );
+    let report: Json =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}"));
+    assert_eq!(report["stored"], true);
+    assert_eq!(report["daemons"], 2);
+    // Two daemons: key-only and subspace spaces at f = 0 and f = 1.
+    assert_eq!(report["steps"].as_array().expect("steps").len(), 22);
+    let groups: Vec<&str> = report["fits"]
+        .as_array()
+        .expect("fits")
+        .iter()
+        .map(|f| f["op"].as_str().expect("op"))
+        .collect();
+    assert_eq!(groups, ["get", "put", "insert", "search"]);
+
+    let stored = cluster
+        .admin()
+        .config()
+        .expect("config")
+        .advisor
+        .expect("calibrate stored its parameters");
+    assert_eq!(stored.validate(), Ok(()));
+    assert_eq!(stored.daemons, 2);
+    let t_max = report["parameters"]["t_max_ops_per_s"]
+        .as_f64()
+        .expect("T_max");
+    assert_eq!(stored.t_max_ops_per_s, t_max);
+    assert!(scratch(&cluster).is_empty(), "scratch spaces left behind");
+    assert_eq!(
+        cluster.admin().list_spaces().expect("list"),
+        ["mine"],
+        "the user's space is untouched"
+    );
+
+    let dir = tempfile::tempdir().expect("a directory");
+    let workload = dir.path().join("w.json");
+    std::fs::write(&workload, WORKLOAD).expect("write the workload");
+    let workload = workload.to_str().expect("a UTF-8 path");
+    let advise = |extra: &[&str]| -> Json {
+        let mut args = vec!["advise", "--workload", workload, "--json"];
+        args.extend_from_slice(extra);
+        let out = cli_at(&args, &cluster.coordinator_addr(0));
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}"))
+    };
+    let doc = advise(&[]);
+    assert_eq!(doc["calibrated"], true);
+    assert_eq!(doc["parameters_source"], "cluster");
+    assert_eq!(doc["parameters"]["t_max_ops_per_s"].as_f64(), Some(t_max));
+    assert_eq!(doc["parameters"]["daemons"], 2);
+    assert_eq!(doc["calibration"]["epoch"].as_u64(), Some(stored.epoch));
+    let doc = advise(&["--params", "defaults"]);
+    assert_eq!(doc["calibrated"], false);
+    assert_eq!(doc["parameters_source"], "defaults");
+}
+
+#[test]
+fn calibrate_refuses_when_a_scratch_space_exists() {
+    let cluster = Cluster::start(1);
+    let taken = "tessera_calibrate_key_f0";
+    cluster
+        .admin()
+        .add_space(&format!(
+            "space {taken} key k attributes string a tolerate 0 failures"
+        ))
+        .expect("a space with a scratch name");
+    let (host, port) = cluster
+        .coordinator_addr(0)
+        .split_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .expect("host:port");
+    let (ok, _, err) = run_cli(
+        &[
+            "calibrate",
+            "--seconds",
+            "0.2",
+            "--host",
+            &host,
+            "--port",
+            &port,
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    assert!(!ok, "calibrate ran over an existing scratch space");
+    assert!(err.contains(taken), "the refusal names the space: {err}");
+    assert_eq!(
+        scratch(&cluster),
+        [taken],
+        "the existing space is left alone"
+    );
+    assert!(cluster.admin().config().expect("config").advisor.is_none());
+}
