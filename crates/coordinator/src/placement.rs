@@ -229,6 +229,7 @@ mod tests {
                 partitions: 4,
                 authorization: false,
                 global_indexes: Vec::new(),
+                replex: None,
             },
             subspaces: vec![SubspaceLayout {
                 attrs: vec![0],
