@@ -35,8 +35,8 @@
 //! [`Placer::place_replex`] gives the key subspace and each replex a
 //! disjoint group of daemons (regions of one part hold disjoint objects,
 //! so they may share), dealing each part's regions over its group in
-//! contiguous runs along the first dimension, so that a daemon holds few
-//! of a hybrid's groups. Each hybrid region then goes to the least loaded
+//! contiguous runs along the first dimension cut at a hybrid's groups, so
+//! that a daemon holds whole groups or part of one. Each hybrid region then goes to the least loaded
 //! daemon that holds no region able to share an object with it: in a
 //! 2-sharing space, a daemon of A holding no region of the hybrid
 //! region's A group, or one of B likewise. Too few daemons is a typed
@@ -195,11 +195,31 @@ impl Placer {
         let groups = independent.len();
         for (g, &k) in independent.iter().enumerate() {
             let group: Vec<DaemonId> = order.iter().skip(g).step_by(groups).copied().collect();
-            let regions = parts[k].regions.len();
+            let (regions, m) = (parts[k].regions.len().max(1), group.len());
+            // The groups the first hybrid on this part coarsens its first
+            // dimension into (1: none), so that a daemon's run holds whole
+            // groups, or lies within one.
+            let coarse = parts
+                .iter()
+                .filter(|h| h.kind == SubspaceKind::Hybrid)
+                .find_map(|h| {
+                    let d = h
+                        .attrs
+                        .iter()
+                        .position(|a| parts[k].attrs.first() == Some(a))?;
+                    Some(h.splits[d].len() + 1)
+                })
+                .filter(|c| regions % c == 0)
+                .unwrap_or(1);
+            let per_group = regions / coarse;
             for (i, chain) in chains[k].iter_mut().enumerate() {
-                // Contiguous runs: region i (first dimension slowest) to
-                // daemon ⌊i · m / R⌋ of the group.
-                let daemon = group[i * group.len() / regions.max(1)];
+                // Contiguous runs (first dimension slowest): group x of
+                // the part goes to daemons [x·m/c, (x+1)·m/c) of its
+                // daemon group, at least one, its regions in turn.
+                let (x, j) = (i / per_group, i % per_group);
+                let lo = x * m / coarse;
+                let hi = ((x + 1) * m / coarse).max(lo + 1);
+                let daemon = group[lo + j * (hi - lo) / per_group];
                 *chain = Some(daemon);
                 *load.get_mut(&daemon).expect("a known daemon") += 1;
                 held.entry(daemon).or_default().push((k, i));
@@ -485,12 +505,12 @@ mod tests {
         ),
         (
             "space s key k attributes a replex a hybrid k, a groups 3, 4 create 12 partitions",
-            4,
+            3,
         ),
         (
             "space s key k attributes a, b replex a replex b hybrid a, b groups 3, 4 \
              create 12 partitions",
-            5,
+            4,
         ),
         (
             "space s key k attributes a, b replex a replex b create 12 partitions",
@@ -545,10 +565,10 @@ mod tests {
                 daemons: 2
             })
         );
-        let mut placer = Placer::new(daemons(4), &[]).unwrap();
+        let mut placer = Placer::new(daemons(3), &[]).unwrap();
         assert!(matches!(
             placer.place_replex(&mut space.subspaces, false),
-            Err(PlacementError::ReplexHybridConflict { daemons: 4, .. })
+            Err(PlacementError::ReplexHybridConflict { daemons: 3, .. })
         ));
     }
 

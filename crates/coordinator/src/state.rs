@@ -1300,7 +1300,7 @@ mod tests {
     #[test]
     fn a_replex_space_is_refused_on_too_few_daemons_and_created_on_enough() {
         let mut state = ClusterState::default();
-        register(&mut state, 3);
+        register(&mut state, 2);
         let epoch = state.epoch;
         match add(&mut state, REPLEX_3) {
             CommandResult::Failed { status, reason } => {
@@ -1346,10 +1346,13 @@ mod tests {
             .subspaces
             .iter()
             .all(|l| l.regions.iter().all(|r| r.chain.len() == 1)));
-        // Every daemon holds something; no two copies of an object share one.
+        // No two copies of an object share a daemon, yet the three
+        // daemons hold twelve regions each: the key subspace's groups 0
+        // and 1 and the hybrid's group 2 on one, the key's group 2 and
+        // the hybrid's groups 0 and 1 on another, the replex on the third.
         assert_eq!(replex_conflict(space), None);
         for d in state.daemons.keys() {
-            assert!(replica_count(&state, *d) > 0);
+            assert_eq!(replica_count(&state, *d), 12);
         }
         // The configuration carries it; a new space needs no repair.
         let config = state.configuration(Vec::new());
