@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value as Json};
 use std::fmt::Write;
+use tessera_types::replex::at_risk_fraction;
 use tessera_types::{Configuration, DaemonState, PartKind, PartState, Space, SubspaceKind};
 
 /// The configuration for humans: epoch, coordinators, daemons with their
@@ -83,6 +84,16 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             ""
         }
     );
+    if let Some(replex) = &desc.replex {
+        let _ = writeln!(
+            out,
+            "    replex space: {} copies, one daemon per region; {} placement; {} of objects \
+             have two copies on one daemon",
+            replex.copies(),
+            if replex.relaxed { "relaxed" } else { "strict" },
+            percent(at_risk_fraction(space))
+        );
+    }
     for subspace in &space.subspaces {
         let names: Vec<&str> = subspace
             .attrs
@@ -92,10 +103,16 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
         let (what, regions) = match subspace.kind {
             SubspaceKind::Subspace => ("subspace", "regions"),
             SubspaceKind::GlobalIndex => ("global index", "indexlets"),
+            SubspaceKind::Replex => ("replex", "regions"),
+            SubspaceKind::Hybrid => ("hybrid", "regions"),
+        };
+        let groups = match (subspace.kind, subspace.grid().as_slice()) {
+            (SubspaceKind::Hybrid, [n1, n2]) => format!(", groups {n1} x {n2}"),
+            _ => String::new(),
         };
         let _ = writeln!(
             out,
-            "    {what} {} ({}): {}, {} {regions}",
+            "    {what} {} ({}): {}, {} {regions}{groups}",
             subspace.part.0,
             names.join(", "),
             subspace.state,
@@ -131,6 +148,11 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
     }
 }
 
+/// A fraction as a percentage with two decimals (`0.00%` when none).
+fn percent(fraction: f64) -> String {
+    format!("{:.2}%", fraction * 100.0)
+}
+
 fn daemon_state(state: DaemonState) -> &'static str {
     match state {
         DaemonState::Available => "available",
@@ -146,16 +168,16 @@ fn attr_names<'a>(space: &'a Space, attrs: &[usize]) -> Vec<&'a str> {
         .collect()
 }
 
-/// `list-subspaces`: one line `N: a, b` per subspace, N being its part id
-/// (what `rm-subspace` takes; 0 is the key subspace, first). A dropping
-/// subspace is on its way out and is not listed, nor is a global index
-/// (`list-indices` lists those).
+/// `list-subspaces`: one line `N: a, b` per subspace, replex or hybrid, N
+/// being its part id (what `rm-subspace` takes; 0 is the key subspace,
+/// first). A dropping subspace is on its way out and is not listed, nor is
+/// a global index (`list-indices` lists those).
 pub fn subspaces_text(space: &Space) -> String {
     let mut out = String::new();
     for subspace in space
         .subspaces
         .iter()
-        .filter(|l| l.state != PartState::Dropping && l.kind == SubspaceKind::Subspace)
+        .filter(|l| l.state != PartState::Dropping && l.kind.holds_objects())
     {
         let names = attr_names(space, &subspace.attrs);
         let _ = writeln!(out, "{}: {}", subspace.part.0, names.join(", "));
@@ -206,7 +228,11 @@ pub fn dashboard_url(config: &Configuration) -> Option<String> {
 /// `name`, `tolerate` and `parts`, each with `kind`, `attributes`, `state`
 /// (and `progress` in percent while building) and `regions` with `id`,
 /// `bounds` (inclusive coordinate intervals, one per dimension) and
-/// `chain` (daemon ids, head first).
+/// `chain` (daemon ids, head first). A replex space's parts are of kind
+/// `key`, `hybrid` (with `groups`: its two group counts) and `replex`, each
+/// region's chain one daemon; the space adds `replex`: its `copies`,
+/// whether placement is `relaxed`, and `at_risk`, the fraction of objects
+/// two of whose copies share a daemon.
 pub fn config_json(config: &Configuration) -> Json {
     let coordinators: Vec<Json> = config
         .coordinators
@@ -273,14 +299,100 @@ fn space_json(space: &Space) -> Json {
             if let (Some(path), PartKind::Index) = (part.path, part.kind) {
                 entry["path"] = json!(path);
             }
+            if let (Some(layout), PartKind::Hybrid) = (part.layout, part.kind) {
+                entry["groups"] = json!(layout.grid());
+            }
             entry
         })
         .collect();
-    json!({
+    let mut out = json!({
         "name": space.desc.name,
         "id": space.id.0,
         "tolerate": space.desc.fault_tolerance,
         "partitions": space.desc.partitions,
         "parts": parts,
-    })
+    });
+    if let Some(replex) = &space.desc.replex {
+        out["replex"] = json!({
+            "copies": replex.copies(),
+            "relaxed": replex.relaxed,
+            "at_risk": at_risk_fraction(space),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_types::{DaemonId, DaemonInfo, SpaceId};
+
+    /// A replex space laid out as a coordinator would, each region on one
+    /// daemon: the key subspace on daemon 1, the hybrid on 2, the replex
+    /// on 3.
+    fn replex_config() -> Configuration {
+        let desc = tessera_types::parse_space(
+            "space r key k attributes a replex a hybrid k, a groups 2, 2 create 4 partitions",
+        )
+        .unwrap();
+        let mut space = tessera_types::region::default_layout(SpaceId(1), desc);
+        for (k, layout) in space.subspaces.iter_mut().enumerate() {
+            for region in &mut layout.regions {
+                region.chain = vec![DaemonId(k as u64 + 1)];
+            }
+        }
+        let daemons = (1..=3)
+            .map(|i| {
+                let id = DaemonId(i);
+                let info = DaemonInfo {
+                    id,
+                    addr: format!("127.0.0.1:{}", 2000 + i),
+                    state: DaemonState::Available,
+                    metrics: None,
+                };
+                (id, info)
+            })
+            .collect();
+        Configuration {
+            daemons,
+            spaces: vec![space],
+            ..Configuration::default()
+        }
+    }
+
+    #[test]
+    fn replex_spaces_show_their_kinds_and_one_daemon_per_region() {
+        let config = replex_config();
+        let json = config_json(&config);
+        let space = &json["spaces"][0];
+        let kinds: Vec<&str> = space["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, vec!["key", "hybrid", "replex"]);
+        for part in space["parts"].as_array().unwrap() {
+            for region in part["regions"].as_array().unwrap() {
+                assert_eq!(region["chain"].as_array().unwrap().len(), 1, "{part}");
+            }
+        }
+        assert_eq!(space["parts"][1]["groups"], json!([2, 2]));
+        assert_eq!(space["parts"][1]["attributes"], json!(["k", "a"]));
+        assert_eq!(space["tolerate"], json!(2));
+        assert_eq!(space["replex"]["copies"], json!(3));
+        assert_eq!(space["replex"]["at_risk"], json!(0.0));
+        let text = config_text(&config);
+        assert!(text.contains("    replex space: 3 copies"), "{text}");
+        assert!(text.contains("0.00% of objects"), "{text}");
+        assert!(
+            text.contains("    hybrid 1 (k, a): ready, 4 regions, groups 2 x 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    replex 2 (a): ready, 4 regions"),
+            "{text}"
+        );
+        assert_eq!(subspaces_text(&config.spaces[0]), "0: k\n1: k, a\n2: a\n");
+    }
 }

@@ -61,6 +61,7 @@ mod tests {
             partitions: 1,
             authorization: false,
             global_indexes: Vec::new(),
+            replex: None,
         };
         let object = Object {
             values: vec![Value::Int(1), Value::str("x")],

@@ -228,6 +228,16 @@ pub enum LayoutChangeError {
     /// No daemon can hold the new part's regions.
     #[error("cannot place the new part's regions")]
     Placement(#[source] PlacementError),
+    /// A replex space's parts are its copies; changing them live (a
+    /// rebuild of the copies) is not built yet.
+    #[error(
+        "space {space:?} is a replex space: its subspaces, replexes and global indexes cannot \
+         change yet (local indexes can)"
+    )]
+    ReplexSpace {
+        /// The space.
+        space: String,
+    },
 }
 
 impl LayoutChangeError {
@@ -261,7 +271,8 @@ impl LayoutChangeError {
             | KeySubspace
             | IndexUsedBySubspace { .. }
             | AmbiguousIndex { .. }
-            | Placement(_) => AdminStatus::CoordFail,
+            | Placement(_)
+            | ReplexSpace { .. } => AdminStatus::CoordFail,
         }
     }
 }
@@ -314,6 +325,18 @@ impl ClusterState {
             .ok_or_else(|| LayoutChangeError::NoSpace {
                 space: name.to_string(),
             })
+    }
+
+    /// The position of space `name`, refusing a replex space (see
+    /// [`LayoutChangeError::ReplexSpace`]).
+    fn plain_space_index(&self, name: &str) -> Result<usize, LayoutChangeError> {
+        let si = self.space_index(name)?;
+        if self.spaces[si].desc.replex.is_some() {
+            return Err(LayoutChangeError::ReplexSpace {
+                space: name.to_string(),
+            });
+        }
+        Ok(si)
     }
 
     fn placer(&self) -> Result<Placer, LayoutChangeError> {
@@ -397,7 +420,7 @@ impl ClusterState {
         kind: SubspaceKind,
         placer: &mut Placer,
     ) -> SubspaceLayout {
-        let replicas = desc.fault_tolerance as usize + 1;
+        let replicas = desc.replicas_per_region();
         // The grid's cells: the product of each dimension's intervals.
         let cells: usize = splits.iter().map(|s| s.len() + 1).product();
         let regions = placer
@@ -499,7 +522,7 @@ impl ClusterState {
         space: &str,
         attrs: &[String],
     ) -> Result<PartId, LayoutChangeError> {
-        let si = self.space_index(space)?;
+        let si = self.plain_space_index(space)?;
         let desc = self.spaces[si].desc.clone();
         let attrs = Self::subspace_attrs(&desc, attrs)?;
         if let Some(existing) = self.spaces[si]
@@ -566,7 +589,7 @@ impl ClusterState {
         attr: &str,
         partitions: Option<u32>,
     ) -> Result<PartId, LayoutChangeError> {
-        let si = self.space_index(space)?;
+        let si = self.plain_space_index(space)?;
         let desc = self.spaces[si].desc.clone();
         let i = Self::global_target(&desc, attr)?;
         if let Some(asked) = partitions.filter(|n| *n == 0 || *n > PARTITIONS_MAX) {
@@ -613,7 +636,7 @@ impl ClusterState {
         space: &str,
         attr: &str,
     ) -> Result<(), LayoutChangeError> {
-        let si = self.space_index(space)?;
+        let si = self.plain_space_index(space)?;
         let i = Self::global_target(&self.spaces[si].desc, attr)?;
         let parts: Vec<PartId> = self.spaces[si]
             .subspaces
@@ -652,7 +675,7 @@ impl ClusterState {
         attr: &str,
         at: &[String],
     ) -> Result<PartId, LayoutChangeError> {
-        let si = self.space_index(space)?;
+        let si = self.plain_space_index(space)?;
         let desc = self.spaces[si].desc.clone();
         let i = Self::global_target(&desc, attr)?;
         let indexed = self.spaces[si]
@@ -795,7 +818,7 @@ impl ClusterState {
         space: &str,
         part: PartId,
     ) -> Result<(), LayoutChangeError> {
-        let si = self.space_index(space)?;
+        let si = self.plain_space_index(space)?;
         if part == PartId(0) {
             return Err(LayoutChangeError::KeySubspace);
         }
@@ -911,8 +934,13 @@ impl ClusterState {
         space: &str,
         description: &str,
     ) -> Result<(), LayoutChangeError> {
-        let si = self.space_index(space)?;
+        let si = self.plain_space_index(space)?;
         let new = parse_space(description).map_err(LayoutChangeError::BadDescription)?;
+        if new.replex.is_some() {
+            return Err(LayoutChangeError::ReplexSpace {
+                space: space.to_string(),
+            });
+        }
         let old = &self.spaces[si].desc;
         let differs = if new.name != old.name {
             Some("name")
@@ -963,6 +991,8 @@ impl ClusterState {
         let kept = |l: &SubspaceLayout| match l.kind {
             SubspaceKind::Subspace => new.subspaces.contains(&l.attrs),
             SubspaceKind::GlobalIndex => new.global_indexes.iter().any(|g| l.attrs == [g.attr]),
+            // Only in replex spaces, which a relayout refuses.
+            SubspaceKind::Replex | SubspaceKind::Hybrid => true,
         };
         let mut omitted: BTreeSet<PartId> = current
             .subspaces
@@ -1043,6 +1073,8 @@ impl ClusterState {
                         .expect("built from the new description");
                     name_global_index(&mut space.desc, decl);
                 }
+                // A relayout builds neither (replex spaces are refused).
+                SubspaceKind::Replex | SubspaceKind::Hybrid => {}
             }
             space.subspaces.push(layout);
         }
@@ -1171,6 +1203,8 @@ impl ClusterState {
                         s.desc.global_indexes.remove(at);
                     }
                 }
+                // A replex space's parts never drop (yet).
+                SubspaceKind::Replex | SubspaceKind::Hybrid => {}
             }
             let gone: BTreeSet<RegionId> = layout.regions.iter().map(|r| r.id).collect();
             self.orphans.retain(|r, _| !gone.contains(r));

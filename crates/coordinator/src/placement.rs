@@ -25,9 +25,29 @@
 //! differ by at most one. The order is rotated so that the last, partial
 //! block starts at the least-loaded daemon: spaces added one after another
 //! keep the cluster-wide replica counts within one of each other.
+//!
+//! # Replex spaces
+//!
+//! A replex space's regions hold one copy each, and two regions of
+//! different parts that can hold the same object
+//! ([`tessera_types::replex::can_share`]) must never share a daemon, or
+//! one failure takes two copies of that object (`docs/design/replex.md`).
+//! [`Placer::place_replex`] gives the key subspace and each replex a
+//! disjoint group of daemons (regions of one part hold disjoint objects,
+//! so they may share), dealing each part's regions over its group in
+//! contiguous runs along the first dimension cut at a hybrid's groups, so
+//! that a daemon holds whole groups or part of one. Each hybrid region then goes to the least loaded
+//! daemon that holds no region able to share an object with it: in a
+//! 2-sharing space, a daemon of A holding no region of the hybrid
+//! region's A group, or one of B likewise. Too few daemons is a typed
+//! refusal, unless the space asks for `with relaxed placement`: then every
+//! part is dealt over all daemons as the paper does, and
+//! [`tessera_types::replex::at_risk_fraction`] reports how many objects
+//! lost two copies to one failure.
 
 use std::collections::BTreeMap;
-use tessera_types::{DaemonId, Space};
+use tessera_types::replex::can_share;
+use tessera_types::{DaemonId, RegionId, Space, SubspaceKind, SubspaceLayout};
 
 /// Why placement could not proceed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +57,30 @@ pub enum PlacementError {
         "no daemons are available to hold the space's regions; start and register a daemon first"
     )]
     NoDaemons,
+    /// A replex space's key subspace and replexes need disjoint daemons.
+    #[error(
+        "a replex space needs at least {needed} available daemons so that no two copies of an \
+         object share one (the key subspace and each replex on its own daemons), but {daemons} \
+         are available; add daemons or declare `with relaxed placement`"
+    )]
+    ReplexTooFewDaemons {
+        /// The key subspace and the replexes.
+        needed: usize,
+        /// Available daemons.
+        daemons: usize,
+    },
+    /// No daemon can take a hybrid region without holding two copies of
+    /// some object.
+    #[error(
+        "no daemon of {daemons} can hold hybrid region {region} without also holding another \
+         copy of some of its objects; add daemons or declare `with relaxed placement`"
+    )]
+    ReplexHybridConflict {
+        /// The hybrid region (in the space being placed).
+        region: RegionId,
+        /// Available daemons.
+        daemons: usize,
+    },
 }
 
 /// Assigns replica chains, remembering the load it has handed out so far.
@@ -90,6 +134,168 @@ impl Placer {
         }
         chains
     }
+}
+
+impl Placer {
+    /// Fills the chains (one daemon each) of a replex space's `parts`
+    /// (laid out, regions numbered, chains empty) as the module docs say.
+    /// `relaxed`: when the strict rule cannot be met, deal every part over
+    /// all daemons instead of refusing. Nothing changes on a refusal.
+    pub fn place_replex(
+        &mut self,
+        parts: &mut [SubspaceLayout],
+        relaxed: bool,
+    ) -> Result<(), PlacementError> {
+        match self.place_replex_strict(parts) {
+            Ok(()) => Ok(()),
+            Err(_) if relaxed => {
+                for part in parts.iter_mut() {
+                    let chains = self.place_subspace(part.regions.len(), 1);
+                    for (region, chain) in part.regions.iter_mut().zip(chains) {
+                        region.chain = chain;
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn place_replex_strict(&mut self, parts: &mut [SubspaceLayout]) -> Result<(), PlacementError> {
+        let mut order: Vec<DaemonId> = self.load.keys().copied().collect();
+        order.sort_by_key(|d| (self.load[d], *d));
+        // The key subspace and the replexes; those a hybrid shares first,
+        // so that they get the larger groups (a hybrid region lives
+        // beside its sides' regions of other groups).
+        let mut independent: Vec<usize> = (0..parts.len())
+            .filter(|&k| parts[k].kind != SubspaceKind::Hybrid)
+            .collect();
+        let sides = |k: usize| {
+            parts
+                .iter()
+                .filter(|h| h.kind == SubspaceKind::Hybrid)
+                .filter(|h| {
+                    h.attrs.first() == parts[k].attrs.first()
+                        || h.attrs.get(1) == parts[k].attrs.first()
+                })
+                .count()
+        };
+        independent.sort_by_key(|&k| std::cmp::Reverse(sides(k)));
+        if order.len() < independent.len() {
+            return Err(PlacementError::ReplexTooFewDaemons {
+                needed: independent.len(),
+                daemons: order.len(),
+            });
+        }
+        let mut load = self.load.clone();
+        // (part, region index) per daemon, to test hybrid regions against.
+        let mut held: BTreeMap<DaemonId, Vec<(usize, usize)>> = BTreeMap::new();
+        let mut chains: Vec<Vec<Option<DaemonId>>> =
+            parts.iter().map(|p| vec![None; p.regions.len()]).collect();
+        let groups = independent.len();
+        for (g, &k) in independent.iter().enumerate() {
+            let group: Vec<DaemonId> = order.iter().skip(g).step_by(groups).copied().collect();
+            let (regions, m) = (parts[k].regions.len().max(1), group.len());
+            // The groups the first hybrid on this part coarsens its first
+            // dimension into (1: none), so that a daemon's run holds whole
+            // groups, or lies within one.
+            let coarse = parts
+                .iter()
+                .filter(|h| h.kind == SubspaceKind::Hybrid)
+                .find_map(|h| {
+                    let d = h
+                        .attrs
+                        .iter()
+                        .position(|a| parts[k].attrs.first() == Some(a))?;
+                    Some(h.splits[d].len() + 1)
+                })
+                .filter(|c| regions % c == 0)
+                .unwrap_or(1);
+            let per_group = regions / coarse;
+            for (i, chain) in chains[k].iter_mut().enumerate() {
+                // Contiguous runs (first dimension slowest): group x of
+                // the part goes to daemons [x·m/c, (x+1)·m/c) of its
+                // daemon group, at least one, its regions in turn.
+                let (x, j) = (i / per_group, i % per_group);
+                let lo = x * m / coarse;
+                let hi = ((x + 1) * m / coarse).max(lo + 1);
+                let daemon = group[lo + j * (hi - lo) / per_group];
+                *chain = Some(daemon);
+                *load.get_mut(&daemon).expect("a known daemon") += 1;
+                held.entry(daemon).or_default().push((k, i));
+            }
+        }
+        for k in (0..parts.len()).filter(|k| !independent.contains(k)) {
+            for (i, region) in parts[k].regions.iter().enumerate() {
+                let daemon = load
+                    .iter()
+                    .filter(|(d, _)| {
+                        held.get(d).is_none_or(|list| {
+                            list.iter()
+                                .all(|&(q, j)| q == k || !can_share(&parts[k], i, &parts[q], j))
+                        })
+                    })
+                    .min_by_key(|(d, l)| (**l, **d))
+                    .map(|(d, _)| *d)
+                    .ok_or(PlacementError::ReplexHybridConflict {
+                        region: region.id,
+                        daemons: order.len(),
+                    })?;
+                chains[k][i] = Some(daemon);
+                *load.get_mut(&daemon).expect("a known daemon") += 1;
+                held.entry(daemon).or_default().push((k, i));
+            }
+        }
+        for (part, chains) in parts.iter_mut().zip(chains) {
+            for (region, daemon) in part.regions.iter_mut().zip(chains) {
+                region.chain = daemon.into_iter().collect();
+            }
+        }
+        self.load = load;
+        Ok(())
+    }
+}
+
+/// The first pair of regions of `space` (a replex space) that can hold the
+/// same object and share a daemon, with that daemon; `None` when the
+/// strict placement rule holds.
+pub fn replex_conflict(space: &Space) -> Option<(DaemonId, RegionId, RegionId)> {
+    space.desc.replex.as_ref()?;
+    let mut held: BTreeMap<DaemonId, Vec<(usize, usize)>> = BTreeMap::new();
+    for (k, part) in space.subspaces.iter().enumerate() {
+        for (i, region) in part.regions.iter().enumerate() {
+            for d in &region.chain {
+                held.entry(*d).or_default().push((k, i));
+            }
+        }
+    }
+    let parts = &space.subspaces;
+    held.into_iter().find_map(|(d, list)| {
+        list.iter().enumerate().find_map(|(n, &(k, i))| {
+            list[..n].iter().find_map(|&(q, j)| {
+                (q != k && can_share(&parts[k], i, &parts[q], j))
+                    .then(|| (d, parts[q].regions[j].id, parts[k].regions[i].id))
+            })
+        })
+    })
+}
+
+/// Whether moving region `index` of part `part` of `space` onto `daemon`
+/// would put it beside a region able to hold one of its objects (in a
+/// replex space without relaxed placement; never elsewhere).
+pub fn replex_move_conflicts(space: &Space, part: usize, index: usize, daemon: DaemonId) -> bool {
+    if space.desc.replex.as_ref().is_none_or(|r| r.relaxed) {
+        return false;
+    }
+    let layout = &space.subspaces[part];
+    space.subspaces.iter().enumerate().any(|(q, other)| {
+        q != part
+            && other
+                .regions
+                .iter()
+                .enumerate()
+                .any(|(j, r)| r.chain.contains(&daemon) && can_share(layout, index, other, j))
+    })
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -229,6 +435,7 @@ mod tests {
                 partitions: 4,
                 authorization: false,
                 global_indexes: Vec::new(),
+                replex: None,
             },
             subspaces: vec![SubspaceLayout {
                 attrs: vec![0],
@@ -261,6 +468,156 @@ mod tests {
         assert!(PlacementError::NoDaemons
             .to_string()
             .contains("no daemons are available"));
+    }
+
+    fn replex_space(text: &str) -> Space {
+        let desc = tessera_types::parse_space(text).expect(text);
+        tessera_types::region::default_layout(SpaceId(1), desc)
+    }
+
+    /// Every pair of regions of different parts that can hold one object,
+    /// by brute force over the pairs.
+    fn shared_daemons(space: &Space) -> usize {
+        let parts = &space.subspaces;
+        let mut bad = 0;
+        for (k, p) in parts.iter().enumerate() {
+            for (q, o) in parts.iter().enumerate().skip(k + 1) {
+                for (i, r) in p.regions.iter().enumerate() {
+                    for (j, s) in o.regions.iter().enumerate() {
+                        if can_share(&parts[k], i, &parts[q], j)
+                            && r.chain.iter().any(|d| s.chain.contains(d))
+                        {
+                            bad += 1;
+                        }
+                    }
+                }
+            }
+        }
+        bad
+    }
+
+    const REPLEX_SHAPES: &[(&str, usize)] = &[
+        // (description, the fewest daemons this placement manages with;
+        // the key subspace and each replex need one each, a hybrid more)
+        (
+            "space s key k attributes a replex a create 12 partitions",
+            2,
+        ),
+        (
+            "space s key k attributes a replex a hybrid k, a groups 3, 4 create 12 partitions",
+            3,
+        ),
+        (
+            "space s key k attributes a, b replex a replex b hybrid a, b groups 3, 4 \
+             create 12 partitions",
+            4,
+        ),
+        (
+            "space s key k attributes a, b replex a replex b create 12 partitions",
+            3,
+        ),
+        (
+            "space s key k attributes a, b replex a, b hybrid k, a groups 2, 2 \
+             create 16 partitions",
+            3,
+        ),
+    ];
+
+    #[test]
+    fn replex_placement_never_puts_two_copies_of_an_object_on_one_daemon() {
+        for &(text, fewest) in REPLEX_SHAPES {
+            for n in 1..=14u64 {
+                let mut space = replex_space(text);
+                let mut placer = Placer::new(daemons(n), &[]).unwrap();
+                let placed = placer.place_replex(&mut space.subspaces, false);
+                match placed {
+                    Ok(()) => {
+                        assert!(n as usize >= fewest, "{text}: placed on {n}");
+                        assert!(space
+                            .subspaces
+                            .iter()
+                            .all(|l| l.regions.iter().all(|r| r.chain.len() == 1)));
+                        assert_eq!(shared_daemons(&space), 0, "{text} on {n}");
+                        assert_eq!(replex_conflict(&space), None);
+                        assert_eq!(tessera_types::replex::at_risk_fraction(&space), 0.0);
+                        // The placer's load counts every region once.
+                        let regions: usize = space.subspaces.iter().map(|l| l.regions.len()).sum();
+                        assert_eq!(placer.load.values().sum::<u64>(), regions as u64);
+                    }
+                    Err(e) => {
+                        assert!((n as usize) < fewest, "{text}: refused on {n}: {e}");
+                        assert!(space
+                            .subspaces
+                            .iter()
+                            .all(|l| l.regions.iter().all(|r| r.chain.is_empty())));
+                        assert!(e.to_string().contains("with relaxed placement"), "{e}");
+                        assert!(placer.load.values().all(|l| *l == 0));
+                    }
+                }
+            }
+        }
+        let mut space = replex_space(REPLEX_SHAPES[2].0);
+        let mut placer = Placer::new(daemons(2), &[]).unwrap();
+        assert_eq!(
+            placer.place_replex(&mut space.subspaces, false),
+            Err(PlacementError::ReplexTooFewDaemons {
+                needed: 3,
+                daemons: 2
+            })
+        );
+        let mut placer = Placer::new(daemons(3), &[]).unwrap();
+        assert!(matches!(
+            placer.place_replex(&mut space.subspaces, false),
+            Err(PlacementError::ReplexHybridConflict { daemons: 3, .. })
+        ));
+    }
+
+    /// Relaxed placement on too few daemons deals every part over all of
+    /// them; the at-risk fraction it reports matches a count over random
+    /// objects.
+    #[test]
+    fn relaxed_placement_reports_the_fraction_at_risk() {
+        use tessera_types::replex::at_risk_fraction;
+        for &(text, fewest) in REPLEX_SHAPES {
+            for n in 1..fewest as u64 {
+                let mut space = replex_space(text);
+                let mut placer = Placer::new(daemons(n), &[]).unwrap();
+                placer.place_replex(&mut space.subspaces, true).unwrap();
+                let reported = at_risk_fraction(&space);
+                // A count over objects at pseudo-random coordinates.
+                let mut state = 0x1234_5678_u64 + n;
+                let mut next = || {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let mut z = state;
+                    z = (z ^ (z >> 33)).wrapping_mul(0xff51afd7ed558ccd);
+                    z ^ (z >> 33)
+                };
+                let objects = 20_000;
+                let mut risky = 0;
+                for _ in 0..objects {
+                    let coords: Vec<u64> = (0..3).map(|_| next()).collect();
+                    let mut seen = std::collections::BTreeSet::new();
+                    let twice = space.subspaces.iter().any(|l| {
+                        let c: Vec<u64> = l.attrs.iter().map(|&a| coords[a]).collect();
+                        l.regions[l.region_index(&c)]
+                            .chain
+                            .iter()
+                            .any(|d| !seen.insert(*d))
+                    });
+                    risky += usize::from(twice);
+                }
+                let counted = risky as f64 / objects as f64;
+                assert!(
+                    (counted - reported).abs() < 0.015,
+                    "{text} on {n}: reported {reported}, counted {counted}"
+                );
+                if n == 1 {
+                    assert!((reported - 1.0).abs() < 1e-9, "{reported}");
+                }
+            }
+        }
     }
 
     #[test]

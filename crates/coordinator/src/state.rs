@@ -11,6 +11,10 @@
 //!   grow: an id is never reused, even after its space is removed;
 //! - every region's chain holds distinct daemons (see [`crate::placement`]);
 //! - only Available daemons are in chains or take part in transfers;
+//! - in a replex space without relaxed placement, two regions that can
+//!   hold the same object never share a daemon (see [`crate::placement`]);
+//!   its chains are one daemon long, so repair copies none of its regions
+//!   and rebalancing moves none beside another copy of its objects;
 //! - after every command that changed something, the state is *repaired*
 //!   (see [`ClusterState::repair`]): every region whose chain is shorter than
 //!   `f + 1` but not empty has one transfer running to a new daemon when an
@@ -35,14 +39,15 @@
 //! becomes its chain again as soon as it is Available again; only
 //! forgetting that daemon loses the region.
 
-use crate::placement::Placer;
+use crate::placement::{replex_conflict, replex_move_conflicts, Placer};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::parse::parse_space;
+use tessera_types::replex::replex_shapes;
 use tessera_types::{
     Configuration, CoordinatorInfo, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, PartId,
-    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, Transfer,
+    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, SubspaceLayout, Transfer,
 };
 
 /// A change to the cluster state, as written to the Raft log.
@@ -308,6 +313,14 @@ pub enum CheckInvariantsError {
     /// and ready.
     #[error("space {space}'s layout parts are inconsistent")]
     LayoutMismatch { space: SpaceId },
+    /// Two regions of a replex space (without relaxed placement) that can
+    /// hold the same object share a daemon.
+    #[error("regions {first} and {second} can hold one object but share daemon {daemon}")]
+    ReplexCopiesShareDaemon {
+        daemon: DaemonId,
+        first: RegionId,
+        second: RegionId,
+    },
 }
 
 impl ClusterState {
@@ -741,7 +754,9 @@ impl ClusterState {
         let busy: BTreeSet<RegionId> = self.transfers.iter().map(|t| t.region).collect();
         let mut planned: Vec<(RegionId, DaemonId, DaemonId, Option<DaemonId>)> = Vec::new();
         for (desc, region) in self.regions() {
-            let replicas = desc.fault_tolerance as usize + 1;
+            // One in a replex space: its regions are never copied by
+            // transfer (a lost one is rebuilt from the other replexes).
+            let replicas = desc.replicas_per_region();
             let Some(&tail) = region.chain.last() else {
                 continue; // Every replica lost: nothing to copy from.
             };
@@ -795,10 +810,24 @@ impl ClusterState {
         if high < low + 2 {
             return None;
         }
-        self.regions()
-            .map(|(_, r)| r)
-            .find(|r| r.chain.contains(&heavy) && !r.chain.contains(&light))
-            .and_then(|r| Some((r.id, *r.chain.last()?, light, Some(heavy))))
+        // A move in a replex space never puts two copies of an object on
+        // one daemon.
+        self.spaces
+            .iter()
+            .flat_map(|space| {
+                space.subspaces.iter().enumerate().flat_map(move |(k, l)| {
+                    l.regions
+                        .iter()
+                        .enumerate()
+                        .map(move |(i, r)| (space, k, i, r))
+                })
+            })
+            .find(|(space, k, i, r)| {
+                r.chain.contains(&heavy)
+                    && !r.chain.contains(&light)
+                    && !replex_move_conflicts(space, *k, *i, light)
+            })
+            .and_then(|(_, _, _, r)| Some((r.id, *r.chain.last()?, light, Some(heavy))))
     }
 
     fn check_layout(&self, space: &Space) -> Result<(), ()> {
@@ -839,8 +868,26 @@ impl ClusterState {
             && space.desc.subspaces.iter().collect::<Vec<_>>() == of_kind(SubspaceKind::Subspace)
             && globals.len() == global_layouts.len()
             && globals.iter().collect::<BTreeSet<_>>() == global_layouts
-            && space.desc.indexes == indexes;
+            && space.desc.indexes == indexes
+            && self.replex_layout_matches(space);
         fine.then_some(()).ok_or(())
+    }
+
+    /// A replex space's parts are those of its description, in order (the
+    /// key subspace, the hybrids, the replexes; no layout changes yet);
+    /// another space has no replex or hybrid part.
+    fn replex_layout_matches(&self, space: &Space) -> bool {
+        let kinds = space.subspaces.iter().map(|l| (&l.attrs, l.kind));
+        if space.desc.replex.is_none() {
+            return kinds
+                .clone()
+                .all(|(_, k)| !matches!(k, SubspaceKind::Replex | SubspaceKind::Hybrid));
+        }
+        let shapes = tessera_types::replex::replex_shapes(&space.desc);
+        space.desc.subspaces.is_empty()
+            && space.desc.global_indexes.is_empty()
+            && shapes.len() == space.subspaces.len()
+            && shapes.iter().map(|s| (&s.attrs, s.kind)).eq(kinds)
     }
 
     /// Checks the invariants on chains and transfers (see the module docs).
@@ -853,6 +900,17 @@ impl ClusterState {
         for space in &self.spaces {
             self.check_layout(space)
                 .map_err(|()| CheckInvariantsError::LayoutMismatch { space: space.id })?;
+        }
+        for space in &self.spaces {
+            if space.desc.replex.as_ref().is_some_and(|r| !r.relaxed) {
+                if let Some((daemon, first, second)) = replex_conflict(space) {
+                    return Err(CheckInvariantsError::ReplexCopiesShareDaemon {
+                        daemon,
+                        first,
+                        second,
+                    });
+                }
+            }
         }
         let copied: BTreeSet<RegionId> = self.transfers.iter().map(|t| t.region).collect();
         let mut chains = BTreeMap::new();
@@ -987,6 +1045,68 @@ impl ClusterState {
                 }
             }
         };
+        if let Some(replex) = &desc.replex {
+            // A replex space: its parts are its copies, placed so that no
+            // two copies of an object share a daemon (or relaxed).
+            // Region ids from the counter, committed once placement took.
+            let mut next = self.region_id_next;
+            let mut parts: Vec<SubspaceLayout> = replex_shapes(&desc)
+                .into_iter()
+                .enumerate()
+                .map(|(k, shape)| {
+                    let cells: usize = shape.splits.iter().map(|s| s.len() + 1).product();
+                    SubspaceLayout {
+                        attrs: shape.attrs,
+                        splits: shape.splits,
+                        regions: (0..cells)
+                            .map(|_| {
+                                next += 1;
+                                Region {
+                                    id: RegionId(next - 1),
+                                    chain: Vec::new(),
+                                }
+                            })
+                            .collect(),
+                        part: PartId(k as u64),
+                        state: PartState::Ready,
+                        kind: shape.kind,
+                    }
+                })
+                .collect();
+            if let Err(e) = placer.place_replex(&mut parts, replex.relaxed) {
+                return CommandResult::Failed {
+                    status: AdminStatus::CoordFail,
+                    reason: e.to_string(),
+                };
+            }
+            // Nothing can fail from here on.
+            let id = SpaceId(self.space_id_next);
+            self.space_id_next += 1;
+            self.region_id_next = next;
+            for part in &mut parts {
+                if part.part != PartId(0) {
+                    part.part = self.fresh_part(id);
+                }
+            }
+            let indexes = desc
+                .indexes
+                .iter()
+                .map(|&attr| IndexPart {
+                    id: self.fresh_part(id),
+                    attr,
+                    path: None,
+                    state: PartState::Ready,
+                })
+                .collect();
+            self.spaces.push(Space {
+                id,
+                desc,
+                subspaces: parts,
+                indexes,
+            });
+            self.bump();
+            return CommandResult::SpaceAdded { id };
+        }
         let id = SpaceId(self.space_id_next);
         self.space_id_next += 1;
         // The declared layout is ready from the start: the space is empty.
@@ -1048,6 +1168,7 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::LayoutChangeError;
     use tessera_types::region::{grid_for_partitions, uniform_splits};
 
     fn register(state: &mut ClusterState, n: usize) {
@@ -1197,6 +1318,151 @@ mod tests {
         }
         assert_eq!(state.epoch, Epoch(0));
         assert_eq!(state.space_id_next, 1);
+    }
+
+    const REPLEX_3: &str = "space r key k attributes a, b replex a hybrid k, a groups 3, 4 \
+                            index b create 12 partitions";
+
+    #[test]
+    fn a_replex_space_is_refused_on_too_few_daemons_and_created_on_enough() {
+        let mut state = ClusterState::default();
+        register(&mut state, 2);
+        let epoch = state.epoch;
+        match add(&mut state, REPLEX_3) {
+            CommandResult::Failed { status, reason } => {
+                assert_eq!(status, AdminStatus::CoordFail);
+                assert!(reason.contains("with relaxed placement"), "{reason}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!((state.epoch, state.space_id_next), (epoch, 1));
+        assert!(state.spaces.is_empty());
+
+        register(&mut state, 1);
+        let regions_before = state.region_id_next;
+        assert!(matches!(
+            add(&mut state, REPLEX_3),
+            CommandResult::SpaceAdded { .. }
+        ));
+        state.check_invariants().unwrap();
+        let space = &state.spaces[0];
+        assert_eq!(space.desc.fault_tolerance, 2);
+        let kinds: Vec<(PartId, SubspaceKind, usize)> = space
+            .subspaces
+            .iter()
+            .map(|l| (l.part, l.kind, l.regions.len()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (PartId(0), SubspaceKind::Subspace, 12),
+                (PartId(1), SubspaceKind::Hybrid, 12),
+                (PartId(2), SubspaceKind::Replex, 12),
+            ]
+        );
+        assert_eq!(space.indexes[0].id, PartId(3));
+        assert_eq!(state.region_id_next, regions_before + 36);
+        let ids: BTreeSet<RegionId> = space
+            .subspaces
+            .iter()
+            .flat_map(|l| l.regions.iter().map(|r| r.id))
+            .collect();
+        assert_eq!(ids.len(), 36);
+        assert!(space
+            .subspaces
+            .iter()
+            .all(|l| l.regions.iter().all(|r| r.chain.len() == 1)));
+        // No two copies of an object share a daemon, yet the three
+        // daemons hold twelve regions each: the key subspace's groups 0
+        // and 1 and the hybrid's group 2 on one, the key's group 2 and
+        // the hybrid's groups 0 and 1 on another, the replex on the third.
+        assert_eq!(replex_conflict(space), None);
+        for d in state.daemons.keys() {
+            assert_eq!(replica_count(&state, *d), 12);
+        }
+        // The configuration carries it; a new space needs no repair.
+        let config = state.configuration(Vec::new());
+        assert_eq!(config.spaces[0].subspaces.len(), 3);
+        assert!(!state.clone().repair());
+        // Layout changes are refused for now; local indexes are not.
+        assert!(matches!(
+            state.add_subspace("r", &["b".to_string()]),
+            Err(LayoutChangeError::ReplexSpace { .. })
+        ));
+        assert!(matches!(
+            state.relayout("r", REPLEX_3),
+            Err(LayoutChangeError::ReplexSpace { .. })
+        ));
+        state.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn relaxed_placement_accepts_too_few_daemons() {
+        let mut state = ClusterState::default();
+        register(&mut state, 2);
+        let relaxed = format!("{REPLEX_3} with relaxed placement");
+        assert!(matches!(
+            add(&mut state, &relaxed),
+            CommandResult::SpaceAdded { .. }
+        ));
+        state.check_invariants().unwrap();
+        let at_risk = tessera_types::replex::at_risk_fraction(&state.spaces[0]);
+        assert!(at_risk > 0.0 && at_risk < 1.0, "{at_risk}");
+        // With enough daemons, relaxed placement is the strict one.
+        let mut state = ClusterState::default();
+        register(&mut state, 4);
+        assert!(matches!(
+            add(&mut state, &relaxed),
+            CommandResult::SpaceAdded { .. }
+        ));
+        assert_eq!(
+            tessera_types::replex::at_risk_fraction(&state.spaces[0]),
+            0.0
+        );
+    }
+
+    #[test]
+    fn check_invariants_catches_two_copies_of_an_object_on_one_daemon() {
+        let mut state = ClusterState::default();
+        register(&mut state, 4);
+        assert!(matches!(
+            add(&mut state, REPLEX_3),
+            CommandResult::SpaceAdded { .. }
+        ));
+        // The replex's first region onto the daemon of the key's first.
+        let key_daemon = state.spaces[0].subspaces[0].regions[0].chain[0];
+        state.spaces[0].subspaces[2].regions[0].chain = vec![key_daemon];
+        assert!(matches!(
+            state.check_invariants(),
+            Err(CheckInvariantsError::ReplexCopiesShareDaemon { daemon, .. }) if daemon == key_daemon
+        ));
+    }
+
+    #[test]
+    fn rebalancing_keeps_replex_copies_apart() {
+        let mut state = ClusterState::default();
+        register(&mut state, 4);
+        assert!(matches!(
+            add(&mut state, REPLEX_3),
+            CommandResult::SpaceAdded { .. }
+        ));
+        // A fifth daemon arrives: moves bring regions to it, never beside
+        // another copy of their objects.
+        register(&mut state, 1);
+        let fifth = *state.daemons.keys().last().unwrap();
+        for _ in 0..200 {
+            let Some(t) = state.transfers.first().cloned() else {
+                break;
+            };
+            assert_eq!(
+                state.apply(Command::TransferComplete { transfer: t.id }),
+                CommandResult::Done
+            );
+            state.check_invariants().unwrap();
+        }
+        assert!(state.transfers.is_empty());
+        assert!(replica_count(&state, fifth) > 0);
+        assert_eq!(replex_conflict(&state.spaces[0]), None);
     }
 
     #[test]

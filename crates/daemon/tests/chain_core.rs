@@ -48,6 +48,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
         partitions,
         authorization: false,
         global_indexes: Vec::new(),
+        replex: None,
     };
     let mut next_region = 0u64;
     let mut next_head = 0u64;

@@ -55,6 +55,7 @@ fn config() -> Configuration {
         partitions: 4,
         authorization: false,
         global_indexes: Vec::new(),
+        replex: None,
     };
     let mut next = 100;
     let subspaces = desc

@@ -40,6 +40,7 @@ fn space() -> Space {
             partitions: 1,
             authorization: false,
             global_indexes: Vec::new(),
+            replex: None,
         },
         subspaces: vec![],
         indexes: vec![],

@@ -43,6 +43,7 @@ fn space() -> Space {
         partitions: 1,
         authorization: false,
         global_indexes: Vec::new(),
+        replex: None,
     };
     Space {
         id: SpaceId(1),
@@ -834,6 +835,7 @@ fn every_map_combination() {
                     partitions: 1,
                     authorization: false,
                     global_indexes: Vec::new(),
+                    replex: None,
                 },
                 subspaces: vec![],
                 indexes: vec![],

@@ -97,6 +97,7 @@ pub fn space_desc() -> SpaceDesc {
         partitions: 4,
         authorization: false,
         global_indexes: Vec::new(),
+        replex: None,
     }
 }
 

@@ -99,6 +99,22 @@ pub enum SubspaceKind {
     Subspace,
     /// A global secondary index on its one attribute.
     GlobalIndex,
+    /// A replex of a replex space (`docs/design/replex.md`): whole
+    /// objects placed by hashing, like a subspace, but one copy per region
+    /// (chains of one daemon); the replexes together are the replicas.
+    Replex,
+    /// A hybrid replex between two replexes: a 2-D grid over their first
+    /// attributes whose cuts are a subset of theirs
+    /// ([`crate::replex::hybrid_splits`]); one copy per region too.
+    Hybrid,
+}
+
+impl SubspaceKind {
+    /// Whether its regions hold whole objects placed by the hashing
+    /// coordinates of its attributes (everything but a global index).
+    pub fn holds_objects(self) -> bool {
+        self != SubspaceKind::GlobalIndex
+    }
 }
 
 /// A space as configured: schema plus layout. `subspaces[0]` is the key subspace.
@@ -109,7 +125,8 @@ pub struct Space {
     /// The schema, as parsed from the space's description.
     pub desc: SpaceDesc,
     /// `[0]` is the key subspace, then the declared subspaces
-    /// (`desc.subspaces`, in order) and the global indexes
+    /// (`desc.subspaces`, in order; in a replex space the replexes, then
+    /// the hybrids, `desc.replex`'s clauses in order) and the global indexes
     /// (`desc.global_indexes`, in order), in the order they were added:
     /// the chain visits them in this order.
     pub subspaces: Vec<SubspaceLayout>,

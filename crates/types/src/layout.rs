@@ -1,8 +1,8 @@
 //! A space's layout as parts with a lifecycle, and the region directory.
 //!
 //! A space's layout is a list of *parts*: the key subspace, each declared
-//! subspace, each local index (and, later, global indexes and replexes —
-//! [`PartKind`] has room for them). Each part has an id that is stable
+//! subspace, each local index, each global index, and in a replex space
+//! each replex and hybrid ([`PartKind`]). Each part has an id that is stable
 //! within its space ([`PartId`], never reused) and a [`PartState`] that
 //! only the coordinator changes, one epoch per change:
 //!
@@ -35,8 +35,11 @@ pub enum PartKind {
     /// A global secondary index (SLIK): a subspace of
     /// [`SubspaceKind::GlobalIndex`] whose regions are its indexlets.
     GlobalIndex,
-    /// A replex (Replex); not built yet.
+    /// A replex of a replex space: a subspace of [`SubspaceKind::Replex`],
+    /// one copy per region.
     Replex,
+    /// A hybrid replex between two replexes ([`SubspaceKind::Hybrid`]).
+    Hybrid,
 }
 
 impl PartKind {
@@ -48,6 +51,7 @@ impl PartKind {
             PartKind::Index => "index",
             PartKind::GlobalIndex => "global_index",
             PartKind::Replex => "replex",
+            PartKind::Hybrid => "hybrid",
         }
     }
 }
@@ -141,6 +145,8 @@ impl Space {
                     (0, _) => PartKind::Key,
                     (_, SubspaceKind::Subspace) => PartKind::Subspace,
                     (_, SubspaceKind::GlobalIndex) => PartKind::GlobalIndex,
+                    (_, SubspaceKind::Replex) => PartKind::Replex,
+                    (_, SubspaceKind::Hybrid) => PartKind::Hybrid,
                 },
                 attrs: &layout.attrs,
                 path: None,
@@ -185,9 +191,10 @@ impl Space {
     /// never a global index (its regions hold projections, not objects).
     pub fn subspace_searchable(&self, subspace: usize) -> bool {
         subspace == 0
-            || self.subspaces.get(subspace).is_some_and(|layout| {
-                layout.state.is_ready() && layout.kind == SubspaceKind::Subspace
-            })
+            || self
+                .subspaces
+                .get(subspace)
+                .is_some_and(|layout| layout.state.is_ready() && layout.kind.holds_objects())
     }
 
     /// The global index on `attr` that lookups may use: ready, and not on
@@ -214,9 +221,7 @@ impl Space {
             .iter()
             .any(|index| index.state.is_ready() && index.path.is_none() && index.attr == attr);
         let names = |layout: &SubspaceLayout| {
-            layout.kind == SubspaceKind::Subspace
-                && layout.state.is_ready()
-                && layout.attrs.contains(&attr)
+            layout.kind.holds_objects() && layout.state.is_ready() && layout.attrs.contains(&attr)
         };
         if subspace == 0 {
             ready_index || self.subspaces.iter().skip(1).any(names)
@@ -241,7 +246,7 @@ impl Space {
             // A global index's own regions index what the chain writes
             // there, as a subspace's do; the rest of the space keeps no
             // entries for it.
-            PartKind::Subspace => self
+            PartKind::Subspace | PartKind::Replex | PartKind::Hybrid => self
                 .subspaces
                 .first()
                 .map(|key| key.regions.iter().map(|r| (0, r)).collect())

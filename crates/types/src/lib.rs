@@ -25,6 +25,8 @@
 //! - [`plan`]: [`plan_search`], the fewest regions of one subspace that can
 //!   hold every match, and [`describe_plan`]; [`lookup`]: searches through
 //!   a global index ([`lookup::plan_lookup`]) and the entries they walk.
+//! - [`replex`]: replex spaces: hybrid grids, which regions can hold one
+//!   object, covering sets, the fraction of objects at risk.
 //! - [`config`]: the [`Configuration`] published by epoch; [`layout`]: a
 //!   space's layout parts and their lifecycle, and the [`RegionDirectory`].
 
@@ -43,6 +45,7 @@ pub mod plan;
 pub mod predicate;
 pub mod regex;
 pub mod region;
+pub mod replex;
 pub mod schema;
 pub mod sortkey;
 pub mod value;
@@ -61,5 +64,5 @@ pub use parse::{format_space, parse_space, ParseSpaceError};
 pub use plan::{describe_plan, plan_search, SearchPlan};
 pub use predicate::{validate_check, Check, CheckError, PredOp};
 pub use region::KeyRegionError;
-pub use schema::{Attribute, GlobalIndexDecl, SpaceDesc};
+pub use schema::{Attribute, GlobalIndexDecl, HybridDecl, ReplexDecl, SpaceDesc};
 pub use value::{DataType, Object, Prim, TimeUnit, Value};

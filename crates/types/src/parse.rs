@@ -3,13 +3,17 @@
 //!
 //! ```text
 //! description  = "space" NAME "key" attr [ attrs-clause ] option* ;
-//! attrs-clause = ("attributes" | "attribute") attr { "," attr } subspace* index* ;
+//! attrs-clause = ("attributes" | "attribute") attr { "," attr }
+//!                ( subspace* | { replex | hybrid } ) index* ;
 //! attr         = [ type ] NAME ;                      (no type means string)
 //! subspace     = "subspace" NAME { "," NAME } ;
+//! replex       = "replex" NAME { "," NAME } ;
+//! hybrid       = "hybrid" NAME "," NAME "groups" NUMBER "," NUMBER ;
 //! index        = [ "global" ] "index" NAME [ "create" NUMBER ("partition" | "partitions") ] ;
 //! option       = "tolerate" NUMBER ("failure" | "failures")
 //!              | "create" NUMBER ("partition" | "partitions")
-//!              | "with" "authorization" ;
+//!              | "with" "authorization"
+//!              | "with" "relaxed" "placement" ;
 //! type         = "string" | "int" | "int64" | "float" | "document"
 //!              | "timestamp" "(" unit ")" | "list" "(" prim ")"
 //!              | "set" "(" prim ")" | "map" "(" prim "," prim ")" ;
@@ -34,8 +38,22 @@
 //!
 //! `with authorization` only sets [`SpaceDesc::authorization`]; the hidden
 //! `__secret` attribute it implies is not listed in `attrs`.
+//!
+//! A `replex` or `hybrid` clause makes a *replex space*
+//! ([`SpaceDesc::replex`], `docs/design/replex.md`): the key subspace, each
+//! replex and each hybrid hold one copy of every object. Such a space has
+//! no `subspace` clauses and no global indexes. A replex is named by its
+//! first attribute (two replexes may not share it), the key subspace by the
+//! key. `hybrid A, B groups N1, N2` joins two replexes declared before it
+//! (or the key subspace): its grid has `N1` intervals over A's first
+//! attribute and `N2` over B's, each a group of whole intervals of that
+//! replex, so `N1` must divide A's interval count on that attribute and
+//! `N2` B's (usually `N1 · N2` is the space's partitions). `tolerate f`
+//! must be at most copies − 1 and defaults to copies − 1.
+//! `with relaxed placement` (replex spaces only) lets two copies of an
+//! object share a daemon when daemons are too few.
 
-use crate::schema::{Attribute, GlobalIndexDecl, SpaceDesc};
+use crate::schema::{Attribute, GlobalIndexDecl, HybridDecl, ReplexDecl, SpaceDesc};
 use crate::value::{DataType, Prim, TimeUnit};
 use std::fmt::Write as _;
 
@@ -58,6 +76,9 @@ pub const DEFAULT_PARTITIONS: u32 = 64;
 /// The most partitions a space may ask for (bounds the configuration's size).
 pub const PARTITIONS_MAX: u32 = 65_536;
 
+const NO_SUBSPACES: &str =
+    "a replex space has no `subspace` clauses (its replexes are its subspaces and its copies)";
+
 /// The reserved words of the language (API.md §8.1); none may be a name.
 pub const KEYWORDS: &[&str] = &[
     "space",
@@ -75,6 +96,11 @@ pub const KEYWORDS: &[&str] = &[
     "failures",
     "with",
     "authorization",
+    "replex",
+    "hybrid",
+    "groups",
+    "relaxed",
+    "placement",
     "string",
     "int",
     "int64",
@@ -487,6 +513,10 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
     let mut subspaces: Vec<Vec<usize>> = Vec::new();
     let mut indexes: Vec<usize> = Vec::new();
     let mut global_indexes: Vec<GlobalIndexDecl> = Vec::new();
+    let mut replex: Option<ReplexDecl> = None;
+    // The group counts' tokens, two per hybrid, checked once the
+    // partitions are known.
+    let mut group_toks: Vec<Token> = Vec::new();
     if has_attributes {
         p.next();
         loop {
@@ -516,6 +546,10 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
                 Some(0) => Err(tok.error(match clause {
                     "subspace" => format!(
                         "the key `{name}` cannot be listed in a subspace (it has its own subspace)"
+                    ),
+                    "replex" => format!(
+                        "the key `{name}` cannot be listed in a replex (the key subspace is \
+                         already a replex)"
                     ),
                     _ => format!("the key `{name}` cannot be indexed (key lookups need no index)"),
                 })),
@@ -548,9 +582,113 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
             }
             subspaces.push(dims);
         }
+        // Replex and hybrid clauses, in any order; a hybrid names replexes
+        // declared before it.
+        while p.peek_is("replex") || p.peek_is("hybrid") {
+            let clause = p.next();
+            if !subspaces.is_empty() {
+                return Err(clause.error(NO_SUBSPACES));
+            }
+            let decl = replex.get_or_insert_with(ReplexDecl::default);
+            if clause.is_word("replex") {
+                let mut dims: Vec<usize> = Vec::new();
+                loop {
+                    let (n, tok) = p.expect_name("an attribute name in the replex")?;
+                    let i = lookup(&attrs, &n, &tok, "replex")?;
+                    let dtype = attrs[i].dtype;
+                    if !dtype.is_hashable() {
+                        return Err(tok.error(format!(
+                            "attribute `{n}` has type {dtype}, which cannot be a replex dimension \
+                             (only string, int, float and timestamp can)"
+                        )));
+                    }
+                    if dims.contains(&i) {
+                        return Err(
+                            tok.error(format!("attribute `{n}` is repeated in this replex"))
+                        );
+                    }
+                    if dims.is_empty() && decl.replexes.iter().any(|r| r[0] == i) {
+                        return Err(tok.error(format!(
+                            "a replex on `{n}` is already declared (a replex is named by its \
+                             first attribute, so no two share it)"
+                        )));
+                    }
+                    dims.push(i);
+                    if matches!(p.peek().tok, Tok::Comma) {
+                        p.next();
+                    } else {
+                        break;
+                    }
+                }
+                decl.replexes.push(dims);
+                continue;
+            }
+            // hybrid NAME "," NAME "groups" NUMBER "," NUMBER
+            let mut sides = [0usize; 2];
+            for k in 0..2 {
+                if k == 1 {
+                    p.expect_punct(Tok::Comma, "between the hybrid's two replexes")?;
+                }
+                let (n, tok) =
+                    p.expect_name("a replex's first attribute (or the key) in the hybrid")?;
+                let side = match attrs.iter().position(|a| a.name == n) {
+                    Some(0) => 0,
+                    Some(i) => match decl.replexes.iter().position(|r| r[0] == i) {
+                        Some(r) => r + 1,
+                        None => {
+                            return Err(tok.error(format!(
+                                "`{n}` names no replex declared before this hybrid (a hybrid \
+                                 joins the key subspace or replexes, each named by its first \
+                                 attribute)"
+                            )))
+                        }
+                    },
+                    None => return Err(tok.error(format!("unknown attribute `{n}` in hybrid"))),
+                };
+                if k == 1 && sides[0] == side {
+                    return Err(tok.error(format!(
+                        "a hybrid joins two different replexes, but both sides name `{n}`"
+                    )));
+                }
+                sides[k] = side;
+            }
+            if decl
+                .hybrids
+                .iter()
+                .any(|h| h.sides == sides || h.sides == [sides[1], sides[0]])
+            {
+                return Err(clause.error("a hybrid between these two replexes is already declared"));
+            }
+            p.expect_word(
+                "groups",
+                "after the hybrid's two replexes (e.g. `groups 4, 4`)",
+            )?;
+            let mut groups = [0u32; 2];
+            for (k, g) in groups.iter_mut().enumerate() {
+                if k == 1 {
+                    p.expect_punct(Tok::Comma, "between the hybrid's two group counts")?;
+                }
+                let (n, tok) = p.expect_number("a number of groups")?;
+                if n == 0 {
+                    return Err(tok.error("a hybrid needs at least 1 group per side"));
+                }
+                *g = n;
+                group_toks.push(tok);
+            }
+            decl.hybrids.push(HybridDecl { sides, groups });
+        }
+        if p.peek_is("subspace") && replex.is_some() {
+            return Err(p.peek().error(NO_SUBSPACES));
+        }
         while p.peek_is("index") || p.peek_is("global") {
             let global = p.peek_is("global");
             if global {
+                if replex.is_some() {
+                    return Err(p.peek().error(
+                        "a replex space has no global indexes (not supported yet; a replex on \
+                         the attribute serves its searches)",
+                    ));
+                }
                 p.next();
                 let t = p.peek().clone();
                 if !t.is_word("index") {
@@ -596,21 +734,22 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
     }
 
     // Options, in any order, repeated: the last one wins.
-    let mut fault_tolerance = DEFAULT_FAULT_TOLERANCE;
+    let mut tolerate: Option<(u32, Token)> = None;
     let mut partitions = DEFAULT_PARTITIONS;
     let mut authorization = false;
+    let mut relaxed: Option<Token> = None;
     let mut seen_option = false;
     loop {
         let t = p.peek().clone();
         match t.word() {
             Some("tolerate") => {
                 p.next();
-                let (n, _) = p.expect_number("a number of failures after `tolerate`")?;
+                let (n, ntok) = p.expect_number("a number of failures after `tolerate`")?;
                 let unit = p.next();
                 if !(unit.is_word("failure") || unit.is_word("failures")) {
                     return Err(Parser::expected(&unit, "`failures` after the number"));
                 }
-                fault_tolerance = n;
+                tolerate = Some((n, ntok));
             }
             Some("create") => {
                 p.next();
@@ -618,8 +757,18 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
             }
             Some("with") => {
                 p.next();
-                p.expect_word("authorization", "after `with`")?;
-                authorization = true;
+                let what = p.next();
+                if what.is_word("relaxed") {
+                    p.expect_word("placement", "after `with relaxed`")?;
+                    relaxed = Some(what);
+                } else if what.is_word("authorization") {
+                    authorization = true;
+                } else {
+                    return Err(Parser::expected(
+                        &what,
+                        "`authorization` or `relaxed placement` after `with`",
+                    ));
+                }
             }
             _ => break,
         }
@@ -629,14 +778,15 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
     let t = p.peek().clone();
     match t.word() {
         _ if t.tok == Tok::End => {}
-        Some(w @ ("subspace" | "index" | "global")) if !has_attributes => {
+        Some(w @ ("subspace" | "index" | "global" | "replex" | "hybrid")) if !has_attributes => {
             return Err(t.error(format!("`{w}` needs an `attributes` clause before it")));
         }
-        Some(w @ ("subspace" | "index" | "global")) if seen_option => {
+        Some(w @ ("subspace" | "index" | "global" | "replex" | "hybrid")) if seen_option => {
             return Err(t.error(format!("`{w}` clauses must come before the options")));
         }
-        Some("subspace") => {
-            return Err(t.error("`subspace` clauses must come before `index` clauses"))
+        Some("subspace") if replex.is_some() => return Err(t.error(NO_SUBSPACES)),
+        Some(w @ ("subspace" | "replex" | "hybrid")) => {
+            return Err(t.error(format!("`{w}` clauses must come before `index` clauses")))
         }
         Some("attribute" | "attributes") => {
             return Err(
@@ -652,16 +802,65 @@ pub fn parse_space(text: &str) -> Result<SpaceDesc, ParseSpaceError> {
         }
     }
 
-    Ok(SpaceDesc {
+    let mut desc = SpaceDesc {
         name,
         attrs,
         subspaces,
         indexes,
         global_indexes,
-        fault_tolerance,
+        fault_tolerance: DEFAULT_FAULT_TOLERANCE,
         partitions,
         authorization,
-    })
+        replex: None,
+    };
+    let Some(mut decl) = replex else {
+        if let Some(t) = relaxed {
+            return Err(t.error(
+                "`with relaxed placement` applies to replex spaces only (a space with \
+                 `replex` clauses)",
+            ));
+        }
+        if let Some((f, _)) = tolerate {
+            desc.fault_tolerance = f;
+        }
+        return Ok(desc);
+    };
+    decl.relaxed = relaxed.is_some();
+    let copies = decl.copies();
+    desc.replex = Some(decl);
+    // Each group count divides the interval count it coarsens.
+    let hybrids = desc.replex.as_ref().map_or(&[][..], |r| &r.hybrids[..]);
+    for (h, toks) in hybrids.iter().zip(group_toks.chunks(2)) {
+        for ((&side, &groups), tok) in h.sides.iter().zip(&h.groups).zip(toks) {
+            let intervals = desc.replex_intervals(side).unwrap_or(1);
+            let first = desc.replex_attrs(side).map_or(0, |a| a[0]);
+            if !intervals.is_multiple_of(groups) {
+                let what = if side == 0 {
+                    format!("the key subspace (`{}`)", desc.attrs[0].name)
+                } else {
+                    format!("replex `{}`", desc.attrs[first].name)
+                };
+                return Err(tok.error(format!(
+                    "{groups} groups do not divide the {intervals} intervals of {what} on `{}` \
+                     (with {} partitions); a hybrid's group counts must divide them",
+                    desc.attrs[first].name, desc.partitions
+                )));
+            }
+        }
+    }
+    let most = (copies - 1) as u32;
+    desc.fault_tolerance = match tolerate {
+        Some((f, t)) if f > most => {
+            return Err(t.error(format!(
+                "`tolerate {f}` is more than this replex space survives: its {copies} copies \
+                 (the key subspace, each replex and each hybrid hold one) tolerate at most \
+                 {most} failures"
+            )))
+        }
+        Some((f, _)) => f,
+        None => most,
+    };
+    Ok(desc)
 }
 
 /// Writes `desc` in the description language, one clause per line, every
@@ -688,6 +887,25 @@ pub fn format_space(desc: &SpaceDesc) -> String {
     };
     for s in &desc.subspaces {
         let _ = writeln!(out, "subspace {}", names(s));
+    }
+    if let Some(replex) = &desc.replex {
+        for r in &replex.replexes {
+            let _ = writeln!(out, "replex {}", names(r));
+        }
+        for h in &replex.hybrids {
+            let side = |k: usize| {
+                let first = desc.replex_attrs(h.sides[k]).map_or(0, |a| a[0]);
+                desc.attrs[first].name.as_str()
+            };
+            let _ = writeln!(
+                out,
+                "hybrid {}, {} groups {}, {}",
+                side(0),
+                side(1),
+                h.groups[0],
+                h.groups[1]
+            );
+        }
     }
     for &i in &desc.indexes {
         let _ = writeln!(out, "index {}", desc.attrs[i].name);
@@ -729,6 +947,9 @@ pub fn format_space(desc: &SpaceDesc) -> String {
     );
     if desc.authorization {
         let _ = writeln!(out, "with authorization");
+    }
+    if desc.replex.as_ref().is_some_and(|r| r.relaxed) {
+        let _ = writeln!(out, "with relaxed placement");
     }
     out
 }
@@ -794,6 +1015,7 @@ mod tests {
                 partitions: 64,
                 authorization: false,
                 global_indexes: Vec::new(),
+                replex: None,
             }
         );
 
@@ -939,7 +1161,37 @@ mod tests {
             ("space s key k create many partitions", 1, 22, "expected a number of partitions after `create`"),
             ("space s key k create 4", 1, 23, "unexpected end of the description: expected `partitions`"),
             ("space s key k tolerate 1 partitions", 1, 26, "expected `failures` after the number"),
-            ("space s key k with", 1, 19, "expected `authorization` after `with`"),
+            ("space s key k with", 1, 19, "expected `authorization` or `relaxed placement` after `with`"),
+            ("space s key k with relaxed", 1, 27, "expected `placement` after `with relaxed`"),
+            ("space s key k attributes a with relaxed placement", 1, 33, "applies to replex spaces only"),
+            ("space s key k replex a", 1, 15, "`replex` needs an `attributes` clause"),
+            ("space s key k attributes a replex c", 1, 35, "unknown attribute `c` in replex"),
+            ("space s key k attributes a replex k", 1, 35, "the key `k` cannot be listed in a replex"),
+            ("space s key k attributes a replex a replex a", 1, 44, "a replex on `a` is already declared"),
+            ("space s key k attributes a, b replex a, b replex a", 1, 50, "a replex on `a` is already declared"),
+            ("space s key k attributes a replex a, a", 1, 38, "attribute `a` is repeated in this replex"),
+            ("space s key k attributes document d replex d", 1, 44, "cannot be a replex dimension"),
+            ("space s key k attributes a, b replex a subspace b", 1, 40, "a replex space has no `subspace` clauses"),
+            ("space s key k attributes a, b subspace b replex a", 1, 42, "a replex space has no `subspace` clauses"),
+            ("space s key k attributes a, b replex a index a subspace b", 1, 48, "a replex space has no `subspace` clauses"),
+            ("space s key k attributes a replex a global index a", 1, 37, "a replex space has no global indexes"),
+            ("space s key k attributes a index a replex a", 1, 36, "`replex` clauses must come before `index` clauses"),
+            ("space s key k attributes a create 4 partitions replex a", 1, 48, "must come before the options"),
+            ("space s key k attributes a, b replex a hybrid a, b groups 2, 2", 1, 50, "`b` names no replex declared before this hybrid"),
+            ("space s key k attributes a, b replex a hybrid a, c groups 2, 2", 1, 50, "unknown attribute `c` in hybrid"),
+            ("space s key k attributes a, b replex a hybrid a, a groups 2, 2", 1, 50, "both sides name `a`"),
+            ("space s key k attributes a, b replex a hybrid a k groups 2, 2", 1, 49, "expected `,` between the hybrid's two replexes"),
+            ("space s key k attributes a replex a hybrid a, k groups 2", 1, 57, "unexpected end of the description: expected `,` between the hybrid's two group counts"),
+            ("space s key k attributes a replex a hybrid a, k 2, 2", 1, 49, "expected `groups` after the hybrid's two replexes"),
+            ("space s key k attributes a replex a hybrid a, k groups 0, 2", 1, 56, "at least 1 group per side"),
+            ("space s key k attributes a replex a hybrid a, k groups 2, 2 hybrid k, a groups 4, 1", 1, 61, "a hybrid between these two replexes is already declared"),
+            ("space s key k attributes a replex a hybrid a, k groups 5, 4 create 12 partitions", 1, 56, "5 groups do not divide the 12 intervals of replex `a` on `a`"),
+            ("space s key k attributes a replex a hybrid a, k groups 2, 5 create 12 partitions", 1, 59, "5 groups do not divide the 12 intervals of the key subspace (`k`)"),
+            ("space s key k attributes a, b replex a, b hybrid a, k groups 3, 1 create 64 partitions", 1, 62, "3 groups do not divide the 8 intervals of replex `a`"),
+            ("space s key k attributes a replex a tolerate 2 failures", 1, 46, "`tolerate 2` is more than this replex space survives: its 2 copies"),
+            ("space s key k attributes a, b replex a hybrid a, k groups 1, 1 tolerate 3 failures", 1, 73, "tolerate at most 2 failures"),
+            ("space s key k attributes replex", 1, 26, "`replex` is a keyword"),
+            ("space s key k attributes groups", 1, 26, "`groups` is a keyword"),
             ("space s key k attributes a b", 1, 26, "unknown type `a`"),
             ("space s key k attributes a extra, b", 1, 26, "unknown type `a`"),
             ("space s key k attributes a 5", 1, 28, "unexpected number `5` after the end"),
@@ -979,6 +1231,55 @@ mod tests {
                 "{text:?}: expected {line}:{column} containing {reason:?}, got {err}"
             );
         }
+    }
+
+    #[test]
+    fn replex_clauses_make_a_replex_space() {
+        let d = parse_space(
+            "space s key k attributes a, int b, c replex a replex b, c \
+             hybrid k, b groups 4, 2 hybrid a, b groups 2, 2 index c create 16 partitions",
+        )
+        .unwrap();
+        assert!(d.subspaces.is_empty());
+        assert_eq!(d.indexes, vec![3]);
+        let r = d.replex.as_ref().unwrap();
+        assert_eq!(r.replexes, vec![vec![1], vec![2, 3]]);
+        assert_eq!(
+            r.hybrids,
+            vec![
+                HybridDecl {
+                    sides: [0, 2],
+                    groups: [4, 2]
+                },
+                HybridDecl {
+                    sides: [1, 2],
+                    groups: [2, 2]
+                },
+            ]
+        );
+        assert!(!r.relaxed);
+        // Five copies: f defaults to four, may be lower.
+        assert_eq!((r.copies(), d.fault_tolerance), (5, 4));
+        assert_eq!(d.replicas_per_region(), 1);
+        // `replex b, c` cuts 16 partitions over 2 dimensions as 4 × 4, so
+        // its first dimension has 4 intervals.
+        assert_eq!(d.replex_intervals(2), Some(4));
+        let text = format_space(&d);
+        assert!(
+            text.contains("replex a\nreplex b, c\nhybrid k, b groups 4, 2\nhybrid a, b groups 2, 2\nindex c\n"),
+            "{text}"
+        );
+        assert_eq!(parse_space(&text).unwrap(), d);
+        let d = parse_space(
+            "space s key k attributes a replex a tolerate 0 failures with relaxed placement",
+        )
+        .unwrap();
+        assert_eq!(d.fault_tolerance, 0);
+        assert!(d.replex.as_ref().unwrap().relaxed);
+        assert!(format_space(&d).ends_with("with relaxed placement\n"));
+        // A plain space is as before: no replex, f + 1 replicas.
+        let d = parse_space("space s key k attributes a subspace a tolerate 2 failures").unwrap();
+        assert_eq!((d.replex.clone(), d.replicas_per_region()), (None, 3));
     }
 
     #[test]
@@ -1118,13 +1419,101 @@ mod tests {
                         partitions: p,
                         authorization: auth,
                         global_indexes,
+                        replex: None,
                     }
+                },
+            )
+    }
+
+    /// Replex spaces over 1-D and 2-D replexes with hybrids whose group
+    /// counts divide what they coarsen.
+    fn arb_replex_desc() -> impl Strategy<Value = SpaceDesc> {
+        (
+            arb_desc(),
+            proptest::collection::vec(
+                proptest::collection::vec(any::<proptest::sample::Index>(), 1..3),
+                1..4,
+            ),
+            proptest::collection::vec(
+                (
+                    any::<proptest::sample::Index>(),
+                    any::<proptest::sample::Index>(),
+                    any::<proptest::sample::Index>(),
+                    any::<proptest::sample::Index>(),
+                ),
+                0..3,
+            ),
+            prop_oneof![Just(4u32), Just(12), Just(36), Just(64)],
+            any::<bool>(),
+            any::<proptest::sample::Index>(),
+        )
+            .prop_filter_map(
+                "hashable attributes",
+                |(mut desc, picks, hybrids, p, relaxed, f)| {
+                    let hashable: Vec<usize> = (1..desc.attrs.len())
+                        .filter(|&i| desc.attrs[i].dtype.is_hashable())
+                        .collect();
+                    if hashable.is_empty() {
+                        return None;
+                    }
+                    let mut decl = ReplexDecl::default();
+                    for pick in picks {
+                        let mut dims: Vec<usize> = Vec::new();
+                        for i in pick {
+                            let a = *i.get(&hashable);
+                            if !dims.contains(&a) {
+                                dims.push(a);
+                            }
+                        }
+                        if decl.replexes.iter().all(|r| r[0] != dims[0]) {
+                            decl.replexes.push(dims);
+                        }
+                    }
+                    desc.subspaces.clear();
+                    desc.global_indexes.clear();
+                    desc.partitions = p;
+                    let sides: Vec<usize> = (0..=decl.replexes.len()).collect();
+                    for (a, b, g1, g2) in hybrids {
+                        let (a, b) = (*a.get(&sides), *b.get(&sides));
+                        let taken = decl
+                            .hybrids
+                            .iter()
+                            .any(|h| h.sides == [a, b] || h.sides == [b, a]);
+                        if a == b || taken {
+                            continue;
+                        }
+                        desc.replex = Some(decl.clone());
+                        let divisors = |side: usize| {
+                            let m = desc.replex_intervals(side).unwrap();
+                            (1..=m)
+                                .filter(|d| m.is_multiple_of(*d))
+                                .collect::<Vec<u32>>()
+                        };
+                        let groups = [*g1.get(&divisors(a)), *g2.get(&divisors(b))];
+                        decl.hybrids.push(HybridDecl {
+                            sides: [a, b],
+                            groups,
+                        });
+                    }
+                    decl.relaxed = relaxed;
+                    let copies: Vec<u32> = (0..decl.copies() as u32).collect();
+                    desc.fault_tolerance = *f.get(&copies);
+                    desc.replex = Some(decl);
+                    Some(desc)
                 },
             )
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn replex_parse_format_round_trip(desc in arb_replex_desc()) {
+            let text = format_space(&desc);
+            let parsed = parse_space(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            prop_assert_eq!(&parsed, &desc);
+            prop_assert_eq!(parse_space(&text.replace('\n', " ")).unwrap(), desc);
+        }
 
         #[test]
         fn parse_format_round_trip(desc in arb_desc()) {

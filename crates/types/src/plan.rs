@@ -134,7 +134,12 @@ pub fn describe_plan(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let kind = |si: usize| if si == 0 { "key subspace" } else { "subspace" };
+    let kind = |si: usize| match (si, space.subspaces[si].kind) {
+        (0, _) => "key subspace",
+        (_, SubspaceKind::Replex) => "replex",
+        (_, SubspaceKind::Hybrid) => "hybrid",
+        _ => "subspace",
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -678,6 +683,7 @@ mod tests {
                     partitions,
                     authorization: false,
                     global_indexes: Vec::new(),
+                    replex: None,
                 };
                 let object = kinds.iter().map(|&k| arb_value(k)).collect::<Vec<_>>();
                 let objects =

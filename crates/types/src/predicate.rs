@@ -657,6 +657,7 @@ mod tests {
             partitions: 4,
             authorization: false,
             global_indexes: Vec::new(),
+            replex: None,
         }
     }
 

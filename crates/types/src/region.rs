@@ -140,17 +140,33 @@ pub fn default_splits(partitions: u32, dims: usize) -> Vec<Vec<u64>> {
 }
 
 /// Space `id` of `desc` laid out as a new space is: every subspace (the
-/// key subspace first) cut by [`default_splits`], ready, its regions
+/// key subspace first) cut by [`default_splits`] (a replex space's parts
+/// as [`crate::replex::replex_shapes`] gives them), ready, its regions
 /// numbered from 1 with no replicas yet. For planning and tests that need
 /// a layout without a coordinator.
 pub fn default_layout(id: crate::ids::SpaceId, desc: crate::schema::SpaceDesc) -> Space {
     let mut next = 0u64;
-    let subspaces = desc
-        .all_subspaces()
+    let shapes: Vec<crate::replex::PartShape> = if desc.replex.is_some() {
+        crate::replex::replex_shapes(&desc)
+    } else {
+        desc.all_subspaces()
+            .into_iter()
+            .map(|attrs| crate::replex::PartShape {
+                splits: default_splits(desc.partitions, attrs.len()),
+                attrs,
+                kind: SubspaceKind::Subspace,
+            })
+            .collect()
+    };
+    let subspaces = shapes
         .into_iter()
         .enumerate()
-        .map(|(part, attrs)| {
-            let splits = default_splits(desc.partitions, attrs.len());
+        .map(|(part, shape)| {
+            let crate::replex::PartShape {
+                attrs,
+                splits,
+                kind,
+            } = shape;
             let cells: usize = splits.iter().map(|s| s.len() + 1).product();
             let regions = (0..cells)
                 .map(|_| {
@@ -167,7 +183,7 @@ pub fn default_layout(id: crate::ids::SpaceId, desc: crate::schema::SpaceDesc) -
                 regions,
                 part: crate::ids::PartId(part as u64),
                 state: crate::layout::PartState::Ready,
-                kind: SubspaceKind::Subspace,
+                kind,
             }
         })
         .collect();
@@ -294,7 +310,7 @@ impl SubspaceLayout {
     /// ([`order_coordinate`]), a subspace's the hashing [`coordinate`]s.
     pub fn coordinates_of(&self, object: &Object) -> Vec<u64> {
         let place = match self.kind {
-            SubspaceKind::Subspace => coordinate,
+            SubspaceKind::Subspace | SubspaceKind::Replex | SubspaceKind::Hybrid => coordinate,
             SubspaceKind::GlobalIndex => order_coordinate,
         };
         self.attrs
@@ -313,7 +329,7 @@ impl SubspaceLayout {
     /// whatever the objects hold, yet remain ordinary records.
     pub fn stored_form(&self, desc: &SpaceDesc, object: &Object) -> Object {
         match self.kind {
-            SubspaceKind::Subspace => object.clone(),
+            SubspaceKind::Subspace | SubspaceKind::Replex | SubspaceKind::Hybrid => object.clone(),
             SubspaceKind::GlobalIndex => Object {
                 values: desc
                     .attrs

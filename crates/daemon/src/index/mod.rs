@@ -79,7 +79,7 @@ pub fn indexed_attrs(space: &Space, subspace: usize) -> Vec<usize> {
         return desc.indexed_attrs();
     }
     match space.subspaces.get(subspace) {
-        Some(layout) if layout.kind == SubspaceKind::Subspace => {
+        Some(layout) if layout.kind.holds_objects() => {
             desc.indexable(layout.attrs.iter().chain(&desc.indexes))
         }
         Some(_) => Vec::new(),

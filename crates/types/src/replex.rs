@@ -1,0 +1,648 @@
+//! Replex spaces (`docs/design/replex.md`): the parts of a replex space,
+//! the aligned hybrid grid, which regions can hold the same object, and
+//! covering sets.
+//!
+//! In a replex space the key subspace, every replex and every hybrid hold
+//! one copy of each object, one daemon per region. A hybrid between
+//! replexes A and B with groups `(n1, n2)` is an ordinary 2-D grid over
+//! the first attributes of A and B whose cuts are a subset of theirs:
+//! every `(m_A / n1)`-th split of A (with `m_A` intervals) and every
+//! `(m_B / n2)`-th split of B. Hybrid region `(x, y)` therefore holds
+//! exactly the objects of A's intervals in group `x` that lie in B's
+//! intervals of group `y`; a lost A region is found in the `n2` hybrid
+//! regions `(x, *)`, a lost B region in the `n1` regions `(*, y)`. With
+//! `n1 · n2 = p` that is the paper's `mod` construction, coarsened by
+//! contiguous groups so that a hybrid still prunes ranges.
+//!
+//! Two regions of different parts *can hold the same object* when their
+//! cells overlap on every attribute both parts place by: attributes are
+//! independent, and one attribute has one coordinate in every part
+//! (hashing). Regions of one part never share an object.
+
+use crate::config::{Region, Space, SubspaceKind, SubspaceLayout};
+use crate::ids::RegionId;
+use crate::region::{regions_intersecting, uniform_splits};
+use crate::schema::SpaceDesc;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The split points of a hybrid dimension that coarsens a parent
+/// dimension (its sorted `parent` splits, `parent.len() + 1` intervals)
+/// into `groups` groups of contiguous intervals: every
+/// `((parent.len() + 1) / groups)`-th split. `None` when `groups` is 0 or
+/// does not divide the parent's interval count.
+pub fn hybrid_splits(parent: &[u64], groups: u32) -> Option<Vec<u64>> {
+    let intervals = parent.len() + 1;
+    let groups = usize::try_from(groups).ok().filter(|g| *g > 0)?;
+    if !intervals.is_multiple_of(groups) {
+        return None;
+    }
+    let per = intervals / groups;
+    Some((1..groups).map(|k| parent[k * per - 1]).collect())
+}
+
+/// The shape of one part of a new replex space: its attributes, its
+/// splits per dimension and its kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartShape {
+    /// Attribute indexes, as [`SubspaceLayout::attrs`].
+    pub attrs: Vec<usize>,
+    /// Split points per dimension, as [`SubspaceLayout::splits`].
+    pub splits: Vec<Vec<u64>>,
+    /// [`SubspaceKind::Subspace`] for the key subspace, else `Replex` or
+    /// `Hybrid`.
+    pub kind: SubspaceKind,
+}
+
+/// The parts of a new replex space, in chain order (C.4 #1: the key
+/// subspace, then the hybrids, then the replexes — so a hybrid between
+/// the key subspace and a replex sits between them, as in the paper's
+/// A → H → B): every replex cut like a subspace of its dimensions, every
+/// hybrid by [`hybrid_splits`] of its sides' first dimensions. Empty when
+/// `desc` is not a replex space. The parser has checked the group counts;
+/// a count that does not divide gives the hybrid one interval there.
+pub fn replex_shapes(desc: &SpaceDesc) -> Vec<PartShape> {
+    let Some(decl) = &desc.replex else {
+        return Vec::new();
+    };
+    let side_shape = |side: usize| -> PartShape {
+        if side == 0 {
+            PartShape {
+                attrs: vec![0],
+                splits: vec![uniform_splits(desc.partitions)],
+                kind: SubspaceKind::Subspace,
+            }
+        } else {
+            let attrs = decl.replexes[side - 1].clone();
+            PartShape {
+                splits: crate::region::default_splits(desc.partitions, attrs.len()),
+                attrs,
+                kind: SubspaceKind::Replex,
+            }
+        }
+    };
+    let mut out = vec![side_shape(0)];
+    for h in &decl.hybrids {
+        let [a, b] = h.sides.map(side_shape);
+        out.push(PartShape {
+            attrs: vec![a.attrs[0], b.attrs[0]],
+            splits: vec![
+                hybrid_splits(&a.splits[0], h.groups[0]).unwrap_or_default(),
+                hybrid_splits(&b.splits[0], h.groups[1]).unwrap_or_default(),
+            ],
+            kind: SubspaceKind::Hybrid,
+        });
+    }
+    out.extend((1..=decl.replexes.len()).map(side_shape));
+    out
+}
+
+/// The inclusive coordinate interval of region `index` of `layout` on
+/// each of its attributes.
+fn cell_box(layout: &SubspaceLayout, index: usize) -> BTreeMap<usize, (u64, u64)> {
+    layout
+        .attrs
+        .iter()
+        .copied()
+        .zip(layout.cell_bounds(index))
+        .collect()
+}
+
+/// The intervals a box confines `layout`'s dimensions to (the whole axis
+/// where the box says nothing).
+fn box_on(layout: &SubspaceLayout, cell: &BTreeMap<usize, (u64, u64)>) -> Vec<(u64, u64)> {
+    layout
+        .attrs
+        .iter()
+        .map(|a| cell.get(a).copied().unwrap_or((0, u64::MAX)))
+        .collect()
+}
+
+/// The box of objects in both `cell` and region `index` of `layout`.
+fn intersect(
+    cell: &BTreeMap<usize, (u64, u64)>,
+    layout: &SubspaceLayout,
+    index: usize,
+) -> BTreeMap<usize, (u64, u64)> {
+    let mut out = cell.clone();
+    for (a, (lo, hi)) in cell_box(layout, index) {
+        let e = out.entry(a).or_insert((0, u64::MAX));
+        *e = (e.0.max(lo), e.1.min(hi));
+    }
+    out
+}
+
+/// Whether region `i` of `p` and region `j` of `q` (two different parts)
+/// can hold the same object: their cells overlap on every attribute both
+/// place by.
+pub fn can_share(p: &SubspaceLayout, i: usize, q: &SubspaceLayout, j: usize) -> bool {
+    let a = cell_box(p, i);
+    cell_box(q, j).into_iter().all(|(attr, (lo, hi))| {
+        a.get(&attr)
+            .is_none_or(|&(alo, ahi)| alo.max(lo) <= ahi.min(hi))
+    })
+}
+
+/// The parts of `space` that hold whole objects and every one of them:
+/// ready parts that are not global indexes, with their positions.
+fn object_parts(space: &Space) -> Vec<(usize, &SubspaceLayout)> {
+    space
+        .subspaces
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.kind.holds_objects() && l.state.is_ready())
+        .collect()
+}
+
+/// Why no covering set exists.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CoverError {
+    /// The space has no region with this id, or not in a ready part that
+    /// holds objects.
+    #[error("region {0} is not a region of a part that holds objects")]
+    NoRegion(RegionId),
+    /// Every way to find the region's objects crosses a failed region.
+    #[error("the objects of region {0} are unavailable: every covering set meets a failure")]
+    Unavailable(RegionId),
+}
+
+/// The smallest set of live regions of parts other than `region`'s that
+/// together hold every object of `region` (ascending ids), given the
+/// regions in `failed` (whether or not `region` itself is one).
+///
+/// For each other part it takes that part's regions that can hold an
+/// object of `region`; a failed one among them is replaced by a covering
+/// set, computed the same way, of just the objects it shares with
+/// `region`, from the parts not tried yet on that path. The smallest
+/// result wins (ties: the earlier part). A read is unavailable only when
+/// every such expansion meets a failure. For a single failure this is the
+/// minimum over all sets of regions (the property tests check it by
+/// exhaustive search); with a hybrid between A and B of groups
+/// `(n1, n2)` it is `n2` regions for an A region and `n1` for a B region.
+pub fn covering_set(
+    space: &Space,
+    failed: &BTreeSet<RegionId>,
+    region: RegionId,
+) -> Result<Vec<RegionId>, CoverError> {
+    let parts = object_parts(space);
+    let (home, index) = parts
+        .iter()
+        .enumerate()
+        .find_map(|(k, (_, l))| {
+            l.regions
+                .iter()
+                .position(|r| r.id == region)
+                .map(|i| (k, i))
+        })
+        .ok_or(CoverError::NoRegion(region))?;
+    let layouts: Vec<&SubspaceLayout> = parts.iter().map(|(_, l)| *l).collect();
+    let cell = cell_box(layouts[home], index);
+    let exclude: Vec<bool> = (0..layouts.len()).map(|k| k == home).collect();
+    cover(&layouts, &cell, &exclude, failed)
+        .map(|set| set.into_iter().collect())
+        .ok_or(CoverError::Unavailable(region))
+}
+
+fn cover(
+    parts: &[&SubspaceLayout],
+    cell: &BTreeMap<usize, (u64, u64)>,
+    exclude: &[bool],
+    failed: &BTreeSet<RegionId>,
+) -> Option<BTreeSet<RegionId>> {
+    let mut best: Option<BTreeSet<RegionId>> = None;
+    for (k, part) in parts.iter().enumerate() {
+        if exclude[k] {
+            continue;
+        }
+        let mut set = BTreeSet::new();
+        let mut whole = true;
+        for i in regions_intersecting(part, &box_on(part, cell)) {
+            let id = part.regions[i].id;
+            if !failed.contains(&id) {
+                set.insert(id);
+                continue;
+            }
+            let mut deeper = exclude.to_vec();
+            deeper[k] = true;
+            match cover(parts, &intersect(cell, part, i), &deeper, failed) {
+                Some(more) => set.extend(more),
+                None => {
+                    whole = false;
+                    break;
+                }
+            }
+        }
+        if whole && best.as_ref().is_none_or(|b| set.len() < b.len()) {
+            best = Some(set);
+        }
+    }
+    best
+}
+
+/// The fraction of objects of `space` (uniform over the coordinate axes,
+/// as hashing places them) of which two copies share a daemon, so that
+/// one failure takes two copies: 0 under the strict placement rule,
+/// positive under `with relaxed placement` when daemons are few.
+///
+/// Exact (a sum over the cells of the joint grid of every part) when that
+/// grid has at most [`AT_RISK_EXACT_CELLS`] cells; otherwise an estimate
+/// over a fixed sequence of [`AT_RISK_SAMPLES`] points, the same on every
+/// call.
+pub fn at_risk_fraction(space: &Space) -> f64 {
+    let parts: Vec<&SubspaceLayout> = object_parts(space).into_iter().map(|(_, l)| l).collect();
+    // Per attribute, the union of every part's cuts on it.
+    let mut cuts: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
+    for part in &parts {
+        for (a, splits) in part.attrs.iter().zip(&part.splits) {
+            cuts.entry(*a).or_default().extend(splits.iter().copied());
+        }
+    }
+    let attrs: Vec<usize> = cuts.keys().copied().collect();
+    let axes: Vec<Vec<u64>> = cuts
+        .into_values()
+        .map(|s| s.into_iter().collect())
+        .collect();
+    let cells = axes
+        .iter()
+        .try_fold(1usize, |acc, s| acc.checked_mul(s.len() + 1));
+    let at_risk = |point: &BTreeMap<usize, u64>| -> bool {
+        let mut seen: BTreeSet<crate::ids::DaemonId> = BTreeSet::new();
+        parts.iter().any(|part| {
+            let coords: Vec<u64> = part.attrs.iter().map(|a| point[a]).collect();
+            let region: &Region = &part.regions[part.region_index(&coords)];
+            region.chain.iter().any(|d| !seen.insert(*d))
+        })
+    };
+    match cells {
+        Some(cells) if cells <= AT_RISK_EXACT_CELLS => {
+            let mut risky = 0f64;
+            for cell in 0..cells {
+                let (mut rest, mut weight) = (cell, 1f64);
+                let mut point = BTreeMap::new();
+                for (a, splits) in attrs.iter().zip(&axes).rev() {
+                    let i = rest % (splits.len() + 1);
+                    rest /= splits.len() + 1;
+                    let lo = if i == 0 { 0 } else { splits[i - 1] };
+                    let len = splits
+                        .get(i)
+                        .map_or(2f64.powi(64) - lo as f64, |hi| (*hi - lo) as f64);
+                    weight *= len / 2f64.powi(64);
+                    point.insert(*a, lo);
+                }
+                if at_risk(&point) {
+                    risky += weight;
+                }
+            }
+            risky
+        }
+        _ => {
+            let mut state = 0x5eed_u64;
+            let risky = (0..AT_RISK_SAMPLES)
+                .filter(|_| {
+                    let point = attrs.iter().map(|&a| (a, splitmix(&mut state))).collect();
+                    at_risk(&point)
+                })
+                .count();
+            risky as f64 / AT_RISK_SAMPLES as f64
+        }
+    }
+}
+
+/// [`at_risk_fraction`] sums exactly up to this many joint cells.
+pub const AT_RISK_EXACT_CELLS: usize = 1 << 20;
+/// [`at_risk_fraction`]'s sample size beyond [`AT_RISK_EXACT_CELLS`].
+pub const AT_RISK_SAMPLES: usize = 1 << 18;
+
+/// SplitMix64: a fixed, well-spread sequence (not randomness: the same
+/// points on every call).
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{DaemonId, SpaceId};
+    use crate::parse::parse_space;
+    use crate::region::default_layout;
+    use proptest::prelude::*;
+
+    fn space(text: &str) -> Space {
+        default_layout(SpaceId(1), parse_space(text).expect(text))
+    }
+
+    #[test]
+    fn hybrid_splits_take_every_group_boundary() {
+        let parent = uniform_splits(12);
+        assert_eq!(hybrid_splits(&parent, 3), Some(vec![parent[3], parent[7]]));
+        assert_eq!(hybrid_splits(&parent, 12), Some(parent.clone()));
+        assert_eq!(hybrid_splits(&parent, 1), Some(vec![]));
+        assert_eq!(hybrid_splits(&parent, 5), None);
+        assert_eq!(hybrid_splits(&parent, 0), None);
+    }
+
+    #[test]
+    fn a_replex_space_lays_out_key_hybrids_then_replexes() {
+        let s = space(
+            "space s key k attributes a, b replex a replex b hybrid a, b groups 3, 4 \
+             create 12 partitions",
+        );
+        let kinds: Vec<SubspaceKind> = s.subspaces.iter().map(|l| l.kind).collect();
+        use SubspaceKind::*;
+        assert_eq!(kinds, vec![Subspace, Hybrid, Replex, Replex]);
+        let hybrid = &s.subspaces[1];
+        assert_eq!(hybrid.attrs, vec![1, 2]);
+        assert_eq!(hybrid.grid(), vec![3, 4]);
+        // Every hybrid cut is a cut of its parent.
+        assert!(hybrid.splits[0]
+            .iter()
+            .all(|c| s.subspaces[2].splits[0].contains(c)));
+        assert!(hybrid.splits[1]
+            .iter()
+            .all(|c| s.subspaces[3].splits[0].contains(c)));
+        assert_eq!(s.desc.fault_tolerance, 3);
+    }
+
+    /// Exhaustive minimum: the fewest live regions of other parts whose
+    /// union holds every object of `region`, by a search over the cells
+    /// of the joint grid (each lies in exactly one region per part, so a
+    /// cell offers one candidate per part). `None`: no cover exists.
+    fn brute_force_minimum(
+        space: &Space,
+        failed: &BTreeSet<RegionId>,
+        region: RegionId,
+        bound: usize,
+    ) -> Option<usize> {
+        let parts: Vec<&SubspaceLayout> = space.subspaces.iter().collect();
+        let (home, index) = parts
+            .iter()
+            .enumerate()
+            .find_map(|(k, l)| {
+                l.regions
+                    .iter()
+                    .position(|r| r.id == region)
+                    .map(|i| (k, i))
+            })
+            .unwrap();
+        let target = cell_box(parts[home], index);
+        let mut cuts: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
+        for part in &parts {
+            for (a, splits) in part.attrs.iter().zip(&part.splits) {
+                let (lo, hi) = target.get(a).copied().unwrap_or((0, u64::MAX));
+                cuts.entry(*a)
+                    .or_default()
+                    .extend(splits.iter().copied().filter(|c| *c > lo && *c <= hi));
+            }
+        }
+        // Each joint cell by one point inside it (its low corner).
+        let axes: Vec<(usize, Vec<u64>)> = cuts
+            .into_iter()
+            .map(|(a, c)| {
+                let lo = target.get(&a).map_or(0, |t| t.0);
+                (a, std::iter::once(lo).chain(c).collect())
+            })
+            .collect();
+        let mut points: Vec<BTreeMap<usize, u64>> = vec![BTreeMap::new()];
+        for (a, starts) in &axes {
+            points = points
+                .into_iter()
+                .flat_map(|p| {
+                    starts.iter().map(move |s| {
+                        let mut q = p.clone();
+                        q.insert(*a, *s);
+                        q
+                    })
+                })
+                .collect();
+        }
+        // Per cell, the live regions of other parts holding it.
+        let options: Vec<Vec<RegionId>> = points
+            .iter()
+            .map(|p| {
+                parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| *k != home)
+                    .map(|(_, l)| {
+                        let c: Vec<u64> = l.attrs.iter().map(|a| p[a]).collect();
+                        l.regions[l.region_index(&c)].id
+                    })
+                    .filter(|id| !failed.contains(id))
+                    .collect()
+            })
+            .collect();
+        fn search(
+            options: &[Vec<RegionId>],
+            chosen: &mut BTreeSet<RegionId>,
+            best: &mut Option<usize>,
+            bound: usize,
+        ) {
+            let limit = best.unwrap_or(bound + 1);
+            if chosen.len() >= limit {
+                return;
+            }
+            let Some(open) = options
+                .iter()
+                .find(|o| !o.iter().any(|r| chosen.contains(r)))
+            else {
+                *best = Some(chosen.len());
+                return;
+            };
+            for r in open {
+                chosen.insert(*r);
+                search(options, chosen, best, bound);
+                chosen.remove(r);
+            }
+        }
+        let mut best = None;
+        search(&options, &mut BTreeSet::new(), &mut best, bound);
+        best
+    }
+
+    fn layouts() -> impl Strategy<Value = String> {
+        let p = prop_oneof![Just(4u32), Just(6), Just(8), Just(9), Just(12)];
+        (
+            p,
+            0usize..4,
+            any::<proptest::sample::Index>(),
+            any::<proptest::sample::Index>(),
+        )
+            .prop_map(|(p, shape, i, j)| {
+                let divisors = |m: u32| {
+                    (1..=m)
+                        .filter(|d| m.is_multiple_of(*d))
+                        .collect::<Vec<u32>>()
+                };
+                let first2 = crate::region::grid_for_partitions(p, 2)[0];
+                let (n1, n2) = match shape {
+                    3 => (*i.get(&divisors(p)), *j.get(&divisors(first2))),
+                    _ => (*i.get(&divisors(p)), *j.get(&divisors(p))),
+                };
+                let clauses = match shape {
+                    0 => format!("replex b hybrid k, b groups {n1}, {n2}"),
+                    1 => format!("replex a replex b hybrid a, b groups {n1}, {n2}"),
+                    2 => "replex a replex b".to_string(),
+                    _ => format!("replex a, b hybrid k, a groups {n1}, {n2}"),
+                };
+                format!("space s key k attributes a, b {clauses} create {p} partitions")
+            })
+    }
+
+    fn draw(state: &mut u64, (lo, hi): (u64, u64)) -> u64 {
+        let r = splitmix(state);
+        match (hi - lo).checked_add(1) {
+            Some(width) => lo + r % width,
+            None => r,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Every object of the region lies in the covering set (which
+        /// holds live regions of other parts only), and no smaller set
+        /// of live regions holds them all.
+        #[test]
+        fn covering_sets_hold_every_object_and_are_minimal(
+            text in layouts(),
+            target in any::<proptest::sample::Index>(),
+            others in proptest::collection::vec(any::<proptest::sample::Index>(), 0..3),
+            seed in any::<u64>(),
+        ) {
+            let s = space(&text);
+            let all: Vec<RegionId> = s.subspaces.iter().flat_map(|l| l.regions.iter().map(|r| r.id)).collect();
+            let region = *target.get(&all);
+            let mut failed: BTreeSet<RegionId> = others.iter().map(|i| *i.get(&all)).collect();
+            failed.insert(region);
+            let result = covering_set(&s, &failed, region);
+            let single = failed.len() == 1;
+            match result {
+                Ok(set) => {
+                    let home = s.subspaces.iter().position(|l| l.regions.iter().any(|r| r.id == region)).unwrap();
+                    let index = s.subspaces[home].regions.iter().position(|r| r.id == region).unwrap();
+                    prop_assert!(set.iter().all(|r| !failed.contains(r)));
+                    prop_assert!(!set.iter().any(|r| s.subspaces[home].regions.iter().any(|x| x.id == *r)));
+                    let cell = cell_box(&s.subspaces[home], index);
+                    let mut state = seed;
+                    for _ in 0..200 {
+                        let point: BTreeMap<usize, u64> = (0..3)
+                            .map(|a| (a, draw(&mut state, cell.get(&a).copied().unwrap_or((0, u64::MAX)))))
+                            .collect();
+                        let held = s.subspaces.iter().enumerate().filter(|(k, _)| *k != home).any(|(_, l)| {
+                            let c: Vec<u64> = l.attrs.iter().map(|a| point[a]).collect();
+                            set.contains(&l.regions[l.region_index(&c)].id)
+                        });
+                        prop_assert!(held, "{text}: object {point:?} of {region} not covered by {set:?}");
+                    }
+                    let best = brute_force_minimum(&s, &failed, region, set.len());
+                    if single {
+                        prop_assert_eq!(best, Some(set.len()), "{}", text);
+                    } else {
+                        prop_assert!(best.is_some_and(|b| b <= set.len()));
+                    }
+                }
+                Err(e) => {
+                    prop_assert_eq!(e, CoverError::Unavailable(region));
+                    prop_assert_eq!(brute_force_minimum(&s, &failed, region, usize::MAX - 1), None, "{}", text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn amplification_is_n2_for_an_a_region_and_n1_for_a_b_region() {
+        for p in [4u32, 6, 8, 12, 30] {
+            for n1 in (1..=p).filter(|d| p.is_multiple_of(*d)) {
+                for n2 in (1..=p).filter(|d| p.is_multiple_of(*d)) {
+                    let s = space(&format!(
+                        "space s key k attributes a, b replex a replex b \
+                         hybrid a, b groups {n1}, {n2} create {p} partitions"
+                    ));
+                    // Parts: key, hybrid, a, b. The key subspace offers p.
+                    let (a, b) = (&s.subspaces[2], &s.subspaces[3]);
+                    for (layout, expected) in [(a, n2), (b, n1)] {
+                        for r in &layout.regions {
+                            let failed = BTreeSet::from([r.id]);
+                            let set = covering_set(&s, &failed, r.id).unwrap();
+                            assert_eq!(set.len(), expected as usize, "p={p} ({n1}, {n2})");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_second_failure_expands_recursively_or_is_unavailable() {
+        let s = space(
+            "space s key k attributes a, b replex a replex b hybrid a, b groups 2, 2 \
+             create 4 partitions",
+        );
+        let (hybrid, a, b) = (&s.subspaces[1], &s.subspaces[2], &s.subspaces[3]);
+        // A region 0 (group 0) and hybrid (0, 0) fail: (0, 1) plus B's
+        // two regions of group 0.
+        let failed = BTreeSet::from([a.regions[0].id, hybrid.regions[0].id]);
+        let set = covering_set(&s, &failed, a.regions[0].id).unwrap();
+        let expected: Vec<RegionId> = vec![hybrid.regions[1].id, b.regions[0].id, b.regions[1].id];
+        assert_eq!(set, expected);
+        // With every part holding a failed copy of some object of it, a
+        // region is unavailable.
+        let key = &s.subspaces[0];
+        let mut failed: BTreeSet<RegionId> = key.regions.iter().map(|r| r.id).collect();
+        failed.extend([a.regions[0].id, hybrid.regions[0].id, b.regions[0].id]);
+        assert_eq!(
+            covering_set(&s, &failed, a.regions[0].id),
+            Err(CoverError::Unavailable(a.regions[0].id))
+        );
+        assert_eq!(
+            covering_set(&s, &failed, RegionId(999)),
+            Err(CoverError::NoRegion(RegionId(999)))
+        );
+    }
+
+    #[test]
+    fn can_share_follows_the_hybrid_groups() {
+        let s = space(
+            "space s key k attributes a, b replex a replex b hybrid a, b groups 2, 3 \
+             create 6 partitions",
+        );
+        let (key, hybrid, a, b) = (
+            &s.subspaces[0],
+            &s.subspaces[1],
+            &s.subspaces[2],
+            &s.subspaces[3],
+        );
+        for x in 0..2 {
+            for y in 0..3 {
+                let h = x * 3 + y;
+                for i in 0..6 {
+                    assert_eq!(can_share(hybrid, h, a, i), i / 3 == x);
+                    assert_eq!(can_share(hybrid, h, b, i), i / 2 == y);
+                    assert!(can_share(hybrid, h, key, i));
+                    assert!(can_share(a, i, b, h % 6));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn at_risk_counts_objects_with_two_copies_on_one_daemon() {
+        let mut s = space("space s key k attributes a replex a create 4 partitions");
+        // Key regions on daemons 1..=4, replex regions too: an object is
+        // at risk when its key interval and its a interval are equal.
+        for layout in &mut s.subspaces {
+            for (i, r) in layout.regions.iter_mut().enumerate() {
+                r.chain = vec![DaemonId(i as u64 + 1)];
+            }
+        }
+        assert!((at_risk_fraction(&s) - 0.25).abs() < 1e-9);
+        // Disjoint daemons: none at risk.
+        for r in &mut s.subspaces[1].regions {
+            r.chain[0].0 += 10;
+        }
+        assert_eq!(at_risk_fraction(&s), 0.0);
+    }
+}
