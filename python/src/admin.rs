@@ -13,7 +13,7 @@ use tessera_client::{
     index_infos, Admin, AdminError, AdminStatus, AdminToken, Configuration, CoordLink, DaemonId,
     PartId, PartState, TlsFiles, Transport,
 };
-use tessera_types::{DaemonState, SubspaceKind};
+use tessera_types::DaemonState;
 
 /// How long an admin call tries the coordinator group (as `Admin::new`).
 const ADMIN_GIVE_UP: Duration = Duration::from_secs(10);
@@ -107,8 +107,8 @@ impl AdminCore {
         self.run(py, self.admin.list_spaces())
     }
 
-    /// `(identifier, [attribute names])` per subspace, the key subspace
-    /// (0) first, then the others by their stable part id (what
+    /// `(identifier, [attribute names])` per subspace (or replex, or
+    /// hybrid: every part holding whole objects), the key subspace (0) first, then the others by their stable part id (what
     /// `rm_subspace` takes); a dropping subspace is not listed. `[]` for an
     /// unknown space.
     fn list_subspaces(&self, py: Python<'_>, space: &str) -> PyResult<Vec<(u64, Vec<String>)>> {
@@ -121,7 +121,7 @@ impl AdminCore {
             .subspaces
             .iter()
             .filter(|layout| {
-                layout.state != PartState::Dropping && layout.kind == SubspaceKind::Subspace
+                layout.state != PartState::Dropping && layout.kind.holds_objects()
             })
             .map(|layout| {
                 let names = layout
