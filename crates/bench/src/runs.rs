@@ -720,6 +720,7 @@ pub async fn compare(
         ));
         Vec::new()
     };
+    let string_range = string_range(size, skip, baseline_port, c, &mut notes).await;
     let mut baseline_results: Vec<PhaseResult> = Vec::new();
     for (i, name) in BASELINES.into_iter().enumerate() {
         if skip.iter().any(|s| s == name) {
@@ -756,6 +757,13 @@ pub async fn compare(
         }
     }
     let mut ratios = scenarios::ratios(&tessera, &baseline_results);
+    if let Some((ours, theirs)) = string_range {
+        ratios.extend(scenarios::ratios(
+            std::slice::from_ref(&ours),
+            std::slice::from_ref(&theirs),
+        ));
+        all.extend([ours, theirs]);
+    }
     ratios.extend(scenarios::ratios(&f0, &baseline_results));
     let etcd: Vec<PhaseResult> = baseline_results
         .iter()
@@ -790,6 +798,74 @@ pub async fn compare(
             "notes": notes,
         }),
     )
+}
+
+/// The comparison's secondary range on a string attribute (issue 12):
+/// about 10 objects per range through a global index on a fresh Tessera
+/// cluster, then through PostgreSQL's B-tree (`bench global-index`'s
+/// `range` scenario, one system at a time), as phases `string-range` of
+/// [`MAIN`] and `postgres`; `None`, with a note, when PostgreSQL is
+/// skipped or either side fails.
+async fn string_range(
+    size: CompareSize,
+    skip: &[String],
+    baseline_port: u16,
+    c: &ClusterSpec,
+    notes: &mut Vec<String>,
+) -> Option<(PhaseResult, PhaseResult)> {
+    use crate::global_index::{self, GiOptions, GiScenario};
+    if skip.iter().any(|s| s == "postgres") {
+        return None;
+    }
+    eprintln!("bench: string range through a global index …");
+    let options = GiOptions {
+        records: size.records,
+        operations: size.operations,
+        create_records: 0,
+        partitions: c.partitions,
+        index_counts: Vec::new(),
+        indexlet_counts: Vec::new(),
+        workers: size.workers,
+        time_limit: size.time_limit,
+        scenarios: vec![GiScenario::Range],
+        postgres_port: baseline_port + 60,
+        daemons: c.daemons,
+    };
+    let c = ClusterSpec {
+        local_port: c.local_port + 120,
+        ..c.clone()
+    };
+    let outcome = async {
+        let report = with_cluster(&c, async |coordinator: &str| {
+            global_index::run_tessera(coordinator, &options).await
+        })
+        .await?;
+        let mut range = report.range.context("the range scenario ran")?;
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-bench-postgres-")
+            .tempdir()?;
+        let mut server = baselines::start_postgres(dir.path(), options.postgres_port).await?;
+        let conninfo = baselines::postgres_conninfo(options.postgres_port);
+        let measured = global_index::run_postgres(&conninfo, &options, &mut range).await;
+        tokio::task::block_in_place(|| server.stop());
+        measured?;
+        let theirs = range.postgres.context("PostgreSQL's side ran")?;
+        anyhow::Ok((range.tessera, theirs))
+    }
+    .await;
+    match outcome {
+        Ok((mut ours, mut theirs)) => {
+            ours.store = MAIN.to_string();
+            ours.phase = "string-range".to_string();
+            theirs.store = "postgres".to_string();
+            theirs.phase = "string-range".to_string();
+            Some((ours, theirs))
+        }
+        Err(e) => {
+            notes.push(format!("string-range: not measured: {e:#}"));
+            None
+        }
+    }
 }
 
 /// `bench global-index`: the Tessera side of every scenario on the
