@@ -26,6 +26,11 @@ use tokio::time::Instant;
 
 /// First pause before retrying an operation; it doubles up to the maximum.
 const RETRY_PAUSE_FIRST: Duration = Duration::from_millis(10);
+
+/// How long an operation on a space its configuration does not know waits,
+/// after one refresh, for a newer configuration: a coordinator member may
+/// answer before it applied the space its leader committed.
+const UNKNOWN_SPACE_GRACE: Duration = Duration::from_millis(500);
 const RETRY_PAUSE_MAX: Duration = Duration::from_millis(500);
 
 /// Why one attempt of an operation did not finish, and what to do next.
@@ -92,17 +97,35 @@ impl Attempts {
     {
         let deadline = Instant::now() + self.retry_time_max;
         let mut pause = RETRY_PAUSE_FIRST;
-        let mut refreshed_for_unknown_space = false;
+        let mut unknown_space_asked = 0;
         loop {
             let config = self.cache.current();
+            let epoch = config.epoch;
             match attempt(config, deadline).await {
                 Ok(value) => return Ok(value),
                 Err(Step::Fail(e))
-                    if e.status == Status::UnknownSpace && !refreshed_for_unknown_space =>
+                    if e.status == Status::UnknownSpace && unknown_space_asked == 0 =>
                 {
                     // The space may be newer than our configuration.
-                    refreshed_for_unknown_space = true;
+                    unknown_space_asked = 1;
                     self.refresh_until(deadline).await;
+                }
+                Err(Step::Fail(e))
+                    if e.status == Status::UnknownSpace && unknown_space_asked == 1 =>
+                {
+                    // The member that answered may lag the leader that
+                    // committed the space: wait briefly for a newer
+                    // configuration, then give up.
+                    unknown_space_asked = 2;
+                    let grace = (Instant::now() + UNKNOWN_SPACE_GRACE).min(deadline);
+                    if self
+                        .cache
+                        .wait_for(Epoch(epoch.0 + 1), grace)
+                        .await
+                        .is_err()
+                    {
+                        return Err(e);
+                    }
                 }
                 Err(Step::Fail(e)) => return Err(e),
                 Err(Step::Newer(epoch)) => {

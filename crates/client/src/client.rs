@@ -193,7 +193,8 @@ impl Client {
     }
 
     /// The schema of a space (UNKNOWNSPACE when it does not exist, after
-    /// asking the coordinator once for a newer configuration).
+    /// asking the coordinator for a newer configuration and waiting half a
+    /// second for one: the member asked may lag its leader).
     pub async fn space(&self, space: &str) -> Result<SpaceDesc, ClientError> {
         self.run(move |config, _| async move { Ok(resolve::space(&config, space)?.desc.clone()) })
             .await
