@@ -120,9 +120,7 @@ impl AdminCore {
         Ok(space
             .subspaces
             .iter()
-            .filter(|layout| {
-                layout.state != PartState::Dropping && layout.kind.holds_objects()
-            })
+            .filter(|layout| layout.state != PartState::Dropping && layout.kind.holds_objects())
             .map(|layout| {
                 let names = layout
                     .attrs
