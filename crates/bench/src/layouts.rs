@@ -79,6 +79,9 @@ pub struct LayoutRun {
     pub errors: u64,
     /// Operations that succeeded per second.
     pub measured_ops_per_s: f64,
+    /// The configuration's epoch moved while the mix ran (a daemon taken
+    /// offline or back): the measurement is suspect.
+    pub disturbed: bool,
 }
 
 /// A whole validation run.
@@ -447,16 +450,22 @@ pub async fn run(
         } else {
             Ok(())
         };
-        let (loaded, phase, errors) = outcome?;
+        let m = outcome?;
         cleanup?;
-        let done = phase.operations - errors;
+        if m.disturbed {
+            progress(&format!(
+                "{name}: the configuration changed during the mix (a daemon lost its lease?): \
+                 its measurement is marked disturbed"
+            ));
+        }
         runs.push(LayoutRun {
             description: s.layout.describe(&workload.space),
             sampled: s,
-            loaded,
-            measured_ops_per_s: done as f64 / phase.seconds,
-            phase,
-            errors,
+            loaded: m.loaded,
+            measured_ops_per_s: (m.phase.operations - m.errors) as f64 / m.phase.seconds,
+            phase: m.phase,
+            errors: m.errors,
+            disturbed: m.disturbed,
         });
     }
     let predicted: Vec<f64> = runs
@@ -475,8 +484,15 @@ pub async fn run(
     })
 }
 
-/// One layout: create `name` with it, load, run the mix. Returns the
-/// objects loaded, the mix's phase and its failed operations.
+/// What [`measure`] gives.
+struct Mixed {
+    loaded: u64,
+    phase: PhaseResult,
+    errors: u64,
+    disturbed: bool,
+}
+
+/// One layout: create `name` with it, load, run the mix.
 #[allow(clippy::too_many_arguments)]
 async fn measure(
     admin: &Admin,
@@ -488,14 +504,18 @@ async fn measure(
     created: &mut bool,
     options: &LayoutsOptions,
     progress: &(dyn Fn(&str) + Sync),
-) -> anyhow::Result<(u64, PhaseResult, u64)> {
+) -> anyhow::Result<Mixed> {
     let mut space = workload.space.clone();
     space.name = name.to_string();
     let description = layout.describe(&space);
-    admin
-        .add_space(&description)
-        .await
-        .with_context(|| format!("creating {description:?}"))?;
+    if let Err(e) = admin.add_space(&description).await {
+        // A request retried after its first attempt went through (a busy
+        // machine, a coordinator that answered late) finds the space: no
+        // other run can own it, the prefix was free when this one began.
+        if !admin.list_spaces().await?.iter().any(|s| s == name) {
+            return Err(e).with_context(|| format!("creating {description:?}"));
+        }
+    }
     *created = true;
     wait_space(client, name).await?;
     let store = Arc::new(MixStore {
@@ -542,6 +562,7 @@ async fn measure(
         operations: 100_000_000,
         time_limit: Duration::from_secs_f64(options.seconds),
     };
+    let before = admin.config().await?.epoch;
     let phase = run_phase(store, "mix", step, |w| {
         let mix = mix.clone();
         let fresh = fresh.clone();
@@ -569,6 +590,9 @@ async fn measure(
         })
     })
     .await?;
+    // Anything that moved the epoch meanwhile (a daemon that lost its
+    // lease and was taken offline, on a loaded machine) disturbed the run.
+    let disturbed = admin.config().await?.epoch != before;
     let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
     if errors * STEP_ERRORS_MAX > phase.operations.max(1) {
         anyhow::bail!(
@@ -582,7 +606,12 @@ async fn measure(
         "{name}: no operation completed in {} s",
         options.seconds
     );
-    Ok((loaded.operations, phase, errors))
+    Ok(Mixed {
+        loaded: loaded.operations,
+        phase,
+        errors,
+        disturbed,
+    })
 }
 
 /// Who chose a layout: `top 1`, `greedy`, `top 2, dominant`.
@@ -626,8 +655,8 @@ impl LayoutsReport {
         );
         let _ = writeln!(
             out,
-            "{:<40} {:<22} {:>11} {:>11} {:>8}",
-            "layout", "chosen by", "predicted", "measured", "error"
+            "{:>11} {:>11} {:>8}  {:<40}  chosen by",
+            "predicted", "measured", "error", "layout"
         );
         for r in &self.runs {
             let mut summary = r.sampled.layout.summary(space);
@@ -636,14 +665,15 @@ impl LayoutsReport {
             }
             let _ = writeln!(
                 out,
-                "{summary:<40} {:<22} {:>11.0} {:>11.0} {:>+7.1}%",
-                chosen_by(&r.sampled),
+                "{:>11.0} {:>11.0} {:>+7.1}%  {summary:<40}  {}{}",
                 r.sampled.prediction.ops_per_s,
                 r.measured_ops_per_s,
                 tessera_advisor::validate::relative_error(
                     r.sampled.prediction.ops_per_s,
                     r.measured_ops_per_s
-                ) * 100.0
+                ) * 100.0,
+                chosen_by(&r.sampled),
+                if r.disturbed { " (disturbed)" } else { "" },
             );
         }
         if let Some(a) = &self.agreement {
@@ -663,6 +693,13 @@ impl LayoutsReport {
                 "predicted best: measured rank {} of {}",
                 a.predicted_best_measured_rank,
                 self.runs.len()
+            );
+        }
+        let disturbed = self.runs.iter().filter(|r| r.disturbed).count();
+        if disturbed > 0 {
+            let _ = writeln!(
+                out,
+                "{disturbed} measurement(s) disturbed: the configuration changed while the mix ran"
             );
         }
         if let (Some(best), Some(greedy)) = (self.best(), self.heuristic(Heuristic::Greedy)) {
@@ -700,6 +737,7 @@ impl LayoutsReport {
                     "objects": r.loaded,
                     "operations": r.phase.operations,
                     "errors": r.errors,
+                    "disturbed": r.disturbed,
                     "seconds": r.phase.seconds,
                     "ops": r.phase.ops,
                 })
@@ -732,6 +770,7 @@ impl LayoutsReport {
             "predicted_best_measured_rank": a.map(|a| a.predicted_best_measured_rank),
             "predicted_best_is_measured_best": a.map(|a| a.predicted_best_measured_rank == 1),
             "greedy": greedy,
+            "disturbed_layouts": self.runs.iter().filter(|r| r.disturbed).count(),
         })
     }
 }
