@@ -114,6 +114,34 @@ impl Layout {
         }
     }
 
+    /// Its parts in short, for tables: `subspace city, addr; index tel`,
+    /// or `key subspace only`.
+    pub fn summary(&self, space: &SpaceDesc) -> String {
+        let name = |a: &usize| space.attrs[*a].name.clone();
+        let subspace = if self.replex { "replex" } else { "subspace" };
+        let parts: Vec<String> = self
+            .subspaces
+            .iter()
+            .map(|s| {
+                format!(
+                    "{subspace} {}",
+                    s.iter().map(name).collect::<Vec<_>>().join(", ")
+                )
+            })
+            .chain(self.indexes.iter().map(|a| format!("index {}", name(a))))
+            .chain(
+                self.global_indexes
+                    .iter()
+                    .map(|a| format!("global index {}", name(a))),
+            )
+            .collect();
+        if parts.is_empty() {
+            "key subspace only".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
+
     /// The layout as a one-line space description of `base`: what
     /// `format_space` writes, which `parse_space` reads back, but that a
     /// replex layout writes its subspaces as the `replex` clauses API.md

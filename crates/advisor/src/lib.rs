@@ -29,6 +29,7 @@ pub mod observed;
 pub mod optimize;
 pub mod params;
 pub mod thesis;
+pub mod validate;
 pub mod workload;
 
 pub use layout::Layout;
@@ -38,4 +39,5 @@ pub use optimize::{
     advise, Advice, AdviseError, Heuristic, HeuristicChoice, Options, Ranked, SearchKind,
 };
 pub use params::Params;
+pub use validate::{agreement, kendall_tau_b, sampled_layouts, Agreement, Sampled};
 pub use workload::{parse_workload, space_ref, ParseWorkloadError, SpaceRef, Workload};

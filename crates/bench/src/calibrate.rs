@@ -29,7 +29,7 @@ pub const LOAD_LIMIT: Duration = Duration::from_secs(60);
 /// A step fails when more than one operation in this many fails.
 pub const STEP_ERRORS_MAX: u64 = 50;
 /// Loading fails when more than one insert in this many fails.
-const LOAD_ERRORS_MAX: u64 = 20;
+pub(crate) const LOAD_ERRORS_MAX: u64 = 20;
 /// Distinct values of `d`, the attribute searches scan for: a present
 /// value matches about objects / 4.
 const D_VALUES: u64 = 4;
@@ -235,6 +235,17 @@ impl Scratch {
     }
 }
 
+/// The spaces whose names start with `prefix`: scratch spaces another run
+/// is using or left behind.
+pub(crate) async fn existing_scratch(admin: &Admin, prefix: &str) -> anyhow::Result<Vec<String>> {
+    Ok(admin
+        .list_spaces()
+        .await?
+        .into_iter()
+        .filter(|s| s.starts_with(prefix))
+        .collect())
+}
+
 /// Measures the cluster behind `admin` and `client`: see the module docs.
 pub async fn measure(
     admin: &Admin,
@@ -273,12 +284,7 @@ pub async fn measure(
             subspaces: false,
         });
     }
-    let existing: Vec<String> = admin
-        .list_spaces()
-        .await?
-        .into_iter()
-        .filter(|s| s.starts_with(SCRATCH_PREFIX))
-        .collect();
+    let existing = existing_scratch(admin, SCRATCH_PREFIX).await?;
     if !existing.is_empty() {
         anyhow::bail!(
             "scratch space(s) {} exist: another calibration is running, or one was \

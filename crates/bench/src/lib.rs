@@ -21,6 +21,8 @@
 //!   binary's [`cluster::Launch`], or a running one) and the readiness test.
 //! - [`runs`]: every `tessera bench` scenario end to end, its tables and
 //!   JSON; the binary only maps its arguments onto these.
+//! - [`layouts`]: `tessera bench layouts`, the layout advisor's predictions
+//!   against measured runs of a workload on each sampled layout.
 //! - [`recovery`]: kill -9 of a point leader among real server processes:
 //!   the time to the first acknowledged write and the state transfer's
 //!   throughput.
@@ -34,6 +36,7 @@ pub mod cluster;
 pub mod driver;
 pub mod generator;
 pub mod global_index;
+pub mod layouts;
 pub mod recovery;
 pub mod runs;
 pub mod scenarios;

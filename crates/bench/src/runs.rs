@@ -265,6 +265,25 @@ pub async fn search_vs_scan(
     .await
 }
 
+/// `bench layouts`: the advisor's predictions for the workload file `text`
+/// against each sampled layout measured (`crate::layouts`).
+pub async fn layouts(
+    text: &str,
+    options: &crate::layouts::LayoutsOptions,
+    c: &ClusterSpec,
+    json: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    with_cluster(c, async |coordinator: &str| {
+        let admin = Admin::new(coordinator);
+        let client = Client::connect(coordinator).await?;
+        let progress = |what: &str| eprintln!("bench layouts: {what}");
+        let report = crate::layouts::run(&admin, &client, text, options, &progress).await?;
+        print!("{}", report.text());
+        write_json(json, &report.json())
+    })
+    .await
+}
+
 /// Latency of a read/scan mix as the scan share grows.
 pub async fn scan_share(
     records: u64,

@@ -399,29 +399,7 @@ fn names<'a>(space: &'a SpaceDesc, attrs: &[usize]) -> Vec<&'a str> {
 
 /// A layout's parts in a few words: `subspace a, b; index c`.
 fn parts_text(space: &SpaceDesc, layout: &Layout) -> String {
-    let subspace = if layout.replex { "replex" } else { "subspace" };
-    let parts: Vec<String> = layout
-        .subspaces
-        .iter()
-        .map(|s| format!("{subspace} {}", names(space, s).join(", ")))
-        .chain(
-            layout
-                .indexes
-                .iter()
-                .map(|&a| format!("index {}", space.attrs[a].name)),
-        )
-        .chain(
-            layout
-                .global_indexes
-                .iter()
-                .map(|&a| format!("global index {}", space.attrs[a].name)),
-        )
-        .collect();
-    if parts.is_empty() {
-        "key subspace only".to_string()
-    } else {
-        parts.join("; ")
-    }
+    layout.summary(space)
 }
 
 fn prediction_json(space: &SpaceDesc, layout: &Layout, p: &Prediction) -> Value {

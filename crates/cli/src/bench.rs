@@ -143,6 +143,38 @@ enum Scenario {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// The layout advisor against real runs: for a workload file (API.md
+    /// §12.4), the optimizer's top layouts and each heuristic's, each
+    /// created as a scratch space `tessera_layouts_N`, loaded and run with
+    /// the workload's mix; predicted vs measured throughput, the mean
+    /// absolute relative error, Kendall tau-b and the measured rank of the
+    /// predicted best. The model's parameters are the cluster's calibrated
+    /// ones (`tessera calibrate`), else the defaults. The space's
+    /// partitions and f are the workload's (`--partitions` is not used).
+    Layouts {
+        /// The workload file.
+        #[arg(long)]
+        workload: PathBuf,
+        /// How many of the optimizer's top layouts to measure (each
+        /// heuristic's layout is measured too).
+        #[arg(long, default_value_t = 5)]
+        layouts: usize,
+        /// Seconds the mix runs on each layout.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Objects loaded into each layout, instead of the workload's count
+        /// (the model is told the same number).
+        #[arg(long)]
+        objects: Option<u64>,
+        /// Operations in flight.
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Latency of a read/scan mix as the scan share grows (0 to 100%).
     ScanShare {
         #[arg(long, default_value_t = 20_000)]
@@ -458,6 +490,25 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             cluster,
             load,
         } => runs::search_vs_scan(records, searches, &cluster.spec(), &load.load()).await,
+        Scenario::Layouts {
+            workload,
+            layouts,
+            seconds,
+            objects,
+            workers,
+            cluster,
+            json,
+        } => {
+            let text = std::fs::read_to_string(&workload)
+                .with_context(|| format!("reading the workload {}", workload.display()))?;
+            let options = tessera_bench::layouts::LayoutsOptions {
+                top: layouts,
+                seconds,
+                objects,
+                workers: workers.max(1),
+            };
+            runs::layouts(&text, &options, &cluster.spec(), &json).await
+        }
         Scenario::ScanShare {
             records,
             operations,

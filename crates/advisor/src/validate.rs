@@ -1,0 +1,286 @@
+//! Judging the model against measurements (RESEARCH.md A.1's quality
+//! metrics, A.6): which layouts a validation run measures, and, once they
+//! are measured, the mean absolute relative error, Kendall's τ-b between
+//! the predicted and the measured rankings, and where the predicted best
+//! landed. Pure: `tessera bench layouts` does the measuring.
+
+use crate::layout::Layout;
+use crate::model::Prediction;
+use crate::optimize::{Advice, Heuristic};
+use serde::{Deserialize, Serialize};
+
+/// Two throughputs closer than this, relative to the larger, are a tie
+/// (the optimizer's nine digits, A.4 #7).
+const TIE: f64 = 1e-9;
+
+/// A layout a validation run measures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sampled {
+    /// The layout.
+    pub layout: Layout,
+    /// What the model predicts for it.
+    pub prediction: Prediction,
+    /// Its rank among the optimizer's top layouts (1 = the advice), if it
+    /// is one of them.
+    pub top_rank: Option<usize>,
+    /// The heuristics that choose it.
+    pub heuristics: Vec<Heuristic>,
+}
+
+/// The layouts to measure for `advice`: its top layouts in order, then
+/// each heuristic's layout that is not already in the list; a layout
+/// several heuristics choose appears once, naming all of them.
+pub fn sampled_layouts(advice: &Advice) -> Vec<Sampled> {
+    let mut out: Vec<Sampled> = advice
+        .layouts
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Sampled {
+            layout: r.layout.clone(),
+            prediction: r.prediction.clone(),
+            top_rank: Some(i + 1),
+            heuristics: Vec::new(),
+        })
+        .collect();
+    for choice in &advice.heuristics {
+        let layout = &choice.ranked.layout;
+        match out.iter_mut().find(|s| &s.layout == layout) {
+            Some(s) => s.heuristics.push(choice.heuristic),
+            None => out.push(Sampled {
+                layout: layout.clone(),
+                prediction: choice.ranked.prediction.clone(),
+                top_rank: None,
+                heuristics: vec![choice.heuristic],
+            }),
+        }
+    }
+    out
+}
+
+/// How well predictions matched measurements.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Agreement {
+    /// Mean of |predicted − measured| / measured.
+    pub mean_abs_relative_error: f64,
+    /// Kendall's τ-b between predicted and measured throughputs; `None`
+    /// with fewer than two layouts or when either side is all ties.
+    pub kendall_tau_b: Option<f64>,
+    /// Position (0-based) of the predicted best: the highest prediction,
+    /// the first of equals.
+    pub predicted_best: usize,
+    /// Its measured rank: 1 + the layouts measured strictly faster.
+    pub predicted_best_measured_rank: usize,
+}
+
+/// Compares `predicted` with `measured` (throughputs of the same layouts,
+/// in the same order); `None` when empty, of different lengths, or a
+/// measurement is not positive.
+pub fn agreement(predicted: &[f64], measured: &[f64]) -> Option<Agreement> {
+    if predicted.is_empty()
+        || predicted.len() != measured.len()
+        || measured.iter().any(|&m| m.is_nan() || m <= 0.0)
+    {
+        return None;
+    }
+    let mean_abs_relative_error = predicted
+        .iter()
+        .zip(measured)
+        .map(|(p, m)| relative_error(*p, *m).abs())
+        .sum::<f64>()
+        / predicted.len() as f64;
+    let mut predicted_best = 0;
+    for (i, &p) in predicted.iter().enumerate() {
+        if p > predicted[predicted_best] && !tied(p, predicted[predicted_best]) {
+            predicted_best = i;
+        }
+    }
+    Some(Agreement {
+        mean_abs_relative_error,
+        kendall_tau_b: kendall_tau_b(predicted, measured),
+        predicted_best,
+        predicted_best_measured_rank: measured_rank(measured, predicted_best),
+    })
+}
+
+/// (predicted − measured) / measured.
+pub fn relative_error(predicted: f64, measured: f64) -> f64 {
+    (predicted - measured) / measured
+}
+
+/// 1 + how many of `values` are strictly above `values[i]`.
+pub fn measured_rank(values: &[f64], i: usize) -> usize {
+    1 + values.iter().filter(|&&v| v > values[i]).count()
+}
+
+fn tied(a: f64, b: f64) -> bool {
+    (a - b).abs() <= TIE * a.abs().max(b.abs())
+}
+
+fn sign(a: f64, b: f64) -> i64 {
+    if tied(a, b) {
+        0
+    } else if a > b {
+        1
+    } else {
+        -1
+    }
+}
+
+/// Kendall's τ-b of the pairs `(x[i], y[i])`: (C − D) / √((n₀ − n₁)(n₀ − n₂))
+/// with C, D the concordant and discordant pairs, n₀ = n(n − 1)/2 and n₁,
+/// n₂ the pairs tied in x and in y (ties within [`TIE`] of each other).
+/// `None` with fewer than two pairs, different lengths, or a side whose
+/// every pair is tied.
+pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
+    if x.len() != y.len() || x.len() < 2 {
+        return None;
+    }
+    let (mut concordant, mut discordant, mut ties_x, mut ties_y) = (0i64, 0i64, 0i64, 0i64);
+    for i in 0..x.len() {
+        for j in i + 1..x.len() {
+            let (dx, dy) = (sign(x[i], x[j]), sign(y[i], y[j]));
+            ties_x += i64::from(dx == 0);
+            ties_y += i64::from(dy == 0);
+            match dx * dy {
+                1 => concordant += 1,
+                -1 => discordant += 1,
+                _ => {}
+            }
+        }
+    }
+    let n0 = (x.len() * (x.len() - 1) / 2) as i64;
+    let denominator = ((n0 - ties_x) as f64 * (n0 - ties_y) as f64).sqrt();
+    (denominator > 0.0).then(|| (concordant - discordant) as f64 / denominator)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimize::{HeuristicChoice, Ranked, SearchKind};
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn tau_b_of_orders_computed_by_hand() {
+        // Same order: all 6 pairs concordant.
+        assert_eq!(
+            kendall_tau_b(&[1., 2., 3., 4.], &[10., 20., 30., 40.]),
+            Some(1.0)
+        );
+        // Reversed: all 6 discordant.
+        assert_eq!(
+            kendall_tau_b(&[1., 2., 3., 4.], &[4., 3., 2., 1.]),
+            Some(-1.0)
+        );
+        // One swap (items 2 and 3): 5 concordant, 1 discordant, (5 − 1)/6.
+        let t = kendall_tau_b(&[1., 2., 3., 4.], &[1., 3., 2., 4.]).unwrap();
+        assert!(close(t, 2.0 / 3.0), "{t}");
+        // x = 3,1,2 against y = 1,2,3: pairs (0,1) and (0,2) discordant,
+        // (1,2) concordant: (1 − 2)/3.
+        let t = kendall_tau_b(&[3., 1., 2.], &[1., 2., 3.]).unwrap();
+        assert!(close(t, -1.0 / 3.0), "{t}");
+    }
+
+    #[test]
+    fn tau_b_with_ties_computed_by_hand() {
+        // x ties items 0 and 1: n0 = 6, n1 = 1, n2 = 0; the other 5 pairs
+        // are concordant: 5 / √(5·6).
+        let t = kendall_tau_b(&[1., 1., 2., 3.], &[1., 2., 3., 4.]).unwrap();
+        assert!(close(t, 5.0 / 30f64.sqrt()), "{t}");
+        // Ties on both sides, same pair: n1 = n2 = 1, C = 5: 5/5.
+        assert_eq!(
+            kendall_tau_b(&[1., 1., 2., 3.], &[5., 5., 6., 7.]),
+            Some(1.0)
+        );
+        // x ties (0,1), y ties (2,3): C = 4 ((0,2),(0,3),(1,2),(1,3)),
+        // D = 0, n1 = n2 = 1: 4/5.
+        let t = kendall_tau_b(&[1., 1., 2., 3.], &[1., 2., 3., 3.]).unwrap();
+        assert!(close(t, 0.8), "{t}");
+        // Equal to nine digits is a tie.
+        let t = kendall_tau_b(&[1.0, 1.0 + 1e-12, 2.0], &[1., 2., 3.]).unwrap();
+        assert!(close(t, 2.0 / 6f64.sqrt()), "{t}");
+    }
+
+    #[test]
+    fn tau_b_is_undefined_without_two_untied_pairs() {
+        assert_eq!(kendall_tau_b(&[1.], &[2.]), None);
+        assert_eq!(kendall_tau_b(&[1., 2.], &[2.]), None);
+        assert_eq!(kendall_tau_b(&[3., 3., 3.], &[1., 2., 3.]), None);
+    }
+
+    #[test]
+    fn agreement_reports_error_and_the_rank_of_the_predicted_best() {
+        // The predicted best is item 1 (200). Errors: 10 %, 0 %, 50 %:
+        // mean 20 %.
+        let a = agreement(&[110., 200., 100.], &[100., 200., 200.]).unwrap();
+        assert!(close(a.mean_abs_relative_error, 0.2), "{a:?}");
+        assert_eq!(a.predicted_best, 1);
+        // Item 2 ties it (200 = 200), not above it: rank 1.
+        assert_eq!(a.predicted_best_measured_rank, 1);
+        let a = agreement(&[110., 200., 100.], &[100., 190., 200.]).unwrap();
+        assert_eq!(a.predicted_best_measured_rank, 2);
+        // x = 110,200,100; y = 100,190,200: (0,1) c, (0,2) d, (1,2) d.
+        assert!(close(a.kendall_tau_b.unwrap(), -1.0 / 3.0));
+        assert_eq!(agreement(&[], &[]), None);
+        assert_eq!(agreement(&[1.], &[0.]), None);
+    }
+
+    fn ranked(subspaces: Vec<Vec<usize>>, ops: f64) -> Ranked {
+        Ranked {
+            layout: Layout::of_subspaces(subspaces),
+            prediction: Prediction {
+                ops_per_s: ops,
+                bytes_per_object: 0.0,
+                recovery_s: 0.0,
+                class_costs_s: vec![],
+            },
+        }
+    }
+
+    type Summary = (Vec<Vec<usize>>, Option<usize>, Vec<Heuristic>);
+
+    #[test]
+    fn sampled_layouts_are_the_top_then_new_heuristic_layouts_once_each() {
+        let choice = |heuristic, r: Ranked| HeuristicChoice {
+            heuristic,
+            ranked: r,
+            within_budget: true,
+        };
+        let advice = Advice {
+            layouts: vec![ranked(vec![vec![1]], 300.), ranked(vec![vec![2]], 200.)],
+            heuristics: vec![
+                choice(Heuristic::NoSubspace, ranked(vec![], 10.)),
+                choice(Heuristic::Hyperspace, ranked(vec![vec![1, 2]], 50.)),
+                choice(
+                    Heuristic::SubspacesAll,
+                    ranked(vec![vec![1], vec![2]], 250.),
+                ),
+                choice(Heuristic::Dominant, ranked(vec![vec![1]], 300.)),
+                choice(Heuristic::Greedy, ranked(vec![vec![1], vec![2]], 250.)),
+            ],
+            search: SearchKind::Exhaustive,
+            predicted: 7,
+        };
+        let s = sampled_layouts(&advice);
+        let summary: Vec<Summary> = s
+            .into_iter()
+            .map(|s| (s.layout.subspaces, s.top_rank, s.heuristics))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (vec![vec![1]], Some(1), vec![Heuristic::Dominant]),
+                (vec![vec![2]], Some(2), vec![]),
+                (vec![], None, vec![Heuristic::NoSubspace]),
+                (vec![vec![1, 2]], None, vec![Heuristic::Hyperspace]),
+                (
+                    vec![vec![1], vec![2]],
+                    None,
+                    vec![Heuristic::SubspacesAll, Heuristic::Greedy]
+                ),
+            ]
+        );
+    }
+}

@@ -1,0 +1,835 @@
+//! `tessera bench layouts`: the advisor's model against real runs
+//! (RESEARCH.md A.6). For a workload file, the optimizer's top layouts and
+//! each heuristic's layout (`tessera_advisor::sampled_layouts`) are
+//! measured one after the other: a scratch space with that layout, loaded
+//! with objects whose attribute values follow what the model assumes, then
+//! the workload's mix in a closed loop for a fixed time. Beside each
+//! layout's predicted throughput goes the measured one; the pure
+//! comparison (mean error, Kendall τ-b, rank of the predicted best) is
+//! `tessera_advisor::agreement`.
+//!
+//! Data, as the model assumes it: attribute `a` of object `n` is value
+//! number `hash(n, a) mod d_a` (`global_index::mix`), where `d_a` is the workload's distinct
+//! count for `a` (the object count when it gives none), so equality on a
+//! value drawn at random matches O / d_a objects on average and attributes
+//! are independent. Strings are `name` + number (they hash evenly over
+//! the intervals); ints are spread evenly over the whole axis (their
+//! coordinates keep their order, so small ints would share one interval),
+//! and a range of a fraction φ of the axis, placed at random, meets
+//! 1 + φ(n − 1) of n intervals and matches φ·O objects. A modify gets the
+//! object, then puts new random values of its attributes; an insert
+//! writes a fresh key. Other types, ranges on strings and regexes are
+//! refused: their selectivity is not something the load can reproduce.
+//!
+//! Scratch spaces are named [`SCRATCH_PREFIX`]`N`, one at a time, as
+//! calibration's are: a run refuses to start when one exists, and removes
+//! the one it created however it ends. Each run is bounded by `seconds`
+//! and each load by [`LOAD_LIMIT`].
+
+use crate::calibrate::{existing_scratch, LOAD_ERRORS_MAX, LOAD_LIMIT, STEP_ERRORS_MAX};
+use crate::driver::{run_phase, BoxFuture, Load, Outcome, PhaseResult, Store};
+use crate::global_index::mix as hash;
+use crate::scenarios::{wait_space, FnSource};
+use crate::workload::Op;
+use anyhow::Context;
+use rand::Rng;
+use serde_json::{json, Value as Json};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_advisor::workload::{ClassKind, SearchOp};
+use tessera_advisor::{
+    advise, agreement, parse_workload, sampled_layouts, space_ref, Agreement, Heuristic, Layout,
+    Options, Params, Sampled, SpaceRef, Workload,
+};
+use tessera_client::{Admin, Client, PredOp, Value};
+use tessera_types::DataType;
+
+/// Every scratch space's name starts with this.
+pub const SCRATCH_PREFIX: &str = "tessera_layouts_";
+/// Classes an operation can name (its class travels in 8 bits).
+const CLASSES_MAX: usize = 256;
+
+/// The shape of a validation run.
+#[derive(Clone, Debug)]
+pub struct LayoutsOptions {
+    /// How many of the optimizer's top layouts to measure (the heuristics'
+    /// layouts come on top).
+    pub top: usize,
+    /// Seconds the mix runs on each layout.
+    pub seconds: f64,
+    /// Objects loaded into each layout (replaces the workload's count).
+    pub objects: Option<u64>,
+    /// Operations in flight.
+    pub workers: usize,
+}
+
+/// One layout, measured.
+#[derive(Clone, Debug)]
+pub struct LayoutRun {
+    /// The layout with its prediction and who chose it.
+    pub sampled: Sampled,
+    /// Its space description (the workload's space name).
+    pub description: String,
+    /// Objects loaded before the mix ran.
+    pub loaded: u64,
+    /// The mix's phase, as the driver reports it.
+    pub phase: PhaseResult,
+    /// Operations that failed (at most 1 in [`STEP_ERRORS_MAX`]).
+    pub errors: u64,
+    /// Operations that succeeded per second.
+    pub measured_ops_per_s: f64,
+    /// The configuration's epoch moved while the mix ran (a daemon taken
+    /// offline or back): the measurement is suspect.
+    pub disturbed: bool,
+}
+
+/// A whole validation run.
+#[derive(Clone, Debug)]
+pub struct LayoutsReport {
+    /// The workload, with the object count that was loaded.
+    pub workload: Workload,
+    /// The model's parameters.
+    pub params: Params,
+    /// Whether they are the cluster's calibrated ones.
+    pub calibrated: bool,
+    /// The options of the run.
+    pub seconds: f64,
+    /// Operations in flight.
+    pub workers: usize,
+    /// Every measured layout, in the order measured.
+    pub runs: Vec<LayoutRun>,
+    /// Predictions against measurements.
+    pub agreement: Option<Agreement>,
+}
+
+/// How one attribute's values are made.
+#[derive(Clone, Debug)]
+struct Attr {
+    name: String,
+    int: bool,
+    /// Distinct values.
+    values: u64,
+}
+
+impl Attr {
+    fn value(&self, j: u64) -> Value {
+        if self.int {
+            // The middle of the j-th of `values` equal slices of the axis.
+            let width = u64::MAX / self.values.max(1);
+            Value::Int(int_at(j * width + width / 2))
+        } else {
+            Value::str(&format!("{}{j}", self.name))
+        }
+    }
+}
+
+/// The int whose coordinate is `c` (`types::coordinate::int_coordinate`
+/// inverted).
+fn int_at(c: u64) -> i64 {
+    (c ^ (1 << 63)) as i64
+}
+
+/// What one class does, ready to run.
+#[derive(Clone, Debug)]
+enum Plan {
+    /// Checks: (attribute, operator, range fraction).
+    Search(Vec<(usize, SearchOp, f64)>),
+    Get,
+    Modify(Vec<usize>),
+    Insert,
+}
+
+/// The workload, as operations on one space.
+struct Mix {
+    int_key: bool,
+    /// Every attribute but the key (index 0), by index.
+    attrs: Vec<Attr>,
+    /// Cumulative probability and plan, per class.
+    classes: Vec<(f64, Plan)>,
+    objects: u64,
+}
+
+impl Mix {
+    fn new(workload: &Workload, range_fraction: f64) -> anyhow::Result<Mix> {
+        let space = &workload.space;
+        anyhow::ensure!(
+            workload.classes.len() <= CLASSES_MAX,
+            "at most {CLASSES_MAX} classes"
+        );
+        let int_key = match space.attrs[0].dtype {
+            DataType::Int => true,
+            DataType::String => false,
+            other => anyhow::bail!("bench layouts writes string and int keys; the key is {other}"),
+        };
+        let mut attrs = Vec::new();
+        for (i, a) in space.attrs.iter().enumerate().skip(1) {
+            let int = match a.dtype {
+                DataType::Int => true,
+                DataType::String => false,
+                other => anyhow::bail!(
+                    "bench layouts writes string and int attributes; {} is {other}",
+                    a.name
+                ),
+            };
+            let values = workload
+                .distinct
+                .get(&i)
+                .copied()
+                .unwrap_or(workload.objects);
+            attrs.push(Attr {
+                name: a.name.clone(),
+                int,
+                values: values.max(1),
+            });
+        }
+        let mut sum = 0.0;
+        let mut classes = Vec::new();
+        for class in &workload.classes {
+            let plan = match &class.kind {
+                ClassKind::Search(search) => {
+                    let mut checks = Vec::new();
+                    for &(a, op) in &search.checks {
+                        let name = &space.attrs[a].name;
+                        anyhow::ensure!(a != 0, "searches on the key are not measured");
+                        anyhow::ensure!(
+                            op == SearchOp::Eq || (op == SearchOp::Range && attrs[a - 1].int),
+                            "{} on {name} is not measured: only equality, and ranges on ints",
+                            op.name()
+                        );
+                        let fraction = search
+                            .range_fraction
+                            .or(workload.range_fraction)
+                            .unwrap_or(range_fraction);
+                        checks.push((a, op, fraction));
+                    }
+                    Plan::Search(checks)
+                }
+                ClassKind::Get => Plan::Get,
+                ClassKind::Modify(attrs) => Plan::Modify(attrs.clone()),
+                ClassKind::Insert => Plan::Insert,
+            };
+            sum += class.p;
+            classes.push((sum, plan));
+        }
+        Ok(Mix {
+            int_key,
+            attrs,
+            classes,
+            objects: workload.objects,
+        })
+    }
+
+    fn key(&self, n: u64) -> Value {
+        if self.int_key {
+            Value::Int(n as i64)
+        } else {
+            Value::str(&format!("k{n}"))
+        }
+    }
+
+    fn attr(&self, a: usize) -> &Attr {
+        &self.attrs[a - 1]
+    }
+
+    /// Every attribute of object `n`.
+    fn record(&self, n: u64) -> Vec<(&str, Value)> {
+        (1..=self.attrs.len())
+            .map(|a| {
+                let attr = self.attr(a);
+                (attr.name.as_str(), attr.value(hash(n, a) % attr.values))
+            })
+            .collect()
+    }
+
+    /// The class a uniform draw in [0, 1) falls in.
+    fn class_of(&self, u: f64) -> usize {
+        self.classes
+            .iter()
+            .position(|(sum, _)| u < *sum)
+            .unwrap_or(self.classes.len() - 1)
+    }
+}
+
+/// A class and a seed in one number: the class in the low 8 bits.
+fn pack(class: usize, seed: u64) -> u64 {
+    (seed & ((1 << 54) - 1)) << 8 | class as u64
+}
+
+fn unpack(n: u64) -> (usize, u64) {
+    ((n & 0xff) as usize, n >> 8)
+}
+
+/// Runs the mix on one space. Operations carry their class and a seed
+/// (searches in `SearchEq::recno`, modifies in `ReadModifyWrite::field`),
+/// from which the values are drawn.
+struct MixStore {
+    client: Client,
+    space: String,
+    mix: Arc<Mix>,
+}
+
+impl MixStore {
+    async fn run(&self, op: &Op) -> anyhow::Result<Outcome> {
+        let mix = &self.mix;
+        match op {
+            Op::Insert { recno, .. } => {
+                let n = *recno as u64;
+                self.client
+                    .put(&self.space, mix.key(n), mix.record(n))
+                    .await?
+                    .into_result()?;
+                Ok(Outcome::Ok)
+            }
+            Op::Read { key } => {
+                let key = mix.key(key.parse()?);
+                Ok(match self.client.get(&self.space, key).await? {
+                    Some(_) => Outcome::Ok,
+                    None => Outcome::NotFound,
+                })
+            }
+            Op::ReadModifyWrite { key, field, .. } => {
+                let (class, seed) = unpack(*field as u64);
+                let Plan::Modify(attrs) = &mix.classes[class].1 else {
+                    anyhow::bail!("class {class} is not a modify");
+                };
+                let key = mix.key(key.parse()?);
+                let found = self.client.get(&self.space, key.clone()).await?;
+                let changed = attrs.iter().map(|&a| {
+                    let attr = mix.attr(a);
+                    (attr.name.as_str(), attr.value(hash(seed, a) % attr.values))
+                });
+                self.client
+                    .put(&self.space, key, changed)
+                    .await?
+                    .into_result()?;
+                Ok(if found.is_some() {
+                    Outcome::Ok
+                } else {
+                    Outcome::NotFound
+                })
+            }
+            Op::SearchEq { recno } => {
+                let (class, seed) = unpack(*recno as u64);
+                let Plan::Search(checks) = &mix.classes[class].1 else {
+                    anyhow::bail!("class {class} is not a search");
+                };
+                let mut predicates = Vec::new();
+                for &(a, op, fraction) in checks {
+                    let attr = mix.attr(a);
+                    let draw = hash(seed, a);
+                    if op == SearchOp::Eq {
+                        predicates.push((
+                            attr.name.as_str(),
+                            PredOp::Eq(attr.value(draw % attr.values)),
+                        ));
+                    } else {
+                        // A fraction of the axis, anywhere on it.
+                        let width = (fraction * u64::MAX as f64) as u64;
+                        let room = u64::MAX - width;
+                        let low = if room == 0 { 0 } else { draw % room };
+                        predicates.push((attr.name.as_str(), PredOp::Ge(Value::Int(int_at(low)))));
+                        predicates.push((
+                            attr.name.as_str(),
+                            PredOp::Lt(Value::Int(int_at(low + width))),
+                        ));
+                    }
+                }
+                let found = self.client.search(&self.space, predicates).await?;
+                Ok(if found.is_empty() {
+                    Outcome::NotFound
+                } else {
+                    Outcome::Ok
+                })
+            }
+            op => anyhow::bail!("bench layouts cannot run {}", op.kind()),
+        }
+    }
+}
+
+impl Store for MixStore {
+    fn name(&self) -> &str {
+        "tessera"
+    }
+
+    fn supports(&self, _kind: &str) -> bool {
+        true
+    }
+
+    fn execute<'a>(&'a self, op: &'a Op) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(self.run(op))
+    }
+}
+
+/// Measures the workload `text` (a workload file) on the cluster behind
+/// `admin` and `client`: see the module docs.
+pub async fn run(
+    admin: &Admin,
+    client: &Client,
+    text: &str,
+    options: &LayoutsOptions,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<LayoutsReport> {
+    anyhow::ensure!(
+        options.seconds.is_finite() && options.seconds > 0.0 && options.seconds <= 600.0,
+        "--seconds must be above 0 and at most 600"
+    );
+    anyhow::ensure!(options.top > 0, "--layouts must be at least 1");
+    let config = admin.config().await?;
+    let given = match space_ref(text)? {
+        SpaceRef::Name(name) => Some(
+            config
+                .space(&name)
+                .map(|s| s.desc.clone())
+                .with_context(|| format!("the workload's space {name:?} does not exist"))?,
+        ),
+        SpaceRef::Description(_) => None,
+    };
+    let mut workload = parse_workload(text, given.as_ref())?;
+    if let Some(objects) = options.objects {
+        workload.objects = objects.max(1);
+    }
+    let calibrated = config.advisor.is_some();
+    let params = match &config.advisor {
+        Some(c) => Params::default().calibrated(c),
+        None => Params::default(),
+    };
+    let mix = Arc::new(Mix::new(&workload, params.range_fraction)?);
+    let advice = advise(
+        &workload,
+        &params,
+        &Options {
+            top: options.top,
+            ..Options::default()
+        },
+    )?;
+    let sampled: Vec<Sampled> = sampled_layouts(&advice)
+        .into_iter()
+        .filter(|s| !s.layout.ahead_of_features())
+        .collect();
+    let existing = existing_scratch(admin, SCRATCH_PREFIX).await?;
+    if !existing.is_empty() {
+        anyhow::bail!(
+            "scratch space(s) {} exist: another `bench layouts` is running, or one was \
+             interrupted; if none runs, remove them with `tessera rm-space NAME`",
+            existing.join(", ")
+        );
+    }
+    progress(&format!(
+        "{} layouts, {} objects each, {} s each; parameters: {}",
+        sampled.len(),
+        workload.objects,
+        options.seconds,
+        if calibrated {
+            "the cluster's calibrated ones"
+        } else {
+            "the defaults (the cluster is not calibrated: run `tessera calibrate`)"
+        }
+    ));
+    let mut runs = Vec::new();
+    for (i, s) in sampled.into_iter().enumerate() {
+        let name = format!("{SCRATCH_PREFIX}{i}");
+        let mut created = false;
+        let outcome = measure(
+            admin,
+            client,
+            &workload,
+            &mix,
+            &s.layout,
+            &name,
+            &mut created,
+            options,
+            progress,
+        )
+        .await;
+        let cleanup = if created {
+            admin
+                .rm_space(&name)
+                .await
+                .with_context(|| format!("removing the scratch space {name}"))
+        } else {
+            Ok(())
+        };
+        let m = outcome?;
+        cleanup?;
+        if m.disturbed {
+            progress(&format!(
+                "{name}: the configuration changed during the mix (a daemon lost its lease?): \
+                 its measurement is marked disturbed"
+            ));
+        }
+        runs.push(LayoutRun {
+            description: s.layout.describe(&workload.space),
+            sampled: s,
+            loaded: m.loaded,
+            measured_ops_per_s: (m.phase.operations - m.errors) as f64 / m.phase.seconds,
+            phase: m.phase,
+            errors: m.errors,
+            disturbed: m.disturbed,
+        });
+    }
+    let predicted: Vec<f64> = runs
+        .iter()
+        .map(|r| r.sampled.prediction.ops_per_s)
+        .collect();
+    let measured: Vec<f64> = runs.iter().map(|r| r.measured_ops_per_s).collect();
+    Ok(LayoutsReport {
+        agreement: agreement(&predicted, &measured),
+        workload,
+        params,
+        calibrated,
+        seconds: options.seconds,
+        workers: options.workers,
+        runs,
+    })
+}
+
+/// What [`measure`] gives.
+struct Mixed {
+    loaded: u64,
+    phase: PhaseResult,
+    errors: u64,
+    disturbed: bool,
+}
+
+/// One layout: create `name` with it, load, run the mix.
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    admin: &Admin,
+    client: &Client,
+    workload: &Workload,
+    mix: &Arc<Mix>,
+    layout: &Layout,
+    name: &str,
+    created: &mut bool,
+    options: &LayoutsOptions,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<Mixed> {
+    let mut space = workload.space.clone();
+    space.name = name.to_string();
+    let description = layout.describe(&space);
+    if let Err(e) = admin.add_space(&description).await {
+        // A request retried after its first attempt went through (a busy
+        // machine, a coordinator that answered late) finds the space: no
+        // other run can own it, the prefix was free when this one began.
+        if !admin.list_spaces().await?.iter().any(|s| s == name) {
+            return Err(e).with_context(|| format!("creating {description:?}"));
+        }
+    }
+    *created = true;
+    wait_space(client, name).await?;
+    let store = Arc::new(MixStore {
+        client: client.clone(),
+        space: name.to_string(),
+        mix: mix.clone(),
+    });
+    let objects = mix.objects;
+    progress(&format!(
+        "{name}: {}: loading {objects} objects",
+        layout.summary(&space)
+    ));
+    let next = Arc::new(AtomicU64::new(0));
+    let load = Load {
+        workers: options.workers,
+        operations: objects,
+        time_limit: LOAD_LIMIT,
+    };
+    let loaded = run_phase(store.clone(), "load", load, |w| {
+        let next = next.clone();
+        FnSource::boxed(w as u64, move |_| {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            Op::Insert {
+                key: String::new(),
+                recno: n as i64,
+                fields: Arc::default(),
+            }
+        })
+    })
+    .await?;
+    let errors: u64 = loaded.ops.values().map(|o| o.errors).sum();
+    if errors * LOAD_ERRORS_MAX > loaded.operations.max(1) || loaded.operations < objects {
+        anyhow::bail!(
+            "loading {name}: {} of {objects} inserts done, {errors} failed ({})",
+            loaded.operations,
+            loaded.first_error.unwrap_or_default()
+        );
+    }
+    progress(&format!("{name}: the mix ({:.1} s)", options.seconds));
+    let fresh = Arc::new(AtomicU64::new(objects));
+    let step = Load {
+        workers: options.workers,
+        // A budget no run on this machine reaches in its time.
+        operations: 100_000_000,
+        time_limit: Duration::from_secs_f64(options.seconds),
+    };
+    let before = admin.config().await?.epoch;
+    let phase = run_phase(store, "mix", step, |w| {
+        let mix = mix.clone();
+        let fresh = fresh.clone();
+        FnSource::boxed(7919 * (1 + w as u64), move |rng| {
+            let class = mix.class_of(rng.gen::<f64>());
+            let seed = rng.gen::<u64>();
+            let mut existing = || rng.gen_range(0..objects).to_string();
+            match &mix.classes[class].1 {
+                Plan::Search(_) => Op::SearchEq {
+                    recno: pack(class, seed) as i64,
+                },
+                Plan::Get => Op::Read { key: existing() },
+                Plan::Modify(_) => Op::ReadModifyWrite {
+                    key: existing(),
+                    field: pack(class, seed) as usize,
+                    value: Vec::new(),
+                    record: Arc::default(),
+                },
+                Plan::Insert => Op::Insert {
+                    key: String::new(),
+                    recno: fresh.fetch_add(1, Ordering::Relaxed) as i64,
+                    fields: Arc::default(),
+                },
+            }
+        })
+    })
+    .await?;
+    // Anything that moved the epoch meanwhile (a daemon that lost its
+    // lease and was taken offline, on a loaded machine) disturbed the run.
+    let disturbed = admin.config().await?.epoch != before;
+    let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
+    if errors * STEP_ERRORS_MAX > phase.operations.max(1) {
+        anyhow::bail!(
+            "{name}: {errors} of {} operations failed ({})",
+            phase.operations,
+            phase.first_error.clone().unwrap_or_default()
+        );
+    }
+    anyhow::ensure!(
+        phase.operations > errors && phase.seconds > 0.0,
+        "{name}: no operation completed in {} s",
+        options.seconds
+    );
+    Ok(Mixed {
+        loaded: loaded.operations,
+        phase,
+        errors,
+        disturbed,
+    })
+}
+
+/// Who chose a layout: `top 1`, `greedy`, `top 2, dominant`.
+fn chosen_by(s: &Sampled) -> String {
+    s.top_rank
+        .map(|r| format!("top {r}"))
+        .into_iter()
+        .chain(s.heuristics.iter().map(|h| h.name().to_string()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl LayoutsReport {
+    /// The measured layout a heuristic chose, if any.
+    fn heuristic(&self, h: Heuristic) -> Option<&LayoutRun> {
+        self.runs.iter().find(|r| r.sampled.heuristics.contains(&h))
+    }
+
+    fn best(&self) -> Option<&LayoutRun> {
+        self.agreement
+            .as_ref()
+            .map(|a| &self.runs[a.predicted_best])
+    }
+
+    /// The table and the summary lines.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let space = &self.workload.space;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{} objects per layout, {} s each, {} in flight; parameters: {}",
+            self.workload.objects,
+            self.seconds,
+            self.workers,
+            if self.calibrated {
+                "calibrated (cluster)"
+            } else {
+                "defaults (not calibrated)"
+            }
+        );
+        let _ = writeln!(
+            out,
+            "{:>11} {:>11} {:>8}  {:<40}  chosen by",
+            "predicted", "measured", "error", "layout"
+        );
+        for r in &self.runs {
+            let mut summary = r.sampled.layout.summary(space);
+            if summary.chars().count() > 40 {
+                summary = summary.chars().take(39).collect::<String>() + "…";
+            }
+            let _ = writeln!(
+                out,
+                "{:>11.0} {:>11.0} {:>+7.1}%  {summary:<40}  {}{}",
+                r.sampled.prediction.ops_per_s,
+                r.measured_ops_per_s,
+                tessera_advisor::validate::relative_error(
+                    r.sampled.prediction.ops_per_s,
+                    r.measured_ops_per_s
+                ) * 100.0,
+                chosen_by(&r.sampled),
+                if r.disturbed { " (disturbed)" } else { "" },
+            );
+        }
+        if let Some(a) = &self.agreement {
+            let _ = writeln!(
+                out,
+                "mean absolute relative error: {:.1}%",
+                a.mean_abs_relative_error * 100.0
+            );
+            let _ = writeln!(
+                out,
+                "Kendall tau-b (predicted vs measured): {}",
+                a.kendall_tau_b
+                    .map_or("undefined".to_string(), |t| format!("{t:.3}"))
+            );
+            let _ = writeln!(
+                out,
+                "predicted best: measured rank {} of {}",
+                a.predicted_best_measured_rank,
+                self.runs.len()
+            );
+        }
+        let disturbed = self.runs.iter().filter(|r| r.disturbed).count();
+        if disturbed > 0 {
+            let _ = writeln!(
+                out,
+                "{disturbed} measurement(s) disturbed: the configuration changed while the mix ran"
+            );
+        }
+        if let (Some(best), Some(greedy)) = (self.best(), self.heuristic(Heuristic::Greedy)) {
+            let _ = writeln!(
+                out,
+                "predicted best vs greedy: measured ×{:.2}, predicted ×{:.2}",
+                best.measured_ops_per_s / greedy.measured_ops_per_s,
+                best.sampled.prediction.ops_per_s / greedy.sampled.prediction.ops_per_s
+            );
+        }
+        out
+    }
+
+    /// The JSON of API.md §12.5: per layout its description with
+    /// `predicted_ops_per_s` and `measured_ops_per_s`, the mean absolute
+    /// relative error and the measured rank of the predicted best; and
+    /// more.
+    pub fn json(&self) -> Json {
+        let space = &self.workload.space;
+        let layouts: Vec<Json> = self
+            .runs
+            .iter()
+            .map(|r| {
+                json!({
+                    "description": r.description,
+                    "summary": r.sampled.layout.summary(space),
+                    "top_rank": r.sampled.top_rank,
+                    "heuristics": r.sampled.heuristics.iter().map(|h| h.name()).collect::<Vec<_>>(),
+                    "predicted_ops_per_s": r.sampled.prediction.ops_per_s,
+                    "measured_ops_per_s": r.measured_ops_per_s,
+                    "relative_error": tessera_advisor::validate::relative_error(
+                        r.sampled.prediction.ops_per_s,
+                        r.measured_ops_per_s
+                    ),
+                    "objects": r.loaded,
+                    "operations": r.phase.operations,
+                    "errors": r.errors,
+                    "disturbed": r.disturbed,
+                    "seconds": r.phase.seconds,
+                    "ops": r.phase.ops,
+                })
+            })
+            .collect();
+        let a = self.agreement.as_ref();
+        let greedy = match (self.best(), self.heuristic(Heuristic::Greedy)) {
+            (Some(best), Some(greedy)) => json!({
+                "description": greedy.description,
+                "measured_ops_per_s": greedy.measured_ops_per_s,
+                "predicted_ops_per_s": greedy.sampled.prediction.ops_per_s,
+                "best_over_greedy_measured": best.measured_ops_per_s / greedy.measured_ops_per_s,
+                "best_over_greedy_predicted":
+                    best.sampled.prediction.ops_per_s / greedy.sampled.prediction.ops_per_s,
+            }),
+            _ => Json::Null,
+        };
+        json!({
+            "space": space.name,
+            "objects": self.workload.objects,
+            "seconds": self.seconds,
+            "workers": self.workers,
+            "calibrated": self.calibrated,
+            "parameters_source": if self.calibrated { "cluster" } else { "defaults" },
+            "parameters": self.params,
+            "layouts": layouts,
+            "mean_abs_relative_error": a.map(|a| a.mean_abs_relative_error),
+            "kendall_tau_b": a.and_then(|a| a.kendall_tau_b),
+            "predicted_best": a.map(|a| self.runs[a.predicted_best].description.clone()),
+            "predicted_best_measured_rank": a.map(|a| a.predicted_best_measured_rank),
+            "predicted_best_is_measured_best": a.map(|a| a.predicted_best_measured_rank == 1),
+            "greedy": greedy,
+            "disturbed_layouts": self.runs.iter().filter(|r| r.disturbed).count(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(text: &str) -> Workload {
+        parse_workload(text, None).expect("the workload parses")
+    }
+
+    #[test]
+    fn class_and_seed_pack_into_one_number() {
+        let n = pack(7, 0x3_1234_5678);
+        assert_eq!(unpack(n), (7, 0x3_1234_5678));
+        assert!(n <= i64::MAX as u64);
+    }
+
+    #[test]
+    fn ints_spread_over_the_axis_in_order() {
+        let a = Attr {
+            name: "price".into(),
+            int: true,
+            values: 4,
+        };
+        let v: Vec<i64> = (0..4)
+            .map(|j| match a.value(j) {
+                Value::Int(i) => i,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(v.windows(2).all(|w| w[0] < w[1]), "{v:?}");
+        // One per quarter of the axis: the first below −2^62, the last
+        // above 2^62.
+        assert!(v[0] < -(1 << 62) && v[3] > 1 << 62, "{v:?}");
+    }
+
+    #[test]
+    fn the_mix_draws_classes_by_probability_and_refuses_what_it_cannot_load() {
+        let text = r#"{"space": "space h key id attributes string city, int price",
+            "objects": 100, "distinct": {"city": 10},
+            "classes": [{"p": 0.25, "search": {"city": "eq"}},
+                        {"p": 0.25, "search": {"price": "range"}},
+                        {"p": 0.5, "modify": ["price"]}]}"#;
+        let mix = Mix::new(&workload(text), 0.01).unwrap();
+        assert_eq!(mix.attrs[0].values, 10);
+        assert_eq!(mix.attrs[1].values, 100);
+        assert_eq!(
+            [0.0, 0.2, 0.3, 0.6, 0.99].map(|u| mix.class_of(u)),
+            [0, 0, 1, 2, 2]
+        );
+        let record = mix.record(3);
+        assert_eq!(record.len(), 2);
+        let bad = r#"{"space": "space h key id attributes string city, float x",
+            "objects": 100, "classes": [{"p": 1, "get": true}]}"#;
+        assert!(Mix::new(&workload(bad), 0.01).is_err());
+        let regex = r#"{"space": "space h key id attributes string city",
+            "objects": 100, "classes": [{"p": 1, "search": {"city": "regex"}}]}"#;
+        assert!(Mix::new(&workload(regex), 0.01).is_err());
+    }
+}

@@ -1,0 +1,124 @@
+//! `tessera bench layouts` against real processes (issue 14, point 5): on
+//! a tiny workload it measures each sampled layout on a scratch space of
+//! its own, writes the JSON scripts rely on (API.md §12.5), and leaves no
+//! scratch space behind; it refuses to start over an existing one.
+
+// Tests of real processes and sockets wait with real deadlines.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use common::{run_cli, Cluster};
+use serde_json::Value as Json;
+use std::time::Duration;
+
+/// One searched attribute: the advice, the key subspace only and a
+/// subspace of city (what every other heuristic picks) — 2 or 3 layouts.
+const WORKLOAD: &str = r#"{"space": "space hotels key id attributes string city, int price create 4 partitions tolerate 0 failures",
+ "objects": 100000, "distinct": {"city": 20},
+ "classes": [{"p": 0.5, "search": {"city": "eq"}}, {"p": 0.3, "modify": ["price"]},
+             {"p": 0.1, "get": true}, {"p": 0.1, "insert": true}]}"#;
+
+fn scratch(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .admin()
+        .list_spaces()
+        .expect("list spaces")
+        .into_iter()
+        .filter(|s| s.starts_with("tessera_layouts_"))
+        .collect()
+}
+
+fn bench_layouts(cluster: &Cluster, workload: &str, json: &str) -> (bool, String, String) {
+    let (host, port) = cluster
+        .coordinator_addr(0)
+        .split_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .expect("host:port");
+    run_cli(
+        &[
+            "bench",
+            "layouts",
+            "--workload",
+            workload,
+            "--layouts",
+            "1",
+            "--seconds",
+            "1",
+            "--objects",
+            "300",
+            "--workers",
+            "4",
+            "--json",
+            json,
+            "--host",
+            &host,
+            "--port",
+            &port,
+        ],
+        None,
+        Duration::from_secs(60),
+    )
+}
+
+#[test]
+fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().expect("a directory");
+    let workload = dir.path().join("w.json");
+    std::fs::write(&workload, WORKLOAD).expect("write the workload");
+    let out = dir.path().join("out.json");
+    let (workload, out) = (workload.to_str().unwrap(), out.to_str().unwrap());
+    let (ok, stdout, err) = bench_layouts(&cluster, workload, out);
+    assert!(ok, "bench layouts failed: {err}");
+    assert!(stdout.contains("mean absolute relative error"), "{stdout}");
+    let text = std::fs::read_to_string(out).expect("the JSON file");
+    let doc: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("no JSON ({e}): {text}"));
+    let layouts = doc["layouts"].as_array().expect("layouts");
+    assert!((2..=3).contains(&layouts.len()), "{doc:#}");
+    let mut descriptions = Vec::new();
+    for l in layouts {
+        let description = l["description"].as_str().expect("description");
+        assert!(description.starts_with("space hotels "), "{description}");
+        descriptions.push(description);
+        assert!(l["predicted_ops_per_s"].as_f64().expect("predicted") > 0.0);
+        assert!(l["measured_ops_per_s"].as_f64().expect("measured") > 0.0);
+        assert_eq!(l["objects"], 300);
+    }
+    descriptions.sort_unstable();
+    descriptions.dedup();
+    assert_eq!(descriptions.len(), layouts.len(), "layouts are distinct");
+    assert_eq!(layouts[0]["top_rank"], 1);
+    assert!(
+        layouts.iter().any(|l| l["summary"] == "key subspace only"),
+        "no-subspace is measured: {doc:#}"
+    );
+    assert!(doc["mean_abs_relative_error"].as_f64().expect("error") >= 0.0);
+    let rank = doc["predicted_best_measured_rank"].as_u64().expect("rank");
+    assert!((1..=layouts.len() as u64).contains(&rank));
+    assert!(doc["kendall_tau_b"].is_number() || doc["kendall_tau_b"].is_null());
+    assert_eq!(doc["calibrated"], false);
+    assert_eq!(doc["parameters_source"], "defaults");
+    assert!(
+        doc["greedy"]["measured_ops_per_s"].as_f64().is_some(),
+        "{doc:#}"
+    );
+    assert!(scratch(&cluster).is_empty(), "scratch spaces left behind");
+
+    // A space with the scratch prefix: refused, named, left alone.
+    let taken = "tessera_layouts_0";
+    cluster
+        .admin()
+        .add_space(&format!(
+            "space {taken} key k attributes string a tolerate 0 failures"
+        ))
+        .expect("a space with a scratch name");
+    let (ok, _, err) = bench_layouts(&cluster, workload, out);
+    assert!(!ok, "bench layouts ran over an existing scratch space");
+    assert!(err.contains(taken), "the refusal names the space: {err}");
+    assert_eq!(
+        scratch(&cluster),
+        [taken],
+        "the existing space is left alone"
+    );
+}
