@@ -1088,24 +1088,7 @@ impl ClusterState {
                     part.part = self.fresh_part(id);
                 }
             }
-            let indexes = desc
-                .indexes
-                .iter()
-                .map(|&attr| IndexPart {
-                    id: self.fresh_part(id),
-                    attr,
-                    path: None,
-                    state: PartState::Ready,
-                })
-                .collect();
-            self.spaces.push(Space {
-                id,
-                desc,
-                subspaces: parts,
-                indexes,
-            });
-            self.bump();
-            return CommandResult::SpaceAdded { id };
+            return self.push_new_space(id, desc, parts);
         }
         let id = SpaceId(self.space_id_next);
         self.space_id_next += 1;
@@ -1124,6 +1107,17 @@ impl ClusterState {
             let layout = self.new_global_layout(&desc, decl, part, PartState::Ready, &mut placer);
             subspaces.push(layout);
         }
+        self.push_new_space(id, desc, subspaces)
+    }
+
+    /// Adds space `id` with its placed `subspaces` and its declared local
+    /// indexes, all ready (a new space is empty).
+    fn push_new_space(
+        &mut self,
+        id: SpaceId,
+        desc: SpaceDesc,
+        subspaces: Vec<SubspaceLayout>,
+    ) -> CommandResult {
         let indexes = desc
             .indexes
             .iter()

@@ -264,7 +264,7 @@ impl World {
             .node
             .as_ref()
             .is_some_and(|node| node.busy_keys() > 0);
-        let indexed = self.configuration().spaces.iter().any(|space| {
+        let indexed = self.coord.state.spaces.iter().any(|space| {
             space
                 .subspaces
                 .iter()

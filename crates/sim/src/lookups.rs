@@ -26,7 +26,9 @@ use std::collections::BTreeSet;
 use tessera_protocol::{DaemonRequest, DaemonResponse, SearchAfter, Status};
 use tessera_types::lookup::order_interval;
 use tessera_types::region::regions_intersecting;
-use tessera_types::{Check, DataType, PredOp, RegionId, Space, SubspaceKind, Value};
+use tessera_types::{
+    Check, DataType, PredOp, RegionId, Space, SubspaceKind, SubspaceLayout, Value,
+};
 
 /// Entries per page: small, so that walks page and cross epochs.
 const PAGE_ENTRIES: u64 = 2;
@@ -68,13 +70,18 @@ impl LookupRun {
     }
 }
 
+/// `space`'s ready global index on `attr`, if any.
+fn ready_index(space: &Space, attr: usize) -> Option<&SubspaceLayout> {
+    space
+        .subspaces
+        .iter()
+        .find(|l| l.kind == SubspaceKind::GlobalIndex && l.attrs == [attr] && l.state.is_ready())
+}
+
 /// The indexlets of `space`'s ready global index on `attr` that can hold a
 /// value the checks admit, in value order; `None` without such an index.
 fn plan(space: &Space, attr: usize, checks: &[Check]) -> Option<Vec<RegionId>> {
-    let layout = space
-        .subspaces
-        .iter()
-        .find(|l| l.kind == SubspaceKind::GlobalIndex && l.attrs == [attr] && l.state.is_ready())?;
+    let layout = ready_index(space, attr)?;
     let interval = order_interval(checks, attr, DataType::Int)?;
     Some(
         regions_intersecting(layout, &[interval])
@@ -97,11 +104,7 @@ impl World {
         };
         let indexed: Vec<usize> = [1, 2]
             .into_iter()
-            .filter(|&attr| {
-                space.subspaces.iter().any(|l| {
-                    l.kind == SubspaceKind::GlobalIndex && l.attrs == [attr] && l.state.is_ready()
-                })
-            })
+            .filter(|&attr| ready_index(&space, attr).is_some())
             .collect();
         if indexed.is_empty() || !self.lookup_rng.chance(500) {
             return false;

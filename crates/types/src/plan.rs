@@ -295,52 +295,19 @@ fn operand_text(check: &Check) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Region, SubspaceLayout};
+    use crate::config::SubspaceLayout;
     use crate::coordinate::{coordinate, int_coordinate};
-    use crate::ids::{PartId, RegionId, SpaceId};
+    use crate::ids::{PartId, SpaceId};
     use crate::layout::PartState;
     use crate::parse::parse_space;
     use crate::predicate::PredOp;
-    use crate::region::default_splits;
     use crate::schema::{Attribute, SpaceDesc};
     use crate::value::{DataType, Object, Value};
     use proptest::prelude::*;
 
     /// A space laid out with the default grid and uniform splits.
     fn space_of(desc: SpaceDesc) -> Space {
-        let mut next_id = 1u64;
-        let subspaces: Vec<SubspaceLayout> = desc
-            .all_subspaces()
-            .into_iter()
-            .enumerate()
-            .map(|(part, attrs)| {
-                let splits = default_splits(desc.partitions, attrs.len());
-                let n: usize = splits.iter().map(|s| s.len() + 1).product();
-                let regions = (0..n)
-                    .map(|_| {
-                        next_id += 1;
-                        Region {
-                            id: RegionId(next_id),
-                            chain: vec![],
-                        }
-                    })
-                    .collect();
-                SubspaceLayout {
-                    attrs,
-                    splits,
-                    regions,
-                    part: PartId(part as u64),
-                    state: PartState::Ready,
-                    kind: Default::default(),
-                }
-            })
-            .collect();
-        Space {
-            id: SpaceId(1),
-            desc,
-            subspaces,
-            indexes: vec![],
-        }
+        crate::region::default_layout(SpaceId(1), desc)
     }
 
     fn check(attr: usize, op: PredOp) -> Check {

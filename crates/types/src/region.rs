@@ -302,6 +302,17 @@ impl SubspaceLayout {
         bounds
     }
 
+    /// [`Self::cell_bounds`] by attribute: the inclusive coordinate
+    /// interval of the cell at `index` on each of the subspace's
+    /// attributes.
+    pub fn cell_by_attr(&self, index: usize) -> std::collections::BTreeMap<usize, (u64, u64)> {
+        self.attrs
+            .iter()
+            .copied()
+            .zip(self.cell_bounds(index))
+            .collect()
+    }
+
     /// The coordinates of `object` in this subspace, one per dimension.
     ///
     /// Panics if a subspace attribute is missing from the object or holds a

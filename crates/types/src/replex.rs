@@ -96,17 +96,6 @@ pub fn replex_shapes(desc: &SpaceDesc) -> Vec<PartShape> {
     out
 }
 
-/// The inclusive coordinate interval of region `index` of `layout` on
-/// each of its attributes.
-fn cell_box(layout: &SubspaceLayout, index: usize) -> BTreeMap<usize, (u64, u64)> {
-    layout
-        .attrs
-        .iter()
-        .copied()
-        .zip(layout.cell_bounds(index))
-        .collect()
-}
-
 /// The intervals a box confines `layout`'s dimensions to (the whole axis
 /// where the box says nothing).
 fn box_on(layout: &SubspaceLayout, cell: &BTreeMap<usize, (u64, u64)>) -> Vec<(u64, u64)> {
@@ -124,7 +113,7 @@ fn intersect(
     index: usize,
 ) -> BTreeMap<usize, (u64, u64)> {
     let mut out = cell.clone();
-    for (a, (lo, hi)) in cell_box(layout, index) {
+    for (a, (lo, hi)) in layout.cell_by_attr(index) {
         let e = out.entry(a).or_insert((0, u64::MAX));
         *e = (e.0.max(lo), e.1.min(hi));
     }
@@ -135,8 +124,8 @@ fn intersect(
 /// can hold the same object: their cells overlap on every attribute both
 /// place by.
 pub fn can_share(p: &SubspaceLayout, i: usize, q: &SubspaceLayout, j: usize) -> bool {
-    let a = cell_box(p, i);
-    cell_box(q, j).into_iter().all(|(attr, (lo, hi))| {
+    let a = p.cell_by_attr(i);
+    q.cell_by_attr(j).into_iter().all(|(attr, (lo, hi))| {
         a.get(&attr)
             .is_none_or(|&(alo, ahi)| alo.max(lo) <= ahi.min(hi))
     })
@@ -195,7 +184,7 @@ pub fn covering_set(
         })
         .ok_or(CoverError::NoRegion(region))?;
     let layouts: Vec<&SubspaceLayout> = parts.iter().map(|(_, l)| *l).collect();
-    let cell = cell_box(layouts[home], index);
+    let cell = layouts[home].cell_by_attr(index);
     let exclude: Vec<bool> = (0..layouts.len()).map(|k| k == home).collect();
     cover(&layouts, &cell, &exclude, failed)
         .map(|set| set.into_iter().collect())
@@ -387,7 +376,7 @@ mod tests {
                     .map(|i| (k, i))
             })
             .unwrap();
-        let target = cell_box(parts[home], index);
+        let target = parts[home].cell_by_attr(index);
         let mut cuts: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
         for part in &parts {
             for (a, splits) in part.attrs.iter().zip(&part.splits) {
@@ -525,7 +514,7 @@ mod tests {
                     let index = s.subspaces[home].regions.iter().position(|r| r.id == region).unwrap();
                     prop_assert!(set.iter().all(|r| !failed.contains(r)));
                     prop_assert!(!set.iter().any(|r| s.subspaces[home].regions.iter().any(|x| x.id == *r)));
-                    let cell = cell_box(&s.subspaces[home], index);
+                    let cell = s.subspaces[home].cell_by_attr(index);
                     let mut state = seed;
                     for _ in 0..200 {
                         let point: BTreeMap<usize, u64> = (0..3)

@@ -5,7 +5,7 @@ use super::slot::{path_slots, slot_interval, Slot};
 use std::collections::BTreeMap;
 use tessera_protocol::SortBy;
 use tessera_types::interval::intersect_intervals;
-use tessera_types::{Check, DataType, RegionId, Space, SpaceDesc, SubspaceLayout};
+use tessera_types::{Check, DataType, RegionId, Space, SpaceDesc};
 
 /// How a search reads one region.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,24 +47,13 @@ impl Walk {
     }
 }
 
-/// The inclusive coordinate interval of each dimension of the cell at
-/// `index` in `layout` ([`SubspaceLayout::cell_bounds`]), by attribute.
-pub fn region_cell(layout: &SubspaceLayout, index: usize) -> BTreeMap<usize, (u64, u64)> {
-    layout
-        .attrs
-        .iter()
-        .copied()
-        .zip(layout.cell_bounds(index))
-        .collect()
-}
-
 /// Where a region lies in its space: its subspace and its cell, and which
 /// of its indexes a search may walk.
 #[derive(Clone, Debug, Default)]
 pub struct RegionPlace {
     /// Index into `Space::subspaces` (0: the key subspace).
     pub subspace: usize,
-    /// See [`region_cell`].
+    /// See [`SubspaceLayout::cell_by_attr`].
     pub cell: BTreeMap<usize, (u64, u64)>,
     /// The slots the region indexes whose entries are complete: the
     /// attributes of [`Space::entries_complete`] and the paths of ready
@@ -101,7 +90,7 @@ pub fn place_in(space: &Space, subspace: usize, index: usize) -> RegionPlace {
         .collect();
     RegionPlace {
         subspace,
-        cell: region_cell(layout, index),
+        cell: layout.cell_by_attr(index),
         complete,
     }
 }
