@@ -7,7 +7,8 @@
 //! in the JSON of API.md §12.4 ([`workload`]) or observed by the daemons
 //! ([`observed`]), and an optimizer that
 //! searches layouts within a storage and a recovery-time budget and
-//! compares them with the thesis's heuristics ([`optimize`]).
+//! compares them with the thesis's heuristics ([`optimize`]), and an
+//! autopilot that re-advises when the observed mix drifts ([`autopilot`]).
 //! `docs/design/advisor.md` explains the model and what is whose.
 //!
 //! What it is not: it does no I/O, keeps no clock and draws no randomness;
@@ -22,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+pub mod autopilot;
 pub mod calibrate;
 pub mod layout;
 pub mod model;

@@ -19,6 +19,7 @@
 use crate::Target;
 use anyhow::Context;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use tessera_advisor::observed::{ObservedWorkload, OP_SHAPES_METRIC};
@@ -28,7 +29,7 @@ use tessera_advisor::{
     Params, Prediction, SearchKind, SpaceRef, Workload,
 };
 use tessera_client::{AdminError, AdminStatus};
-use tessera_types::{parse_space, AdvisorCalibration, Configuration, SpaceDesc};
+use tessera_types::{parse_space, AdvisorCalibration, Configuration, DaemonId, SpaceDesc};
 
 /// How long one daemon's metrics page may take.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,6 +41,16 @@ pub enum ModelArg {
     Thesis,
     /// Tessera's extended model.
     Tessera,
+}
+
+impl ModelArg {
+    /// The model this names.
+    pub fn model(self) -> Model {
+        match self {
+            ModelArg::Thesis => Model::Thesis,
+            ModelArg::Tessera => Model::Tessera,
+        }
+    }
 }
 
 /// Where the model's parameters come from.
@@ -126,10 +137,7 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give --workload FILE or --space NAME"),
     };
     let options = Options {
-        model: match args.model {
-            ModelArg::Thesis => Model::Thesis,
-            ModelArg::Tessera => Model::Tessera,
-        },
+        model: args.model.model(),
         top: args.top,
         storage_budget: args.storage_budget,
         recovery_budget_s: args.recovery_budget,
@@ -217,7 +225,10 @@ async fn fetch_space(target: &Target, name: &str) -> anyhow::Result<SpaceDesc> {
     Ok(space_in(&config, name)?.clone())
 }
 
-fn space_in<'a>(config: &'a Configuration, name: &str) -> Result<&'a SpaceDesc, AdminError> {
+pub(crate) fn space_in<'a>(
+    config: &'a Configuration,
+    name: &str,
+) -> Result<&'a SpaceDesc, AdminError> {
     config.space(name).map(|s| &s.desc).ok_or_else(|| {
         AdminError::new(
             AdminStatus::NotFound,
@@ -227,13 +238,27 @@ fn space_in<'a>(config: &'a Configuration, name: &str) -> Result<&'a SpaceDesc, 
 }
 
 /// The workload the daemons observed on space `name`: every daemon's
-/// shape counts, added up. A daemon without a metrics page, or whose page
-/// cannot be read, is left out with a warning: its share is missing.
+/// shape counts, added up (see [`scrape_shapes`]).
 async fn observe(target: &Target, name: &str, objects: u64) -> anyhow::Result<ObservedWorkload> {
     let config = target.admin()?.config().await?;
     let desc = space_in(&config, name)?;
     let mut observed = Observed::default();
-    let mut read = 0usize;
+    for counts in scrape_shapes(&config, name).await?.into_values() {
+        for (label, n) in counts.counts {
+            *observed.counts.entry(label).or_default() += n;
+        }
+    }
+    Ok(observed_workload(&observed, desc, objects)?)
+}
+
+/// Each daemon's shape counts of space `name`, from its metrics page. A
+/// daemon without a metrics page, or whose page cannot be read, is left
+/// out with a warning: its share is missing. None read is an error.
+pub(crate) async fn scrape_shapes(
+    config: &Configuration,
+    name: &str,
+) -> anyhow::Result<BTreeMap<DaemonId, Observed>> {
+    let mut read = BTreeMap::new();
     for daemon in config.daemons.values() {
         let Some(url) = &daemon.metrics else {
             eprintln!(
@@ -252,19 +277,20 @@ async fn observe(target: &Target, name: &str, objects: u64) -> anyhow::Result<Ob
                 continue;
             }
         };
+        let mut observed = Observed::default();
         for sample in tessera_observe::scrape::samples(&page) {
             if sample.name == OP_SHAPES_METRIC {
                 observed.add_sample(name, sample.labels, sample.value)?;
             }
         }
-        read += 1;
+        read.insert(daemon.id, observed);
     }
-    if read == 0 {
+    if read.is_empty() {
         anyhow::bail!(
             "no daemon's metrics could be read (start daemons with --metrics) to observe space {name:?}"
         );
     }
-    Ok(observed_workload(&observed, desc, objects)?)
+    Ok(read)
 }
 
 /// Moves the workload's space to the advice's top layout, unless it has it.

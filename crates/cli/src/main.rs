@@ -14,6 +14,7 @@
 //! server command's `--log-format json`, one JSON object per line.
 
 mod advise;
+mod autopilot;
 // Reports how long a backup or a restore took, in real time.
 #[allow(clippy::disallowed_methods)]
 mod backup;
@@ -451,6 +452,15 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
+    /// Watch a space's observed mix of operations and propose (with
+    /// `--apply`, make) a relayout when it drifts and the model predicts a
+    /// gain. Off unless run.
+    Autopilot {
+        #[command(flatten)]
+        args: autopilot::AutopilotArgs,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Measure the advisor's cost-model parameters on the running cluster
     /// (short loads on scratch spaces of its own) and store them in the
     /// configuration, where `advise` finds them.
@@ -590,6 +600,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args).await?,
         Command::Advise { args, target } => advise::run(args, &target).await?,
         Command::Calibrate { args, target } => calibrate::run(args, &target).await?,
+        Command::Autopilot { args, target } => autopilot::run(args, &target).await?,
         Command::Coordinator {
             listen,
             port,

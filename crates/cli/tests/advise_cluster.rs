@@ -247,3 +247,160 @@ fn advise_apply_relayouts_under_load_without_a_failed_call() {
         .count();
     assert_eq!(oslo.len(), written);
 }
+
+/// A background load of one kind at a time, switched by the test: each
+/// call's failure is kept, and each kind's calls and time are counted.
+struct Load {
+    /// 0: puts of new keys and gets; 1: searches by city and gets.
+    phase: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    failures: Arc<Mutex<Vec<String>>>,
+}
+
+impl Load {
+    fn start(
+        runtime: &tokio::runtime::Runtime,
+        client: &Client,
+    ) -> (Load, tokio::task::JoinHandle<()>) {
+        let load = Load {
+            phase: Arc::new(AtomicU64::new(0)),
+            stop: Arc::new(AtomicBool::new(false)),
+            done: Arc::new(AtomicU64::new(0)),
+            failures: Arc::new(Mutex::new(Vec::new())),
+        };
+        let (client, phase, stop, done, failures) = (
+            client.clone(),
+            load.phase.clone(),
+            load.stop.clone(),
+            load.done.clone(),
+            load.failures.clone(),
+        );
+        let task = runtime.spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            let mut n = 0i64;
+            while !stop.load(Ordering::Relaxed) && n < 200_000 && Instant::now() < deadline {
+                let failed = match (phase.load(Ordering::Relaxed), n % 10) {
+                    (_, 0) => client.get("hotels", Value::Int(n % 40)).await.err(),
+                    (0, _) => client
+                        .put("hotels", Value::Int(10_000 + n), hotel(n, 1))
+                        .await
+                        .err(),
+                    _ => client
+                        .search(
+                            "hotels",
+                            [("city", PredOp::Eq(Value::str(CITIES[n as usize % 4])))],
+                        )
+                        .await
+                        .err(),
+                };
+                if let Some(e) = failed {
+                    failures
+                        .lock()
+                        .expect("failures")
+                        .push(format!("call {n}: {e}"));
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+        });
+        (load, task)
+    }
+}
+
+#[test]
+fn the_autopilot_applies_a_relayout_when_the_mix_drifts_and_then_holds() {
+    let (cluster, runtime, client) = cluster();
+    runtime.block_on(async {
+        for id in 0..40 {
+            let done = client.put("hotels", Value::Int(id), hotel(id, 100)).await;
+            assert_eq!(done.expect("load"), Outcome::Done);
+        }
+    });
+    let (load, task) = Load::start(&runtime, &client);
+    common::wait_for("the load to start", Duration::from_secs(60), || {
+        (load.done.load(Ordering::Relaxed) >= 50).then_some(())
+    });
+    let (host, port) = cluster
+        .coordinator_addr(0)
+        .split_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .expect("host:port");
+    let mut pilot = std::process::Command::new(common::TESSERA)
+        .args([
+            "autopilot",
+            "--space",
+            "hotels",
+            "--every",
+            "3",
+            "--rounds",
+            "7",
+            "--min-ops",
+            "60",
+            "--apply",
+            "--json",
+            "--host",
+            &host,
+            "--port",
+            &port,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the autopilot");
+    let pid = pilot.id();
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(
+        pilot.stdout.take().expect("its stdout"),
+    ));
+    let mut rounds: Vec<Json> = Vec::new();
+    let mut switched_at = None;
+    let mut applied_at = None;
+    for line in lines {
+        let line = line.expect("a line");
+        let round: Json = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        eprintln!("autopilot: {round}");
+        let verdict = round["verdict"].as_str().expect("a verdict").to_string();
+        if switched_at.is_none() && verdict != "too_few" {
+            // The first decision, on puts and gets: nothing to gain.
+            assert_eq!(verdict, "keep", "{round}");
+            assert_eq!(round["gain"], 0.0, "{round}");
+            load.phase.store(1, Ordering::Relaxed);
+            switched_at = Some((Instant::now(), load.done.load(Ordering::Relaxed)));
+        } else if verdict == "propose" {
+            assert!(applied_at.is_none(), "a second proposal: {round}");
+            assert_eq!(round["applied"], true, "{round}");
+            assert!(round["gain"].as_f64().expect("gain") >= 0.2, "{round}");
+            applied_at = Some((Instant::now(), load.done.load(Ordering::Relaxed)));
+        } else if applied_at.is_some() {
+            // The mix it applied a layout for goes on: it holds.
+            assert!(matches!(verdict.as_str(), "steady" | "too_few"), "{round}");
+        }
+        rounds.push(round);
+    }
+    let status = pilot.wait().expect("the autopilot ends");
+    assert!(status.success(), "autopilot {pid} failed: {status}");
+    let ((t1, n1), (t2, n2)) = (
+        switched_at.expect("the autopilot decided on the first mix"),
+        applied_at.expect("the autopilot applied a layout for the searches"),
+    );
+    // The searches' throughput before (while the key subspace served them)
+    // and after the relayout.
+    let before = (n2 - n1) as f64 / (t2 - t1).as_secs_f64();
+    std::thread::sleep(Duration::from_secs(3));
+    let after = (load.done.load(Ordering::Relaxed) - n2) as f64 / t2.elapsed().as_secs_f64();
+    load.stop.store(true, Ordering::Relaxed);
+    runtime.block_on(task).expect("the load task");
+    eprintln!(
+        "load calls/s: {before:.0} before the relayout (including its build), {after:.0} after; {} rounds",
+        rounds.len()
+    );
+    let failures = load.failures.lock().expect("failures").clone();
+    assert!(failures.is_empty(), "calls failed: {failures:?}");
+    // The applied layout serves city searches.
+    let addr = cluster.coordinator_addr(0);
+    let parts = format!(
+        "{}{}",
+        cli_at(&["list-subspaces", "hotels"], &addr),
+        cli_at(&["list-indices", "hotels"], &addr)
+    );
+    assert!(parts.contains("city"), "{parts}");
+}

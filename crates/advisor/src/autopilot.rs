@@ -1,0 +1,484 @@
+//! The autopilot (issue 14, point 6): re-advise a live space when the mix
+//! of operations its daemons observe has drifted, and propose (or apply)
+//! a relayout only when the model predicts a gain worth its cost.
+//!
+//! Pure: the caller scrapes each daemon's shape counts, which are
+//! cumulative counters, and hands them to [`Autopilot::round`] once a
+//! round; the autopilot keeps the previous counts to turn them into the
+//! operations of the last window, and the mix it last advised on.
+//!
+//! A round decides in this order:
+//!
+//! 1. **Too few operations** in the window ([`Settings::min_ops`]): no
+//!    decision; the window grows until the next round (the previous counts
+//!    are kept, so nothing observed is lost).
+//! 2. **Steady**: the window's mix is within [`Settings::drift`] of the mix
+//!    last advised on, measured as the total variation distance between
+//!    the two distributions over shapes (half the sum of the absolute
+//!    differences of their probabilities: 0 for equal mixes, 1 for mixes
+//!    with no shape in common). The first round has no such mix and
+//!    always advises.
+//! 3. **Advise** on the window's workload: the best layout Tessera builds
+//!    against the space's current one. The gain is the predicted
+//!    throughput of the best over the current, minus one. At least
+//!    [`Settings::min_gain`]: **propose** it; otherwise **keep** the
+//!    current layout. Either way the window's mix becomes the mix last
+//!    advised on, so that one drift gives one proposal, not one a round.
+//!
+//! Why a drift threshold *and* a gain threshold: the gain alone would
+//! re-run the optimizer every round and propose on noise whenever two
+//! layouts are predicted close; the drift alone would relayout on a change
+//! the current layout already serves well. A relayout rebuilds a part
+//! while the cluster serves, which costs more than a few percent of a
+//! window's throughput, so the default gain asked is 20 %.
+//!
+//! Counters go back to zero when a daemon restarts: a count below the
+//! previous one is taken as a restart, and the window holds the new count.
+
+use crate::layout::Layout;
+use crate::model::{predict, Prediction};
+use crate::observed::{observed_workload, Observed, ObservedError, ShapeLabel};
+use crate::optimize::{advise, AdviseError, Options, Ranked};
+use crate::params::Params;
+use std::collections::BTreeMap;
+use tessera_types::{DaemonId, SpaceDesc};
+use thiserror::Error;
+
+/// When the autopilot advises and what it asks of a layout.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    /// The total variation distance between the window's mix and the mix
+    /// last advised on from which the autopilot advises again.
+    pub drift: f64,
+    /// The predicted gain (best ÷ current − 1) from which it proposes.
+    pub min_gain: f64,
+    /// Fewer operations than this in a window decide nothing.
+    pub min_ops: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            drift: 0.2,
+            min_gain: 0.2,
+            min_ops: 1000,
+        }
+    }
+}
+
+/// Why a round could not decide.
+#[derive(Debug, Error)]
+pub enum AutopilotError {
+    /// A threshold is negative or not a number, or the drift is above 1.
+    #[error("autopilot setting {what} is {value}: {why}")]
+    BadSetting {
+        /// The setting's name.
+        what: &'static str,
+        /// Its value.
+        value: f64,
+        /// What it must be.
+        why: &'static str,
+    },
+    /// A replex space cannot be relaid out (yet).
+    #[error("space {0:?} is a replex space, whose layout does not change live yet")]
+    ReplexSpace(String),
+    /// The window's counts make no workload.
+    #[error("the observed operations make no workload: {0}")]
+    Observed(#[source] ObservedError),
+    /// The optimizer gave no advice.
+    #[error("no advice: {0}")]
+    Advise(#[source] AdviseError),
+}
+
+/// The operations of one window, shape by shape.
+pub type Mix = BTreeMap<ShapeLabel, f64>;
+
+/// What a round decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// The window holds fewer operations than asked; it grows.
+    TooFew {
+        /// Operations counted in the window.
+        ops: u64,
+    },
+    /// The mix is close to the one last advised on.
+    Steady {
+        /// Its distance from that mix.
+        drift: f64,
+    },
+    /// Advised; the current layout stays.
+    Keep(Advised),
+    /// Advised; the best layout is worth a relayout.
+    Propose(Advised),
+}
+
+/// What the optimizer said on a window's workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Advised {
+    /// The window's distance from the mix last advised on (`None` in the
+    /// first round).
+    pub drift: Option<f64>,
+    /// Operations in the window.
+    pub ops: u64,
+    /// The current layout's prediction.
+    pub current: Prediction,
+    /// The best layout Tessera builds, and its prediction.
+    pub best: Ranked,
+    /// `best ÷ current − 1`, in predicted throughput.
+    pub gain: f64,
+}
+
+/// The autopilot of one space.
+#[derive(Clone, Debug)]
+pub struct Autopilot {
+    settings: Settings,
+    /// Each daemon's counts at the end of the last decided window.
+    previous: BTreeMap<DaemonId, Observed>,
+    /// The mix of the last window advised on.
+    advised_on: Option<Mix>,
+}
+
+impl Autopilot {
+    /// An autopilot with `settings`, refused if a threshold is out of
+    /// range.
+    pub fn new(settings: Settings) -> Result<Autopilot, AutopilotError> {
+        let bad = |what, value: f64, why| Err(AutopilotError::BadSetting { what, value, why });
+        if !(0.0..=1.0).contains(&settings.drift) {
+            return bad("drift", settings.drift, "between 0 and 1");
+        }
+        if settings.min_gain.is_nan() || settings.min_gain < 0.0 {
+            return bad("min_gain", settings.min_gain, "at least 0");
+        }
+        Ok(Autopilot {
+            settings,
+            previous: BTreeMap::new(),
+            advised_on: None,
+        })
+    }
+
+    /// One round on every daemon's cumulative counts `now` (daemons whose
+    /// page could not be read are left out: their counts then wait for a
+    /// later round), for `space`, whose current layout is `current`, with
+    /// `objects` objects.
+    pub fn round(
+        &mut self,
+        now: &BTreeMap<DaemonId, Observed>,
+        space: &SpaceDesc,
+        objects: u64,
+        params: &Params,
+        options: &Options,
+    ) -> Result<Verdict, AutopilotError> {
+        if space.replex.is_some() {
+            return Err(AutopilotError::ReplexSpace(space.name.clone()));
+        }
+        let window = self.window(now);
+        let ops = window.total();
+        if ops < self.settings.min_ops.max(1) {
+            return Ok(Verdict::TooFew { ops });
+        }
+        let mix = mix_of(&window);
+        let drift = self.advised_on.as_ref().map(|last| drift(last, &mix));
+        // The window is decided: later windows start from these counts.
+        for (daemon, counts) in now {
+            self.previous.insert(*daemon, counts.clone());
+        }
+        if let Some(d) = drift.filter(|&d| d < self.settings.drift) {
+            return Ok(Verdict::Steady { drift: d });
+        }
+        self.advised_on = Some(mix);
+        let workload = observed_workload(&window, space, objects)
+            .map_err(AutopilotError::Observed)?
+            .workload;
+        let current = current_layout(space);
+        let current_prediction = predict(options.model, &workload, &current, params);
+        let advice = advise(
+            &workload,
+            params,
+            &Options {
+                future: false,
+                ..options.clone()
+            },
+        )
+        .map_err(AutopilotError::Advise)?;
+        let best = advice
+            .layouts
+            .into_iter()
+            .find(|r| !r.layout.ahead_of_features())
+            .unwrap_or_else(|| Ranked {
+                layout: current.clone(),
+                prediction: current_prediction.clone(),
+            });
+        let same = best.layout == current;
+        let gain = if same {
+            0.0
+        } else {
+            best.prediction.ops_per_s / current_prediction.ops_per_s.max(f64::MIN_POSITIVE) - 1.0
+        };
+        let advised = Advised {
+            drift,
+            ops,
+            current: current_prediction,
+            best,
+            gain,
+        };
+        Ok(if gain >= self.settings.min_gain && !same {
+            Verdict::Propose(advised)
+        } else {
+            Verdict::Keep(advised)
+        })
+    }
+
+    /// The operations since the last decided window, over every daemon.
+    fn window(&self, now: &BTreeMap<DaemonId, Observed>) -> Observed {
+        let mut window = Observed::default();
+        for (daemon, counts) in now {
+            let before = self.previous.get(daemon);
+            for (label, &n) in &counts.counts {
+                let earlier = before.and_then(|b| b.counts.get(label)).copied();
+                let delta = match earlier {
+                    // A smaller count: the daemon restarted and counts anew.
+                    Some(e) if e <= n => n - e,
+                    _ => n,
+                };
+                if delta > 0 {
+                    *window.counts.entry(label.clone()).or_default() += delta;
+                }
+            }
+        }
+        window
+    }
+}
+
+/// The layout `space` has now: its subspaces, local and global indexes.
+pub fn current_layout(space: &SpaceDesc) -> Layout {
+    Layout::new(
+        space.subspaces.clone(),
+        space.indexes.clone(),
+        space.global_indexes.iter().map(|g| g.attr).collect(),
+        false,
+    )
+}
+
+/// Each shape's share of the operations in `observed`.
+pub fn mix_of(observed: &Observed) -> Mix {
+    let total = observed.total().max(1) as f64;
+    observed
+        .counts
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(label, &n)| (label.clone(), n as f64 / total))
+        .collect()
+}
+
+/// The total variation distance between two mixes: half the sum over
+/// shapes of the difference of their shares.
+pub fn drift(a: &Mix, b: &Mix) -> f64 {
+    let shapes: std::collections::BTreeSet<&ShapeLabel> = a.keys().chain(b.keys()).collect();
+    let sum: f64 = shapes
+        .into_iter()
+        .map(|s| (a.get(s).unwrap_or(&0.0) - b.get(s).unwrap_or(&0.0)).abs())
+        .sum();
+    sum / 2.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_types::parse_space;
+
+    fn space(text: &str) -> SpaceDesc {
+        parse_space(text).expect("a space")
+    }
+
+    const HOTELS: &str =
+        "space hotels key int id attributes string city, string name, int price create 8 partitions";
+
+    fn label(kind: &str, shape: &str) -> ShapeLabel {
+        ShapeLabel {
+            kind: kind.to_string(),
+            shape: shape.to_string(),
+        }
+    }
+
+    fn counts(items: &[(&str, &str, u64)]) -> Observed {
+        Observed {
+            counts: items.iter().map(|&(k, s, n)| (label(k, s), n)).collect(),
+        }
+    }
+
+    fn daemons(per_daemon: &[Observed]) -> BTreeMap<DaemonId, Observed> {
+        per_daemon
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (DaemonId(i as u64 + 1), o.clone()))
+            .collect()
+    }
+
+    fn pilot(settings: Settings) -> Autopilot {
+        Autopilot::new(settings).expect("valid settings")
+    }
+
+    fn run(
+        pilot: &mut Autopilot,
+        now: &BTreeMap<DaemonId, Observed>,
+        space: &SpaceDesc,
+    ) -> Verdict {
+        pilot
+            .round(now, space, 100_000, &Params::default(), &Options::default())
+            .expect("a round")
+    }
+
+    #[test]
+    fn drift_is_the_total_variation_distance() {
+        let a: Mix = [(label("get", ""), 0.5), (label("insert", ""), 0.5)].into();
+        let b: Mix = [(label("get", ""), 0.8), (label("search", "city:eq"), 0.2)].into();
+        // |0.5-0.8| + |0.5-0| + |0-0.2| = 1.0, halved.
+        assert!((drift(&a, &b) - 0.5).abs() < 1e-12);
+        assert_eq!(drift(&a, &a), 0.0);
+        let c: Mix = [(label("modify", "price"), 1.0)].into();
+        assert!((drift(&a, &c) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        for settings in [
+            Settings {
+                drift: 1.5,
+                ..Settings::default()
+            },
+            Settings {
+                drift: f64::NAN,
+                ..Settings::default()
+            },
+            Settings {
+                min_gain: -0.1,
+                ..Settings::default()
+            },
+        ] {
+            assert!(matches!(
+                Autopilot::new(settings),
+                Err(AutopilotError::BadSetting { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_search_heavy_drift_proposes_a_layout_that_serves_it_once() {
+        let hotels = space(HOTELS);
+        let mut pilot = pilot(Settings::default());
+        // Gets and inserts only: the key subspace serves them best.
+        let mut d1 = counts(&[("get", "", 3000), ("insert", "", 1000)]);
+        let first = run(&mut pilot, &daemons(&[d1.clone()]), &hotels);
+        let Verdict::Keep(advised) = &first else {
+            panic!("gets and inserts keep the key subspace: {first:?}");
+        };
+        assert_eq!(advised.drift, None);
+        assert_eq!(advised.best.layout, current_layout(&hotels));
+        // The same mix again: steady.
+        d1 = counts(&[("get", "", 6000), ("insert", "", 2000)]);
+        match run(&mut pilot, &daemons(&[d1.clone()]), &hotels) {
+            Verdict::Steady { drift } => assert!(drift < 1e-9, "{drift}"),
+            other => panic!("the same mix is steady: {other:?}"),
+        }
+        // Now searches by city dominate the window.
+        let mut d2 = d1.clone();
+        d2.counts.insert(label("search", "city:eq"), 9000);
+        *d2.counts.get_mut(&label("get", "")).expect("gets") += 500;
+        let Verdict::Propose(advised) = run(&mut pilot, &daemons(&[d2.clone()]), &hotels) else {
+            panic!("a search-heavy window proposes a layout");
+        };
+        let drift = advised.drift.expect("a drift from the first mix");
+        assert!(drift > 0.8, "{drift}");
+        assert_eq!(advised.ops, 9500);
+        assert!(advised.gain >= 0.2, "{}", advised.gain);
+        let best = &advised.best.layout;
+        let city = hotels.attr_index("city").expect("city");
+        assert!(
+            best.subspaces.iter().any(|s| s.contains(&city)) || best.indexes.contains(&city),
+            "the proposal serves city searches: {best:?}"
+        );
+        assert!(
+            (advised.gain - (advised.best.prediction.ops_per_s / advised.current.ops_per_s - 1.0))
+                .abs()
+                < 1e-12
+        );
+        // The same search-heavy mix in the next window: no second proposal.
+        let mut d3 = d2.clone();
+        *d3.counts.get_mut(&label("search", "city:eq")).expect("s") += 9000;
+        *d3.counts.get_mut(&label("get", "")).expect("gets") += 500;
+        assert!(matches!(
+            run(&mut pilot, &daemons(&[d3]), &hotels),
+            Verdict::Steady { .. }
+        ));
+    }
+
+    #[test]
+    fn a_small_gain_keeps_the_layout() {
+        let hotels = space(HOTELS);
+        // No gain is enough: every round that advises keeps.
+        let mut pilot = pilot(Settings {
+            min_gain: f64::INFINITY,
+            ..Settings::default()
+        });
+        let window = counts(&[("search", "city:eq", 5000), ("get", "", 100)]);
+        match run(&mut pilot, &daemons(&[window]), &hotels) {
+            Verdict::Keep(advised) => assert!(advised.gain > 0.0, "{advised:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn windows_count_since_the_last_decision_across_daemons_and_restarts() {
+        let hotels = space(HOTELS);
+        let mut pilot = pilot(Settings {
+            min_ops: 100,
+            ..Settings::default()
+        });
+        let a = counts(&[("get", "", 80)]);
+        let b = counts(&[("get", "", 30)]);
+        // 110 operations over two daemons: enough.
+        assert!(matches!(
+            run(&mut pilot, &daemons(&[a.clone(), b.clone()]), &hotels),
+            Verdict::Keep(_)
+        ));
+        // 50 more on one daemon: too few, and the window keeps growing.
+        let a2 = counts(&[("get", "", 130)]);
+        assert_eq!(
+            run(&mut pilot, &daemons(&[a2.clone(), b.clone()]), &hotels),
+            Verdict::TooFew { ops: 50 }
+        );
+        // The second daemon restarted (its count fell from 30 to 25): the
+        // window holds its 25, with the first's 80 since the last decision.
+        let a3 = counts(&[("get", "", 160)]);
+        let b3 = counts(&[("get", "", 25)]);
+        match run(&mut pilot, &daemons(&[a3, b3]), &hotels) {
+            Verdict::Steady { drift } => assert_eq!(drift, 0.0),
+            other => panic!("105 gets since the last decision: {other:?}"),
+        }
+        assert_eq!(
+            pilot.window(&daemons(&[
+                counts(&[("get", "", 161)]),
+                counts(&[("get", "", 27)])
+            ])),
+            counts(&[("get", "", 3)])
+        );
+    }
+
+    #[test]
+    fn replex_spaces_are_refused() {
+        let replex = space(
+            "space r key id attributes string city, int stars replex city create 4 partitions",
+        );
+        let mut pilot = pilot(Settings::default());
+        let err = pilot
+            .round(
+                &daemons(&[counts(&[("get", "", 5000)])]),
+                &replex,
+                1000,
+                &Params::default(),
+                &Options::default(),
+            )
+            .expect_err("refused");
+        assert!(matches!(err, AutopilotError::ReplexSpace(_)), "{err}");
+    }
+}
