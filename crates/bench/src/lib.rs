@@ -38,6 +38,7 @@ pub mod generator;
 pub mod global_index;
 pub mod layouts;
 pub mod recovery;
+pub mod replex;
 pub mod runs;
 pub mod scenarios;
 pub mod stores;

@@ -97,6 +97,26 @@ async fn tessera_usertable_f(
     Ok(Arc::new(TesseraStore::new(client, name, 10)))
 }
 
+/// Replex spaces against the HyperDex layout (`bench replex`): each
+/// layout of `layouts`, loaded with `size.records` records and run through
+/// YCSB A, B, C and F, one after the other on one cluster.
+pub async fn replex(
+    layouts: &[crate::replex::ReplexLayout],
+    size: CompareSize,
+    c: &ClusterSpec,
+    json: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let runs = with_cluster(c, async |coordinator: &str| {
+        crate::replex::steady(coordinator, layouts, size, c.partitions).await
+    })
+    .await?;
+    print!("{}", crate::replex::table(&runs));
+    write_json(
+        json,
+        &serde_json::json!({ "size": size, "partitions": c.partitions, "runs": runs }),
+    )
+}
+
 /// A YCSB core workload: against the baseline `store` (redis, etcd,
 /// postgres, hyperdex) started for the run, or against Tessera (a fresh usertable
 /// loaded first unless `no_load`).

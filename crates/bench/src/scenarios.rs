@@ -243,13 +243,23 @@ pub async fn ycsb_suite(
     size: CompareSize,
     loaded: u64,
 ) -> anyhow::Result<(Vec<PhaseResult>, Vec<String>)> {
+    ycsb_letters(store, size, loaded, &YCSB_ORDER).await
+}
+
+/// The YCSB workloads `letters`, as [`ycsb_suite`] runs them.
+pub async fn ycsb_letters(
+    store: Arc<dyn Store>,
+    size: CompareSize,
+    loaded: u64,
+    letters: &[char],
+) -> anyhow::Result<(Vec<PhaseResult>, Vec<String>)> {
     let mut results = Vec::new();
     let mut notes = Vec::new();
     if size.ycsb_operations == 0 || loaded == 0 {
         return Ok((results, notes));
     }
     let seq = Arc::new(InsertSequence::new(loaded));
-    for letter in YCSB_ORDER {
+    for &letter in letters {
         let workload = Arc::new(Workload {
             fieldcount: size.fieldcount,
             fieldlength: size.fieldlength,

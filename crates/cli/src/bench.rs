@@ -309,6 +309,33 @@ enum Scenario {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Replex spaces against the HyperDex layout with the same failures
+    /// tolerated (Replex §5.1): YCSB load (insert throughput and latency),
+    /// A, B, C and F, copies and disk bytes per object, one layout after
+    /// the other on one cluster (`--partitions 12` gives the paper's 3 × 4
+    /// hybrid).
+    Replex {
+        /// Records loaded into each layout's space.
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        /// Operations of each YCSB workload.
+        #[arg(long, default_value_t = 20_000)]
+        operations: u64,
+        /// Layouts to run (default all): hyperdex-f2, replex-3,
+        /// hyperdex-f1, replex-2.
+        #[arg(long, value_delimiter = ',')]
+        layouts: Option<Vec<String>>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Operations in flight.
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        /// Per-phase time limit in seconds.
+        #[arg(long, default_value_t = 120)]
+        time_limit: u64,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Tessera and every baseline (Redis, etcd, PostgreSQL, HyperDex) that
     /// is installed or can be, with the same load, and a ratio table
     /// (Tessera ÷ baseline).
@@ -634,6 +661,43 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 daemons: cluster.daemons,
             };
             runs::global_index(&options, &cluster.spec(), &json).await
+        }
+        Scenario::Replex {
+            records,
+            operations,
+            layouts,
+            cluster,
+            workers,
+            time_limit,
+            json,
+        } => {
+            use tessera_bench::replex::ReplexLayout;
+            let layouts = match layouts {
+                None => ReplexLayout::ALL.to_vec(),
+                Some(names) => names
+                    .iter()
+                    .map(|n| {
+                        ReplexLayout::ALL
+                            .into_iter()
+                            .find(|l| l.name() == *n)
+                            .ok_or_else(|| {
+                                anyhow::anyhow!(
+                                    "unknown layout {n:?} (hyperdex-f2, replex-3, hyperdex-f1, replex-2)"
+                                )
+                            })
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?,
+            };
+            let size = CompareSize {
+                records,
+                operations: 0,
+                ycsb_operations: operations,
+                workers,
+                fieldcount: 10,
+                fieldlength: 100,
+                time_limit: Duration::from_secs(time_limit),
+            };
+            runs::replex(&layouts, size, &cluster.spec(), &json).await
         }
         Scenario::Recovery {
             records,
