@@ -270,7 +270,12 @@ pub async fn recovery(options: &RecoveryOptions) -> anyhow::Result<RecoveryRepor
             bail!("port {port} on 127.0.0.1 is in use; choose another --port");
         }
     }
-    let mut servers = Servers::new(options.exe.clone(), options.dir.clone(), options.port);
+    let mut servers = Servers::new(
+        options.exe.clone(),
+        options.dir.clone(),
+        options.port,
+        DAEMONS,
+    );
     let outcome = measure(options, &mut servers).await;
     match outcome {
         Ok(report) => {
@@ -291,28 +296,7 @@ async fn measure(
 ) -> anyhow::Result<RecoveryReport> {
     let timeout = options.timeout;
     let coordinator = servers.coordinator_addr();
-    servers.start_coordinator()?;
-    let admin = Admin::new(&coordinator);
-    bounded("the coordinator to serve", timeout, async || {
-        Ok(admin.config().await.ok())
-    })
-    .await?;
-    for i in 0..DAEMONS {
-        servers.start_daemon(i)?;
-    }
-    bounded("every daemon to be available", timeout, async || {
-        servers.check_running()?;
-        let config = admin.config().await?;
-        Ok((0..DAEMONS)
-            .all(|i| {
-                servers
-                    .daemon_id(&config, i)
-                    .is_some_and(|id| config.daemons[&id].state == DaemonState::Available)
-            })
-            .then_some(()))
-    })
-    .await?;
-    admin.wait_until_stable(timeout, POLL).await?;
+    let admin = start_cluster(servers, DAEMONS, timeout).await?;
 
     fresh_space(
         &admin,
@@ -399,6 +383,39 @@ async fn measure(
         median_objects_per_s: median(runs.iter().map(|r| r.objects_per_s)),
         runs,
     })
+}
+
+/// Starts the coordinator and daemons `0..daemons`, and waits until every
+/// daemon is Available and the cluster is stable.
+pub(crate) async fn start_cluster(
+    servers: &mut Servers,
+    daemons: usize,
+    timeout: Duration,
+) -> anyhow::Result<Admin> {
+    let coordinator = servers.coordinator_addr();
+    servers.start_coordinator()?;
+    let admin = Admin::new(&coordinator);
+    bounded("the coordinator to serve", timeout, async || {
+        Ok(admin.config().await.ok())
+    })
+    .await?;
+    for i in 0..daemons {
+        servers.start_daemon(i)?;
+    }
+    bounded("every daemon to be available", timeout, async || {
+        servers.check_running()?;
+        let config = admin.config().await?;
+        Ok((0..daemons)
+            .all(|i| {
+                servers
+                    .daemon_id(&config, i)
+                    .is_some_and(|id| config.daemons[&id].state == DaemonState::Available)
+            })
+            .then_some(()))
+    })
+    .await?;
+    admin.wait_until_stable(timeout, POLL).await?;
+    Ok(admin)
 }
 
 /// The id of the space's one region; an error when the space has other
@@ -650,7 +667,7 @@ async fn one_run(
 
 /// Calls `probe` until it returns `Some`, every 100 ms, failing after
 /// `timeout` with the last error seen.
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     what: &str,
     timeout: Duration,
     mut probe: impl AsyncFnMut() -> anyhow::Result<Option<T>>,
@@ -673,28 +690,29 @@ async fn bounded<T>(
 
 /// The coordinator and daemon processes we started, by name. Dropping it
 /// kills every one still running (SIGKILL to its process id).
-struct Servers {
+pub(crate) struct Servers {
     exe: PathBuf,
     dir: PathBuf,
     port: u16,
     /// Per daemon, which data directory it uses: `daemon-{i}` first, then
     /// `daemon-{i}.{n}` after [`Servers::next_data_dir`].
-    generations: [u32; DAEMONS],
+    generations: Vec<u32>,
     children: BTreeMap<String, Child>,
 }
 
 impl Servers {
-    fn new(exe: PathBuf, dir: PathBuf, port: u16) -> Servers {
+    /// Servers of `daemons` daemons, none started yet.
+    pub(crate) fn new(exe: PathBuf, dir: PathBuf, port: u16, daemons: usize) -> Servers {
         Servers {
             exe,
             dir,
             port,
-            generations: [0; DAEMONS],
+            generations: vec![0; daemons],
             children: BTreeMap::new(),
         }
     }
 
-    fn coordinator_addr(&self) -> String {
+    pub(crate) fn coordinator_addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
@@ -707,7 +725,7 @@ impl Servers {
     }
 
     /// The id daemon `i` registered under, by its address.
-    fn daemon_id(&self, config: &Configuration, i: usize) -> Option<DaemonId> {
+    pub(crate) fn daemon_id(&self, config: &Configuration, i: usize) -> Option<DaemonId> {
         let addr = self.daemon_addr(i);
         config
             .daemons
@@ -717,11 +735,11 @@ impl Servers {
     }
 
     /// Which of our daemons has id `id`.
-    fn daemon_index(&self, config: &Configuration, id: DaemonId) -> Option<usize> {
-        (0..DAEMONS).find(|&i| self.daemon_id(config, i) == Some(id))
+    pub(crate) fn daemon_index(&self, config: &Configuration, id: DaemonId) -> Option<usize> {
+        (0..self.generations.len()).find(|&i| self.daemon_id(config, i) == Some(id))
     }
 
-    fn start_coordinator(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn start_coordinator(&mut self) -> anyhow::Result<()> {
         let data = self.dir.join("coordinator");
         let args = [
             "coordinator".to_string(),
@@ -741,7 +759,7 @@ impl Servers {
     }
 
     /// Starts (or restarts, from its data directory) daemon `i`.
-    fn start_daemon(&mut self, i: usize) -> anyhow::Result<()> {
+    pub(crate) fn start_daemon(&mut self, i: usize) -> anyhow::Result<()> {
         let data = match self.generations[i] {
             0 => self.dir.join(Self::daemon_name(i)),
             n => self.dir.join(format!("{}.{n}", Self::daemon_name(i))),
@@ -789,7 +807,7 @@ impl Servers {
     }
 
     /// SIGKILL to daemon `i`; returns the moment the signal was sent.
-    fn kill_daemon(&mut self, i: usize) -> anyhow::Result<Instant> {
+    pub(crate) fn kill_daemon(&mut self, i: usize) -> anyhow::Result<Instant> {
         let name = Self::daemon_name(i);
         let mut child = self
             .children
@@ -802,7 +820,7 @@ impl Servers {
     }
 
     /// An error naming any server that exited by itself.
-    fn check_running(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn check_running(&mut self) -> anyhow::Result<()> {
         for (name, child) in &mut self.children {
             if let Ok(Some(status)) = child.try_wait() {
                 bail!("{name} exited ({status})");
@@ -812,9 +830,9 @@ impl Servers {
     }
 
     /// The last `lines` lines of every server's log.
-    fn log_tails(&self, lines: usize) -> String {
+    pub(crate) fn log_tails(&self, lines: usize) -> String {
         let mut names: Vec<String> = vec!["coordinator".into()];
-        names.extend((0..DAEMONS).map(Self::daemon_name));
+        names.extend((0..self.generations.len()).map(Self::daemon_name));
         let mut out = String::new();
         for name in names {
             let text = std::fs::read_to_string(self.log_path(&name)).unwrap_or_default();
@@ -830,8 +848,8 @@ impl Servers {
 
     /// Stops the daemons, then the coordinator: SIGTERM to each process
     /// id, SIGKILL to any still running after 10 s.
-    fn stop_all(&mut self) {
-        let daemons: Vec<String> = (0..DAEMONS).map(Self::daemon_name).collect();
+    pub(crate) fn stop_all(&mut self) {
+        let daemons: Vec<String> = (0..self.generations.len()).map(Self::daemon_name).collect();
         self.stop(&daemons);
         self.stop(&["coordinator".to_string()]);
         self.kill_all();
@@ -865,7 +883,7 @@ impl Servers {
     }
 
     /// SIGKILL to every server still running, and reaps them.
-    fn kill_all(&mut self) {
+    pub(crate) fn kill_all(&mut self) {
         for (_, mut child) in std::mem::take(&mut self.children) {
             let _ = child.kill();
             let _ = child.wait();

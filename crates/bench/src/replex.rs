@@ -20,13 +20,22 @@
 //! the copies the configuration keeps of each object.
 
 use crate::driver::{run_phase, Load, PhaseResult, Store};
+use crate::generator::{key_name, key_suffix};
+use crate::recovery::{bounded, start_cluster, Servers};
 use crate::scenarios::{fresh_space, wait_space, ycsb_letters, CompareSize};
 use crate::stores::tessera::TesseraStore;
 use crate::workload::{field_name, InsertSequence, LoadOps, Workload};
+use anyhow::Context;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use std::sync::Arc;
-use std::time::Duration;
-use tessera_client::{Admin, Client, Configuration};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tessera_client::{Admin, Client, Configuration, DaemonId, PredOp, Value};
+use tessera_types::DaemonState;
 
 /// The YCSB workloads the paper runs beside the load (Fig. 10).
 pub const REPLEX_YCSB: [char; 4] = ['a', 'b', 'c', 'f'];
@@ -85,14 +94,20 @@ impl ReplexLayout {
     /// The space description: the YCSB record (`k`, `recno`, 10 fields)
     /// with this layout's parts over `partitions` partitions.
     pub fn description(self, name: &str, partitions: u32) -> String {
+        self.description_grouped(name, partitions, hybrid_groups(partitions))
+    }
+
+    /// The same, with a Replex-3 hybrid of `groups` (ignored by the other
+    /// layouts).
+    pub fn description_grouped(self, name: &str, partitions: u32, groups: (u32, u32)) -> String {
         let fields: Vec<String> = (0..10).map(field_name).collect();
         let parts = match self {
             ReplexLayout::HyperDex { .. } => "subspace recno".to_string(),
             ReplexLayout::Replex2 => "replex recno".to_string(),
-            ReplexLayout::Replex3 => {
-                let (n1, n2) = hybrid_groups(partitions);
-                format!("replex recno hybrid k, recno groups {n1}, {n2}")
-            }
+            ReplexLayout::Replex3 => format!(
+                "replex recno hybrid k, recno groups {}, {}",
+                groups.0, groups.1
+            ),
         };
         let tolerate = self.tolerate();
         format!(
@@ -287,6 +302,375 @@ pub fn table(runs: &[LayoutRun]) -> String {
                 p50(r) as f64 / p50(h).max(1) as f64
             );
         }
+    }
+    out
+}
+
+/// Which daemon a recovery run kills first: one holding regions of the
+/// key subspace ("a machine in A", the paper's §5.3) or of `replex recno`
+/// ("in B"). Under strict placement the two sets are disjoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Victim {
+    Key,
+    Replex,
+}
+
+impl std::str::FromStr for Victim {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Victim, String> {
+        match s {
+            "key" => Ok(Victim::Key),
+            "replex" => Ok(Victim::Replex),
+            other => Err(format!("unknown victim {other:?} (key, replex)")),
+        }
+    }
+}
+
+/// One recovery case: a layout (a Replex-3 with its hybrid's groups), the
+/// failures, and which side the first victim is on.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RecoveryCase {
+    pub layout: ReplexLayout,
+    pub groups: (u32, u32),
+    /// 1 or 2 daemons killed, the second [`RecoveryOptions::second_after`]
+    /// after the first, on the other side.
+    pub failures: usize,
+    pub victim: Victim,
+}
+
+/// How the recovery runs are sized and where their servers live.
+#[derive(Clone, Debug)]
+pub struct RecoveryOptions {
+    /// The `tessera` binary the servers are started from.
+    pub exe: PathBuf,
+    /// A directory for every run's data and logs.
+    pub dir: PathBuf,
+    /// The coordinator's port; daemon `i` listens on `port + 1 + i`.
+    pub port: u16,
+    pub daemons: usize,
+    pub partitions: u32,
+    pub records: u64,
+    /// Reads in flight during the run (and puts in flight while loading).
+    pub workers: usize,
+    /// Reads measured before the first kill.
+    pub before: Duration,
+    /// The second kill's delay after the first.
+    pub second_after: Duration,
+    /// Bound of every wait.
+    pub timeout: Duration,
+}
+
+/// What one recovery case measured. Times from the first kill.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecoveryRun {
+    pub layout: String,
+    pub groups: Option<(u32, u32)>,
+    pub failures: usize,
+    pub victim: Victim,
+    pub killed: Vec<u64>,
+    /// Per kill, when the configuration first showed the daemon gone.
+    pub detected_s: Vec<f64>,
+    /// When every region of the space was whole again: its chain as long
+    /// as the layout keeps, no killed daemon in it, no transfer running.
+    pub recovered_s: f64,
+    /// Successful reads per second before the kill, and from the first
+    /// kill to the recovery (the paper's "throughput in recovery").
+    pub reads_before_per_s: f64,
+    pub reads_during_per_s: f64,
+    /// Reads that failed, and reads whose answer was wrong (a loaded
+    /// object missing, or a search by `recno` not returning exactly it).
+    pub failed_reads: u64,
+    pub wrong_reads: u64,
+    pub first_failure: Option<String>,
+}
+
+/// Runs every case on a fresh cluster of processes each, one after the
+/// other.
+pub async fn recovery(
+    options: &RecoveryOptions,
+    cases: &[RecoveryCase],
+) -> anyhow::Result<Vec<RecoveryRun>> {
+    let mut runs = Vec::new();
+    for (n, case) in cases.iter().enumerate() {
+        let dir = options.dir.join(format!("case-{n}"));
+        std::fs::create_dir_all(&dir)?;
+        let mut servers = Servers::new(options.exe.clone(), dir, options.port, options.daemons);
+        let outcome = recover_once(options, case, &mut servers).await;
+        match outcome {
+            Ok(run) => {
+                tokio::task::block_in_place(|| servers.stop_all());
+                eprintln!(
+                    "bench replex: {} {:?} {} failure(s) (first in {:?}): recovered in {:.1} s, reads {:.0}/s before, {:.0}/s during; {} failed, {} wrong",
+                    run.layout, run.groups, run.failures, run.victim, run.recovered_s,
+                    run.reads_before_per_s, run.reads_during_per_s, run.failed_reads, run.wrong_reads
+                );
+                runs.push(run);
+            }
+            Err(e) => {
+                let logs = servers.log_tails(20);
+                servers.kill_all();
+                return Err(e.context(format!("server logs (last lines):\n{logs}")));
+            }
+        }
+        // The next case's servers take the same ports.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(runs)
+}
+
+/// Counters the readers share.
+#[derive(Default)]
+struct Reads {
+    ok: AtomicU64,
+    failed: AtomicU64,
+    wrong: AtomicU64,
+    first_failure: Mutex<Option<String>>,
+}
+
+impl Reads {
+    fn failure(&self, what: String, wrong: bool) {
+        if wrong { &self.wrong } else { &self.failed }.fetch_add(1, Ordering::Relaxed);
+        let mut first = self.first_failure.lock().expect("first failure");
+        first.get_or_insert(what);
+    }
+}
+
+async fn recover_once(
+    options: &RecoveryOptions,
+    case: &RecoveryCase,
+    servers: &mut Servers,
+) -> anyhow::Result<RecoveryRun> {
+    let timeout = options.timeout;
+    let admin = start_cluster(servers, options.daemons, timeout).await?;
+    let coordinator = servers.coordinator_addr();
+    let name = "bench_replex_recovery";
+    let description = case
+        .layout
+        .description_grouped(name, options.partitions, case.groups);
+    eprintln!("bench replex: recovery of {description}");
+    fresh_space(&admin, name, &description).await?;
+    let client = Client::connect(&coordinator).await?;
+    wait_space(&client, name).await?;
+    let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), name, 10));
+    let size = CompareSize {
+        records: options.records,
+        operations: 0,
+        ycsb_operations: 0,
+        workers: options.workers,
+        fieldcount: 10,
+        fieldlength: 100,
+        time_limit: timeout,
+    };
+    let loaded = load(store, size).await?;
+    let inserted = loaded.ops.get("INSERT").map_or(0, |s| s.count);
+    anyhow::ensure!(
+        inserted == options.records,
+        "the load acknowledged {inserted} of {} records (first error: {:?})",
+        options.records,
+        loaded.first_error
+    );
+
+    // Readers: half gets by key, half searches by recno, each checked.
+    let reads = Arc::new(Reads::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for w in 0..options.workers.max(1) {
+        let (client, reads, stop) = (client.clone(), reads.clone(), stop.clone());
+        let records = options.records;
+        readers.push(tokio::spawn(async move {
+            let mut rng = StdRng::seed_from_u64(9000 + w as u64);
+            let deadline = Instant::now() + Duration::from_secs(3600);
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let n = rng.gen_range(0..records);
+                let key = key_name(n);
+                if rng.gen_bool(0.5) {
+                    match client.get(name, Value::str(&key)).await {
+                        Ok(Some(_)) => reads.ok.fetch_add(1, Ordering::Relaxed),
+                        Ok(None) => {
+                            reads.failure(format!("get {key}: not found"), true);
+                            continue;
+                        }
+                        Err(e) => {
+                            reads.failure(format!("get {key}: {e}"), false);
+                            continue;
+                        }
+                    };
+                } else {
+                    let recno = key_suffix(n);
+                    match client
+                        .search(name, [("recno", PredOp::Eq(Value::Int(recno)))])
+                        .await
+                    {
+                        Ok(found)
+                            if found.len() == 1 && found[0].get("k") == Some(&Value::str(&key)) =>
+                        {
+                            reads.ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(found) => reads.failure(
+                            format!("search recno {recno}: {} objects", found.len()),
+                            true,
+                        ),
+                        Err(e) => reads.failure(format!("search recno {recno}: {e}"), false),
+                    }
+                }
+            }
+        }));
+    }
+    let ok_at = |reads: &Reads| reads.ok.load(Ordering::Relaxed);
+    let started = Instant::now();
+    let before_ok = ok_at(&reads);
+    tokio::time::sleep(options.before).await;
+    let reads_before_per_s = (ok_at(&reads) - before_ok) as f64 / started.elapsed().as_secs_f64();
+
+    let config = admin.config().await?;
+    let space = config.space(name).context("the space")?;
+    let side_part = |victim: Victim| match victim {
+        Victim::Key => 0,
+        Victim::Replex => space.subspaces.len() - 1,
+    };
+    let first = busiest(space, side_part(case.victim), &[]).context("a daemon to kill")?;
+    let mut victims = vec![first];
+    if case.failures >= 2 {
+        let other = match case.victim {
+            Victim::Key => Victim::Replex,
+            Victim::Replex => Victim::Key,
+        };
+        victims.push(busiest(space, side_part(other), &victims).context("a second daemon")?);
+    }
+    let indexes = victims
+        .iter()
+        .map(|&id| {
+            servers
+                .daemon_index(&config, id)
+                .with_context(|| format!("daemon {id} is not one of ours"))
+        })
+        .collect::<anyhow::Result<Vec<usize>>>()?;
+    let kill_at = servers.kill_daemon(indexes[0])?;
+    let ok_at_kill = ok_at(&reads);
+    for &i in &indexes[1..] {
+        tokio::time::sleep(options.second_after).await;
+        servers.kill_daemon(i)?;
+    }
+    let killed = victims;
+    let mut detected: Vec<Option<f64>> = vec![None; killed.len()];
+    let replicas = config
+        .space(name)
+        .map_or(1, |s| s.desc.replicas_per_region());
+    let recovered_s = bounded("the space to be whole again", timeout, async || {
+        let config = admin.config().await?;
+        let now = kill_at.elapsed().as_secs_f64();
+        for (k, id) in killed.iter().enumerate() {
+            let gone = config
+                .daemons
+                .get(id)
+                .is_none_or(|d| d.state != DaemonState::Available);
+            if gone && detected[k].is_none() {
+                detected[k] = Some(now);
+            }
+        }
+        Ok(whole(&config, name, &killed, replicas).then_some(now))
+    })
+    .await?;
+    let reads_during_per_s = (ok_at(&reads) - ok_at_kill) as f64 / recovered_s.max(1e-9);
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        let _ = r.await;
+    }
+    let first_failure = reads.first_failure.lock().expect("first failure").clone();
+    Ok(RecoveryRun {
+        layout: case.layout.name(),
+        groups: (case.layout == ReplexLayout::Replex3).then_some(case.groups),
+        failures: case.failures,
+        victim: case.victim,
+        killed: killed.iter().map(|d| d.0).collect(),
+        detected_s: detected
+            .into_iter()
+            .map(|d| d.unwrap_or(f64::NAN))
+            .collect(),
+        recovered_s,
+        reads_before_per_s,
+        reads_during_per_s,
+        failed_reads: reads.failed.load(Ordering::Relaxed),
+        wrong_reads: reads.wrong.load(Ordering::Relaxed),
+        first_failure,
+    })
+}
+
+/// The daemon holding the most regions of part `part` of `space`, other
+/// than those in `except`.
+fn busiest(space: &tessera_types::Space, part: usize, except: &[DaemonId]) -> Option<DaemonId> {
+    let mut count: BTreeMap<DaemonId, usize> = BTreeMap::new();
+    for region in &space.subspaces.get(part)?.regions {
+        for d in region.chain.iter().filter(|d| !except.contains(d)) {
+            *count.entry(*d).or_default() += 1;
+        }
+    }
+    count
+        .into_iter()
+        .max_by_key(|&(d, n)| (n, std::cmp::Reverse(d)))
+        .map(|(d, _)| d)
+}
+
+/// Whether every object-holding region of space `name` has `replicas`
+/// members, none of them killed, and no transfer runs into the space.
+fn whole(config: &Configuration, name: &str, killed: &[DaemonId], replicas: usize) -> bool {
+    let Some(space) = config.space(name) else {
+        return false;
+    };
+    let regions: Vec<&tessera_types::Region> = space
+        .subspaces
+        .iter()
+        .filter(|l| l.kind.holds_objects())
+        .flat_map(|l| &l.regions)
+        .collect();
+    regions
+        .iter()
+        .all(|r| r.chain.len() == replicas && !r.chain.iter().any(|d| killed.contains(d)))
+        && !config
+            .transfers
+            .iter()
+            .any(|t| regions.iter().any(|r| r.id == t.region))
+}
+
+/// The recovery runs as a table, then the paper's comparisons.
+pub fn recovery_table(runs: &[RecoveryRun]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<12} {:>7} {:>8} {:>7} {:>12} {:>12} {:>13} {:>13} {:>7} {:>6}",
+        "layout",
+        "groups",
+        "failures",
+        "victim",
+        "detected s",
+        "recovered s",
+        "reads/s before",
+        "reads/s during",
+        "failed",
+        "wrong"
+    );
+    for r in runs {
+        let _ = writeln!(
+            out,
+            "{:<12} {:>7} {:>8} {:>7} {:>12} {:>12.1} {:>13.0} {:>13.0} {:>7} {:>6}",
+            r.layout,
+            r.groups
+                .map_or("-".to_string(), |(a, b)| format!("{a}x{b}")),
+            r.failures,
+            format!("{:?}", r.victim).to_lowercase(),
+            r.detected_s
+                .iter()
+                .map(|d| format!("{d:.1}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            r.recovered_s,
+            r.reads_before_per_s,
+            r.reads_during_per_s,
+            r.failed_reads,
+            r.wrong_reads
+        );
     }
     out
 }

@@ -637,6 +637,36 @@ pub async fn recovery(
     write_json(json, &value)
 }
 
+/// Recovery of replex spaces and the HyperDex layout after one and two
+/// failures, and the hybrid sweep (`bench replex-recovery`; Replex §5.2,
+/// §5.3): every case on a fresh cluster of processes.
+pub async fn replex_recovery(
+    options: &crate::replex::RecoveryOptions,
+    cases: &[crate::replex::RecoveryCase],
+    interrupted: impl Future<Output = ()>,
+    json: &Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let runs = tokio::select! {
+        runs = crate::replex::recovery(options, cases) => runs?,
+        _ = interrupted => anyhow::bail!("interrupted; the servers were killed"),
+    };
+    println!(
+        "{} records of 10 × 100 bytes, {} partitions, {} daemons, {} readers (half gets, half searches by recno)",
+        options.records, options.partitions, options.daemons, options.workers
+    );
+    print!("{}", crate::replex::recovery_table(&runs));
+    write_json(
+        json,
+        &serde_json::json!({
+            "records": options.records,
+            "partitions": options.partitions,
+            "daemons": options.daemons,
+            "workers": options.workers,
+            "runs": runs,
+        }),
+    )
+}
+
 /// The baselines of the comparison, in the order it runs them.
 pub const BASELINES: [&str; 4] = ["redis", "etcd", "postgres", "hyperdex"];
 

@@ -336,6 +336,53 @@ enum Scenario {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Recovery after one and two daemon kills (Replex §5.2): the time until
+    /// every region is whole again and the read throughput meanwhile (half
+    /// gets, half searches by `recno`, each answer checked), for Replex-2,
+    /// Replex-3 and the HyperDex layout; with `--sweep`, Replex-3 over every
+    /// hybrid grouping, killing a daemon of the key subspace and one of the
+    /// replex (§5.3). Every case runs on a fresh cluster of processes.
+    ReplexRecovery {
+        /// Records loaded.
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        /// Daemons started (spares included: placement uses them all).
+        #[arg(long, default_value_t = 5)]
+        daemons: usize,
+        /// Partitions of the space.
+        #[arg(long, default_value_t = 12)]
+        partitions: u32,
+        /// Layouts (default hyperdex-f2, replex-3, replex-2).
+        #[arg(long, value_delimiter = ',')]
+        layouts: Option<Vec<String>>,
+        /// Failures per case: 1, 2 or both (default 1,2).
+        #[arg(long, value_delimiter = ',')]
+        failures: Option<Vec<usize>>,
+        /// The side of the first victim: key or replex.
+        #[arg(long, default_value = "key")]
+        victim: tessera_bench::replex::Victim,
+        /// Replex-3 over every hybrid grouping of the partitions, one
+        /// failure, a victim on each side (instead of the cases above).
+        #[arg(long)]
+        sweep: bool,
+        /// The coordinator's port; the daemons take the next ones.
+        #[arg(long, default_value_t = 19760)]
+        port: u16,
+        /// Readers in flight (and puts in flight while loading).
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        /// Seconds of reads measured before the first kill.
+        #[arg(long, default_value_t = 5)]
+        before: u64,
+        /// Seconds between the first and the second kill.
+        #[arg(long, default_value_t = 5)]
+        second_after: u64,
+        /// Bound of each wait, in seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Tessera and every baseline (Redis, etcd, PostgreSQL, HyperDex) that
     /// is installed or can be, with the same load, and a ratio table
     /// (Tessera ÷ baseline).
@@ -698,6 +745,82 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 time_limit: Duration::from_secs(time_limit),
             };
             runs::replex(&layouts, size, &cluster.spec(), &json).await
+        }
+        Scenario::ReplexRecovery {
+            records,
+            daemons,
+            partitions,
+            layouts,
+            failures,
+            victim,
+            sweep,
+            port,
+            workers,
+            before,
+            second_after,
+            timeout,
+            json,
+        } => {
+            use tessera_bench::replex::{
+                hybrid_groups, RecoveryCase, RecoveryOptions as ReplexRecoveryOptions,
+                ReplexLayout, Victim,
+            };
+            let cases: Vec<RecoveryCase> = if sweep {
+                let mut cases = Vec::new();
+                for n1 in (1..=partitions).filter(|n| partitions.is_multiple_of(*n)) {
+                    for victim in [Victim::Key, Victim::Replex] {
+                        cases.push(RecoveryCase {
+                            layout: ReplexLayout::Replex3,
+                            groups: (n1, partitions / n1),
+                            failures: 1,
+                            victim,
+                        });
+                    }
+                }
+                cases
+            } else {
+                let names = layouts.unwrap_or_else(|| {
+                    ["hyperdex-f2", "replex-3", "replex-2"]
+                        .map(String::from)
+                        .to_vec()
+                });
+                let mut cases = Vec::new();
+                for failures in failures.unwrap_or_else(|| vec![1, 2]) {
+                    for name in &names {
+                        let layout = ReplexLayout::ALL
+                            .into_iter()
+                            .find(|l| l.name() == *name)
+                            .ok_or_else(|| anyhow::anyhow!("unknown layout {name:?}"))?;
+                        if failures > layout.tolerate() as usize {
+                            continue;
+                        }
+                        cases.push(RecoveryCase {
+                            layout,
+                            groups: hybrid_groups(partitions),
+                            failures,
+                            victim,
+                        });
+                    }
+                }
+                cases
+            };
+            let dir = tempfile::Builder::new()
+                .prefix("tessera-bench-replex-")
+                .tempdir()
+                .context("creating a temporary directory")?;
+            let options = ReplexRecoveryOptions {
+                exe: std::env::current_exe().context("finding the tessera binary")?,
+                dir: dir.path().to_path_buf(),
+                port,
+                daemons,
+                partitions,
+                records,
+                workers,
+                before: Duration::from_secs(before),
+                second_after: Duration::from_secs(second_after),
+                timeout: Duration::from_secs(timeout),
+            };
+            runs::replex_recovery(&options, &cases, crate::shutdown_signal(), &json).await
         }
         Scenario::Recovery {
             records,
