@@ -143,6 +143,10 @@ enum Query {
     BEq(i64),
     BRange(i64, i64),
     AEq(i64),
+    /// A key range and a `b` range together: inside one group of each,
+    /// the hybrid's one region beats the key subspace's and the replex's
+    /// several.
+    Both((i64, i64), (i64, i64)),
     All,
 }
 
@@ -154,6 +158,10 @@ impl Query {
             Query::BEq(v) => obj.b == v,
             Query::BRange(lo, hi) => lo <= obj.b && obj.b <= hi,
             Query::AEq(v) => obj.a == v,
+            Query::Both(keys, bs) => {
+                Query::KeyRange(keys.0, keys.1).holds(k, obj)
+                    && Query::BRange(bs.0, bs.1).holds(k, obj)
+            }
             Query::All => true,
         }
     }
@@ -171,6 +179,11 @@ impl Query {
                 ("b", PredOp::Le(Value::Int(hi))),
             ],
             Query::AEq(v) => vec![("a", PredOp::Eq(Value::Int(v)))],
+            Query::Both(keys, bs) => {
+                let mut both = Query::KeyRange(keys.0, keys.1).predicates();
+                both.extend(Query::BRange(bs.0, bs.1).predicates());
+                both
+            }
             Query::All => vec![],
         }
     }
@@ -202,8 +215,17 @@ fn queries(rng: &mut StdRng) -> Vec<Query> {
     }
     out.extend((0..8).map(|_| Query::KeyEq(key_of(rng.gen_range(0..KEYS)))));
     out.extend((0..3).map(|_| Query::AEq(rng.gen_range(0..10))));
+    out.push(both_in_one_hybrid_region());
     out.push(Query::All);
     out
+}
+
+/// A search that `REPLEX3`'s plan reads from one hybrid region: keys of
+/// the first three of the twelve key intervals (the first of three key
+/// groups has four), `b` in the first two of twelve intervals (the first
+/// of four `b` groups has three).
+fn both_in_one_hybrid_region() -> Query {
+    Query::Both((key_of(5), key_of(55)), (b_of(0), b_of(1)))
 }
 
 /// What went wrong in a check: calls that failed and answers that differ
@@ -725,6 +747,22 @@ fn every_write_keeps_one_copy_per_part_and_searches_exact() {
             }
             let queries = queries(&mut rng);
             runtime.block_on(check_reads(&clients[0], space, &model, &queries, &mut t));
+            // Searches go through every part: the key subspace and the
+            // replex for one attribute, the hybrid for both.
+            let explain = |q: Query| {
+                runtime
+                    .block_on(clients[0].search_describe(space, q.predicates()))
+                    .expect("explain")
+            };
+            assert!(explain(Query::KeyEq(key_of(3))).contains("uses key subspace"));
+            assert!(explain(Query::BEq(b_of(3))).contains("uses replex"));
+            if space == "r3" {
+                let text = explain(both_in_one_hybrid_region());
+                assert!(
+                    text.contains("uses hybrid") && text.contains("contacts 1 of 12"),
+                    "{text}"
+                );
+            }
             let config = runtime
                 .block_on(clients[0].refresh(Duration::ZERO))
                 .expect("config");
@@ -980,9 +1018,19 @@ fn a_search_that_meets_a_failure_midway_is_exact() {
     // each key region's lane needs several pages and fetches some of them
     // after the kill.
     let mut loaded = load_replex3(50 * 1024);
-    let mut stream = loaded
-        .client
-        .search_stream("r3", Vec::<(&str, PredOp)>::new());
+    // The stream's fetches retry until the coordinator notices the
+    // failure: give them time enough on a loaded machine.
+    let patient = loaded
+        .runtime
+        .block_on(Client::connect_with(
+            [loaded.cluster.coordinator_addr(0)],
+            ClientOptions {
+                retry_time_max: Duration::from_secs(60),
+                ..ClientOptions::default()
+            },
+        ))
+        .expect("client");
+    let mut stream = patient.search_stream("r3", Vec::<(&str, PredOp)>::new());
     let mut got: Vec<(i64, Obj)> = Vec::new();
     let runtime = &loaded.runtime;
     let next = |stream: &mut tessera_client::SearchStream| {
