@@ -20,7 +20,8 @@ use tessera_protocol::{
 };
 use tessera_types::lookup::plan_lookup;
 use tessera_types::plan::{describe_plan, plan_search};
-use tessera_types::{Configuration, Epoch, PredOp, Space, SpaceDesc, Value};
+use tessera_types::replex::{failed_regions, ReadLane};
+use tessera_types::{Configuration, Epoch, PredOp, RegionId, Space, SpaceDesc, Value};
 use tokio::time::Instant;
 
 /// Knobs of a [`Client`].
@@ -224,40 +225,71 @@ impl Client {
     /// The committed object stored under `key` in space `space` (by id),
     /// with its version; `None` when there is none. What a lookup reads
     /// for each index entry it found.
+    ///
+    /// The point leader answers, which is linearizable. In a replex space
+    /// whose key region has no live daemon the other replexes answer
+    /// instead ([`Client::redirected_get`]), which is not.
     pub(crate) async fn get_object(
         &self,
         space: tessera_types::SpaceId,
         key: &Value,
     ) -> Result<Option<(tessera_types::Version, tessera_types::Object)>, ClientError> {
-        self.run(move |config, deadline| async move {
-            let Some(space) = config.space_by_id(space) else {
-                return Err(Step::Fail(ClientError::new(
-                    Status::UnknownSpace,
-                    "the space was removed",
-                )));
-            };
-            let request = DaemonRequest::Get {
-                space: space.id,
-                key: key.clone(),
-                auth: self.auth(),
-            };
-            let attempts = self.attempts();
-            let mut answer = attempts
-                .send(&config, point_leader(&config, space, key)?, request)
-                .await?;
-            match attempts.answer_read(&mut answer, deadline).await? {
-                DaemonResponse::Found { version, object } => {
-                    check_shape(&space.desc, &object)?;
-                    Ok(Some((version, object)))
+        let read = self
+            .run(move |config, deadline| async move {
+                let Some(space) = config.space_by_id(space) else {
+                    return Err(Step::Fail(ClientError::new(
+                        Status::UnknownSpace,
+                        "the space was removed",
+                    )));
+                };
+                let lost = space
+                    .key_region(key)
+                    .is_ok_and(|r| failed_regions(&config, space).contains(&r.id));
+                if lost {
+                    let key_attr = space.desc.attrs[0].name.clone();
+                    return Ok(GetRoute::Redirect(space.desc.name.clone(), key_attr));
                 }
-                DaemonResponse::Failed {
-                    status: Status::NotFound,
-                    ..
-                } => Ok(None),
-                other => Err(unexpected(config.epoch, other)),
+                self.get_at_point_leader(&config, space, key, deadline)
+                    .await
+                    .map(GetRoute::Read)
+            })
+            .await?;
+        match read {
+            GetRoute::Read(found) => Ok(found),
+            GetRoute::Redirect(space, key_attr) => {
+                self.redirected_get(&space, &key_attr, key).await
             }
-        })
-        .await
+        }
+    }
+
+    /// One attempt of a get at the key's point leader.
+    async fn get_at_point_leader(
+        &self,
+        config: &Configuration,
+        space: &Space,
+        key: &Value,
+        deadline: Instant,
+    ) -> Result<Option<(tessera_types::Version, tessera_types::Object)>, Step> {
+        let request = DaemonRequest::Get {
+            space: space.id,
+            key: key.clone(),
+            auth: self.auth(),
+        };
+        let attempts = self.attempts();
+        let mut answer = attempts
+            .send(config, point_leader(config, space, key)?, request)
+            .await?;
+        match attempts.answer_read(&mut answer, deadline).await? {
+            DaemonResponse::Found { version, object } => {
+                check_shape(&space.desc, &object)?;
+                Ok(Some((version, object)))
+            }
+            DaemonResponse::Failed {
+                status: Status::NotFound,
+                ..
+            } => Ok(None),
+            other => Err(unexpected(config.epoch, other)),
+        }
     }
 
     /// Runs one update of `key`: `ops` (applied together or not at all)
@@ -434,6 +466,15 @@ impl Client {
     }
 }
 
+/// Where a get is answered.
+enum GetRoute {
+    /// By the point leader: the object and its version, if any.
+    Read(Option<(tessera_types::Version, tessera_types::Object)>),
+    /// By a search of the other replexes (space and key attribute names):
+    /// the key region has no live daemon.
+    Redirect(String, String),
+}
+
 /// Statuses that say "no answer yet" rather than "this is the answer".
 fn is_transient(status: Status) -> bool {
     matches!(
@@ -443,7 +484,9 @@ fn is_transient(status: Status) -> bool {
 }
 
 /// The text of `search_describe`: the plan (subspace, regions contacted,
-/// the alternatives) and, per region, the replica the search would ask.
+/// the alternatives), each planned region without a live daemon and the
+/// regions read in its place, and per region the replica the search
+/// would ask.
 fn describe_search(
     config: &Configuration,
     space: &Space,
@@ -457,20 +500,64 @@ fn describe_search(
         Some(lookup) => (lookup.subspace, &lookup.indexlets),
         None => (plan.subspace, &plan.regions),
     };
-    if let Some(subspace) = space.subspaces.get(position) {
+    let Some(subspace) = space.subspaces.get(position) else {
+        return out;
+    };
+    let lanes = match crate::stream::plan_lanes(config, space, checks, None, None) {
+        Ok(lanes) => lanes.lanes,
+        Err(Step::Fail(e) | Step::Later(e)) => {
+            let _ = writeln!(
+                out,
+                "a planned region cannot be read: {}; the search retries until a rebuild brings it back, then fails with {}",
+                e.message,
+                e.symbol()
+            );
+            asked
+                .iter()
+                .map(|&i| ReadLane {
+                    region: subspace.regions[i].id,
+                    lost: None,
+                })
+                .collect()
+        }
+        Err(Step::Newer(_)) => Vec::new(),
+    };
+    let mut lost: Vec<RegionId> = lanes
+        .iter()
+        .filter_map(|l| Some(l.lost.as_ref()?.region))
+        .collect();
+    lost.dedup();
+    for region in lost {
+        let to: Vec<String> = lanes
+            .iter()
+            .filter(|l| l.lost.as_ref().is_some_and(|x| x.region == region))
+            .map(|l| l.region.to_string())
+            .collect();
         let _ = writeln!(
             out,
-            "replicas asked (chain tails) at epoch {}:",
-            config.epoch.0
+            "region {region} has no live daemon: redirected to {} regions of other parts ({}), keeping the objects region {region} places (not linearizable)",
+            to.len(),
+            to.join(", ")
         );
-        for &index in asked {
-            let region = &subspace.regions[index];
-            let replica = match region.chain.last() {
-                Some(&d) => format!("{d} at {}", config.daemon_addr(d).unwrap_or("?")),
-                None => "no replica".to_string(),
-            };
-            let _ = writeln!(out, "  region {} -> {}", region.id, replica);
-        }
+    }
+    let _ = writeln!(
+        out,
+        "replicas asked (chain tails) at epoch {}:",
+        config.epoch.0
+    );
+    for lane in &lanes {
+        let replica = match config
+            .region(lane.region)
+            .and_then(|(_, _, r)| r.chain.last())
+        {
+            Some(&d) => format!("{d} at {}", config.daemon_addr(d).unwrap_or("?")),
+            None => "no replica".to_string(),
+        };
+        let instead = lane
+            .lost
+            .as_ref()
+            .map_or(String::new(), |l| format!(" (for region {})", l.region));
+        let _ = writeln!(out, "  region {} -> {replica}{instead}", lane.region);
     }
     out
 }

@@ -21,6 +21,15 @@
 //! an update moves between two regions of the chosen subspace — from the
 //! part of one region not yet read into the part of another already read —
 //! can be missed, as in any search over regions read at different moments.
+//!
+//! Reads during a failure (replex spaces, `docs/design/replex.md`): a
+//! planned region whose chain names no live daemon is read through its
+//! covering set instead ([`redirect_reads`]): one lane per covering region,
+//! each keeping only objects of the lost region (and of those two
+//! covering regions hold, the first's), so every object still comes from
+//! exactly one lane. A region that fails while the stream runs re-plans
+//! the stream, like a dropped subspace. Such reads see committed data of
+//! other replexes and are not linearizable (C.4 #6).
 
 use crate::attempt::{check_shape, owned, unexpected, Step};
 use crate::client::Client;
@@ -33,6 +42,7 @@ use tessera_protocol::{AuthOp, DaemonRequest, DaemonResponse, SearchAfter, SortB
 use tessera_types::coordinate::key_bytes;
 use tessera_types::lookup::plan_lookup;
 use tessera_types::plan::plan_search;
+use tessera_types::replex::{failed_regions, redirect_reads, CoverError, LostRegion, ReadLane};
 use tessera_types::sortkey::sort_key;
 use tessera_types::{Check, Configuration, PredOp, RegionId, Space, SpaceDesc, SpaceId, Value};
 use tokio::task::JoinHandle;
@@ -73,7 +83,10 @@ struct Request {
 struct Running {
     space: SpaceId,
     desc: Arc<SpaceDesc>,
-    regions: Vec<RegionId>,
+    lanes: Vec<ReadLane>,
+    /// The space as planned, when a lane stands in for a lost region (its
+    /// grid decides which objects the lane keeps).
+    planned_on: Option<Arc<Space>>,
     /// The indexed attribute when the regions are a global index's
     /// indexlets (a lookup), in the stream's order.
     lookup: Option<usize>,
@@ -87,12 +100,14 @@ struct Running {
     fetches: Vec<Option<JoinHandle<Result<Page, ClientError>>>>,
     /// Where the stream stands: after the last item yielded.
     yielded: Option<SearchAfter>,
-    /// Times the search was planned again after its subspace was dropped.
+    /// Times the search was planned again after its subspace was dropped
+    /// or a region it read lost its last live daemon.
     replans: u32,
 }
 
 /// A search re-plans at most this many times (each after the subspace it
-/// read was dropped); a layout that keeps changing faster fails it.
+/// read was dropped, or a region it read failed); a layout that keeps
+/// changing faster fails it.
 const REPLANS_MAX: u32 = 8;
 
 enum State {
@@ -160,6 +175,35 @@ impl Client {
             count += 1;
         }
         Ok(count)
+    }
+
+    /// The committed object under `key` when its key region has no live
+    /// daemon: a search for `key == k`, which the plan sends to the key
+    /// region and the failure to its covering set. Not linearizable: the
+    /// other replexes may hold a version the point leader has not yet
+    /// committed, or miss one it committed a moment ago (C.4 #6).
+    pub(crate) async fn redirected_get(
+        &self,
+        space: &str,
+        key_attr: &str,
+        key: &Value,
+    ) -> Result<Option<(tessera_types::Version, tessera_types::Object)>, ClientError> {
+        let mut stream = self.stream(
+            space,
+            [(key_attr, PredOp::Eq(key.clone()))],
+            None,
+            None,
+            Want::Objects,
+        );
+        match stream.next_found().await {
+            None => Ok(None),
+            Some(Ok((version, Found::Object(object)))) => Ok(Some((version, object))),
+            Some(Ok((_, Found::Key(_)))) => Err(ClientError::new(
+                Status::Internal,
+                "a redirected get yielded a key where an object was due",
+            )),
+            Some(Err(e)) => Err(e),
+        }
     }
 
     /// Every object matching all predicates (none: every object), as a
@@ -275,7 +319,7 @@ impl SearchStream {
                     let Err(e) = running.receive(&self.client, lane).await else {
                         continue;
                     };
-                    let replanned = if running.lost_a_dropped_region(&self.client) {
+                    let replanned = if running.plan_is_stale(&self.client, &e) {
                         running.replan(&self.client).await
                     } else {
                         Err(e)
@@ -313,7 +357,7 @@ impl SearchStream {
                     }),
                     None => None,
                 };
-                let lanes = plan_lanes(space, &checks, sort, limit);
+                let lanes = plan_lanes(&config, space, &checks, sort, limit)?;
                 Ok((space.id, space.desc.clone(), lanes, checks, sort))
             })
             .await?;
@@ -323,12 +367,17 @@ impl SearchStream {
             attr,
             descending: false,
         }));
-        let Lanes { regions, lookup } = lanes;
-        let lanes = regions.len();
+        let Lanes {
+            lanes: read_lanes,
+            lookup,
+            planned_on,
+        } = lanes;
+        let lanes = read_lanes.len();
         let mut running = Running {
             space: space_id,
             desc: Arc::new(desc),
-            regions,
+            lanes: read_lanes,
+            planned_on,
             lookup,
             checks: Arc::new(checks),
             sort,
@@ -347,53 +396,104 @@ impl SearchStream {
 }
 
 /// The regions a search reads, one lane each, in the stream's order.
-struct Lanes {
-    regions: Vec<RegionId>,
+pub(crate) struct Lanes {
+    pub(crate) lanes: Vec<ReadLane>,
     /// The indexed attribute when the regions are a global index's
     /// indexlets.
     lookup: Option<usize>,
+    /// The space as planned when a lane stands in for a lost region.
+    planned_on: Option<Arc<Space>>,
 }
 
 /// Plans a search: through a global index when one beats the subspaces
 /// ([`plan_lookup`]), its indexlets in the stream's order; else the
-/// fewest regions of one subspace ([`plan_search`]).
-fn plan_lanes(space: &Space, checks: &[Check], sort: Option<SortBy>, limit: Option<u64>) -> Lanes {
+/// fewest regions of one subspace ([`plan_search`]), each region without
+/// a live daemon replaced by its covering set ([`redirect_reads`]).
+///
+/// When some lost region has no covering set the step is to wait and
+/// retry (a rebuild may bring it back), failing with OFFLINE and the
+/// reason once the retry time runs out.
+pub(crate) fn plan_lanes(
+    config: &Configuration,
+    space: &Space,
+    checks: &[Check],
+    sort: Option<SortBy>,
+    limit: Option<u64>,
+) -> Result<Lanes, Step> {
     let plan = plan_search(space, checks);
     let by = sort.map(|s| (s.attr, limit.is_some()));
     if let Some(lookup) = plan_lookup(space, checks, by, &plan) {
         let layout = &space.subspaces[lookup.subspace];
-        let mut regions: Vec<RegionId> = lookup
+        let mut lanes: Vec<ReadLane> = lookup
             .indexlets
             .iter()
-            .map(|&i| layout.regions[i].id)
+            .map(|&i| ReadLane {
+                region: layout.regions[i].id,
+                lost: None,
+            })
             .collect();
         if sort.is_some_and(|s| s.descending) {
-            regions.reverse();
+            lanes.reverse();
         }
-        return Lanes {
-            regions,
+        return Ok(Lanes {
+            lanes,
             lookup: Some(lookup.attr),
-        };
+            planned_on: None,
+        });
     }
     let subspace = &space.subspaces[plan.subspace];
-    Lanes {
-        regions: plan
-            .regions
-            .iter()
-            .map(|&i| subspace.regions[i].id)
-            .collect(),
+    let planned: Vec<RegionId> = plan
+        .regions
+        .iter()
+        .map(|&i| subspace.regions[i].id)
+        .collect();
+    let failed = failed_regions(config, space);
+    let lanes = redirect_reads(space, &failed, &planned).map_err(|e| cover_step(space, e))?;
+    let redirected = lanes.iter().any(|l| l.lost.is_some());
+    Ok(Lanes {
+        lanes,
         lookup: None,
+        planned_on: redirected.then(|| Arc::new(space.clone())),
+    })
+}
+
+/// The step for a read whose lost region cannot be covered.
+fn cover_step(space: &Space, e: CoverError) -> Step {
+    match e {
+        CoverError::Unavailable(_) => Step::Later(ClientError::new(
+            Status::Offline,
+            format!("space {:?}: {e}", space.desc.name),
+        )),
+        CoverError::NoRegion(_) => Step::Fail(ClientError::new(
+            Status::Internal,
+            format!(
+                "space {:?}: planning a redirected read: {e}",
+                space.desc.name
+            ),
+        )),
     }
 }
 
 impl Running {
-    /// Whether a region this search reads is gone from the newest
-    /// configuration while its space remains: the coordinator dropped the
-    /// subspace the search was planned on (`rm-subspace`, `relayout`).
-    fn lost_a_dropped_region(&self, client: &Client) -> bool {
+    /// Whether the plan no longer fits the newest configuration while the
+    /// space remains: a region it reads is gone (the coordinator dropped
+    /// the subspace it was planned on: `rm-subspace`, `relayout`), or has
+    /// no live daemon in a replex space (a region's page fetch fails with
+    /// OFFLINE then, so that error re-plans too, even if the region has
+    /// come back since).
+    fn plan_is_stale(&self, client: &Client, error: &ClientError) -> bool {
         let config = client.config();
-        config.space_by_id(self.space).is_some()
-            && self.regions.iter().any(|r| config.region(*r).is_none())
+        let Some(space) = config.space_by_id(self.space) else {
+            return false;
+        };
+        if self.lanes.iter().any(|l| config.region(l.region).is_none()) {
+            return true;
+        }
+        if space.desc.replex.is_none() {
+            return false;
+        }
+        let failed = failed_regions(&config, space);
+        error.status == Status::Offline || self.lanes.iter().any(|l| failed.contains(&l.region))
     }
 
     /// Plans the search again in the newest configuration and continues
@@ -405,12 +505,16 @@ impl Running {
         if self.replans > REPLANS_MAX {
             return Err(ClientError::new(
                 Status::UnknownSpace,
-                "the searched space's layout changed too often during the search",
+                "the searched space's layout or failures changed too often during the search",
             ));
         }
         let (space, checks, sort) = (self.space, self.checks.clone(), self.sort);
         let limit = self.merge.limit_left();
-        let Lanes { regions, lookup } = client
+        let Lanes {
+            lanes: read_lanes,
+            lookup,
+            planned_on,
+        } = client
             .run(move |config, _| {
                 let checks = checks.clone();
                 async move {
@@ -420,7 +524,7 @@ impl Running {
                             "the searched space was removed during the search",
                         )));
                     };
-                    Ok(plan_lanes(space, &checks, sort, limit))
+                    plan_lanes(&config, space, &checks, sort, limit)
                 }
             })
             .await?;
@@ -430,8 +534,9 @@ impl Running {
         // The stream keeps its order (the sort, forced by a first lookup
         // or asked for), so every new lane continues after what was
         // yielded, through a subspace or an index on the sort attribute.
-        let lanes = regions.len();
-        self.regions = regions;
+        let lanes = read_lanes.len();
+        self.lanes = read_lanes;
+        self.planned_on = planned_on;
         self.lookup = lookup;
         self.after = vec![self.yielded.clone(); lanes];
         self.fetches = (0..lanes).map(|_| None).collect();
@@ -453,7 +558,11 @@ impl Running {
         };
         let page = PageRequest {
             space: self.space,
-            region: self.regions[lane],
+            region: self.lanes[lane].region,
+            lost: self.lanes[lane]
+                .lost
+                .clone()
+                .and_then(|lost| Some((lost, self.planned_on.clone()?))),
             lookup: self.lookup,
             checks: self.checks.clone(),
             sort: self.sort,
@@ -506,6 +615,9 @@ impl Drop for Running {
 struct PageRequest {
     space: SpaceId,
     region: RegionId,
+    /// When `region` stands in for a lost region: that region, and the
+    /// space as planned, whose grid decides which objects are kept.
+    lost: Option<(LostRegion, Arc<Space>)>,
     /// The indexed attribute when `region` is an indexlet.
     lookup: Option<usize>,
     checks: Arc<Vec<Check>>,
@@ -518,16 +630,28 @@ struct PageRequest {
 
 impl PageRequest {
     /// Fetches the page from the tail of the region's chain in the newest
-    /// configuration, retrying like any read.
+    /// configuration, retrying like any read. A lane standing in for a
+    /// lost region keeps only objects of that region; it reads whole
+    /// objects even for a keys-only search, since a key alone does not
+    /// say where the other parts place an object.
     async fn fetch(&self, client: &Client) -> Result<Page, ClientError> {
         if let Some(attr) = self.lookup {
             return self.lookup(client, attr).await;
         }
+        let objects = self.want == Want::Objects || self.lost.is_some();
         client
             .run(move |config, deadline| async move {
                 let replica = self.replica(&config)?;
                 let request = match self.want {
-                    Want::Objects => DaemonRequest::Search {
+                    Want::Keys(op) if !objects => DaemonRequest::SearchKeys {
+                        space: self.space,
+                        region: self.region,
+                        checks: self.checks.to_vec(),
+                        after: self.after.as_ref().map(|a| a.key.clone()),
+                        auth: client.auth(),
+                        op,
+                    },
+                    _ => DaemonRequest::Search {
                         space: self.space,
                         region: self.region,
                         checks: self.checks.to_vec(),
@@ -536,51 +660,88 @@ impl PageRequest {
                         limit: self.limit,
                         auth: client.auth(),
                     },
-                    Want::Keys(op) => DaemonRequest::SearchKeys {
-                        space: self.space,
-                        region: self.region,
-                        checks: self.checks.to_vec(),
-                        after: self.after.as_ref().map(|a| a.key.clone()),
-                        auth: client.auth(),
-                        op,
-                    },
                 };
                 let attempts = client.attempts();
                 let mut answer = attempts.send(&config, replica, request).await?;
                 match attempts.answer_read(&mut answer, deadline).await? {
-                    DaemonResponse::SearchPage { objects, more } if self.want == Want::Objects => {
-                        let mut items = Vec::with_capacity(objects.len());
-                        for (version, object) in objects {
-                            check_shape(&self.desc, &object)?;
-                            items.push(Item {
-                                key: key_bytes(object.key()),
-                                sort_value: self.sort.map(|s| object.values[s.attr].clone()),
-                                version,
-                                payload: Found::Object(object),
-                            });
-                        }
-                        let last = items.last().map(Item::after);
-                        Ok((items, more, last))
-                    }
-                    DaemonResponse::KeysPage { keys, more }
-                        if matches!(self.want, Want::Keys(_)) =>
-                    {
-                        let items: Vec<Item<Found>> = keys
-                            .into_iter()
-                            .map(|key| Item {
-                                key: key_bytes(&key),
-                                sort_value: None,
-                                version: tessera_types::Version(0),
-                                payload: Found::Key(key),
-                            })
-                            .collect();
-                        let last = items.last().map(Item::after);
-                        Ok((items, more, last))
+                    DaemonResponse::SearchPage {
+                        objects: page,
+                        more,
+                    } if objects => self.objects_page(page, more),
+                    DaemonResponse::KeysPage { keys, more } if !objects => {
+                        Ok(self.keys_page(keys, more))
                     }
                     other => Err(unexpected(config.epoch, other)),
                 }
             })
             .await
+    }
+
+    /// A page of whole objects as this lane yields it: objects, or their
+    /// keys in a keys-only search; in a lane standing in for a lost region
+    /// only the objects it keeps ([`LostRegion::keeps`]). The next page
+    /// starts after the last object read, kept or not.
+    fn objects_page(
+        &self,
+        page: Vec<(tessera_types::Version, tessera_types::Object)>,
+        more: bool,
+    ) -> Result<Page, Step> {
+        let mut items = Vec::with_capacity(page.len());
+        let mut last = None;
+        for (version, object) in page {
+            check_shape(&self.desc, &object)?;
+            let after = SearchAfter {
+                key: key_bytes(object.key()),
+                sort_value: self.sort.map(|s| object.values[s.attr].clone()),
+            };
+            last = Some(after.clone());
+            if !self.keeps(&object)? {
+                continue;
+            }
+            items.push(Item {
+                key: after.key,
+                sort_value: after.sort_value,
+                version,
+                payload: match self.want {
+                    Want::Objects => Found::Object(object),
+                    Want::Keys(_) => Found::Key(object.key().clone()),
+                },
+            });
+        }
+        Ok((items, more, last))
+    }
+
+    /// A page of keys of a region the plan named.
+    fn keys_page(&self, keys: Vec<Value>, more: bool) -> Page {
+        let items: Vec<Item<Found>> = keys
+            .into_iter()
+            .map(|key| Item {
+                key: key_bytes(&key),
+                sort_value: None,
+                version: tessera_types::Version(0),
+                payload: Found::Key(key),
+            })
+            .collect();
+        let last = items.last().map(Item::after);
+        (items, more, last)
+    }
+
+    /// Whether this lane keeps an object it read: always, unless it stands
+    /// in for a lost region; an object that region cannot place does not
+    /// fit the space.
+    fn keeps(&self, object: &tessera_types::Object) -> Result<bool, Step> {
+        let Some((lost, space)) = &self.lost else {
+            return Ok(true);
+        };
+        lost.keeps(space, self.region, object).ok_or_else(|| {
+            Step::Fail(ClientError::new(
+                Status::ServerError,
+                format!(
+                    "a daemon returned an object of space {:?} that region {} cannot place",
+                    space.desc.name, lost.region
+                ),
+            ))
+        })
     }
 
     /// A page of a lookup: a page of entries from the indexlet's tail,
@@ -658,19 +819,30 @@ impl PageRequest {
         Ok((items, more, last))
     }
 
-    /// The replica to ask: the tail of the region's chain.
+    /// The replica to ask: the tail of the region's chain. A region of a
+    /// replex space without a live daemon fails at once with OFFLINE: the
+    /// stream re-plans and reads it through its covering set (elsewhere a
+    /// region without replicas is waited for).
     fn replica(&self, config: &Configuration) -> Result<tessera_types::DaemonId, Step> {
         match config.region(self.region) {
-            Some((space, _, region)) if space.id == self.space => match region.chain.last() {
-                Some(&tail) => Ok(tail),
-                None => Err(Step::Later(ClientError::new(
-                    Status::Offline,
-                    format!(
-                        "region {} of space {:?} has no replica",
-                        region.id, space.desc.name
-                    ),
-                ))),
-            },
+            Some((space, _, region)) if space.id == self.space => {
+                let no_replica = || {
+                    ClientError::new(
+                        Status::Offline,
+                        format!(
+                            "region {} of space {:?} has no live daemon at epoch {}",
+                            region.id, space.desc.name, config.epoch
+                        ),
+                    )
+                };
+                if failed_regions(config, space).contains(&region.id) {
+                    return Err(Step::Fail(no_replica()));
+                }
+                match region.chain.last() {
+                    Some(&tail) => Ok(tail),
+                    None => Err(Step::Later(no_replica())),
+                }
+            }
             _ => Err(Step::Fail(ClientError::new(
                 Status::UnknownSpace,
                 format!(
@@ -685,6 +857,216 @@ impl PageRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use tessera_types::config::{DaemonInfo, DaemonState};
+    use tessera_types::{DaemonId, Object, Version};
+
+    /// A configuration holding one Replex-3 space — key, `hybrid k, b
+    /// groups 2, 3`, replex `b`, 6 partitions — whose every region has a
+    /// daemon of its own, all available.
+    fn replex_config() -> Configuration {
+        let desc = tessera_types::parse_space(
+            "space s key int k attributes int b replex b hybrid k, b groups 2, 3 \
+             create 6 partitions",
+        )
+        .expect("a replex space");
+        let mut space = tessera_types::region::default_layout(SpaceId(1), desc);
+        let mut config = Configuration::default();
+        for region in space.subspaces.iter_mut().flat_map(|l| &mut l.regions) {
+            let daemon = DaemonId(region.id.0);
+            region.chain = vec![daemon];
+            config.daemons.insert(
+                daemon,
+                DaemonInfo {
+                    id: daemon,
+                    addr: String::new(),
+                    state: DaemonState::Available,
+                    metrics: None,
+                },
+            );
+        }
+        config.spaces.push(space);
+        config
+    }
+
+    /// An object of the test space: key `k`, `b` as given. Ints spread
+    /// over the axis so that they fall into different regions.
+    fn object(k: i64, b: i64) -> Object {
+        let spread = |v: i64| v * (i64::MAX / 8);
+        Object {
+            values: vec![Value::Int(spread(k)), Value::Int(spread(b))],
+        }
+    }
+
+    fn objects() -> Vec<Object> {
+        (-7..8)
+            .flat_map(|k| (-7..8).map(move |b| object(k, b)))
+            .collect()
+    }
+
+    fn lanes_for(config: &Configuration, checks: &[Check]) -> Result<Lanes, Step> {
+        plan_lanes(config, &config.spaces[0], checks, None, None)
+    }
+
+    #[test]
+    fn a_lost_region_is_planned_as_its_covering_set() {
+        let mut config = replex_config();
+        let space = config.spaces[0].clone();
+        let (hybrid, b_part) = (&space.subspaces[1], &space.subspaces[2]);
+        let probe = object(0, 3);
+        let lost = b_part.region_of(&probe).id;
+        let checks = [Check::new(1, PredOp::Eq(probe.values[1].clone()))];
+        let live = lanes_for(&config, &checks).ok().expect("a plan");
+        assert_eq!(
+            live.lanes,
+            vec![ReadLane {
+                region: lost,
+                lost: None
+            }]
+        );
+        assert!(live.planned_on.is_none());
+
+        // The region's chain empties: the N1 = 2 hybrid regions holding
+        // `b`'s group stand in for it, each keeping the lost region's
+        // objects.
+        let index = b_part.regions.iter().position(|r| r.id == lost).unwrap();
+        config.spaces[0].subspaces[2].regions[index].chain.clear();
+        let planned = lanes_for(&config, &checks).ok().expect("a plan");
+        let (lo, hi) = b_part.cell_by_attr(index)[&1];
+        let expected: Vec<RegionId> = (0..hybrid.regions.len())
+            .filter(|&h| {
+                let (hlo, hhi) = hybrid.cell_by_attr(h)[&1];
+                hlo.max(lo) <= hhi.min(hi)
+            })
+            .map(|h| hybrid.regions[h].id)
+            .collect();
+        let expected: Vec<ReadLane> = expected
+            .iter()
+            .map(|&region| ReadLane {
+                region,
+                lost: Some(LostRegion {
+                    part: 2,
+                    region: lost,
+                    cover: expected.iter().map(|&r| (1, r)).collect(),
+                }),
+            })
+            .collect();
+        assert_eq!(expected.len(), 2);
+        assert_eq!(planned.lanes, expected);
+        assert!(planned.planned_on.is_some());
+
+        // A daemon taken offline fails its region as an empty chain does.
+        let mut offline = replex_config();
+        let daemon = offline.spaces[0].subspaces[2].regions[index].chain[0];
+        offline.daemons.get_mut(&daemon).unwrap().state = DaemonState::Offline;
+        let planned_offline = lanes_for(&offline, &checks).ok().expect("a plan");
+        assert_eq!(planned_offline.lanes, expected);
+
+        // With the key subspace and the hybrid gone too, nothing covers
+        // it: the read waits, then fails with OFFLINE.
+        for part in [0, 1] {
+            for region in &mut config.spaces[0].subspaces[part].regions {
+                region.chain.clear();
+            }
+        }
+        match lanes_for(&config, &checks) {
+            Err(Step::Later(e)) => {
+                assert_eq!(e.status, Status::Offline);
+                assert!(e.message.contains("unavailable"), "{}", e.message);
+            }
+            _ => panic!("an uncovered region must make the read wait"),
+        }
+    }
+
+    fn page_request(config: &Configuration, lane: ReadLane, want: Want) -> PageRequest {
+        let space = Arc::new(config.spaces[0].clone());
+        PageRequest {
+            space: space.id,
+            region: lane.region,
+            lost: lane.lost.map(|l| (l, space.clone())),
+            lookup: None,
+            checks: Arc::new(Vec::new()),
+            sort: None,
+            after: None,
+            limit: None,
+            want,
+            desc: Arc::new(space.desc.clone()),
+        }
+    }
+
+    #[test]
+    fn a_redirected_lane_keeps_only_the_lost_regions_objects() {
+        let config = replex_config();
+        let space = config.spaces[0].clone();
+        let page: Vec<(Version, Object)> = objects().into_iter().map(|o| (Version(1), o)).collect();
+        let last = SearchAfter {
+            key: key_bytes(page.last().unwrap().1.key()),
+            sort_value: None,
+        };
+        for part in [0, 2] {
+            let layout = &space.subspaces[part];
+            let region = layout.regions[1].id;
+            let failed = std::collections::BTreeSet::from([region]);
+            let lanes = redirect_reads(&space, &failed, &[region]).expect("a cover");
+            assert!(lanes.len() > 1);
+            let mut kept_by_lanes: Vec<Value> = Vec::new();
+            for lane in lanes {
+                // The part each lane's region belongs to places the objects
+                // it holds.
+                let holder = space
+                    .subspaces
+                    .iter()
+                    .find(|l| l.regions.iter().any(|r| r.id == lane.region))
+                    .unwrap();
+                let placed: Vec<Value> = page
+                    .iter()
+                    .filter(|(_, o)| {
+                        layout.region_of(o).id == region && holder.region_of(o).id == lane.region
+                    })
+                    .map(|(_, o)| o.key().clone())
+                    .collect();
+                for want in [Want::Objects, Want::Keys(AuthOp::Read)] {
+                    let request = page_request(&config, lane.clone(), want);
+                    let Ok((items, more, after)) = request.objects_page(page.clone(), true) else {
+                        panic!("a page of the space's objects");
+                    };
+                    let keys: Vec<Value> = items
+                        .iter()
+                        .map(|i| match &i.payload {
+                            Found::Object(o) if want == Want::Objects => o.key().clone(),
+                            Found::Key(k) if want != Want::Objects => k.clone(),
+                            other => panic!("{other:?} in a {want:?} search"),
+                        })
+                        .collect();
+                    assert_eq!(keys, placed, "part {part}");
+                    // The next page starts after the last object read.
+                    assert!(more);
+                    assert_eq!(after, Some(last.clone()));
+                }
+                kept_by_lanes.extend(placed);
+            }
+            // Together the lanes keep the lost region's objects, each once.
+            kept_by_lanes.sort_by_key(key_bytes);
+            let mut expected: Vec<Value> = page
+                .iter()
+                .filter(|(_, o)| layout.region_of(o).id == region)
+                .map(|(_, o)| o.key().clone())
+                .collect();
+            expected.sort_by_key(key_bytes);
+            assert!(!expected.is_empty() && expected.len() < page.len());
+            assert_eq!(kept_by_lanes, expected);
+        }
+        // A lane the plan named keeps everything.
+        let named = ReadLane {
+            region: space.subspaces[0].regions[0].id,
+            lost: None,
+        };
+        let request = page_request(&config, named, Want::Objects);
+        let Ok((items, _, _)) = request.objects_page(page.clone(), false) else {
+            panic!("a page");
+        };
+        assert_eq!(items.len(), page.len());
+    }
 
     /// Compiles only if a stream and its `next` future can move to another
     /// task or thread (a binding spawns them on a runtime).

@@ -19,8 +19,9 @@
 //! independent, and one attribute has one coordinate in every part
 //! (hashing). Regions of one part never share an object.
 
-use crate::config::{Region, Space, SubspaceKind, SubspaceLayout};
-use crate::ids::RegionId;
+use crate::config::{Configuration, DaemonState, Region, Space, SubspaceKind, SubspaceLayout};
+use crate::coordinate::coordinate;
+use crate::ids::{DaemonId, RegionId};
 use crate::region::{regions_intersecting, uniform_splits};
 use crate::schema::SpaceDesc;
 use std::collections::{BTreeMap, BTreeSet};
@@ -227,6 +228,132 @@ fn cover(
     best
 }
 
+/// The regions of `space`'s parts that hold objects whose chain names no
+/// available daemon in `config`: an emptied chain (an orphan, or a region
+/// being rebuilt) or one of daemons all taken offline. Only a replex space
+/// has other copies to read them from, so in any other space the set is
+/// empty and reads keep waiting for the region's replicas.
+pub fn failed_regions(config: &Configuration, space: &Space) -> BTreeSet<RegionId> {
+    if space.desc.replex.is_none() {
+        return BTreeSet::new();
+    }
+    let live = |d: &DaemonId| {
+        config
+            .daemons
+            .get(d)
+            .is_some_and(|info| info.state == DaemonState::Available)
+    };
+    space
+        .subspaces
+        .iter()
+        .filter(|l| l.kind.holds_objects())
+        .flat_map(|l| &l.regions)
+        .filter(|r| !r.chain.iter().any(live))
+        .map(|r| r.id)
+        .collect()
+}
+
+/// A region a read of a replex space asks, in place of or as one of the
+/// regions its plan named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadLane {
+    /// The region asked.
+    pub region: RegionId,
+    /// `None` when the region is one the plan named; otherwise the lost
+    /// region this lane stands in for, whose objects alone it keeps.
+    pub lost: Option<LostRegion>,
+}
+
+/// A planned region without a live daemon, read through its covering set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostRegion {
+    /// Its part, by position in `Space::subspaces`.
+    pub part: usize,
+    /// Its id.
+    pub region: RegionId,
+    /// Its covering set, ascending, each region with its part's position.
+    /// After a second failure the set may hold regions of several parts
+    /// that share objects; such an object is kept by the first region of
+    /// the set holding it.
+    pub cover: Vec<(usize, RegionId)>,
+}
+
+/// The lanes of a read whose plan names `planned` (regions of one part of
+/// `space`), given the `failed` regions: a planned region that has not
+/// failed is one lane; a failed one is replaced by one lane per region of
+/// its [`covering_set`], each keeping only the objects the lost region
+/// places and the first region of the set holds ([`LostRegion::keeps`]).
+/// So every object is kept by exactly one lane of the one planned region
+/// that places it, and by no other: redirected lanes of two lost regions
+/// may ask one region, but keep disjoint objects.
+pub fn redirect_reads(
+    space: &Space,
+    failed: &BTreeSet<RegionId>,
+    planned: &[RegionId],
+) -> Result<Vec<ReadLane>, CoverError> {
+    let part_of = |region: RegionId| {
+        space
+            .subspaces
+            .iter()
+            .position(|l| l.regions.iter().any(|r| r.id == region))
+            .ok_or(CoverError::NoRegion(region))
+    };
+    let mut lanes = Vec::with_capacity(planned.len());
+    for &region in planned {
+        if !failed.contains(&region) {
+            lanes.push(ReadLane { region, lost: None });
+            continue;
+        }
+        let cover = covering_set(space, failed, region)?
+            .into_iter()
+            .map(|r| Ok((part_of(r)?, r)))
+            .collect::<Result<Vec<_>, CoverError>>()?;
+        let lost = LostRegion {
+            part: part_of(region)?,
+            region,
+            cover,
+        };
+        lanes.extend(lost.cover.iter().map(|&(_, r)| ReadLane {
+            region: r,
+            lost: Some(lost.clone()),
+        }));
+    }
+    Ok(lanes)
+}
+
+impl LostRegion {
+    /// Whether the lane reading region `lane` of the covering set keeps
+    /// `object` (a whole object of the space, found in `lane`): the lost
+    /// region places it and no earlier region of the set holds it. `None`
+    /// when a part is gone from `space`, or the object lacks an attribute
+    /// a part places by or holds one without a coordinate (a daemon's
+    /// answer that does not fit the schema).
+    pub fn keeps(&self, space: &Space, lane: RegionId, object: &crate::Object) -> Option<bool> {
+        if !holds(space, self.part, self.region, object)? {
+            return Some(false);
+        }
+        for &(part, region) in &self.cover {
+            if holds(space, part, region, object)? {
+                return Some(region == lane);
+            }
+        }
+        Some(false)
+    }
+}
+
+/// Whether region `region` of the part at `part` places `object` (see
+/// [`LostRegion::keeps`] for `None`).
+fn holds(space: &Space, part: usize, region: RegionId, object: &crate::Object) -> Option<bool> {
+    let layout = space.subspaces.get(part)?;
+    let coordinates = layout
+        .attrs
+        .iter()
+        .map(|&a| coordinate(object.values.get(a)?))
+        .collect::<Option<Vec<u64>>>()
+        .filter(|c| c.len() == layout.splits.len())?;
+    Some(layout.regions.get(layout.region_index(&coordinates))?.id == region)
+}
+
 /// The fraction of objects of `space` (uniform over the coordinate axes,
 /// as hashing places them) of which two copies share a daemon, so that
 /// one failure takes two copies: 0 under the strict placement rule,
@@ -254,7 +381,7 @@ pub fn at_risk_fraction(space: &Space) -> f64 {
         .iter()
         .try_fold(1usize, |acc, s| acc.checked_mul(s.len() + 1));
     let at_risk = |point: &BTreeMap<usize, u64>| -> bool {
-        let mut seen: BTreeSet<crate::ids::DaemonId> = BTreeSet::new();
+        let mut seen: BTreeSet<DaemonId> = BTreeSet::new();
         parts.iter().any(|part| {
             let coords: Vec<u64> = part.attrs.iter().map(|a| point[a]).collect();
             let region: &Region = &part.regions[part.region_index(&coords)];
@@ -539,6 +666,176 @@ mod tests {
                 }
             }
         }
+
+        /// The lanes of a read with failed regions, against a brute-force
+        /// model: an object is kept by exactly one lane when a planned
+        /// region places it and by none otherwise (so nothing is lost or
+        /// counted twice), no lane asks a failed region, and the planned
+        /// regions that did not fail are asked as they are.
+        #[test]
+        fn redirected_lanes_keep_each_planned_object_exactly_once(
+            text in layouts(),
+            part in any::<proptest::sample::Index>(),
+            planned in proptest::collection::vec(any::<proptest::sample::Index>(), 1..6),
+            failed in proptest::collection::vec(any::<proptest::sample::Index>(), 1..3),
+            seed in any::<u64>(),
+        ) {
+            let s = space(&text);
+            let all: Vec<RegionId> = s.subspaces.iter().flat_map(|l| l.regions.iter().map(|r| r.id)).collect();
+            let home = part.index(s.subspaces.len());
+            let layout = &s.subspaces[home];
+            let planned: BTreeSet<RegionId> = planned.iter().map(|i| i.get(&layout.regions).id).collect();
+            let planned: Vec<RegionId> = planned.into_iter().collect();
+            // At least one planned region fails, besides random others.
+            let mut failed: BTreeSet<RegionId> = failed.iter().map(|i| *i.get(&all)).collect();
+            failed.insert(planned[0]);
+            let lanes = match redirect_reads(&s, &failed, &planned) {
+                Ok(lanes) => lanes,
+                Err(e) => {
+                    let lost = planned.iter().copied().filter(|r| failed.contains(r));
+                    prop_assert!(lost.into_iter().any(|r| covering_set(&s, &failed, r) == Err(e.clone())));
+                    return Ok(());
+                }
+            };
+            prop_assert!(lanes.iter().all(|l| !failed.contains(&l.region)));
+            let direct: Vec<RegionId> = lanes.iter().filter(|l| l.lost.is_none()).map(|l| l.region).collect();
+            let alive: Vec<RegionId> = planned.iter().copied().filter(|r| !failed.contains(r)).collect();
+            prop_assert_eq!(direct, alive);
+            let mut state = seed;
+            for _ in 0..300 {
+                let object = random_object(&mut state);
+                let kept = lanes
+                    .iter()
+                    .filter(|lane| {
+                        s.subspaces[part_of(&s, lane.region)].region_of(&object).id == lane.region
+                            && lane.lost.as_ref().is_none_or(|lost| lost.keeps(&s, lane.region, &object) == Some(true))
+                    })
+                    .count();
+                let expected = usize::from(planned.contains(&layout.region_of(&object).id));
+                prop_assert_eq!(kept, expected, "{}: {:?} lanes {:?}", text, object, lanes);
+            }
+        }
+    }
+
+    /// A string object of the test spaces (`k`, `a`, `b` are strings)
+    /// drawn from `state`.
+    fn random_object(state: &mut u64) -> crate::Object {
+        crate::Object {
+            values: (0..3)
+                .map(|_| crate::Value::str(&format!("v{}", splitmix(state) % 1000)))
+                .collect(),
+        }
+    }
+
+    /// The position of the part holding region `id` of `space`.
+    fn part_of(space: &Space, id: RegionId) -> usize {
+        space
+            .subspaces
+            .iter()
+            .position(|l| l.regions.iter().any(|r| r.id == id))
+            .expect("a region of the space")
+    }
+
+    #[test]
+    fn failed_regions_are_those_without_an_available_daemon() {
+        use crate::config::{DaemonInfo, DaemonState};
+        let mut s = space("space s key k attributes a replex a create 4 partitions");
+        for layout in &mut s.subspaces {
+            for (i, r) in layout.regions.iter_mut().enumerate() {
+                r.chain = vec![DaemonId(i as u64 % 2 + 1)];
+            }
+        }
+        let key = s.subspaces[0].regions.clone();
+        s.subspaces[0].regions[3].chain.clear();
+        let daemon = |id: u64, state| {
+            (
+                DaemonId(id),
+                DaemonInfo {
+                    id: DaemonId(id),
+                    addr: String::new(),
+                    state,
+                    metrics: None,
+                },
+            )
+        };
+        let mut config = Configuration {
+            daemons: [
+                daemon(1, DaemonState::Available),
+                daemon(2, DaemonState::Offline),
+            ]
+            .into(),
+            ..Configuration::default()
+        };
+        // Daemon 2 (odd indexes) is offline; key region 3 has no chain.
+        let replex = &s.subspaces[1].regions;
+        let expected = BTreeSet::from([key[1].id, key[3].id, replex[1].id, replex[3].id]);
+        assert_eq!(failed_regions(&config, &s), expected);
+        config
+            .daemons
+            .insert(DaemonId(2), daemon(2, DaemonState::Available).1);
+        assert_eq!(failed_regions(&config, &s), BTreeSet::from([key[3].id]));
+        // A space without replexes has no other copy to read: nothing is
+        // redirected there.
+        let mut plain = space("space p key k attributes a create 4 partitions");
+        plain.subspaces[0].regions[0].chain.clear();
+        assert!(failed_regions(&config, &plain).is_empty());
+    }
+
+    #[test]
+    fn a_lost_region_keeps_its_objects_once_through_its_cover() {
+        let s = space(
+            "space s key k attributes a, b replex a replex b hybrid a, b groups 2, 2 \
+             create 12 partitions",
+        );
+        let (key, hybrid) = (&s.subspaces[0], &s.subspaces[1]);
+        // Key region 0 and hybrid (0, 0) fail: the cover is the other
+        // three hybrid regions and A's six regions of group 0, which share
+        // objects with hybrid (0, 1).
+        let failed = BTreeSet::from([key.regions[0].id, hybrid.regions[0].id]);
+        let lanes = redirect_reads(&s, &failed, &[key.regions[0].id]).unwrap();
+        let lost = lanes[0].lost.clone().unwrap();
+        assert_eq!((lost.part, lost.region), (0, key.regions[0].id));
+        let parts: Vec<usize> = lost.cover.iter().map(|(p, _)| *p).collect();
+        assert_eq!(parts, vec![1, 1, 1, 2, 2, 2, 2, 2, 2]);
+        let a = &s.subspaces[0];
+        let mut state = 7;
+        let mut shared = 0;
+        for _ in 0..500 {
+            let object = random_object(&mut state);
+            let in_lost = a.region_of(&object).id == lost.region;
+            let holding: Vec<RegionId> = lost
+                .cover
+                .iter()
+                .filter(|(p, r)| s.subspaces[*p].region_of(&object).id == *r)
+                .map(|(_, r)| *r)
+                .collect();
+            if in_lost && holding.len() > 1 {
+                shared += 1;
+            }
+            let keeping: Vec<RegionId> = holding
+                .iter()
+                .copied()
+                .filter(|r| lost.keeps(&s, *r, &object) == Some(true))
+                .collect();
+            let expected = if in_lost {
+                holding[..1].to_vec()
+            } else {
+                vec![]
+            };
+            assert_eq!(keeping, expected, "{object:?}");
+        }
+        assert!(shared > 0, "no object of two cover regions was drawn");
+        // An object of the lost region short of a placing attribute of
+        // the cover is not decided.
+        let short = (0..)
+            .map(|_| random_object(&mut state))
+            .find(|o| a.region_of(o).id == lost.region)
+            .map(|mut o| {
+                o.values.truncate(1);
+                o
+            })
+            .unwrap();
+        assert_eq!(lost.keeps(&s, lost.cover[0].1, &short), None);
     }
 
     #[test]
