@@ -74,6 +74,27 @@ fn layout_changes_happen_under_the_nemesis() {
     );
 }
 
+/// Issue 13: about one seed in five runs a replex space (one replica per
+/// region) under the nemesis; the sweeps above hold them to the same
+/// checks, plus every acknowledged update found in every copy. This checks
+/// that they are drawn, that the nemesis crashes daemons holding their
+/// objects, and that updates move objects between a replex's regions.
+#[test]
+fn replex_seeds_lose_daemons_and_relocate_objects() {
+    let summary = run_many(0, 100, Options::default(), |f| eprintln!("{f}\n"));
+    assert!(
+        summary.failed.is_empty(),
+        "seeds failed: {:?}",
+        summary.failed
+    );
+    assert!(summary.replex_seeds >= 10, "{summary}");
+    assert!(
+        summary.faults.replex_crashes_with_objects >= 10,
+        "{summary}"
+    );
+    assert!(summary.replex_relocations >= 10, "{summary}");
+}
+
 /// Seeds whose layout change first lost objects: an update drawn before
 /// the new subspace existed committed after the backfill's walk passed
 /// its key (seeds 132, 327: add-subspace; 9, 487, 495: relayout), and a
