@@ -229,7 +229,7 @@ impl World {
             Heard::Result(result) => {
                 let cur = self.clients[c].current.take().expect("checked");
                 self.trace(|| format!("client {c} key {} {:?} -> {result:?}", cur.key, cur.op));
-                if self.knobs.replex.is_some() && cur.op.is_update() && result == KvResult::Ok {
+                if cur.op.is_update() && result == KvResult::Ok {
                     let client = ClientRef {
                         client_id: self.clients[c].id,
                         request_no: cur.request_no,

@@ -34,7 +34,8 @@
 //! runs, Available at the current epoch, every region has f + 1 replicas,
 //! and every key's final read returns. Then the safety checkers run:
 //! per-key linearizability of the history (which covers acknowledged
-//! writes lost), every replica of every region equal, every object in
+//! writes lost; and as each update is acknowledged, every copy holds it),
+//! every replica of every region equal, every object in
 //! exactly the regions its attributes map to, the settled objects those
 //! the final reads returned, and epochs only growing at every daemon.
 //!
@@ -47,6 +48,7 @@
 pub mod check;
 pub mod disk;
 
+mod acked;
 mod clients;
 mod converge;
 mod coord;

@@ -1,21 +1,19 @@
-//! What the simulator counts and checks of a replex space (issue 13):
-//! crashes that leave its regions without a replica, updates that move an
-//! object from one region of a replex (or hybrid) to another, and that an
-//! acknowledged update is in every copy.
+//! What the simulator counts of a replex space (issue 13): crashes that
+//! leave its regions without a replica, and updates that move an object
+//! from one region of a replex (or hybrid) to another.
 //!
 //! A replex seed's space has one replica per region, so the nemesis may
 //! fail any daemon (see `World::may_fail`): its regions wait for it as
 //! orphans, and writes crossing them wait too. Nothing here decides
 //! anything; the chain and the coordinator are the real ones.
 
-use crate::report::Violation;
 use crate::world::World;
 use std::collections::BTreeSet;
 use tessera_daemon::record::Record;
-use tessera_protocol::{ChainForward, ChainMsg, ClientRef, HopWrite, Message};
+use tessera_protocol::{ChainForward, ChainMsg, HopWrite, Message};
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{DaemonId, Region, RegionId, SubspaceKind};
+use tessera_types::{DaemonId, RegionId, SubspaceKind};
 
 impl World {
     /// Counts a crash of `d` that takes the only replica of regions of a
@@ -92,96 +90,17 @@ impl World {
                 writes(HopWrite::Remove) && writes(HopWrite::Put)
             })
     }
-
-    /// An acknowledged update is in every copy. When client `c` hears its
-    /// update acknowledged while no other update of the key can be on its
-    /// way (no other client's is unanswered, none was abandoned) and the
-    /// key region's record is the one the update produced (by its
-    /// at-most-once list), every replex and hybrid holds the key at that
-    /// version, live in exactly the region its object belongs to (in none
-    /// after a delete). Anti-entropy would later repair a copy the chain
-    /// skipped, hiding it from the settled-state check; a rebuild from the
-    /// other replexes in the meantime would lose the write.
-    pub(crate) fn check_acknowledged(
-        &self,
-        c: usize,
-        key: i64,
-        client: ClientRef,
-    ) -> Result<(), Violation> {
-        let concurrent = self.clients.iter().enumerate().any(|(other, client)| {
-            other != c
-                && client
-                    .current
-                    .as_ref()
-                    .is_some_and(|cur| cur.key == key && cur.op.is_update())
-        });
-        let abandoned = self
-            .abandoned
-            .iter()
-            .any(|&(k, i)| k == key && self.history[&k][i].op.is_update());
-        if concurrent || abandoned {
-            return Ok(());
-        }
-        let Some(space) = self.coord.state.spaces.iter().find(|s| s.id == self.space) else {
-            return Ok(());
-        };
-        let value = self.knobs.key_value(key);
-        let bytes = key_bytes(&value);
-        let Ok(key_region) = space.key_region(&value) else {
-            return Ok(());
-        };
-        let Some(record) = self.stored(key_region, &bytes) else {
-            return Ok(());
-        };
-        let produced = record.recent.iter().find(|(c, _)| *c == client);
-        let Some(&(_, version)) = produced.filter(|(_, v)| *v == record.version) else {
-            return Ok(()); // a later update, or its entry trimmed away
-        };
-        for layout in space.subspaces.iter().skip(1) {
-            let home = record.object.as_ref().map(|o| layout.region_of(o).id);
-            let mut live = Vec::new();
-            for region in &layout.regions {
-                if let Some(held) = self.stored(region, &bytes) {
-                    if held.object.is_some() {
-                        live.push((region.id, held.version));
-                    }
-                }
-            }
-            let expected: Vec<_> = home.map(|h| (h, version)).into_iter().collect();
-            if live != expected {
-                return Err(Violation::Unreplicated {
-                    key,
-                    part: layout.part,
-                    live,
-                    expected,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// What the replica of `region` stores under `key`: its chain's head,
-    /// or the daemon an orphan waits for (its disk keeps the region).
-    fn stored(&self, region: &Region, key: &[u8]) -> Option<Record> {
-        let daemon = region
-            .chain
-            .first()
-            .or_else(|| self.coord.state.orphans.get(&region.id))?;
-        let bytes = self.daemons[daemon]
-            .data
-            .get(region.id, key)
-            .expect("memory get")?;
-        Some(Record::decode(&bytes).expect("valid record"))
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::knobs::{Knobs, LayoutChange, ReplexSpace, Rng};
+    use crate::report::Violation;
     use crate::world::testing::quiet_replex_world;
     use crate::world::{found_cluster, FAILURE_TIMEOUT_MS};
     use tessera_coordinator::placement::replex_conflict;
+    use tessera_protocol::ClientRef;
     use tessera_storage::Write;
 
     const REPLEX_3: ReplexSpace = ReplexSpace {

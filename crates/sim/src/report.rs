@@ -227,10 +227,10 @@ pub enum Violation {
         held: Box<BTreeSet<(Vec<u8>, u64)>>,
         expected: Box<BTreeSet<(Vec<u8>, u64)>>,
     },
-    /// Safety: when an update was acknowledged, a replex or hybrid did
-    /// not hold it where its object belongs (or still held the object
-    /// elsewhere): `live` lists the regions holding the key live, with
-    /// their versions.
+    /// Safety: when an update was acknowledged, a part (a subspace,
+    /// replex, hybrid or global index) did not hold it where its object
+    /// belongs, or still held the object elsewhere: `live` lists the
+    /// regions holding the key live, with their versions.
     #[error(
         "key {key}: acknowledged, but part {part} holds it live in {live:?}, not {expected:?}"
     )]

@@ -76,7 +76,7 @@ fn layout_changes_happen_under_the_nemesis() {
 
 /// Issue 13: about one seed in five runs a replex space (one replica per
 /// region) under the nemesis; the sweeps above hold them to the same
-/// checks, plus every acknowledged update found in every copy. This checks
+/// checks. This checks
 /// that they are drawn, that the nemesis crashes daemons holding their
 /// objects, and that updates move objects between a replex's regions.
 #[test]
