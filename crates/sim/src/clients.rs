@@ -144,10 +144,11 @@ impl World {
         cur.msg_id = msg_id;
         cur.deadline = now + CLIENT_TIMEOUT_MS;
         let (key, op, request_no) = (cur.key, cur.op, cur.request_no);
+        let key_value = self.knobs.key_value(key);
         let client_id = client.id;
         let target = client.config.as_ref().and_then(|config| {
             let space = config.space_by_id(space)?;
-            let leader = *key_region(space, &Value::Int(key))?.chain.first()?;
+            let leader = *key_region(space, &key_value)?.chain.first()?;
             Some((leader, config.epoch))
         });
         if let Some((_, epoch)) = target {
@@ -164,12 +165,12 @@ impl World {
         let req = match op {
             KvOp::Get => DaemonRequest::Get {
                 space,
-                key: Value::Int(key),
+                key: key_value,
                 auth: Default::default(),
             },
             op => DaemonRequest::Update(update_request(
                 space,
-                key,
+                key_value,
                 op,
                 ClientRef {
                     client_id,
@@ -228,6 +229,13 @@ impl World {
             Heard::Result(result) => {
                 let cur = self.clients[c].current.take().expect("checked");
                 self.trace(|| format!("client {c} key {} {:?} -> {result:?}", cur.key, cur.op));
+                if cur.op.is_update() && result == KvResult::Ok {
+                    let client = ClientRef {
+                        client_id: self.clients[c].id,
+                        request_no: cur.request_no,
+                    };
+                    self.check_acknowledged(c, cur.key, client)?;
+                }
                 self.history.get_mut(&cur.key).expect("recorded")[cur.event].ret =
                     Some((self.now, result));
                 let think = self.rng.below(30);
@@ -351,7 +359,7 @@ impl SimClient {
 
 pub(crate) fn update_request(
     space: SpaceId,
-    key: i64,
+    key: Value,
     op: KvOp,
     client: ClientRef,
     since: Epoch,
@@ -397,7 +405,7 @@ pub(crate) fn update_request(
     };
     UpdateRequest {
         space,
-        key: Value::Int(key),
+        key,
         client,
         since,
         flags,

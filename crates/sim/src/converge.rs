@@ -1,7 +1,7 @@
 //! Phase 2: waiting for the healed cluster to settle, the final reads, and
 //! the checks that run at the end.
 
-use crate::check;
+use crate::check::{self, KvResult};
 use crate::report::{Holding, Violation};
 use crate::world::World;
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +13,11 @@ use tessera_types::coordinate::key_bytes;
 use tessera_types::sortkey::sort_key;
 use tessera_types::{
     Configuration, DaemonId, DaemonState, Object, Region, RegionDirectory, RegionId, Space,
-    SubspaceKind, SubspaceLayout, Value,
+    SubspaceLayout, Value,
 };
+
+/// The objects of the space, by key bytes: version and object.
+type Objects = BTreeMap<Vec<u8>, (u64, Object)>;
 
 impl World {
     /// Why the cluster has not settled yet (empty once it has).
@@ -58,6 +61,18 @@ impl World {
             let state = self.coord.state.daemons.get(&d.id).map(|i| i.state);
             if state != Some(DaemonState::Available) {
                 why.push(format!("{} is {state:?}", d.id));
+            }
+        }
+        // A region whose last replica left waits for that daemon: in a
+        // replex space (one replica per region) every failed daemon leaves
+        // such orphans, and only its return (no rebuild yet) ends them.
+        let config = self.configuration();
+        for (&region, daemon) in &self.coord.state.orphans {
+            if config
+                .region(region)
+                .is_some_and(|(_, _, r)| r.chain.is_empty())
+            {
+                why.push(format!("region {region} waits for {daemon}"));
             }
         }
         if why.is_empty() {
@@ -108,7 +123,42 @@ impl World {
             check::check_key(events)
                 .map_err(|source| Violation::NotLinearizable { key, source })?;
         }
-        self.check_replicas()
+        let objects = self.check_replicas()?;
+        self.check_final_objects(&objects)
+    }
+
+    /// The objects the cluster settled on are those the final reads
+    /// returned: each key's object (or its absence) as its last read saw
+    /// it, and no other key. Nothing writes once the final reads begin, so
+    /// a region that kept a write the point leader lost, or lost one it
+    /// acknowledged, shows here even when the replicas agree.
+    fn check_final_objects(&self, objects: &Objects) -> Result<(), Violation> {
+        for &(key, i) in &self.finals {
+            let Some((_, read)) = self.history[&key][i].ret else {
+                return Err(Violation::FinalReadMissing { key });
+            };
+            let stored = objects.get(&key_bytes(&self.knobs.key_value(key)));
+            let values = stored.map(|(_, o)| (&o.values[1], &o.values[2]));
+            let agrees = match (read, values) {
+                (KvResult::NotFound, None) => true,
+                (KvResult::Value(a, b), Some((&Value::Int(x), &Value::Int(y)))) => (a, b) == (x, y),
+                _ => false,
+            };
+            if !agrees {
+                return Err(Violation::FinalObject {
+                    key,
+                    read,
+                    stored: Box::new(stored.map(|(_, o)| o.clone())),
+                });
+            }
+        }
+        let written: BTreeSet<Vec<u8>> = (0..self.knobs.keys)
+            .map(|key| key_bytes(&self.knobs.key_value(key)))
+            .collect();
+        match objects.keys().find(|k| !written.contains(*k)) {
+            Some(stray) => Err(Violation::StrayObject { key: stray.clone() }),
+            None => Ok(()),
+        }
     }
 
     /// After healing, however the nemesis left it, the cluster recovered
@@ -171,10 +221,13 @@ impl World {
         out
     }
 
-    /// Every region has f + 1 replicas, every replica of a region holds the
-    /// same records, and every object lies in exactly the regions its
-    /// attributes map to.
-    fn check_replicas(&self) -> Result<(), Violation> {
+    /// Every region has its replicas (f + 1, or one in a replex space),
+    /// every replica of a region holds the same records, and every object
+    /// lies in exactly the regions its attributes map to, once in each
+    /// part (the key subspace, each subspace, each replex and hybrid, each
+    /// global index), at the key subspace's version. Returns the objects,
+    /// by key.
+    fn check_replicas(&self) -> Result<Objects, Violation> {
         let config = self.configuration();
         let space = config.space_by_id(self.space).ok_or(Violation::SpaceGone)?;
         // A dropped part's regions are deleted from every disk.
@@ -185,11 +238,13 @@ impl World {
                 }
             }
         }
-        // The objects, from the key subspace.
-        let mut objects: BTreeMap<Vec<u8>, (u64, Object)> = BTreeMap::new();
+        // The objects, from the key subspace (whose regions are checked
+        // below like every part's: each key in its own region only).
+        let replicas = space.desc.replicas_per_region();
+        let mut objects = Objects::new();
         for (subspace, layout) in space.subspaces.iter().enumerate() {
             for region in &layout.regions {
-                let reference = self.check_chain(subspace, region)?;
+                let reference = self.check_chain(subspace, region, replicas)?;
                 if subspace == 0 {
                     for (k, (v, o)) in reference {
                         if let Some(o) = o {
@@ -199,7 +254,7 @@ impl World {
                 }
             }
         }
-        for (subspace, layout) in space.subspaces.iter().enumerate().skip(1) {
+        for (subspace, layout) in space.subspaces.iter().enumerate() {
             for region in &layout.regions {
                 let held: BTreeSet<(Vec<u8>, u64)> = self
                     .holding(region.chain[0], region.id)
@@ -220,12 +275,12 @@ impl World {
                         expected: Box::new(expected),
                     });
                 }
-                if layout.kind == SubspaceKind::GlobalIndex {
+                if !layout.kind.holds_objects() {
                     self.check_indexlet(&config, space, layout, region, &objects)?;
                 }
             }
         }
-        Ok(())
+        Ok(objects)
     }
 
     /// An indexlet holds each of its objects' projection (not the object),
@@ -237,7 +292,7 @@ impl World {
         space: &Space,
         layout: &SubspaceLayout,
         region: &Region,
-        objects: &BTreeMap<Vec<u8>, (u64, Object)>,
+        objects: &Objects,
     ) -> Result<(), Violation> {
         let attr = layout.attrs[0];
         let mine: Vec<&Object> = objects
@@ -310,11 +365,16 @@ impl World {
         Ok(())
     }
 
-    /// `region` has f + 1 replicas that hold the same objects, each at the
-    /// same version: what they hold. (Tombstones may differ: each replica
-    /// collects its own once the horizon lets it.)
-    fn check_chain(&self, subspace: usize, region: &Region) -> Result<Holding, Violation> {
-        if region.chain.len() < self.knobs.f + 1 {
+    /// `region` has `replicas` replicas that hold the same objects, each at
+    /// the same version: what they hold. (Tombstones may differ: each
+    /// replica collects its own once the horizon lets it.)
+    fn check_chain(
+        &self,
+        subspace: usize,
+        region: &Region,
+        replicas: usize,
+    ) -> Result<Holding, Violation> {
+        if region.chain.len() < replicas {
             return Err(Violation::TooFewReplicas {
                 region: region.id,
                 replicas: region.chain.len(),

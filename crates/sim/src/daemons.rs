@@ -116,6 +116,7 @@ impl World {
                     }
                 }
                 self.notice_severed(d, to);
+                self.note_relocation(&msg);
                 self.send(Node::Daemon(d), Node::Daemon(to), Msg::Peer(msg))
             }
             Output::Reply { to, response } => self.send(
@@ -273,6 +274,7 @@ impl World {
         if in_flight && indexed {
             self.report.faults.crashes_mid_indexed_update += 1;
         }
+        self.count_replex_crash(d);
         self.stop(d);
         self.report.faults.crashes += 1;
         self.trace(|| format!("crash {d}"));

@@ -1,6 +1,8 @@
 //! What a seed decides before anything runs: the random generator every
 //! choice draws from, and the knobs that shape the run.
 
+use tessera_types::Value;
+
 /// A small deterministic generator (splitmix64).
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
@@ -70,6 +72,32 @@ pub struct Knobs {
     /// through an indexlet, and a write that changes `a`'s sign moves the
     /// object's entry from one to the other.
     pub global_index: bool,
+    /// The space is a replex space instead of the subspace space (about one
+    /// seed in five; see [`ReplexSpace`]).
+    pub replex: Option<ReplexSpace>,
+}
+
+/// A replex space (issue 13): the key subspace and one replex, Replex-2,
+/// or with a hybrid between them as well, Replex-3; one daemon per region.
+/// The replex's attribute is one the clients' updates change, and its
+/// values straddle zero, where the replex's regions split, so updates
+/// relocate objects between regions of the replex (and of the hybrid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplexSpace {
+    /// The replex's attribute: 1 (`a`, which puts and adds change) or 2
+    /// (`b`, which puts and conditional puts change).
+    pub attr: usize,
+    /// Replex-3: `hybrid k, <attr> groups N1, N2`, with these group counts
+    /// (each divides the space's 4 partitions).
+    pub hybrid: Option<(u32, u32)>,
+}
+
+impl ReplexSpace {
+    /// The copies of every object: the key subspace, the replex and the
+    /// hybrid if any.
+    pub fn copies(self) -> usize {
+        2 + usize::from(self.hybrid.is_some())
+    }
 }
 
 /// The layout change a seed makes while the clients run (issue 11).
@@ -107,7 +135,20 @@ impl Knobs {
             LayoutChange::SplitGlobalIndex,
         ]);
         let global_index = Rng::new(rng.clone().next_u64() ^ 0x61_0BA1).chance(500);
-        Knobs {
+        let mut own = Rng::new(rng.clone().next_u64() ^ 0x4E_91E5);
+        let replex = if own.chance(200) {
+            Some(ReplexSpace {
+                attr: own.pick(&[1, 2]),
+                hybrid: if own.chance(500) {
+                    Some(own.pick(&[(2, 2), (4, 2), (2, 4)]))
+                } else {
+                    None
+                },
+            })
+        } else {
+            None
+        };
+        let knobs = Knobs {
             layout_change,
             global_index,
             drop_per_mille: rng.pick(&[0, 0, 5, 30, 100]),
@@ -127,7 +168,43 @@ impl Knobs {
             one_way_partitions: rng.chance(500),
             tombstone_grace_ms: rng.pick(&[1_500, 3_000, 60_000]),
             collect_ticks: rng.pick(&[2, 8]),
+            replex: None,
+        };
+        match replex {
+            Some(replex) => knobs.into_replex(replex, &mut own),
+            None => knobs,
         }
+    }
+
+    /// These knobs on `replex` instead of the subspace space. A replex
+    /// space refuses subspaces, global indexes and every layout change but
+    /// a local index (`LayoutChangeError::ReplexSpace`), and tolerates at
+    /// most one failure fewer than it has copies.
+    fn into_replex(self, replex: ReplexSpace, rng: &mut Rng) -> Knobs {
+        Knobs {
+            replex: Some(replex),
+            f: self.f.min(replex.copies() - 1),
+            subspaces: 0,
+            global_index: false,
+            layout_change: rng.pick(&[LayoutChange::None, LayoutChange::AddIndex]),
+            ..self
+        }
+    }
+
+    /// The key the clients call `key` (`0..keys`). In a replex space the
+    /// keys are spread evenly over the key axis, so that they fall into
+    /// every key region and every group of a hybrid and every daemon leads
+    /// some; elsewhere the key is the number itself (all in one region,
+    /// as seeds have always run).
+    pub(crate) fn key_value(&self, key: i64) -> Value {
+        if self.replex.is_none() {
+            return Value::Int(key);
+        }
+        // The middle of the key's share of the axis, as a coordinate, and
+        // the int with that coordinate (`int_coordinate` flips the sign bit).
+        let share = u64::MAX / (2 * self.keys as u64);
+        let coordinate = (2 * key as u64 + 1) * share;
+        Value::Int((coordinate ^ (1 << 63)) as i64)
     }
 }
 
@@ -176,6 +253,17 @@ pub(crate) fn layout_command(knobs: &Knobs) -> Option<tessera_coordinator::state
 }
 
 pub(crate) fn space_description(knobs: &Knobs) -> String {
+    let failures = if knobs.f == 1 { "failure" } else { "failures" };
+    if let Some(replex) = knobs.replex {
+        let attr = ["k", "a", "b"][replex.attr];
+        let hybrid = replex.hybrid.map_or(String::new(), |(n1, n2)| {
+            format!("hybrid k, {attr} groups {n1}, {n2} ")
+        });
+        return format!(
+            "space kv key int k attributes int a, int b replex {attr} {hybrid}create 4 partitions tolerate {} {failures}",
+            knobs.f
+        );
+    }
     let subspaces = ["subspace a", "subspace b"][..knobs.subspaces].join(" ");
     let split = knobs.layout_change == LayoutChange::SplitGlobalIndex;
     let global = if knobs.global_index || split {
@@ -183,7 +271,6 @@ pub(crate) fn space_description(knobs: &Knobs) -> String {
     } else {
         ""
     };
-    let failures = if knobs.f == 1 { "failure" } else { "failures" };
     format!(
         "space kv key int k attributes int a, int b {subspaces} {global}create 4 partitions tolerate {} {failures}",
         knobs.f

@@ -19,15 +19,17 @@ impl World {
     }
 
     /// Within f: forgets past faults once the cluster is whole again
-    /// (every daemon healthy, every region f + 1 replicas, no transfer).
+    /// (every daemon healthy, every region its full chain — f + 1
+    /// replicas, one in a replex space — no transfer).
     pub(crate) fn forget_faults_when_whole(&mut self) {
         let whole = self.daemons.keys().all(|&m| self.healthy(m))
             && self.coord.state.transfers.is_empty()
             && self.coord.state.spaces.iter().all(|space| {
+                let replicas = space.desc.replicas_per_region();
                 space
                     .subspaces
                     .iter()
-                    .all(|layout| layout.regions.iter().all(|r| r.chain.len() > self.knobs.f))
+                    .all(|layout| layout.regions.iter().all(|r| r.chain.len() >= replicas))
             });
         if whole {
             self.faulted.clear();
@@ -36,20 +38,32 @@ impl World {
 
     /// Whether taking `d` away leaves every region a healthy replica (and,
     /// within f, whether fewer than f daemons are faulted).
+    ///
+    /// A replex space is the exception: its regions have one replica each,
+    /// the other copies of their objects being the other replexes, so any
+    /// daemon may fail. Its regions become orphans that wait for it (writes
+    /// crossing them wait too), and every fault the nemesis injects is one
+    /// the daemon returns from with its disk, which keeps everything it
+    /// acknowledged. A fault that loses a daemon for good (`server-forget`,
+    /// a disk wiped) would lose its replex regions, since the coordinator
+    /// does not yet rebuild a lost region from the other replexes (issue
+    /// 13's rebuild): the nemesis injects none, and once the rebuild lands
+    /// replex seeds can lose up to f daemons for good.
     pub(crate) fn may_fail(&self, d: DaemonId) -> bool {
         if !self.healthy(d) || (self.within_f && self.faulted.len() >= self.knobs.f) {
             return false;
         }
         self.coord.state.spaces.iter().all(|space| {
-            space.subspaces.iter().all(|layout| {
-                layout.regions.iter().all(|r| {
-                    r.chain
-                        .iter()
-                        .filter(|&&m| m != d && self.healthy(m))
-                        .count()
-                        >= 1
+            space.desc.replex.is_some()
+                || space.subspaces.iter().all(|layout| {
+                    layout.regions.iter().all(|r| {
+                        r.chain
+                            .iter()
+                            .filter(|&&m| m != d && self.healthy(m))
+                            .count()
+                            >= 1
+                    })
                 })
-            })
         })
     }
 

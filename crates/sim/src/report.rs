@@ -1,10 +1,10 @@
 //! What a run reports: one seed's figures, a failure with its replay
 //! line and the violation that caused it, and the sum over many seeds.
 
-use crate::check::{KvOp, NotLinearizable};
+use crate::check::{KvOp, KvResult, NotLinearizable};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::DaemonResponse;
-use tessera_types::{DaemonId, DaemonState, Epoch, Object, RegionId};
+use tessera_types::{DaemonId, DaemonState, Epoch, Object, PartId, RegionId, Version};
 
 /// What one run did.
 #[derive(Clone, Debug, Default)]
@@ -33,6 +33,11 @@ pub struct Report {
     pub lookup_misses: u64,
     /// Indexlet splits the leader made on its own (by size or by load).
     pub index_splits: u64,
+    /// Whether the seed ran a replex space (`Knobs::replex`), and the
+    /// updates whose chain moved an object from one region of a replex or
+    /// hybrid to another.
+    pub replex: bool,
+    pub replex_relocations: u64,
 }
 
 /// What the nemesis injected, kind by kind.
@@ -59,6 +64,11 @@ pub struct Faults {
     /// finished (its parts ready, its dropped parts gone) before the run
     /// could settle.
     pub layout_changes: u32,
+    /// Of the crashes, those of a daemon holding regions of a replex space
+    /// (their only replica), and of those, the ones whose regions held
+    /// objects.
+    pub replex_crashes: u32,
+    pub replex_crashes_with_objects: u32,
 }
 
 impl Faults {
@@ -73,6 +83,8 @@ impl Faults {
         self.coordinator_pauses += other.coordinator_pauses;
         self.reported_offline += other.reported_offline;
         self.layout_changes += other.layout_changes;
+        self.replex_crashes += other.replex_crashes;
+        self.replex_crashes_with_objects += other.replex_crashes_with_objects;
     }
 }
 
@@ -82,7 +94,8 @@ impl std::fmt::Display for Faults {
             f,
             "{} daemon crashes ({} with updates in flight and a global index), {} partitions, {} one-way partitions, {} coordinator outages, \
              {} disk faults, {} daemon pauses, {} coordinator pauses, \
-             {} daemons taken offline on reports, {} layout changes",
+             {} daemons taken offline on reports, {} layout changes, \
+             {} crashes of daemons holding replex regions ({} with objects there)",
             self.crashes,
             self.crashes_mid_indexed_update,
             self.partitions,
@@ -93,6 +106,8 @@ impl std::fmt::Display for Faults {
             self.coordinator_pauses,
             self.reported_offline,
             self.layout_changes,
+            self.replex_crashes,
+            self.replex_crashes_with_objects,
         )
     }
 }
@@ -102,6 +117,8 @@ impl std::fmt::Display for Faults {
 pub struct Failure {
     pub seed: u64,
     pub knobs: String,
+    /// Whether the seed ran a replex space.
+    pub replex: bool,
     pub at_ms: u64,
     pub what: Violation,
 }
@@ -197,8 +214,10 @@ pub enum Violation {
     /// than those objects'.
     #[error("indexlet {region}: {why}")]
     Lookup { region: RegionId, why: String },
-    /// Safety: a region of a non-key subspace holds other objects (or
-    /// other versions) than the key subspace places there.
+    /// Safety: a region holds other objects (or other versions) than the
+    /// key subspace's objects place there: an object missing from a part,
+    /// in the wrong region of it, in two of its regions, or at an older
+    /// version.
     #[error(
         "subspace {subspace} region {region} holds {held:?}, the key subspace says {expected:?}"
     )]
@@ -208,6 +227,31 @@ pub enum Violation {
         held: Box<BTreeSet<(Vec<u8>, u64)>>,
         expected: Box<BTreeSet<(Vec<u8>, u64)>>,
     },
+    /// Safety: when an update was acknowledged, a part (a subspace,
+    /// replex, hybrid or global index) did not hold it where its object
+    /// belongs, or still held the object elsewhere: `live` lists the
+    /// regions holding the key live, with their versions.
+    #[error(
+        "key {key}: acknowledged, but part {part} holds it live in {live:?}, not {expected:?}"
+    )]
+    Unreplicated {
+        key: i64,
+        part: PartId,
+        live: Vec<(RegionId, Version)>,
+        expected: Vec<(RegionId, Version)>,
+    },
+    /// Safety: after settling, the key subspace holds another object for
+    /// a key (or none, or one) than the key's final read returned.
+    #[error("key {key}: the final read returned {read:?}, the key subspace holds {stored:?}")]
+    FinalObject {
+        key: i64,
+        read: KvResult,
+        stored: Box<Option<Object>>,
+    },
+    /// Safety: the key subspace holds an object under a key no client
+    /// wrote.
+    #[error("the key subspace holds a key no client wrote: {key:?}")]
+    StrayObject { key: Vec<u8> },
 }
 
 impl std::fmt::Display for Failure {
@@ -234,6 +278,10 @@ pub struct Summary {
     pub lookups: u64,
     pub lookup_misses: u64,
     pub index_splits: u64,
+    /// Seeds that ran a replex space (passed or failed), and the passed
+    /// ones' relocating updates.
+    pub replex_seeds: u64,
+    pub replex_relocations: u64,
     pub failed: Vec<u64>,
 }
 
@@ -250,6 +298,7 @@ impl Summary {
         self.lookups += r.lookups;
         self.lookup_misses += r.lookup_misses;
         self.index_splits += r.index_splits;
+        self.replex_relocations += r.replex_relocations;
     }
 }
 
@@ -259,7 +308,8 @@ impl std::fmt::Display for Summary {
             f,
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
-             {} lookups ({} misses checked), {} automatic index splits; {} failed {:?}",
+             {} lookups ({} misses checked), {} automatic index splits, \
+             {} replex seeds ({} updates relocating inside a replex); {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
@@ -271,6 +321,8 @@ impl std::fmt::Display for Summary {
             self.lookups,
             self.lookup_misses,
             self.index_splits,
+            self.replex_seeds,
+            self.replex_relocations,
             self.failed.len(),
             self.failed
         )

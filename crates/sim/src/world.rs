@@ -202,6 +202,9 @@ pub(crate) struct World {
     pub(crate) done: bool,
     pub(crate) report: Report,
     pub(crate) space: SpaceId,
+    /// In a replex seed, the updates (key bytes, version) seen relocating
+    /// an object inside a replex or hybrid (`crate::replex`).
+    pub(crate) relocations: BTreeSet<(Vec<u8>, u64)>,
 }
 
 impl SimDaemon {
@@ -234,7 +237,9 @@ pub(crate) fn layout_tally(knobs: &Knobs) -> tessera_coordinator::layout::Layout
 
 /// The cluster as an operator sets it up: [`DAEMONS`] registered daemons
 /// and the space the knobs describe.
-fn found_cluster(knobs: &Knobs) -> (ClusterState, BTreeMap<DaemonId, SimDaemon>, SpaceId) {
+pub(crate) fn found_cluster(
+    knobs: &Knobs,
+) -> (ClusterState, BTreeMap<DaemonId, SimDaemon>, SpaceId) {
     let mut state = ClusterState::default();
     let mut daemons = BTreeMap::new();
     for i in 0..DAEMONS {
@@ -277,6 +282,7 @@ impl World {
         let report = Report {
             seed,
             knobs: format!("{knobs:?}"),
+            replex: knobs.replex.is_some(),
             ..Report::default()
         };
         let mut world = World {
@@ -309,6 +315,7 @@ impl World {
             done: false,
             report,
             space,
+            relocations: BTreeSet::new(),
         };
         world.start();
         world
@@ -317,6 +324,7 @@ impl World {
     /// Time zero: every daemon starts from the first configuration, the
     /// clients, the detector and the nemesis begin.
     fn start(&mut self) {
+        self.trace(|| format!("space: {}", space_description(&self.knobs)));
         let config = Arc::new(self.configuration());
         let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();
         for id in ids {
@@ -448,7 +456,24 @@ pub(crate) mod testing {
     /// A world whose nemesis injects nothing and whose network neither
     /// loses nor duplicates: the faults a test schedules are the only ones.
     pub(crate) fn quiet_world(seed: u64) -> World {
+        World::new(seed, quiet_knobs(), Rng::new(seed))
+    }
+
+    /// [`quiet_world`] on a replex space, with eight keys (two in each key
+    /// region) and the f the space tolerates.
+    pub(crate) fn quiet_replex_world(seed: u64, replex: crate::knobs::ReplexSpace) -> World {
         let knobs = Knobs {
+            replex: Some(replex),
+            f: replex.copies() - 1,
+            subspaces: 0,
+            keys: 8,
+            ..quiet_knobs()
+        };
+        World::new(seed, knobs, Rng::new(seed))
+    }
+
+    fn quiet_knobs() -> Knobs {
+        Knobs {
             drop_per_mille: 0,
             dup_per_mille: 0,
             delay_max_ms: 5,
@@ -468,8 +493,8 @@ pub(crate) mod testing {
             collect_ticks: 8,
             layout_change: crate::knobs::LayoutChange::None,
             global_index: false,
-        };
-        World::new(seed, knobs, Rng::new(seed))
+            replex: None,
+        }
     }
 
     impl World {

@@ -4,7 +4,7 @@ use super::{lock, DaemonNode, Out, Output, SWEEP_OBJECTS_MAX};
 use crate::chain::key_region;
 use crate::index::{entry_bounds, ordered_entry, Slot};
 use crate::record::Record;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use tessera_protocol::CoordRequest;
 use tessera_protocol::{HeldObjects, Message};
@@ -97,9 +97,12 @@ impl DaemonNode {
                 Err(e) => return self.poison("counting an indexlet", &e, out),
             }
         }
-        // Per point leader: the live objects, and the tombstones.
+        // Per point leader: the live objects, and the tombstones. Ordered
+        // maps here and below: the reports go out in their order, and a
+        // simulated seed replays only if that order is the same in every
+        // process (a HashMap's is seeded afresh in each).
         type Reports = (Vec<(Value, Version)>, Vec<(Value, Version)>);
-        let mut held: HashMap<DaemonId, Reports> = HashMap::new();
+        let mut held: BTreeMap<DaemonId, Reports> = BTreeMap::new();
         let scanned = self.scan_round(&self.sweeps, region, SWEEP_OBJECTS_MAX, |key, record| {
             let (key_value, live) = match &record.object {
                 Some(object) => (object.values[0].clone(), true),
@@ -179,7 +182,7 @@ impl DaemonNode {
     /// it holds, the head of each ready non-key region where one belongs
     /// is told to expect it at its version ([`Message::Expected`]).
     fn expect(&self, config: &Configuration, space: &Space, region: RegionId, out: Out<'_>) {
-        let mut expected: HashMap<RegionId, (DaemonId, Vec<(Value, Version)>)> = HashMap::new();
+        let mut expected: BTreeMap<RegionId, (DaemonId, Vec<(Value, Version)>)> = BTreeMap::new();
         let ready: Vec<&SubspaceLayout> = space
             .subspaces
             .iter()
@@ -232,7 +235,7 @@ impl DaemonNode {
         if space.id != expected.space || subspace == 0 || region.chain.first() != Some(&self.me) {
             return;
         }
-        let mut absent: HashMap<DaemonId, Vec<(Value, Version)>> = HashMap::new();
+        let mut absent: BTreeMap<DaemonId, Vec<(Value, Version)>> = BTreeMap::new();
         for (key, version) in expected.objects {
             match self.engine().get(region.id, &key_bytes(&key)) {
                 Ok(Some(_)) => {}
