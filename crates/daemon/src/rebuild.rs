@@ -12,8 +12,12 @@
 //!   tombstone may be collected), then asks every source for pages
 //!   (`RebuildMsg::Fetch`), each after the last key of the one before.
 //! - A source answers a page from its disk and its cores: per key of its
-//!   region, [`rebuild_record`] of the committed record and the updates
-//!   pending there, kept only when the lost region holds that key.
+//!   region, [`rebuild_record`] of the committed record and, when its
+//!   part comes after the lost region in the chain, the updates pending
+//!   there, kept only when the lost region holds that key. A source
+//!   before the lost region drives its pending updates through the
+//!   rebuilt region again; had the region taken them, it would
+//!   acknowledge them at once and never send them on.
 //! - Nothing a page reports can change while the rebuild runs: every update
 //!   of a key the lost region holds (or held, or will hold) passes through
 //!   the lost region, which has no daemon, so the point leader refuses new
@@ -89,8 +93,9 @@ impl LostRegion<'_> {
 }
 
 /// What the lost region must store of one key that a source holds
-/// `committed` and `pending` (in any order), or `None` when the key has no
-/// business there.
+/// `committed` and `pending` (in any order; pass none from a source before
+/// the lost region in the chain), or `None` when the key has no business
+/// there.
 ///
 /// - The version is the newest the source holds, pending included. A
 ///   pending update was applied by a member after the lost region in its

@@ -61,6 +61,14 @@ impl DaemonNode {
         let Some(lost) = LostRegion::of(&config, b) else {
             return;
         };
+        // A source before the lost region in the chain (parts are chained
+        // in order) drives its pending updates through the rebuilt region
+        // again, so the region must not hold them yet: it would acknowledge
+        // them at once and never send them on. A source after it holds
+        // pending only updates the lost region had applied and sent on.
+        let after_lost = config
+            .region(source)
+            .is_some_and(|(_, part, _)| part > lost.part);
         let batch = self.options.transfer_batch.max(1);
         let mut keys: BTreeMap<Vec<u8>, KeyView> = BTreeMap::new();
         let scanned = self
@@ -79,7 +87,12 @@ impl DaemonNode {
             if core.epoch() < config.epoch {
                 return;
             }
-            for (key, writes) in core.pending_writes(source) {
+            let pending = if after_lost {
+                core.pending_writes(source)
+            } else {
+                BTreeMap::new()
+            };
+            for (key, writes) in pending {
                 let past_after = after.as_ref().is_none_or(|a| key > *a);
                 let in_page = done || scanned_last.as_ref().is_some_and(|l| key <= *l);
                 if past_after && in_page {
