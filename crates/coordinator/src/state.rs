@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::parse::parse_space;
-use tessera_types::replex::replex_shapes;
+use tessera_types::replex::replex_layouts;
 use tessera_types::{
     Configuration, CoordinatorInfo, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, PartId,
     PartState, Rebuild, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, SubspaceLayout,
@@ -1135,30 +1135,7 @@ impl ClusterState {
             // A replex space: its parts are its copies, placed so that no
             // two copies of an object share a daemon (or relaxed).
             // Region ids from the counter, committed once placement took.
-            let mut next = self.region_id_next;
-            let mut parts: Vec<SubspaceLayout> = replex_shapes(&desc)
-                .into_iter()
-                .enumerate()
-                .map(|(k, shape)| {
-                    let cells: usize = shape.splits.iter().map(|s| s.len() + 1).product();
-                    SubspaceLayout {
-                        attrs: shape.attrs,
-                        splits: shape.splits,
-                        regions: (0..cells)
-                            .map(|_| {
-                                next += 1;
-                                Region {
-                                    id: RegionId(next - 1),
-                                    chain: Vec::new(),
-                                }
-                            })
-                            .collect(),
-                        part: PartId(k as u64),
-                        state: PartState::Ready,
-                        kind: shape.kind,
-                    }
-                })
-                .collect();
+            let (mut parts, next) = replex_layouts(&desc, RegionId(self.region_id_next));
             if let Err(e) = placer.place_replex(&mut parts, replex.relaxed) {
                 return CommandResult::Failed {
                     status: AdminStatus::CoordFail,
@@ -1168,7 +1145,7 @@ impl ClusterState {
             // Nothing can fail from here on.
             let id = SpaceId(self.space_id_next);
             self.space_id_next += 1;
-            self.region_id_next = next;
+            self.region_id_next = next.0;
             for part in &mut parts {
                 if part.part != PartId(0) {
                     part.part = self.fresh_part(id);

@@ -399,34 +399,19 @@ impl Rebuilds {
 mod tests {
     use super::*;
     use tessera_types::parse::parse_space;
-    use tessera_types::replex::replex_shapes;
-    use tessera_types::{PartId, PartState, Region, SpaceId, SubspaceLayout, Value};
+    use tessera_types::replex::replex_layouts;
+    use tessera_types::{SpaceId, Value};
 
     /// Key subspace and replex `a`, two regions each (ids 1, 2 and 3, 4).
     fn space() -> Space {
         let desc =
             parse_space("space r key int k attributes int a replex a create 2 partitions").unwrap();
-        let mut next = 0;
-        let subspaces = replex_shapes(&desc)
-            .into_iter()
-            .enumerate()
-            .map(|(p, shape)| SubspaceLayout {
-                attrs: shape.attrs,
-                regions: (0..=shape.splits[0].len())
-                    .map(|_| {
-                        next += 1;
-                        Region {
-                            id: RegionId(next),
-                            chain: vec![DaemonId(p as u64 + 1)],
-                        }
-                    })
-                    .collect(),
-                splits: shape.splits,
-                part: PartId(p as u64),
-                state: PartState::Ready,
-                kind: shape.kind,
-            })
-            .collect();
+        let (mut subspaces, _) = replex_layouts(&desc, RegionId(1));
+        for (p, layout) in subspaces.iter_mut().enumerate() {
+            for region in &mut layout.regions {
+                region.chain = vec![DaemonId(p as u64 + 1)];
+            }
+        }
         Space {
             id: SpaceId(1),
             desc,

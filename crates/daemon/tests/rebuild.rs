@@ -17,10 +17,10 @@ use tessera_protocol::{
 use tessera_storage::{Engine, MemoryEngine};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::parse::parse_space;
-use tessera_types::replex::{covering_set, replex_shapes};
+use tessera_types::replex::{covering_set, replex_layouts};
 use tessera_types::{
-    Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, PartId, PartState, Rebuild, Region,
-    RegionId, Space, SpaceId, SubspaceLayout, Value, Version,
+    Configuration, DaemonId, DaemonInfo, DaemonState, Epoch, Rebuild, RegionId, Space, SpaceId,
+    Value, Version,
 };
 
 /// Key subspace, then replex `a`, then replex `b`: chains K → A → B.
@@ -42,30 +42,12 @@ fn daemon_info(id: u64, state: DaemonState) -> (DaemonId, DaemonInfo) {
 
 fn first_config() -> Configuration {
     let desc = parse_space(SPACE).unwrap();
-    let mut next = 0;
-    let subspaces = replex_shapes(&desc)
-        .into_iter()
-        .enumerate()
-        .map(|(p, shape)| {
-            let cells: usize = shape.splits.iter().map(|s| s.len() + 1).product();
-            SubspaceLayout {
-                attrs: shape.attrs,
-                splits: shape.splits,
-                regions: (0..cells)
-                    .map(|_| {
-                        next += 1;
-                        Region {
-                            id: RegionId(next),
-                            chain: vec![DaemonId(p as u64 + 1)],
-                        }
-                    })
-                    .collect(),
-                part: PartId(p as u64),
-                state: PartState::Ready,
-                kind: shape.kind,
-            }
-        })
-        .collect();
+    let (mut subspaces, _) = replex_layouts(&desc, RegionId(1));
+    for (p, layout) in subspaces.iter_mut().enumerate() {
+        for region in &mut layout.regions {
+            region.chain = vec![DaemonId(p as u64 + 1)];
+        }
+    }
     Configuration {
         epoch: Epoch(1),
         daemons: (1..=4)
