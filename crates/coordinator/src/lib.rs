@@ -19,6 +19,7 @@
 //! - [`layout`]: the layout commands (add/remove subspaces and indexes,
 //!   `relayout`) and the part lifecycle, with [`layout::LayoutChangeError`].
 //! - [`placement`]: [`Placer`] — pure, balanced, distinct replica chains.
+//! - [`rebuild`]: rebuilds of lost replex regions from the other replexes.
 //! - [`detector`]: [`FailureDetector`] — the leader's heartbeat bookkeeping (soft state, time as a parameter).
 //! - [`node`]: [`CoordinatorNode`] — the policy toward daemons (heartbeat answers, failure detection) that the shell and the simulator both drive.
 //! - [`store`]: fjall-backed `RaftLogStorage` and `RaftStateMachine`.
@@ -36,6 +37,7 @@ mod metrics;
 pub mod node;
 pub mod placement;
 pub mod raft;
+pub mod rebuild;
 // The server does the I/O: it reads the clock the node gets as `now`.
 #[allow(clippy::disallowed_methods)]
 pub mod server;

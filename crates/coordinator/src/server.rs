@@ -645,6 +645,7 @@ fn message_kind(message: &Message) -> &'static str {
         Message::Transfer(_) => "Transfer",
         Message::Held(_) => "Held",
         Message::Expected(_) => "Expected",
+        Message::Rebuild(_) => "Rebuild",
         Message::CoordRequest { .. } => "CoordRequest",
         Message::CoordResponse { .. } => "CoordResponse",
         Message::CredentialedRequest { .. } => "CredentialedRequest",
@@ -764,6 +765,9 @@ impl Member {
             }
             CoordRequest::TransferComplete { transfer } => {
                 self.write(Command::TransferComplete { transfer }).await
+            }
+            CoordRequest::RebuildComplete { rebuild } => {
+                self.write(Command::RebuildComplete { rebuild }).await
             }
             CoordRequest::CollectReport {
                 id,

@@ -18,7 +18,13 @@
 //! - after every command that changed something, the state is *repaired*
 //!   (see [`ClusterState::repair`]): every region whose chain is shorter than
 //!   `f + 1` but not empty has one transfer running to a new daemon when an
-//!   Available daemon outside the chain exists.
+//!   Available daemon outside the chain exists;
+//! - every region of a replex space without a daemon has one rebuild
+//!   running when it has a covering set and a legal target (see
+//!   [`crate::rebuild`]); a rebuild's region has an empty chain, its target
+//!   is Available and may hold the region under the placement rule, and
+//!   each of its sources is still held by the one Available daemon the
+//!   plan named.
 //!
 //! # Failure handling
 //!
@@ -37,17 +43,21 @@
 //! whose chain became empty is an *orphan*: it is unavailable, and the
 //! daemon that left it last (it holds everything the region acknowledged)
 //! becomes its chain again as soon as it is Available again; only
-//! forgetting that daemon loses the region.
+//! forgetting that daemon loses the region. In a replex space the other
+//! replexes hold its objects too: a rebuild copies them to a new daemon,
+//! which becomes the chain (see [`crate::rebuild`]).
 
 use crate::placement::{replex_conflict, replex_move_conflicts, Placer};
+use crate::rebuild::{locate, rebuild_target_conflicts};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::parse::parse_space;
-use tessera_types::replex::replex_shapes;
+use tessera_types::replex::replex_layouts;
 use tessera_types::{
     Configuration, CoordinatorInfo, DaemonId, DaemonInfo, DaemonState, Epoch, IndexPart, PartId,
-    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, SubspaceLayout, Transfer,
+    PartState, Rebuild, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, SubspaceLayout,
+    Transfer,
 };
 
 /// A change to the cluster state, as written to the Raft log.
@@ -181,6 +191,11 @@ pub enum Command {
     /// once every daemon has installed the epoch in which it started
     /// dropping, so nothing still writes to it).
     PartDropped { space: SpaceId, part: PartId },
+    /// The target of rebuild `rebuild` holds every object of its lost
+    /// replex region: it becomes the region's chain in a new epoch and the
+    /// rebuild ends. NOTFOUND for a rebuild that is unknown, finished or
+    /// cancelled (harmless for the sender).
+    RebuildComplete { rebuild: u64 },
 }
 
 /// The outcome of one [`Command`].
@@ -251,6 +266,17 @@ pub struct ClusterState {
     /// See [`Configuration::advisor`].
     #[serde(default)]
     pub advisor: Option<tessera_types::AdvisorCalibration>,
+    /// The next rebuild id to hand out (ids start at 1, never reused).
+    #[serde(default = "first_id")]
+    pub rebuild_id_next: u64,
+    /// Running rebuilds of lost replex regions, by increasing id (see
+    /// [`crate::rebuild`]).
+    #[serde(default)]
+    pub rebuilds: Vec<Rebuild>,
+}
+
+fn first_id() -> u64 {
+    1
 }
 
 impl Default for ClusterState {
@@ -273,6 +299,8 @@ impl Default for ClusterState {
             part_id_next: BTreeMap::new(),
             pending_drops: BTreeMap::new(),
             advisor: None,
+            rebuild_id_next: 1,
+            rebuilds: Vec::new(),
         }
     }
 }
@@ -321,6 +349,21 @@ pub enum CheckInvariantsError {
         first: RegionId,
         second: RegionId,
     },
+    /// Rebuild ids are not increasing, or one was not handed out yet.
+    #[error("rebuild {rebuild} is out of order")]
+    RebuildOutOfOrder { rebuild: u64 },
+    /// Two rebuilds rebuild one region.
+    #[error("rebuild {rebuild} rebuilds a region another rebuild rebuilds")]
+    RebuildOfBusyRegion { rebuild: u64 },
+    /// A rebuild's region is gone or has a daemon, its target is not
+    /// Available, or a source is not held by the daemon the plan named.
+    #[error("rebuild {rebuild} can no longer complete as planned")]
+    RebuildStale { rebuild: u64 },
+    /// A rebuild's target holds a region able to hold one of the lost
+    /// region's objects (strict replex placement), or is the target of
+    /// such a region's rebuild too.
+    #[error("rebuild {rebuild}'s target {daemon} would hold two copies of one object")]
+    RebuildTargetConflict { rebuild: u64, daemon: DaemonId },
 }
 
 impl ClusterState {
@@ -382,6 +425,7 @@ impl ClusterState {
                 CommandResult::Done
             }
             Command::TransferComplete { transfer } => self.transfer_complete(transfer),
+            Command::RebuildComplete { rebuild } => self.rebuild_complete(rebuild),
             Command::ServerOffline { id } => match self.known(id) {
                 Err(failed) => failed,
                 Ok(DaemonState::Offline) => {
@@ -538,6 +582,7 @@ impl ClusterState {
             transfers: self.transfers.clone(),
             tombstone_horizon: self.tombstone_horizon,
             advisor: self.advisor.clone(),
+            rebuilds: self.rebuilds.clone(),
         }
     }
 
@@ -773,7 +818,9 @@ impl ClusterState {
                 planned.push((region.id, tail, to, None));
             }
         }
-        if planned.is_empty() && self.transfers.is_empty() {
+        changed |= self.repair_rebuilds(&mut load);
+        // No move while a rebuild runs: it could move a rebuild's source.
+        if planned.is_empty() && self.transfers.is_empty() && self.rebuilds.is_empty() {
             if let Some(planned_move) = self.plan_move(&load) {
                 planned.push(planned_move);
             }
@@ -935,6 +982,7 @@ impl ClusterState {
                 epoch: self.epoch,
             });
         }
+        self.check_rebuilds()?;
         let mut busy = BTreeSet::new();
         let mut last_id = 0;
         for t in &self.transfers {
@@ -953,6 +1001,44 @@ impl ClusterState {
             }
             if chain.last() != Some(&t.from) || chain.contains(&t.to) {
                 return Err(CheckInvariantsError::TransferEnds { transfer: t.id });
+            }
+        }
+        Ok(())
+    }
+
+    /// The rebuild invariants (see the module docs).
+    fn check_rebuilds(&self) -> Result<(), CheckInvariantsError> {
+        let mut busy = BTreeSet::new();
+        let mut last_id = 0;
+        for (n, b) in self.rebuilds.iter().enumerate() {
+            if b.id <= last_id || b.id >= self.rebuild_id_next {
+                return Err(CheckInvariantsError::RebuildOutOfOrder { rebuild: b.id });
+            }
+            last_id = b.id;
+            if !busy.insert(b.region) {
+                return Err(CheckInvariantsError::RebuildOfBusyRegion { rebuild: b.id });
+            }
+            if !self.rebuild_holds(b) {
+                return Err(CheckInvariantsError::RebuildStale { rebuild: b.id });
+            }
+            let space = self
+                .spaces
+                .iter()
+                .find(|s| locate(s, b.region).is_some())
+                .expect("rebuild_holds found the region");
+            let (k, i) = locate(space, b.region).expect("found above");
+            let others: Vec<Rebuild> = self
+                .rebuilds
+                .iter()
+                .enumerate()
+                .filter(|(m, _)| *m != n)
+                .map(|(_, o)| o.clone())
+                .collect();
+            if rebuild_target_conflicts(space, k, i, b.to, &others) {
+                return Err(CheckInvariantsError::RebuildTargetConflict {
+                    rebuild: b.id,
+                    daemon: b.to,
+                });
             }
         }
         Ok(())
@@ -1049,30 +1135,7 @@ impl ClusterState {
             // A replex space: its parts are its copies, placed so that no
             // two copies of an object share a daemon (or relaxed).
             // Region ids from the counter, committed once placement took.
-            let mut next = self.region_id_next;
-            let mut parts: Vec<SubspaceLayout> = replex_shapes(&desc)
-                .into_iter()
-                .enumerate()
-                .map(|(k, shape)| {
-                    let cells: usize = shape.splits.iter().map(|s| s.len() + 1).product();
-                    SubspaceLayout {
-                        attrs: shape.attrs,
-                        splits: shape.splits,
-                        regions: (0..cells)
-                            .map(|_| {
-                                next += 1;
-                                Region {
-                                    id: RegionId(next - 1),
-                                    chain: Vec::new(),
-                                }
-                            })
-                            .collect(),
-                        part: PartId(k as u64),
-                        state: PartState::Ready,
-                        kind: shape.kind,
-                    }
-                })
-                .collect();
+            let (mut parts, next) = replex_layouts(&desc, RegionId(self.region_id_next));
             if let Err(e) = placer.place_replex(&mut parts, replex.relaxed) {
                 return CommandResult::Failed {
                     status: AdminStatus::CoordFail,
@@ -1082,7 +1145,7 @@ impl ClusterState {
             // Nothing can fail from here on.
             let id = SpaceId(self.space_id_next);
             self.space_id_next += 1;
-            self.region_id_next = next;
+            self.region_id_next = next.0;
             for part in &mut parts {
                 if part.part != PartId(0) {
                     part.part = self.fresh_part(id);
@@ -1457,6 +1520,233 @@ mod tests {
         assert!(state.transfers.is_empty());
         assert!(replica_count(&state, fifth) > 0);
         assert_eq!(replex_conflict(&state.spaces[0]), None);
+    }
+
+    /// A Replex-3 space on three daemons, then `spares` more daemons, with
+    /// the rebalancing moves they start completed.
+    fn replex_with_spares(spares: usize) -> ClusterState {
+        let mut state = ClusterState::default();
+        register(&mut state, 3);
+        assert!(matches!(
+            add(&mut state, REPLEX_3),
+            CommandResult::SpaceAdded { .. }
+        ));
+        register(&mut state, spares);
+        while let Some(t) = state.transfers.first().cloned() {
+            state.apply(Command::TransferComplete { transfer: t.id });
+        }
+        state.check_invariants().unwrap();
+        state
+    }
+
+    fn regions_of(state: &ClusterState, d: DaemonId) -> BTreeSet<RegionId> {
+        state
+            .regions()
+            .filter(|(_, r)| r.chain.contains(&d))
+            .map(|(_, r)| r.id)
+            .collect()
+    }
+
+    /// Objects of the lost region must each lie in a source region of
+    /// their part: checked on pseudo-random objects, independently of how
+    /// the covering set was found.
+    fn assert_sources_cover(space: &Space, rebuild: &Rebuild) {
+        let (k, i) = locate(space, rebuild.region).unwrap();
+        let sources: BTreeSet<RegionId> = rebuild.sources.iter().map(|(r, _)| *r).collect();
+        let mut seen = 0;
+        for n in 0..4000u32 {
+            let text = |tag: &str| {
+                Value::String(format!("{tag}{}", n.wrapping_mul(2654435761)).into_bytes())
+            };
+            let object = Object {
+                values: vec![text("k"), text("a"), text("b")],
+            };
+            if space.subspaces[k].region_of(&object).id != space.subspaces[k].regions[i].id {
+                continue;
+            }
+            seen += 1;
+            assert!(
+                space
+                    .subspaces
+                    .iter()
+                    .enumerate()
+                    .any(|(q, l)| q != k && sources.contains(&l.region_of(&object).id)),
+                "an object of region {} is in no source of rebuild {}",
+                rebuild.region,
+                rebuild.id
+            );
+        }
+        assert!(
+            seen > 0,
+            "no sample object fell in region {}",
+            rebuild.region
+        );
+    }
+
+    #[test]
+    fn a_lost_replex_region_is_rebuilt_from_its_covering_set_on_a_legal_target() {
+        let mut state = replex_with_spares(2);
+        let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
+        let lost = regions_of(&state, victim);
+        assert!(!lost.is_empty());
+        let epoch = state.epoch;
+        state.apply(Command::DaemonOffline { id: victim });
+        assert_eq!(
+            state.epoch,
+            Epoch(epoch.0 + 1),
+            "one epoch for the failure and the plan"
+        );
+        state.check_invariants().unwrap();
+        // Every lost region rebuilds at once, each from its covering set.
+        let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        assert_eq!(rebuilt, lost);
+        let space = state.spaces[0].clone();
+        for b in &state.rebuilds {
+            assert_ne!(b.to, victim);
+            assert_eq!(state.daemons[&b.to].state, DaemonState::Available);
+            let cover = covering_set(&space, &lost, b.region).unwrap();
+            let sources: Vec<RegionId> = b.sources.iter().map(|(r, _)| *r).collect();
+            assert_eq!(sources, cover);
+            for (r, d) in &b.sources {
+                let (_, _, region) = state
+                    .configuration(Vec::new())
+                    .region(*r)
+                    .map(|(s, k, r)| (s.id, k, r.clone()))
+                    .unwrap();
+                assert_eq!(region.chain, vec![*d]);
+                assert!(!lost.contains(r));
+            }
+            assert_sources_cover(&space, b);
+        }
+        let config = state.configuration(Vec::new());
+        assert_eq!(config.rebuilds, state.rebuilds);
+        // Completing them all puts every region back, the placement rule
+        // kept (no target beside another copy of its objects).
+        for b in state.rebuilds.clone() {
+            let before = state.epoch;
+            assert_eq!(
+                state.apply(Command::RebuildComplete { rebuild: b.id }),
+                CommandResult::Done
+            );
+            assert_eq!(state.epoch, Epoch(before.0 + 1));
+            let config = state.configuration(Vec::new());
+            assert_eq!(config.region(b.region).unwrap().2.chain, vec![b.to]);
+            assert!(!state.orphans.contains_key(&b.region));
+            assert!(matches!(
+                state.apply(Command::RebuildComplete { rebuild: b.id }),
+                CommandResult::Failed {
+                    status: AdminStatus::NotFound,
+                    ..
+                }
+            ));
+        }
+        assert!(state.rebuilds.is_empty() && state.orphans.is_empty());
+        assert!(state.regions().all(|(_, r)| r.chain.len() == 1));
+        assert_eq!(replex_conflict(&state.spaces[0]), None);
+    }
+
+    use crate::rebuild::locate;
+    use tessera_types::replex::covering_set;
+    use tessera_types::{Object, Value};
+
+    #[test]
+    fn a_rebuild_is_planned_again_when_its_target_or_a_source_fails() {
+        let mut state = replex_with_spares(5);
+        let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
+        state.apply(Command::DaemonOffline { id: victim });
+        let first = state.rebuilds[0].clone();
+        // The target dies: the rebuild gets a new id and another target.
+        state.apply(Command::DaemonOffline { id: first.to });
+        state.check_invariants().unwrap();
+        let again = state
+            .rebuilds
+            .iter()
+            .find(|b| b.region == first.region)
+            .expect("planned again")
+            .clone();
+        assert!(again.id > first.id);
+        assert_ne!(again.to, first.to);
+        // A source's daemon dies: planned again without it.
+        let (_, source_daemon) = again.sources[0];
+        state.apply(Command::DaemonOffline { id: source_daemon });
+        state.check_invariants().unwrap();
+        let third = state
+            .rebuilds
+            .iter()
+            .find(|b| b.region == first.region)
+            .expect("planned again");
+        assert!(third.id > again.id);
+        assert!(third.sources.iter().all(|(_, d)| *d != source_daemon));
+        assert_sources_cover(&state.spaces[0], third);
+        // The old id no longer completes anything.
+        assert!(matches!(
+            state.apply(Command::RebuildComplete { rebuild: again.id }),
+            CommandResult::Failed {
+                status: AdminStatus::NotFound,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn without_a_legal_target_a_lost_region_waits_until_a_daemon_registers() {
+        let mut state = replex_with_spares(0);
+        // The daemon holding the replex: every other daemon holds key
+        // regions, which can share an object with any replex region.
+        let victim = state.spaces[0].subspaces[2].regions[0].chain[0];
+        let lost = regions_of(&state, victim);
+        state.apply(Command::DaemonOffline { id: victim });
+        state.check_invariants().unwrap();
+        assert!(state.rebuilds.is_empty());
+        assert_eq!(state.orphans.keys().copied().collect::<BTreeSet<_>>(), lost);
+        register(&mut state, 1);
+        state.check_invariants().unwrap();
+        let spare = *state.daemons.keys().last().unwrap();
+        let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        assert_eq!(rebuilt, lost);
+        assert!(state.rebuilds.iter().all(|b| b.to == spare));
+    }
+
+    #[test]
+    fn a_returning_daemon_takes_its_region_back_and_the_rebuild_ends() {
+        let mut state = replex_with_spares(1);
+        let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
+        let lost = regions_of(&state, victim);
+        state.apply(Command::DaemonOffline { id: victim });
+        assert!(!state.rebuilds.is_empty());
+        let ids: Vec<u64> = state.rebuilds.iter().map(|b| b.id).collect();
+        state.apply(Command::RegisterDaemon {
+            id: Some(victim),
+            addr: "127.0.0.1:2012".into(),
+            metrics: None,
+        });
+        state.check_invariants().unwrap();
+        assert!(state.rebuilds.is_empty());
+        assert_eq!(regions_of(&state, victim), lost);
+        for id in ids {
+            assert!(matches!(
+                state.apply(Command::RebuildComplete { rebuild: id }),
+                CommandResult::Failed {
+                    status: AdminStatus::NotFound,
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn check_invariants_catches_a_rebuild_beside_another_copy() {
+        let mut state = replex_with_spares(2);
+        let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
+        state.apply(Command::DaemonOffline { id: victim });
+        // The daemon of a replex region: it shares objects with every
+        // key region.
+        let replex_daemon = state.spaces[0].subspaces[2].regions[0].chain[0];
+        state.rebuilds[0].to = replex_daemon;
+        assert!(matches!(
+            state.check_invariants(),
+            Err(CheckInvariantsError::RebuildTargetConflict { daemon, .. }) if daemon == replex_daemon
+        ));
     }
 
     #[test]

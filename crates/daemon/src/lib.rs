@@ -22,6 +22,7 @@ pub mod index;
 mod metrics;
 pub mod node;
 pub mod ops;
+pub mod rebuild;
 pub mod record;
 pub mod search;
 pub mod shapes;

@@ -81,7 +81,8 @@ pub fn trim_recent(recent: &mut Vec<(ClientRef, Version)>) {
 pub struct Record {
     pub version: Version,
     pub object: Option<Object>,
-    /// Key subspace only: the latest updates' `(client id, request number)`
+    /// Key subspace, and every region of a replex space (whose key region
+    /// may be rebuilt from the others): the latest updates' `(client id, request number)`
     /// with the version each produced, newest last (see [`trim_recent`]).
     pub recent: Vec<(ClientRef, Version)>,
 }

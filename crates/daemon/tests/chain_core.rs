@@ -107,6 +107,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
         transfers: vec![],
         tombstone_horizon: Epoch(0),
         advisor: None,
+        rebuilds: vec![],
     }
 }
 

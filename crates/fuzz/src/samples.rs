@@ -169,5 +169,11 @@ pub fn configuration() -> Configuration {
         }],
         tombstone_horizon: Epoch(2),
         advisor: None,
+        rebuilds: vec![tessera_types::Rebuild {
+            id: 1,
+            region: RegionId(1),
+            to: DaemonId(3),
+            sources: vec![(RegionId(2), DaemonId(2))],
+        }],
     }
 }

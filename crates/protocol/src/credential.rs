@@ -139,6 +139,7 @@ impl CoordRequest {
             | CoordRequest::Leave { .. }
             | CoordRequest::CollectReport { .. }
             | CoordRequest::TransferComplete { .. }
+            | CoordRequest::RebuildComplete { .. }
             | CoordRequest::BackfillReport { .. }
             | CoordRequest::IndexletReport { .. }
             | CoordRequest::IndexletLoad { .. } => Access::Cluster,

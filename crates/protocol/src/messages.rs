@@ -42,9 +42,12 @@ pub enum Message {
     /// version, in `objects`) the key subspace places in `region`. The
     /// head answers with a `Held` whose `absent` lists those it holds no
     /// record of: the direction of anti-entropy that finds what a region
-    /// lost, not only what it holds apart. (Last: variant indexes are
-    /// part of the wire format.)
+    /// lost, not only what it holds apart.
     Expected(HeldObjects),
+    /// Daemon → daemon: the rebuild of a lost replex region from the
+    /// other replexes. (Last: variant indexes are part of the wire
+    /// format.)
+    Rebuild(RebuildMsg),
 }
 
 impl Message {
@@ -53,9 +56,11 @@ impl Message {
     /// Every variant is named, so a new one must be placed here.
     pub fn is_peer(&self) -> bool {
         match self {
-            Message::Chain(_) | Message::Transfer(_) | Message::Held(_) | Message::Expected(_) => {
-                true
-            }
+            Message::Chain(_)
+            | Message::Transfer(_)
+            | Message::Held(_)
+            | Message::Expected(_)
+            | Message::Rebuild(_) => true,
             Message::DaemonRequest { .. }
             | Message::DaemonResponse { .. }
             | Message::CoordRequest { .. }
@@ -629,6 +634,37 @@ pub struct TransferEntry {
     pub record: Vec<u8>,
 }
 
+/// The rebuild of a lost replex region (`docs/design/replex.md`,
+/// "Rebuild"): the target pulls, page by page, the objects each source
+/// region holds that the lost region places in its cell. A source's state
+/// of those objects cannot change while the rebuild runs (every update of
+/// them crosses the lost region, which has no daemon), so a page is an
+/// answer, not a stream: a lost one is asked for again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RebuildMsg {
+    /// Target → the daemon of `source`: the next page after key `after`
+    /// (`None`: from the start).
+    Fetch {
+        rebuild: u64,
+        from: DaemonId,
+        source: RegionId,
+        after: Option<Vec<u8>>,
+    },
+    /// Source → target: the entries of the page after `after`, in key
+    /// order, each the key's newest version at the source (pending
+    /// updates included) as the lost region stores it; `last` is the last
+    /// key the page read (`None` with `done` on an empty source), and
+    /// `done` says no key follows it.
+    Page {
+        rebuild: u64,
+        source: RegionId,
+        after: Option<Vec<u8>>,
+        entries: Vec<TransferEntry>,
+        last: Option<Vec<u8>>,
+        done: bool,
+    },
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum TransferMsg {
     /// Committed entries, from the source's scan or from later commits; the
@@ -884,6 +920,13 @@ pub enum CoordRequest {
         region: RegionId,
         pages: u64,
         window_ms: u64,
+    },
+    /// The target of rebuild `rebuild` holds every object of its lost
+    /// replex region; the coordinator makes it the region's chain in a new
+    /// epoch (leader only). (Last: variant indexes are part of the wire
+    /// format.)
+    RebuildComplete {
+        rebuild: u64,
     },
 }
 

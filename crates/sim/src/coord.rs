@@ -97,6 +97,10 @@ impl World {
                 });
                 Some(CoordResponse::Done)
             }
+            CoordRequest::RebuildComplete { rebuild } => {
+                self.apply(Command::RebuildComplete { rebuild: *rebuild });
+                Some(CoordResponse::Done)
+            }
             CoordRequest::Leave { id, reason } => {
                 let command = self.coord.node().leave(*id, *reason);
                 self.apply(command);

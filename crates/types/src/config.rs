@@ -157,6 +157,26 @@ pub struct Transfer {
     pub replaces: Option<DaemonId>,
 }
 
+/// A lost region of a replex space being rebuilt on a new daemon from the
+/// other replexes (`docs/design/replex.md`, "Rebuild"). The region's chain
+/// is empty meanwhile; `to` asks each source region's daemon for the
+/// objects the lost region places there, keeps per key the highest version
+/// (pending included), and joins as the region's one member when the
+/// coordinator hears that it has them all.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rebuild {
+    /// Unique, never reused (a re-planned rebuild gets a new id).
+    pub id: u64,
+    /// The lost region: its chain is empty while the rebuild runs.
+    pub region: RegionId,
+    /// The daemon that rebuilds the region and then becomes its chain.
+    pub to: DaemonId,
+    /// The covering set the objects come from, each region with the one
+    /// daemon that holds it when the rebuild was planned; a change of
+    /// either re-plans the rebuild.
+    pub sources: Vec<(RegionId, DaemonId)>,
+}
+
 /// Everything a daemon or client needs to route, at one epoch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Configuration {
@@ -186,6 +206,10 @@ pub struct Configuration {
     /// them on this cluster; `None` until it has.
     #[serde(default)]
     pub advisor: Option<crate::AdvisorCalibration>,
+    /// Rebuilds of lost replex regions in progress, by increasing id
+    /// (last: postcard's field order is the wire format).
+    #[serde(default)]
+    pub rebuilds: Vec<Rebuild>,
 }
 
 impl Configuration {

@@ -53,7 +53,7 @@ pub mod value;
 pub use calibration::{AdvisorCalibration, CalibrationError, FitQuality};
 pub use coerce::{coerce_value, TypeError};
 pub use config::{
-    Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Region, Space, SubspaceKind,
+    Configuration, CoordinatorInfo, DaemonInfo, DaemonState, Rebuild, Region, Space, SubspaceKind,
     SubspaceLayout, Transfer,
 };
 pub use coordinate::{coordinate, key_bytes, string_hash};

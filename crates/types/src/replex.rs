@@ -21,7 +21,8 @@
 
 use crate::config::{Configuration, DaemonState, Region, Space, SubspaceKind, SubspaceLayout};
 use crate::coordinate::coordinate;
-use crate::ids::{DaemonId, RegionId};
+use crate::ids::{DaemonId, PartId, RegionId};
+use crate::layout::PartState;
 use crate::region::{regions_intersecting, uniform_splits};
 use crate::schema::SpaceDesc;
 use std::collections::{BTreeMap, BTreeSet};
@@ -119,6 +120,38 @@ fn intersect(
         *e = (e.0.max(lo), e.1.min(hi));
     }
     out
+}
+
+/// The layouts of a new replex space's parts ([`replex_shapes`]), ready,
+/// with part ids `0, 1, …` in chain order and region ids from `first` on,
+/// every chain empty (placement fills them). Returns the next free
+/// region id too.
+pub fn replex_layouts(desc: &SpaceDesc, first: RegionId) -> (Vec<SubspaceLayout>, RegionId) {
+    let mut next = first.0;
+    let layouts = replex_shapes(desc)
+        .into_iter()
+        .enumerate()
+        .map(|(k, shape)| {
+            let cells: usize = shape.splits.iter().map(|s| s.len() + 1).product();
+            SubspaceLayout {
+                attrs: shape.attrs,
+                splits: shape.splits,
+                regions: (0..cells)
+                    .map(|_| {
+                        next += 1;
+                        Region {
+                            id: RegionId(next - 1),
+                            chain: Vec::new(),
+                        }
+                    })
+                    .collect(),
+                part: PartId(k as u64),
+                state: PartState::Ready,
+                kind: shape.kind,
+            }
+        })
+        .collect();
+    (layouts, RegionId(next))
 }
 
 /// Whether region `i` of `p` and region `j` of `q` (two different parts)

@@ -64,7 +64,10 @@ impl ReplicaCore {
             .sum()
     }
 
-    fn region_keys(&self, region: RegionId) -> impl Iterator<Item = (&StateKey, &KeyState)> {
+    pub(super) fn region_keys(
+        &self,
+        region: RegionId,
+    ) -> impl Iterator<Item = (&StateKey, &KeyState)> {
         self.keys
             .range((region, Vec::new())..)
             .take_while(move |(k, _)| k.0 == region)

@@ -336,6 +336,7 @@ impl ReplicaCore {
                 forward.version
             );
             let is_key_region = self.is_key_subspace(hop.region);
+            let keeps_recent = self.keeps_recent(hop.region);
             // Only the key region's head answers clients: every other
             // member handed its replies to whoever heads the chain now.
             assert!(
@@ -349,12 +350,12 @@ impl ReplicaCore {
                 forward.version,
                 hop.region
             );
-            // The key region merges `recent` from the stored record. Other
-            // regions read it only in debug builds, for the check below: in
-            // release builds it would cost a read per commit on the write
-            // path.
+            // The key region (and every region of a replex space) merges
+            // `recent` from the stored record. Other regions read it only
+            // in debug builds, for the check below: in release builds it
+            // would cost a read per commit on the write path.
             let backfill = forward.client == ClientRef::BACKFILL;
-            let stored = if is_key_region || backfill || cfg!(debug_assertions) {
+            let stored = if keeps_recent || backfill || cfg!(debug_assertions) {
                 match self.load(state_key) {
                     Ok(record) => record,
                     Err(e) => {
@@ -387,7 +388,7 @@ impl ReplicaCore {
                     .as_ref()
                     .is_some_and(|stored| stored.version >= forward.version);
             if !unchanged {
-                let recent = if is_key_region {
+                let recent = if keeps_recent {
                     let mut recent = stored.map(|r| r.recent).unwrap_or_default();
                     if !forward.client.is_internal() {
                         recent.push((forward.client, forward.version));

@@ -26,6 +26,7 @@ mod collect;
 mod handover;
 mod leader;
 mod member;
+mod rebuild;
 mod reconfig;
 mod repair;
 
@@ -288,6 +289,21 @@ impl ReplicaCore {
         self.directory
             .place(region)
             .is_some_and(|place| place.subspace == 0)
+    }
+
+    /// Whether `region`'s records remember their recent writers: the key
+    /// subspace's, and every region of a replex space, whose key region
+    /// may be rebuilt from the other replexes and must still recognize a
+    /// retry (RESEARCH.md C.4 #9).
+    fn keeps_recent(&self, region: RegionId) -> bool {
+        self.directory.place(region).is_some_and(|place| {
+            place.subspace == 0
+                || self
+                    .config
+                    .spaces
+                    .get(place.space)
+                    .is_some_and(|space| space.desc.replex.is_some())
+        })
     }
 
     /// What region `region` stores of `object` (a global index's indexlet

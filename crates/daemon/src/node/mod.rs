@@ -41,11 +41,13 @@ mod changes;
 mod collect;
 mod counting;
 mod lease;
+mod rebuild;
 mod sweep;
 mod transfers;
 
 use crate::core::{Effect, ReplicaCore, ReplyTo};
 use crate::index::IndexedEngine;
+use crate::rebuild::Rebuilds;
 use crate::search;
 use crate::shapes::{self, Shape, Shapes};
 use crate::transfer::Transfers;
@@ -199,6 +201,8 @@ pub struct DaemonNode {
     /// together so that a reader never pairs one with the other's epoch.
     config: RwLock<Installed>,
     transfers: Mutex<Transfers>,
+    /// The rebuilds of lost replex regions this daemon is the target of.
+    rebuilds: Mutex<Rebuilds>,
     lease: Lease,
     poisoned: AtomicBool,
     rejoin: Mutex<Rejoin>,
@@ -333,6 +337,7 @@ impl DaemonNode {
             engine,
             config: RwLock::new(Installed::new(config.clone())),
             transfers: Mutex::new(Transfers::new(me)),
+            rebuilds: Mutex::new(Rebuilds::new(me)),
             lease: Lease {
                 renewed_ms: AtomicU64::new(0),
                 refused_ms: AtomicU64::new(0),
@@ -358,6 +363,8 @@ impl DaemonNode {
         node.drop_removed_regions(&config, out);
         let actions = lock(&node.transfers).on_config(&config);
         node.transfer_actions(actions, out);
+        let actions = lock(&node.rebuilds).on_config(&config);
+        node.rebuild_actions(actions, out);
         node
     }
 
@@ -491,6 +498,7 @@ impl DaemonNode {
                 self.transfer_actions(actions, out);
             }
             Message::Expected(expected) => self.on_expected(expected, out),
+            Message::Rebuild(msg) => self.on_rebuild_msg(msg, out),
             Message::Held(held) => {
                 use crate::core::HeldKind;
                 let live = held.objects.into_iter().map(|o| (o, HeldKind::Live));
@@ -564,6 +572,10 @@ impl DaemonNode {
         }
         self.drop_removed_regions(&config, out);
         self.transfer_actions(actions, out);
+        // After the cores: a rebuild's partial copy is cleared only once
+        // no core acts on the epoch that named the rebuild any more.
+        let actions = lock(&self.rebuilds).on_config(&config);
+        self.rebuild_actions(actions, out);
         true
     }
 
@@ -581,6 +593,8 @@ impl DaemonNode {
         }
         let actions = lock(&self.transfers).on_tick();
         self.transfer_actions(actions, out);
+        let actions = lock(&self.rebuilds).on_tick();
+        self.rebuild_actions(actions, out);
         let tick = self.ticks.fetch_add(1, Ordering::Relaxed);
         let every = self.options.collect_ticks.max(1);
         if tick % every == every - 1 {

@@ -1,0 +1,226 @@
+//! Rebuilds of lost replex regions (`docs/design/replex.md`, "Rebuild").
+//!
+//! A region of a replex space has one daemon. When that daemon leaves, the
+//! region's chain is empty: it is an orphan, and the objects it held still
+//! exist in the other replexes. [`ClusterState::repair_rebuilds`] plans,
+//! per such region, a [`Rebuild`]: a target daemon that may hold the region
+//! under the placement rule, and the region's covering set
+//! ([`covering_set`]) as sources. Several lost regions rebuild at once.
+//!
+//! ```text
+//!  K0:[d1] H0:[d2] B0:[d3]  --d1 offline-->  K0:[] (orphan) + Rebuild{K0 -> d4, sources H0@d2, …}
+//!                                                                   |
+//!                    K0:[d4]  <--RebuildComplete (sent by d4)-------+
+//! ```
+//!
+//! A rebuild is cancelled, and planned again in the same command, when its
+//! target or the daemon of one of its sources is no longer where the plan
+//! put it. When the lost region's old daemon returns first, it takes the
+//! region back as orphans always did (it holds everything the region
+//! acknowledged) and the rebuild is cancelled: the returning copy is whole
+//! at once, where the rebuild would still be copying.
+
+use crate::state::{ClusterState, CommandResult};
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_protocol::AdminStatus;
+use tessera_types::replex::{can_share, covering_set};
+use tessera_types::{DaemonId, DaemonState, Rebuild, RegionId, Space};
+
+/// Where region `region` lies in `space`: its part and index.
+pub(crate) fn locate(space: &Space, region: RegionId) -> Option<(usize, usize)> {
+    space.subspaces.iter().enumerate().find_map(|(k, layout)| {
+        layout
+            .regions
+            .iter()
+            .position(|r| r.id == region)
+            .map(|i| (k, i))
+    })
+}
+
+/// Whether daemon `daemon` may hold region `index` of part `part` of
+/// `space` beside the chains it is in and the rebuilds in `rebuilds` it is
+/// the target of: never beside a region able to hold one of its objects
+/// (strict replex placement; always allowed in a relaxed space).
+pub(crate) fn rebuild_target_conflicts(
+    space: &Space,
+    part: usize,
+    index: usize,
+    daemon: DaemonId,
+    rebuilds: &[Rebuild],
+) -> bool {
+    if space.desc.replex.as_ref().is_none_or(|r| r.relaxed) {
+        return false;
+    }
+    let layout = &space.subspaces[part];
+    let beside = |q: usize, j: usize| q != part && can_share(layout, index, &space.subspaces[q], j);
+    let in_chains = space.subspaces.iter().enumerate().any(|(q, other)| {
+        other
+            .regions
+            .iter()
+            .enumerate()
+            .any(|(j, r)| r.chain.contains(&daemon) && beside(q, j))
+    });
+    in_chains
+        || rebuilds
+            .iter()
+            .filter(|b| b.to == daemon)
+            .filter_map(|b| locate(space, b.region))
+            .any(|(q, j)| beside(q, j))
+}
+
+impl ClusterState {
+    /// The space holding `region`, if any.
+    fn space_of(&self, region: RegionId) -> Option<&Space> {
+        self.spaces
+            .iter()
+            .find(|space| locate(space, region).is_some())
+    }
+
+    fn is_available(&self, daemon: DaemonId) -> bool {
+        self.daemons.get(&daemon).map(|d| d.state) == Some(DaemonState::Available)
+    }
+
+    /// The one daemon of region `region`'s chain, when it has exactly one.
+    fn sole_member(&self, region: RegionId) -> Option<DaemonId> {
+        let space = self.space_of(region)?;
+        let (k, i) = locate(space, region)?;
+        match space.subspaces[k].regions[i].chain.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        }
+    }
+
+    /// Whether `rebuild` can still complete as planned: its region is in a
+    /// replex space and still has no daemon, its target is Available, and
+    /// each source region is still held by the daemon the plan named, which
+    /// is Available.
+    pub(crate) fn rebuild_holds(&self, rebuild: &Rebuild) -> bool {
+        let Some(space) = self.space_of(rebuild.region) else {
+            return false;
+        };
+        let Some((k, i)) = locate(space, rebuild.region) else {
+            return false;
+        };
+        space.desc.replex.is_some()
+            && space.subspaces[k].regions[i].chain.is_empty()
+            && self.is_available(rebuild.to)
+            && !rebuild.sources.is_empty()
+            && rebuild.sources.iter().all(|&(region, daemon)| {
+                self.sole_member(region) == Some(daemon)
+                    && self.is_available(daemon)
+                    && locate(space, region).is_some_and(|(q, _)| q != k)
+            })
+    }
+
+    /// Brings the rebuilds in line with the chains: cancels every rebuild
+    /// that can no longer complete as planned, then plans one for every
+    /// region of a replex space without a daemon that has none running and
+    /// has a covering set and a legal target. A region with neither waits
+    /// (as an orphan) and is planned by a later command — a daemon
+    /// registering, one returning. Returns whether anything changed.
+    /// Deterministic: regions in space, part and region order; targets by
+    /// load (chain places, transfers and rebuilds received), then id.
+    pub(crate) fn repair_rebuilds(&mut self, load: &mut BTreeMap<DaemonId, u64>) -> bool {
+        let before = self.rebuilds.len();
+        let keep: Vec<bool> = self
+            .rebuilds
+            .iter()
+            .map(|b| self.rebuild_holds(b))
+            .collect();
+        let mut keep = keep.into_iter();
+        self.rebuilds
+            .retain(|_| keep.next().expect("one flag per rebuild"));
+        let mut changed = self.rebuilds.len() != before;
+        for b in &self.rebuilds {
+            if let Some(l) = load.get_mut(&b.to) {
+                *l += 1;
+            }
+        }
+        let mut planned: Vec<Rebuild> = Vec::new();
+        for space in self.spaces.iter().filter(|s| s.desc.replex.is_some()) {
+            let failed: BTreeSet<RegionId> = space
+                .subspaces
+                .iter()
+                .flat_map(|l| &l.regions)
+                .filter(|r| r.chain.is_empty())
+                .map(|r| r.id)
+                .collect();
+            for (k, layout) in space.subspaces.iter().enumerate() {
+                for (i, region) in layout.regions.iter().enumerate() {
+                    let busy = self.rebuilds.iter().chain(&planned);
+                    if !region.chain.is_empty() || busy.clone().any(|b| b.region == region.id) {
+                        continue;
+                    }
+                    let Ok(cover) = covering_set(space, &failed, region.id) else {
+                        continue; // Unavailable: wait for a daemon to return.
+                    };
+                    let sources: Option<Vec<(RegionId, DaemonId)>> = cover
+                        .iter()
+                        .map(|&r| self.sole_member(r).map(|d| (r, d)))
+                        .collect();
+                    let Some(sources) = sources.filter(|s| !s.is_empty()) else {
+                        continue;
+                    };
+                    let others: Vec<Rebuild> = busy.cloned().collect();
+                    let target = load
+                        .iter()
+                        .filter(|(d, _)| !rebuild_target_conflicts(space, k, i, **d, &others))
+                        .min_by_key(|(d, l)| (**l, **d))
+                        .map(|(d, _)| *d);
+                    let Some(to) = target else {
+                        continue; // No legal target: wait for a daemon.
+                    };
+                    *load.get_mut(&to).expect("a candidate") += 1;
+                    planned.push(Rebuild {
+                        id: 0,
+                        region: region.id,
+                        to,
+                        sources,
+                    });
+                }
+            }
+        }
+        for mut rebuild in planned {
+            rebuild.id = self.rebuild_id_next;
+            self.rebuild_id_next += 1;
+            tracing::warn!(
+                region = %rebuild.region,
+                to = %rebuild.to,
+                sources = rebuild.sources.len(),
+                "rebuilding a lost replex region from the other replexes"
+            );
+            self.rebuilds.push(rebuild);
+            changed = true;
+        }
+        changed
+    }
+
+    /// `RebuildComplete`: the target holds every object of the region, so
+    /// it becomes the region's chain and the rebuild ends.
+    pub(crate) fn rebuild_complete(&mut self, rebuild: u64) -> CommandResult {
+        let Some(index) = self.rebuilds.iter().position(|b| b.id == rebuild) else {
+            return CommandResult::Failed {
+                status: AdminStatus::NotFound,
+                reason: format!("no rebuild {rebuild} is running (finished or cancelled)"),
+            };
+        };
+        let b = self.rebuilds.remove(index);
+        assert!(
+            self.rebuild_holds(&b),
+            "rebuild {}: repair cancels a rebuild that can no longer complete",
+            b.id
+        );
+        let region = self
+            .spaces
+            .iter_mut()
+            .flat_map(|s| s.subspaces.iter_mut())
+            .flat_map(|sub| sub.regions.iter_mut())
+            .find(|r| r.id == b.region)
+            .expect("rebuild_holds found the region");
+        region.chain.push(b.to);
+        self.orphans.remove(&b.region);
+        tracing::warn!(region = %b.region, daemon = %b.to, "a lost replex region was rebuilt and joins");
+        self.bump();
+        CommandResult::Done
+    }
+}
