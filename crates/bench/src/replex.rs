@@ -546,11 +546,17 @@ async fn recover_once(
                 .with_context(|| format!("daemon {id} is not one of ours"))
         })
         .collect::<anyhow::Result<Vec<usize>>>()?;
+    // kill -9, then the operator's `server-kill`: a replex region is
+    // rebuilt only once its daemon is known to be gone for good (a daemon
+    // merely offline is waited for); the HyperDex layout gets the same
+    // command, so neither waits for failure detection.
     let kill_at = servers.kill_daemon(indexes[0])?;
+    admin.server_kill(victims[0]).await?;
     let ok_at_kill = ok_at(&reads);
-    for &i in &indexes[1..] {
+    for (&i, &id) in indexes[1..].iter().zip(&victims[1..]) {
         tokio::time::sleep(options.second_after).await;
         servers.kill_daemon(i)?;
+        admin.server_kill(id).await?;
     }
     let killed = victims;
     let mut detected: Vec<Option<f64>> = vec![None; killed.len()];

@@ -333,14 +333,19 @@ fn assert_joined(
     }
 }
 
-/// Kills the daemon process with this id; returns when.
+/// Kills the daemon process with this id (kill -9) and, as an operator
+/// who knows its machine is gone, tells the coordinator so (`server-kill`):
+/// only a daemon gone for good has its regions rebuilt; one merely
+/// offline is waited for. Returns when the process was killed.
 fn kill(cluster: &mut Cluster, config: &Configuration, victim: DaemonId) -> Instant {
     let addr = &config.daemons[&victim].addr;
     let index = (0..DAEMONS)
         .find(|i| &cluster.daemon_addr(*i) == addr)
         .expect("a daemon of this cluster");
     cluster.procs.kill(&format!("daemon-{index}"));
-    Instant::now()
+    let killed = Instant::now();
+    cluster.admin().server_kill(victim).expect("server-kill");
+    killed
 }
 
 #[test]

@@ -24,7 +24,7 @@ use crate::state::{ClusterState, CommandResult};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::replex::{can_share, covering_set};
-use tessera_types::{DaemonId, DaemonState, Rebuild, RegionId, Space};
+use tessera_types::{DaemonId, DaemonState, Rebuild, RegionId, Space, Transfer};
 
 /// Where region `region` lies in `space`: its part and index.
 pub(crate) fn locate(space: &Space, region: RegionId) -> Option<(usize, usize)> {
@@ -38,15 +38,19 @@ pub(crate) fn locate(space: &Space, region: RegionId) -> Option<(usize, usize)> 
 }
 
 /// Whether daemon `daemon` may hold region `index` of part `part` of
-/// `space` beside the chains it is in and the rebuilds in `rebuilds` it is
-/// the target of: never beside a region able to hold one of its objects
-/// (strict replex placement; always allowed in a relaxed space).
+/// `space` beside the chains it is in, the rebuilds in `rebuilds` it is
+/// the target of and the transfers in `transfers` bringing it a region:
+/// never beside a region able to hold one of its objects (strict replex
+/// placement; always allowed in a relaxed space). A rebalancing move
+/// planned before the failure may still be on its way to the daemon, and
+/// its region joins the daemon's chains when it completes.
 pub(crate) fn rebuild_target_conflicts(
     space: &Space,
     part: usize,
     index: usize,
     daemon: DaemonId,
     rebuilds: &[Rebuild],
+    transfers: &[Transfer],
 ) -> bool {
     if space.desc.replex.as_ref().is_none_or(|r| r.relaxed) {
         return false;
@@ -60,11 +64,19 @@ pub(crate) fn rebuild_target_conflicts(
             .enumerate()
             .any(|(j, r)| r.chain.contains(&daemon) && beside(q, j))
     });
+    let arriving = rebuilds
+        .iter()
+        .filter(|b| b.to == daemon)
+        .map(|b| b.region)
+        .chain(
+            transfers
+                .iter()
+                .filter(|t| t.to == daemon)
+                .map(|t| t.region),
+        );
     in_chains
-        || rebuilds
-            .iter()
-            .filter(|b| b.to == daemon)
-            .filter_map(|b| locate(space, b.region))
+        || arriving
+            .filter_map(|region| locate(space, region))
             .any(|(q, j)| beside(q, j))
 }
 
@@ -88,6 +100,20 @@ impl ClusterState {
             [only] => Some(*only),
             _ => None,
         }
+    }
+
+    /// Whether the region's last daemon is gone for good: killed or
+    /// forgotten by an operator (a forgotten daemon leaves no orphan
+    /// entry). Only then is the region rebuilt. A daemon that is merely
+    /// Offline may return with its disk and take the region back, and
+    /// rebuilding while it might was found unsafe by the simulator: the
+    /// rebuild copies versions whose update the returning (or crashed)
+    /// point leader no longer drives, so parts disagree (see
+    /// docs/design/replex.md, "Rebuild").
+    pub(crate) fn lost_for_good(&self, region: RegionId) -> bool {
+        self.orphans
+            .get(&region)
+            .is_none_or(|d| self.killed.contains(d))
     }
 
     /// Whether `rebuild` can still complete as planned: its region is in a
@@ -151,6 +177,9 @@ impl ClusterState {
                     if !region.chain.is_empty() || busy.clone().any(|b| b.region == region.id) {
                         continue;
                     }
+                    if !self.lost_for_good(region.id) {
+                        continue; // Its daemon may return: it waits (an orphan).
+                    }
                     let Ok(cover) = covering_set(space, &failed, region.id) else {
                         continue; // Unavailable: wait for a daemon to return.
                     };
@@ -164,7 +193,9 @@ impl ClusterState {
                     let others: Vec<Rebuild> = busy.cloned().collect();
                     let target = load
                         .iter()
-                        .filter(|(d, _)| !rebuild_target_conflicts(space, k, i, **d, &others))
+                        .filter(|(d, _)| {
+                            !rebuild_target_conflicts(space, k, i, **d, &others, &self.transfers)
+                        })
                         .min_by_key(|(d, l)| (**l, **d))
                         .map(|(d, _)| *d);
                     let Some(to) = target else {

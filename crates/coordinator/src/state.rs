@@ -1034,7 +1034,7 @@ impl ClusterState {
                 .filter(|(m, _)| *m != n)
                 .map(|(_, o)| o.clone())
                 .collect();
-            if rebuild_target_conflicts(space, k, i, b.to, &others) {
+            if rebuild_target_conflicts(space, k, i, b.to, &others, &self.transfers) {
                 return Err(CheckInvariantsError::RebuildTargetConflict {
                     rebuild: b.id,
                     daemon: b.to,
@@ -1590,7 +1590,7 @@ mod tests {
         let lost = regions_of(&state, victim);
         assert!(!lost.is_empty());
         let epoch = state.epoch;
-        state.apply(Command::DaemonOffline { id: victim });
+        state.apply(Command::ServerKill { id: victim });
         assert_eq!(
             state.epoch,
             Epoch(epoch.0 + 1),
@@ -1653,7 +1653,7 @@ mod tests {
     fn a_rebuild_is_planned_again_when_its_target_or_a_source_fails() {
         let mut state = replex_with_spares(5);
         let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
-        state.apply(Command::DaemonOffline { id: victim });
+        state.apply(Command::ServerKill { id: victim });
         let first = state.rebuilds[0].clone();
         // The target dies: the rebuild gets a new id and another target.
         state.apply(Command::DaemonOffline { id: first.to });
@@ -1695,7 +1695,7 @@ mod tests {
         // regions, which can share an object with any replex region.
         let victim = state.spaces[0].subspaces[2].regions[0].chain[0];
         let lost = regions_of(&state, victim);
-        state.apply(Command::DaemonOffline { id: victim });
+        state.apply(Command::ServerKill { id: victim });
         state.check_invariants().unwrap();
         assert!(state.rebuilds.is_empty());
         assert_eq!(state.orphans.keys().copied().collect::<BTreeSet<_>>(), lost);
@@ -1708,13 +1708,15 @@ mod tests {
     }
 
     #[test]
-    fn a_returning_daemon_takes_its_region_back_and_the_rebuild_ends() {
+    fn an_offline_daemon_is_waited_for_and_a_killed_one_rebuilt() {
         let mut state = replex_with_spares(1);
         let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
         let lost = regions_of(&state, victim);
+        // Offline (failure detected): it may come back with its disk, so
+        // its regions wait for it and nothing is rebuilt.
         state.apply(Command::DaemonOffline { id: victim });
-        assert!(!state.rebuilds.is_empty());
-        let ids: Vec<u64> = state.rebuilds.iter().map(|b| b.id).collect();
+        assert!(state.rebuilds.is_empty(), "{:?}", state.rebuilds);
+        assert!(lost.iter().all(|r| state.orphans.get(r) == Some(&victim)));
         state.apply(Command::RegisterDaemon {
             id: Some(victim),
             addr: "127.0.0.1:2012".into(),
@@ -1723,22 +1725,21 @@ mod tests {
         state.check_invariants().unwrap();
         assert!(state.rebuilds.is_empty());
         assert_eq!(regions_of(&state, victim), lost);
-        for id in ids {
-            assert!(matches!(
-                state.apply(Command::RebuildComplete { rebuild: id }),
-                CommandResult::Failed {
-                    status: AdminStatus::NotFound,
-                    ..
-                }
-            ));
-        }
+        // Offline again, then killed by an operator: gone for good, so its
+        // regions are rebuilt.
+        state.apply(Command::DaemonOffline { id: victim });
+        assert!(state.rebuilds.is_empty());
+        state.apply(Command::ServerKill { id: victim });
+        state.check_invariants().unwrap();
+        let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        assert_eq!(rebuilt, lost);
     }
 
     #[test]
     fn check_invariants_catches_a_rebuild_beside_another_copy() {
         let mut state = replex_with_spares(2);
         let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
-        state.apply(Command::DaemonOffline { id: victim });
+        state.apply(Command::ServerKill { id: victim });
         // The daemon of a replex region: it shares objects with every
         // key region.
         let replex_daemon = state.spaces[0].subspaces[2].regions[0].chain[0];

@@ -46,9 +46,14 @@ impl World {
                 .map(|r| format!("{}:{:?}", r.id, r.chain))
                 .collect();
             format!(
-                "epoch {} transfers {:?} key regions {} others {}",
+                "epoch {} transfers {:?} rebuilds {:?} key regions {} others {}",
                 config.epoch,
                 config.transfers,
+                config
+                    .rebuilds
+                    .iter()
+                    .map(|b| (b.id, b.region, b.to))
+                    .collect::<Vec<_>>(),
                 chains.join(" "),
                 others.join(" ")
             )
