@@ -8,6 +8,12 @@
 //! CI compiles and exercises them without an optimized build.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+
+/// The allocator the `tessera` binary ships with, so that allocation costs
+/// what it costs in the daemon and the client (glibc's malloc takes a slow
+/// path for blocks above ~1 KB, the size of a usertable object).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::hint::black_box;
 use std::sync::Arc;
 use tessera_daemon::index::{
@@ -337,6 +343,14 @@ fn search_pages(c: &mut Criterion) {
         assert!(
             before == expected && after == expected,
             "both paths yield every record"
+        );
+        group.bench_function(
+            format!("{records} records, daemon only, decoded and re-encoded (before)"),
+            |b| b.iter(|| page_decoding_records(black_box(&stored), &checks)),
+        );
+        group.bench_function(
+            format!("{records} records, daemon only, stored bytes shipped (after)"),
+            |b| b.iter(|| page_of_stored_bytes(black_box(&stored), &checks)),
         );
         group.bench_function(
             format!("{records} records, daemon + client, decoded and re-encoded (before)"),

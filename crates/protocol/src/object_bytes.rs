@@ -66,6 +66,11 @@ fn take_varint(
     max_bytes: usize,
     last_max: u8,
 ) -> Result<u64, DecodeObjectError> {
+    // Most varints here (tags, short lengths) are one byte.
+    if let Some(&byte) = bytes.get(*pos).filter(|&&b| b < 0x80) {
+        *pos += 1;
+        return Ok(u64::from(byte));
+    }
     let mut out = 0u64;
     for i in 0..max_bytes {
         let byte = *bytes.get(*pos).ok_or(DecodeObjectError::Truncated)?;
@@ -147,11 +152,6 @@ pub fn skip_value(bytes: &[u8]) -> Result<usize, DecodeObjectError> {
     let mut pos = 0;
     skip_at(bytes, &mut pos, 0)?;
     Ok(pos)
-}
-
-/// Decodes the one value `bytes` holds ([`skip_value`] delimited it).
-fn decode_value(bytes: &[u8]) -> Result<Value, DecodeObjectError> {
-    postcard::from_bytes(bytes).map_err(DecodeObjectError::Value)
 }
 
 /// An encoded object whose values have been delimited (so every one is
@@ -251,12 +251,11 @@ pub struct Values<'a> {
 
 impl Values<'_> {
     /// Passes over the next value without decoding it.
-    fn skip_one(&mut self) -> Result<&[u8], DecodeObjectError> {
+    fn skip_one(&mut self) -> Result<(), DecodeObjectError> {
         let len = skip_value(self.rest)?;
-        let (value, rest) = self.rest.split_at(len);
-        self.rest = rest;
+        self.rest = &self.rest[len..];
         self.left -= 1;
-        Ok(value)
+        Ok(())
     }
 }
 
@@ -264,7 +263,22 @@ impl Iterator for Values<'_> {
     type Item = Result<Value, DecodeObjectError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        (self.left > 0).then(|| self.skip_one().and_then(decode_value))
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // The view delimited every value when it was made (so nesting is
+        // bounded): postcard decodes straight from the bytes, in one pass.
+        Some(match postcard::take_from_bytes(self.rest) {
+            Ok((value, rest)) => {
+                self.rest = rest;
+                Ok(value)
+            }
+            Err(e) => {
+                self.left = 0;
+                Err(DecodeObjectError::Value(e))
+            }
+        })
     }
 
     fn nth(&mut self, n: usize) -> Option<Self::Item> {
