@@ -338,38 +338,33 @@ fn search_pages(c: &mut Criterion) {
         let expected: Vec<_> = (0..records)
             .map(|n| client_record(&desc, record_object(n)))
             .collect();
-        let before = records_of_decoded_page(&desc, &page_decoding_records(&stored, &checks));
-        let after = records_of_stored_page(&desc, &page_of_stored_bytes(&stored, &checks));
-        assert!(
-            before == expected && after == expected,
-            "both paths yield every record"
-        );
-        group.bench_function(
-            format!("{records} records, daemon only, decoded and re-encoded (before)"),
-            |b| b.iter(|| page_decoding_records(black_box(&stored), &checks)),
-        );
-        group.bench_function(
-            format!("{records} records, daemon only, stored bytes shipped (after)"),
-            |b| b.iter(|| page_of_stored_bytes(black_box(&stored), &checks)),
-        );
-        group.bench_function(
-            format!("{records} records, daemon + client, decoded and re-encoded (before)"),
-            |b| {
-                b.iter(|| {
-                    let page = page_decoding_records(black_box(&stored), &checks);
-                    records_of_decoded_page(&desc, &page)
-                })
-            },
-        );
-        group.bench_function(
-            format!("{records} records, daemon + client, stored bytes shipped (after)"),
-            |b| {
-                b.iter(|| {
-                    let frame = page_of_stored_bytes(black_box(&stored), &checks);
-                    records_of_stored_page(&desc, &frame)
-                })
-            },
-        );
+        // The two ways, each a daemon's side and a client's side.
+        type Build = fn(&[Vec<u8>], &[Check]) -> Vec<u8>;
+        type Read = fn(&SpaceDesc, &[u8]) -> Vec<Vec<(String, Value)>>;
+        let ways: [(&str, Build, Read); 2] = [
+            (
+                "decoded and re-encoded (before)",
+                page_decoding_records,
+                records_of_decoded_page,
+            ),
+            (
+                "stored bytes shipped (after)",
+                page_of_stored_bytes,
+                records_of_stored_page,
+            ),
+        ];
+        for (way, build, read) in ways {
+            assert!(
+                read(&desc, &build(&stored, &checks)) == expected,
+                "{way} yields every record"
+            );
+            group.bench_function(format!("{records} records, daemon only, {way}"), |b| {
+                b.iter(|| build(black_box(&stored), &checks))
+            });
+            group.bench_function(format!("{records} records, daemon + client, {way}"), |b| {
+                b.iter(|| read(&desc, &build(black_box(&stored), &checks)))
+            });
+        }
     }
     group.finish();
 }
