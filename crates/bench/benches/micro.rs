@@ -8,19 +8,28 @@
 //! CI compiles and exercises them without an optimized build.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+
+/// The allocator the `tessera` binary ships with, so that allocation costs
+/// what it costs in the daemon and the client (glibc's malloc takes a slow
+/// path for blocks above ~1 KB, the size of a usertable object).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::hint::black_box;
 use std::sync::Arc;
-use tessera_daemon::index::{choose_access, key_order_page, place_of, IndexedEngine, PageBounds};
+use tessera_daemon::index::{
+    choose_access, key_order_page, place_of, stored_object, IndexedEngine, PageBounds,
+};
 use tessera_daemon::record::Record;
 use tessera_protocol::frame::{decode, encode};
 use tessera_protocol::{
-    Action, ClientRef, DaemonRequest, DaemonResponse, Message, Mutation, UpdateFlags, UpdateRequest,
+    Action, ClientRef, DaemonRequest, DaemonResponse, Message, Mutation, ObjectBytes, UpdateFlags,
+    UpdateRequest,
 };
 use tessera_storage::{Durability, Engine, FjallEngine, Write};
 use tessera_types::coordinate::{coordinate, key_bytes, string_hash};
 use tessera_types::{
     parse_space, plan_search, Check, Configuration, Epoch, Object, PredOp, RegionId, Space,
-    SpaceId, Value, Version,
+    SpaceDesc, SpaceId, Value, Version,
 };
 
 /// The YCSB usertable as the bench creates it: key, `recno`, 10 fields of
@@ -71,7 +80,7 @@ fn codec(c: &mut Criterion) {
         id: 7,
         response: DaemonResponse::SearchPage {
             objects: (0..10)
-                .map(|n| (Version(n), record_object(n as i64)))
+                .map(|n| (Version(n), ObjectBytes::encode(&record_object(n as i64))))
                 .collect(),
             more: false,
         },
@@ -218,7 +227,9 @@ fn engines(c: &mut Criterion) {
     let (found, more) =
         key_order_page(&indexed, region, &access, &checks, None, bounds).expect("page");
     assert!(
-        found.len() == 1 && found[0].object.values[1] == Value::Int(777) && !more,
+        found.len() == 1
+            && found[0].object.decode().expect("an object").values[1] == Value::Int(777)
+            && !more,
         "the index finds exactly recno 777"
     );
     group.bench_function("equality search page through the index", |b| {
@@ -230,5 +241,140 @@ fn engines(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, codec, coordinates, predicates, engines);
+/// An object as the client yields it: attribute names with the values.
+fn client_record(desc: &SpaceDesc, object: Object) -> Vec<(String, Value)> {
+    desc.attrs
+        .iter()
+        .zip(object.values)
+        .map(|(a, v)| (a.name.clone(), v))
+        .collect()
+}
+
+/// A search page as the daemon built it before it shipped stored bytes:
+/// every stored record decoded whole, checked, and its object encoded
+/// again into the page (`SearchPage { objects: Vec<(Version, Object)> }`,
+/// here as the same fields without the message's enum tags).
+fn page_decoding_records(stored: &[Vec<u8>], checks: &[Check]) -> Vec<u8> {
+    let objects: Vec<(Version, Object)> = stored
+        .iter()
+        .filter_map(|bytes| {
+            let record = Record::decode(bytes).expect("a record");
+            let object = record.object?;
+            checks
+                .iter()
+                .all(|c| c.matches(&object))
+                .then_some((record.version, object))
+        })
+        .collect();
+    postcard::to_allocvec(&(7u64, objects, false)).expect("encodes")
+}
+
+/// The client's side of [`page_decoding_records`]: the page decoded, each
+/// object converted into what the client yields.
+fn records_of_decoded_page(desc: &SpaceDesc, page: &[u8]) -> Vec<Vec<(String, Value)>> {
+    let (_, objects, _): (u64, Vec<(Version, Object)>, bool) =
+        postcard::from_bytes(page).expect("decodes");
+    objects
+        .into_iter()
+        .map(|(_, o)| client_record(desc, o))
+        .collect()
+}
+
+/// A search page as the daemon builds it now: each record's object cut out
+/// of its stored bytes, only the checked attribute decoded.
+fn page_of_stored_bytes(stored: &[Vec<u8>], checks: &[Check]) -> Vec<u8> {
+    let objects = stored
+        .iter()
+        .filter_map(|bytes| {
+            let (version, view) = stored_object(bytes).expect("a record");
+            let view = view?;
+            view.matches(checks)
+                .expect("an object")
+                .then(|| (version, ObjectBytes::from_view(view)))
+        })
+        .collect();
+    encode(&Message::DaemonResponse {
+        id: 7,
+        response: DaemonResponse::SearchPage {
+            objects,
+            more: false,
+        },
+    })
+}
+
+/// The client's side of [`page_of_stored_bytes`]: the frame decoded, each
+/// object decoded once from its bytes.
+fn records_of_stored_page(desc: &SpaceDesc, frame: &[u8]) -> Vec<Vec<(String, Value)>> {
+    let Ok(Message::DaemonResponse {
+        response: DaemonResponse::SearchPage { objects, .. },
+        ..
+    }) = decode(&frame[4..])
+    else {
+        panic!("a search page");
+    };
+    objects
+        .into_iter()
+        .map(|(_, o)| client_record(desc, o.decode().expect("an object")))
+        .collect()
+}
+
+/// A scan's page (YCSB E reads up to 100 records) from stored records to
+/// the client's records, the way it was and the way it is.
+fn search_pages(c: &mut Criterion) {
+    let desc = usertable().desc;
+    let checks = [Check::new(1, PredOp::Ge(Value::Int(0)))];
+    let mut group = c.benchmark_group("search page");
+    for records in [10i64, 100] {
+        let stored: Vec<Vec<u8>> = (0..records)
+            .map(|n| {
+                Record {
+                    version: Version(1),
+                    object: Some(record_object(n)),
+                    recent: vec![],
+                }
+                .encode()
+            })
+            .collect();
+        let expected: Vec<_> = (0..records)
+            .map(|n| client_record(&desc, record_object(n)))
+            .collect();
+        // The two ways, each a daemon's side and a client's side.
+        type Build = fn(&[Vec<u8>], &[Check]) -> Vec<u8>;
+        type Read = fn(&SpaceDesc, &[u8]) -> Vec<Vec<(String, Value)>>;
+        let ways: [(&str, Build, Read); 2] = [
+            (
+                "decoded and re-encoded (before)",
+                page_decoding_records,
+                records_of_decoded_page,
+            ),
+            (
+                "stored bytes shipped (after)",
+                page_of_stored_bytes,
+                records_of_stored_page,
+            ),
+        ];
+        for (way, build, read) in ways {
+            assert!(
+                read(&desc, &build(&stored, &checks)) == expected,
+                "{way} yields every record"
+            );
+            group.bench_function(format!("{records} records, daemon only, {way}"), |b| {
+                b.iter(|| build(black_box(&stored), &checks))
+            });
+            group.bench_function(format!("{records} records, daemon + client, {way}"), |b| {
+                b.iter(|| read(&desc, &build(black_box(&stored), &checks)))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    codec,
+    coordinates,
+    predicates,
+    engines,
+    search_pages
+);
 criterion_main!(benches);

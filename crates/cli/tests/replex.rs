@@ -367,13 +367,17 @@ async fn region_objects(config: &Configuration, space: &Space, region: &Region) 
         else {
             panic!("region {} answered {answer:?}", region.id);
         };
-        if let Some((_, last)) = objects.last() {
+        let objects: Vec<_> = objects
+            .iter()
+            .map(|(_, o)| o.decode().expect("a well-formed object"))
+            .collect();
+        if let Some(last) = objects.last() {
             after = Some(SearchAfter {
                 key: key_bytes(last.key()),
                 sort_value: None,
             });
         }
-        out.extend(objects.iter().map(|(_, o)| decode_values(&o.values)));
+        out.extend(objects.iter().map(|o| decode_values(&o.values)));
         if !more {
             break;
         }

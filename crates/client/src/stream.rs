@@ -38,7 +38,9 @@ use crate::merge::{Item, Merge, Pop};
 use crate::record::Record;
 use crate::resolve;
 use std::sync::Arc;
-use tessera_protocol::{AuthOp, DaemonRequest, DaemonResponse, SearchAfter, SortBy, Status};
+use tessera_protocol::{
+    AuthOp, DaemonRequest, DaemonResponse, ObjectBytes, SearchAfter, SortBy, Status,
+};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::lookup::plan_lookup;
 use tessera_types::plan::plan_search;
@@ -683,12 +685,19 @@ impl PageRequest {
     /// starts after the last object read, kept or not.
     fn objects_page(
         &self,
-        page: Vec<(tessera_types::Version, tessera_types::Object)>,
+        page: Vec<(tessera_types::Version, ObjectBytes)>,
         more: bool,
     ) -> Result<Page, Step> {
         let mut items = Vec::with_capacity(page.len());
         let mut last = None;
-        for (version, object) in page {
+        for (version, bytes) in page {
+            // The page's bytes are decoded here, once per object.
+            let object = bytes.decode().map_err(|e| {
+                Step::Fail(ClientError::new(
+                    Status::ServerError,
+                    format!("a daemon returned a malformed object: {e}"),
+                ))
+            })?;
             check_shape(&self.desc, &object)?;
             let after = SearchAfter {
                 key: key_bytes(object.key()),
@@ -999,6 +1008,11 @@ mod tests {
         let config = replex_config();
         let space = config.spaces[0].clone();
         let page: Vec<(Version, Object)> = objects().into_iter().map(|o| (Version(1), o)).collect();
+        // As a daemon ships it.
+        let wire: Vec<(Version, ObjectBytes)> = page
+            .iter()
+            .map(|(v, o)| (*v, ObjectBytes::encode(o)))
+            .collect();
         let last = SearchAfter {
             key: key_bytes(page.last().unwrap().1.key()),
             sort_value: None,
@@ -1027,7 +1041,7 @@ mod tests {
                     .collect();
                 for want in [Want::Objects, Want::Keys(AuthOp::Read)] {
                     let request = page_request(&config, lane.clone(), want);
-                    let Ok((items, more, after)) = request.objects_page(page.clone(), true) else {
+                    let Ok((items, more, after)) = request.objects_page(wire.clone(), true) else {
                         panic!("a page of the space's objects");
                     };
                     let keys: Vec<Value> = items
@@ -1062,7 +1076,7 @@ mod tests {
             lost: None,
         };
         let request = page_request(&config, named, Want::Objects);
-        let Ok((items, _, _)) = request.objects_page(page.clone(), false) else {
+        let Ok((items, _, _)) = request.objects_page(wire.clone(), false) else {
             panic!("a page");
         };
         assert_eq!(items.len(), page.len());

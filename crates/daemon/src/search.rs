@@ -14,7 +14,7 @@ use crate::auth::{self, Credentials};
 use crate::chain::{check_key, key_region};
 use crate::index::{self, Access, PageBounds};
 use crate::record::Record;
-use tessera_protocol::{Auth, AuthOp, DaemonResponse, SearchAfter, SortBy, Status};
+use tessera_protocol::{Auth, AuthOp, DaemonResponse, ObjectBytes, SearchAfter, SortBy, Status};
 use tessera_storage::{Engine, IndexRange};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::lookup::after_prefix;
@@ -171,14 +171,16 @@ fn admitted_page(
             return Ok((matches, more));
         };
         let last = matches.last().map(&position);
-        let kept: Vec<_> = matches
-            .into_iter()
-            .filter(|m| readers.admit(desc, &m.object))
-            .map(|mut m| {
-                m.object = auth::strip(desc, m.object);
-                m
-            })
-            .collect();
+        // Authorization reads any attribute, so here objects are decoded
+        // whole, and those kept are encoded again without their secret.
+        let mut kept = Vec::with_capacity(matches.len());
+        for mut m in matches {
+            let object = m.object.decode().map_err(ReadFailed::of)?;
+            if readers.admit(desc, &object) {
+                m.object = ObjectBytes::encode(&auth::strip(desc, object));
+                kept.push(m);
+            }
+        }
         match last {
             Some(last) if kept.is_empty() && more => after = Some(last),
             _ => return Ok((kept, more)),
@@ -280,7 +282,7 @@ pub fn search(
     };
     let position = |m: &index::Match| SearchAfter {
         key: m.key.clone(),
-        sort_value: sort.and_then(|s| m.object.values.get(s.attr).cloned()),
+        sort_value: m.sort_value.clone(),
     };
     let read = |after: Option<&SearchAfter>| {
         let page = match sort {
@@ -340,13 +342,13 @@ pub fn search_keys(
         sort_value: None,
     });
     let (matches, more) = admitted_page(view.config, space, &readers, after, position, read)?;
-    Ok(DaemonResponse::KeysPage {
-        keys: matches
-            .into_iter()
-            .filter_map(|m| m.object.values.into_iter().next())
-            .collect(),
-        more,
-    })
+    // Of each object only the key is decoded.
+    let mut keys = Vec::with_capacity(matches.len());
+    for m in &matches {
+        let view = m.object.view().map_err(ReadFailed::of)?;
+        keys.extend(view.value(0).map_err(ReadFailed::of)?);
+    }
+    Ok(DaemonResponse::KeysPage { keys, more })
 }
 
 /// A read of committed data failed in the engine or found a record it

@@ -469,7 +469,10 @@ fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queri
                         !more || !page.is_empty(),
                         "{access:?}: more, but an empty page"
                     );
-                    got.extend(page.into_iter().map(|m| (m.key, m.object)));
+                    got.extend(
+                        page.into_iter()
+                            .map(|m| (m.key, m.object.decode().unwrap())),
+                    );
                     if !more {
                         break;
                     }
@@ -518,7 +521,15 @@ fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queri
                         !more || !page.is_empty(),
                         "{access:?}: more, but an empty page"
                     );
-                    got.extend(page.into_iter().map(|m| (m.key, m.object)));
+                    for m in page {
+                        let object = m.object.decode().unwrap();
+                        // The sort value read alone is the object's own.
+                        assert_eq!(
+                            format!("{:?}", m.sort_value),
+                            format!("{:?}", object.values.get(sort.attr))
+                        );
+                        got.push((m.key, object));
+                    }
                     if !more {
                         break;
                     }

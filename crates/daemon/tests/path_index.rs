@@ -180,8 +180,9 @@ fn search(
             key_order_page(engine, REGION, &access, checks, after.as_deref(), bounds)
                 .expect("read");
         for m in &page {
-            let Value::Int(k) = m.object.values[0] else {
-                panic!("key {:?}", m.object.values[0]);
+            let key = m.object.view().unwrap().value(0).unwrap();
+            let Some(Value::Int(k)) = key else {
+                panic!("key {key:?}");
             };
             assert!(found.insert(k), "{k} twice for {checks:?}");
         }

@@ -4,7 +4,8 @@
 //!
 //! Checks: no panic, no allocation beyond the frame maximum, and every
 //! accepted message survives encoding again: its encoding decodes, and
-//! encodes to the same bytes.
+//! encodes to the same bytes; a search page's object bytes decode or are
+//! refused with a typed error.
 
 use crate::runner::{outcome_of, Outcome, Target};
 use crate::samples;
@@ -12,7 +13,8 @@ use tessera_protocol::frame::{decode, encode};
 use tessera_protocol::{
     read_frame, Action, Auth, AuthOp, ChainAck, ChainForward, ChainMsg, ClientRef, CoordRequest,
     CoordResponse, CoordStatus, DaemonRequest, DaemonResponse, Hop, HopWrite, Message, Mutation,
-    NumOp, SearchAfter, SortBy, Status, TransferEntry, TransferMsg, UpdateFlags, UpdateRequest,
+    NumOp, ObjectBytes, SearchAfter, SortBy, Status, TransferEntry, TransferMsg, UpdateFlags,
+    UpdateRequest,
 };
 use tessera_types::{DaemonId, Epoch, RegionId, SpaceId, Version};
 
@@ -69,6 +71,17 @@ fn check_round_trip(message: &Message) {
     let len = u32::from_be_bytes(frame[..4].try_into().expect("a 4-byte prefix"));
     assert_eq!(len as usize, frame.len() - 4, "the prefix counts the body");
     let again = decode(&frame[4..]).expect("an encoded message decodes");
+    // A search page's objects are bytes the client decodes after the
+    // frame: damaged ones must be a typed error, not a panic.
+    if let Message::DaemonResponse {
+        response: DaemonResponse::SearchPage { objects, .. },
+        ..
+    } = message
+    {
+        for (_, object) in objects {
+            let _ = object.decode();
+        }
+    }
     // Compared as bytes: a float NaN is not equal to itself as a value.
     assert_eq!(encode(&again), frame, "re-encoding changed {message:?}");
 }
@@ -195,8 +208,8 @@ fn messages() -> Vec<Message> {
             9,
             DaemonResponse::SearchPage {
                 objects: vec![
-                    (Version(1), samples::object()),
-                    (Version(2), samples::object()),
+                    (Version(1), ObjectBytes::encode(&samples::object())),
+                    (Version(2), ObjectBytes::encode(&samples::object())),
                 ],
                 more: true,
             },

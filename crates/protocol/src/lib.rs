@@ -12,6 +12,7 @@ pub mod coord_client;
 pub mod credential;
 pub mod frame;
 pub mod messages;
+pub mod object_bytes;
 pub mod report;
 pub mod status;
 #[cfg(any(test, feature = "test-certs"))]
@@ -21,5 +22,6 @@ pub mod transport;
 pub use credential::{AdminToken, AdminTokenError};
 pub use frame::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX_DEFAULT};
 pub use messages::*;
+pub use object_bytes::{DecodeObjectError, ObjectBytes, ObjectView};
 pub use status::{AdminStatus, Status};
 pub use transport::{TlsFiles, Transport};

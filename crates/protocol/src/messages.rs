@@ -2,6 +2,7 @@
 //! connection; requests carry an id that their response echoes, so many
 //! requests may be in flight on one connection.
 
+use crate::object_bytes::ObjectBytes;
 use crate::status::{AdminStatus, Status};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -523,9 +524,11 @@ pub enum DaemonResponse {
         reason: String,
     },
     /// One page of a search. `more`: the page was cut by a bound; ask
-    /// again after its last object (the next page may be empty).
+    /// again after its last object (the next page may be empty). Each
+    /// object travels as the bytes its daemon stored, not re-encoded
+    /// ([`ObjectBytes`]); the client checks them as it decodes them.
     SearchPage {
-        objects: Vec<(Version, Object)>,
+        objects: Vec<(Version, ObjectBytes)>,
         more: bool,
     },
     /// One page of a keys-only search, the keys in key order; `more` as in

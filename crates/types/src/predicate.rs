@@ -116,7 +116,14 @@ impl Check {
     /// document is checked; a missing path, a non-document attribute or a
     /// value of another kind than the operand matches nothing.
     pub fn matches(&self, object: &Object) -> bool {
-        match (&self.path, object.values.get(self.attr)) {
+        self.matches_value(object.values.get(self.attr))
+    }
+
+    /// Whether `value`, an object's value at `attr` (`None`: it has none),
+    /// satisfies this check: [`Check::matches`] for a reader that decoded
+    /// only this attribute of the object.
+    pub fn matches_value(&self, value: Option<&Value>) -> bool {
+        match (&self.path, value) {
             (None, Some(value)) => op_matches(&self.op, value),
             (Some(path), Some(Value::Document(text))) => doc_path_matches(&self.op, text, path),
             _ => false,

@@ -208,15 +208,19 @@ impl Value {
 /// raw bytes, so the encoding is unchanged; only the per-byte calls go (a
 /// 1 KB record decoded byte by byte took ~10 µs). Formats without byte
 /// strings (JSON) still see an array of numbers, and both forms decode.
-mod byte_string {
+/// Public so that other byte strings on the wire (an object's stored
+/// bytes) encode the same way.
+pub mod byte_string {
     use serde::de::{Deserializer, SeqAccess, Visitor};
     use serde::Serializer;
     use std::fmt;
 
+    /// Writes `bytes` as one byte string.
     pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bytes(bytes)
     }
 
+    /// Reads a byte string (or a sequence of bytes).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         d.deserialize_byte_buf(BytesVisitor)
     }

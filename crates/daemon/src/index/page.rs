@@ -4,14 +4,14 @@
 use super::access::{Access, Walk};
 use super::entry::{entry, entry_bounds, entry_parts};
 use super::slot::Slot;
-use crate::record::{ReadRecordError, Record};
+use crate::record::{DecodeRecordError, ReadRecordError};
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use tessera_protocol::SortBy;
+use tessera_protocol::{DecodeObjectError, ObjectBytes, ObjectView, SortBy};
 use tessera_storage::{Engine, IndexRange};
 use tessera_types::coordinate::coordinate;
-use tessera_types::{Check, Object, RegionId, Value, Version};
+use tessera_types::{Check, RegionId, Value, Version};
 
 /// One object a search found.
 #[derive(Clone, Debug)]
@@ -19,9 +19,92 @@ pub struct Match {
     /// Its storage key (`key_bytes` of the key).
     pub key: Vec<u8>,
     pub version: Version,
-    pub object: Object,
+    /// The object as stored, cut out of its record without decoding it.
+    pub object: ObjectBytes,
+    /// In a sorted search, the object's value of the sort attribute (the
+    /// only attribute decoded besides the checked ones); `None` in key
+    /// order, or when the object has no such attribute.
+    pub sort_value: Option<Value>,
     /// The size of its stored record.
     pub bytes: usize,
+}
+
+/// Why a page of a search could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadPageError {
+    /// The engine failed, or a record's header is not a record's.
+    #[error(transparent)]
+    Record(#[from] ReadRecordError),
+    /// A record's object is not a well-formed object.
+    #[error("corrupt object in a stored record: {0}")]
+    Object(#[from] DecodeObjectError),
+}
+
+impl From<tessera_storage::StorageError> for ReadPageError {
+    fn from(e: tessera_storage::StorageError) -> ReadPageError {
+        ReadPageError::Record(e.into())
+    }
+}
+
+/// A stored record read as far as a search needs: its version and, unless
+/// it is a tombstone, its object delimited but not decoded. This follows
+/// [`crate::record::Record`]'s postcard layout — the version, the object as
+/// an option (a 0 or 1 byte, then the object), then the recent writers,
+/// which a search never reads; `stored_records_split_as_they_decode`
+/// checks the two agree.
+pub fn stored_object(bytes: &[u8]) -> Result<(Version, Option<ObjectView<'_>>), ReadPageError> {
+    let corrupt = |e| ReadRecordError::Decode(DecodeRecordError::Corrupt(e));
+    let (version, rest) = postcard::take_from_bytes::<Version>(bytes).map_err(corrupt)?;
+    let (present, rest) = postcard::take_from_bytes::<u8>(rest).map_err(corrupt)?;
+    match present {
+        0 => Ok((version, None)),
+        1 => Ok((version, Some(ObjectView::take_from(rest)?.0))),
+        _ => Err(corrupt(postcard::Error::DeserializeBadOption).into()),
+    }
+}
+
+/// What a page reader decodes of each record: the attributes `checks`
+/// read, and the sort attribute `sort` of a sorted search.
+#[derive(Clone, Copy)]
+struct Filter<'a> {
+    checks: &'a [Check],
+    sort: Option<usize>,
+}
+
+/// The match the record `bytes` stored under `key` makes, if it holds an
+/// object that passes `filter`'s checks and, read through an index entry
+/// (`entry`: its slot and coordinate), still has the entry's coordinate —
+/// so a stale entry is ignored and no object is found twice. Only the
+/// attributes the checks, the entry and the sort read are decoded.
+fn read_match(
+    key: &[u8],
+    bytes: &[u8],
+    filter: Filter<'_>,
+    entry: Option<(&Slot, u64)>,
+) -> Result<Option<Match>, ReadPageError> {
+    let (version, Some(view)) = stored_object(bytes)? else {
+        return Ok(None);
+    };
+    if let Some((slot, coord)) = entry {
+        let value = view.value(slot.attr())?;
+        if value.and_then(|v| slot.value_coordinate(&v)) != Some(coord) {
+            return Ok(None);
+        }
+    }
+    if !view.matches(filter.checks)? {
+        return Ok(None);
+    }
+    let sort_value = match filter.sort {
+        Some(attr) => view.value(attr)?,
+        None => None,
+    };
+    Ok(Some(Match {
+        key: key.to_vec(),
+        version,
+        object: ObjectBytes::from_view(view),
+        sort_value,
+        bytes: bytes.len(),
+    }))
 }
 
 /// What an index walk does with an entry before loading its object.
@@ -35,32 +118,18 @@ enum Step {
 }
 
 /// Loads the object an entry names; `None` unless it exists, still has the
-/// entry's coordinate in `slot` (so a stale entry is ignored and no object
-/// is found twice) and matches every check.
+/// entry's coordinate in `slot` and passes `filter` ([`read_match`]).
 fn load_match(
     engine: &dyn Engine,
     region: RegionId,
-    slot: &Slot,
-    coord: u64,
+    (slot, coord): (&Slot, u64),
     key: &[u8],
-    checks: &[Check],
-) -> Result<Option<Match>, ReadRecordError> {
-    let Some(bytes) = engine.get(region, key)? else {
-        return Ok(None);
-    };
-    let record = Record::decode(&bytes)?;
-    let Some(object) = record.object else {
-        return Ok(None);
-    };
-    if slot.coordinate(&object) != Some(coord) || !checks.iter().all(|c| c.matches(&object)) {
-        return Ok(None);
+    filter: Filter<'_>,
+) -> Result<Option<Match>, ReadPageError> {
+    match engine.get(region, key)? {
+        Some(bytes) => read_match(key, &bytes, filter, Some((slot, coord))),
+        None => Ok(None),
     }
-    Ok(Some(Match {
-        key: key.to_vec(),
-        version: record.version,
-        object,
-        bytes: bytes.len(),
-    }))
 }
 
 /// The index entries a walk reads: those of `slot` with a coordinate in
@@ -91,10 +160,10 @@ fn walk_index(
     engine: &dyn Engine,
     region: RegionId,
     entries: Entries<'_>,
-    checks: &[Check],
+    filter: Filter<'_>,
     step: &mut dyn FnMut(u64, &[u8]) -> Step,
     found: &mut dyn FnMut(Match) -> bool,
-) -> Result<(), ReadRecordError> {
+) -> Result<(), ReadPageError> {
     let Entries {
         slot,
         interval,
@@ -116,7 +185,7 @@ fn walk_index(
         match step(coord, key) {
             Step::Stop => false,
             Step::Skip => true,
-            Step::Load => match load_match(engine, region, slot, coord, key, checks) {
+            Step::Load => match load_match(engine, region, (slot, coord), key, filter) {
                 Ok(Some(m)) => found(m),
                 Ok(None) => true,
                 Err(e) => {
@@ -135,32 +204,23 @@ fn scan_region(
     engine: &dyn Engine,
     region: RegionId,
     after: Option<&[u8]>,
-    checks: &[Check],
+    filter: Filter<'_>,
     found: &mut dyn FnMut(Match) -> bool,
-) -> Result<(), ReadRecordError> {
+) -> Result<(), ReadPageError> {
     let mut failure = None;
     engine.scan(
         region,
         after,
-        &mut |key, bytes| match Record::decode(bytes) {
-            Ok(Record {
-                version,
-                object: Some(object),
-                ..
-            }) if checks.iter().all(|c| c.matches(&object)) => found(Match {
-                key: key.to_vec(),
-                version,
-                object,
-                bytes: bytes.len(),
-            }),
-            Ok(_) => true,
+        &mut |key, bytes| match read_match(key, bytes, filter, None) {
+            Ok(Some(m)) => found(m),
+            Ok(None) => true,
             Err(e) => {
                 failure = Some(e);
                 false
             }
         },
     )?;
-    failure.map_or(Ok(()), |e| Err(e.into()))
+    failure.map_or(Ok(()), Err)
 }
 
 /// Bounds on one page: at most `objects` matches, and the page is cut once
@@ -226,7 +286,8 @@ pub fn key_order_page(
     checks: &[Check],
     after: Option<&[u8]>,
     bounds: PageBounds,
-) -> Result<(Vec<Match>, bool), ReadRecordError> {
+) -> Result<(Vec<Match>, bool), ReadPageError> {
+    let filter = Filter { checks, sort: None };
     let wanted = bounds.objects;
     if wanted == 0 {
         return Ok((Vec::new(), false));
@@ -242,7 +303,7 @@ pub fn key_order_page(
     };
     match access {
         Access::Nothing => {}
-        Access::Scan => scan_region(engine, region, after, checks, &mut take)?,
+        Access::Scan => scan_region(engine, region, after, filter, &mut take)?,
         &Access::Index {
             ref slot, interval, ..
         } if interval.0 == interval.1 => {
@@ -258,7 +319,7 @@ pub fn key_order_page(
                     start,
                     ..Entries::of(slot, interval)
                 },
-                checks,
+                filter,
                 &mut |_, _| Step::Load,
                 &mut take,
             )?;
@@ -274,7 +335,7 @@ pub fn key_order_page(
                 engine,
                 region,
                 Entries::of(slot, interval),
-                checks,
+                filter,
                 &mut |_, key| {
                     if after.is_some_and(|a| key <= a) {
                         Step::Skip
@@ -306,13 +367,21 @@ pub fn key_order_page(
     Ok((page, more))
 }
 
-/// A match ranked by a sorted search's order ([`SortBy::compare`]), so a
-/// max-heap keeps the worst on top.
-struct Ranked(SortBy, Match);
+/// A match ranked by a sorted search's order ([`SortBy::compare`]) of its
+/// sort value, so a max-heap keeps the worst on top.
+struct Ranked(SortBy, Value, Match);
 
 impl Ranked {
     fn position(&self) -> (&Value, &[u8]) {
-        (&self.1.object.values[self.0.attr], &self.1.key)
+        (&self.1, &self.2.key)
+    }
+
+    /// The match, its sort value back in place.
+    fn into_match(self) -> Match {
+        Match {
+            sort_value: Some(self.1),
+            ..self.2
+        }
     }
 }
 impl PartialEq for Ranked {
@@ -350,7 +419,11 @@ pub fn sorted_page(
     sort: SortBy,
     after: Option<(Option<&Value>, &[u8])>,
     bounds: PageBounds,
-) -> Result<(Vec<Match>, bool), ReadRecordError> {
+) -> Result<(Vec<Match>, bool), ReadPageError> {
+    let filter = Filter {
+        checks,
+        sort: Some(sort.attr),
+    };
     let wanted = bounds.objects;
     if wanted == 0 {
         return Ok((Vec::new(), false));
@@ -364,7 +437,7 @@ pub fn sorted_page(
     };
     match access {
         Access::Nothing => {}
-        Access::Scan => scan_region(engine, region, None, checks, &mut |m| {
+        Access::Scan => scan_region(engine, region, None, filter, &mut |m| {
             top.offer(m);
             true
         })?,
@@ -393,7 +466,7 @@ pub fn sorted_page(
                         reverse: descending,
                         ..Entries::of(slot, (lo, hi))
                     },
-                    checks,
+                    filter,
                     &mut |coord, _| match worst.get() {
                         Some(w) if (descending && coord < w) || (!descending && coord > w) => {
                             stopped.set(true);
@@ -418,7 +491,7 @@ pub fn sorted_page(
             engine,
             region,
             Entries::of(slot, interval),
-            checks,
+            filter,
             &mut |_, _| Step::Load,
             &mut |m| {
                 top.offer(m);
@@ -431,7 +504,7 @@ pub fn sorted_page(
         .heap
         .into_sorted_vec()
         .into_iter()
-        .map(|r| r.1)
+        .map(Ranked::into_match)
         .collect();
     let (objects, cut) = cut_to_size(ranked, bounds);
     Ok((objects, dropped || cut))
@@ -449,20 +522,96 @@ struct TopN<'a> {
 }
 
 impl TopN<'_> {
-    fn offer(&mut self, m: Match) {
-        let Some(value) = m.object.values.get(self.sort.attr) else {
+    fn offer(&mut self, mut m: Match) {
+        let Some(value) = m.sort_value.take() else {
             return;
         };
         if let Some((after_value, after_key)) = self.after {
-            let after_value = after_value.unwrap_or(value);
-            if self.sort.compare((value, &m.key), (after_value, after_key)) != Ordering::Greater {
+            let after_value = after_value.unwrap_or(&value);
+            if self
+                .sort
+                .compare((&value, &m.key), (after_value, after_key))
+                != Ordering::Greater
+            {
                 return;
             }
         }
-        self.heap.push(Ranked(self.sort, m));
+        self.heap.push(Ranked(self.sort, value, m));
         if self.heap.len() > self.wanted {
             self.heap.pop();
             self.dropped = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Record;
+    use proptest::prelude::*;
+    use tessera_protocol::ClientRef;
+    use tessera_types::Object;
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            "[a-z]{0,12}".prop_map(|s| Value::str(&s)),
+            any::<i64>().prop_map(Value::Int),
+            any::<f64>().prop_map(Value::Float),
+            proptest::collection::vec(any::<i64>().prop_map(Value::Int), 0..4)
+                .prop_map(Value::List),
+        ]
+    }
+
+    fn arb_record() -> impl Strategy<Value = Record> {
+        let object =
+            proptest::collection::vec(arb_value(), 1..6).prop_map(|values| Object { values });
+        let writer = (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(c, r, v)| {
+            (
+                ClientRef {
+                    client_id: c,
+                    request_no: r,
+                },
+                Version(v),
+            )
+        });
+        (
+            any::<u64>(),
+            proptest::option::of(object),
+            proptest::collection::vec(writer, 0..4),
+        )
+            .prop_map(|(version, object, recent)| Record {
+                version: Version(version),
+                object,
+                recent,
+            })
+    }
+
+    proptest! {
+        /// Splitting a stored record without decoding it finds the version
+        /// and the object `Record::decode` finds, and its object bytes are
+        /// the object's own encoding (what a search page ships).
+        #[test]
+        fn stored_records_split_as_they_decode(record in arb_record()) {
+            let bytes = record.encode();
+            let (version, view) = stored_object(&bytes).unwrap();
+            prop_assert_eq!(version, record.version);
+            match (view, &record.object) {
+                (Some(view), Some(object)) => {
+                    prop_assert_eq!(ObjectBytes::from_view(view), ObjectBytes::encode(object));
+                }
+                (None, None) => {}
+                (view, object) => prop_assert!(false, "{:?} split as {:?}", object, view),
+            }
+        }
+
+        /// Every proper prefix of a record holding an object is refused.
+        #[test]
+        fn cut_records_are_refused(record in arb_record()) {
+            let bytes = record.encode();
+            let header = bytes.len() - postcard::to_allocvec(&record.recent).unwrap().len();
+            for len in 0..header {
+                prop_assert!(stored_object(&bytes[..len]).is_err(), "a prefix of {} bytes", len);
+            }
         }
     }
 }

@@ -72,10 +72,24 @@ impl Slot {
     /// The coordinate `object` has in this slot; `None`: no entry (and
     /// always `None` in an ordered slot, whose entries hold sort keys).
     pub fn coordinate(&self, object: &Object) -> Option<u64> {
+        self.value_coordinate(object.values.get(self.attr())?)
+    }
+
+    /// The attribute whose value the slot's entries are computed from.
+    pub fn attr(&self) -> usize {
         match self {
-            Slot::Attr(attr) => coordinate(object.values.get(*attr)?),
+            Slot::Attr(attr) | Slot::Ordered(attr) | Slot::Path { attr, .. } => *attr,
+        }
+    }
+
+    /// The coordinate an object whose [`Slot::attr`] is `value` has in
+    /// this slot: [`Slot::coordinate`] for a reader that decoded only that
+    /// attribute.
+    pub fn value_coordinate(&self, value: &Value) -> Option<u64> {
+        match self {
+            Slot::Attr(_) => coordinate(value),
             Slot::Ordered(_) => None,
-            Slot::Path { attr, steps, .. } => match object.values.get(*attr)? {
+            Slot::Path { steps, .. } => match value {
                 Value::Document(text) => coordinate(&doc_value_at(text, steps)?),
                 _ => None,
             },
