@@ -330,8 +330,14 @@ async fn check_reads(
 }
 
 /// Every object a region holds, read page by page from its chain's tail
-/// with a raw search.
-async fn region_objects(config: &Configuration, space: &Space, region: &Region) -> Vec<(i64, Obj)> {
+/// with a raw search; `None` when the tail answers that the epoch moved
+/// (the coordinator moves it on its own, e.g. for tombstones): read again
+/// under the new configuration.
+async fn region_objects(
+    config: &Configuration,
+    space: &Space,
+    region: &Region,
+) -> Option<Vec<(i64, Obj)>> {
     let tail = *region.chain.last().expect("a live region");
     let addr = config.daemon_addr(tail).expect("the tail's address");
     let (mut read, mut write) = Transport::plain()
@@ -341,6 +347,7 @@ async fn region_objects(config: &Configuration, space: &Space, region: &Region) 
         .into_split();
     let mut out = Vec::new();
     let mut after: Option<SearchAfter> = None;
+    let mut last_page = false;
     for id in 1.. {
         let request = Message::DaemonRequest {
             id,
@@ -360,12 +367,21 @@ async fn region_objects(config: &Configuration, space: &Space, region: &Region) 
             .await
             .expect("an answer in time")
             .expect("a frame");
-        let Message::DaemonResponse {
-            response: DaemonResponse::SearchPage { objects, more },
-            ..
-        } = answer
-        else {
-            panic!("region {} answered {answer:?}", region.id);
+        let objects = match answer {
+            Message::DaemonResponse {
+                response: DaemonResponse::SearchPage { objects, more },
+                ..
+            } => {
+                if !more {
+                    last_page = true;
+                }
+                objects
+            }
+            Message::DaemonResponse {
+                response: DaemonResponse::WrongEpoch { .. },
+                ..
+            } => return None,
+            other => panic!("region {} answered {other:?}", region.id),
         };
         let objects: Vec<_> = objects
             .iter()
@@ -378,16 +394,33 @@ async fn region_objects(config: &Configuration, space: &Space, region: &Region) 
             });
         }
         out.extend(objects.iter().map(|o| decode_values(&o.values)));
-        if !more {
+        if last_page {
             break;
         }
     }
     out.sort();
-    out
+    Some(out)
 }
 
 /// Each part's regions hold exactly the objects the part places there.
-async fn check_regions(config: &Configuration, space_name: &str, model: &Model, t: &mut Tally) {
+async fn check_regions(client: &Client, space_name: &str, model: &Model, t: &mut Tally) {
+    // Retried under a fresh configuration while the epoch moves under it.
+    let mut attempts = 0;
+    let config = loop {
+        attempts += 1;
+        let config = client.refresh(Duration::ZERO).await.expect("config");
+        let space = config.space(space_name).expect("the space");
+        let mut all = true;
+        for layout in &space.subspaces {
+            for region in &layout.regions {
+                all &= region_objects(&config, space, region).await.is_some();
+            }
+        }
+        if all || attempts == 20 {
+            break config;
+        }
+    };
+    let config = &config;
     let space = config.space(space_name).expect("the space");
     for (position, layout) in space.subspaces.iter().enumerate() {
         let mut expected: BTreeMap<RegionId, Vec<(i64, Obj)>> = BTreeMap::new();
@@ -396,7 +429,9 @@ async fn check_regions(config: &Configuration, space_name: &str, model: &Model, 
             expected.entry(region).or_default().push((*k, o.clone()));
         }
         for region in &layout.regions {
-            let got = region_objects(config, space, region).await;
+            let got = region_objects(config, space, region)
+                .await
+                .expect("the epoch held still while the regions were read");
             let want = expected.remove(&region.id).unwrap_or_default();
             t.calls += 1;
             t.expect_eq(
@@ -767,10 +802,7 @@ fn every_write_keeps_one_copy_per_part_and_searches_exact() {
                     "{text}"
                 );
             }
-            let config = runtime
-                .block_on(clients[0].refresh(Duration::ZERO))
-                .expect("config");
-            runtime.block_on(check_regions(&config, space, &model, &mut t));
+            runtime.block_on(check_regions(&clients[0], space, &model, &mut t));
             t.assert_clean(&format!("{space} round {round}"));
             eprintln!(
                 "{space} round {round}: {} objects, {} calls and region reads, 0 failed, 0 wrong",

@@ -217,13 +217,17 @@ fn region_objects(
                 eprintln!("region {region} at {addr}: {answer:?}");
                 return None; // a newer epoch, say: asked again
             };
-            if let Some((_, last)) = page.last() {
+            let page: Vec<Object> = page
+                .iter()
+                .map(|(_, o)| o.decode().expect("a well-formed object"))
+                .collect();
+            if let Some(last) = page.last() {
                 after = Some(SearchAfter {
                     key: key_bytes(&last.values[0]),
                     sort_value: None,
                 });
             }
-            objects.extend(page.into_iter().map(|(_, o)| o));
+            objects.extend(page);
             if !more {
                 break;
             }
