@@ -348,6 +348,8 @@ pub struct RecoveryOptions {
     pub dir: PathBuf,
     /// The coordinator's port; daemon `i` listens on `port + 1 + i`.
     pub port: u16,
+    /// Daemons started before the load; one spare per failure joins at
+    /// its kill.
     pub daemons: usize,
     pub partitions: u32,
     pub records: u64,
@@ -395,7 +397,14 @@ pub async fn recovery(
     for (n, case) in cases.iter().enumerate() {
         let dir = options.dir.join(format!("case-{n}"));
         std::fs::create_dir_all(&dir)?;
-        let mut servers = Servers::new(options.exe.clone(), dir, options.port, options.daemons);
+        // Room for one spare per failure, started at its kill (the paper's
+        // spare machines): placement has used every daemon started before.
+        let mut servers = Servers::new(
+            options.exe.clone(),
+            dir,
+            options.port,
+            options.daemons + case.failures,
+        );
         let outcome = recover_once(options, case, &mut servers).await;
         match outcome {
             Ok(run) => {
@@ -552,11 +561,13 @@ async fn recover_once(
     // command, so neither waits for failure detection.
     let kill_at = servers.kill_daemon(indexes[0])?;
     admin.server_kill(victims[0]).await?;
+    servers.start_daemon(options.daemons)?;
     let ok_at_kill = ok_at(&reads);
-    for (&i, &id) in indexes[1..].iter().zip(&victims[1..]) {
+    for (n, (&i, &id)) in indexes[1..].iter().zip(&victims[1..]).enumerate() {
         tokio::time::sleep(options.second_after).await;
         servers.kill_daemon(i)?;
         admin.server_kill(id).await?;
+        servers.start_daemon(options.daemons + 1 + n)?;
     }
     let killed = victims;
     let mut detected: Vec<Option<f64>> = vec![None; killed.len()];

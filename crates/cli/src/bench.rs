@@ -346,7 +346,8 @@ enum Scenario {
         /// Records loaded.
         #[arg(long, default_value_t = 20_000)]
         records: u64,
-        /// Daemons started (spares included: placement uses them all).
+        /// Daemons started before the load (one spare per failure joins at
+        /// its kill, as the paper's spare machines).
         #[arg(long, default_value_t = 5)]
         daemons: usize,
         /// Partitions of the space.
