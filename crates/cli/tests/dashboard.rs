@@ -133,10 +133,15 @@ fn the_dashboard_renders_the_cluster_and_follows_its_changes() {
         &coordinator,
     );
     let admin = cluster.admin();
-    let config = admin
-        .wait_config(Epoch(0), Duration::ZERO)
-        .expect("config")
-        .expect("a configuration");
+    // The member that answers may not have applied every registration
+    // yet (it lags the leader by a heartbeat): wait until it has.
+    let config = wait_for("every daemon in the configuration", TIMEOUT, || {
+        admin
+            .wait_config(Epoch(0), Duration::ZERO)
+            .ok()
+            .flatten()
+            .filter(|c| c.daemons.len() == DAEMONS && !c.spaces.is_empty())
+    });
     let ids: Vec<u64> = config.daemons.keys().map(|d| d.0).collect();
     let shown = cli(&["show-config", "--json"], &coordinator);
     let shown: serde_json::Value = serde_json::from_str(&shown).expect("JSON");
