@@ -26,11 +26,11 @@
 //! Every child process is stopped by its process id at the end, and killed
 //! when the run fails or is dropped; every wait is bounded.
 
-use crate::driver::{run_phase, Load, Store};
+use crate::driver::Store;
 use crate::generator::key_name;
-use crate::scenarios::{fresh_space, wait_space};
+use crate::scenarios::{fresh_space, load_records, wait_space};
 use crate::stores::tessera::{usertable_description, TesseraStore};
-use crate::workload::{InsertSequence, LoadOps, Workload};
+use crate::workload::Workload;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -314,20 +314,7 @@ async fn measure(
     );
     let store: Arc<dyn Store> = Arc::new(TesseraStore::new(client.clone(), SPACE, FIELDS));
     let workload = Arc::new(Workload::core('a', options.records, 0).expect("workload a"));
-    let sequence = Arc::new(InsertSequence::new(0));
-    let load = Load {
-        workers: options.workers.max(1),
-        operations: options.records,
-        time_limit: timeout,
-    };
-    let loaded = run_phase(store, "load", load, move |i| {
-        Box::new(LoadOps::new(
-            workload.clone(),
-            sequence.clone(),
-            500 + i as u64,
-        ))
-    })
-    .await?;
+    let loaded = load_records(store, workload, options.workers.max(1), timeout, 500).await?;
     let inserted = loaded.ops.get("INSERT").map_or(0, |s| s.count);
     if inserted != options.records {
         bail!(

@@ -19,12 +19,12 @@
 //! (the journal included, so it is the bytes a load leaves on disk), beside
 //! the copies the configuration keeps of each object.
 
-use crate::driver::{run_phase, Load, PhaseResult, Store};
+use crate::driver::{PhaseResult, Store};
 use crate::generator::{key_name, key_suffix};
 use crate::recovery::{bounded, start_cluster, Servers};
-use crate::scenarios::{fresh_space, wait_space, ycsb_letters, CompareSize};
+use crate::scenarios::{fresh_space, load_records, wait_space, ycsb_letters, CompareSize};
 use crate::stores::tessera::TesseraStore;
-use crate::workload::{field_name, InsertSequence, LoadOps, Workload};
+use crate::workload::{field_name, Workload};
 use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -200,16 +200,7 @@ async fn load(store: Arc<dyn Store>, size: CompareSize) -> anyhow::Result<PhaseR
         fieldlength: size.fieldlength,
         ..Workload::core('a', size.records, 0).expect("workload a")
     });
-    let seq = Arc::new(InsertSequence::new(0));
-    let phase = Load {
-        workers: size.workers,
-        operations: size.records,
-        time_limit: size.time_limit,
-    };
-    run_phase(store, "load", phase, move |i| {
-        Box::new(LoadOps::new(w.clone(), seq.clone(), 1000 + i as u64))
-    })
-    .await
+    load_records(store, w, size.workers, size.time_limit, 1000).await
 }
 
 /// Copies of each object of space `name`: for every part that holds

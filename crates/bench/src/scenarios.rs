@@ -49,18 +49,8 @@ pub async fn ycsb(
 ) -> anyhow::Result<Vec<PhaseResult>> {
     let mut results = Vec::new();
     if load {
-        let seq = Arc::new(InsertSequence::new(0));
-        let w = workload.clone();
-        let phase = Load {
-            workers,
-            operations: workload.recordcount,
-            time_limit,
-        };
-        let r = run_phase(store.clone(), "load", phase, move |i| {
-            Box::new(LoadOps::new(w.clone(), seq.clone(), 1000 + i as u64))
-        })
-        .await?;
-        results.push(r);
+        results
+            .push(load_records(store.clone(), workload.clone(), workers, time_limit, 1000).await?);
     }
     let seq = Arc::new(InsertSequence::new(workload.recordcount));
     let phase = Load {
@@ -71,6 +61,28 @@ pub async fn ycsb(
     let name = workload.name.clone();
     results.push(run_mix(store, &name, workload, seq, phase, 2000).await?);
     Ok(results)
+}
+
+/// Inserts records `0..workload.recordcount` of `workload`'s shape into
+/// `store` with `workers` in flight (phase `load`); worker `i` seeds its
+/// generator with `seed + i`.
+pub async fn load_records(
+    store: Arc<dyn Store>,
+    workload: Arc<Workload>,
+    workers: usize,
+    time_limit: Duration,
+    seed: u64,
+) -> anyhow::Result<PhaseResult> {
+    let seq = Arc::new(InsertSequence::new(0));
+    let phase = Load {
+        workers,
+        operations: workload.recordcount,
+        time_limit,
+    };
+    run_phase(store, "load", phase, move |i| {
+        Box::new(LoadOps::new(workload.clone(), seq.clone(), seed + i as u64))
+    })
+    .await
 }
 
 /// Runs `workload`'s operation mix as phase `name`, with inserts taking
@@ -136,17 +148,14 @@ pub async fn compare_phase_set(
         fieldlength: size.fieldlength,
         ..Workload::core('a', size.records, size.operations).expect("workload a")
     });
-    let seq = Arc::new(InsertSequence::new(0));
-    let w = workload.clone();
-    let load = Load {
-        workers: size.workers,
-        operations: size.records,
-        time_limit: size.time_limit,
-    };
     results.push(
-        run_phase(store.clone(), "load", load, move |i| {
-            Box::new(LoadOps::new(w.clone(), seq.clone(), 1000 + i as u64))
-        })
+        load_records(
+            store.clone(),
+            workload.clone(),
+            size.workers,
+            size.time_limit,
+            1000,
+        )
         .await?,
     );
     let loaded = results[0].ops.get("INSERT").map(|s| s.count).unwrap_or(0);
@@ -421,16 +430,13 @@ pub async fn scan_share(
     time_limit: Duration,
 ) -> anyhow::Result<Vec<PhaseResult>> {
     let base = Workload::core('e', records, operations).expect("workload e");
-    let seq = Arc::new(InsertSequence::new(0));
-    let w = Arc::new(base.clone());
-    let load = Load {
+    let loaded = load_records(
+        store.clone(),
+        Arc::new(base.clone()),
         workers,
-        operations: records,
         time_limit,
-    };
-    let loaded = run_phase(store.clone(), "load", load, move |i| {
-        Box::new(LoadOps::new(w.clone(), seq.clone(), 7 + i as u64))
-    })
+        7,
+    )
     .await?;
     let loaded = loaded.ops.get("INSERT").map_or(0, |s| s.count).max(1);
     let mut results = Vec::new();
@@ -504,16 +510,7 @@ pub async fn subspaces_phase(
     time_limit: Duration,
 ) -> anyhow::Result<PhaseResult> {
     let w = Arc::new(Workload::core('a', records, 0).expect("workload a"));
-    let seq = Arc::new(InsertSequence::new(0));
-    let load = Load {
-        workers,
-        operations: records,
-        time_limit,
-    };
-    let mut r = run_phase(store, &format!("subspaces={k}"), load, move |i| {
-        Box::new(LoadOps::new(w.clone(), seq.clone(), 77 + i as u64))
-    })
-    .await?;
+    let mut r = load_records(store, w, workers, time_limit, 77).await?;
     r.phase = format!("subspaces={k}");
     Ok(r)
 }
