@@ -20,6 +20,7 @@
 //! acknowledged) and the rebuild is cancelled: the returning copy is whole
 //! at once, where the rebuild would still be copying.
 
+use crate::placement::replex_move_conflicts;
 use crate::state::{ClusterState, CommandResult};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
@@ -52,18 +53,14 @@ pub(crate) fn rebuild_target_conflicts(
     rebuilds: &[Rebuild],
     transfers: &[Transfer],
 ) -> bool {
+    if replex_move_conflicts(space, part, index, daemon) {
+        return true;
+    }
     if space.desc.replex.as_ref().is_none_or(|r| r.relaxed) {
         return false;
     }
     let layout = &space.subspaces[part];
     let beside = |q: usize, j: usize| q != part && can_share(layout, index, &space.subspaces[q], j);
-    let in_chains = space.subspaces.iter().enumerate().any(|(q, other)| {
-        other
-            .regions
-            .iter()
-            .enumerate()
-            .any(|(j, r)| r.chain.contains(&daemon) && beside(q, j))
-    });
     let arriving = rebuilds
         .iter()
         .filter(|b| b.to == daemon)
@@ -74,10 +71,9 @@ pub(crate) fn rebuild_target_conflicts(
                 .filter(|t| t.to == daemon)
                 .map(|t| t.region),
         );
-    in_chains
-        || arriving
-            .filter_map(|region| locate(space, region))
-            .any(|(q, j)| beside(q, j))
+    arriving
+        .filter_map(|region| locate(space, region))
+        .any(|(q, j)| beside(q, j))
 }
 
 impl ClusterState {
