@@ -47,7 +47,7 @@ fn ycsb_a_at_16_in_flight_loses_nothing_with_an_fsync_per_commit() {
         json.display().to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (ok, _out, err) = run_cli(&args, None, TIMEOUT);
+    let (ok, out, err) = run_cli(&args, None, TIMEOUT);
     assert!(ok, "bench failed: {err}");
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).expect("results written")).expect("JSON");
@@ -58,7 +58,7 @@ fn ycsb_a_at_16_in_flight_loses_nothing_with_an_fsync_per_commit() {
         let ops = phase["ops"].as_object().expect("operations by kind");
         let mut count = 0;
         for (kind, op) in ops {
-            assert_eq!(op["errors"], 0, "{name} {kind}: {op}");
+            assert_eq!(op["errors"], 0, "{name} {kind}: {op}\n{out}\n{err}");
             assert_eq!(op["not_found"], 0, "{name} {kind}: a record went missing");
             count += op["count"].as_u64().expect("a count");
         }

@@ -371,7 +371,11 @@ impl InFlight {
         if before > 0 {
             self.crowded_at.fetch_max(number, Ordering::Relaxed);
         }
-        let quiet = number - self.crowded_at.load(Ordering::Relaxed) > QUIET_DISPATCHES;
+        // Another message, counted in after this one, may have found
+        // company and raised `crowded_at` past `number` meanwhile: that
+        // is company too, not an overflow.
+        let quiet =
+            number.saturating_sub(self.crowded_at.load(Ordering::Relaxed)) > QUIET_DISPATCHES;
         (Handling(self.count.clone()), before == 0 && quiet)
     }
 }
@@ -911,5 +915,19 @@ mod tests {
         let (_handling, alone) = in_flight.start();
         assert!(alone);
         assert_eq!(in_flight.count.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_later_message_that_found_company_first_is_not_an_overflow() {
+        // Two readers count messages in at once: the later one (number
+        // 6) finds company and records it before the earlier one (number
+        // 5) reads `crowded_at`. The earlier one is then crowded, and its
+        // arithmetic must not go below zero (a panic in debug builds
+        // killed the connection's reader and its updates with it).
+        let in_flight = InFlight::default();
+        in_flight.started.store(4, Ordering::Relaxed);
+        in_flight.crowded_at.store(6, Ordering::Relaxed);
+        let (_handling, alone) = in_flight.start();
+        assert!(!alone, "a message amid company must take a lane");
     }
 }
