@@ -6,7 +6,7 @@ use tessera_types::replex::at_risk_fraction;
 use tessera_types::{Configuration, DaemonState, PartKind, PartState, Space, SubspaceKind};
 
 /// The configuration for humans: epoch, coordinators, daemons with their
-/// state, running state transfers, and every space's subspaces with each
+/// state, running state transfers and replex rebuilds, and every space's subspaces with each
 /// region's bounds and replica chain (head first).
 pub fn config_text(config: &Configuration) -> String {
     let mut out = String::new();
@@ -44,6 +44,24 @@ pub fn config_text(config: &Configuration) -> String {
                 out,
                 "  t{} region {}: {} -> {}",
                 t.id, t.region, t.from, t.to
+            );
+        }
+    }
+    if !config.rebuilds.is_empty() {
+        let _ = writeln!(out, "rebuilds:");
+        for r in &config.rebuilds {
+            let sources: Vec<String> = r
+                .sources
+                .iter()
+                .map(|(region, daemon)| format!("{region} on {daemon}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  r{} region {} -> {} from {}",
+                r.id,
+                r.region,
+                r.to,
+                sources.join(", ")
             );
         }
     }
@@ -251,6 +269,18 @@ pub fn config_json(config: &Configuration) -> Json {
         .iter()
         .map(|t| json!({"id": t.id, "region": t.region.0, "from": t.from.0, "to": t.to.0}))
         .collect();
+    let rebuilds: Vec<Json> = config
+        .rebuilds
+        .iter()
+        .map(|r| {
+            let sources: Vec<Json> = r
+                .sources
+                .iter()
+                .map(|(region, daemon)| json!({"region": region.0, "daemon": daemon.0}))
+                .collect();
+            json!({"id": r.id, "region": r.region.0, "to": r.to.0, "sources": sources})
+        })
+        .collect();
     let spaces: Vec<Json> = config.spaces.iter().map(space_json).collect();
     json!({
         "dashboard": dashboard_url(config),
@@ -261,6 +291,7 @@ pub fn config_json(config: &Configuration) -> Json {
         "coordinators": coordinators,
         "daemons": daemons,
         "transfers": transfers,
+        "rebuilds": rebuilds,
         "spaces": spaces,
     })
 }
@@ -394,5 +425,47 @@ mod tests {
             "{text}"
         );
         assert_eq!(subspaces_text(&config.spaces[0]), "0: k\n1: k, a\n2: a\n");
+    }
+
+    #[test]
+    fn a_running_rebuild_shows_its_region_target_and_sources() {
+        let mut config = replex_config();
+        let lost = config.spaces[0].subspaces[0].regions[0].id;
+        config.spaces[0].subspaces[0].regions[0].chain.clear();
+        let sources: Vec<(tessera_types::RegionId, DaemonId)> = config.spaces[0].subspaces[1]
+            .regions
+            .iter()
+            .take(2)
+            .map(|r| (r.id, r.chain[0]))
+            .collect();
+        config.rebuilds = vec![tessera_types::Rebuild {
+            id: 7,
+            region: lost,
+            to: DaemonId(3),
+            sources: sources.clone(),
+        }];
+        let json = config_json(&config);
+        let rebuild = &json["rebuilds"][0];
+        assert_eq!(rebuild["id"], json!(7));
+        assert_eq!(rebuild["region"], json!(lost.0));
+        assert_eq!(rebuild["to"], json!(3));
+        let shown: Vec<(u64, u64)> = rebuild["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["region"].as_u64().unwrap(), s["daemon"].as_u64().unwrap()))
+            .collect();
+        let expected: Vec<(u64, u64)> = sources.iter().map(|(r, d)| (r.0, d.0)).collect();
+        assert_eq!(shown, expected);
+        let text = config_text(&config);
+        let line = format!(
+            "  r7 region {lost} -> {} from {} on {}, {} on {}",
+            DaemonId(3),
+            sources[0].0,
+            sources[0].1,
+            sources[1].0,
+            sources[1].1
+        );
+        assert!(text.contains(&format!("rebuilds:\n{line}\n")), "{text}");
     }
 }
