@@ -230,7 +230,11 @@ fn counter_to(counter: &Counter, value: u64) {
     }
 }
 
-/// The bytes of the files under `dir` (the engine's journal and tables).
+/// The bytes the files under `dir` (the engine's journal and tables)
+/// take on disk: their allocated blocks, as `du` counts them, not their
+/// lengths. The engine sets a new journal's length ahead of its writes
+/// (a sparse file), so lengths would count many megabytes per daemon
+/// that hold nothing, and a benchmark's bytes per object would read 0.
 fn dir_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -239,10 +243,21 @@ fn dir_bytes(dir: &Path) -> u64 {
         .filter_map(Result::ok)
         .map(|entry| match entry.file_type() {
             Ok(t) if t.is_dir() => dir_bytes(&entry.path()),
-            Ok(_) => entry.metadata().map(|m| m.len()).unwrap_or(0),
+            Ok(_) => entry.metadata().map(|m| allocated(&m)).unwrap_or(0),
             Err(_) => 0,
         })
         .sum()
+}
+
+#[cfg(unix)]
+fn allocated(metadata: &std::fs::Metadata) -> u64 {
+    // `st_blocks` counts 512-byte units whatever the file system's block.
+    std::os::unix::fs::MetadataExt::blocks(metadata).saturating_mul(512)
+}
+
+#[cfg(not(unix))]
+fn allocated(metadata: &std::fs::Metadata) -> u64 {
+    metadata.len()
 }
 
 impl DaemonMetrics {
@@ -379,7 +394,7 @@ impl DaemonMetrics {
         );
         r.register(
             "disk_bytes",
-            "Bytes of the engine's files in the data directory",
+            "Bytes the engine's files in the data directory take on disk (allocated blocks)",
             m.disk_bytes.clone(),
         );
         r.register(
@@ -647,5 +662,25 @@ mod tests {
             Some(7.0)
         );
         assert_eq!(sample(&text, "tessera_daemon_serving", ""), Some(1.0));
+    }
+
+    #[test]
+    fn disk_bytes_count_what_is_written_not_what_is_reserved() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("journals");
+        std::fs::create_dir(&nested).unwrap();
+        // A journal as the engine opens one: its length set far ahead of
+        // the few bytes written into it.
+        let journal = std::fs::File::create(nested.join("0")).unwrap();
+        journal.set_len(64 << 20).unwrap();
+        std::io::Write::write_all(&mut &journal, &[7u8; 8192]).unwrap();
+        journal.sync_all().unwrap();
+        std::fs::write(dir.path().join("table"), vec![1u8; 20_000]).unwrap();
+        let bytes = dir_bytes(dir.path());
+        assert!(bytes >= 8192 + 20_000, "{bytes} bytes for 28,192 written");
+        assert!(
+            bytes < 1 << 20,
+            "{bytes} bytes: the reserved length was counted"
+        );
     }
 }
