@@ -716,7 +716,7 @@ fn access_choices() {
     let key_region = space.subspaces[0].regions[0].id;
     let cell = place_of(space, key_region);
     let eq_a = Check::new(A, PredOp::Eq(Value::Int(3)));
-    match choose_access(&space.desc, &cell, &[eq_a], None, None) {
+    match choose_access(&space.desc, &cell, std::slice::from_ref(&eq_a), None, None) {
         Access::Index {
             slot: Slot::Attr(A),
             interval: (lo, hi),
@@ -724,6 +724,18 @@ fn access_choices() {
         } => assert_eq!(lo, hi),
         other => panic!("equality on a: {other:?}"),
     }
+    // An equality on the key reads its one object, even beside an indexed
+    // equality; a float operand on the int key is not the stored key.
+    let on_key = Check::new(0, PredOp::Eq(Value::Int(7)));
+    assert_eq!(
+        choose_access(&space.desc, &cell, &[eq_a.clone(), on_key], None, None),
+        Access::Key(key_bytes(&Value::Int(7)))
+    );
+    let float_key = Check::new(0, PredOp::Eq(Value::Float(7.0)));
+    assert!(!matches!(
+        choose_access(&space.desc, &cell, &[float_key], None, None),
+        Access::Key(_)
+    ));
     let e_only = Check::new(E, PredOp::Eq(Value::Int(1)));
     assert_eq!(
         choose_access(&space.desc, &cell, &[e_only], None, None),

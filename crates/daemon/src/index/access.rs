@@ -4,8 +4,9 @@ use super::indexed_attrs;
 use super::slot::{path_slots, slot_interval, Slot};
 use std::collections::BTreeMap;
 use tessera_protocol::SortBy;
+use tessera_types::coordinate::key_bytes;
 use tessera_types::interval::intersect_intervals;
-use tessera_types::{Check, DataType, RegionId, Space, SpaceDesc};
+use tessera_types::{Check, DataType, PredOp, RegionId, Space, SpaceDesc, Value};
 
 /// How a search reads one region.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,6 +15,13 @@ pub enum Access {
     Nothing,
     /// Every object of the region.
     Scan,
+    /// The one object stored under these key bytes
+    /// ([`tessera_types::coordinate::key_bytes`]), if the region holds it:
+    /// a search with an equality on the key. Every region stores its
+    /// objects by key, so this is a point read wherever the key is not a
+    /// dimension (a replex's region, or a hybrid's that indexes no key),
+    /// such as the reads a client redirects from a lost key region.
+    Key(Vec<u8>),
     /// The entries of `slot` with a coordinate in `interval`, walked as
     /// `walk` says.
     Index {
@@ -102,6 +110,24 @@ fn is_ordered(dtype: DataType) -> bool {
     )
 }
 
+/// The key bytes of an equality on the whole key whose operand is of the
+/// key's own kind. Another kind (a float operand on an int key, which a
+/// check may compare as equal) is left to the other accesses: its bytes
+/// would not be the stored key's.
+fn key_equality(desc: &SpaceDesc, checks: &[Check]) -> Option<Vec<u8>> {
+    let dtype = desc.attrs.first()?.dtype;
+    checks.iter().find_map(|check| match (&check.op, dtype) {
+        (PredOp::Eq(v @ Value::String(_)), DataType::String)
+        | (PredOp::Eq(v @ Value::Int(_)), DataType::Int)
+        | (PredOp::Eq(v @ Value::Timestamp(_)), DataType::Timestamp(_))
+            if check.attr == 0 && check.path.is_none() =>
+        {
+            Some(key_bytes(v))
+        }
+        _ => None,
+    })
+}
+
 /// Picks how a search with `checks` (and `sort`, `limit`) reads a region
 /// of `desc`'s space at `place` (see [`place_of`]). A check on a document
 /// path counts when a complete path index serves it ([`Slot::serves`]),
@@ -114,6 +140,9 @@ pub fn choose_access(
     sort: Option<SortBy>,
     limit: Option<u64>,
 ) -> Access {
+    if let Some(key) = key_equality(desc, checks) {
+        return Access::Key(key);
+    }
     let indexed = &place.complete;
     let cell = &place.cell;
     // By slot number, so the choice below does not depend on check order.

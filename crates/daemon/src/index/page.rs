@@ -198,6 +198,19 @@ fn walk_index(
     failure.map_or(Ok(()), Err)
 }
 
+/// The object stored under `key` in the region, if it passes `filter`.
+fn read_key(
+    engine: &dyn Engine,
+    region: RegionId,
+    key: &[u8],
+    filter: Filter<'_>,
+) -> Result<Option<Match>, ReadPageError> {
+    match engine.get(region, key)? {
+        Some(bytes) => read_match(key, &bytes, filter, None),
+        None => Ok(None),
+    }
+}
+
 /// Scans the region in key order after `after`; `found` gets each match
 /// and returns whether to go on.
 fn scan_region(
@@ -304,6 +317,13 @@ pub fn key_order_page(
     match access {
         Access::Nothing => {}
         Access::Scan => scan_region(engine, region, after, filter, &mut take)?,
+        Access::Key(key) => {
+            if after.is_none_or(|a| key.as_slice() > a) {
+                if let Some(m) = read_key(engine, region, key, filter)? {
+                    take(m);
+                }
+            }
+        }
         &Access::Index {
             ref slot, interval, ..
         } if interval.0 == interval.1 => {
@@ -441,6 +461,11 @@ pub fn sorted_page(
             top.offer(m);
             true
         })?,
+        Access::Key(key) => {
+            if let Some(m) = read_key(engine, region, key, filter)? {
+                top.offer(m);
+            }
+        }
         &Access::Index {
             ref slot,
             interval,
