@@ -878,4 +878,19 @@ impl DaemonNode {
     pub fn busy_keys(&self) -> usize {
         self.shards.iter().map(|s| lock(s).busy_keys()).sum()
     }
+
+    /// The updates of `region` the cores hold pending, by key: what a
+    /// rebuild source reports beside its disk, and what the simulator
+    /// counts as held when a rebuilt point leader acknowledged an update
+    /// the parts after it have not committed yet.
+    pub fn pending_writes(
+        &self,
+        region: RegionId,
+    ) -> std::collections::BTreeMap<Vec<u8>, Vec<crate::rebuild::PendingWrite>> {
+        let mut out = std::collections::BTreeMap::new();
+        for shard in &self.shards {
+            out.extend(lock(shard).pending_writes(region));
+        }
+        out
+    }
 }
