@@ -10,15 +10,16 @@ use tessera_daemon::record::Record;
 use tessera_protocol::ClientRef;
 use tessera_storage::Engine;
 use tessera_types::coordinate::key_bytes;
-use tessera_types::Region;
+use tessera_types::{Region, SubspaceLayout, Version};
 
 impl World {
     /// When client `c` hears its update acknowledged while no other update
     /// of the key can be on its way (no other client's is unanswered, none
     /// was abandoned) and the key region's record is the one the update
     /// produced (by its at-most-once list), every ready part holds the key
-    /// at that version, live in exactly the region its object belongs to
-    /// (in none after a delete).
+    /// at that version (on disk or pending), live in exactly the region its
+    /// object belongs to (in none after a delete), among the regions a
+    /// running daemon serves.
     pub(crate) fn check_acknowledged(
         &self,
         c: usize,
@@ -58,13 +59,24 @@ impl World {
             if !layout.state.is_ready() {
                 continue;
             }
-            let home = record.object.as_ref().map(|o| layout.region_of(o).id);
+            // Only regions a running daemon serves are judged. Before
+            // rebuilds no update was acknowledged while its chain crossed
+            // a region without one (it waited). A rebuilt point leader
+            // answers a retry from its at-most-once list as soon as it took
+            // the update from a later part holding it pending; the parts
+            // after that one, or a region waiting for a crashed daemon,
+            // get it once their daemon returns or is rebuilt, and the
+            // settled checks judge them then.
+            let home = record
+                .object
+                .as_ref()
+                .map(|o| layout.region_of(o))
+                .filter(|home| self.served(home))
+                .map(|home| home.id);
             let mut live = Vec::new();
-            for region in &layout.regions {
-                if let Some(held) = self.stored(region, &bytes) {
-                    if held.object.is_some() {
-                        live.push((region.id, held.version));
-                    }
+            for region in layout.regions.iter().filter(|r| self.served(r)) {
+                if let Some((version, true)) = self.held(layout, region, &bytes) {
+                    live.push((region.id, version));
                 }
             }
             let expected: Vec<_> = home.map(|h| (h, version)).into_iter().collect();
@@ -80,14 +92,57 @@ impl World {
         Ok(())
     }
 
+    /// Whether a running daemon (not one lost for good) serves `region`.
+    fn served(&self, region: &Region) -> bool {
+        region
+            .chain
+            .first()
+            .and_then(|d| self.daemons.get(d))
+            .is_some_and(|d| d.up && d.node.is_some())
+    }
+
+    /// The newest version of `key` the replica of `region` (of `layout`)
+    /// holds, its pending updates included, and whether the key is live
+    /// there at that version: a stored record with an object, or a pending
+    /// update whose object `layout` places in `region` (one that places it
+    /// elsewhere moves it out). Pending matters after a rebuild (see
+    /// `check_acknowledged`).
+    fn held(
+        &self,
+        layout: &SubspaceLayout,
+        region: &Region,
+        key: &[u8],
+    ) -> Option<(Version, bool)> {
+        let stored = self
+            .stored(region, key)
+            .map(|r| (r.version, r.object.is_some()));
+        let pending = region
+            .chain
+            .first()
+            .and_then(|d| self.daemons.get(d)?.node.as_ref())
+            .and_then(|node| node.pending_writes(region.id).remove(key))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                let here = p
+                    .object
+                    .is_some_and(|o| layout.region_of(&o).id == region.id);
+                (p.version, here)
+            });
+        stored.into_iter().chain(pending).max_by_key(|(v, _)| *v)
+    }
+
     /// What the replica of `region` stores under `key`: its chain's head,
-    /// or the daemon an orphan waits for (its disk keeps the region).
+    /// or the daemon an orphan waits for (its disk keeps the region);
+    /// nothing when that daemon was lost for good, disk and all.
     pub(crate) fn stored(&self, region: &Region, key: &[u8]) -> Option<Record> {
         let daemon = region
             .chain
             .first()
             .or_else(|| self.coord.state.orphans.get(&region.id))?;
-        let bytes = self.daemons[daemon]
+        let bytes = self
+            .daemons
+            .get(daemon)?
             .data
             .get(region.id, key)
             .expect("memory get")?;

@@ -65,7 +65,18 @@ impl World {
         }
         // A region whose last replica left waits for that daemon: in a
         // replex space (one replica per region) every failed daemon leaves
-        // such orphans, and only its return (no rebuild yet) ends them.
+        // such orphans, and its return ends them, or once it was killed,
+        // a rebuild.
+        if !self.coord.state.rebuilds.is_empty() {
+            let running: Vec<String> = self
+                .coord
+                .state
+                .rebuilds
+                .iter()
+                .map(|b| format!("{} {} -> {}", b.id, b.region, b.to))
+                .collect();
+            why.push(format!("rebuilds running: {running:?}"));
+        }
         let config = self.configuration();
         for (&region, daemon) in &self.coord.state.orphans {
             if config
@@ -379,6 +390,11 @@ impl World {
                 region: region.id,
                 replicas: region.chain.len(),
             });
+        }
+        // A daemon lost for good may stay in chains until it is killed or
+        // found offline; the settled cluster must not name it.
+        if let Some(&daemon) = region.chain.iter().find(|d| self.lost.contains(d)) {
+            return Err(Violation::NotRunning { daemon });
         }
         let live = |d: DaemonId| {
             let mut holding = self.holding(d, region.id);

@@ -98,7 +98,11 @@ impl World {
                 Some(CoordResponse::Done)
             }
             CoordRequest::RebuildComplete { rebuild } => {
-                self.apply(Command::RebuildComplete { rebuild: *rebuild });
+                let result = self.apply(Command::RebuildComplete { rebuild: *rebuild });
+                if result == CommandResult::Done {
+                    self.report.rebuilds_completed += 1;
+                    self.trace(|| format!("rebuild {rebuild} completes"));
+                }
                 Some(CoordResponse::Done)
             }
             CoordRequest::Leave { id, reason } => {

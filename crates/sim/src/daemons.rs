@@ -12,7 +12,7 @@ use std::time::Duration;
 use tessera_daemon::core::ReplyTo;
 use tessera_daemon::index::IndexedEngine;
 use tessera_daemon::node::{DaemonNode, Job, NodeOptions, Output};
-use tessera_protocol::{CoordRequest, CoordResponse, Message};
+use tessera_protocol::{CoordRequest, CoordResponse};
 use tessera_types::{Configuration, DaemonId};
 impl World {
     /// The daemon's tick timer fires.
@@ -111,9 +111,7 @@ impl World {
         match output {
             Output::Send { to, msg } => {
                 if self.trace {
-                    if let Message::Transfer(m) = &msg {
-                        self.trace_transfer(d, m);
-                    }
+                    self.trace_peer(d, to, &msg);
                 }
                 self.notice_severed(d, to);
                 self.note_relocation(&msg);
@@ -281,7 +279,10 @@ impl World {
     }
 
     pub(crate) fn restart(&mut self, d: DaemonId) {
-        let daemon = self.daemons.get_mut(&d).expect("known daemon");
+        // A daemon lost for good never restarts.
+        let Some(daemon) = self.daemons.get_mut(&d) else {
+            return;
+        };
         if daemon.up {
             return;
         }

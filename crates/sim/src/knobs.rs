@@ -75,6 +75,9 @@ pub struct Knobs {
     /// The space is a replex space instead of the subspace space (about one
     /// seed in five; see [`ReplexSpace`]).
     pub replex: Option<ReplexSpace>,
+    /// In a replex seed, whether the nemesis also loses daemons for good
+    /// (`crate::loss`), so that the coordinator rebuilds their regions.
+    pub losses: bool,
 }
 
 /// A replex space (issue 13): the key subspace and one replex, Replex-2,
@@ -169,6 +172,7 @@ impl Knobs {
             tombstone_grace_ms: rng.pick(&[1_500, 3_000, 60_000]),
             collect_ticks: rng.pick(&[2, 8]),
             replex: None,
+            losses: false,
         };
         match replex {
             Some(replex) => knobs.into_replex(replex, &mut own),
@@ -187,6 +191,7 @@ impl Knobs {
             subspaces: 0,
             global_index: false,
             layout_change: rng.pick(&[LayoutChange::None, LayoutChange::AddIndex]),
+            losses: rng.chance(750),
             ..self
         }
     }

@@ -42,8 +42,10 @@
 //! About one seed in five runs a replex space instead ([`ReplexSpace`]:
 //! the key subspace and a replex, maybe a hybrid between them; one
 //! replica per region). There the nemesis may fail any daemon: its
-//! regions wait for it as orphans (the coordinator does not rebuild them
-//! yet), so its faults are all ones a daemon returns from with its disk.
+//! regions wait for it as orphans. With [`Options::losses`] it also loses
+//! daemons for good (`loss`): the operator kills each at the coordinator
+//! and starts a fresh daemon, and the coordinator rebuilds the lost
+//! regions from the other replexes.
 
 pub mod check;
 pub mod disk;
@@ -55,6 +57,7 @@ mod coord;
 mod daemons;
 mod knobs;
 mod lookups;
+mod loss;
 mod nemesis;
 mod net;
 mod pause;
@@ -120,6 +123,13 @@ pub struct Options {
     /// healthy replica, which can take more than f replicas of a region
     /// before re-replication ends.
     pub within_f: bool,
+    /// Let the nemesis lose daemons of replex seeds for good
+    /// (`Knobs::losses`; see `loss.rs`), so that the coordinator rebuilds
+    /// their regions. Off by default until the rebuild keeps the versions
+    /// it takes from later parts pending (docs/design/replex.md, "In the
+    /// simulator"): with it, sweeps find seeds where a part never gets an
+    /// update a rebuild already counted as committed.
+    pub losses: bool,
 }
 
 /// Runs one seed with `options`.
@@ -129,8 +139,10 @@ pub fn run_opts(seed: u64, options: Options) -> Result<Report, Failure> {
     let mut world = World::new(seed, knobs, rng);
     world.trace = options.trace;
     world.within_f = options.within_f;
+    world.losses = options.losses;
     match world.run().and_then(|()| world.check()) {
         Ok(()) => {
+            world.count_rebuilds();
             world.report.sim_ms = world.now;
             world.report.epochs = world.coord.state.epoch.0;
             world.report.transfers = world.coord.state.transfer_id_next - 1;

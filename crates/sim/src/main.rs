@@ -5,7 +5,9 @@
 //! cargo run -p tessera-sim -- --seed S [--trace]         # one seed, with its report or failure
 //! ```
 //! `--within-f` keeps the nemesis to at most f faulted daemons between two
-//! moments when the cluster is whole (see `Options::within_f`).
+//! moments when the cluster is whole (see `Options::within_f`); `--losses`
+//! lets it lose daemons of replex seeds for good, so that their regions are
+//! rebuilt (see `Options::losses`).
 //! Exits with status 1 if any seed fails; each failure prints its seed.
 
 use std::process::ExitCode;
@@ -23,6 +25,7 @@ fn main() -> ExitCode {
     let options = tessera_sim::Options {
         trace: args.iter().any(|a| a == "--trace"),
         within_f: args.iter().any(|a| a == "--within-f"),
+        losses: args.iter().any(|a| a == "--losses"),
     };
     if let Some(seed) = value("--seed") {
         return match tessera_sim::run_opts(seed, options) {

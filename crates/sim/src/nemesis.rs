@@ -19,17 +19,23 @@ impl World {
     }
 
     /// Within f: forgets past faults once the cluster is whole again
-    /// (every daemon healthy, every region its full chain — f + 1
-    /// replicas, one in a replex space — no transfer).
+    /// (every daemon healthy, every region its full chain of running
+    /// daemons — f + 1 replicas, one in a replex space — no transfer, no
+    /// rebuild).
     pub(crate) fn forget_faults_when_whole(&mut self) {
         let whole = self.daemons.keys().all(|&m| self.healthy(m))
             && self.coord.state.transfers.is_empty()
+            && self.coord.state.rebuilds.is_empty()
             && self.coord.state.spaces.iter().all(|space| {
                 let replicas = space.desc.replicas_per_region();
-                space
-                    .subspaces
-                    .iter()
-                    .all(|layout| layout.regions.iter().all(|r| r.chain.len() >= replicas))
+                space.subspaces.iter().all(|layout| {
+                    layout.regions.iter().all(|r| {
+                        // A daemon lost for good stays in its chains until
+                        // it is killed or found offline: not whole yet.
+                        r.chain.len() >= replicas
+                            && r.chain.iter().all(|m| self.daemons.contains_key(m))
+                    })
+                })
             });
         if whole {
             self.faulted.clear();
@@ -42,13 +48,9 @@ impl World {
     /// A replex space is the exception: its regions have one replica each,
     /// the other copies of their objects being the other replexes, so any
     /// daemon may fail. Its regions become orphans that wait for it (writes
-    /// crossing them wait too), and every fault the nemesis injects is one
-    /// the daemon returns from with its disk, which keeps everything it
-    /// acknowledged. A fault that loses a daemon for good (`server-forget`,
-    /// a disk wiped) would lose its replex regions, since the coordinator
-    /// does not yet rebuild a lost region from the other replexes (issue
-    /// 13's rebuild): the nemesis injects none, and once the rebuild lands
-    /// replex seeds can lose up to f daemons for good.
+    /// crossing them wait too) while it returns with its disk, or, when it
+    /// was lost for good (`crate::loss`, bounded there), are rebuilt from
+    /// the other replexes.
     pub(crate) fn may_fail(&self, d: DaemonId) -> bool {
         if !self.healthy(d) || (self.within_f && self.faulted.len() >= self.knobs.f) {
             return false;
@@ -71,6 +73,9 @@ impl World {
     pub(crate) fn nemesis(&mut self) {
         if self.within_f {
             self.forget_faults_when_whole();
+        }
+        if self.maybe_lose() {
+            return;
         }
         let roll = self.rng.below(10);
         let ids: Vec<DaemonId> = self.daemons.keys().copied().collect();

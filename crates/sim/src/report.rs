@@ -38,6 +38,14 @@ pub struct Report {
     /// hybrid to another.
     pub replex: bool,
     pub replex_relocations: u64,
+    /// Rebuilds of lost replex regions the coordinator planned (each id it
+    /// handed out), those that completed, and those it cancelled to plan
+    /// again; and the replex regions without a daemon at the end (none in
+    /// a run that passed: the checks require every region served).
+    pub rebuilds_planned: u64,
+    pub rebuilds_completed: u64,
+    pub rebuilds_cancelled: u64,
+    pub regions_orphaned: u64,
 }
 
 /// What the nemesis injected, kind by kind.
@@ -69,6 +77,9 @@ pub struct Faults {
     /// objects.
     pub replex_crashes: u32,
     pub replex_crashes_with_objects: u32,
+    /// Daemons lost for good (process and disk; `crate::loss`), each
+    /// killed by the operator and replaced by a fresh daemon.
+    pub losses: u32,
 }
 
 impl Faults {
@@ -85,6 +96,7 @@ impl Faults {
         self.layout_changes += other.layout_changes;
         self.replex_crashes += other.replex_crashes;
         self.replex_crashes_with_objects += other.replex_crashes_with_objects;
+        self.losses += other.losses;
     }
 }
 
@@ -95,7 +107,8 @@ impl std::fmt::Display for Faults {
             "{} daemon crashes ({} with updates in flight and a global index), {} partitions, {} one-way partitions, {} coordinator outages, \
              {} disk faults, {} daemon pauses, {} coordinator pauses, \
              {} daemons taken offline on reports, {} layout changes, \
-             {} crashes of daemons holding replex regions ({} with objects there)",
+             {} crashes of daemons holding replex regions ({} with objects there), \
+             {} daemons lost for good",
             self.crashes,
             self.crashes_mid_indexed_update,
             self.partitions,
@@ -108,6 +121,7 @@ impl std::fmt::Display for Faults {
             self.layout_changes,
             self.replex_crashes,
             self.replex_crashes_with_objects,
+            self.losses,
         )
     }
 }
@@ -282,6 +296,13 @@ pub struct Summary {
     /// ones' relocating updates.
     pub replex_seeds: u64,
     pub replex_relocations: u64,
+    /// Passed seeds that lost a daemon for good, and their rebuilds
+    /// (see [`Report`]).
+    pub loss_seeds: u64,
+    pub rebuilds_planned: u64,
+    pub rebuilds_completed: u64,
+    pub rebuilds_cancelled: u64,
+    pub regions_orphaned: u64,
     pub failed: Vec<u64>,
 }
 
@@ -299,6 +320,11 @@ impl Summary {
         self.lookup_misses += r.lookup_misses;
         self.index_splits += r.index_splits;
         self.replex_relocations += r.replex_relocations;
+        self.loss_seeds += u64::from(r.faults.losses > 0);
+        self.rebuilds_planned += r.rebuilds_planned;
+        self.rebuilds_completed += r.rebuilds_completed;
+        self.rebuilds_cancelled += r.rebuilds_cancelled;
+        self.regions_orphaned += r.regions_orphaned;
     }
 }
 
@@ -309,7 +335,9 @@ impl std::fmt::Display for Summary {
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
              {} lookups ({} misses checked), {} automatic index splits, \
-             {} replex seeds ({} updates relocating inside a replex); {} failed {:?}",
+             {} replex seeds ({} updates relocating inside a replex; {} passed seeds with a loss, \
+             rebuilds {} planned, {} completed, {} cancelled, {} regions orphaned at the end); \
+             {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
             self.operations,
@@ -323,6 +351,11 @@ impl std::fmt::Display for Summary {
             self.index_splits,
             self.replex_seeds,
             self.replex_relocations,
+            self.loss_seeds,
+            self.rebuilds_planned,
+            self.rebuilds_completed,
+            self.rebuilds_cancelled,
+            self.regions_orphaned,
             self.failed.len(),
             self.failed
         )

@@ -1,7 +1,8 @@
 //! What `--trace` prints.
 
 use crate::world::World;
-use tessera_protocol::TransferMsg;
+use tessera_daemon::record::Record;
+use tessera_protocol::{ChainMsg, Message, RebuildMsg, TransferMsg};
 use tessera_types::{Configuration, DaemonId};
 
 impl World {
@@ -11,7 +12,54 @@ impl World {
         }
     }
 
-    pub(crate) fn trace_transfer(&self, d: DaemonId, m: &TransferMsg) {
+    /// A peer message `d` sends `to`, when it is about moving data: a
+    /// transfer's, a rebuild's page (each entry's key, version, object and
+    /// writers), or a chain's forward.
+    pub(crate) fn trace_peer(&self, d: DaemonId, to: DaemonId, msg: &Message) {
+        match msg {
+            Message::Transfer(m) => self.trace_transfer(d, m),
+            Message::Rebuild(RebuildMsg::Page {
+                rebuild,
+                source,
+                entries,
+                done,
+                ..
+            }) => {
+                let entries: Vec<String> = entries
+                    .iter()
+                    .map(|e| match Record::decode(&e.record) {
+                        Ok(r) => format!(
+                            "{:?}@{} {:?} {:?}",
+                            e.key.last(),
+                            e.version.0,
+                            r.object.map(|o| o.values),
+                            r.recent
+                        ),
+                        Err(_) => format!("{:?}@{} (bad record)", e.key.last(), e.version.0),
+                    })
+                    .collect();
+                self.trace(|| {
+                    format!("{d} -> {to} rebuild {rebuild} page of {source} (done: {done}): {entries:?}")
+                });
+            }
+            Message::Chain(ChainMsg::Forward(f)) => self.trace(|| {
+                format!(
+                    "{d} -> {to} forward {:?} v{} {:?} from {:?} hops {:?}",
+                    f.key,
+                    f.version.0,
+                    f.object.as_ref().map(|o| &o.values[1..]),
+                    f.client,
+                    f.hops
+                        .iter()
+                        .map(|h| (h.daemon, h.region, h.write, h.after.map(|v| v.0)))
+                        .collect::<Vec<_>>()
+                )
+            }),
+            _ => {}
+        }
+    }
+
+    fn trace_transfer(&self, d: DaemonId, m: &TransferMsg) {
         match m {
             TransferMsg::Entries {
                 transfer,

@@ -104,6 +104,10 @@ pub(crate) enum Ev {
     Election(usize),
     /// The seed's layout change (see `Knobs::layout_change`).
     Layout,
+    /// The operator kills a daemon lost for good (`server-kill`).
+    Kill(DaemonId),
+    /// The operator starts a fresh daemon after a loss.
+    Replace,
 }
 
 /// A process the nemesis can pause.
@@ -189,6 +193,8 @@ pub(crate) struct World {
     /// last whole (every region f + 1 replicas, no transfer, all healthy).
     pub(crate) faulted: BTreeSet<DaemonId>,
     pub(crate) within_f: bool,
+    /// [`crate::Options::losses`].
+    pub(crate) losses: bool,
     /// Per key, the operations and their outcomes.
     pub(crate) history: BTreeMap<i64, Vec<Event>>,
     pub(crate) next_msg_id: u64,
@@ -205,10 +211,19 @@ pub(crate) struct World {
     /// In a replex seed, the updates (key bytes, version) seen relocating
     /// an object inside a replex or hybrid (`crate::replex`).
     pub(crate) relocations: BTreeSet<(Vec<u8>, u64)>,
+    /// Daemons lost for good (`crate::loss`): gone from `daemons`, process
+    /// and disk.
+    pub(crate) lost: BTreeSet<DaemonId>,
+    /// Draws losses: a generator of its own, so that a nemesis turn without
+    /// a loss chooses what it did before losses existed.
+    pub(crate) loss_rng: Rng,
+    /// Fresh daemons the operator started, and those it is about to.
+    pub(crate) spares: u64,
+    pub(crate) replacing: u32,
 }
 
 impl SimDaemon {
-    fn new(id: DaemonId) -> SimDaemon {
+    pub(crate) fn new(id: DaemonId) -> SimDaemon {
         SimDaemon {
             id,
             data: Arc::new(MemoryEngine::new()),
@@ -306,6 +321,7 @@ impl World {
             cuts: BTreeMap::new(),
             faulted: BTreeSet::new(),
             within_f: false,
+            losses: false,
             history: BTreeMap::new(),
             next_msg_id: 1,
             phase2: false,
@@ -316,6 +332,10 @@ impl World {
             report,
             space,
             relocations: BTreeSet::new(),
+            lost: BTreeSet::new(),
+            loss_rng: Rng::new(seed ^ 0x10_57D0),
+            spares: 0,
+            replacing: 0,
         };
         world.start();
         world
@@ -388,6 +408,7 @@ impl World {
             Ev::PeerUnreachable(d, inc, peer) => self.peer_unreachable(d, inc, peer),
             Ev::CoordTick => {
                 self.coord_tick();
+                self.operator_watch();
                 if self.phase2 {
                     self.try_finish();
                 }
@@ -409,6 +430,8 @@ impl World {
             Ev::CoordUp => self.coord_up(),
             Ev::Resume(process) => self.resume(process)?,
             Ev::Election(old) => self.election(old),
+            Ev::Kill(d) => self.operator_kill(d),
+            Ev::Replace => self.operator_replace(),
             Ev::Layout => {
                 if !self.coord.up || self.coord.members[self.coord.leader].frozen {
                     // The coordinator is away: the operator tries again.
@@ -494,6 +517,7 @@ pub(crate) mod testing {
             layout_change: crate::knobs::LayoutChange::None,
             global_index: false,
             replex: None,
+            losses: false,
         }
     }
 
