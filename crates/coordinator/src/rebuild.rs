@@ -102,10 +102,9 @@ impl ClusterState {
     /// forgotten by an operator (a forgotten daemon leaves no orphan
     /// entry). Only then is the region rebuilt. A daemon that is merely
     /// Offline may return with its disk and take the region back, and
-    /// rebuilding while it might was found unsafe by the simulator: the
-    /// rebuild copies versions whose update the returning (or crashed)
-    /// point leader no longer drives, so parts disagree (see
-    /// docs/design/replex.md, "Rebuild").
+    /// rebuilding while it might still fails a few simulator seeds (see
+    /// docs/design/replex.md, "Rebuild", for the faults fixed and the
+    /// seeds that remain).
     pub(crate) fn lost_for_good(&self, region: RegionId) -> bool {
         self.orphans
             .get(&region)

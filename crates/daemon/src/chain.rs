@@ -143,6 +143,54 @@ pub fn build_hops(
     new: Option<&Object>,
     prev_version: Option<Version>,
 ) -> Result<Vec<Hop>, RegionId> {
+    draw_hops(space, key, old, new, prev_version, &mut push_chain)
+}
+
+/// [`build_hops`] for an update that must be drawn even while a region on
+/// its way has no replica (a rebuilt point leader's update, see
+/// `core::rebuild`): such a region is drawn as one hop naming
+/// `placeholder`, and the second value says whether there was one. The
+/// update then waits blocked; [`rechain`] draws every region from its
+/// replicas once they all have one, so the placeholder is never sent to.
+pub fn sketch_hops(
+    space: &Space,
+    key: &Value,
+    old: Option<&Object>,
+    new: Option<&Object>,
+    prev_version: Option<Version>,
+    placeholder: DaemonId,
+) -> (Vec<Hop>, bool) {
+    let mut blocked = false;
+    let mut push = |hops: &mut Vec<Hop>, region: &Region, write, after| {
+        if region.chain.is_empty() {
+            blocked = true;
+            hops.push(Hop {
+                daemon: placeholder,
+                region: region.id,
+                write,
+                after,
+            });
+            return Ok(());
+        }
+        push_chain(hops, region, write, after)
+    };
+    let hops = draw_hops(space, key, old, new, prev_version, &mut push)
+        .expect("a placeholder stands for every region without replicas");
+    (hops, blocked)
+}
+
+/// How a region joins a chain being drawn.
+type PushChain<'a> =
+    dyn FnMut(&mut Vec<Hop>, &Region, HopWrite, Option<Version>) -> Result<(), RegionId> + 'a;
+
+fn draw_hops(
+    space: &Space,
+    key: &Value,
+    old: Option<&Object>,
+    new: Option<&Object>,
+    prev_version: Option<Version>,
+    push_chain: &mut PushChain<'_>,
+) -> Result<Vec<Hop>, RegionId> {
     let mut hops = Vec::new();
     if let Some(region) = key_region(space, key) {
         let write = if new.is_some() {

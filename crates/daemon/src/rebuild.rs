@@ -12,12 +12,9 @@
 //!   tombstone may be collected), then asks every source for pages
 //!   (`RebuildMsg::Fetch`), each after the last key of the one before.
 //! - A source answers a page from its disk and its cores: per key of its
-//!   region, [`rebuild_record`] of the committed record and, when its
-//!   part comes after the lost region in the chain, the updates pending
-//!   there, kept only when the lost region holds that key. A source
-//!   before the lost region drives its pending updates through the
-//!   rebuilt region again; had the region taken them, it would
-//!   acknowledge them at once and never send them on.
+//!   region, [`rebuild_entry`]: the committed record and, when its part
+//!   comes after the lost region in the chain, the updates pending there,
+//!   sent only when the lost region has business with that key.
 //! - Nothing a page reports can change while the rebuild runs: every update
 //!   of a key the lost region holds (or held, or will hold) passes through
 //!   the lost region, which has no daemon, so the point leader refuses new
@@ -25,19 +22,23 @@
 //!   an answer, not a stream: a lost request or answer is asked for again
 //!   after [`FETCH_WAIT_TICKS`], and no hand-over hold is needed (unlike
 //!   `crate::transfer`).
-//! - The target stores each entry keeping per key the highest version
-//!   (and every `recent` writer any source knew), and once every source
-//!   said `done` it tells the coordinator, again every
-//!   [`COMPLETE_TICKS`] until a configuration without the rebuild arrives.
-//!   In that configuration it is the region's chain; the blocked updates
-//!   are driven again along chains through it.
+//! - The target stores each committed record keeping per key the highest
+//!   version (and every `recent` writer any source knew), remembers the
+//!   pending updates ([`Unsettled`]), and once every source said `done`
+//!   it tells the coordinator, again every [`COMPLETE_TICKS`] until a
+//!   configuration without the rebuild arrives. In that configuration it
+//!   is the region's chain: the keys with pending updates are settled
+//!   ([`settle`]: a rebuilt point leader drives the updates above the
+//!   agreed committed version itself), and the blocked updates are driven
+//!   again along chains through it.
 //! - A rebuild that ends without making this daemon a member (it was
 //!   cancelled: the old daemon returned, or a source moved) leaves a
 //!   partial copy, which is deleted.
 
 use crate::record::{trim_recent, Record};
 use std::collections::BTreeMap;
-use tessera_protocol::{ClientRef, RebuildMsg, TransferEntry};
+pub use tessera_protocol::PendingWrite;
+use tessera_protocol::{ClientRef, RebuildEntry, RebuildMsg};
 use tessera_types::coordinate::key_value;
 use tessera_types::{Configuration, DaemonId, Object, Rebuild, RegionId, Space, Version};
 
@@ -46,16 +47,6 @@ pub const FETCH_WAIT_TICKS: u32 = 8;
 /// Ticks between a target's completion reports while the coordinator has
 /// not ended the rebuild.
 pub const COMPLETE_TICKS: u32 = 8;
-
-/// One update a source holds pending for a key.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PendingWrite {
-    pub version: Version,
-    /// The object after the update; `None` when it erases the key.
-    pub object: Option<Object>,
-    /// Its writer, for at-most-once.
-    pub client: ClientRef,
-}
 
 /// The lost region of a rebuild: which objects it holds.
 pub struct LostRegion<'a> {
@@ -92,63 +83,161 @@ impl LostRegion<'_> {
     }
 }
 
-/// What the lost region must store of one key that a source holds
-/// `committed` and `pending` (in any order; pass none from a source before
-/// the lost region in the chain), or `None` when the key has no business
-/// there.
+/// What a source sends of one key it holds `committed` and `pending` (pass
+/// no pending updates from a source before the lost region in the chain),
+/// or `None` when the key has no business in the lost region: no version
+/// the source knows places the object there and, for a key region, the
+/// key does not either. A key region places by the key alone, so its
+/// deletions come too.
 ///
-/// - The version is the newest the source holds, pending included. A
-///   pending update was applied by a member after the lost region in its
-///   chain, so the lost region had applied it too; it will commit once the
-///   chain is whole again (those members drive it again). Taking only
-///   committed versions would let a rebuilt point leader evaluate the next
-///   update on an older object than its successors hold, and build that
-///   update's chain from the wrong regions.
-/// - The lost region stores the key when any version the source knows
-///   placed the object there (or, for a key region, by the key alone, so
-///   deletions too). If the newest version places it elsewhere, or deleted
-///   it, the region stores a tombstone at that version, so the driven-again
-///   update that moved it out is recognized as applied. Tombstones of
-///   other parts carry no object and cannot be placed: they are not needed
-///   (a late copy of an older update belongs to an older epoch, and the
-///   rebuilt region joins in a newer one).
-/// - `recent` is the committed record's with the pending writers appended
-///   (in version order), so a rebuilt key region recognizes a retry of an
-///   update that reached any replex.
-pub fn rebuild_record(
+/// The committed record is sent as the lost region would store it: the
+/// object only when the region places it, else a tombstone at that
+/// version (the update that moved the object out is then recognized as
+/// applied when it is driven again). Tombstones of other parts carry no
+/// object and cannot be placed: they are not sent (a late copy of an
+/// older update belongs to an older epoch, and the rebuilt region joins
+/// in a newer one). The pending updates go whole: what the target does
+/// with them is [`settle`]'s decision, which needs every source.
+pub fn rebuild_entry(
     lost: &LostRegion<'_>,
     key: &[u8],
     committed: Option<&Record>,
-    pending: &[PendingWrite],
-) -> Option<Record> {
-    let mut versions: Vec<(Version, Option<&Object>)> = pending
-        .iter()
-        .map(|p| (p.version, p.object.as_ref()))
-        .collect();
-    if let Some(record) = committed {
-        versions.push((record.version, record.object.as_ref()));
-    }
-    let (version, newest) = versions.iter().max_by_key(|(v, _)| *v).copied()?;
-    let placed_here = versions
-        .iter()
-        .any(|(_, object)| object.is_some_and(|o| lost.holds(o)));
-    if !(placed_here || lost.holds_key(key)) {
+    pending: Vec<PendingWrite>,
+) -> Option<RebuildEntry> {
+    let placed_here = committed
+        .and_then(|r| r.object.as_ref())
+        .into_iter()
+        .chain(pending.iter().filter_map(|p| p.object.as_ref()))
+        .any(|o| lost.holds(o));
+    // A key region places by the key: its keys are known without one.
+    let tombstone = lost.part != 0 && committed.is_some_and(|r| r.object.is_none());
+    if !(placed_here || tombstone || lost.holds_key(key)) {
         return None;
     }
-    let mut recent = committed.map(|r| r.recent.clone()).unwrap_or_default();
-    let mut writers: Vec<&PendingWrite> = pending.iter().collect();
-    writers.sort_by_key(|p| p.version);
-    for p in writers {
-        if !p.client.is_internal() && committed.is_none_or(|r| r.version < p.version) {
-            recent.push((p.client, p.version));
+    let committed = committed.map(|r| Record {
+        version: r.version,
+        object: r.object.clone().filter(|o| lost.holds(o)),
+        recent: r.recent.clone(),
+    });
+    let mut pending = pending;
+    pending.sort_by_key(|p| p.version);
+    Some(RebuildEntry {
+        key: key.to_vec(),
+        committed: committed.map(|r| r.encode()),
+        pending,
+    })
+}
+
+/// What a target learned of one key that some source holds an update of
+/// pending: the committed version those sources agree on, and every
+/// pending update.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Unsettled {
+    /// The oldest committed record among the sources whose oldest pending
+    /// update follows a version of their region (`Some(None)`: such a
+    /// source has nothing committed). A source the update brought the
+    /// object into holds an older record, or none, that says nothing of
+    /// the key's committed version, and counts not.
+    floor: Option<Option<Record>>,
+    writes: BTreeMap<Version, PendingWrite>,
+}
+
+impl Unsettled {
+    /// A source's entry for the key with at least one pending update.
+    pub fn add(&mut self, committed: Option<&Record>, pending: Vec<PendingWrite>) {
+        let follows = pending
+            .iter()
+            .min_by_key(|p| p.version)
+            .is_some_and(|p| p.follows.is_some());
+        if follows {
+            let older = match (&self.floor, committed) {
+                (None, _) | (Some(Some(_)), None) => true,
+                (Some(None), _) => false,
+                (Some(Some(floor)), Some(c)) => c.version < floor.version,
+            };
+            if older {
+                self.floor = Some(committed.cloned());
+            }
+        }
+        for write in pending {
+            self.writes.entry(write.version).or_insert(write);
         }
     }
-    trim_recent(&mut recent);
-    Some(Record {
-        version,
-        object: newest.filter(|o| lost.holds(o)).cloned(),
-        recent,
-    })
+}
+
+/// What a rebuilt region holds of a key once every source answered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settled {
+    /// The record it stores committed (`None`: nothing, the key is new).
+    pub base: Option<Record>,
+    /// The updates above it that the rebuilt point leader drives down the
+    /// chain itself, oldest first (always empty for a region that is not a
+    /// key region: the point leader, or a member before it, drives them).
+    pub drive: Vec<PendingWrite>,
+}
+
+/// The rule for a key some source holds an update of pending, given what
+/// the target stored from every entry (`stored`: the newest committed
+/// version any source reported). A version is committed in the rebuilt
+/// region only when every source that holds a later update pending had
+/// committed it: the base is the oldest committed version among them
+/// (nothing when every pending update brought the object into its region:
+/// the key is new). Every version above the base, pending somewhere or
+/// committed further down the chain, is still in flight:
+///
+/// - a rebuilt key region holds each as a pending update and drives it
+///   down the chain itself (the members that hold it recognize its
+///   version, pass it on or acknowledge it), so the point leader commits
+///   last again;
+/// - any other rebuilt region holds none of them: its point leader (or a
+///   member before it) holds each pending and drives it through the
+///   rebuilt region again, which then applies it and sends it on. Taking
+///   it as committed would acknowledge it at once, while a member after
+///   the region may still hold it pending.
+///
+/// `recent` keeps the writers up to the base; the writers of the updates
+/// above it are those updates' clients.
+pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -> Settled {
+    let base = unsettled.floor.unwrap_or_default();
+    let base_version = base.as_ref().map(|r| r.version);
+    let base = base.map(|mut r| {
+        for writer in stored.map(|s| s.recent.as_slice()).unwrap_or_default() {
+            if !r.recent.contains(writer) {
+                r.recent.push(*writer);
+            }
+        }
+        r.recent.retain(|(_, v)| *v <= r.version);
+        r.recent.sort_by_key(|(_, v)| *v);
+        trim_recent(&mut r.recent);
+        r
+    });
+    if !key_region {
+        return Settled {
+            base,
+            drive: Vec::new(),
+        };
+    }
+    let mut writes = unsettled.writes;
+    // A version committed further down the chain than every source holding
+    // it pending is in flight too (those sources hold it pending as well;
+    // this only guards against one missing).
+    if let Some(s) = stored.filter(|s| Some(s.version) > base_version) {
+        writes.entry(s.version).or_insert_with(|| PendingWrite {
+            version: s.version,
+            object: s.object.clone(),
+            client: s
+                .recent
+                .iter()
+                .find(|(_, v)| *v == s.version)
+                .map_or(ClientRef::REPAIR, |(c, _)| *c),
+            follows: None,
+        });
+    }
+    let drive = writes
+        .into_values()
+        .filter(|w| Some(w.version) > base_version)
+        .collect();
+    Settled { base, drive }
 }
 
 /// What a target stores for a key that holds `stored` when a source sends
@@ -175,8 +264,17 @@ pub fn merge_record(stored: Option<&Record>, incoming: Record) -> Option<Record>
     }
     recent.sort_by_key(|(_, v)| *v);
     trim_recent(&mut recent);
-    let newer =
-        (incoming.version, incoming.object.is_some()) > (stored.version, stored.object.is_some());
+    // At one version an object is either deleted everywhere or lives in
+    // exactly one region of each part; the other regions a move crossed
+    // hold a tombstone at that version. So at equal versions a live copy
+    // is the version's object, whichever source answered first
+    // (simulator seeds 66 and 78 with rebuilds on failure: a key region
+    // rebuilt from a hybrid kept the tombstone of the region the object
+    // left and lost the object).
+    let newer = incoming.version > stored.version
+        || (incoming.version == stored.version
+            && stored.object.is_none()
+            && incoming.object.is_some());
     let mut merged = if newer { incoming } else { stored.clone() };
     merged.recent = recent;
     (&merged != stored).then_some(merged)
@@ -193,7 +291,7 @@ pub enum Action {
     /// Store these entries of `region` with [`merge_record`].
     Store {
         region: RegionId,
-        entries: Vec<TransferEntry>,
+        entries: Vec<RebuildEntry>,
     },
     /// Tell the coordinator the rebuild is complete.
     Complete { rebuild: u64 },
@@ -334,7 +432,7 @@ impl Rebuilds {
         rebuild: u64,
         source: RegionId,
         after: Option<Vec<u8>>,
-        entries: Vec<TransferEntry>,
+        entries: Vec<RebuildEntry>,
         last: Option<Vec<u8>>,
         done: bool,
     ) -> Vec<Action> {
@@ -451,8 +549,24 @@ mod tests {
         (find(part.regions[0].id), find(part.regions[1].id))
     }
 
+    fn decode(entry: &RebuildEntry) -> Option<Record> {
+        entry
+            .committed
+            .as_deref()
+            .map(|b| Record::decode(b).unwrap())
+    }
+
+    fn write(version: u64, object: Option<Object>, n: u64, follows: Option<u64>) -> PendingWrite {
+        PendingWrite {
+            version: Version(version),
+            object,
+            client: writer(n),
+            follows: follows.map(Version),
+        }
+    }
+
     #[test]
-    fn a_relocation_pending_at_the_source_leaves_a_tombstone_at_its_version() {
+    fn a_source_sends_its_committed_record_as_the_lost_region_stores_it() {
         let space = space();
         let lost = LostRegion {
             space: &space,
@@ -466,63 +580,116 @@ mod tests {
             object: Some(object(9, here)),
             recent: vec![(writer(1), Version(4))],
         };
-        let moving_out = PendingWrite {
-            version: Version(5),
-            object: Some(object(9, there)),
-            client: writer(2),
-        };
-        let record = rebuild_record(
-            &lost,
-            &key,
-            Some(&committed),
-            std::slice::from_ref(&moving_out),
-        )
-        .unwrap();
-        assert_eq!(record.version, Version(5));
-        assert_eq!(record.object, None);
-        assert_eq!(
-            record.recent,
-            vec![(writer(1), Version(4)), (writer(2), Version(5))]
-        );
-        // Never in the lost region: nothing to store.
+        // Moving out: the committed object, and the pending update whole.
+        let moving_out = write(5, Some(object(9, there)), 2, Some(4));
+        let entry = rebuild_entry(&lost, &key, Some(&committed), vec![moving_out.clone()]).unwrap();
+        assert_eq!(decode(&entry), Some(committed.clone()));
+        assert_eq!(entry.pending, vec![moving_out]);
+        // Never in the lost region: nothing to send.
         let elsewhere = Record {
             object: Some(object(9, there)),
             ..committed.clone()
         };
-        assert_eq!(rebuild_record(&lost, &key, Some(&elsewhere), &[]), None);
-        // Moving in: the pending object.
-        let moving_in = PendingWrite {
-            object: Some(object(9, here)),
-            ..moving_out
-        };
-        let record = rebuild_record(&lost, &key, Some(&elsewhere), &[moving_in]).unwrap();
-        assert_eq!(record.object, Some(object(9, here)));
-        // A tombstone of another part cannot be placed; of the key
-        // subspace it is placed by its key.
+        assert_eq!(rebuild_entry(&lost, &key, Some(&elsewhere), vec![]), None);
+        // Moving in: sent, the committed record as a tombstone here.
+        let moving_in = write(5, Some(object(9, here)), 2, None);
+        let entry = rebuild_entry(&lost, &key, Some(&elsewhere), vec![moving_in]).unwrap();
+        assert_eq!(decode(&entry).unwrap().object, None);
+        assert_eq!(decode(&entry).unwrap().version, Version(4));
+        // A tombstone is sent to a region that is not a key region: the
+        // lost region applied the update that left it (simulator seed
+        // 92001966 needed one that moved the object out of the lost region
+        // to be recognized). A key region takes only its own keys
+        // (simulator seed 81000931 drove another region's key).
         let tombstone = Record {
             object: None,
             ..committed
         };
-        assert_eq!(rebuild_record(&lost, &key, Some(&tombstone), &[]), None);
+        let entry = rebuild_entry(&lost, &key, Some(&tombstone), vec![]).unwrap();
+        assert_eq!(decode(&entry), Some(tombstone.clone()));
         let key_region = space.key_region(&Value::Int(9)).unwrap().id;
         let lost_key = LostRegion {
             space: &space,
             part: 0,
             region: key_region,
         };
-        assert_eq!(
-            rebuild_record(&lost_key, &key, Some(&tombstone), &[]),
-            Some(tombstone.clone())
-        );
-        let other_id = space.subspaces[0]
+        let entry = rebuild_entry(&lost_key, &key, Some(&tombstone), vec![]).unwrap();
+        assert_eq!(decode(&entry), Some(tombstone.clone()));
+        let other = space.subspaces[0]
             .regions
             .iter()
             .find(|r| r.id != key_region);
         let other = LostRegion {
-            region: other_id.unwrap().id,
+            region: other.unwrap().id,
             ..lost_key
         };
-        assert_eq!(rebuild_record(&other, &key, Some(&tombstone), &[]), None);
+        assert_eq!(rebuild_entry(&other, &key, Some(&tombstone), vec![]), None);
+    }
+
+    #[test]
+    fn settling_holds_committed_what_every_source_holding_a_later_update_committed() {
+        let space = space();
+        let (here, there) = a_in_each_region(&space);
+        let (old, moved) = (Some(object(9, here)), Some(object(9, there)));
+        let record = |v: u64, object: Option<Object>, n: u64| Record {
+            version: Version(v),
+            object,
+            recent: vec![(writer(n), Version(v))],
+        };
+        // A relocation, v5, pending in the region the object leaves (it
+        // follows v4 there) and in the one it enters; further down the
+        // chain v5 committed, and the stored record is that newest one.
+        let mut unsettled = Unsettled::default();
+        unsettled.add(
+            Some(&record(4, old.clone(), 1)),
+            vec![write(5, moved.clone(), 2, Some(4))],
+        );
+        unsettled.add(
+            Some(&record(1, None, 7)),
+            vec![write(5, moved.clone(), 2, None)],
+        );
+        let stored = record(5, moved.clone(), 2);
+        // The region entered holds an old tombstone: it does not count.
+        let key_region = settle(true, Some(&stored), unsettled.clone());
+        let base = key_region.base.unwrap();
+        assert_eq!((base.version, base.object), (Version(4), old.clone()));
+        assert_eq!(base.recent, vec![(writer(1), Version(4))]);
+        assert_eq!(key_region.drive, vec![write(5, moved.clone(), 2, Some(4))]);
+        // Another region holds the base; its point leader drives v5.
+        let other = settle(false, Some(&stored), unsettled);
+        assert_eq!(other.base.unwrap().version, Version(4));
+        assert!(other.drive.is_empty());
+        // A key no source held committed (an insert in flight): nothing
+        // committed, the insert driven.
+        let mut insert = Unsettled::default();
+        insert.add(None, vec![write(3, old.clone(), 4, None)]);
+        let settled = settle(true, Some(&record(3, old.clone(), 4)), insert);
+        assert_eq!(settled.base, None);
+        assert_eq!(settled.drive, vec![write(3, old.clone(), 4, None)]);
+        // Two sources with pending updates: the older committed version is
+        // the base, every version above it is driven, in order, and a
+        // version only committed further down is driven too, its writer
+        // taken from `recent`.
+        let mut two = Unsettled::default();
+        two.add(
+            Some(&record(6, old.clone(), 1)),
+            vec![write(7, moved.clone(), 2, Some(6))],
+        );
+        two.add(
+            Some(&record(5, old.clone(), 3)),
+            vec![
+                write(6, old.clone(), 1, Some(5)),
+                write(7, moved.clone(), 2, Some(6)),
+            ],
+        );
+        let settled = settle(true, Some(&record(8, moved.clone(), 9)), two);
+        assert_eq!(settled.base.unwrap().version, Version(5));
+        let driven: Vec<(u64, ClientRef)> = settled
+            .drive
+            .iter()
+            .map(|w| (w.version.0, w.client))
+            .collect();
+        assert_eq!(driven, vec![(6, writer(1)), (7, writer(2)), (8, writer(9))]);
     }
 
     #[test]
@@ -549,6 +716,18 @@ mod tests {
         assert_eq!(back, merged);
         assert_eq!(merge_record(Some(&merged), merged.clone()), None);
         assert_eq!(merge_record(None, old.clone()), Some(old));
+        // At one version the live copy wins over a tombstone of a region
+        // the object left, whichever arrives first (simulator seeds 66 and
+        // 78 lost an object to the order of two sources' pages).
+        let left = Record {
+            object: None,
+            recent: Vec::new(),
+            ..new.clone()
+        };
+        let kept = merge_record(Some(&left), new.clone()).unwrap();
+        assert_eq!(kept.object, new.object);
+        let after = merge_record(Some(&new), left).unwrap_or(new.clone());
+        assert_eq!(after.object, new.object);
     }
 
     /// A lost key region rebuilt from the two regions of a replex between
@@ -578,8 +757,11 @@ mod tests {
             recent: vec![(writer(2), Version(5))],
         };
         assert_ne!(here, there);
-        let from_left = rebuild_record(&lost, &key, Some(&left), &[]).unwrap();
-        let from_entered = rebuild_record(&lost, &key, Some(&entered), &[]).unwrap();
+        let committed = |record: &Record| {
+            let entry = rebuild_entry(&lost, &key, Some(record), Vec::new()).unwrap();
+            Record::decode(&entry.committed.unwrap()).unwrap()
+        };
+        let (from_left, from_entered) = (committed(&left), committed(&entered));
         for (first, second) in [(&from_left, &from_entered), (&from_entered, &from_left)] {
             let stored = merge_record(None, first.clone()).unwrap();
             let merged = merge_record(Some(&stored), second.clone()).unwrap_or(stored);
@@ -600,11 +782,11 @@ mod tests {
         }
     }
 
-    fn entry(k: u8) -> TransferEntry {
-        TransferEntry {
+    fn entry(k: u8) -> RebuildEntry {
+        RebuildEntry {
             key: vec![k],
-            version: Version(1),
-            record: Vec::new(),
+            committed: None,
+            pending: Vec::new(),
         }
     }
 

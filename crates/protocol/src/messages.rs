@@ -637,6 +637,37 @@ pub struct TransferEntry {
     pub record: Vec<u8>,
 }
 
+/// One key of a rebuild page: what a source region holds of it, for the
+/// lost region. The target decides from every source's entries which
+/// version the lost region holds committed and which updates it drives
+/// again (`daemon/src/rebuild.rs`, `settle`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RebuildEntry {
+    /// The key's storage bytes (`key_bytes`).
+    pub key: Vec<u8>,
+    /// The source's committed record as the lost region would store it
+    /// (record bytes: the object only when the lost region places it, else
+    /// a tombstone at that version); `None` when the source has none.
+    pub committed: Option<Vec<u8>>,
+    /// The updates of the key the source holds pending, oldest first (only
+    /// from a source whose part comes after the lost region in the chain).
+    pub pending: Vec<PendingWrite>,
+}
+
+/// An update a chain member holds pending (applied, not yet committed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingWrite {
+    pub version: Version,
+    /// The whole object after the update; `None` when it erases the key.
+    pub object: Option<Object>,
+    /// Its writer, for at-most-once.
+    pub client: ClientRef,
+    /// The version the member's region had to hold before applying it
+    /// (the hop's `after`); `None` when the update brings the object into
+    /// that region or the key is new.
+    pub follows: Option<Version>,
+}
+
 /// The rebuild of a lost replex region (`docs/design/replex.md`,
 /// "Rebuild"): the target pulls, page by page, the objects each source
 /// region holds that the lost region places in its cell. A source's state
@@ -654,15 +685,15 @@ pub enum RebuildMsg {
         after: Option<Vec<u8>>,
     },
     /// Source → target: the entries of the page after `after`, in key
-    /// order, each the key's newest version at the source (pending
-    /// updates included) as the lost region stores it; `last` is the last
-    /// key the page read (`None` with `done` on an empty source), and
-    /// `done` says no key follows it.
+    /// order, each what the source holds of a key the lost region has
+    /// business with (committed and pending); `last` is the last key the
+    /// page read (`None` with `done` on an empty source), and `done` says
+    /// no key follows it.
     Page {
         rebuild: u64,
         source: RegionId,
         after: Option<Vec<u8>>,
-        entries: Vec<TransferEntry>,
+        entries: Vec<RebuildEntry>,
         last: Option<Vec<u8>>,
         done: bool,
     },

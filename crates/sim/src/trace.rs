@@ -27,15 +27,22 @@ impl World {
             }) => {
                 let entries: Vec<String> = entries
                     .iter()
-                    .map(|e| match Record::decode(&e.record) {
-                        Ok(r) => format!(
-                            "{:?}@{} {:?} {:?}",
-                            e.key.last(),
-                            e.version.0,
-                            r.object.map(|o| o.values),
-                            r.recent
-                        ),
-                        Err(_) => format!("{:?}@{} (bad record)", e.key.last(), e.version.0),
+                    .map(|e| {
+                        let committed = match e.committed.as_deref().map(Record::decode) {
+                            Some(Ok(r)) => format!(
+                                "v{} {:?} {:?}",
+                                r.version.0,
+                                r.object.map(|o| o.values),
+                                r.recent
+                            ),
+                            Some(Err(_)) => "(bad record)".to_string(),
+                            None => "none".to_string(),
+                        };
+                        let pending: Vec<u64> = e.pending.iter().map(|p| p.version.0).collect();
+                        format!(
+                            "{:?} committed {committed} pending {pending:?}",
+                            e.key.last()
+                        )
                     })
                     .collect();
                 self.trace(|| {

@@ -3,7 +3,9 @@
 //! when the acknowledgement comes back from the tail; unacknowledged
 //! updates are sent again on a timer.
 
-use super::{KeyState, Pending, Phase, ReplicaCore, ReplyTo, StateKey, FUTURE_MAX, REDRIVE_TICKS};
+use super::{
+    KeyState, Pending, Phase, ReplicaCore, ReplyTo, StateKey, FUTURE_MAX, REDRIVE_TICKS, RELAYS_MAX,
+};
 use crate::record::{trim_recent, ReadRecordError, Record};
 use tessera_protocol::{ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite};
 use tessera_storage::Write;
@@ -35,6 +37,15 @@ impl ReplicaCore {
             .collect();
         for (state_key, version) in stale {
             self.continue_pending(&state_key, version);
+        }
+        let relays: Vec<ChainForward> = self
+            .relays
+            .values()
+            .filter(|(_, sent)| tick - sent >= REDRIVE_TICKS)
+            .map(|(forward, _)| forward.clone())
+            .collect();
+        for forward in relays {
+            self.relay(forward);
         }
         self.run_local();
     }
@@ -145,8 +156,19 @@ impl ReplicaCore {
             // (see `core::backfill`).
             let passes_on = backfill && committed == Some(version);
             if committed >= Some(version) && !passes_on {
-                // Committed here, so sent on before: acknowledge again.
-                if pos > 0 {
+                // Committed here, so sent on before: acknowledge again —
+                // unless it is driven again in a later epoch than it was
+                // issued in. The chain after this member may then hold a
+                // region rebuilt from other parts that lacks it (simulator
+                // seed 99001018: an update moving the object into a lost
+                // hybrid region, committed in the region it left, which
+                // acknowledged it at once and left the rebuilt one
+                // without it); it goes on, and is acknowledged upstream
+                // when the rest of the chain acknowledges it.
+                let last = pos + 1 == forward.hops.len();
+                if pos > 0 && !last && forward.epoch > version.epoch() && !backfill {
+                    self.relay(forward);
+                } else if pos > 0 {
                     self.send_ack(&forward, pos);
                 }
                 return;
@@ -283,8 +305,38 @@ impl ReplicaCore {
         self.send(upstream.daemon, ChainMsg::Ack(ack));
     }
 
+    /// Passes on `forward`, an update this member committed, driven again
+    /// in a later epoch (see `apply_forward`); sent again on the redrive
+    /// timer until the successor acknowledges it, then acknowledged
+    /// upstream. A new configuration forgets relays: upstream drives the
+    /// update again along the new chain.
+    fn relay(&mut self, forward: ChainForward) {
+        let pos = forward.position as usize;
+        let state_key = (forward.hops[pos].region, key_bytes(&forward.key));
+        let slot = (state_key, forward.version);
+        if !self.relays.contains_key(&slot) && self.relays.len() >= RELAYS_MAX {
+            return self.send_ack(&forward, pos);
+        }
+        let mut next = forward.clone();
+        next.position = (pos + 1) as u32;
+        next.from = self.me;
+        next.epoch = self.config.epoch;
+        let to = next.hops[pos + 1].daemon;
+        self.relays.insert(slot, (forward, self.tick));
+        self.send(to, ChainMsg::Forward(next));
+    }
+
     fn apply_ack(&mut self, ack: ChainAck) {
         let state_key = (ack.region, key_bytes(&ack.key));
+        let slot = (state_key.clone(), ack.version);
+        if let Some((forward, _)) = self.relays.get(&slot) {
+            let pos = forward.position as usize;
+            if ack.position as usize == pos && forward.hops[pos + 1].daemon == ack.from {
+                let (forward, _) = self.relays.remove(&slot).expect("found above");
+                self.send_ack(&forward, pos);
+            }
+            return;
+        }
         let Some(pending) = self.pending_mut(&state_key, ack.version) else {
             tracing::debug!(version = %ack.version, "acknowledgement for an update not pending here");
             return;

@@ -30,6 +30,7 @@ mod rebuild;
 mod reconfig;
 mod repair;
 
+use crate::rebuild::Unsettled;
 use crate::record::{ReadRecordError, Record};
 use crate::shapes::Shapes;
 pub use backfill::BackfillStep;
@@ -152,6 +153,10 @@ type StateKey = (RegionId, Vec<u8>);
 /// to catch up; beyond it they are dropped (their point leaders resend).
 const FUTURE_MAX: usize = 100_000;
 
+/// At most this many committed updates are relayed at once; beyond it a
+/// member acknowledges them at once, as before relays existed.
+const RELAYS_MAX: usize = 65_536;
+
 pub struct ReplicaCore {
     me: DaemonId,
     /// Where the point leader counts the shapes of the updates it starts
@@ -190,7 +195,15 @@ pub struct ReplicaCore {
     /// repaired only when the next sweep reports the same version again
     /// (see `repair`).
     suspects: HashMap<StateKey, Version>,
+    /// Keys of regions this daemon rebuilds that a source holds an update
+    /// of pending: settled when the region joins (see `rebuild`).
+    rebuilt: BTreeMap<StateKey, Unsettled>,
+    /// Updates driven again in a later epoch that this member had already
+    /// committed, passed on down their chain (see `member::relay`): the
+    /// forward as received and the tick it was last sent on.
+    relays: BTreeMap<(StateKey, Version), (ChainForward, u64)>,
 }
+
 fn outgoing_transfers(me: DaemonId, config: &Configuration) -> HashMap<RegionId, Vec<u64>> {
     let mut out: HashMap<RegionId, Vec<u64>> = HashMap::new();
     for t in config.transfers.iter().filter(|t| t.from == me) {
@@ -221,6 +234,8 @@ impl ReplicaCore {
             refused: HashMap::new(),
             refused_order: VecDeque::new(),
             suspects: HashMap::new(),
+            rebuilt: BTreeMap::new(),
+            relays: BTreeMap::new(),
             tick: 0,
             directory: RegionDirectory::new(&config),
             config,

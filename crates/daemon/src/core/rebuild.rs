@@ -1,13 +1,18 @@
 //! A replex region being rebuilt (see `crate::rebuild`): a source reports
-//! the updates it holds pending in a region; the target stores entries,
-//! keeping per key the newest version and every remembered writer.
+//! what it holds of a region's keys, committed and pending; the target
+//! stores the newest committed record per key, remembers the keys some
+//! source holds an update of pending, and settles them when the region
+//! joins: the base committed, the updates above it driven down the chain
+//! by a rebuilt point leader.
 
-use super::ReplicaCore;
-use crate::rebuild::{merge_record, PendingWrite};
+use super::{Pending, Phase, ReplicaCore, StateKey};
+use crate::chain::sketch_hops;
+use crate::rebuild::{merge_record, settle, PendingWrite, Settled};
 use crate::record::Record;
 use std::collections::BTreeMap;
-use tessera_protocol::TransferEntry;
+use tessera_protocol::{ChainForward, RebuildEntry};
 use tessera_storage::Write;
+use tessera_types::coordinate::key_value;
 use tessera_types::RegionId;
 
 impl ReplicaCore {
@@ -19,11 +24,12 @@ impl ReplicaCore {
             .map(|((_, key), s)| {
                 let writes = s
                     .pending
-                    .iter()
-                    .map(|(version, p)| PendingWrite {
-                        version: *version,
+                    .values()
+                    .map(|p| PendingWrite {
+                        version: p.forward.version,
                         object: p.forward.object.clone(),
                         client: p.forward.client,
+                        follows: p.forward.hops[p.forward.position as usize].after,
                     })
                     .collect();
                 (key.clone(), writes)
@@ -31,11 +37,12 @@ impl ReplicaCore {
             .collect()
     }
 
-    /// An entry of a region this daemon rebuilds: stored with
-    /// [`merge_record`] over what it holds of the key.
-    pub fn on_rebuild_entry(&mut self, region: RegionId, entry: TransferEntry) {
-        let state_key = (region, entry.key.clone());
-        let incoming = match Record::decode(&entry.record) {
+    /// An entry of a region this daemon rebuilds: its committed record is
+    /// stored with [`merge_record`] over what the daemon holds of the key;
+    /// its pending updates wait for the region to join.
+    pub fn on_rebuild_entry(&mut self, region: RegionId, entry: RebuildEntry) {
+        let state_key = (region, entry.key);
+        let committed = match entry.committed.as_deref().map(Record::decode).transpose() {
             Ok(record) => record,
             Err(e) => {
                 // Bytes from a peer: not ours to trust, and not a reason
@@ -44,20 +51,135 @@ impl ReplicaCore {
                 return;
             }
         };
-        let stored = match self.load(&state_key) {
-            Ok(r) => r,
-            Err(e) => return self.fatal("reading a key a rebuild brings", e),
+        if let Some(incoming) = committed.clone() {
+            let stored = match self.load(&state_key) {
+                Ok(r) => r,
+                Err(e) => return self.fatal("reading a key a rebuild brings", e),
+            };
+            if let Some(record) = merge_record(stored.as_ref(), incoming) {
+                if !self.store(&state_key, Some(&record)) {
+                    return;
+                }
+            }
+        }
+        if !entry.pending.is_empty() {
+            self.rebuilt
+                .entry(state_key)
+                .or_default()
+                .add(committed.as_ref(), entry.pending);
+        }
+    }
+
+    /// A rebuild of `region` to this daemon ended or starts over (its
+    /// partial copy is cleared): what it learned of pending updates goes.
+    pub fn forget_rebuild(&mut self, region: RegionId) {
+        self.rebuilt.retain(|(r, _), _| *r != region);
+    }
+
+    /// After a new configuration: settles the keys of every rebuilt region
+    /// this daemon is now a member of ([`settle`]). The base is stored; a
+    /// rebuilt key region's head starts the updates above it down their
+    /// chains as its own pending updates (blocked while a region on the
+    /// way has no daemon).
+    pub(super) fn settle_rebuilt(&mut self) {
+        let config = self.config.clone();
+        let joined: Vec<StateKey> = self
+            .rebuilt
+            .keys()
+            .filter(|(region, _)| {
+                config
+                    .region(*region)
+                    .is_some_and(|(_, _, r)| r.chain.contains(&self.me))
+            })
+            .cloned()
+            .collect();
+        for state_key in joined {
+            let unsettled = self.rebuilt.remove(&state_key).expect("listed above");
+            let Some((space, part, region)) = config.region(state_key.0) else {
+                continue;
+            };
+            let stored = match self.load(&state_key) {
+                Ok(r) => r,
+                Err(e) => return self.fatal("reading a rebuilt key", e),
+            };
+            let Settled { base, drive } = settle(part == 0, stored.as_ref(), unsettled);
+            if !self.store(&state_key, base.as_ref()) {
+                return;
+            }
+            let leads = region.chain.first() == Some(&self.me);
+            let Some(key) = key_value(&state_key.1)
+                .filter(|k| leads && !drive.is_empty() && space.key_region(k).ok() == Some(region))
+            else {
+                continue;
+            };
+            let mut prev = base.map(|r| (r.version, r.object));
+            for write in drive {
+                let (prev_version, old) = match &prev {
+                    Some((v, o)) => (Some(*v), o.as_ref()),
+                    None => (None, None),
+                };
+                let (hops, blocked) = sketch_hops(
+                    space,
+                    &key,
+                    old,
+                    write.object.as_ref(),
+                    prev_version,
+                    self.me,
+                );
+                let forward = ChainForward {
+                    epoch: config.epoch,
+                    from: self.me,
+                    space: space.id,
+                    key: key.clone(),
+                    version: write.version,
+                    hops,
+                    position: 0,
+                    object: write.object.clone(),
+                    client: write.client,
+                };
+                prev = Some((write.version, write.object));
+                if blocked {
+                    // Rechained by the configuration that gives the region
+                    // on its way a daemon again (see `reconfig`).
+                    self.keys
+                        .entry(state_key.clone())
+                        .or_default()
+                        .pending
+                        .insert(
+                            write.version,
+                            Pending {
+                                forward,
+                                replies: Vec::new(),
+                                phase: Phase::Blocked,
+                            },
+                        );
+                } else {
+                    self.apply_forward(forward, Vec::new());
+                }
+            }
+        }
+    }
+
+    /// Writes `record` as the key's record, or deletes the key when
+    /// `None`; false when storage failed (the daemon is poisoned).
+    fn store(&mut self, state_key: &StateKey, record: Option<&Record>) -> bool {
+        let write = match record {
+            Some(record) => Write::Put {
+                region: state_key.0,
+                key: state_key.1.clone(),
+                value: record.encode(),
+            },
+            None => Write::Delete {
+                region: state_key.0,
+                key: state_key.1.clone(),
+            },
         };
-        let Some(record) = merge_record(stored.as_ref(), incoming) else {
-            return;
-        };
-        let write = Write::Put {
-            region,
-            key: entry.key,
-            value: record.encode(),
-        };
-        if let Err(e) = self.engine.apply(vec![write]) {
-            self.fatal("storing a rebuilt record", e);
+        match self.engine.apply(vec![write]) {
+            Ok(()) => true,
+            Err(e) => {
+                self.fatal("storing a rebuilt record", e);
+                false
+            }
         }
     }
 }

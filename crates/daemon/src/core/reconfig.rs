@@ -26,6 +26,7 @@ impl ReplicaCore {
         // then report CMPFAIL for an update that took effect.
         self.refused.clear();
         self.refused_order.clear();
+        self.relays.clear();
         self.outgoing = outgoing_transfers(self.me, &config);
         self.directory = tessera_types::RegionDirectory::new(&config);
         self.config = config;
@@ -47,10 +48,18 @@ impl ReplicaCore {
                     }
                     Err(Unchained::Unavailable(_)) => {
                         // Skipping the region would leave it stale when
-                        // its replica returns: wait for that instead.
+                        // its replica returns: wait for that instead. So
+                        // does an update of a region left without any
+                        // daemon: this daemon, its last one, takes it back
+                        // when it returns (a daemon cut off, then taken
+                        // offline), and no one else drives the update,
+                        // which members after it may hold; a rebuilt
+                        // region after it may even lack it (simulator seed
+                        // 99000434). A region that went to another daemon
+                        // drops it below, in the configuration that says so.
                         let Some((_, sub, region)) = config
                             .region(state_key.0)
-                            .filter(|(_, _, r)| r.chain.contains(&me))
+                            .filter(|(_, _, r)| r.chain.contains(&me) || r.chain.is_empty())
                         else {
                             dropped.push(*version);
                             continue;
@@ -122,6 +131,7 @@ impl ReplicaCore {
             self.continue_pending(&state_key, version);
         }
         self.keys.retain(|_, s| !s.is_idle());
+        self.settle_rebuilt();
         let future = std::mem::take(&mut self.future);
         for msg in future {
             self.handle_chain(msg);

@@ -3,10 +3,10 @@
 //! stores and reports.
 
 use super::{lock, DaemonNode, Out, Output};
-use crate::rebuild::{rebuild_record, Action, LostRegion, PendingWrite};
+use crate::rebuild::{rebuild_entry, Action, LostRegion, PendingWrite};
 use crate::record::Record;
 use std::collections::BTreeMap;
-use tessera_protocol::{CoordRequest, Message, RebuildMsg, TransferEntry};
+use tessera_protocol::{CoordRequest, Message, RebuildEntry, RebuildMsg};
 use tessera_types::{DaemonId, RegionId};
 
 /// A source's view of one key of its region: the committed record (if it
@@ -101,15 +101,10 @@ impl DaemonNode {
             }
         }
         let last = keys.keys().next_back().cloned();
-        let entries: Vec<TransferEntry> = keys
-            .iter()
+        let entries: Vec<RebuildEntry> = keys
+            .into_iter()
             .filter_map(|(key, (committed, pending))| {
-                let record = rebuild_record(&lost, key, committed.as_ref(), pending)?;
-                Some(TransferEntry {
-                    key: key.clone(),
-                    version: record.version,
-                    record: record.encode(),
-                })
+                rebuild_entry(&lost, &key, committed.as_ref(), pending)
             })
             .collect();
         let page = RebuildMsg::Page {
@@ -132,6 +127,9 @@ impl DaemonNode {
                 Action::Clear { rebuild, region } => {
                     if let Err(e) = self.engine().drop_region(region) {
                         return self.poison("clearing a region to rebuild", &e, out);
+                    }
+                    for shard in &self.shards {
+                        lock(shard).forget_rebuild(region);
                     }
                     let more = lock(&self.rebuilds).cleared(rebuild);
                     self.rebuild_actions(more, out);
