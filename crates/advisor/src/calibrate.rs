@@ -13,11 +13,14 @@
 //!   local index entries rewritten over every copy (Eq. 4.5 and Tessera's
 //!   terms, `model.rs`);
 //! - an insert: h · (α_c·copies + δ·entries);
-//! - a search: CR·c_req + examined·β + results·γ;
+//! - a search: CR·c_req + examined·β + results·γ; one that walks a local
+//!   index over a range: CR·c_req + ρ + entries·β_r + results·γ;
 //! - a get: one hop, h (reported, not fitted: the model charges it one
 //!   hop).
 //!
-//! Puts are fitted together for (h, h·α, h·δ), searches for (c_req, β, γ),
+//! Puts are fitted together for (h, h·α, h·δ), searches for (c_req, β, γ,
+//! ρ, β_r) (equality steps pin c_req, β and γ; range steps of two widths
+//! tell ρ from β_r),
 //! both by least squares on relative errors (costs span orders of
 //! magnitude; each row is divided by its measurement), with no parameter
 //! below zero (every subset of the unknowns is tried and the best
@@ -55,8 +58,13 @@ pub enum Measured {
     Search {
         /// Regions contacted, CR.
         regions: f64,
-        /// Objects examined over those regions.
+        /// Objects examined over those regions by a scan or an equality
+        /// walk (β each).
         examined: f64,
+        /// Whether the regions walk a local index over a range (ρ once).
+        range: bool,
+        /// Index entries a range walk reads over those regions (β_r each).
+        range_entries: f64,
         /// Objects returned.
         results: f64,
     },
@@ -80,7 +88,8 @@ impl Measured {
             Measured::Get => "get",
             Measured::Put { .. } => "put",
             Measured::Insert { .. } => "insert",
-            Measured::Search { .. } => "search",
+            Measured::Search { range: false, .. } => "search",
+            Measured::Search { range: true, .. } => "range",
         }
     }
 
@@ -113,11 +122,37 @@ impl Measured {
             Measured::Insert { copies, entries } => {
                 h * (params.alpha_create * copies + params.index_write * entries)
             }
+            Measured::Search { .. } => {
+                let terms = self.search_terms().unwrap_or_default();
+                let per = [
+                    params.request_s,
+                    params.beta_s,
+                    params.result_s,
+                    params.range_search_s,
+                    params.range_entry_s,
+                ];
+                terms.iter().zip(per).map(|(x, c)| x * c).sum()
+            }
+        }
+    }
+
+    /// A search's features, in the order (c_req, β, γ, ρ, β_r).
+    fn search_terms(&self) -> Option<[f64; 5]> {
+        match *self {
             Measured::Search {
                 regions,
                 examined,
+                range,
+                range_entries,
                 results,
-            } => regions * params.request_s + examined * params.beta_s + results * params.result_s,
+            } => Some([
+                regions,
+                examined,
+                results,
+                if range { 1.0 } else { 0.0 },
+                range_entries,
+            ]),
+            _ => None,
         }
     }
 }
@@ -212,22 +247,16 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         _ => kept.push("alpha_create: no insert left a positive cost".into()),
     }
 
-    // Searches: cost = c_req·CR + β·examined + γ·results.
+    // Searches: cost = c_req·CR + β·examined + γ·results + ρ·[range] +
+    // β_r·range entries.
     let searches: Vec<(Vec<f64>, f64)> = usable
         .iter()
-        .filter_map(|m| match m.kind {
-            Measured::Search {
-                regions,
-                examined,
-                results,
-            } => Some((vec![regions, examined, results], m.cost_s)),
-            _ => None,
-        })
+        .filter_map(|m| Some((m.kind.search_terms()?.to_vec(), m.cost_s)))
         .collect();
     if searches.is_empty() {
         return Err(FitError::Missing("search"));
     }
-    let c = relative_nnls(&searches, 3);
+    let c = relative_nnls(&searches, 5);
     if c[0] > 0.0 {
         params.request_s = c[0];
     } else {
@@ -243,6 +272,18 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     } else {
         kept.push("result_s: no search returned an object".into());
     }
+    // ρ and β_r are told apart only by range walks of different lengths.
+    let lengths: Vec<f64> = searches
+        .iter()
+        .filter(|(x, _)| x[3] > 0.0)
+        .map(|(x, _)| x[4])
+        .collect();
+    if lengths.iter().any(|&l| l != lengths[0]) {
+        params.range_search_s = c[3];
+        params.range_entry_s = c[4];
+    } else {
+        kept.push("range_search_s, range_entry_s: no two range walks of different lengths".into());
+    }
 
     let points: Vec<FitPoint> = usable
         .iter()
@@ -253,7 +294,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
             fitted_s: m.kind.predicted_s(&params),
         })
         .collect();
-    let quality = ["get", "put", "insert", "search"]
+    let quality = ["get", "put", "insert", "search", "range"]
         .into_iter()
         .filter_map(|group| {
             let pairs: Vec<(f64, f64)> = points
@@ -400,6 +441,7 @@ mod tests {
             truth.alpha_create,
         );
         let (c_req, beta, gamma) = (truth.request_s, truth.beta_s, truth.result_s);
+        let (rho, beta_r) = (truth.range_search_s, truth.range_entry_s);
         let mut rng = Noise(42);
         let mut out = Vec::new();
         let mut push = |step: String, kind: Measured, cost: f64, rng: &mut Noise| {
@@ -484,10 +526,28 @@ mod tests {
             let kind = Measured::Search {
                 regions,
                 examined,
+                range: false,
+                range_entries: 0.0,
                 results,
             };
             let cost = regions * c_req + examined * beta + results * gamma;
             push(step.to_string(), kind, cost, &mut rng);
+        }
+        // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
+        // tenths of an interval: 1 + φ(r − 1) regions, φ·O entries walked
+        // and returned.
+        for share in [0.2, 0.9] {
+            let phi = share / r;
+            let (regions, entries) = (1.0 + phi * (r - 1.0), phi * objects);
+            let kind = Measured::Search {
+                regions,
+                examined: 0.0,
+                range: true,
+                range_entries: entries,
+                results: entries,
+            };
+            let cost = regions * c_req + rho + entries * (beta_r + gamma);
+            push(format!("range {share}"), kind, cost, &mut rng);
         }
         out
     }
@@ -512,6 +572,8 @@ mod tests {
             request_s: 4e-5,
             beta_s: 2e-7,
             result_s: 1.5e-6,
+            range_search_s: 3e-5,
+            range_entry_s: 9e-7,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -524,6 +586,8 @@ mod tests {
         near("c_req", p.request_s, 4e-5, 1e-9);
         near("beta", p.beta_s, 2e-7, 1e-9);
         near("gamma", p.result_s, 1.5e-6, 1e-9);
+        near("rho", p.range_search_s, 3e-5, 1e-9);
+        near("beta_r", p.range_entry_s, 9e-7, 1e-9);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
             if q.op != "get" {
@@ -546,6 +610,8 @@ mod tests {
             request_s: 8e-5,
             beta_s: 1e-7,
             result_s: 2e-6,
+            range_search_s: 6e-5,
+            range_entry_s: 1.5e-6,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.03);
@@ -560,6 +626,10 @@ mod tests {
         // moves them most.
         near("delta", p.index_write, 0.3, 0.5);
         near("gamma", p.result_s, 2e-6, 0.5);
+        // β_r stands beside γ in every range step: fitted together, each
+        // alone moves with γ's error.
+        near("rho", p.range_search_s, 6e-5, 0.5);
+        near("beta_r + gamma", p.range_entry_s + p.result_s, 3.5e-6, 0.1);
         for q in &fit.quality {
             assert!(q.rel_rms < 0.06, "{q:?}");
         }
@@ -586,6 +656,8 @@ mod tests {
                 kind: Measured::Search {
                     regions: 8.0,
                     examined: 0.0,
+                    range: false,
+                    range_entries: 0.0,
                     results: 0.0,
                 },
                 cost_s: 8e-4,
@@ -596,7 +668,8 @@ mod tests {
         near("c_req", fit.params.request_s, 1e-4, 1e-9);
         assert_eq!(fit.params.alpha, defaults.alpha);
         assert_eq!(fit.params.beta_s, defaults.beta_s);
-        assert_eq!(fit.kept.len(), 5, "{:?}", fit.kept);
+        assert_eq!(fit.params.range_entry_s, defaults.range_entry_s);
+        assert_eq!(fit.kept.len(), 6, "{:?}", fit.kept);
         assert_eq!(
             super::fit(&m[1..], &defaults),
             Err(FitError::Missing("put"))

@@ -11,6 +11,7 @@
 //! | grid | R^(1/\|S\|) intervals per dimension | `grid_for_partitions`' real counts |
 //! | a contacted region | scanned whole | walks a usable local index: reads matches only |
 //! | per region, per result | – | c_req, γ |
+//! | a range walk | – | ρ per search, β_r per entry read |
 //! | ranges | do not narrow | meet 1 + φ(n − 1) of n intervals on ordered axes |
 //! | a modify of S's attributes | always moves the object | moves it with probability 1 − Π 1/n_j |
 //! | local index entries | – | δ per changed entry per copy |
@@ -241,7 +242,8 @@ impl<'a> Context<'a> {
     }
 
     /// Tessera's search cost: CR·c_req + examined·β + results·γ on the
-    /// planned subspace, or through a global index when that is cheaper.
+    /// planned subspace (a range walk: + ρ, and β_r per entry instead of
+    /// β), or through a global index when that is cheaper.
     fn search_s(&self, search: &Search) -> f64 {
         let (i, met) = self.planned_part(search);
         let part = &self.parts[i];
@@ -271,12 +273,19 @@ impl<'a> Context<'a> {
                     Some(best.map_or(s, |b| b.min(s)))
                 })
         };
-        let share = walk(SearchOp::Eq)
-            .or_else(|| walk(SearchOp::Range))
-            .unwrap_or(1.0);
-        let results_s = self.results(search) * self.params.result_s;
-        let subspace_s =
-            met * self.params.request_s + in_regions * share * self.params.beta_s + results_s;
+        // A range walk reads its entries at β_r each and pays ρ once per
+        // search (calibrated on range steps of their own); an equality
+        // walk and a scan read theirs at β.
+        let p = self.params;
+        let (share, per_entry_s, walk_s) = match walk(SearchOp::Eq) {
+            Some(share) => (share, p.beta_s, 0.0),
+            None => match walk(SearchOp::Range) {
+                Some(share) => (share, p.range_entry_s, p.range_search_s),
+                None => (1.0, p.beta_s, 0.0),
+            },
+        };
+        let results_s = self.results(search) * p.result_s;
+        let subspace_s = met * p.request_s + in_regions * share * per_entry_s + walk_s + results_s;
         self.global_plans_s(search)
             .map(|g| g + results_s)
             .fold(subspace_s, f64::min)
@@ -571,5 +580,43 @@ mod tests {
         let want = params.request_s + params.beta_s + params.hop_s() + params.result_s;
         assert!((with.class_costs_s[0] - want).abs() < 1e-12);
         assert!(with.ops_per_s > none.ops_per_s);
+    }
+
+    #[test]
+    fn a_range_walk_costs_rho_and_beta_r_where_equality_costs_beta() {
+        // ⟨price⟩ over 256 intervals, φ = 0.1: 26.5 regions met, φ·O =
+        // 25,600 entries walked and returned.
+        let w = hotels(r#"{"p": 1, "search": {"price": "range"}, "range_fraction": 0.1}"#);
+        let params = Params {
+            range_search_s: 5e-5,
+            range_entry_s: 7e-7,
+            ..Params::default()
+        };
+        let layout = Layout::of_subspaces(vec![vec![5]]);
+        let got = predict(Model::Tessera, &w, &layout, &params).class_costs_s[0];
+        let entries = 0.1 * 256_000.0;
+        let want = 26.5 * params.request_s + entries * 7e-7 + 5e-5 + entries * params.result_s;
+        assert!((got - want).abs() < 1e-9 * want, "{got} vs {want}");
+        // Equality keeps β and no ρ, even with the range beside it: the
+        // walk reads the equality's entries (`choose_access`).
+        let w = parse_workload(
+            r#"{"space": "space hotels key id attributes city, addr, post, tel, int price create 256 partitions tolerate 1 failure",
+                "objects": 256000, "distinct": {"city": 100},
+                "classes": [{"p": 1, "search": {"price": "range", "city": "eq"}, "range_fraction": 0.1}]}"#,
+            None,
+        )
+        .expect("valid workload");
+        let layout = Layout::new(vec![vec![5]], vec![C], vec![], false);
+        let got = predict(Model::Tessera, &w, &layout, &params).class_costs_s[0];
+        // The city entries of the 26.5 met regions: 1/100 of their
+        // objects (26.5 · 1000), 1/100 · 0.1 of all objects returned.
+        let walked = 26.5 * 1000.0 / 100.0;
+        let results = 256_000.0 * 0.01 * 0.1;
+        let want = 26.5 * params.request_s + walked * params.beta_s + results * params.result_s;
+        assert!((got - want).abs() < 1e-9 * want, "{got} vs {want}");
+        // The thesis's model knows no range term.
+        let w = hotels(r#"{"p": 1, "search": {"price": "range"}}"#);
+        let thesis = predict(Model::Thesis, &w, &layout, &params).class_costs_s[0];
+        assert!((thesis - 256_000.0 * params.beta_s).abs() < 1e-12);
     }
 }

@@ -3,7 +3,7 @@
 //! The three constants of the thesis (β, T_max, α) default to the values
 //! it measured on its own cluster; every other constant is Tessera's and
 //! defaults to a guess. `tessera calibrate` fits β, T_max, α, α_c, c_req,
-//! γ and δ on a running cluster ([`crate::calibrate`]) and stores them in
+//! γ, δ, ρ and β_r on a running cluster ([`crate::calibrate`]) and stores them in
 //! its configuration ([`AdvisorCalibration`]); [`Params::calibrated`]
 //! applies them. Without them predictions rank layouts by the shape of
 //! their costs, and their absolute ops/s are only indicative.
@@ -44,6 +44,15 @@ pub struct Params {
     /// attribute an update changes (entries share the object's batch, so
     /// it is small). Default 0.1, a guess.
     pub index_write: f64,
+    /// ρ: seconds of cluster work per search whose regions walk a local
+    /// index over a range, on top of c_req per region (a range walk opens
+    /// an ordered scan of the index where equality reads one key's
+    /// entries). Default 0, which prices a range walk as an equality one.
+    pub range_search_s: f64,
+    /// β_r: seconds of cluster work per index entry a range walk reads
+    /// (β is per object an equality walk or a scan reads). Default: the
+    /// thesis's β.
+    pub range_entry_s: f64,
     /// The cost of one global index entry insert on one indexlet replica,
     /// relative to an overwrite hop (SLIK: an entry insert is a durable
     /// write). Default 1.
@@ -78,6 +87,8 @@ impl Default for Params {
             request_s: 1.0 / t_max,
             result_s: 2.2e-6,
             index_write: 0.1,
+            range_search_s: 0.0,
+            range_entry_s: 3.31e-7,
             global_index_hop: 1.0,
             object_bytes: 256.0,
             index_entry_bytes: 48.0,
@@ -96,7 +107,8 @@ impl Params {
     }
 
     /// These parameters with the ones a calibration measured (and its
-    /// daemon count) replacing them.
+    /// daemon count) replacing them; a version-1 calibration measured no
+    /// range walk, so ρ and β_r keep their values here.
     pub fn calibrated(&self, c: &AdvisorCalibration) -> Params {
         Params {
             beta_s: c.beta_s,
@@ -106,6 +118,8 @@ impl Params {
             request_s: c.request_s,
             result_s: c.result_s,
             index_write: c.index_write,
+            range_search_s: c.range_search_s.unwrap_or(self.range_search_s),
+            range_entry_s: c.range_entry_s.unwrap_or(self.range_entry_s),
             daemons: c.daemons,
             ..self.clone()
         }
@@ -128,6 +142,8 @@ impl Params {
             request_s: self.request_s,
             result_s: self.result_s,
             index_write: self.index_write,
+            range_search_s: Some(self.range_search_s),
+            range_entry_s: Some(self.range_entry_s),
             daemons,
             epoch,
             fits,
@@ -149,6 +165,8 @@ mod tests {
             request_s: 7e-5,
             result_s: 3e-6,
             index_write: 0.25,
+            range_search_s: 3e-5,
+            range_entry_s: 9e-7,
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, vec![]);
@@ -161,5 +179,25 @@ mod tests {
                 ..measured
             }
         );
+    }
+
+    #[test]
+    fn a_version_1_calibration_keeps_the_range_defaults() {
+        let mut stored = Params {
+            t_max_ops_per_s: 15_000.0,
+            range_search_s: 3e-5,
+            range_entry_s: 9e-7,
+            ..Params::default()
+        }
+        .calibration(3, 9, vec![]);
+        stored.version = tessera_types::calibration::ADVISOR_CALIBRATION_VERSION_1;
+        stored.range_search_s = None;
+        stored.range_entry_s = None;
+        assert_eq!(stored.validate(), Ok(()));
+        let defaults = Params::default();
+        let back = defaults.calibrated(&stored);
+        assert_eq!(back.t_max_ops_per_s, 15_000.0);
+        assert_eq!(back.range_search_s, defaults.range_search_s);
+        assert_eq!(back.range_entry_s, defaults.range_entry_s);
     }
 }

@@ -102,6 +102,58 @@ pub fn agreement(predicted: &[f64], measured: &[f64]) -> Option<Agreement> {
     })
 }
 
+/// The median of repeated measurements and their spread.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// The middle value (the mean of the two middle ones for an even
+    /// count).
+    pub median: f64,
+    /// The smallest value.
+    pub min: f64,
+    /// The largest value.
+    pub max: f64,
+}
+
+impl Spread {
+    /// (max − min) / median: how far apart the runs were, relative.
+    pub fn relative(&self) -> f64 {
+        (self.max - self.min) / self.median
+    }
+}
+
+/// The median, minimum and maximum of `values`; `None` when empty or when
+/// one is NaN.
+pub fn spread(values: &[f64]) -> Option<Spread> {
+    if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    Some(Spread {
+        median,
+        min: sorted[0],
+        max: sorted[n - 1],
+    })
+}
+
+/// The position in `values` of the one that is the median (for an even
+/// count the lower of the two middle ones), the first such position among
+/// equals; `None` when empty or when one is NaN.
+pub fn median_position(values: &[f64]) -> Option<usize> {
+    if values.iter().any(|v| v.is_nan()) {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&i, &j| values[i].total_cmp(&values[j]).then(i.cmp(&j)));
+    order.get(values.len().saturating_sub(1) / 2).copied()
+}
+
 /// (predicted − measured) / measured.
 pub fn relative_error(predicted: f64, measured: f64) -> f64 {
     (predicted - measured) / measured
@@ -282,5 +334,77 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// Every vector of length 1 to 5 over the values 0..4, checked against
+    /// definitions that do not sort: the median is the value with at most
+    /// ⌊(n − 1)/2⌋ values strictly on either side (odd n), or the mean of
+    /// the smallest values v with at least n/2 and n/2 + 1 values ≤ v
+    /// (even n).
+    #[test]
+    fn spread_against_brute_force_over_small_vectors() {
+        fn vectors(len: usize) -> Vec<Vec<f64>> {
+            (0..4usize.pow(len as u32))
+                .map(|mut code| {
+                    (0..len)
+                        .map(|_| {
+                            let v = (code % 4) as f64;
+                            code /= 4;
+                            v
+                        })
+                        .collect()
+                })
+                .collect()
+        }
+        let below = |xs: &[f64], v: f64| xs.iter().filter(|&&x| x < v).count();
+        let above = |xs: &[f64], v: f64| xs.iter().filter(|&&x| x > v).count();
+        let at_most = |xs: &[f64], v: f64| xs.iter().filter(|&&x| x <= v).count();
+        let mut checked = 0;
+        for len in 1..=5 {
+            for xs in vectors(len) {
+                let got = spread(&xs).expect("not empty");
+                let want = if len % 2 == 1 {
+                    let k = (len - 1) / 2;
+                    let middles: Vec<f64> = xs
+                        .iter()
+                        .copied()
+                        .filter(|&v| below(&xs, v) <= k && above(&xs, v) <= k)
+                        .collect();
+                    assert!(middles.iter().all(|&m| m == middles[0]), "{xs:?}");
+                    middles[0]
+                } else {
+                    let smallest_with = |count: usize| {
+                        xs.iter()
+                            .copied()
+                            .filter(|&v| at_most(&xs, v) >= count)
+                            .fold(f64::INFINITY, f64::min)
+                    };
+                    (smallest_with(len / 2) + smallest_with(len / 2 + 1)) / 2.0
+                };
+                assert_eq!(got.median, want, "median of {xs:?}");
+                assert!(xs.iter().all(|&x| got.min <= x && x <= got.max), "{xs:?}");
+                assert!(xs.contains(&got.min) && xs.contains(&got.max), "{xs:?}");
+                // The median's position names a value equal to the median
+                // for odd counts, and the lower middle for even ones.
+                let i = median_position(&xs).expect("not empty");
+                let lower_middle = if len % 2 == 1 {
+                    want
+                } else {
+                    xs.iter()
+                        .copied()
+                        .filter(|&v| at_most(&xs, v) >= len / 2)
+                        .fold(f64::INFINITY, f64::min)
+                };
+                assert_eq!(xs[i], lower_middle, "position {i} in {xs:?}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 4 + 16 + 64 + 256 + 1024);
+        assert_eq!(spread(&[]), None);
+        assert_eq!(spread(&[1.0, f64::NAN]), None);
+        assert_eq!(median_position(&[]), None);
+        // Runs of 900, 1000, 1200 ops/s: median 1000, spread 30 %.
+        let s = spread(&[1200.0, 900.0, 1000.0]).unwrap();
+        assert!(close(s.relative(), 0.3), "{s:?}");
     }
 }

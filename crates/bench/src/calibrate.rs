@@ -1,5 +1,6 @@
 //! The measurements of `tessera calibrate`: short closed-loop runs of gets,
-//! puts, inserts and searches on scratch spaces of known layouts, each
+//! puts, inserts, equality searches and int-range searches on scratch
+//! spaces of known layouts, each
 //! reduced to seconds of cluster work per operation and described in the
 //! advisor model's terms ([`tessera_advisor::calibrate::Measured`]). The
 //! fit itself is pure and lives in the advisor.
@@ -10,6 +11,7 @@
 //! operation budget; loading by [`LOAD_LIMIT`].
 
 use crate::driver::{run_phase, BoxFuture, Load, Outcome, PhaseResult, Store};
+use crate::global_index::mix as hash;
 use crate::scenarios::{wait_space, FnSource};
 use crate::workload::Op;
 use anyhow::Context;
@@ -35,6 +37,34 @@ pub(crate) const LOAD_ERRORS_MAX: u64 = 20;
 const D_VALUES: u64 = 4;
 /// Objects per distinct value of `a`, `b` and `c`.
 const MATCHES: u64 = 10;
+/// The widths of the range steps on `e`, as shares of one interval of its
+/// subspace: two lengths of walk, so that the per-entry cost of a range
+/// walk and its per-search cost can be told apart; both below one
+/// interval, so that every region met walks its index (a region the range
+/// covers whole would be scanned instead, `choose_access`).
+const RANGE_SHARES: [f64; 2] = [0.2, 0.9];
+/// The salt of `e`'s values (`hash(n, E_SALT)`), spread over the whole
+/// axis.
+const E_SALT: usize = 5;
+
+/// The int whose coordinate is `c` (`types::coordinate::int_coordinate`
+/// inverted): ints keep their order in coordinates, so a value spread over
+/// the coordinate axis is spread over the regions of an int dimension.
+pub(crate) fn int_at(c: u64) -> i64 {
+    (c ^ (1 << 63)) as i64
+}
+
+/// The bounds `[low, high)` of a range over a `fraction` of an int axis,
+/// placed by `draw` anywhere on it.
+pub(crate) fn int_range(fraction: f64, draw: u64) -> (PredOp, PredOp) {
+    let width = (fraction.clamp(0.0, 1.0) * u64::MAX as f64) as u64;
+    let room = u64::MAX - width;
+    let low = if room == 0 { 0 } else { draw % room };
+    (
+        PredOp::Ge(Value::Int(int_at(low))),
+        PredOp::Lt(Value::Int(int_at(low + width))),
+    )
+}
 
 /// The shape of a calibration run.
 #[derive(Clone, Debug)]
@@ -103,6 +133,9 @@ enum Action {
     /// Equality on one attribute (`Op::SearchEq`): a `recno` below zero
     /// asks for a value no object has.
     Search(&'static str),
+    /// A range over this fraction of `e`'s axis (`Op::SearchEq`, whose
+    /// `recno` places it).
+    Range(f64),
 }
 
 /// The store every step runs through: one space, one action; it adds up
@@ -131,7 +164,11 @@ impl CalStore {
         match (&self.action, op) {
             (Action::Insert, Op::Insert { key, recno, .. }) => {
                 let n = *recno as u64;
-                let attrs = ["a", "b", "c", "d"].map(|a| (a, attr_value(a, n, self.values)));
+                let e = Value::Int(int_at(hash(n, E_SALT)));
+                let attrs = ["a", "b", "c", "d"]
+                    .map(|a| (a, attr_value(a, n, self.values)))
+                    .into_iter()
+                    .chain([("e", e)]);
                 self.client
                     .put(&self.space, Value::str(key), attrs)
                     .await?
@@ -159,21 +196,32 @@ impl CalStore {
                 } else {
                     attr_value(attr, *recno as u64, self.values)
                 };
-                let found = self
-                    .client
-                    .search(&self.space, [(*attr, PredOp::Eq(value))])
-                    .await?;
-                self.results
-                    .fetch_add(found.len() as u64, Ordering::Relaxed);
-                self.searches.fetch_add(1, Ordering::Relaxed);
-                Ok(if found.is_empty() {
-                    Outcome::NotFound
-                } else {
-                    Outcome::Ok
-                })
+                self.search([(*attr, PredOp::Eq(value))]).await
+            }
+            (Action::Range(fraction), Op::SearchEq { recno }) => {
+                let (low, high) = int_range(*fraction, hash(*recno as u64, E_SALT));
+                self.search([("e", low), ("e", high)]).await
             }
             (action, op) => anyhow::bail!("{action:?} cannot run {}", op.kind()),
         }
+    }
+}
+
+impl CalStore {
+    /// Runs one search and adds up what it returned.
+    async fn search<const N: usize>(
+        &self,
+        predicates: [(&str, PredOp); N],
+    ) -> anyhow::Result<Outcome> {
+        let found = self.client.search(&self.space, predicates).await?;
+        self.results
+            .fetch_add(found.len() as u64, Ordering::Relaxed);
+        self.searches.fetch_add(1, Ordering::Relaxed);
+        Ok(if found.is_empty() {
+            Outcome::NotFound
+        } else {
+            Outcome::Ok
+        })
     }
 }
 
@@ -196,7 +244,7 @@ struct Scratch {
     name: String,
     /// K = f + 1.
     copies: f64,
-    /// Subspaces a and b and an index on c, or the key subspace only.
+    /// Subspaces a, b and e and an index on c, or the key subspace only.
     subspaces: bool,
 }
 
@@ -204,11 +252,11 @@ impl Scratch {
     fn description(&self, partitions: u32) -> String {
         let f = self.copies as u32 - 1;
         format!(
-            "space {} key k attributes string a, string b, string c, string d {} \
+            "space {} key k attributes string a, string b, string c, string d, int e {} \
              create {partitions} partitions tolerate {f} {}",
             self.name,
             if self.subspaces {
-                "subspace a subspace b index c"
+                "subspace a subspace b subspace e index c"
             } else {
                 ""
             },
@@ -219,16 +267,16 @@ impl Scratch {
     /// Parts, the key subspace included.
     fn parts(&self) -> f64 {
         if self.subspaces {
-            3.0
+            4.0
         } else {
             1.0
         }
     }
 
-    /// Indexed attributes: a, b (subspaces) and c (index).
+    /// Indexed attributes: a, b, e (subspaces) and c (index).
     fn indexed(&self) -> f64 {
         if self.subspaces {
-            3.0
+            4.0
         } else {
             0.0
         }
@@ -244,6 +292,23 @@ pub(crate) async fn existing_scratch(admin: &Admin, prefix: &str) -> anyhow::Res
         .into_iter()
         .filter(|s| s.starts_with(prefix))
         .collect())
+}
+
+/// Creates the scratch space `name` from `description`. A request retried
+/// after its first attempt went through (a busy machine, a coordinator
+/// that answered late) finds the space: no other run can own it, the
+/// prefix was free when this run began, so it is this run's.
+pub(crate) async fn add_scratch(
+    admin: &Admin,
+    name: &str,
+    description: &str,
+) -> anyhow::Result<()> {
+    if let Err(e) = admin.add_space(description).await {
+        if !admin.list_spaces().await?.iter().any(|s| s == name) {
+            return Err(e).with_context(|| format!("creating {description:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// Measures the cluster behind `admin` and `client`: see the module docs.
@@ -332,10 +397,7 @@ async fn measure_on(
     let mut searched_objects = 0;
     for (i, space) in scratch.iter().enumerate() {
         let description = space.description(options.partitions);
-        admin
-            .add_space(&description)
-            .await
-            .with_context(|| format!("creating {description:?}"))?;
+        add_scratch(admin, &space.name, &description).await?;
         created.push(space.name.clone());
         wait_space(client, &space.name).await?;
         let objects = if i == 0 {
@@ -417,16 +479,23 @@ async fn measure_on(
                 done > 0 && phase.seconds > 0.0,
                 "{label}: no operation completed in {limit:?}"
             );
-            // A search's result count is what it returned on average.
+            // A search's result count is what it returned on average; a
+            // range walk reads exactly the entries it returns.
             let kind = match kind {
                 Measured::Search {
-                    regions, examined, ..
+                    regions,
+                    examined,
+                    range,
+                    ..
                 } => {
                     let n = store.searches.load(Ordering::Relaxed).max(1);
+                    let results = store.results.load(Ordering::Relaxed) as f64 / n as f64;
                     Measured::Search {
                         regions,
                         examined,
-                        results: store.results.load(Ordering::Relaxed) as f64 / n as f64,
+                        range,
+                        range_entries: if range { results } else { 0.0 },
+                        results,
                     }
                 }
                 kind => kind,
@@ -464,6 +533,8 @@ async fn measure_on(
                 let kind = Measured::Search {
                     regions,
                     examined,
+                    range: false,
+                    range_entries: 0.0,
                     results: 0.0,
                 };
                 let source = Box::new(move |_: u64, rng: &mut rand::rngs::StdRng| {
@@ -473,6 +544,23 @@ async fn measure_on(
                     }
                 });
                 steps.push(run(label, Action::Search(attr), kind, source).await?);
+            }
+            // Ranges on e, whose subspace has one-dimensional regions: a
+            // range of φ meets 1 + φ(n − 1) of them.
+            for share in RANGE_SHARES {
+                let fraction = share / intervals;
+                let label = format!("search e range {fraction:.4} on {name}");
+                let kind = Measured::Search {
+                    regions: 1.0 + fraction * (intervals - 1.0),
+                    examined: 0.0,
+                    range: true,
+                    range_entries: 0.0,
+                    results: 0.0,
+                };
+                let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                    recno: rng.gen_range(0..i64::MAX / 2),
+                });
+                steps.push(run(label, Action::Range(fraction), kind, source).await?);
             }
         }
         if !space.subspaces {

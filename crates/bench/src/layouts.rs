@@ -6,7 +6,11 @@
 //! the workload's mix in a closed loop for a fixed time. Beside each
 //! layout's predicted throughput goes the measured one; the pure
 //! comparison (mean error, Kendall τ-b, rank of the predicted best) is
-//! `tessera_advisor::agreement`.
+//! `tessera_advisor::agreement`. Each layout is measured `runs` times,
+//! interleaved (every layout once, then every layout again), so that a
+//! slow minute of a shared machine falls on every layout alike; the
+//! comparison uses each layout's median, and the spread (min–max) says how
+//! far apart its runs were.
 //!
 //! Data, as the model assumes it: attribute `a` of object `n` is value
 //! number `hash(n, a) mod d_a` (`global_index::mix`), where `d_a` is the workload's distinct
@@ -26,7 +30,9 @@
 //! the one it created however it ends. Each run is bounded by `seconds`
 //! and each load by [`LOAD_LIMIT`].
 
-use crate::calibrate::{existing_scratch, LOAD_ERRORS_MAX, LOAD_LIMIT, STEP_ERRORS_MAX};
+use crate::calibrate::{
+    add_scratch, existing_scratch, int_at, int_range, LOAD_ERRORS_MAX, LOAD_LIMIT, STEP_ERRORS_MAX,
+};
 use crate::driver::{run_phase, BoxFuture, Load, Outcome, PhaseResult, Store};
 use crate::global_index::mix as hash;
 use crate::scenarios::{wait_space, FnSource};
@@ -37,6 +43,7 @@ use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tessera_advisor::validate::{median_position, spread, Spread};
 use tessera_advisor::workload::{ClassKind, SearchOp};
 use tessera_advisor::{
     advise, agreement, parse_workload, sampled_layouts, space_ref, Agreement, Heuristic, Layout,
@@ -49,6 +56,8 @@ use tessera_types::DataType;
 pub const SCRATCH_PREFIX: &str = "tessera_layouts_";
 /// Classes an operation can name (its class travels in 8 bits).
 const CLASSES_MAX: usize = 256;
+/// At most this many runs per layout.
+pub const RUNS_MAX: usize = 100;
 
 /// The shape of a validation run.
 #[derive(Clone, Debug)]
@@ -62,6 +71,8 @@ pub struct LayoutsOptions {
     pub objects: Option<u64>,
     /// Operations in flight.
     pub workers: usize,
+    /// Times each layout is measured, interleaved.
+    pub runs: usize,
 }
 
 /// One layout, measured.
@@ -73,15 +84,31 @@ pub struct LayoutRun {
     pub description: String,
     /// Objects loaded before the mix ran.
     pub loaded: u64,
-    /// The mix's phase, as the driver reports it.
+    /// The phase of the median run, as the driver reports it.
     pub phase: PhaseResult,
-    /// Operations that failed (at most 1 in [`STEP_ERRORS_MAX`]).
+    /// Operations that failed over every run (at most 1 in
+    /// [`STEP_ERRORS_MAX`] in each).
     pub errors: u64,
-    /// Operations that succeeded per second.
+    /// Operations over every run.
+    pub operations: u64,
+    /// Seconds the mix ran over every run.
+    pub seconds: f64,
+    /// Operations that succeeded per second, the median over the runs.
     pub measured_ops_per_s: f64,
-    /// The configuration's epoch moved while the mix ran (a daemon taken
-    /// offline or back): the measurement is suspect.
-    pub disturbed: bool,
+    /// Each run's operations that succeeded per second, in the order run.
+    pub runs_ops_per_s: Vec<f64>,
+    /// The runs' median, minimum and maximum.
+    pub spread: Spread,
+    /// Runs during which the configuration's epoch moved (a daemon taken
+    /// offline or back): their measurements are suspect.
+    pub disturbed_runs: usize,
+}
+
+impl LayoutRun {
+    /// Whether any of its runs was disturbed.
+    pub fn disturbed(&self) -> bool {
+        self.disturbed_runs > 0
+    }
 }
 
 /// A whole validation run.
@@ -97,6 +124,8 @@ pub struct LayoutsReport {
     pub seconds: f64,
     /// Operations in flight.
     pub workers: usize,
+    /// Times each layout was measured.
+    pub runs_per_layout: usize,
     /// Every measured layout, in the order measured.
     pub runs: Vec<LayoutRun>,
     /// Predictions against measurements.
@@ -122,12 +151,6 @@ impl Attr {
             Value::str(&format!("{}{j}", self.name))
         }
     }
-}
-
-/// The int whose coordinate is `c` (`types::coordinate::int_coordinate`
-/// inverted).
-fn int_at(c: u64) -> i64 {
-    (c ^ (1 << 63)) as i64
 }
 
 /// What one class does, ready to run.
@@ -325,14 +348,9 @@ impl MixStore {
                         ));
                     } else {
                         // A fraction of the axis, anywhere on it.
-                        let width = (fraction * u64::MAX as f64) as u64;
-                        let room = u64::MAX - width;
-                        let low = if room == 0 { 0 } else { draw % room };
-                        predicates.push((attr.name.as_str(), PredOp::Ge(Value::Int(int_at(low)))));
-                        predicates.push((
-                            attr.name.as_str(),
-                            PredOp::Lt(Value::Int(int_at(low + width))),
-                        ));
+                        let (low, high) = int_range(fraction, draw);
+                        predicates.push((attr.name.as_str(), low));
+                        predicates.push((attr.name.as_str(), high));
                     }
                 }
                 let found = self.client.search(&self.space, predicates).await?;
@@ -375,6 +393,10 @@ pub async fn run(
         "--seconds must be above 0 and at most 600"
     );
     anyhow::ensure!(options.top > 0, "--layouts must be at least 1");
+    anyhow::ensure!(
+        (1..=RUNS_MAX).contains(&options.runs),
+        "--runs must be 1 to {RUNS_MAX}"
+    );
     let config = admin.config().await?;
     let given = match space_ref(text)? {
         SpaceRef::Name(name) => Some(
@@ -416,58 +438,64 @@ pub async fn run(
         );
     }
     progress(&format!(
-        "{} layouts, {} objects each, {} s each; parameters: {}",
+        "{} layouts, {} objects each, {} s each, {} run(s) each; parameters: {}",
         sampled.len(),
         workload.objects,
         options.seconds,
+        options.runs,
         if calibrated {
             "the cluster's calibrated ones"
         } else {
             "the defaults (the cluster is not calibrated: run `tessera calibrate`)"
         }
     ));
-    let mut runs = Vec::new();
-    for (i, s) in sampled.into_iter().enumerate() {
-        let name = format!("{SCRATCH_PREFIX}{i}");
-        let mut created = false;
-        let outcome = measure(
-            admin,
-            client,
-            &workload,
-            &mix,
-            &s.layout,
-            &name,
-            &mut created,
-            options,
-            progress,
-        )
-        .await;
-        let cleanup = if created {
-            admin
-                .rm_space(&name)
-                .await
-                .with_context(|| format!("removing the scratch space {name}"))
-        } else {
-            Ok(())
-        };
-        let m = outcome?;
-        cleanup?;
-        if m.disturbed {
-            progress(&format!(
-                "{name}: the configuration changed during the mix (a daemon lost its lease?): \
-                 its measurement is marked disturbed"
-            ));
+    // Interleaved: every layout once per round, so that the machine's
+    // slow and fast minutes fall on every layout alike.
+    let mut measured: Vec<Vec<Mixed>> = sampled.iter().map(|_| Vec::new()).collect();
+    for round in 1..=options.runs {
+        for (i, s) in sampled.iter().enumerate() {
+            let name = format!("{SCRATCH_PREFIX}{i}");
+            if options.runs > 1 {
+                progress(&format!("{name}: run {round} of {}", options.runs));
+            }
+            let mut created = false;
+            let outcome = measure(
+                admin,
+                client,
+                &workload,
+                &mix,
+                &s.layout,
+                &name,
+                &mut created,
+                options,
+                progress,
+            )
+            .await;
+            let cleanup = if created {
+                admin
+                    .rm_space(&name)
+                    .await
+                    .with_context(|| format!("removing the scratch space {name}"))
+            } else {
+                Ok(())
+            };
+            let m = outcome?;
+            cleanup?;
+            if m.disturbed {
+                progress(&format!(
+                    "{name}: the configuration changed during the mix (a daemon lost its \
+                     lease?): its measurement is marked disturbed"
+                ));
+            }
+            measured[i].push(m);
         }
-        runs.push(LayoutRun {
-            description: s.layout.describe(&workload.space),
-            sampled: s,
-            loaded: m.loaded,
-            measured_ops_per_s: (m.phase.operations - m.errors) as f64 / m.phase.seconds,
-            phase: m.phase,
-            errors: m.errors,
-            disturbed: m.disturbed,
-        });
     }
+    let runs: Vec<LayoutRun> = sampled
+        .into_iter()
+        .zip(measured)
+        .map(|(s, ms)| layout_run(&workload, s, ms))
+        .collect::<Option<_>>()
+        .context("a layout without a measurement")?;
     let predicted: Vec<f64> = runs
         .iter()
         .map(|r| r.sampled.prediction.ops_per_s)
@@ -480,7 +508,32 @@ pub async fn run(
         calibrated,
         seconds: options.seconds,
         workers: options.workers,
+        runs_per_layout: options.runs,
         runs,
+    })
+}
+
+/// One layout's runs reduced to their median and spread; `None` without
+/// a run.
+fn layout_run(workload: &Workload, sampled: Sampled, ms: Vec<Mixed>) -> Option<LayoutRun> {
+    let rates: Vec<f64> = ms
+        .iter()
+        .map(|m| (m.phase.operations - m.errors) as f64 / m.phase.seconds)
+        .collect();
+    let spread = spread(&rates)?;
+    let middle = median_position(&rates)?;
+    Some(LayoutRun {
+        description: sampled.layout.describe(&workload.space),
+        sampled,
+        loaded: ms[middle].loaded,
+        errors: ms.iter().map(|m| m.errors).sum(),
+        operations: ms.iter().map(|m| m.phase.operations).sum(),
+        seconds: ms.iter().map(|m| m.phase.seconds).sum(),
+        disturbed_runs: ms.iter().filter(|m| m.disturbed).count(),
+        measured_ops_per_s: spread.median,
+        runs_ops_per_s: rates,
+        spread,
+        phase: ms.into_iter().nth(middle)?.phase,
     })
 }
 
@@ -508,14 +561,7 @@ async fn measure(
     let mut space = workload.space.clone();
     space.name = name.to_string();
     let description = layout.describe(&space);
-    if let Err(e) = admin.add_space(&description).await {
-        // A request retried after its first attempt went through (a busy
-        // machine, a coordinator that answered late) finds the space: no
-        // other run can own it, the prefix was free when this one began.
-        if !admin.list_spaces().await?.iter().any(|s| s == name) {
-            return Err(e).with_context(|| format!("creating {description:?}"));
-        }
-    }
+    add_scratch(admin, name, &description).await?;
     *created = true;
     wait_space(client, name).await?;
     let store = Arc::new(MixStore {
@@ -643,9 +689,11 @@ impl LayoutsReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{} objects per layout, {} s each, {} in flight; parameters: {}",
+            "{} objects per layout, {} s each, {} run(s) each (median, min–max), {} in \
+             flight; parameters: {}",
             self.workload.objects,
             self.seconds,
+            self.runs_per_layout,
             self.workers,
             if self.calibrated {
                 "calibrated (cluster)"
@@ -655,8 +703,8 @@ impl LayoutsReport {
         );
         let _ = writeln!(
             out,
-            "{:>11} {:>11} {:>8}  {:<40}  chosen by",
-            "predicted", "measured", "error", "layout"
+            "{:>11} {:>11} {:>15} {:>8}  {:<40}  chosen by",
+            "predicted", "measured", "min–max", "error", "layout"
         );
         for r in &self.runs {
             let mut summary = r.sampled.layout.summary(space);
@@ -665,15 +713,16 @@ impl LayoutsReport {
             }
             let _ = writeln!(
                 out,
-                "{:>11.0} {:>11.0} {:>+7.1}%  {summary:<40}  {}{}",
+                "{:>11.0} {:>11.0} {:>15} {:>+7.1}%  {summary:<40}  {}{}",
                 r.sampled.prediction.ops_per_s,
                 r.measured_ops_per_s,
+                format!("{:.0}–{:.0}", r.spread.min, r.spread.max),
                 tessera_advisor::validate::relative_error(
                     r.sampled.prediction.ops_per_s,
                     r.measured_ops_per_s
                 ) * 100.0,
                 chosen_by(&r.sampled),
-                if r.disturbed { " (disturbed)" } else { "" },
+                if r.disturbed() { " (disturbed)" } else { "" },
             );
         }
         if let Some(a) = &self.agreement {
@@ -695,11 +744,11 @@ impl LayoutsReport {
                 self.runs.len()
             );
         }
-        let disturbed = self.runs.iter().filter(|r| r.disturbed).count();
+        let disturbed: usize = self.runs.iter().map(|r| r.disturbed_runs).sum();
         if disturbed > 0 {
             let _ = writeln!(
                 out,
-                "{disturbed} measurement(s) disturbed: the configuration changed while the mix ran"
+                "{disturbed} run(s) disturbed: the configuration changed while the mix ran"
             );
         }
         if let (Some(best), Some(greedy)) = (self.best(), self.heuristic(Heuristic::Greedy)) {
@@ -735,11 +784,16 @@ impl LayoutsReport {
                         r.measured_ops_per_s
                     ),
                     "objects": r.loaded,
-                    "operations": r.phase.operations,
+                    "operations": r.operations,
                     "errors": r.errors,
-                    "disturbed": r.disturbed,
-                    "seconds": r.phase.seconds,
+                    "disturbed": r.disturbed(),
+                    "disturbed_runs": r.disturbed_runs,
+                    "seconds": r.seconds,
                     "ops": r.phase.ops,
+                    "runs_ops_per_s": r.runs_ops_per_s,
+                    "measured_min_ops_per_s": r.spread.min,
+                    "measured_max_ops_per_s": r.spread.max,
+                    "measured_spread": r.spread.relative(),
                 })
             })
             .collect();
@@ -770,7 +824,8 @@ impl LayoutsReport {
             "predicted_best_measured_rank": a.map(|a| a.predicted_best_measured_rank),
             "predicted_best_is_measured_best": a.map(|a| a.predicted_best_measured_rank == 1),
             "greedy": greedy,
-            "disturbed_layouts": self.runs.iter().filter(|r| r.disturbed).count(),
+            "disturbed_layouts": self.runs.iter().filter(|r| r.disturbed()).count(),
+            "runs": self.runs_per_layout,
         })
     }
 }

@@ -169,6 +169,10 @@ enum Scenario {
         /// Operations in flight.
         #[arg(long, default_value_t = 16)]
         workers: usize,
+        /// Times each layout is measured, interleaved (every layout once,
+        /// then again); the comparison uses each layout's median.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Write the results as JSON to this file.
@@ -571,6 +575,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             seconds,
             objects,
             workers,
+            runs,
             cluster,
             json,
         } => {
@@ -581,6 +586,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 seconds,
                 objects,
                 workers: workers.max(1),
+                runs,
             };
             runs::layouts(&text, &options, &cluster.spec(), &json).await
         }

@@ -14,8 +14,8 @@ use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATC
 /// The arguments of `calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
-    /// Seconds each measured step runs (about 22 steps on a cluster of
-    /// two or more daemons, 11 on one).
+    /// Seconds each measured step runs (24 steps on a cluster of two or
+    /// more daemons, 13 on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
     /// Operations in flight.
@@ -116,8 +116,10 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("request_s (c_req)", format!("{:.3e}", p.request_s)),
         ("beta_s", format!("{:.3e}", p.beta_s)),
         ("result_s (gamma)", format!("{:.3e}", p.result_s)),
+        ("range_search_s (rho)", format!("{:.3e}", p.range_search_s)),
+        ("range_entry_s (beta_r)", format!("{:.3e}", p.range_entry_s)),
     ] {
-        let _ = writeln!(out, "  {name:<20} {value}");
+        let _ = writeln!(out, "  {name:<22} {value}");
     }
     let _ = writeln!(
         out,

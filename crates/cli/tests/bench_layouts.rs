@@ -49,6 +49,8 @@ fn bench_layouts(cluster: &Cluster, workload: &str, json: &str) -> (bool, String
             "300",
             "--workers",
             "4",
+            "--runs",
+            "2",
             "--json",
             json,
             "--host",
@@ -82,8 +84,24 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
         assert!(description.starts_with("space hotels "), "{description}");
         descriptions.push(description);
         assert!(l["predicted_ops_per_s"].as_f64().expect("predicted") > 0.0);
-        assert!(l["measured_ops_per_s"].as_f64().expect("measured") > 0.0);
+        let median = l["measured_ops_per_s"].as_f64().expect("measured");
+        assert!(median > 0.0);
         assert_eq!(l["objects"], 300);
+        // Two interleaved runs: the median of two is their mean, between
+        // the minimum and the maximum, which are the runs themselves.
+        let runs: Vec<f64> = l["runs_ops_per_s"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .map(|r| r.as_f64().expect("a rate"))
+            .collect();
+        assert_eq!(runs.len(), 2, "{l:#}");
+        let (min, max) = (runs[0].min(runs[1]), runs[0].max(runs[1]));
+        assert!((median - (runs[0] + runs[1]) / 2.0).abs() <= 1e-9 * median);
+        assert_eq!(l["measured_min_ops_per_s"].as_f64(), Some(min));
+        assert_eq!(l["measured_max_ops_per_s"].as_f64(), Some(max));
+        let spread = l["measured_spread"].as_f64().expect("spread");
+        assert!((spread - (max - min) / median).abs() <= 1e-9, "{l:#}");
     }
     descriptions.sort_unstable();
     descriptions.dedup();
@@ -97,6 +115,7 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
     let rank = doc["predicted_best_measured_rank"].as_u64().expect("rank");
     assert!((1..=layouts.len() as u64).contains(&rank));
     assert!(doc["kendall_tau_b"].is_number() || doc["kendall_tau_b"].is_null());
+    assert_eq!(doc["runs"], 2);
     assert_eq!(doc["calibrated"], false);
     assert_eq!(doc["parameters_source"], "defaults");
     assert!(

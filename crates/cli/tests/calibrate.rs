@@ -53,15 +53,16 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}"));
     assert_eq!(report["stored"], true);
     assert_eq!(report["daemons"], 2);
-    // Two daemons: key-only and subspace spaces at f = 0 and f = 1.
-    assert_eq!(report["steps"].as_array().expect("steps").len(), 22);
+    // Two daemons: key-only and subspace spaces at f = 0 and f = 1; six
+    // equality and two range searches on the first.
+    assert_eq!(report["steps"].as_array().expect("steps").len(), 24);
     let groups: Vec<&str> = report["fits"]
         .as_array()
         .expect("fits")
         .iter()
         .map(|f| f["op"].as_str().expect("op"))
         .collect();
-    assert_eq!(groups, ["get", "put", "insert", "search"]);
+    assert_eq!(groups, ["get", "put", "insert", "search", "range"]);
 
     let stored = cluster
         .admin()
@@ -71,6 +72,11 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         .expect("calibrate stored its parameters");
     assert_eq!(stored.validate(), Ok(()));
     assert_eq!(stored.daemons, 2);
+    assert_eq!(
+        stored.version,
+        tessera_types::calibration::ADVISOR_CALIBRATION_VERSION
+    );
+    assert!(stored.range_search_s.is_some() && stored.range_entry_s.is_some());
     let t_max = report["parameters"]["t_max_ops_per_s"]
         .as_f64()
         .expect("T_max");

@@ -1944,6 +1944,8 @@ mod tests {
             request_s: 6e-5,
             result_s: 8e-7,
             index_write: 0.2,
+            range_search_s: Some(3e-5),
+            range_entry_s: Some(6e-7),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2007,6 +2009,10 @@ mod tests {
         let mut bad = calibration();
         bad.daemons = 0;
         bads.push((bad, "0 daemons"));
+        // Version 1 has no range parameters.
+        let mut bad = calibration();
+        bad.version = tessera_types::calibration::ADVISOR_CALIBRATION_VERSION_1;
+        bads.push((bad, "version 1 has no parameter range_search_s"));
         for (params, named) in bads {
             match state.apply(Command::SetAdvisorParams { params }) {
                 CommandResult::Failed { status, reason } => {
@@ -2017,6 +2023,16 @@ mod tests {
             }
             assert_eq!(state, before, "a refused payload changes nothing");
         }
+        // A version-1 payload, as an older build stored it, is accepted.
+        let mut old = calibration();
+        old.version = tessera_types::calibration::ADVISOR_CALIBRATION_VERSION_1;
+        old.range_search_s = None;
+        old.range_entry_s = None;
+        let result = state.apply(Command::SetAdvisorParams {
+            params: old.clone(),
+        });
+        assert_eq!(result, CommandResult::Done);
+        assert_eq!(state.configuration(vec![]).advisor, Some(old));
     }
 
     // ------------------------------------------------------ failure handling

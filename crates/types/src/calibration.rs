@@ -5,8 +5,12 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The payload version this build writes and accepts.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 1;
+/// The payload version this build writes.
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 2;
+
+/// The first version, still accepted: it has none of the parameters
+/// version 2 added (those are `None`, so the model keeps its defaults).
+pub const ADVISOR_CALIBRATION_VERSION_1: u32 = 1;
 
 /// At most this many fit reports per payload.
 pub const FITS_MAX: usize = 32;
@@ -34,6 +38,14 @@ pub struct AdvisorCalibration {
     pub result_s: f64,
     /// δ: one local index entry write relative to an overwrite hop.
     pub index_write: f64,
+    /// ρ: seconds per search whose region walk is a range, on top of
+    /// what an equality walk costs (version 2; `None` in version 1).
+    #[serde(default)]
+    pub range_search_s: Option<f64>,
+    /// β_r: seconds per index entry a range walk reads (version 2; `None`
+    /// in version 1).
+    #[serde(default)]
+    pub range_entry_s: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -64,10 +76,21 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION}, the one this build knows")]
+    #[error("advisor calibration version {found} is neither {ADVISOR_CALIBRATION_VERSION_1} nor {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
+    },
+    /// A parameter its version does not have (a version-1 payload with a
+    /// version-2 parameter), or lacks one its version has.
+    #[error("advisor calibration version {version} {} {name}", shape_why(*.present))]
+    Shape {
+        /// The payload's version.
+        version: u32,
+        /// The parameter's field name.
+        name: &'static str,
+        /// Whether it is there (and should not be).
+        present: bool,
     },
     /// A parameter that is not finite or is out of its range.
     #[error("advisor parameter {name} = {value} must be finite and {range}")]
@@ -92,14 +115,35 @@ pub enum CalibrationError {
     },
 }
 
+fn shape_why(present: bool) -> &'static str {
+    if present {
+        "has no parameter"
+    } else {
+        "lacks the parameter"
+    }
+}
+
 impl AdvisorCalibration {
     /// Whether every value is usable by the model: the version known, times
     /// and ratios finite, hop costs positive, per-object costs not negative.
     pub fn validate(&self) -> Result<(), CalibrationError> {
-        if self.version != ADVISOR_CALIBRATION_VERSION {
-            return Err(CalibrationError::Version {
-                found: self.version,
-            });
+        let added = [
+            ("range_search_s", self.range_search_s),
+            ("range_entry_s", self.range_entry_s),
+        ];
+        let want_added = match self.version {
+            ADVISOR_CALIBRATION_VERSION_1 => false,
+            ADVISOR_CALIBRATION_VERSION => true,
+            found => return Err(CalibrationError::Version { found }),
+        };
+        for (name, value) in added {
+            if value.is_some() != want_added {
+                return Err(CalibrationError::Shape {
+                    version: self.version,
+                    name,
+                    present: value.is_some(),
+                });
+            }
         }
         let positive = [
             ("t_max_ops_per_s", self.t_max_ops_per_s),
@@ -120,6 +164,8 @@ impl AdvisorCalibration {
             ("beta_s", self.beta_s),
             ("result_s", self.result_s),
             ("index_write", self.index_write),
+            ("range_search_s", self.range_search_s.unwrap_or(0.0)),
+            ("range_entry_s", self.range_entry_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -171,6 +217,8 @@ pub(crate) fn sample() -> AdvisorCalibration {
         request_s: 4e-5,
         result_s: 1e-6,
         index_write: 0.05,
+        range_search_s: Some(2e-5),
+        range_entry_s: Some(5e-7),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -190,8 +238,27 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 2;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 2 }));
+        bad.version = 3;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 3 }));
+        let mut bad = sample();
+        bad.range_entry_s = Some(-1e-9);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange {
+                name: "range_entry_s",
+                ..
+            })
+        ));
+        let mut bad = sample();
+        bad.range_search_s = None;
+        assert_eq!(
+            bad.validate(),
+            Err(CalibrationError::Shape {
+                version: 2,
+                name: "range_search_s",
+                present: false
+            })
+        );
         let mut bad = sample();
         bad.alpha = f64::NAN;
         assert!(matches!(
@@ -213,5 +280,46 @@ mod tests {
             bad.validate(),
             Err(CalibrationError::Fit { index: 0, .. })
         ));
+    }
+
+    /// A version-1 payload as the last build wrote it, in the Raft log's
+    /// JSON: without the version-2 parameters.
+    const VERSION_1_JSON: &str = r#"{"version": 1, "beta_s": 2.4e-7,
+        "t_max_ops_per_s": 58541.0, "alpha": 1.16, "alpha_create": 1.25,
+        "request_s": 2.6e-5, "result_s": 1.1e-6, "index_write": 0.18,
+        "daemons": 3, "epoch": 12,
+        "fits": [{"op": "search", "points": 6, "r2": 0.999, "rel_rms": 0.051}]}"#;
+
+    #[test]
+    fn version_1_still_loads_and_validates_without_the_new_parameters() {
+        let old: AdvisorCalibration = serde_json::from_str(VERSION_1_JSON).expect("decodes");
+        assert_eq!(old.version, ADVISOR_CALIBRATION_VERSION_1);
+        assert_eq!((old.range_search_s, old.range_entry_s), (None, None));
+        assert_eq!(old.t_max_ops_per_s, 58541.0);
+        assert_eq!(old.validate(), Ok(()));
+        // Version 1 with a version-2 parameter is malformed.
+        let mut bad = old.clone();
+        bad.range_entry_s = Some(1e-7);
+        assert_eq!(
+            bad.validate(),
+            Err(CalibrationError::Shape {
+                version: 1,
+                name: "range_entry_s",
+                present: true
+            })
+        );
+    }
+
+    #[test]
+    fn payloads_of_both_versions_round_trip_through_json_and_postcard() {
+        let old: AdvisorCalibration = serde_json::from_str(VERSION_1_JSON).expect("decodes");
+        for payload in [sample(), old] {
+            let json = serde_json::to_string(&payload).expect("encodes");
+            let back: AdvisorCalibration = serde_json::from_str(&json).expect("decodes");
+            assert_eq!(back, payload);
+            let bytes = postcard::to_allocvec(&payload).expect("encodes");
+            let back: AdvisorCalibration = postcard::from_bytes(&bytes).expect("decodes");
+            assert_eq!(back, payload);
+        }
     }
 }
