@@ -42,6 +42,22 @@ fn hotel(id: i64, price: i64) -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// Counts one call of a load loop, keeping its error when it failed.
+fn count(
+    failures: &Mutex<Vec<String>>,
+    done: &AtomicU64,
+    call: std::fmt::Arguments<'_>,
+    failed: Option<impl std::fmt::Display>,
+) {
+    if let Some(e) = failed {
+        failures
+            .lock()
+            .expect("failures")
+            .push(format!("{call}: {e}"));
+    }
+    done.fetch_add(1, Ordering::Relaxed);
+}
+
 fn advise(cluster: &Cluster, args: &[&str]) -> Json {
     let out = cli_at(args, &cluster.coordinator_addr(0));
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("advise printed no JSON ({e}): {out}"))
@@ -159,13 +175,7 @@ fn advise_apply_relayouts_under_load_without_a_failed_call() {
                         .await
                         .err(),
                 };
-                if let Some(e) = failed {
-                    failures
-                        .lock()
-                        .expect("failures")
-                        .push(format!("op {id}: {e}"));
-                }
-                done.fetch_add(1, Ordering::Relaxed);
+                count(&failures, &done, format_args!("op {id}"), failed);
                 id += 1;
             }
             id
@@ -294,13 +304,7 @@ impl Load {
                         .await
                         .err(),
                 };
-                if let Some(e) = failed {
-                    failures
-                        .lock()
-                        .expect("failures")
-                        .push(format!("call {n}: {e}"));
-                }
-                done.fetch_add(1, Ordering::Relaxed);
+                count(&failures, &done, format_args!("call {n}"), failed);
                 n += 1;
             }
         });
