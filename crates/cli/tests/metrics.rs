@@ -243,6 +243,8 @@ fn every_process_serves_metrics_that_count_what_was_done() {
         assert!(page["tessera_daemon_epoch"] >= config.epoch.0 as f64);
         assert_eq!(page["tessera_daemon_serving"], 1.0);
         assert!(page["tessera_daemon_disk_bytes"] > 0.0);
+        // Every daemon has started, registered and served: it used CPU.
+        assert!(page["tessera_daemon_process_cpu_seconds_total"] > 0.0);
     }
     let coordinator_page = scrape(&coordinator_urls[0]);
     assert_eq!(
