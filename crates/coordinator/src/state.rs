@@ -1708,31 +1708,43 @@ mod tests {
     }
 
     #[test]
-    fn an_offline_daemon_is_waited_for_and_a_killed_one_rebuilt() {
+    fn an_offline_daemon_is_rebuilt_and_takes_back_what_is_still_rebuilding() {
         let mut state = replex_with_spares(1);
         let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
         let lost = regions_of(&state, victim);
-        // Offline (failure detected): it may come back with its disk, so
-        // its regions wait for it and nothing is rebuilt.
+        // Offline (failure detected): its regions are rebuilt at once.
         state.apply(Command::DaemonOffline { id: victim });
-        assert!(state.rebuilds.is_empty(), "{:?}", state.rebuilds);
+        state.check_invariants().unwrap();
+        let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        assert_eq!(rebuilt, lost);
         assert!(lost.iter().all(|r| state.orphans.get(r) == Some(&victim)));
+        // It returns before any rebuild completed: its copies are whole,
+        // so it takes its regions back and the rebuilds are cancelled.
         state.apply(Command::RegisterDaemon {
             id: Some(victim),
             addr: "127.0.0.1:2012".into(),
             metrics: None,
         });
         state.check_invariants().unwrap();
-        assert!(state.rebuilds.is_empty());
+        assert!(state.rebuilds.is_empty(), "{:?}", state.rebuilds);
         assert_eq!(regions_of(&state, victim), lost);
-        // Offline again, then killed by an operator: gone for good, so its
-        // regions are rebuilt.
+        // Offline again; this time a rebuild completes first: the region
+        // is the target's, and the returning daemon gets no place in it.
         state.apply(Command::DaemonOffline { id: victim });
-        assert!(state.rebuilds.is_empty());
-        state.apply(Command::ServerKill { id: victim });
+        let first = state.rebuilds[0].clone();
+        assert_eq!(
+            state.apply(Command::RebuildComplete { rebuild: first.id }),
+            CommandResult::Done
+        );
+        state.apply(Command::RegisterDaemon {
+            id: Some(victim),
+            addr: "127.0.0.1:2012".into(),
+            metrics: None,
+        });
         state.check_invariants().unwrap();
-        let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
-        assert_eq!(rebuilt, lost);
+        let now = regions_of(&state, victim);
+        assert!(!now.contains(&first.region), "{now:?}");
+        assert!(regions_of(&state, first.to).contains(&first.region));
     }
 
     #[test]
