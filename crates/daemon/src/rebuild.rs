@@ -36,7 +36,8 @@
 //!   partial copy, which is deleted.
 
 use crate::record::{trim_recent, Record};
-use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 pub use tessera_protocol::PendingWrite;
 use tessera_protocol::{ClientRef, RebuildEntry, RebuildMsg};
 use tessera_types::coordinate::key_value;
@@ -140,6 +141,12 @@ pub struct Unsettled {
     /// the key's committed version, and counts not.
     floor: Option<Option<Record>>,
     writes: BTreeMap<Version, PendingWrite>,
+    /// Versions of a refresh known only from committed tombstones: see
+    /// [`Unsettled::add_refreshed`].
+    unconfirmed: BTreeSet<Version>,
+    /// A refresh's writers of versions a source committed under a newer
+    /// one it reports, by that newer version: see [`Settled::folded`].
+    folded: BTreeMap<Version, Vec<(ClientRef, Version)>>,
 }
 
 impl Unsettled {
@@ -163,6 +170,67 @@ impl Unsettled {
             self.writes.entry(write.version).or_insert(write);
         }
     }
+
+    /// A source's entry for a key of a region being *refreshed*: its one
+    /// daemon registered again and may have lost updates it had started,
+    /// so every version a source holds above `own` (what the region holds
+    /// committed, hence every member too) is in flight, pending or
+    /// committed there, and the refreshed point leader drives each again.
+    /// Taking one a source committed as committed would leave it missing
+    /// in a region rebuilt meanwhile from the parts before that source.
+    pub fn add_refreshed(
+        &mut self,
+        own: Option<&Record>,
+        committed: Option<&Record>,
+        pending: Vec<PendingWrite>,
+    ) {
+        self.floor = Some(own.cloned());
+        let own_version = own.map(|r| r.version);
+        if let Some(c) = committed.filter(|c| Some(c.version) > own_version) {
+            let folded: Vec<(ClientRef, Version)> = c
+                .recent
+                .iter()
+                .filter(|(_, v)| Some(*v) > own_version && *v < c.version)
+                .copied()
+                .collect();
+            let known = self.folded.entry(c.version).or_default();
+            for writer in folded {
+                if !known.contains(&writer) {
+                    known.push(writer);
+                }
+            }
+            let write = committed_write(c);
+            // As in `merge_record`: at one version a live copy is the
+            // version's object, while a tombstone may only say that it
+            // moved to a region rebuilt since without it (the point
+            // leader, which drove it again, restarted): that cannot be
+            // told from a deletion, so a version only tombstones report is
+            // not driven. It was never acknowledged, and the key's object
+            // stays the one the region acknowledged (simulator seed
+            // 118002160: driven as a deletion, it lost an object).
+            if write.object.is_none() && !self.writes.contains_key(&c.version) {
+                self.unconfirmed.insert(c.version);
+            }
+            match self.writes.entry(c.version) {
+                Entry::Vacant(e) => {
+                    e.insert(write);
+                }
+                Entry::Occupied(mut e) if e.get().object.is_none() && write.object.is_some() => {
+                    self.unconfirmed.remove(&c.version);
+                    e.insert(write);
+                }
+                Entry::Occupied(_) => {}
+            }
+        }
+        // A pending update travels whole: it wins over a committed record.
+        for write in pending
+            .into_iter()
+            .filter(|w| Some(w.version) > own_version)
+        {
+            self.unconfirmed.remove(&write.version);
+            self.writes.insert(write.version, write);
+        }
+    }
 }
 
 /// What a rebuilt region holds of a key once every source answered.
@@ -174,6 +242,13 @@ pub struct Settled {
     /// chain itself, oldest first (always empty for a region that is not a
     /// key region: the point leader, or a member before it, drives them).
     pub drive: Vec<PendingWrite>,
+    /// For a refresh, per driven version, the writers of the older versions
+    /// a source committed and reported only under it (its record's
+    /// `recent`): their effects are in its object, so their retries wait
+    /// for its commit, which remembers them (simulator seed 117002898: a
+    /// retried put, not recognized, was applied a second time over an add
+    /// that followed it).
+    pub folded: BTreeMap<Version, Vec<(ClientRef, Version)>>,
 }
 
 /// The rule for a key some source holds an update of pending, given what
@@ -215,29 +290,43 @@ pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -
         return Settled {
             base,
             drive: Vec::new(),
+            folded: BTreeMap::new(),
         };
     }
     let mut writes = unsettled.writes;
+    writes.retain(|v, _| !unsettled.unconfirmed.contains(v));
     // A version committed further down the chain than every source holding
     // it pending is in flight too (those sources hold it pending as well;
     // this only guards against one missing).
     if let Some(s) = stored.filter(|s| Some(s.version) > base_version) {
-        writes.entry(s.version).or_insert_with(|| PendingWrite {
-            version: s.version,
-            object: s.object.clone(),
-            client: s
-                .recent
-                .iter()
-                .find(|(_, v)| *v == s.version)
-                .map_or(ClientRef::REPAIR, |(c, _)| *c),
-            follows: None,
-        });
+        writes
+            .entry(s.version)
+            .or_insert_with(|| committed_write(s));
     }
     let drive = writes
         .into_values()
         .filter(|w| Some(w.version) > base_version)
         .collect();
-    Settled { base, drive }
+    Settled {
+        base,
+        drive,
+        folded: unsettled.folded,
+    }
+}
+
+/// A committed record's version as an update to drive again: its object,
+/// and its writer as `recent` remembers it (REPAIR when it does not).
+fn committed_write(record: &Record) -> PendingWrite {
+    PendingWrite {
+        version: record.version,
+        object: record.object.clone(),
+        client: record
+            .recent
+            .iter()
+            .find(|(_, v)| *v == record.version)
+            .map_or(ClientRef::REPAIR, |(c, _)| *c),
+        follows: None,
+    }
 }
 
 /// What a target stores for a key that holds `stored` when a source sends
@@ -283,9 +372,15 @@ pub fn merge_record(stored: Option<&Record>, incoming: Record) -> Option<Record>
 /// What the node must do, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Delete everything this daemon holds of `region`, then call
-    /// [`Rebuilds::cleared`].
-    Clear { rebuild: u64, region: RegionId },
+    /// Delete everything this daemon holds of `region` — unless `keep`,
+    /// for a refresh: the daemon heads the region, and its copy holds
+    /// every update the region acknowledged — and forget what the cores
+    /// learned of it, then call [`Rebuilds::cleared`].
+    Clear {
+        rebuild: u64,
+        region: RegionId,
+        keep: bool,
+    },
     /// Send a message to a peer.
     Send { to: DaemonId, msg: RebuildMsg },
     /// Store these entries of `region` with [`merge_record`].
@@ -310,6 +405,8 @@ struct Source {
 #[derive(Debug)]
 struct Target {
     region: RegionId,
+    /// A refresh: this daemon heads the region (see [`Action::Clear`]).
+    refresh: bool,
     cleared: bool,
     sources: BTreeMap<RegionId, Source>,
     /// Ticks since the last completion report.
@@ -366,6 +463,7 @@ impl Rebuilds {
                 actions.push(Action::Clear {
                     rebuild: *id,
                     region: t.region,
+                    keep: t.refresh,
                 });
             }
             false
@@ -387,10 +485,14 @@ impl Rebuilds {
                     (region, source)
                 })
                 .collect();
+            let refresh = config
+                .region(b.region)
+                .is_some_and(|(_, _, r)| r.chain.contains(&self.me));
             self.targets.insert(
                 b.id,
                 Target {
                     region: b.region,
+                    refresh,
                     cleared: false,
                     sources,
                     reported: 0,
@@ -399,6 +501,7 @@ impl Rebuilds {
             actions.push(Action::Clear {
                 rebuild: b.id,
                 region: b.region,
+                keep: refresh,
             });
         }
         actions
@@ -693,6 +796,66 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_drives_every_version_above_its_own_with_the_writers_folded_in() {
+        let space = space();
+        let (here, there) = a_in_each_region(&space);
+        let (old, moved) = (Some(object(9, here)), Some(object(9, there)));
+        // The refreshed point leader holds v4 committed; it had started v5
+        // and v6 and forgot them on restarting.
+        let own = Record {
+            version: Version(4),
+            object: old.clone(),
+            recent: vec![(writer(1), Version(4))],
+        };
+        // The region v6 moved the object out of holds its tombstone; the
+        // region it entered holds it live, with v5's writer in `recent`
+        // (v5 committed there, then v6 over it).
+        let left = Record {
+            version: Version(6),
+            object: None,
+            recent: vec![
+                (writer(1), Version(4)),
+                (writer(2), Version(5)),
+                (writer(3), Version(6)),
+            ],
+        };
+        let entered = Record {
+            object: moved.clone(),
+            ..left.clone()
+        };
+        let mut unsettled = Unsettled::default();
+        unsettled.add_refreshed(Some(&own), Some(&left), Vec::new());
+        unsettled.add_refreshed(Some(&own), Some(&entered), Vec::new());
+        // An older record of a third source says nothing new.
+        unsettled.add_refreshed(Some(&own), Some(&own), Vec::new());
+        let settled = settle(true, Some(&own), unsettled);
+        // Its own record stays the base, even though a source committed
+        // v6: a region rebuilt from the parts before that source may lack
+        // v6, so the leader drives it again, with the live object.
+        assert_eq!(settled.base.as_ref().map(|r| r.version), Some(Version(4)));
+        assert_eq!(settled.drive, vec![write(6, moved.clone(), 3, None)]);
+        // v5's effects are in v6's object: its retry waits for v6.
+        assert_eq!(
+            settled.folded.get(&Version(6)),
+            Some(&vec![(writer(2), Version(5))])
+        );
+        // A version only tombstones report may be a move into a region
+        // rebuilt since without it: not driven (it was never
+        // acknowledged), where driving it would delete the object.
+        let mut only_tombstones = Unsettled::default();
+        only_tombstones.add_refreshed(Some(&own), Some(&left), Vec::new());
+        let settled = settle(true, Some(&own), only_tombstones);
+        assert!(settled.drive.is_empty(), "{:?}", settled.drive);
+        // A pending update travels whole, so a source holding v6 pending
+        // confirms a deletion the tombstones report.
+        let mut deleted = Unsettled::default();
+        deleted.add_refreshed(Some(&own), Some(&left), Vec::new());
+        deleted.add_refreshed(Some(&own), None, vec![write(6, None, 3, Some(4))]);
+        let settled = settle(true, Some(&own), deleted);
+        assert_eq!(settled.drive, vec![write(6, None, 3, Some(4))]);
+    }
+
+    #[test]
     fn merging_keeps_the_newest_version_and_every_writer() {
         let old = Record {
             version: Version(3),
@@ -804,7 +967,8 @@ mod tests {
             target.on_config(&config_with(vec![b.clone()])),
             vec![Action::Clear {
                 rebuild: 7,
-                region: RegionId(1)
+                region: RegionId(1),
+                keep: false,
             }]
         );
         // Nothing is fetched before the region is cleared.
@@ -858,7 +1022,8 @@ mod tests {
             target.on_config(&config_with(Vec::new())),
             vec![Action::Clear {
                 rebuild: 7,
-                region: RegionId(1)
+                region: RegionId(1),
+                keep: false,
             }]
         );
         assert_eq!(target.running(), 0);

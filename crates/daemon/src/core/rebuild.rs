@@ -42,6 +42,16 @@ impl ReplicaCore {
     /// its pending updates wait for the region to join.
     pub fn on_rebuild_entry(&mut self, region: RegionId, entry: RebuildEntry) {
         let state_key = (region, entry.key);
+        if self
+            .keys
+            .get(&state_key)
+            .is_some_and(|s| !s.pending.is_empty())
+        {
+            // Only a refresh's target, heading the region, holds updates of
+            // it pending: a daemon that did not restart, which knows every
+            // update of the key it started and drives them itself.
+            return;
+        }
         let committed = match entry.committed.as_deref().map(Record::decode).transpose() {
             Ok(record) => record,
             Err(e) => {
@@ -51,6 +61,22 @@ impl ReplicaCore {
                 return;
             }
         };
+        let refreshed = self
+            .config
+            .region(region)
+            .is_some_and(|(_, _, r)| r.chain.contains(&self.me));
+        if refreshed {
+            let own = match self.load(&state_key) {
+                Ok(r) => r,
+                Err(e) => return self.fatal("reading a key a refresh brings", e),
+            };
+            self.rebuilt.entry(state_key).or_default().add_refreshed(
+                own.as_ref(),
+                committed.as_ref(),
+                entry.pending,
+            );
+            return;
+        }
         if let Some(incoming) = committed.clone() {
             let stored = match self.load(&state_key) {
                 Ok(r) => r,
@@ -87,9 +113,11 @@ impl ReplicaCore {
             .rebuilt
             .keys()
             .filter(|(region, _)| {
+                // A refresh's target heads the region while it runs.
                 config
                     .region(*region)
                     .is_some_and(|(_, _, r)| r.chain.contains(&self.me))
+                    && !config.rebuilds.iter().any(|b| b.region == *region)
             })
             .cloned()
             .collect();
@@ -102,7 +130,11 @@ impl ReplicaCore {
                 Ok(r) => r,
                 Err(e) => return self.fatal("reading a rebuilt key", e),
             };
-            let Settled { base, drive } = settle(part == 0, stored.as_ref(), unsettled);
+            let Settled {
+                base,
+                drive,
+                mut folded,
+            } = settle(part == 0, stored.as_ref(), unsettled);
             if !self.store(&state_key, base.as_ref()) {
                 return;
             }
@@ -138,6 +170,7 @@ impl ReplicaCore {
                     client: write.client,
                 };
                 prev = Some((write.version, write.object));
+                let writers = folded.remove(&write.version).unwrap_or_default();
                 if blocked {
                     // Rechained by the configuration that gives the region
                     // on its way a daemon again (see `reconfig`).
@@ -151,10 +184,15 @@ impl ReplicaCore {
                                 forward,
                                 replies: Vec::new(),
                                 phase: Phase::Blocked,
+                                folded: writers,
                             },
                         );
                 } else {
+                    let version = forward.version;
                     self.apply_forward(forward, Vec::new());
+                    if let Some(p) = self.pending_mut(&state_key, version) {
+                        p.folded = writers;
+                    }
                 }
             }
         }
