@@ -171,6 +171,20 @@ impl Unsettled {
         }
     }
 
+    /// A source of a key region holds `live` committed while another
+    /// holds a later version: it missed that update, which is therefore
+    /// still in flight, as if that source held it pending (see `settle`).
+    pub fn lagging(&mut self, live: Record) {
+        let older = match &self.floor {
+            None => true,
+            Some(None) => false,
+            Some(Some(floor)) => live.version < floor.version,
+        };
+        if older {
+            self.floor = Some(Some(live));
+        }
+    }
+
     /// A source's entry for a key of a region being *refreshed*: its one
     /// daemon registered again and may have lost updates it had started,
     /// so every version a source holds above `own` (what the region holds
