@@ -33,7 +33,9 @@
 //!   again along chains through it.
 //! - A rebuild that ends without making this daemon a member (it was
 //!   cancelled: the old daemon returned, or a source moved) leaves a
-//!   partial copy, which is deleted.
+//!   partial copy, which is deleted once the region has another daemon
+//!   (until then the rebuild may have completed in a configuration this
+//!   daemon missed; see [`Rebuilds::on_config`]).
 
 use crate::record::{trim_recent, Record};
 use std::collections::btree_map::Entry;
@@ -451,6 +453,13 @@ impl Target {
 pub struct Rebuilds {
     me: DaemonId,
     targets: BTreeMap<u64, Target>,
+    /// Regions whose rebuild to this daemon left the configuration while
+    /// the region had no daemon, with that rebuild's id. Whether the copy
+    /// is partial is not known yet: the rebuild may have completed in a
+    /// configuration this daemon never installed (it was cut off and then
+    /// taken offline), and then the copy is whole and the region comes
+    /// back to it. Decided once the region has a daemon again.
+    ended: BTreeMap<RegionId, u64>,
 }
 
 impl Rebuilds {
@@ -458,26 +467,48 @@ impl Rebuilds {
         Rebuilds {
             me,
             targets: BTreeMap::new(),
+            ended: BTreeMap::new(),
         }
     }
 
     /// A new configuration: start the rebuilds it names to this daemon;
     /// forget those it no longer names, deleting the partial copy of
     /// those that did not make this daemon a member.
+    ///
+    /// A rebuild that ended while its region has no daemon decides
+    /// nothing yet: a configuration this daemon missed may have completed
+    /// it (made this daemon the region's chain) before a later one took
+    /// the daemon offline, and then the coordinator gives the region back
+    /// to it as its last daemon, whole. Deleting the copy then lost every
+    /// object of the region for good (seed 80001049). A copy that was
+    /// partial can only come back to this daemon through a rebuild (which
+    /// clears first) or a transfer (which replaces what differs), so
+    /// keeping it until the region has a daemon again is harmless.
     pub fn on_config(&mut self, config: &Configuration) -> Vec<Action> {
-        let mut actions = Vec::new();
+        let ended = &mut self.ended;
         self.targets.retain(|id, t| {
-            if config.rebuilds.iter().any(|b| b.id == *id) {
+            let named = config.rebuilds.iter().any(|b| b.id == *id);
+            if !named {
+                ended.insert(t.region, *id);
+            }
+            named
+        });
+        let me = self.me;
+        let mut actions = Vec::new();
+        self.ended.retain(|&region, &mut rebuild| {
+            let Some((_, _, r)) = config.region(region) else {
+                return false; // Removed with its space: the node drops it.
+            };
+            if r.chain.is_empty() {
                 return true;
             }
-            let member = config
-                .region(t.region)
-                .is_some_and(|(_, _, r)| r.chain.contains(&self.me));
-            if !member && config.region(t.region).is_some() {
+            if !r.chain.contains(&me) {
+                // Another daemon holds the region now: this copy, whole or
+                // partial, is stale.
                 actions.push(Action::Clear {
-                    rebuild: *id,
-                    region: t.region,
-                    keep: t.refresh,
+                    rebuild,
+                    region,
+                    keep: false,
                 });
             }
             false
@@ -1041,5 +1072,56 @@ mod tests {
             }]
         );
         assert_eq!(target.running(), 0);
+    }
+
+    /// `config` with region `region`'s chain set to `chain`.
+    fn chained(mut config: Configuration, region: RegionId, chain: &[DaemonId]) -> Configuration {
+        for layout in &mut config.spaces[0].subspaces {
+            for r in layout.regions.iter_mut().filter(|r| r.id == region) {
+                r.chain = chain.to_vec();
+            }
+        }
+        config
+    }
+
+    #[test]
+    fn a_rebuild_that_ends_while_its_region_has_no_daemon_keeps_the_copy_until_it_has_one() {
+        let me = DaemonId(9);
+        let b = |id| Rebuild {
+            id,
+            region: RegionId(1),
+            to: me,
+            sources: vec![(RegionId(3), DaemonId(2))],
+        };
+        let lost = |rebuilds| chained(config_with(rebuilds), RegionId(1), &[]);
+        // The target completes rebuild 7 and reports it, but is cut off:
+        // the next configuration it installs no longer names the rebuild
+        // and has the region without a daemon (it joined, then was taken
+        // offline). Its copy may be the whole region: nothing is cleared.
+        let mut target = Rebuilds::new(me);
+        target.on_config(&lost(vec![b(7)]));
+        target.cleared(7);
+        let done = target.on_page(7, RegionId(3), None, vec![entry(1)], Some(vec![1]), true);
+        assert_eq!(done.last(), Some(&Action::Complete { rebuild: 7 }));
+        assert_eq!(target.on_config(&lost(Vec::new())), vec![]);
+        assert_eq!(target.running(), 0);
+        // The coordinator gives the region back to its last daemon: the
+        // copy is the region's, and stays.
+        let back = chained(config_with(Vec::new()), RegionId(1), &[me]);
+        assert_eq!(target.on_config(&back), vec![]);
+        // Had it gone to another daemon instead, the copy would be partial
+        // or stale, and cleared, once.
+        let mut target = Rebuilds::new(me);
+        target.on_config(&lost(vec![b(8)]));
+        assert_eq!(target.on_config(&lost(Vec::new())), vec![]);
+        let elsewhere = chained(config_with(Vec::new()), RegionId(1), &[DaemonId(4)]);
+        assert_eq!(
+            target.on_config(&elsewhere),
+            vec![Action::Clear {
+                rebuild: 8,
+                region: RegionId(1)
+            }]
+        );
+        assert_eq!(target.on_config(&elsewhere), vec![]);
     }
 }
