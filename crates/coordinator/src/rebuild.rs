@@ -112,6 +112,18 @@ impl ClusterState {
         }
     }
 
+    /// Whether the region's last daemon is gone for good: killed or
+    /// forgotten by an operator (a forgotten daemon leaves no orphan
+    /// entry). Only then is the region rebuilt. A daemon that is merely
+    /// Offline may return with its disk and take the region back (and
+    /// have it refreshed); rebuilding while it might still fails more
+    /// simulator seeds (docs/design/replex.md, "What remains").
+    pub(crate) fn lost_for_good(&self, region: RegionId) -> bool {
+        self.orphans
+            .get(&region)
+            .is_none_or(|d| self.killed.contains(d))
+    }
+
     /// Whether `rebuild` can still complete as planned: its region is in a
     /// replex space and still has no daemon (or, for a refresh, still only
     /// its target), its target is Available, and each source region is
@@ -181,6 +193,9 @@ impl ClusterState {
                     let busy = self.rebuilds.iter().chain(&planned);
                     if !region.chain.is_empty() || busy.clone().any(|b| b.region == region.id) {
                         continue;
+                    }
+                    if !self.lost_for_good(region.id) {
+                        continue; // Its daemon may return: it waits (an orphan).
                     }
                     let Ok(cover) = covering_set(space, &failed, region.id) else {
                         continue; // Unavailable: wait for a daemon to return.

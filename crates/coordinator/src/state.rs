@@ -1730,21 +1730,19 @@ mod tests {
     }
 
     #[test]
-    fn an_offline_daemon_is_rebuilt_and_takes_back_and_refreshes_what_is_still_rebuilding() {
+    fn an_offline_daemon_is_waited_for_and_refreshed_and_a_killed_one_rebuilt() {
         let mut state = replex_with_spares(1);
         let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
         let lost = regions_of(&state, victim);
-        // Offline (failure detected): its regions are rebuilt at once.
+        // Offline (failure detected): it may come back with its disk, so
+        // its regions wait for it and nothing is rebuilt.
         state.apply(Command::DaemonOffline { id: victim });
-        state.check_invariants().unwrap();
-        let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
-        assert_eq!(rebuilt, lost);
+        assert!(state.rebuilds.is_empty(), "{:?}", state.rebuilds);
         assert!(lost.iter().all(|r| state.orphans.get(r) == Some(&victim)));
-        // It returns before any rebuild completed: its copies are whole,
-        // so it takes its regions back and the rebuilds are cancelled. It
-        // may have restarted, forgetting the updates it had started, so
-        // each key region it heads is refreshed: rebuilt to itself from
-        // its covering set while it keeps its place.
+        // It returns and takes its regions back. It may have restarted,
+        // forgetting the updates it had started, so each key region it
+        // heads is refreshed: rebuilt to itself from its covering set
+        // while it keeps its place.
         state.apply(Command::RegisterDaemon {
             id: Some(victim),
             addr: "127.0.0.1:2012".into(),
@@ -1776,23 +1774,14 @@ mod tests {
         state.check_invariants().unwrap();
         assert_eq!(regions_of(&state, victim), lost);
         assert!(state.rebuilds.iter().all(|b| b.id != refresh.id));
-        // Offline again; this time a rebuild completes first: the region
-        // is the target's, and the returning daemon gets no place in it.
+        // Offline again, then killed by an operator: gone for good, so its
+        // regions are rebuilt elsewhere (its refreshes are dropped).
         state.apply(Command::DaemonOffline { id: victim });
-        let first = state.rebuilds[0].clone();
-        assert_eq!(
-            state.apply(Command::RebuildComplete { rebuild: first.id }),
-            CommandResult::Done
-        );
-        state.apply(Command::RegisterDaemon {
-            id: Some(victim),
-            addr: "127.0.0.1:2012".into(),
-            metrics: None,
-        });
+        state.apply(Command::ServerKill { id: victim });
         state.check_invariants().unwrap();
-        let now = regions_of(&state, victim);
-        assert!(!now.contains(&first.region), "{now:?}");
-        assert!(regions_of(&state, first.to).contains(&first.region));
+        let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        assert_eq!(rebuilt, lost);
+        assert!(state.rebuilds.iter().all(|b| b.to != victim));
     }
 
     #[test]

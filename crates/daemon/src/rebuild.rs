@@ -421,8 +421,6 @@ struct Source {
 #[derive(Debug)]
 struct Target {
     region: RegionId,
-    /// A refresh: this daemon heads the region (see [`Action::Clear`]).
-    refresh: bool,
     cleared: bool,
     sources: BTreeMap<RegionId, Source>,
     /// Ticks since the last completion report.
@@ -537,7 +535,6 @@ impl Rebuilds {
                 b.id,
                 Target {
                     region: b.region,
-                    refresh,
                     cleared: false,
                     sources,
                     reported: 0,
@@ -1119,7 +1116,8 @@ mod tests {
             target.on_config(&elsewhere),
             vec![Action::Clear {
                 rebuild: 8,
-                region: RegionId(1)
+                region: RegionId(1),
+                keep: false,
             }]
         );
         assert_eq!(target.on_config(&elsewhere), vec![]);

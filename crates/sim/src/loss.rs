@@ -168,7 +168,12 @@ impl World {
             .any(|space| {
                 let failed = regions_where(space, |r| r.chain.is_empty());
                 failed.iter().any(|&region| {
-                    !state.rebuilds.iter().any(|b| b.region == region)
+                    let gone_for_good = state
+                        .orphans
+                        .get(&region)
+                        .is_none_or(|d| state.killed.contains(d));
+                    gone_for_good
+                        && !state.rebuilds.iter().any(|b| b.region == region)
                         && covering_set(space, &failed, region).is_ok()
                 })
             });
