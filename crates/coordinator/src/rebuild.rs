@@ -84,6 +84,20 @@ impl ClusterState {
             .find(|space| locate(space, region).is_some())
     }
 
+    /// The regions of `space` no rebuild may read: those without a daemon
+    /// and those being refreshed, whose copy may lack updates its daemon
+    /// forgot and the refresh has not driven again yet (a region rebuilt
+    /// from one lost an acknowledged object, simulator seed 118001808).
+    fn unreadable(&self, space: &Space) -> BTreeSet<RegionId> {
+        space
+            .subspaces
+            .iter()
+            .flat_map(|l| &l.regions)
+            .filter(|r| r.chain.is_empty() || self.rebuilds.iter().any(|b| b.region == r.id))
+            .map(|r| r.id)
+            .collect()
+    }
+
     fn is_available(&self, daemon: DaemonId) -> bool {
         self.daemons.get(&daemon).map(|d| d.state) == Some(DaemonState::Available)
     }
@@ -101,10 +115,9 @@ impl ClusterState {
     /// Whether the region's last daemon is gone for good: killed or
     /// forgotten by an operator (a forgotten daemon leaves no orphan
     /// entry). Only then is the region rebuilt. A daemon that is merely
-    /// Offline may return with its disk and take the region back, and
-    /// rebuilding while it might still fails a few simulator seeds (see
-    /// docs/design/replex.md, "Rebuild", for the faults fixed and the
-    /// seeds that remain).
+    /// Offline may return with its disk and take the region back (and
+    /// have it refreshed); rebuilding while it might still fails more
+    /// simulator seeds (docs/design/replex.md, "What remains").
     pub(crate) fn lost_for_good(&self, region: RegionId) -> bool {
         self.orphans
             .get(&region)
@@ -112,9 +125,9 @@ impl ClusterState {
     }
 
     /// Whether `rebuild` can still complete as planned: its region is in a
-    /// replex space and still has no daemon, its target is Available, and
-    /// each source region is still held by the daemon the plan named, which
-    /// is Available.
+    /// replex space and still has no daemon (or, for a refresh, still only
+    /// its target), its target is Available, and each source region is
+    /// still held by the daemon the plan named, which is Available.
     pub(crate) fn rebuild_holds(&self, rebuild: &Rebuild) -> bool {
         let Some(space) = self.space_of(rebuild.region) else {
             return false;
@@ -122,13 +135,15 @@ impl ClusterState {
         let Some((k, i)) = locate(space, rebuild.region) else {
             return false;
         };
+        let chain = &space.subspaces[k].regions[i].chain;
         space.desc.replex.is_some()
-            && space.subspaces[k].regions[i].chain.is_empty()
+            && (chain.is_empty() || *chain == [rebuild.to])
             && self.is_available(rebuild.to)
             && !rebuild.sources.is_empty()
             && rebuild.sources.iter().all(|&(region, daemon)| {
                 self.sole_member(region) == Some(daemon)
                     && self.is_available(daemon)
+                    && !self.rebuilds.iter().any(|b| b.region == region)
                     && locate(space, region).is_some_and(|(q, _)| q != k)
             })
     }
@@ -148,10 +163,23 @@ impl ClusterState {
             .iter()
             .map(|b| self.rebuild_holds(b))
             .collect();
+        // A refresh that lost a source is planned again below, from the
+        // sources that remain: its region's head must still learn what the
+        // other parts hold in flight.
+        let refreshes: Vec<(RegionId, DaemonId)> = self
+            .rebuilds
+            .iter()
+            .zip(&keep)
+            .filter(|(b, keep)| !**keep && self.sole_member(b.region) == Some(b.to))
+            .map(|(b, _)| (b.region, b.to))
+            .collect();
         let mut keep = keep.into_iter();
         self.rebuilds
             .retain(|_| keep.next().expect("one flag per rebuild"));
         let mut changed = self.rebuilds.len() != before;
+        for (region, daemon) in refreshes {
+            self.refresh(region, daemon);
+        }
         for b in &self.rebuilds {
             if let Some(l) = load.get_mut(&b.to) {
                 *l += 1;
@@ -159,13 +187,7 @@ impl ClusterState {
         }
         let mut planned: Vec<Rebuild> = Vec::new();
         for space in self.spaces.iter().filter(|s| s.desc.replex.is_some()) {
-            let failed: BTreeSet<RegionId> = space
-                .subspaces
-                .iter()
-                .flat_map(|l| &l.regions)
-                .filter(|r| r.chain.is_empty())
-                .map(|r| r.id)
-                .collect();
+            let failed = self.unreadable(space);
             for (k, layout) in space.subspaces.iter().enumerate() {
                 for (i, region) in layout.regions.iter().enumerate() {
                     let busy = self.rebuilds.iter().chain(&planned);
@@ -221,8 +243,64 @@ impl ClusterState {
         changed
     }
 
+    /// Plans a *refresh* of `region`, a key region of a replex space whose
+    /// one daemon `daemon` registered again: a rebuild to the daemon that
+    /// already holds it, from its covering set, which keeps its copy and
+    /// learns what the other parts hold of its keys in flight (the pending
+    /// rule). A restarted point leader lost the updates it had in flight,
+    /// which the later parts may hold, pending or committed; leading the
+    /// region without them it would issue their versions again for other
+    /// updates (members took one for the other, simulator seed 118002125)
+    /// or start updates after a version those replaced (an acknowledged
+    /// update lost, seed 118002306). Registering cannot tell a restart
+    /// from a live daemon rejoining, whose refresh changes nothing. While
+    /// the refresh runs the point leader refuses new updates (OFFLINE) and
+    /// the region stays live for readers and as a source of other
+    /// rebuilds. Nothing is planned when no covering set is live: the
+    /// updates in flight then went through a lost region too and are
+    /// driven again by its rebuild, if at all. Returns whether a refresh
+    /// was planned.
+    pub(crate) fn refresh(&mut self, region: RegionId, daemon: DaemonId) -> bool {
+        // A rebuild to another daemon, planned while this one was away,
+        // can no longer complete: the region is this daemon's again.
+        self.rebuilds
+            .retain(|b| b.region != region || b.to == daemon);
+        if self.rebuilds.iter().any(|b| b.region == region) {
+            return false;
+        }
+        let Some(space) = self.space_of(region) else {
+            return false;
+        };
+        let failed = self.unreadable(space);
+        let Ok(cover) = covering_set(space, &failed, region) else {
+            return false;
+        };
+        let sources: Option<Vec<(RegionId, DaemonId)>> = cover
+            .iter()
+            .map(|&r| {
+                self.sole_member(r)
+                    .filter(|d| self.is_available(*d))
+                    .map(|d| (r, d))
+            })
+            .collect();
+        let Some(sources) = sources.filter(|s| !s.is_empty()) else {
+            return false;
+        };
+        let id = self.rebuild_id_next;
+        self.rebuild_id_next += 1;
+        tracing::warn!(%region, %daemon, "refreshing a replex key region whose daemon registered again");
+        self.rebuilds.push(Rebuild {
+            id,
+            region,
+            to: daemon,
+            sources,
+        });
+        true
+    }
+
     /// `RebuildComplete`: the target holds every object of the region, so
-    /// it becomes the region's chain and the rebuild ends.
+    /// it becomes the region's chain (a refresh's target already is) and
+    /// the rebuild ends.
     pub(crate) fn rebuild_complete(&mut self, rebuild: u64) -> CommandResult {
         let Some(index) = self.rebuilds.iter().position(|b| b.id == rebuild) else {
             return CommandResult::Failed {
@@ -243,7 +321,9 @@ impl ClusterState {
             .flat_map(|sub| sub.regions.iter_mut())
             .find(|r| r.id == b.region)
             .expect("rebuild_holds found the region");
-        region.chain.push(b.to);
+        if region.chain.is_empty() {
+            region.chain.push(b.to);
+        }
         self.orphans.remove(&b.region);
         tracing::warn!(region = %b.region, daemon = %b.to, "a lost replex region was rebuilt and joins");
         self.bump();

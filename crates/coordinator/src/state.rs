@@ -21,7 +21,8 @@
 //!   Available daemon outside the chain exists;
 //! - every region of a replex space without a daemon has one rebuild
 //!   running when it has a covering set and a legal target (see
-//!   [`crate::rebuild`]); a rebuild's region has an empty chain, its target
+//!   [`crate::rebuild`]); a rebuild's region has an empty chain (a
+//!   refresh's, only its target: [`ClusterState::refresh`]), its target
 //!   is Available and may hold the region under the placement rule, and
 //!   each of its sources is still held by the one Available daemon the
 //!   plan named.
@@ -675,6 +676,26 @@ impl ClusterState {
         changed
     }
 
+    /// Plans a refresh (see [`ClusterState::refresh`]) of every key region
+    /// of a replex space that `id`, registering again, is the one daemon
+    /// of; true when any was planned.
+    fn refresh_replex_key_regions(&mut self, id: DaemonId) -> bool {
+        let heads: Vec<RegionId> = self
+            .spaces
+            .iter()
+            .filter(|s| s.desc.replex.is_some())
+            .filter_map(|s| s.subspaces.first())
+            .flat_map(|l| &l.regions)
+            .filter(|r| r.chain == [id])
+            .map(|r| r.id)
+            .collect();
+        let mut changed = false;
+        for region in heads {
+            changed |= self.refresh(region, id);
+        }
+        changed
+    }
+
     /// Takes `id` out of every chain that has another member; true when
     /// any chain changed.
     fn leave_shared_chains(&mut self, id: DaemonId) -> bool {
@@ -1077,6 +1098,7 @@ impl ClusterState {
                 // empties a chain. Its transfers restart from scratch.
                 changed |= self.leave_shared_chains(id);
                 changed |= self.adopt_orphans(id);
+                changed |= self.refresh_replex_key_regions(id);
                 let transfers = self.transfers.len();
                 self.transfers.retain(|t| t.from != id && t.to != id);
                 changed |= self.transfers.len() != transfers;
@@ -1708,7 +1730,7 @@ mod tests {
     }
 
     #[test]
-    fn an_offline_daemon_is_waited_for_and_a_killed_one_rebuilt() {
+    fn an_offline_daemon_is_waited_for_and_refreshed_and_a_killed_one_rebuilt() {
         let mut state = replex_with_spares(1);
         let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
         let lost = regions_of(&state, victim);
@@ -1717,22 +1739,49 @@ mod tests {
         state.apply(Command::DaemonOffline { id: victim });
         assert!(state.rebuilds.is_empty(), "{:?}", state.rebuilds);
         assert!(lost.iter().all(|r| state.orphans.get(r) == Some(&victim)));
+        // It returns and takes its regions back. It may have restarted,
+        // forgetting the updates it had started, so each key region it
+        // heads is refreshed: rebuilt to itself from its covering set
+        // while it keeps its place.
         state.apply(Command::RegisterDaemon {
             id: Some(victim),
             addr: "127.0.0.1:2012".into(),
             metrics: None,
         });
         state.check_invariants().unwrap();
-        assert!(state.rebuilds.is_empty());
         assert_eq!(regions_of(&state, victim), lost);
+        let heads: BTreeSet<RegionId> = state.spaces[0].subspaces[0]
+            .regions
+            .iter()
+            .filter(|r| r.chain == [victim])
+            .map(|r| r.id)
+            .collect();
+        assert!(!heads.is_empty());
+        let refreshed: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        assert_eq!(refreshed, heads, "{:?}", state.rebuilds);
+        for b in &state.rebuilds {
+            assert_eq!(b.to, victim);
+            assert_sources_cover(&state.spaces[0], b);
+        }
+        // A refresh completes without changing the chain.
+        let refresh = state.rebuilds[0].clone();
+        assert_eq!(
+            state.apply(Command::RebuildComplete {
+                rebuild: refresh.id
+            }),
+            CommandResult::Done
+        );
+        state.check_invariants().unwrap();
+        assert_eq!(regions_of(&state, victim), lost);
+        assert!(state.rebuilds.iter().all(|b| b.id != refresh.id));
         // Offline again, then killed by an operator: gone for good, so its
-        // regions are rebuilt.
+        // regions are rebuilt elsewhere (its refreshes are dropped).
         state.apply(Command::DaemonOffline { id: victim });
-        assert!(state.rebuilds.is_empty());
         state.apply(Command::ServerKill { id: victim });
         state.check_invariants().unwrap();
         let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
         assert_eq!(rebuilt, lost);
+        assert!(state.rebuilds.iter().all(|b| b.to != victim));
     }
 
     #[test]

@@ -33,10 +33,13 @@
 //!   again along chains through it.
 //! - A rebuild that ends without making this daemon a member (it was
 //!   cancelled: the old daemon returned, or a source moved) leaves a
-//!   partial copy, which is deleted.
+//!   partial copy, which is deleted once the region has another daemon
+//!   (until then the rebuild may have completed in a configuration this
+//!   daemon missed; see [`Rebuilds::on_config`]).
 
 use crate::record::{trim_recent, Record};
-use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 pub use tessera_protocol::PendingWrite;
 use tessera_protocol::{ClientRef, RebuildEntry, RebuildMsg};
 use tessera_types::coordinate::key_value;
@@ -140,6 +143,12 @@ pub struct Unsettled {
     /// the key's committed version, and counts not.
     floor: Option<Option<Record>>,
     writes: BTreeMap<Version, PendingWrite>,
+    /// Versions of a refresh known only from committed tombstones: see
+    /// [`Unsettled::add_refreshed`].
+    unconfirmed: BTreeSet<Version>,
+    /// A refresh's writers of versions a source committed under a newer
+    /// one it reports, by that newer version: see [`Settled::folded`].
+    folded: BTreeMap<Version, Vec<(ClientRef, Version)>>,
 }
 
 impl Unsettled {
@@ -163,6 +172,81 @@ impl Unsettled {
             self.writes.entry(write.version).or_insert(write);
         }
     }
+
+    /// A source of a key region holds `live` committed while another
+    /// holds a later version: it missed that update, which is therefore
+    /// still in flight, as if that source held it pending (see `settle`).
+    pub fn lagging(&mut self, live: Record) {
+        let older = match &self.floor {
+            None => true,
+            Some(None) => false,
+            Some(Some(floor)) => live.version < floor.version,
+        };
+        if older {
+            self.floor = Some(Some(live));
+        }
+    }
+
+    /// A source's entry for a key of a region being *refreshed*: its one
+    /// daemon registered again and may have lost updates it had started,
+    /// so every version a source holds above `own` (what the region holds
+    /// committed, hence every member too) is in flight, pending or
+    /// committed there, and the refreshed point leader drives each again.
+    /// Taking one a source committed as committed would leave it missing
+    /// in a region rebuilt meanwhile from the parts before that source.
+    pub fn add_refreshed(
+        &mut self,
+        own: Option<&Record>,
+        committed: Option<&Record>,
+        pending: Vec<PendingWrite>,
+    ) {
+        self.floor = Some(own.cloned());
+        let own_version = own.map(|r| r.version);
+        if let Some(c) = committed.filter(|c| Some(c.version) > own_version) {
+            let folded: Vec<(ClientRef, Version)> = c
+                .recent
+                .iter()
+                .filter(|(_, v)| Some(*v) > own_version && *v < c.version)
+                .copied()
+                .collect();
+            let known = self.folded.entry(c.version).or_default();
+            for writer in folded {
+                if !known.contains(&writer) {
+                    known.push(writer);
+                }
+            }
+            let write = committed_write(c);
+            // As in `merge_record`: at one version a live copy is the
+            // version's object, while a tombstone may only say that it
+            // moved to a region rebuilt since without it (the point
+            // leader, which drove it again, restarted): that cannot be
+            // told from a deletion, so a version only tombstones report is
+            // not driven. It was never acknowledged, and the key's object
+            // stays the one the region acknowledged (simulator seed
+            // 118002160: driven as a deletion, it lost an object).
+            if write.object.is_none() && !self.writes.contains_key(&c.version) {
+                self.unconfirmed.insert(c.version);
+            }
+            match self.writes.entry(c.version) {
+                Entry::Vacant(e) => {
+                    e.insert(write);
+                }
+                Entry::Occupied(mut e) if e.get().object.is_none() && write.object.is_some() => {
+                    self.unconfirmed.remove(&c.version);
+                    e.insert(write);
+                }
+                Entry::Occupied(_) => {}
+            }
+        }
+        // A pending update travels whole: it wins over a committed record.
+        for write in pending
+            .into_iter()
+            .filter(|w| Some(w.version) > own_version)
+        {
+            self.unconfirmed.remove(&write.version);
+            self.writes.insert(write.version, write);
+        }
+    }
 }
 
 /// What a rebuilt region holds of a key once every source answered.
@@ -174,6 +258,13 @@ pub struct Settled {
     /// chain itself, oldest first (always empty for a region that is not a
     /// key region: the point leader, or a member before it, drives them).
     pub drive: Vec<PendingWrite>,
+    /// For a refresh, per driven version, the writers of the older versions
+    /// a source committed and reported only under it (its record's
+    /// `recent`): their effects are in its object, so their retries wait
+    /// for its commit, which remembers them (simulator seed 117002898: a
+    /// retried put, not recognized, was applied a second time over an add
+    /// that followed it).
+    pub folded: BTreeMap<Version, Vec<(ClientRef, Version)>>,
 }
 
 /// The rule for a key some source holds an update of pending, given what
@@ -215,29 +306,43 @@ pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -
         return Settled {
             base,
             drive: Vec::new(),
+            folded: BTreeMap::new(),
         };
     }
     let mut writes = unsettled.writes;
+    writes.retain(|v, _| !unsettled.unconfirmed.contains(v));
     // A version committed further down the chain than every source holding
     // it pending is in flight too (those sources hold it pending as well;
     // this only guards against one missing).
     if let Some(s) = stored.filter(|s| Some(s.version) > base_version) {
-        writes.entry(s.version).or_insert_with(|| PendingWrite {
-            version: s.version,
-            object: s.object.clone(),
-            client: s
-                .recent
-                .iter()
-                .find(|(_, v)| *v == s.version)
-                .map_or(ClientRef::REPAIR, |(c, _)| *c),
-            follows: None,
-        });
+        writes
+            .entry(s.version)
+            .or_insert_with(|| committed_write(s));
     }
     let drive = writes
         .into_values()
         .filter(|w| Some(w.version) > base_version)
         .collect();
-    Settled { base, drive }
+    Settled {
+        base,
+        drive,
+        folded: unsettled.folded,
+    }
+}
+
+/// A committed record's version as an update to drive again: its object,
+/// and its writer as `recent` remembers it (REPAIR when it does not).
+fn committed_write(record: &Record) -> PendingWrite {
+    PendingWrite {
+        version: record.version,
+        object: record.object.clone(),
+        client: record
+            .recent
+            .iter()
+            .find(|(_, v)| *v == record.version)
+            .map_or(ClientRef::REPAIR, |(c, _)| *c),
+        follows: None,
+    }
 }
 
 /// What a target stores for a key that holds `stored` when a source sends
@@ -283,9 +388,15 @@ pub fn merge_record(stored: Option<&Record>, incoming: Record) -> Option<Record>
 /// What the node must do, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Delete everything this daemon holds of `region`, then call
-    /// [`Rebuilds::cleared`].
-    Clear { rebuild: u64, region: RegionId },
+    /// Delete everything this daemon holds of `region` — unless `keep`,
+    /// for a refresh: the daemon heads the region, and its copy holds
+    /// every update the region acknowledged — and forget what the cores
+    /// learned of it, then call [`Rebuilds::cleared`].
+    Clear {
+        rebuild: u64,
+        region: RegionId,
+        keep: bool,
+    },
     /// Send a message to a peer.
     Send { to: DaemonId, msg: RebuildMsg },
     /// Store these entries of `region` with [`merge_record`].
@@ -340,6 +451,13 @@ impl Target {
 pub struct Rebuilds {
     me: DaemonId,
     targets: BTreeMap<u64, Target>,
+    /// Regions whose rebuild to this daemon left the configuration while
+    /// the region had no daemon, with that rebuild's id. Whether the copy
+    /// is partial is not known yet: the rebuild may have completed in a
+    /// configuration this daemon never installed (it was cut off and then
+    /// taken offline), and then the copy is whole and the region comes
+    /// back to it. Decided once the region has a daemon again.
+    ended: BTreeMap<RegionId, u64>,
 }
 
 impl Rebuilds {
@@ -347,25 +465,48 @@ impl Rebuilds {
         Rebuilds {
             me,
             targets: BTreeMap::new(),
+            ended: BTreeMap::new(),
         }
     }
 
     /// A new configuration: start the rebuilds it names to this daemon;
     /// forget those it no longer names, deleting the partial copy of
     /// those that did not make this daemon a member.
+    ///
+    /// A rebuild that ended while its region has no daemon decides
+    /// nothing yet: a configuration this daemon missed may have completed
+    /// it (made this daemon the region's chain) before a later one took
+    /// the daemon offline, and then the coordinator gives the region back
+    /// to it as its last daemon, whole. Deleting the copy then lost every
+    /// object of the region for good (seed 80001049). A copy that was
+    /// partial can only come back to this daemon through a rebuild (which
+    /// clears first) or a transfer (which replaces what differs), so
+    /// keeping it until the region has a daemon again is harmless.
     pub fn on_config(&mut self, config: &Configuration) -> Vec<Action> {
-        let mut actions = Vec::new();
+        let ended = &mut self.ended;
         self.targets.retain(|id, t| {
-            if config.rebuilds.iter().any(|b| b.id == *id) {
+            let named = config.rebuilds.iter().any(|b| b.id == *id);
+            if !named {
+                ended.insert(t.region, *id);
+            }
+            named
+        });
+        let me = self.me;
+        let mut actions = Vec::new();
+        self.ended.retain(|&region, &mut rebuild| {
+            let Some((_, _, r)) = config.region(region) else {
+                return false; // Removed with its space: the node drops it.
+            };
+            if r.chain.is_empty() {
                 return true;
             }
-            let member = config
-                .region(t.region)
-                .is_some_and(|(_, _, r)| r.chain.contains(&self.me));
-            if !member && config.region(t.region).is_some() {
+            if !r.chain.contains(&me) {
+                // Another daemon holds the region now: this copy, whole or
+                // partial, is stale.
                 actions.push(Action::Clear {
-                    rebuild: *id,
-                    region: t.region,
+                    rebuild,
+                    region,
+                    keep: false,
                 });
             }
             false
@@ -387,6 +528,9 @@ impl Rebuilds {
                     (region, source)
                 })
                 .collect();
+            let refresh = config
+                .region(b.region)
+                .is_some_and(|(_, _, r)| r.chain.contains(&self.me));
             self.targets.insert(
                 b.id,
                 Target {
@@ -399,6 +543,7 @@ impl Rebuilds {
             actions.push(Action::Clear {
                 rebuild: b.id,
                 region: b.region,
+                keep: refresh,
             });
         }
         actions
@@ -693,6 +838,66 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_drives_every_version_above_its_own_with_the_writers_folded_in() {
+        let space = space();
+        let (here, there) = a_in_each_region(&space);
+        let (old, moved) = (Some(object(9, here)), Some(object(9, there)));
+        // The refreshed point leader holds v4 committed; it had started v5
+        // and v6 and forgot them on restarting.
+        let own = Record {
+            version: Version(4),
+            object: old.clone(),
+            recent: vec![(writer(1), Version(4))],
+        };
+        // The region v6 moved the object out of holds its tombstone; the
+        // region it entered holds it live, with v5's writer in `recent`
+        // (v5 committed there, then v6 over it).
+        let left = Record {
+            version: Version(6),
+            object: None,
+            recent: vec![
+                (writer(1), Version(4)),
+                (writer(2), Version(5)),
+                (writer(3), Version(6)),
+            ],
+        };
+        let entered = Record {
+            object: moved.clone(),
+            ..left.clone()
+        };
+        let mut unsettled = Unsettled::default();
+        unsettled.add_refreshed(Some(&own), Some(&left), Vec::new());
+        unsettled.add_refreshed(Some(&own), Some(&entered), Vec::new());
+        // An older record of a third source says nothing new.
+        unsettled.add_refreshed(Some(&own), Some(&own), Vec::new());
+        let settled = settle(true, Some(&own), unsettled);
+        // Its own record stays the base, even though a source committed
+        // v6: a region rebuilt from the parts before that source may lack
+        // v6, so the leader drives it again, with the live object.
+        assert_eq!(settled.base.as_ref().map(|r| r.version), Some(Version(4)));
+        assert_eq!(settled.drive, vec![write(6, moved.clone(), 3, None)]);
+        // v5's effects are in v6's object: its retry waits for v6.
+        assert_eq!(
+            settled.folded.get(&Version(6)),
+            Some(&vec![(writer(2), Version(5))])
+        );
+        // A version only tombstones report may be a move into a region
+        // rebuilt since without it: not driven (it was never
+        // acknowledged), where driving it would delete the object.
+        let mut only_tombstones = Unsettled::default();
+        only_tombstones.add_refreshed(Some(&own), Some(&left), Vec::new());
+        let settled = settle(true, Some(&own), only_tombstones);
+        assert!(settled.drive.is_empty(), "{:?}", settled.drive);
+        // A pending update travels whole, so a source holding v6 pending
+        // confirms a deletion the tombstones report.
+        let mut deleted = Unsettled::default();
+        deleted.add_refreshed(Some(&own), Some(&left), Vec::new());
+        deleted.add_refreshed(Some(&own), None, vec![write(6, None, 3, Some(4))]);
+        let settled = settle(true, Some(&own), deleted);
+        assert_eq!(settled.drive, vec![write(6, None, 3, Some(4))]);
+    }
+
+    #[test]
     fn merging_keeps_the_newest_version_and_every_writer() {
         let old = Record {
             version: Version(3),
@@ -804,7 +1009,8 @@ mod tests {
             target.on_config(&config_with(vec![b.clone()])),
             vec![Action::Clear {
                 rebuild: 7,
-                region: RegionId(1)
+                region: RegionId(1),
+                keep: false,
             }]
         );
         // Nothing is fetched before the region is cleared.
@@ -858,9 +1064,62 @@ mod tests {
             target.on_config(&config_with(Vec::new())),
             vec![Action::Clear {
                 rebuild: 7,
-                region: RegionId(1)
+                region: RegionId(1),
+                keep: false,
             }]
         );
         assert_eq!(target.running(), 0);
+    }
+
+    /// `config` with region `region`'s chain set to `chain`.
+    fn chained(mut config: Configuration, region: RegionId, chain: &[DaemonId]) -> Configuration {
+        for layout in &mut config.spaces[0].subspaces {
+            for r in layout.regions.iter_mut().filter(|r| r.id == region) {
+                r.chain = chain.to_vec();
+            }
+        }
+        config
+    }
+
+    #[test]
+    fn a_rebuild_that_ends_while_its_region_has_no_daemon_keeps_the_copy_until_it_has_one() {
+        let me = DaemonId(9);
+        let b = |id| Rebuild {
+            id,
+            region: RegionId(1),
+            to: me,
+            sources: vec![(RegionId(3), DaemonId(2))],
+        };
+        let lost = |rebuilds| chained(config_with(rebuilds), RegionId(1), &[]);
+        // The target completes rebuild 7 and reports it, but is cut off:
+        // the next configuration it installs no longer names the rebuild
+        // and has the region without a daemon (it joined, then was taken
+        // offline). Its copy may be the whole region: nothing is cleared.
+        let mut target = Rebuilds::new(me);
+        target.on_config(&lost(vec![b(7)]));
+        target.cleared(7);
+        let done = target.on_page(7, RegionId(3), None, vec![entry(1)], Some(vec![1]), true);
+        assert_eq!(done.last(), Some(&Action::Complete { rebuild: 7 }));
+        assert_eq!(target.on_config(&lost(Vec::new())), vec![]);
+        assert_eq!(target.running(), 0);
+        // The coordinator gives the region back to its last daemon: the
+        // copy is the region's, and stays.
+        let back = chained(config_with(Vec::new()), RegionId(1), &[me]);
+        assert_eq!(target.on_config(&back), vec![]);
+        // Had it gone to another daemon instead, the copy would be partial
+        // or stale, and cleared, once.
+        let mut target = Rebuilds::new(me);
+        target.on_config(&lost(vec![b(8)]));
+        assert_eq!(target.on_config(&lost(Vec::new())), vec![]);
+        let elsewhere = chained(config_with(Vec::new()), RegionId(1), &[DaemonId(4)]);
+        assert_eq!(
+            target.on_config(&elsewhere),
+            vec![Action::Clear {
+                rebuild: 8,
+                region: RegionId(1),
+                keep: false,
+            }]
+        );
+        assert_eq!(target.on_config(&elsewhere), vec![]);
     }
 }

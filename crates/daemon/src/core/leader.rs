@@ -52,6 +52,18 @@ impl ReplicaCore {
         if self.answer_retry(&state_key, reply, &request) {
             return;
         }
+        if config.rebuilds.iter().any(|b| b.region == region.id) {
+            // A refresh (this daemon registered again): the other parts
+            // may hold updates of the region's keys in flight that this
+            // daemon has forgotten, and a new one would be sequenced
+            // without them. Not remembered as refused: the client retries.
+            let reason = format!(
+                "region {} is being refreshed from the other parts at epoch {}",
+                region.id, config.epoch
+            );
+            self.reply(reply, refuse(Status::Offline, reason));
+            return;
+        }
         if config.read_only {
             // A retry of an update applied before the switch was answered
             // above; anything new waits for `set-read-write`.
@@ -94,11 +106,10 @@ impl ReplicaCore {
             return true;
         }
         if let Some(state) = self.keys.get_mut(state_key) {
-            if let Some(p) = state
-                .pending
-                .values_mut()
-                .find(|p| p.forward.client == request.client)
-            {
+            if let Some(p) = state.pending.values_mut().find(|p| {
+                p.forward.client == request.client
+                    || p.folded.iter().any(|(c, _)| *c == request.client)
+            }) {
                 p.replies.push(reply);
                 return true;
             }

@@ -210,6 +210,7 @@ impl ReplicaCore {
                 forward,
                 replies,
                 phase,
+                folded: Vec::new(),
             },
         );
         match phase {
@@ -442,6 +443,11 @@ impl ReplicaCore {
             if !unchanged {
                 let recent = if keeps_recent {
                     let mut recent = stored.map(|r| r.recent).unwrap_or_default();
+                    for writer in &pending.folded {
+                        if !recent.contains(writer) {
+                            recent.push(*writer);
+                        }
+                    }
                     if !forward.client.is_internal() {
                         recent.push((forward.client, forward.version));
                         trim_recent(&mut recent);

@@ -86,6 +86,10 @@ struct Pending {
     /// original request, and retries of it that arrived meanwhile).
     replies: Vec<ReplyTo>,
     phase: Phase,
+    /// At a refreshed point leader: writers of older versions whose effects
+    /// this update carries (see `rebuild::Settled::folded`), remembered
+    /// with it when it commits.
+    folded: Vec<(ClientRef, Version)>,
 }
 
 /// Where a pending update stands at this member. Every combination the

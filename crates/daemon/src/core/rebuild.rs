@@ -42,6 +42,16 @@ impl ReplicaCore {
     /// its pending updates wait for the region to join.
     pub fn on_rebuild_entry(&mut self, region: RegionId, entry: RebuildEntry) {
         let state_key = (region, entry.key);
+        if self
+            .keys
+            .get(&state_key)
+            .is_some_and(|s| !s.pending.is_empty())
+        {
+            // Only a refresh's target, heading the region, holds updates of
+            // it pending: a daemon that did not restart, which knows every
+            // update of the key it started and drives them itself.
+            return;
+        }
         let committed = match entry.committed.as_deref().map(Record::decode).transpose() {
             Ok(record) => record,
             Err(e) => {
@@ -51,15 +61,39 @@ impl ReplicaCore {
                 return;
             }
         };
+        let refreshed = self
+            .config
+            .region(region)
+            .is_some_and(|(_, _, r)| r.chain.contains(&self.me));
+        if refreshed {
+            let own = match self.load(&state_key) {
+                Ok(r) => r,
+                Err(e) => return self.fatal("reading a key a refresh brings", e),
+            };
+            self.rebuilt.entry(state_key).or_default().add_refreshed(
+                own.as_ref(),
+                committed.as_ref(),
+                entry.pending,
+            );
+            return;
+        }
         if let Some(incoming) = committed.clone() {
             let stored = match self.load(&state_key) {
                 Ok(r) => r,
                 Err(e) => return self.fatal("reading a key a rebuild brings", e),
             };
-            if let Some(record) = merge_record(stored.as_ref(), incoming) {
+            let merged = merge_record(stored.as_ref(), incoming.clone());
+            let lagging = self.lagging(region, stored.as_ref(), &incoming, merged.as_ref());
+            if let Some(record) = merged {
                 if !self.store(&state_key, Some(&record)) {
                     return;
                 }
+            }
+            if let Some(live) = lagging {
+                self.rebuilt
+                    .entry(state_key.clone())
+                    .or_default()
+                    .lagging(live);
             }
         }
         if !entry.pending.is_empty() {
@@ -67,6 +101,42 @@ impl ReplicaCore {
                 .entry(state_key)
                 .or_default()
                 .add(committed.as_ref(), entry.pending);
+        }
+    }
+
+    /// Of two committed records of a key a rebuilt key region's sources
+    /// report — `stored` (an earlier source's) and `incoming` — the live
+    /// one that is older than the other, if any. Every source of a key
+    /// region follows it in the chain, and each part has one region that
+    /// holds the object live and sees every update of it; so a live copy
+    /// older than a version another source committed missed an update a
+    /// member held pending and lost (a restart, or a region rebuilt
+    /// meanwhile from the parts before it), and the point leader that
+    /// would have driven it again is the region being rebuilt. That
+    /// update is still in flight: the rebuilt point leader drives it
+    /// (simulator seeds 115002985, 118000823).
+    fn lagging(
+        &self,
+        region: RegionId,
+        stored: Option<&Record>,
+        incoming: &Record,
+        merged: Option<&Record>,
+    ) -> Option<Record> {
+        let key_part = self
+            .config
+            .region(region)
+            .is_some_and(|(_, part, _)| part == 0);
+        if !key_part {
+            return None;
+        }
+        match (stored, merged) {
+            (Some(old), Some(new)) if old.object.is_some() && old.version < new.version => {
+                Some(old.clone())
+            }
+            (Some(old), None) if incoming.object.is_some() && incoming.version < old.version => {
+                Some(incoming.clone())
+            }
+            _ => None,
         }
     }
 
@@ -87,9 +157,11 @@ impl ReplicaCore {
             .rebuilt
             .keys()
             .filter(|(region, _)| {
+                // A refresh's target heads the region while it runs.
                 config
                     .region(*region)
                     .is_some_and(|(_, _, r)| r.chain.contains(&self.me))
+                    && !config.rebuilds.iter().any(|b| b.region == *region)
             })
             .cloned()
             .collect();
@@ -102,7 +174,11 @@ impl ReplicaCore {
                 Ok(r) => r,
                 Err(e) => return self.fatal("reading a rebuilt key", e),
             };
-            let Settled { base, drive } = settle(part == 0, stored.as_ref(), unsettled);
+            let Settled {
+                base,
+                drive,
+                mut folded,
+            } = settle(part == 0, stored.as_ref(), unsettled);
             if !self.store(&state_key, base.as_ref()) {
                 return;
             }
@@ -138,6 +214,7 @@ impl ReplicaCore {
                     client: write.client,
                 };
                 prev = Some((write.version, write.object));
+                let writers = folded.remove(&write.version).unwrap_or_default();
                 if blocked {
                     // Rechained by the configuration that gives the region
                     // on its way a daemon again (see `reconfig`).
@@ -151,10 +228,15 @@ impl ReplicaCore {
                                 forward,
                                 replies: Vec::new(),
                                 phase: Phase::Blocked,
+                                folded: writers,
                             },
                         );
                 } else {
+                    let version = forward.version;
                     self.apply_forward(forward, Vec::new());
+                    if let Some(p) = self.pending_mut(&state_key, version) {
+                        p.folded = writers;
+                    }
                 }
             }
         }

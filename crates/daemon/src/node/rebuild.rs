@@ -124,9 +124,15 @@ impl DaemonNode {
     pub(super) fn rebuild_actions(&self, actions: Vec<Action>, out: Out<'_>) {
         for action in actions {
             match action {
-                Action::Clear { rebuild, region } => {
-                    if let Err(e) = self.engine().drop_region(region) {
-                        return self.poison("clearing a region to rebuild", &e, out);
+                Action::Clear {
+                    rebuild,
+                    region,
+                    keep,
+                } => {
+                    if !keep {
+                        if let Err(e) = self.engine().drop_region(region) {
+                            return self.poison("clearing a region to rebuild", &e, out);
+                        }
                     }
                     for shard in &self.shards {
                         lock(shard).forget_rebuild(region);
