@@ -82,8 +82,36 @@ impl ReplicaCore {
                 Ok(r) => r,
                 Err(e) => return self.fatal("reading a key a rebuild brings", e),
             };
-            let merged = merge_record(stored.as_ref(), incoming.clone());
-            let lagging = self.lagging(region, stored.as_ref(), &incoming, merged.as_ref());
+            let key_part = self
+                .config
+                .region(region)
+                .is_some_and(|(_, part, _)| part == 0);
+            // A live copy older than another source's committed version is
+            // lagging: every source of a key region follows it in the
+            // chain, and each part has one region that holds the object
+            // live and sees every update of it, so that copy missed an
+            // update a member held pending and lost (a restart, or a
+            // region rebuilt meanwhile from the parts before it). The point
+            // leader that would have driven it again is the region being
+            // rebuilt, so the update is in flight (`Unsettled::lagging`;
+            // simulator seed 115001894). The incoming copy is cloned only
+            // when it is the one lagging.
+            let incoming_lags = key_part
+                && incoming.object.is_some()
+                && stored
+                    .as_ref()
+                    .is_some_and(|s| incoming.version < s.version);
+            let incoming_copy = incoming_lags.then(|| incoming.clone());
+            let merged = merge_record(stored.as_ref(), incoming);
+            let lagging = match (key_part, stored, &merged) {
+                (true, Some(old), Some(new))
+                    if old.object.is_some() && old.version < new.version =>
+                {
+                    Some(old)
+                }
+                (true, _, None) => incoming_copy,
+                _ => None,
+            };
             if let Some(record) = merged {
                 if !self.store(&state_key, Some(&record)) {
                     return;
@@ -101,42 +129,6 @@ impl ReplicaCore {
                 .entry(state_key)
                 .or_default()
                 .add(committed.as_ref(), entry.pending);
-        }
-    }
-
-    /// Of two committed records of a key a rebuilt key region's sources
-    /// report — `stored` (an earlier source's) and `incoming` — the live
-    /// one that is older than the other, if any. Every source of a key
-    /// region follows it in the chain, and each part has one region that
-    /// holds the object live and sees every update of it; so a live copy
-    /// older than a version another source committed missed an update a
-    /// member held pending and lost (a restart, or a region rebuilt
-    /// meanwhile from the parts before it), and the point leader that
-    /// would have driven it again is the region being rebuilt. That
-    /// update is still in flight: the rebuilt point leader drives it
-    /// (simulator seeds 115002985, 118000823).
-    fn lagging(
-        &self,
-        region: RegionId,
-        stored: Option<&Record>,
-        incoming: &Record,
-        merged: Option<&Record>,
-    ) -> Option<Record> {
-        let key_part = self
-            .config
-            .region(region)
-            .is_some_and(|(_, part, _)| part == 0);
-        if !key_part {
-            return None;
-        }
-        match (stored, merged) {
-            (Some(old), Some(new)) if old.object.is_some() && old.version < new.version => {
-                Some(old.clone())
-            }
-            (Some(old), None) if incoming.object.is_some() && incoming.version < old.version => {
-                Some(incoming.clone())
-            }
-            _ => None,
         }
     }
 
