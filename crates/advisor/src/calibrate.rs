@@ -7,25 +7,24 @@
 //! described by the model's features of it, so that its cost is linear in
 //! the parameters:
 //!
-//! - a put without a get: h · (K·(1 + |N| + Σ_changed (1 − p)) +
-//!   α·K·Σ_changed 2p + δ·entries), where h = 1/T_max, p is the
-//!   probability the changed subspace moves the object, and `entries` the
-//!   local index entries rewritten over every copy (Eq. 4.5 and Tessera's
-//!   terms, `model.rs`);
-//! - an insert: h · (α_c·copies + δ·entries);
-//! - a search: CR·c_req + examined·β + results·γ; one that walks a local
-//!   index over a range: CR·c_req + ρ + entries·β_r + results·γ;
-//! - a get: one hop, h (reported, not fitted: the model charges it one
-//!   hop).
+//! - a put without a get: w + h · (K·(1 + |N| + Σ_changed (1 − p)) +
+//!   α·K·Σ_changed 2p + δ·entries), where w is the request's own cost,
+//!   h = 1/T_max, p is the probability the changed subspace moves the
+//!   object, and `entries` the local index entries rewritten over every
+//!   copy (Eq. 4.5 and Tessera's terms, `model.rs`);
+//! - an insert: w_i + h · (α_c·copies + δ_c·entries);
+//! - a search: CR·c_req + examined·β + results·γ, + ε when it reads at
+//!   least one object through an index; one that walks a local index
+//!   over a range: CR·c_req + ρ + entries·β_r + results·γ (+ ε);
+//! - a get: its own cost, g.
 //!
-//! Puts are fitted together for (h, h·α, h·δ), searches for (c_req, β, γ,
-//! ρ, β_r) (equality steps pin c_req, β and γ; range steps of two widths
-//! tell ρ from β_r),
-//! both by least squares on relative errors (costs span orders of
+//! Puts are fitted together for (w, h, h·α, h·δ), inserts for (w_i,
+//! h·α_c, h·δ_c), searches for (c_req, β, γ, ρ, β_r, ε) (equality steps
+//! pin c_req, β, γ and ε; range steps of two widths tell ρ from β_r), gets
+//! for g, each by least squares on relative errors (costs span orders of
 //! magnitude; each row is divided by its measurement), with no parameter
 //! below zero (every subset of the unknowns is tried and the best
-//! non-negative solution kept). α_c is then fitted from the inserts with h
-//! and δ known. Eq. 4.8 is never used (A.4 #1).
+//! non-negative solution kept). Eq. 4.8 is never used (A.4 #1).
 
 use crate::Params;
 use tessera_types::FitQuality;
@@ -67,6 +66,9 @@ pub enum Measured {
         range_entries: f64,
         /// Objects returned.
         results: f64,
+        /// Objects (or entries) read through a local index: 0 for a scan
+        /// (ε is paid once when it is at least one, in proportion below).
+        index_reads: f64,
     },
 }
 
@@ -93,6 +95,20 @@ impl Measured {
         }
     }
 
+    /// A put's features: (request, fixed hops, per α, per δ).
+    fn put_features(&self) -> Option<[f64; 4]> {
+        let (a, b, c) = self.put_terms()?;
+        Some([1.0, a, b, c])
+    }
+
+    /// An insert's features: (request, copies, entries).
+    fn insert_features(&self) -> Option<[f64; 3]> {
+        match *self {
+            Measured::Insert { copies, entries } => Some([1.0, copies, entries]),
+            _ => None,
+        }
+    }
+
     /// A put's hops as (fixed, per α, per δ).
     fn put_terms(&self) -> Option<(f64, f64, f64)> {
         match self {
@@ -114,13 +130,15 @@ impl Measured {
     pub fn predicted_s(&self, params: &Params) -> f64 {
         let h = params.hop_s();
         match self {
-            Measured::Get => h,
+            Measured::Get => params.get_cost_s(),
             Measured::Put { .. } => {
                 let (fixed, per_alpha, per_delta) = self.put_terms().unwrap_or_default();
-                h * (fixed + params.alpha * per_alpha + params.index_write * per_delta)
+                params.write_s
+                    + h * (fixed + params.alpha * per_alpha + params.index_write * per_delta)
             }
             Measured::Insert { copies, entries } => {
-                h * (params.alpha_create * copies + params.index_write * entries)
+                params.insert_s
+                    + h * (params.alpha_create * copies + params.index_create() * entries)
             }
             Measured::Search { .. } => {
                 let terms = self.search_terms().unwrap_or_default();
@@ -130,14 +148,15 @@ impl Measured {
                     params.result_s,
                     params.range_search_s,
                     params.range_entry_s,
+                    params.walk_first_s,
                 ];
                 terms.iter().zip(per).map(|(x, c)| x * c).sum()
             }
         }
     }
 
-    /// A search's features, in the order (c_req, β, γ, ρ, β_r).
-    fn search_terms(&self) -> Option<[f64; 5]> {
+    /// A search's features, in the order (c_req, β, γ, ρ, β_r, ε).
+    fn search_terms(&self) -> Option<[f64; 6]> {
         match *self {
             Measured::Search {
                 regions,
@@ -145,12 +164,14 @@ impl Measured {
                 range,
                 range_entries,
                 results,
+                index_reads,
             } => Some([
                 regions,
                 examined,
                 results,
                 if range { 1.0 } else { 0.0 },
                 range_entries,
+                index_reads.clamp(0.0, 1.0),
             ]),
             _ => None,
         }
@@ -202,53 +223,84 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     let mut params = defaults.clone();
     let mut kept = Vec::new();
 
-    // Puts: cost = h·fixed + (h·α)·per_α + (h·δ)·per_δ.
+    // Puts: cost = w + h·fixed + (h·α)·per_α + (h·δ)·per_δ.
     let puts: Vec<(Vec<f64>, f64)> = usable
         .iter()
-        .filter_map(|m| {
-            m.kind
-                .put_terms()
-                .map(|(a, b, c)| (vec![a, b, c], m.cost_s))
-        })
+        .filter_map(|m| Some((m.kind.put_features()?.to_vec(), m.cost_s)))
         .collect();
-    if !puts.iter().any(|(x, _)| x[0] > 0.0) {
+    if !puts.iter().any(|(x, _)| x[1] > 0.0) {
         return Err(FitError::Missing("put"));
     }
-    let c = relative_nnls(&puts, 3);
-    if c[0] <= 0.0 {
+    // The request's cost is told from the hops' only by puts of different
+    // chain lengths; with one length it stays 0.
+    let chains: Vec<f64> = puts.iter().map(|(x, _)| x[1]).collect();
+    let c = if chains.iter().any(|&l| l != chains[0]) {
+        relative_nnls(&puts, 4)
+    } else {
+        kept.push("write_s: no two puts of different chain lengths".into());
+        let mut c = relative_nnls(&drop_first(&puts), 3);
+        c.insert(0, 0.0);
+        c
+    };
+    if c[1] <= 0.0 {
         return Err(FitError::Missing("put"));
     }
-    params.t_max_ops_per_s = 1.0 / c[0];
-    if puts.iter().any(|(x, _)| x[1] > 0.0) && c[1] > 0.0 {
-        params.alpha = c[1] / c[0];
+    params.write_s = c[0];
+    params.t_max_ops_per_s = 1.0 / c[1];
+    if puts.iter().any(|(x, _)| x[2] > 0.0) && c[2] > 0.0 {
+        params.alpha = c[2] / c[1];
     } else {
         kept.push("alpha: no put that moves an object fitted a positive cost".into());
     }
-    if puts.iter().any(|(x, _)| x[2] > 0.0) {
-        params.index_write = c[2] / c[0];
+    if puts.iter().any(|(x, _)| x[3] > 0.0) {
+        params.index_write = c[3] / c[1];
     } else {
         kept.push("index_write: no put that rewrites an index entry".into());
     }
-
-    // Inserts: cost − h·δ·entries = α_c·(h·copies), one unknown, by
-    // least squares on errors relative to the measured cost.
     let h = params.hop_s();
-    let (mut xy, mut xx) = (0.0, 0.0);
-    for m in &usable {
-        if let Measured::Insert { copies, entries } = m.kind {
-            let x = h * copies / m.cost_s;
-            let rest = (m.cost_s - h * params.index_write * entries) / m.cost_s;
-            xy += x * rest;
-            xx += x * x;
+
+    // Inserts: cost = w_i + (h·α_c)·copies + (h·δ_c)·entries.
+    let inserts: Vec<(Vec<f64>, f64)> = usable
+        .iter()
+        .filter_map(|m| Some((m.kind.insert_features()?.to_vec(), m.cost_s)))
+        .collect();
+    let copies: Vec<f64> = inserts.iter().map(|(x, _)| x[1]).collect();
+    let c = if copies.iter().any(|&l| l != copies[0]) {
+        relative_nnls(&inserts, 3)
+    } else {
+        let mut c = relative_nnls(&drop_first(&inserts), 2);
+        c.insert(0, 0.0);
+        c
+    };
+    if c[1] > 0.0 {
+        params.insert_s = c[0];
+        params.alpha_create = c[1] / h;
+        if inserts.iter().any(|(x, _)| x[2] > 0.0) {
+            params.index_create = Some(c[2] / h);
+        } else {
+            kept.push("index_create: no insert wrote an index entry".into());
         }
+    } else {
+        kept.push("alpha_create: no insert left a positive cost".into());
     }
-    match xy / xx {
-        a if xx > 0.0 && a > 0.0 => params.alpha_create = a,
-        _ => kept.push("alpha_create: no insert left a positive cost".into()),
+
+    // Gets: one cost, g, the mean on relative errors.
+    let gets: Vec<f64> = usable
+        .iter()
+        .filter(|m| matches!(m.kind, Measured::Get))
+        .map(|m| m.cost_s)
+        .collect();
+    if gets.is_empty() {
+        kept.push("get_s: no get measured (a get is one hop)".into());
+    } else {
+        let (num, den) = gets
+            .iter()
+            .fold((0.0, 0.0), |(n, d), y| (n + 1.0 / y, d + 1.0 / (y * y)));
+        params.get_s = Some(num / den);
     }
 
     // Searches: cost = c_req·CR + β·examined + γ·results + ρ·[range] +
-    // β_r·range entries.
+    // β_r·range entries + ε·min(1, index reads).
     let searches: Vec<(Vec<f64>, f64)> = usable
         .iter()
         .filter_map(|m| Some((m.kind.search_terms()?.to_vec(), m.cost_s)))
@@ -256,7 +308,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     if searches.is_empty() {
         return Err(FitError::Missing("search"));
     }
-    let c = relative_nnls(&searches, 5);
+    let c = relative_nnls(&searches, 6);
     if c[0] > 0.0 {
         params.request_s = c[0];
     } else {
@@ -283,6 +335,14 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         params.range_entry_s = c[4];
     } else {
         kept.push("range_search_s, range_entry_s: no two range walks of different lengths".into());
+    }
+    // ε is told from c_req only by walks that read something and walks
+    // that read nothing.
+    let reads: Vec<f64> = searches.iter().map(|(x, _)| x[5]).collect();
+    if reads.iter().any(|&r| r > 0.0) && reads.contains(&0.0) {
+        params.walk_first_s = c[5];
+    } else {
+        kept.push("walk_first_s: no searches both with and without index reads".into());
     }
 
     let points: Vec<FitPoint> = usable
@@ -316,6 +376,11 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         points,
         kept,
     })
+}
+
+/// The rows without their first feature.
+fn drop_first(rows: &[(Vec<f64>, f64)]) -> Vec<(Vec<f64>, f64)> {
+    rows.iter().map(|(x, y)| (x[1..].to_vec(), *y)).collect()
 }
 
 /// R² of fitted against measured costs: 1 − SS_res / SS_tot (1 when the
@@ -442,6 +507,13 @@ mod tests {
         );
         let (c_req, beta, gamma) = (truth.request_s, truth.beta_s, truth.result_s);
         let (rho, beta_r) = (truth.range_search_s, truth.range_entry_s);
+        let (w, w_i, g, eps) = (
+            truth.write_s,
+            truth.insert_s,
+            truth.get_cost_s(),
+            truth.walk_first_s,
+        );
+        let delta_c = truth.index_create();
         let mut rng = Noise(42);
         let mut out = Vec::new();
         let mut push = |step: String, kind: Measured, cost: f64, rng: &mut Noise| {
@@ -454,7 +526,7 @@ mod tests {
         let r = 16.0;
         let p = 1.0 - 1.0 / r;
         for k in [1.0, 2.0] {
-            push(format!("get K={k}"), Measured::Get, h, &mut rng);
+            push(format!("get K={k}"), Measured::Get, g, &mut rng);
             // Key subspace only: one hop per copy.
             let put = Measured::Put {
                 copies: k,
@@ -462,7 +534,7 @@ mod tests {
                 moved: vec![],
                 entries: 0.0,
             };
-            push(format!("put key-only K={k}"), put, h * k, &mut rng);
+            push(format!("put key-only K={k}"), put, w + h * k, &mut rng);
             let insert = Measured::Insert {
                 copies: k,
                 entries: 0.0,
@@ -470,7 +542,7 @@ mod tests {
             push(
                 format!("insert key-only K={k}"),
                 insert,
-                h * k * alpha_c,
+                w_i + h * k * alpha_c,
                 &mut rng,
             );
             // Subspaces a and b, index c: three parts, indexed a, b, c.
@@ -480,14 +552,14 @@ mod tests {
                 moved: vec![],
                 entries: 0.0,
             };
-            push(format!("put d K={k}"), put, h * 3.0 * k, &mut rng);
+            push(format!("put d K={k}"), put, w + h * 3.0 * k, &mut rng);
             let put = Measured::Put {
                 copies: k,
                 unchanged: 2.0,
                 moved: vec![],
                 entries: 3.0 * k,
             };
-            let cost = h * (3.0 * k + delta * 3.0 * k);
+            let cost = w + h * (3.0 * k + delta * 3.0 * k);
             push(format!("put c K={k}"), put, cost, &mut rng);
             let put = Measured::Put {
                 copies: k,
@@ -498,7 +570,7 @@ mod tests {
             // Chain: key, b overwritten, a moved with probability p (old
             // and new region, α each) or overwritten.
             let hops = k * (1.0 + 1.0 + p * 2.0 * alpha + (1.0 - p)) + delta * 3.0 * k;
-            push(format!("put a K={k}"), put, h * hops, &mut rng);
+            push(format!("put a K={k}"), put, w + h * hops, &mut rng);
             let put = Measured::Put {
                 copies: k,
                 unchanged: 0.0,
@@ -506,31 +578,37 @@ mod tests {
                 entries: 6.0 * k,
             };
             let hops = k * (1.0 + 2.0 * (p * 2.0 * alpha + (1.0 - p))) + delta * 6.0 * k;
-            push(format!("put a,b K={k}"), put, h * hops, &mut rng);
+            push(format!("put a,b K={k}"), put, w + h * hops, &mut rng);
             let insert = Measured::Insert {
                 copies: 3.0 * k,
                 entries: 9.0 * k,
             };
-            let hops = 3.0 * k * alpha_c + delta * 9.0 * k;
-            push(format!("insert K={k}"), insert, h * hops, &mut rng);
+            let hops = 3.0 * k * alpha_c + delta_c * 9.0 * k;
+            push(format!("insert K={k}"), insert, w_i + h * hops, &mut rng);
         }
         let objects = 4000.0;
-        for (step, regions, examined, results) in [
-            ("a absent", 1.0, 0.0, 0.0),
-            ("a present", 1.0, 10.0, 10.0),
-            ("c absent", r, 0.0, 0.0),
-            ("c present", r, 10.0, 10.0),
-            ("d absent", r, objects, 0.0),
-            ("d present", r, objects, 1000.0),
+        // (step, regions, examined, results, read through an index)
+        for (step, regions, examined, results, indexed) in [
+            ("a absent", 1.0, 0.0, 0.0, true),
+            ("a present", 1.0, 10.0, 10.0, true),
+            ("b present", 1.0, 1.0, 1.0, true),
+            ("b present, d absent", 1.0, 1.0, 0.0, true),
+            ("c absent", r, 0.0, 0.0, true),
+            ("c present", r, 10.0, 10.0, true),
+            ("d absent", r, objects, 0.0, false),
+            ("d present", r, objects, 1000.0, false),
         ] {
+            let index_reads = if indexed { examined } else { 0.0 };
             let kind = Measured::Search {
                 regions,
                 examined,
                 range: false,
                 range_entries: 0.0,
                 results,
+                index_reads,
             };
-            let cost = regions * c_req + examined * beta + results * gamma;
+            let first = if index_reads > 0.0 { eps } else { 0.0 };
+            let cost = regions * c_req + examined * beta + results * gamma + first;
             push(step.to_string(), kind, cost, &mut rng);
         }
         // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
@@ -545,8 +623,9 @@ mod tests {
                 range: true,
                 range_entries: entries,
                 results: entries,
+                index_reads: entries,
             };
-            let cost = regions * c_req + rho + entries * (beta_r + gamma);
+            let cost = regions * c_req + rho + entries * (beta_r + gamma) + eps;
             push(format!("range {share}"), kind, cost, &mut rng);
         }
         out
@@ -574,6 +653,11 @@ mod tests {
             result_s: 1.5e-6,
             range_search_s: 3e-5,
             range_entry_s: 9e-7,
+            get_s: Some(3e-5),
+            write_s: 2e-5,
+            insert_s: 6e-6,
+            index_create: Some(0.05),
+            walk_first_s: 5e-6,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -588,15 +672,20 @@ mod tests {
         near("gamma", p.result_s, 1.5e-6, 1e-9);
         near("rho", p.range_search_s, 3e-5, 1e-9);
         near("beta_r", p.range_entry_s, 9e-7, 1e-9);
+        near("w", p.write_s, 2e-5, 1e-9);
+        near("w_i", p.insert_s, 6e-6, 1e-9);
+        near("g", p.get_cost_s(), 3e-5, 1e-9);
+        near("delta_c", p.index_create(), 0.05, 1e-9);
+        near("epsilon", p.walk_first_s, 5e-6, 1e-9);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
-            if q.op != "get" {
+            if q.op == "get" {
+                // Both gets cost the same: SS_tot is 0, R² 1 when exact.
+                assert!(q.rel_rms < 1e-9, "{q:?}");
+            } else {
                 assert!(q.r2 > 1.0 - 1e-9 && q.rel_rms < 1e-9, "{q:?}");
             }
         }
-        // The model charges a get one hop: exact here too.
-        let get = fit.quality.iter().find(|q| q.op == "get").unwrap();
-        assert!(get.rel_rms < 1e-9, "{get:?}");
     }
 
     #[test]
@@ -612,6 +701,11 @@ mod tests {
             result_s: 2e-6,
             range_search_s: 6e-5,
             range_entry_s: 1.5e-6,
+            get_s: Some(5e-5),
+            write_s: 4e-5,
+            insert_s: 1e-5,
+            index_create: Some(0.2),
+            walk_first_s: 2e-5,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.03);
@@ -630,6 +724,10 @@ mod tests {
         // alone moves with γ's error.
         near("rho", p.range_search_s, 6e-5, 0.5);
         near("beta_r + gamma", p.range_entry_s + p.result_s, 3.5e-6, 0.1);
+        near("g", p.get_cost_s(), 5e-5, 0.05);
+        // The request costs sit beside several hops: noise moves them
+        // more than the hop itself.
+        near("w", p.write_s, 4e-5, 0.5);
         for q in &fit.quality {
             assert!(q.rel_rms < 0.06, "{q:?}");
         }
@@ -659,6 +757,7 @@ mod tests {
                     range: false,
                     range_entries: 0.0,
                     results: 0.0,
+                    index_reads: 0.0,
                 },
                 cost_s: 8e-4,
             },
@@ -669,7 +768,11 @@ mod tests {
         assert_eq!(fit.params.alpha, defaults.alpha);
         assert_eq!(fit.params.beta_s, defaults.beta_s);
         assert_eq!(fit.params.range_entry_s, defaults.range_entry_s);
-        assert_eq!(fit.kept.len(), 6, "{:?}", fit.kept);
+        assert_eq!((fit.params.write_s, fit.params.walk_first_s), (0.0, 0.0));
+        assert_eq!(fit.params.get_s, None);
+        // write_s, alpha, index_write, alpha_create, get_s; beta_s,
+        // result_s, the range pair, walk_first_s.
+        assert_eq!(fit.kept.len(), 9, "{:?}", fit.kept);
         assert_eq!(
             super::fit(&m[1..], &defaults),
             Err(FitError::Missing("put"))

@@ -41,5 +41,7 @@ pub use optimize::{
     advise, Advice, AdviseError, Heuristic, HeuristicChoice, Options, Ranked, SearchKind,
 };
 pub use params::Params;
-pub use validate::{agreement, kendall_tau_b, sampled_layouts, Agreement, Sampled};
+pub use validate::{
+    agreement, kendall_tau_b, predict_over_run, sampled_layouts, Agreement, Sampled,
+};
 pub use workload::{parse_workload, space_ref, ParseWorkloadError, SpaceRef, Workload};

@@ -11,6 +11,7 @@
 //! | grid | R^(1/\|S\|) intervals per dimension | `grid_for_partitions`' real counts |
 //! | a contacted region | scanned whole | walks a usable local index: reads matches only |
 //! | per region, per result | – | c_req, γ |
+//! | per request | a get and a write are hops | a get, a write and an insert cost their calibrated request costs; a search that reads through an index pays ε once |
 //! | a range walk | – | ρ per search, β_r per entry read |
 //! | ranges | do not narrow | meet 1 + φ(n − 1) of n intervals on ordered axes |
 //! | a modify of S's attributes | always moves the object | moves it with probability 1 − Π 1/n_j |
@@ -80,9 +81,28 @@ pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Para
                 Model::Thesis => ctx.thesis_search_s(search),
                 Model::Tessera => ctx.search_s(search),
             },
-            ClassKind::Get => params.hop_s(),
-            ClassKind::Modify(attrs) => ctx.modify_hops(model, attrs) * params.hop_s(),
-            ClassKind::Insert => ctx.insert_hops(model) * params.hop_s(),
+            ClassKind::Get => match model {
+                Model::Thesis => params.hop_s(),
+                Model::Tessera => params.get_cost_s(),
+            },
+            ClassKind::Modify(attrs) => {
+                let hops = ctx.modify_hops(model, attrs);
+                match model {
+                    Model::Thesis => hops * params.hop_s(),
+                    // The get is priced as one, the put's chain by its
+                    // hops, and the put request once.
+                    Model::Tessera => {
+                        params.get_cost_s() + params.write_s + (hops - 1.0) * params.hop_s()
+                    }
+                }
+            }
+            ClassKind::Insert => {
+                let hops = ctx.insert_hops(model) * params.hop_s();
+                match model {
+                    Model::Thesis => hops,
+                    Model::Tessera => params.insert_s + hops,
+                }
+            }
         })
         .collect();
     let ops_per_s = thesis::mix_throughput(
@@ -277,10 +297,13 @@ impl<'a> Context<'a> {
         // search (calibrated on range steps of their own); an equality
         // walk and a scan read theirs at β.
         let p = self.params;
+        // A walk that reads at least one object pays ε once per search
+        // (its first read through an index costs more than the next).
+        let first = |share: f64| p.walk_first_s * (in_regions * share).min(1.0);
         let (share, per_entry_s, walk_s) = match walk(SearchOp::Eq) {
-            Some(share) => (share, p.beta_s, 0.0),
+            Some(share) => (share, p.beta_s, first(share)),
             None => match walk(SearchOp::Range) {
-                Some(share) => (share, p.range_entry_s, p.range_search_s),
+                Some(share) => (share, p.range_entry_s, p.range_search_s + first(share)),
                 None => (1.0, p.beta_s, 0.0),
             },
         };
@@ -310,7 +333,8 @@ impl<'a> Context<'a> {
                     _ => 1.0 + self.range_fraction(search) * f64::from(indexlets - 1),
                 };
                 let matches = self.selectivity(search, a, op) * self.objects;
-                met * self.params.request_s + matches * (self.params.beta_s + self.params.hop_s())
+                met * self.params.request_s
+                    + matches * (self.params.beta_s + self.params.get_cost_s())
             })
     }
 
@@ -383,15 +407,16 @@ impl<'a> Context<'a> {
     }
 
     /// Hops of an insert (RESEARCH.md A.4 #4): a create on every copy,
-    /// K·(1 + |S|)·α_c, no get; plus, in Tessera's model, every local and
-    /// global index entry.
+    /// K·(1 + |S|)·α_c, no get; plus, in Tessera's model, every local
+    /// index entry (created, at `index_create` each) and global index
+    /// entry.
     fn insert_hops(&self, model: Model) -> f64 {
         let creates = self.total_copies() * self.params.alpha_create;
         match model {
             Model::Thesis => creates,
             Model::Tessera => {
                 creates
-                    + self.total_copies() * self.params.index_write * self.indexed.len() as f64
+                    + self.total_copies() * self.params.index_create() * self.indexed.len() as f64
                     + self.global_hops(self.layout.global_indexes.len())
             }
         }

@@ -53,6 +53,27 @@ pub struct Params {
     /// (β is per object an equality walk or a scan reads). Default: the
     /// thesis's β.
     pub range_entry_s: f64,
+    /// Seconds of cluster work per get. `None` (the default, and before
+    /// calibration version 3): one overwrite hop, as the thesis charges
+    /// it. A get is one round trip to the point leader and no chain, so
+    /// it measures cheaper than an overwrite hop.
+    pub get_s: Option<f64>,
+    /// Seconds per put request on top of its hops (the client's request
+    /// and reply, the point leader's read of the old record): what a
+    /// chain of any length pays once. Default 0, the thesis's model.
+    pub write_s: f64,
+    /// Seconds per insert request on top of its creates. Default 0.
+    pub insert_s: f64,
+    /// The cost of creating one local index entry on an insert, relative
+    /// to an overwrite hop. `None` (default): `index_write`. An insert
+    /// only adds entries where an update also removes the old ones, so
+    /// it measures cheaper.
+    pub index_create: Option<f64>,
+    /// Seconds per search whose regions read at least one object through
+    /// a local index, whatever their count (the first read through an
+    /// index costs more than the next ones: measured 4–6 µs against about
+    /// 1 µs). Default 0.
+    pub walk_first_s: f64,
     /// The cost of one global index entry insert on one indexlet replica,
     /// relative to an overwrite hop (SLIK: an entry insert is a durable
     /// write). Default 1.
@@ -89,6 +110,11 @@ impl Default for Params {
             index_write: 0.1,
             range_search_s: 0.0,
             range_entry_s: 3.31e-7,
+            get_s: None,
+            write_s: 0.0,
+            insert_s: 0.0,
+            index_create: None,
+            walk_first_s: 0.0,
             global_index_hop: 1.0,
             object_bytes: 256.0,
             index_entry_bytes: 48.0,
@@ -106,6 +132,17 @@ impl Params {
         1.0 / self.t_max_ops_per_s
     }
 
+    /// Seconds of one get: `get_s`, else one overwrite hop.
+    pub fn get_cost_s(&self) -> f64 {
+        self.get_s.unwrap_or_else(|| self.hop_s())
+    }
+
+    /// One local index entry an insert creates, relative to an overwrite
+    /// hop: `index_create`, else `index_write`.
+    pub fn index_create(&self) -> f64 {
+        self.index_create.unwrap_or(self.index_write)
+    }
+
     /// These parameters with the ones a calibration measured (and its
     /// daemon count) replacing them; a version-1 calibration measured no
     /// range walk, so ρ and β_r keep their values here.
@@ -120,6 +157,11 @@ impl Params {
             index_write: c.index_write,
             range_search_s: c.range_search_s.unwrap_or(self.range_search_s),
             range_entry_s: c.range_entry_s.unwrap_or(self.range_entry_s),
+            get_s: c.get_s.or(self.get_s),
+            write_s: c.write_s.unwrap_or(self.write_s),
+            insert_s: c.insert_s.unwrap_or(self.insert_s),
+            index_create: c.index_create.or(self.index_create),
+            walk_first_s: c.walk_first_s.unwrap_or(self.walk_first_s),
             daemons: c.daemons,
             ..self.clone()
         }
@@ -144,6 +186,11 @@ impl Params {
             index_write: self.index_write,
             range_search_s: Some(self.range_search_s),
             range_entry_s: Some(self.range_entry_s),
+            get_s: Some(self.get_cost_s()),
+            write_s: Some(self.write_s),
+            insert_s: Some(self.insert_s),
+            index_create: Some(self.index_create()),
+            walk_first_s: Some(self.walk_first_s),
             daemons,
             epoch,
             fits,
@@ -167,6 +214,11 @@ mod tests {
             index_write: 0.25,
             range_search_s: 3e-5,
             range_entry_s: 9e-7,
+            get_s: Some(8e-6),
+            write_s: 6e-6,
+            insert_s: 2e-6,
+            index_create: Some(0.07),
+            walk_first_s: 4e-6,
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, vec![]);
@@ -193,11 +245,17 @@ mod tests {
         stored.version = tessera_types::calibration::ADVISOR_CALIBRATION_VERSION_1;
         stored.range_search_s = None;
         stored.range_entry_s = None;
+        (stored.get_s, stored.write_s, stored.insert_s) = (None, None, None);
+        (stored.index_create, stored.walk_first_s) = (None, None);
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);
         assert_eq!(back.t_max_ops_per_s, 15_000.0);
         assert_eq!(back.range_search_s, defaults.range_search_s);
         assert_eq!(back.range_entry_s, defaults.range_entry_s);
+        // Without version 3's parameters a get is one hop of the
+        // calibrated T_max, as before.
+        assert_eq!(back.get_cost_s(), 1.0 / 15_000.0);
+        assert_eq!((back.write_s, back.walk_first_s), (0.0, 0.0));
     }
 }

@@ -5,8 +5,10 @@
 //! landed. Pure: `tessera bench layouts` does the measuring.
 
 use crate::layout::Layout;
-use crate::model::Prediction;
+use crate::model::{predict, Model, Prediction};
 use crate::optimize::{Advice, Heuristic};
+use crate::params::Params;
+use crate::workload::{ClassKind, Workload};
 use serde::{Deserialize, Serialize};
 
 /// Two throughputs closer than this, relative to the larger, are a tie
@@ -55,6 +57,49 @@ pub fn sampled_layouts(advice: &Advice) -> Vec<Sampled> {
         }
     }
     out
+}
+
+/// The prediction for `layout` over a mix that runs `seconds` while the
+/// workload's inserts add objects to the space: for the mean count the
+/// run holds, N + p_insert·T·seconds / 2, where T is the prediction at
+/// that count itself. More objects never make a layout faster, so the
+/// count is found by bisection between N and what T at N would insert.
+/// Returns the prediction and that mean count.
+pub fn predict_over_run(
+    model: Model,
+    workload: &Workload,
+    layout: &Layout,
+    params: &Params,
+    seconds: f64,
+) -> (Prediction, u64) {
+    let at = |objects: u64| {
+        let mut w = workload.clone();
+        w.objects = objects.max(1);
+        predict(model, &w, layout, params)
+    };
+    let share: f64 = workload
+        .classes
+        .iter()
+        .filter(|c| matches!(c.kind, ClassKind::Insert))
+        .map(|c| c.p)
+        .sum();
+    let n = workload.objects;
+    let first = at(n);
+    if share <= 0.0 || seconds.is_nan() || seconds <= 0.0 || !first.ops_per_s.is_finite() {
+        return (first, n);
+    }
+    let mean = |ops_per_s: f64| n + (share * ops_per_s * seconds / 2.0) as u64;
+    // g(o) = mean(T(o)) − o falls as o grows: g(n) ≥ 0, g(high) ≤ 0.
+    let (mut low, mut high) = (n, mean(first.ops_per_s));
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if mean(at(mid).ops_per_s) >= mid {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    (at(low), low)
 }
 
 /// How well predictions matched measurements.
@@ -406,5 +451,41 @@ mod tests {
         // Runs of 900, 1000, 1200 ops/s: median 1000, spread 30 %.
         let s = spread(&[1200.0, 900.0, 1000.0]).unwrap();
         assert!(close(s.relative(), 0.3), "{s:?}");
+    }
+
+    #[test]
+    fn a_run_with_inserts_is_predicted_at_the_count_it_grows_to() {
+        let text = |classes: &str| {
+            format!(
+                r#"{{"space": "space s key k attributes city, int price create 16 partitions tolerate 1 failure",
+                    "objects": 4000, "distinct": {{"city": 200}}, "classes": [{classes}]}}"#
+            )
+        };
+        let w = crate::workload::parse_workload(
+            &text(r#"{"p": 0.3, "insert": true}, {"p": 0.7, "search": {"city": "eq"}}"#),
+            None,
+        )
+        .expect("parses");
+        let layout = Layout::of_subspaces(vec![vec![1]]);
+        let params = Params::default();
+        let at_n = predict(Model::Tessera, &w, &layout, &params);
+        let (p, mean) = predict_over_run(Model::Tessera, &w, &layout, &params, 3.0);
+        assert!(mean > 4000, "inserts grow the space: {mean}");
+        assert!(p.ops_per_s < at_n.ops_per_s, "searches return more");
+        // The count is the model's own: N + p·T(mean)·S/2, to one object
+        // (computed here, not by the function).
+        let mut grown = w.clone();
+        grown.objects = mean;
+        let t = predict(Model::Tessera, &grown, &layout, &params).ops_per_s;
+        let want = 4000.0 + 0.3 * t * 3.0 / 2.0;
+        assert!((mean as f64 - want).abs() <= 2.0, "{mean} vs {want}");
+        assert_eq!(p, predict(Model::Tessera, &grown, &layout, &params));
+        // Without inserts nothing changes.
+        let w =
+            crate::workload::parse_workload(&text(r#"{"p": 1, "search": {"city": "eq"}}"#), None)
+                .expect("parses");
+        let (p, mean) = predict_over_run(Model::Tessera, &w, &layout, &params, 3.0);
+        assert_eq!(mean, 4000);
+        assert_eq!(p, predict(Model::Tessera, &w, &layout, &params));
     }
 }

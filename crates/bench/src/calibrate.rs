@@ -35,7 +35,8 @@ pub(crate) const LOAD_ERRORS_MAX: u64 = 20;
 /// Distinct values of `d`, the attribute searches scan for: a present
 /// value matches about objects / 4.
 const D_VALUES: u64 = 4;
-/// Objects per distinct value of `a`, `b` and `c`.
+/// Objects per distinct value of `a` and `c`; `b` has one value per
+/// loaded object, so that a search on it reads exactly one object.
 const MATCHES: u64 = 10;
 /// The widths of the range steps on `e`, as shares of one interval of its
 /// subspace: two lengths of walk, so that the per-entry cost of a range
@@ -79,7 +80,13 @@ pub struct CalibrateOptions {
     pub put_objects: u64,
     /// Partitions of every scratch space.
     pub partitions: u32,
+    /// Times every step is measured: the whole sequence again, on new
+    /// scratch spaces; each step's median is fitted.
+    pub runs: usize,
 }
+
+/// At most this many `runs`.
+pub const RUNS_MAX: usize = 20;
 
 impl Default for CalibrateOptions {
     fn default() -> Self {
@@ -89,6 +96,7 @@ impl Default for CalibrateOptions {
             objects: 4000,
             put_objects: 1000,
             partitions: 16,
+            runs: 1,
         }
     }
 }
@@ -103,6 +111,9 @@ pub struct Step {
     /// Operations that failed (at most 1 in [`STEP_ERRORS_MAX`]); the
     /// cost counts only the others.
     pub errors: u64,
+    /// The step's cost in each run, in the order run; `measurement` and
+    /// `phase` are those of the median run.
+    pub runs_s: Vec<f64>,
 }
 
 /// What a calibration run measured.
@@ -133,6 +144,10 @@ enum Action {
     /// Equality on one attribute (`Op::SearchEq`): a `recno` below zero
     /// asks for a value no object has.
     Search(&'static str),
+    /// Equality on the first attribute with a value some object has, and
+    /// on the second with one no object has: the first's index is read,
+    /// nothing is returned.
+    SearchNone(&'static str, &'static str),
     /// A range over this fraction of `e`'s axis (`Op::SearchEq`, whose
     /// `recno` places it).
     Range(f64),
@@ -144,17 +159,19 @@ struct CalStore {
     client: Client,
     space: String,
     action: Action,
-    /// Distinct values of `a`, `b`, `c`.
+    /// Distinct values of `a` and `c`.
     values: u64,
+    /// Distinct values of `b`: the objects loaded.
+    unique: u64,
     results: AtomicU64,
     searches: AtomicU64,
 }
 
-fn attr_value(attr: &str, n: u64, values: u64) -> Value {
-    let n = if attr == "d" {
-        n % D_VALUES
-    } else {
-        n % values
+fn attr_value(attr: &str, n: u64, values: u64, unique: u64) -> Value {
+    let n = match attr {
+        "d" => n % D_VALUES,
+        "b" => n % unique.max(1),
+        _ => n % values,
     };
     Value::str(&format!("{attr}{n}"))
 }
@@ -166,7 +183,7 @@ impl CalStore {
                 let n = *recno as u64;
                 let e = Value::Int(int_at(hash(n, E_SALT)));
                 let attrs = ["a", "b", "c", "d"]
-                    .map(|a| (a, attr_value(a, n, self.values)))
+                    .map(|a| (a, attr_value(a, n, self.values, self.unique)))
                     .into_iter()
                     .chain([("e", e)]);
                 self.client
@@ -183,7 +200,9 @@ impl CalStore {
             }
             (Action::Put(attrs), Op::Update { key, field, .. }) => {
                 let n = *field as u64;
-                let attrs = attrs.iter().map(|&a| (a, attr_value(a, n, self.values)));
+                let attrs = attrs
+                    .iter()
+                    .map(|&a| (a, attr_value(a, n, self.values, self.unique)));
                 self.client
                     .put(&self.space, Value::str(key), attrs)
                     .await?
@@ -194,9 +213,15 @@ impl CalStore {
                 let value = if *recno < 0 {
                     Value::str(&format!("absent{recno}"))
                 } else {
-                    attr_value(attr, *recno as u64, self.values)
+                    attr_value(attr, *recno as u64, self.values, self.unique)
                 };
                 self.search([(*attr, PredOp::Eq(value))]).await
+            }
+            (Action::SearchNone(attr, absent), Op::SearchEq { recno }) => {
+                let value = attr_value(attr, *recno as u64, self.values, self.unique);
+                let none = Value::str(&format!("absent{recno}"));
+                self.search([(*attr, PredOp::Eq(value)), (*absent, PredOp::Eq(none))])
+                    .await
             }
             (Action::Range(fraction), Op::SearchEq { recno }) => {
                 let (low, high) = int_range(*fraction, hash(*recno as u64, E_SALT));
@@ -357,23 +382,64 @@ pub async fn measure(
             existing.join(", ")
         );
     }
-    let mut created = Vec::new();
-    let outcome = measure_on(admin, client, options, &scratch, &mut created, progress).await;
-    let mut cleanup = Ok(());
-    for name in created {
-        if let Err(e) = admin.rm_space(&name).await {
-            cleanup = Err(anyhow::anyhow!("removing the scratch space {name}: {e}"));
+    anyhow::ensure!(
+        (1..=RUNS_MAX).contains(&options.runs),
+        "--runs must be 1 to {RUNS_MAX}"
+    );
+    let mut rounds: Vec<Vec<Step>> = Vec::new();
+    let mut objects = 0;
+    for round in 1..=options.runs {
+        if options.runs > 1 {
+            progress(&format!("run {round} of {}", options.runs));
         }
+        let mut created = Vec::new();
+        let outcome = measure_on(admin, client, options, &scratch, &mut created, progress).await;
+        let mut cleanup = Ok(());
+        for name in created {
+            if let Err(e) = admin.rm_space(&name).await {
+                cleanup = Err(anyhow::anyhow!("removing the scratch space {name}: {e}"));
+            }
+        }
+        let (steps, searched) = outcome?;
+        cleanup?;
+        objects = searched;
+        rounds.push(steps);
     }
-    let steps = outcome?;
-    cleanup?;
-    let objects = steps.1;
     Ok(CalibrationRun {
-        steps: steps.0,
+        steps: median_steps(rounds)?,
         daemons,
         epoch: config.epoch.0,
         objects,
     })
+}
+
+/// Each step's median run (the lower of the two middle ones for an even
+/// count), with every run's cost. Every run measures the same steps in
+/// the same order.
+fn median_steps(rounds: Vec<Vec<Step>>) -> anyhow::Result<Vec<Step>> {
+    let count = rounds.first().map_or(0, Vec::len);
+    anyhow::ensure!(
+        rounds.iter().all(|r| r.len() == count),
+        "the runs measured different steps"
+    );
+    let mut per_step: Vec<Vec<Step>> = (0..count).map(|_| Vec::new()).collect();
+    for round in rounds {
+        for (i, step) in round.into_iter().enumerate() {
+            per_step[i].push(step);
+        }
+    }
+    Ok(per_step
+        .into_iter()
+        .filter_map(|mut runs| {
+            let costs: Vec<f64> = runs.iter().map(|s| s.measurement.cost_s).collect();
+            let mut order: Vec<usize> = (0..runs.len()).collect();
+            order.sort_by(|&a, &b| costs[a].total_cmp(&costs[b]));
+            let middle = *order.get((runs.len() - 1) / 2)?;
+            let mut step = runs.swap_remove(middle);
+            step.runs_s = costs;
+            Some(step)
+        })
+        .collect())
 }
 
 async fn measure_on(
@@ -413,6 +479,7 @@ async fn measure_on(
                 space: space.name.clone(),
                 action,
                 values,
+                unique: objects,
                 results: AtomicU64::new(0),
                 searches: AtomicU64::new(0),
             })
@@ -486,6 +553,7 @@ async fn measure_on(
                     regions,
                     examined,
                     range,
+                    index_reads,
                     ..
                 } => {
                     let n = store.searches.load(Ordering::Relaxed).max(1);
@@ -495,19 +563,24 @@ async fn measure_on(
                         examined,
                         range,
                         range_entries: if range { results } else { 0.0 },
+                        // Scans read no index; equality walks read what
+                        // they examine, range walks what they return.
+                        index_reads: if range { results } else { index_reads },
                         results,
                     }
                 }
                 kind => kind,
             };
+            let cost_s = phase.seconds / done as f64;
             Ok(Step {
                 measurement: Measurement {
                     step: label,
                     kind,
-                    cost_s: phase.seconds / done as f64,
+                    cost_s,
                 },
                 errors,
                 phase,
+                runs_s: vec![cost_s],
             })
         };
         let existing = |objects: u64, rng: &mut rand::rngs::StdRng| -> String {
@@ -518,13 +591,16 @@ async fn measure_on(
             searched_objects = objects;
             let o = objects as f64;
             let m = |n: u64| o / n as f64;
-            for (attr, present, regions, examined) in [
-                ("a", false, 1.0, 0.0),
-                ("a", true, 1.0, m(values)),
-                ("c", false, regions, 0.0),
-                ("c", true, regions, m(values)),
-                ("d", false, regions, o),
-                ("d", true, regions, o),
+            // (attribute, a value some object has, regions met, objects
+            // examined, whether read through an index)
+            for (attr, present, regions, examined, indexed) in [
+                ("a", false, 1.0, 0.0, true),
+                ("a", true, 1.0, m(values), true),
+                ("b", true, 1.0, 1.0, true),
+                ("c", false, regions, 0.0, true),
+                ("c", true, regions, m(values), true),
+                ("d", false, regions, o, false),
+                ("d", true, regions, o, false),
             ] {
                 let label = format!(
                     "search {attr} {} on {name}",
@@ -536,6 +612,7 @@ async fn measure_on(
                     range: false,
                     range_entries: 0.0,
                     results: 0.0,
+                    index_reads: if indexed { examined } else { 0.0 },
                 };
                 let source = Box::new(move |_: u64, rng: &mut rand::rngs::StdRng| {
                     let n = rng.gen_range(0..i64::MAX / 2);
@@ -545,6 +622,21 @@ async fn measure_on(
                 });
                 steps.push(run(label, Action::Search(attr), kind, source).await?);
             }
+            // One object read through b's index, none returned: what a
+            // read costs apart from returning it.
+            let label = format!("search b present, d absent on {name}");
+            let kind = Measured::Search {
+                regions: 1.0,
+                examined: 1.0,
+                range: false,
+                range_entries: 0.0,
+                results: 0.0,
+                index_reads: 1.0,
+            };
+            let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                recno: rng.gen_range(0..i64::MAX / 2),
+            });
+            steps.push(run(label, Action::SearchNone("b", "d"), kind, source).await?);
             // Ranges on e, whose subspace has one-dimensional regions: a
             // range of φ meets 1 + φ(n − 1) of them.
             for share in RANGE_SHARES {
@@ -556,6 +648,7 @@ async fn measure_on(
                     range: true,
                     range_entries: 0.0,
                     results: 0.0,
+                    index_reads: 0.0,
                 };
                 let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                     recno: rng.gen_range(0..i64::MAX / 2),
@@ -640,4 +733,67 @@ async fn measure_on(
         created.retain(|c| c != name);
     }
     Ok((steps, searched_objects))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn step(label: &str, cost_s: f64) -> Step {
+        Step {
+            measurement: Measurement {
+                step: label.to_string(),
+                kind: Measured::Get,
+                cost_s,
+            },
+            phase: PhaseResult {
+                store: "tessera".into(),
+                phase: label.to_string(),
+                workers: 1,
+                operations: (1.0 / cost_s) as u64,
+                seconds: 1.0,
+                throughput: 1.0 / cost_s,
+                timed_out: true,
+                ops: BTreeMap::new(),
+                first_error: None,
+            },
+            errors: 0,
+            runs_s: vec![cost_s],
+        }
+    }
+
+    #[test]
+    fn each_step_keeps_its_median_run_and_every_cost() {
+        let rounds = vec![
+            vec![step("get", 3e-5), step("put", 1e-4)],
+            vec![step("get", 1e-5), step("put", 4e-4)],
+            vec![step("get", 2e-5), step("put", 2e-4)],
+        ];
+        let steps = median_steps(rounds).expect("same steps");
+        let got: Vec<(&str, f64, &[f64])> = steps
+            .iter()
+            .map(|s| {
+                (
+                    s.measurement.step.as_str(),
+                    s.measurement.cost_s,
+                    s.runs_s.as_slice(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("get", 2e-5, &[3e-5, 1e-5, 2e-5][..]),
+                ("put", 2e-4, &[1e-4, 4e-4, 2e-4][..]),
+            ]
+        );
+        // The median run's phase comes with it.
+        assert_eq!(steps[1].phase.operations, 5000);
+        // Two runs: the lower.
+        let steps = median_steps(vec![vec![step("get", 3e-5)], vec![step("get", 1e-5)]])
+            .expect("same steps");
+        assert_eq!(steps[0].measurement.cost_s, 1e-5);
+        assert!(median_steps(vec![vec![step("get", 1e-5)], vec![]]).is_err());
+    }
 }

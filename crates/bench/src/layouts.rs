@@ -46,8 +46,8 @@ use std::time::Duration;
 use tessera_advisor::validate::{median_position, spread, Spread};
 use tessera_advisor::workload::{ClassKind, SearchOp};
 use tessera_advisor::{
-    advise, agreement, parse_workload, sampled_layouts, space_ref, Agreement, Heuristic, Layout,
-    Options, Params, Sampled, SpaceRef, Workload,
+    advise, agreement, parse_workload, predict_over_run, sampled_layouts, space_ref, Agreement,
+    Heuristic, Layout, Options, Params, Sampled, SpaceRef, Workload,
 };
 use tessera_client::{Admin, Client, PredOp, Value};
 use tessera_types::DataType;
@@ -84,6 +84,13 @@ pub struct LayoutRun {
     pub description: String,
     /// Objects loaded before the mix ran.
     pub loaded: u64,
+    /// Objects the model expects the space to hold on average while the
+    /// mix runs (those loaded plus half the inserts of its predicted
+    /// throughput): the prediction is for this count.
+    pub mean_objects: u64,
+    /// Objects the space held on average while the median run's mix ran:
+    /// those loaded plus half its inserts.
+    pub measured_mean_objects: u64,
     /// The phase of the median run, as the driver reports it.
     pub phase: PhaseResult,
     /// Operations that failed over every run (at most 1 in
@@ -102,6 +109,8 @@ pub struct LayoutRun {
     /// Runs during which the configuration's epoch moved (a daemon taken
     /// offline or back): their measurements are suspect.
     pub disturbed_runs: usize,
+    /// Runs that failed and are left out of its figures.
+    pub failed_runs: usize,
 }
 
 impl LayoutRun {
@@ -130,6 +139,19 @@ pub struct LayoutsReport {
     pub runs: Vec<LayoutRun>,
     /// Predictions against measurements.
     pub agreement: Option<Agreement>,
+    /// Layouts none of whose runs completed: left out of the agreement.
+    pub failed: Vec<FailedLayout>,
+}
+
+/// A layout none of whose runs completed.
+#[derive(Clone, Debug)]
+pub struct FailedLayout {
+    /// The layout with its prediction and who chose it.
+    pub sampled: Sampled,
+    /// Its space description.
+    pub description: String,
+    /// Why each run failed.
+    pub errors: Vec<String>,
 }
 
 /// How one attribute's values are made.
@@ -425,9 +447,24 @@ pub async fn run(
             ..Options::default()
         },
     )?;
-    let sampled: Vec<Sampled> = sampled_layouts(&advice)
+    // Inserts grow the space while a mix runs (3 s at 20,000 ops/s with
+    // 30 % inserts add 18,000 objects to 4,000, and every search then
+    // returns five times as much): each layout is predicted for the mean
+    // count its own predicted throughput leaves in the space.
+    let sampled: Vec<(Sampled, u64)> = sampled_layouts(&advice)
         .into_iter()
         .filter(|s| !s.layout.ahead_of_features())
+        .map(|mut s| {
+            let (prediction, mean) = predict_over_run(
+                Options::default().model,
+                &workload,
+                &s.layout,
+                &params,
+                options.seconds,
+            );
+            s.prediction = prediction;
+            (s, mean)
+        })
         .collect();
     let existing = existing_scratch(admin, SCRATCH_PREFIX).await?;
     if !existing.is_empty() {
@@ -452,8 +489,11 @@ pub async fn run(
     // Interleaved: every layout once per round, so that the machine's
     // slow and fast minutes fall on every layout alike.
     let mut measured: Vec<Vec<Mixed>> = sampled.iter().map(|_| Vec::new()).collect();
+    // A run that fails (a daemon offline mid-load on a busy machine) is
+    // reported and left out; the layout's other runs still count.
+    let mut failures: Vec<Vec<String>> = sampled.iter().map(|_| Vec::new()).collect();
     for round in 1..=options.runs {
-        for (i, s) in sampled.iter().enumerate() {
+        for (i, (s, _)) in sampled.iter().enumerate() {
             let name = format!("{SCRATCH_PREFIX}{i}");
             if options.runs > 1 {
                 progress(&format!("{name}: run {round} of {}", options.runs));
@@ -479,8 +519,17 @@ pub async fn run(
             } else {
                 Ok(())
             };
-            let m = outcome?;
+            // A scratch space left behind would be taken for this run's
+            // own next time: that ends the whole run.
             cleanup?;
+            let m = match outcome {
+                Ok(m) => m,
+                Err(e) => {
+                    progress(&format!("{name}: run {round} failed, left out: {e:#}"));
+                    failures[i].push(format!("{e:#}"));
+                    continue;
+                }
+            };
             if m.disturbed {
                 progress(&format!(
                     "{name}: the configuration changed during the mix (a daemon lost its \
@@ -490,12 +539,31 @@ pub async fn run(
             measured[i].push(m);
         }
     }
-    let runs: Vec<LayoutRun> = sampled
-        .into_iter()
-        .zip(measured)
-        .map(|(s, ms)| layout_run(&workload, s, ms))
-        .collect::<Option<_>>()
-        .context("a layout without a measurement")?;
+    let mut runs = Vec::new();
+    let mut failed = Vec::new();
+    for (((s, mean), ms), errors) in sampled.into_iter().zip(measured).zip(failures) {
+        let failed_runs = errors.len();
+        match layout_run(&workload, s.clone(), mean, ms) {
+            Some(mut run) => {
+                run.failed_runs = failed_runs;
+                runs.push(run);
+            }
+            None => failed.push(FailedLayout {
+                description: s.layout.describe(&workload.space),
+                sampled: s,
+                errors,
+            }),
+        }
+    }
+    anyhow::ensure!(
+        !runs.is_empty(),
+        "no layout was measured: {}",
+        failed
+            .iter()
+            .filter_map(|f| f.errors.first())
+            .next()
+            .map_or("", String::as_str)
+    );
     let predicted: Vec<f64> = runs
         .iter()
         .map(|r| r.sampled.prediction.ops_per_s)
@@ -510,26 +578,40 @@ pub async fn run(
         workers: options.workers,
         runs_per_layout: options.runs,
         runs,
+        failed,
     })
 }
 
 /// One layout's runs reduced to their median and spread; `None` without
 /// a run.
-fn layout_run(workload: &Workload, sampled: Sampled, ms: Vec<Mixed>) -> Option<LayoutRun> {
+fn layout_run(
+    workload: &Workload,
+    sampled: Sampled,
+    mean_objects: u64,
+    ms: Vec<Mixed>,
+) -> Option<LayoutRun> {
     let rates: Vec<f64> = ms
         .iter()
         .map(|m| (m.phase.operations - m.errors) as f64 / m.phase.seconds)
         .collect();
     let spread = spread(&rates)?;
     let middle = median_position(&rates)?;
+    let inserted = ms[middle]
+        .phase
+        .ops
+        .get("INSERT")
+        .map_or(0, |o| o.count.saturating_sub(o.errors));
     Some(LayoutRun {
         description: sampled.layout.describe(&workload.space),
         sampled,
         loaded: ms[middle].loaded,
+        mean_objects,
+        measured_mean_objects: ms[middle].loaded + inserted / 2,
         errors: ms.iter().map(|m| m.errors).sum(),
         operations: ms.iter().map(|m| m.phase.operations).sum(),
         seconds: ms.iter().map(|m| m.phase.seconds).sum(),
         disturbed_runs: ms.iter().filter(|m| m.disturbed).count(),
+        failed_runs: 0,
         measured_ops_per_s: spread.median,
         runs_ops_per_s: rates,
         spread,
@@ -744,6 +826,23 @@ impl LayoutsReport {
                 self.runs.len()
             );
         }
+        for f in &self.failed {
+            let _ = writeln!(
+                out,
+                "failed, left out: {} ({} of {} runs: {})",
+                f.sampled.layout.summary(space),
+                f.errors.len(),
+                self.runs_per_layout,
+                f.errors.first().map_or("", String::as_str)
+            );
+        }
+        let failed: usize = self.runs.iter().map(|r| r.failed_runs).sum();
+        if failed > 0 {
+            let _ = writeln!(
+                out,
+                "{failed} run(s) of measured layouts failed and are left out of their medians"
+            );
+        }
         let disturbed: usize = self.runs.iter().map(|r| r.disturbed_runs).sum();
         if disturbed > 0 {
             let _ = writeln!(
@@ -784,10 +883,13 @@ impl LayoutsReport {
                         r.measured_ops_per_s
                     ),
                     "objects": r.loaded,
+                    "mean_objects": r.mean_objects,
+                    "measured_mean_objects": r.measured_mean_objects,
                     "operations": r.operations,
                     "errors": r.errors,
                     "disturbed": r.disturbed(),
                     "disturbed_runs": r.disturbed_runs,
+                    "failed_runs": r.failed_runs,
                     "seconds": r.seconds,
                     "ops": r.phase.ops,
                     "runs_ops_per_s": r.runs_ops_per_s,
@@ -825,6 +927,12 @@ impl LayoutsReport {
             "predicted_best_is_measured_best": a.map(|a| a.predicted_best_measured_rank == 1),
             "greedy": greedy,
             "disturbed_layouts": self.runs.iter().filter(|r| r.disturbed()).count(),
+            "failed_layouts": self.failed.iter().map(|f| json!({
+                "description": f.description,
+                "summary": f.sampled.layout.summary(space),
+                "predicted_ops_per_s": f.sampled.prediction.ops_per_s,
+                "errors": f.errors,
+            })).collect::<Vec<_>>(),
             "runs": self.runs_per_layout,
         })
     }

@@ -14,8 +14,8 @@ use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATC
 /// The arguments of `calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
-    /// Seconds each measured step runs (24 steps on a cluster of two or
-    /// more daemons, 13 on one).
+    /// Seconds each measured step runs (26 steps on a cluster of two or
+    /// more daemons, 18 on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
     /// Operations in flight.
@@ -27,6 +27,11 @@ pub struct CalibrateArgs {
     /// Partitions of every scratch space.
     #[arg(long, default_value_t = 16)]
     partitions: u32,
+    /// Times every step is measured (the whole sequence again, on new
+    /// scratch spaces); each step's median is fitted. 3 narrows what one
+    /// slow second of a busy machine does to a step.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
     /// Print JSON: `{"stored", "parameters", "fits", "steps", "kept", …}`.
     #[arg(long)]
     json: bool,
@@ -46,6 +51,7 @@ pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
         objects: args.objects,
         put_objects: args.objects.min(1000),
         partitions: args.partitions,
+        runs: args.runs,
     };
     eprintln!(
         "calibrate: scratch spaces {SCRATCH_PREFIX}*, {} s per step",
@@ -84,6 +90,7 @@ fn report_json(run: &CalibrationRun, fitted: &Fit) -> Value {
                 "errors": s.errors,
                 "measured_s": p.measured_s,
                 "fitted_s": p.fitted_s,
+                "runs_s": s.runs_s,
             })
         })
         .collect();
@@ -118,6 +125,11 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("result_s (gamma)", format!("{:.3e}", p.result_s)),
         ("range_search_s (rho)", format!("{:.3e}", p.range_search_s)),
         ("range_entry_s (beta_r)", format!("{:.3e}", p.range_entry_s)),
+        ("get_s (g)", format!("{:.3e}", p.get_cost_s())),
+        ("write_s (w)", format!("{:.3e}", p.write_s)),
+        ("insert_s (w_i)", format!("{:.3e}", p.insert_s)),
+        ("index_create (delta_c)", format!("{:.3}", p.index_create())),
+        ("walk_first_s (epsilon)", format!("{:.3e}", p.walk_first_s)),
     ] {
         let _ = writeln!(out, "  {name:<22} {value}");
     }

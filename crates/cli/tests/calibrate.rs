@@ -45,6 +45,8 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
             "4",
             "--partitions",
             "4",
+            "--runs",
+            "2",
             "--json",
         ],
         &cluster.coordinator_addr(0),
@@ -53,9 +55,23 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}"));
     assert_eq!(report["stored"], true);
     assert_eq!(report["daemons"], 2);
-    // Two daemons: key-only and subspace spaces at f = 0 and f = 1; six
+    // Two daemons: key-only and subspace spaces at f = 0 and f = 1; eight
     // equality and two range searches on the first.
-    assert_eq!(report["steps"].as_array().expect("steps").len(), 24);
+    let steps = report["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 26);
+    // Two runs: each step was measured twice and its fitted cost is one
+    // of them (the lower, for two).
+    for step in steps {
+        let runs: Vec<f64> = step["runs_s"]
+            .as_array()
+            .expect("runs_s")
+            .iter()
+            .map(|v| v.as_f64().expect("a cost"))
+            .collect();
+        assert_eq!(runs.len(), 2, "{step}");
+        let least = runs[0].min(runs[1]);
+        assert_eq!(step["measured_s"].as_f64(), Some(least), "{step}");
+    }
     let groups: Vec<&str> = report["fits"]
         .as_array()
         .expect("fits")
@@ -77,6 +93,10 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         tessera_types::calibration::ADVISOR_CALIBRATION_VERSION
     );
     assert!(stored.range_search_s.is_some() && stored.range_entry_s.is_some());
+    // Version 3's per-request costs, measured: a get costs something.
+    assert!(stored.get_s.is_some_and(|g| g > 0.0), "{stored:?}");
+    assert!(stored.write_s.is_some() && stored.insert_s.is_some());
+    assert!(stored.index_create.is_some() && stored.walk_first_s.is_some());
     let t_max = report["parameters"]["t_max_ops_per_s"]
         .as_f64()
         .expect("T_max");

@@ -1995,6 +1995,11 @@ mod tests {
             index_write: 0.2,
             range_search_s: Some(3e-5),
             range_entry_s: Some(6e-7),
+            get_s: Some(9e-6),
+            write_s: Some(7e-6),
+            insert_s: Some(2e-6),
+            index_create: Some(0.1),
+            walk_first_s: Some(4e-6),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2077,6 +2082,8 @@ mod tests {
         old.version = tessera_types::calibration::ADVISOR_CALIBRATION_VERSION_1;
         old.range_search_s = None;
         old.range_entry_s = None;
+        (old.get_s, old.write_s, old.insert_s) = (None, None, None);
+        (old.index_create, old.walk_first_s) = (None, None);
         let result = state.apply(Command::SetAdvisorParams {
             params: old.clone(),
         });

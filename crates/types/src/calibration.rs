@@ -6,7 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 2;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 3;
+
+/// The second version, still accepted: it has the range parameters but
+/// none of the per-request ones version 3 added (those are `None`).
+pub const ADVISOR_CALIBRATION_VERSION_2: u32 = 2;
 
 /// The first version, still accepted: it has none of the parameters
 /// version 2 added (those are `None`, so the model keeps its defaults).
@@ -46,6 +50,24 @@ pub struct AdvisorCalibration {
     /// in version 1).
     #[serde(default)]
     pub range_entry_s: Option<f64>,
+    /// Seconds per get (version 3; `None` before: the model charges a
+    /// get one overwrite hop).
+    #[serde(default)]
+    pub get_s: Option<f64>,
+    /// Seconds per put or modify request on top of its hops (version 3).
+    #[serde(default)]
+    pub write_s: Option<f64>,
+    /// Seconds per insert request on top of its creates (version 3).
+    #[serde(default)]
+    pub insert_s: Option<f64>,
+    /// One local index entry an insert creates, relative to an overwrite
+    /// hop (version 3; before, inserts used `index_write`).
+    #[serde(default)]
+    pub index_create: Option<f64>,
+    /// Seconds per search whose regions read at least one object through
+    /// a local index (version 3).
+    #[serde(default)]
+    pub walk_first_s: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -76,13 +98,13 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is neither {ADVISOR_CALIBRATION_VERSION_1} nor {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
+    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
     },
     /// A parameter its version does not have (a version-1 payload with a
-    /// version-2 parameter), or lacks one its version has.
+    /// version-2 parameter, say), or lacks one its version has.
     #[error("advisor calibration version {version} {} {name}", shape_why(*.present))]
     Shape {
         /// The payload's version.
@@ -127,17 +149,28 @@ impl AdvisorCalibration {
     /// Whether every value is usable by the model: the version known, times
     /// and ratios finite, hop costs positive, per-object costs not negative.
     pub fn validate(&self) -> Result<(), CalibrationError> {
+        // (parameter, the version that added it)
         let added = [
-            ("range_search_s", self.range_search_s),
-            ("range_entry_s", self.range_entry_s),
+            ("range_search_s", self.range_search_s, 2),
+            ("range_entry_s", self.range_entry_s, 2),
+            ("get_s", self.get_s, 3),
+            ("write_s", self.write_s, 3),
+            ("insert_s", self.insert_s, 3),
+            ("index_create", self.index_create, 3),
+            ("walk_first_s", self.walk_first_s, 3),
         ];
-        let want_added = match self.version {
-            ADVISOR_CALIBRATION_VERSION_1 => false,
-            ADVISOR_CALIBRATION_VERSION => true,
-            found => return Err(CalibrationError::Version { found }),
-        };
-        for (name, value) in added {
-            if value.is_some() != want_added {
+        if !matches!(
+            self.version,
+            ADVISOR_CALIBRATION_VERSION_1
+                | ADVISOR_CALIBRATION_VERSION_2
+                | ADVISOR_CALIBRATION_VERSION
+        ) {
+            return Err(CalibrationError::Version {
+                found: self.version,
+            });
+        }
+        for (name, value, since) in added {
+            if value.is_some() != (self.version >= since) {
                 return Err(CalibrationError::Shape {
                     version: self.version,
                     name,
@@ -166,6 +199,11 @@ impl AdvisorCalibration {
             ("index_write", self.index_write),
             ("range_search_s", self.range_search_s.unwrap_or(0.0)),
             ("range_entry_s", self.range_entry_s.unwrap_or(0.0)),
+            ("get_s", self.get_s.unwrap_or(0.0)),
+            ("write_s", self.write_s.unwrap_or(0.0)),
+            ("insert_s", self.insert_s.unwrap_or(0.0)),
+            ("index_create", self.index_create.unwrap_or(0.0)),
+            ("walk_first_s", self.walk_first_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -219,6 +257,11 @@ pub(crate) fn sample() -> AdvisorCalibration {
         index_write: 0.05,
         range_search_s: Some(2e-5),
         range_entry_s: Some(5e-7),
+        get_s: Some(9e-6),
+        write_s: Some(8e-6),
+        insert_s: Some(3e-6),
+        index_create: Some(0.15),
+        walk_first_s: Some(5e-6),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -238,8 +281,8 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 3;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 3 }));
+        bad.version = 4;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 4 }));
         let mut bad = sample();
         bad.range_entry_s = Some(-1e-9);
         assert!(matches!(
@@ -254,11 +297,46 @@ mod tests {
         assert_eq!(
             bad.validate(),
             Err(CalibrationError::Shape {
-                version: 2,
+                version: 3,
                 name: "range_search_s",
                 present: false
             })
         );
+        let mut bad = sample();
+        bad.walk_first_s = None;
+        assert_eq!(
+            bad.validate(),
+            Err(CalibrationError::Shape {
+                version: 3,
+                name: "walk_first_s",
+                present: false
+            })
+        );
+        let mut bad = sample();
+        bad.get_s = Some(f64::NAN);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange { name: "get_s", .. })
+        ));
+        // Version 2 has the range parameters and none of version 3's.
+        let mut v2 = sample();
+        v2.version = ADVISOR_CALIBRATION_VERSION_2;
+        assert!(matches!(
+            v2.validate(),
+            Err(CalibrationError::Shape {
+                version: 2,
+                present: true,
+                ..
+            })
+        ));
+        (
+            v2.get_s,
+            v2.write_s,
+            v2.insert_s,
+            v2.index_create,
+            v2.walk_first_s,
+        ) = (None, None, None, None, None);
+        assert_eq!(v2.validate(), Ok(()));
         let mut bad = sample();
         bad.alpha = f64::NAN;
         assert!(matches!(
