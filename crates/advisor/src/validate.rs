@@ -88,7 +88,7 @@ pub fn predict_over_run(
     if share <= 0.0 || seconds.is_nan() || seconds <= 0.0 || !first.ops_per_s.is_finite() {
         return (first, n);
     }
-    let mean = |ops_per_s: f64| n + (share * ops_per_s * seconds / 2.0) as u64;
+    let mean = |ops_per_s: f64| n.saturating_add((share * ops_per_s * seconds / 2.0) as u64);
     // g(o) = mean(T(o)) − o falls as o grows: g(n) ≥ 0, g(high) ≤ 0.
     let (mut low, mut high) = (n, mean(first.ops_per_s));
     while high - low > 1 {

@@ -60,7 +60,9 @@ pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
     let progress = |what: &str| eprintln!("calibrate: {what}");
     let run = measure(&admin, &client, &options, &progress).await?;
     let measurements: Vec<_> = run.steps.iter().map(|s| s.measurement.clone()).collect();
-    let fitted = fit(&measurements, &Params::default()).context("fitting the measurements")?;
+    let mut fitted = fit(&measurements, &Params::default()).context("fitting the measurements")?;
+    // The parameters as `advise` will use them: the daemons measured.
+    fitted.params.daemons = run.daemons;
     let payload = fitted
         .params
         .calibration(run.daemons, run.epoch, fitted.quality.clone());

@@ -88,6 +88,8 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         .expect("calibrate stored its parameters");
     assert_eq!(stored.validate(), Ok(()));
     assert_eq!(stored.daemons, 2);
+    // The printed parameters are those `advise` uses: two daemons.
+    assert_eq!(report["parameters"]["daemons"], 2);
     assert_eq!(
         stored.version,
         tessera_types::calibration::ADVISOR_CALIBRATION_VERSION
