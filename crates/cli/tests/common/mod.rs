@@ -14,12 +14,56 @@ use tessera_types::DaemonState;
 
 pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera");
 
-/// A port on 127.0.0.1 that was free a moment ago.
+/// A port on 127.0.0.1 that was free a moment ago, never the same twice
+/// in one test process.
+///
+/// It is taken below the kernel's ephemeral range (32768–60999 by
+/// default), where `bind(0)` would pick one: a port from that range can
+/// be taken as the local end of some outgoing connection between this
+/// check and the server's own bind, and the server then fails with
+/// "Address already in use" (seen once in CI's gray-failure test).
+/// Outgoing connections never take a port below the range.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
+    use std::collections::BTreeSet;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::Mutex;
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let low = ephemeral_low();
+    const FIRST: u16 = 10_000;
+    if low > FIRST + 1000 {
+        let span = u64::from(low - FIRST);
+        // A random start, so that test processes running at once rarely
+        // try the same ports.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        let start = hasher.finish() % span;
+        for i in 0..span {
+            let port = FIRST + ((start + i) % span) as u16;
+            if !given.contains(&port) && ports_free([port]) {
+                given.insert(port);
+                return port;
+            }
+        }
+    }
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind 127.0.0.1:0");
+        if given.insert(port) {
+            return port;
+        }
+    }
+}
+
+/// The first port of the kernel's ephemeral range (Linux's
+/// `ip_local_port_range`; 32768 when it cannot be read).
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// Whether every port of `ports` can be bound on 127.0.0.1 now.
