@@ -596,11 +596,8 @@ fn layout_run(
         .collect();
     let spread = spread(&rates)?;
     let middle = median_position(&rates)?;
-    let inserted = ms[middle]
-        .phase
-        .ops
-        .get("INSERT")
-        .map_or(0, |o| o.count.saturating_sub(o.errors));
+    // `count` is the inserts that succeeded (errors are apart).
+    let inserted = ms[middle].phase.ops.get("INSERT").map_or(0, |o| o.count);
     Some(LayoutRun {
         description: sampled.layout.describe(&workload.space),
         sampled,
