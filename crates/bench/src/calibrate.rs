@@ -692,6 +692,17 @@ async fn measure_on(
                     entries: k * parts,
                 },
             ));
+            // A second relocating put of the same shape: α rests on the
+            // puts that move objects, whose runs are the noisiest.
+            puts.push((
+                vec!["b"],
+                Measured::Put {
+                    copies: k,
+                    unchanged: subspaces - 1.0,
+                    moved: vec![moves],
+                    entries: k * parts,
+                },
+            ));
             puts.push((
                 vec!["a", "b"],
                 Measured::Put {

@@ -14,8 +14,8 @@ use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATC
 /// The arguments of `calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
-    /// Seconds each measured step runs (26 steps on a cluster of two or
-    /// more daemons, 18 on one).
+    /// Seconds each measured step runs (28 steps on a cluster of two or
+    /// more daemons, 19 on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
     /// Operations in flight.

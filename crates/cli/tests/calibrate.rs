@@ -58,7 +58,7 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     // Two daemons: key-only and subspace spaces at f = 0 and f = 1; eight
     // equality and two range searches on the first.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 26);
+    assert_eq!(steps.len(), 28);
     // Two runs: each step was measured twice and its fitted cost is one
     // of them (the lower, for two).
     for step in steps {
