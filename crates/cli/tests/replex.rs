@@ -381,6 +381,16 @@ async fn region_objects(
                 response: DaemonResponse::WrongEpoch { .. },
                 ..
             } => return None,
+            // A daemon that lost its lease on a busy machine is about to
+            // be taken offline or back: the epoch is not steady either.
+            Message::DaemonResponse {
+                response:
+                    DaemonResponse::Failed {
+                        status: Status::Reconfigure,
+                        ..
+                    },
+                ..
+            } => return None,
             other => panic!("region {} answered {other:?}", region.id),
         };
         let objects: Vec<_> = objects
