@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_advisor::calibrate::{Measured, Measurement};
+use tessera_advisor::validate::median_position;
 use tessera_client::{Admin, Client, PredOp, Value};
 use tessera_types::region::grid_for_partitions;
 use tessera_types::DaemonState;
@@ -432,10 +433,7 @@ fn median_steps(rounds: Vec<Vec<Step>>) -> anyhow::Result<Vec<Step>> {
         .into_iter()
         .filter_map(|mut runs| {
             let costs: Vec<f64> = runs.iter().map(|s| s.measurement.cost_s).collect();
-            let mut order: Vec<usize> = (0..runs.len()).collect();
-            order.sort_by(|&a, &b| costs[a].total_cmp(&costs[b]));
-            let middle = *order.get((runs.len() - 1) / 2)?;
-            let mut step = runs.swap_remove(middle);
+            let mut step = runs.swap_remove(median_position(&costs)?);
             step.runs_s = costs;
             Some(step)
         })
@@ -683,26 +681,19 @@ async fn measure_on(
                     entries: k * parts,
                 },
             ));
-            puts.push((
-                vec!["a"],
-                Measured::Put {
-                    copies: k,
-                    unchanged: subspaces - 1.0,
-                    moved: vec![moves],
-                    entries: k * parts,
-                },
-            ));
-            // A second relocating put of the same shape: α rests on the
+            // Two relocating puts of one shape (a, then b): α rests on the
             // puts that move objects, whose runs are the noisiest.
-            puts.push((
-                vec!["b"],
-                Measured::Put {
-                    copies: k,
-                    unchanged: subspaces - 1.0,
-                    moved: vec![moves],
-                    entries: k * parts,
-                },
-            ));
+            for attr in ["a", "b"] {
+                puts.push((
+                    vec![attr],
+                    Measured::Put {
+                        copies: k,
+                        unchanged: subspaces - 1.0,
+                        moved: vec![moves],
+                        entries: k * parts,
+                    },
+                ));
+            }
             puts.push((
                 vec!["a", "b"],
                 Measured::Put {
