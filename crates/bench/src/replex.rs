@@ -547,8 +547,8 @@ async fn recover_once(
         })
         .collect::<anyhow::Result<Vec<usize>>>()?;
     // kill -9, then the operator's `server-kill`: a replex region is
-    // rebuilt only once its daemon is known to be gone for good (a daemon
-    // merely offline is waited for); the HyperDex layout gets the same
+    // rebuilt only once its daemon is gone for good (declared lost after
+    // the lost timeout, or killed); the HyperDex layout gets the same
     // command, so neither waits for failure detection.
     let kill_at = servers.kill_daemon(indexes[0])?;
     admin.server_kill(victims[0]).await?;

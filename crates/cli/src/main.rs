@@ -195,6 +195,12 @@ enum Command {
         /// in it may be collected; must exceed how long clients retry.
         #[arg(long, default_value_t = 60_000)]
         tombstone_grace_ms: u64,
+        /// Milliseconds an offline daemon may stay silent, while regions of
+        /// replex spaces wait for it as their last daemon, before the
+        /// leader declares it lost and rebuilds them from the other
+        /// replexes (0: never; only `server-kill` then starts a rebuild).
+        #[arg(long, default_value_t = tessera_coordinator::LOST_TIMEOUT_DEFAULT.as_millis() as u64)]
+        lost_timeout_ms: u64,
         /// As leader, split an indexlet of a global index at its middle
         /// value once it holds this many entries (0: never).
         #[arg(long, default_value_t = tessera_coordinator::layout::DEFAULT_INDEXLET_SPLIT_ENTRIES)]
@@ -608,6 +614,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             join,
             advertise,
             tombstone_grace_ms,
+            lost_timeout_ms,
             indexlet_split_entries,
             indexlet_split_lookups,
             observe,
@@ -621,6 +628,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 advertise,
                 metrics: observe.metrics,
                 tombstone_grace: Duration::from_millis(tombstone_grace_ms),
+                lost_timeout: (lost_timeout_ms > 0).then(|| Duration::from_millis(lost_timeout_ms)),
                 indexlet_split_entries,
                 indexlet_split_pages_per_s: indexlet_split_lookups,
                 ..tessera_coordinator::server::CoordinatorOptions::new(

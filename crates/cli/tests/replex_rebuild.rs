@@ -1,8 +1,11 @@
 //! Rebuilding lost replex regions (issue 13, point 5) with real processes:
 //! a Replex-3 space (key subspace, hybrid, replex) under writers doing
 //! relocating puts, atomic adds, deletes and gets; kill -9 of the daemon
-//! leading a key region, its regions rebuilt on other daemons from the
-//! other replexes; then a second kill after that rebuild joined. Every
+//! leading a key region, which the coordinator declares lost once it has
+//! been silent for the lost timeout (no operator involved), its regions
+//! rebuilt on other daemons from the other replexes; then a second kill
+//! after that rebuild joined; then the first victim restarted on its old
+//! disk, which must be refused and stop without serving anything. Every
 //! acknowledged write must be there at the end (a sequential model per
 //! worker, each owning its keys; an unacknowledged write may or may not
 //! be), every region must hold exactly the objects its part places there
@@ -36,7 +39,11 @@ const SPACE: &str = "space r key int k attributes int a, int b \
 const DAEMONS: usize = 7;
 const WORKERS: usize = 3;
 const KEYS_PER_WORKER: usize = 40;
-const OPS_PER_WORKER_MAX: u64 = 3000;
+/// Each writer stops by itself after this many calls (bounded work), well
+/// beyond what the test needs (4,000–5,500 calls in all here): at 3,000
+/// the writers once ran out before the last phase, which then waited for
+/// progress that could not come.
+const OPS_PER_WORKER_MAX: u64 = 20_000;
 const REBUILD_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Keys and values spread over the whole int axis: coordinates are
@@ -62,6 +69,8 @@ enum Known {
 struct Shared {
     stop: AtomicBool,
     ops: AtomicU64,
+    /// Writers that made all their calls and stopped.
+    finished: AtomicU64,
     /// Calls that ran out of retries waiting for a lost region (OFFLINE).
     waited: AtomicU64,
     /// Calls that failed for any other reason.
@@ -168,6 +177,7 @@ fn worker(client: BlockingClient, w: usize, shared: Arc<Shared>) {
     }
     let mut models = shared.models.lock().unwrap();
     models.extend(model.into_iter().map(|(i, k)| (key_of(w, i), k)));
+    shared.finished.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Every object region `region` of space `space` holds, read from its
@@ -337,24 +347,57 @@ fn assert_joined(
     }
 }
 
-/// Kills the daemon process with this id (kill -9) and, as an operator
-/// who knows its machine is gone, tells the coordinator so (`server-kill`):
-/// only a daemon gone for good has its regions rebuilt; one merely
-/// offline is waited for. Returns when the process was killed.
-fn kill(cluster: &mut Cluster, config: &Configuration, victim: DaemonId) -> Instant {
+/// How long a silent daemon's replex regions wait for it before the
+/// coordinator declares it lost and rebuilds them.
+const LOST_TIMEOUT_MS: &str = "3000";
+
+/// The process index of the daemon with this id.
+fn index_of(cluster: &Cluster, config: &Configuration, victim: DaemonId) -> usize {
     let addr = &config.daemons[&victim].addr;
-    let index = (0..DAEMONS)
+    (0..DAEMONS)
         .find(|i| &cluster.daemon_addr(*i) == addr)
-        .expect("a daemon of this cluster");
+        .expect("a daemon of this cluster")
+}
+
+/// Kills the daemon process with this id (kill -9). Nobody tells the
+/// coordinator: its leader takes the daemon offline after the failure
+/// timeout and declares it lost after the lost timeout. Returns when the
+/// process was killed.
+fn kill(cluster: &mut Cluster, config: &Configuration, victim: DaemonId) -> Instant {
+    let index = index_of(cluster, config, victim);
     cluster.procs.kill(&format!("daemon-{index}"));
-    let killed = Instant::now();
-    cluster.admin().server_kill(victim).expect("server-kill");
-    killed
+    Instant::now()
+}
+
+/// Restarts the daemon process `index`, which was declared lost, on its old
+/// data directory: it must be refused and stop, and the configuration must
+/// never list it again.
+fn restart_refused(cluster: &mut Cluster, client: &BlockingClient, index: usize, victim: DaemonId) {
+    cluster.start_daemon(index);
+    let name = format!("daemon-{index}");
+    let proc = cluster
+        .procs
+        .procs
+        .iter_mut()
+        .find(|p| p.name == name)
+        .expect("restarted");
+    let status = common::wait_exit(&mut proc.child, Duration::from_secs(60));
+    assert!(!status.success(), "a lost daemon's restart exited cleanly");
+    let log = proc.log_tail(20);
+    assert!(log.contains("declared lost"), "its log says why: {log}");
+    let config = client.refresh(Duration::ZERO).unwrap();
+    assert!(
+        config
+            .daemons
+            .get(&victim)
+            .is_none_or(|d| d.state != tessera_types::DaemonState::Available),
+        "the lost daemon {victim} is back in the configuration"
+    );
 }
 
 #[test]
 fn lost_replex_regions_are_rebuilt_and_no_acknowledged_write_is_lost() {
-    let mut cluster = Cluster::start(DAEMONS);
+    let mut cluster = Cluster::start_with(DAEMONS, &["--lost-timeout-ms", LOST_TIMEOUT_MS], &[]);
     cluster.admin().add_space(SPACE).expect("add_space");
     let client = BlockingClient::connect(&cluster.coordinator_addr(0)).expect("connect");
     let shared = Arc::new(Shared::default());
@@ -367,7 +410,8 @@ fn lost_replex_regions_are_rebuilt_and_no_acknowledged_write_is_lost() {
         .collect();
     let warm = |n: u64| {
         wait_for("the writers to make progress", REBUILD_TIMEOUT, || {
-            (shared.ops.load(Ordering::Relaxed) >= n).then_some(())
+            let done = shared.finished.load(Ordering::Relaxed) == WORKERS as u64;
+            (done || shared.ops.load(Ordering::Relaxed) >= n).then_some(())
         })
     };
     warm(300);
@@ -383,6 +427,7 @@ fn lost_replex_regions_are_rebuilt_and_no_acknowledged_write_is_lost() {
         .filter(|r| r.chain == vec![first])
         .map(|r| r.id)
         .collect();
+    let first_index = index_of(&cluster, &config, first);
     let killed = kill(&mut cluster, &config, first);
     let mut seen = BTreeMap::new();
     let after_first = wait_rebuilt(&client, first, &mut seen);
@@ -416,6 +461,9 @@ fn lost_replex_regions_are_rebuilt_and_no_acknowledged_write_is_lost() {
     let second_join = killed.elapsed();
     assert_copies_apart(&after_second);
     assert_joined(&after_second, &lost_second, second, &seen);
+
+    // The first victim comes back with its stale disk: refused, it stops.
+    restart_refused(&mut cluster, &client, first_index, first);
 
     warm(shared.ops.load(Ordering::Relaxed) + 200);
     shared.stop.store(true, Ordering::Relaxed);

@@ -123,6 +123,15 @@ impl FailureDetector {
         suspects
     }
 
+    /// How long `id` has been silent at `now`: since its last heartbeat,
+    /// or since watching began (a new leader's grace). None while this
+    /// member does not lead or does not watch `id` yet.
+    pub fn silent_for(&self, id: DaemonId, now: Duration) -> Option<Duration> {
+        self.leading?;
+        let watch = self.watches.get(&id)?;
+        Some(now.saturating_sub(watch.heard))
+    }
+
     /// The Available daemons whose last heartbeat did not report `state`'s
     /// epoch (including those not heard from since this member leads).
     pub fn lagging(&self, state: &ClusterState) -> Vec<DaemonId> {

@@ -52,5 +52,6 @@ pub use node::CoordinatorNode;
 pub use placement::{PlacementError, Placer};
 pub use server::{
     run, serve, serve_with, CoordinatorError, CoordinatorOptions, FAILURE_TIMEOUT_DEFAULT,
+    LOST_TIMEOUT_DEFAULT,
 };
 pub use state::{ClusterState, Command, CommandResult};

@@ -45,6 +45,9 @@ pub struct CoordinatorNode {
     /// the detector's).
     unreachable: BTreeMap<DaemonId, BTreeMap<Reporter, Duration>>,
     tombstones: TombstonePolicy,
+    /// How long an Offline daemon may stay silent, while replex regions
+    /// wait for it, before the leader declares it lost (None: never).
+    lost_timeout: Option<Duration>,
 }
 
 impl CoordinatorNode {
@@ -56,7 +59,22 @@ impl CoordinatorNode {
             unreachable: BTreeMap::new(),
             probed: ReportLimit::every(PROBE_INTERVAL),
             tombstones: TombstonePolicy::new(TOMBSTONE_GRACE),
+            lost_timeout: None,
         }
+    }
+
+    /// The same, declaring lost (`Command::DaemonLost`) a daemon silent for
+    /// `timeout` while regions of replex spaces wait for it as their last
+    /// daemon and can be rebuilt from the other replexes
+    /// ([`ClusterState::may_declare_lost`]); `None`: only an operator's
+    /// `server-kill` starts their rebuild.
+    pub fn with_lost_timeout(mut self, timeout: Option<Duration>) -> CoordinatorNode {
+        self.lost_timeout = timeout;
+        self
+    }
+
+    pub fn lost_timeout(&self) -> Option<Duration> {
+        self.lost_timeout
     }
 
     /// The same, collecting tombstones `grace` after their epoch ended
@@ -96,7 +114,7 @@ impl CoordinatorNode {
     ///
     /// | the daemon is | answer |
     /// | --- | --- |
-    /// | killed, or unknown (forgotten) | `Stop` |
+    /// | declared lost, killed, or unknown (forgotten) | `Stop` |
     /// | Offline, taken out by an operator | `HeldOffline` |
     /// | Offline, taken out by the detector (or it left) | `Offline`: register again |
     /// | Available, but it left a chain in an epoch it has not installed | `NoLeaseUntil` |
@@ -108,6 +126,9 @@ impl CoordinatorNode {
         epoch: Epoch,
         now: Duration,
     ) -> HeartbeatAnswer {
+        if state.lost.contains(&id) {
+            return HeartbeatAnswer::Stop(StopReason::Lost);
+        }
         if state.killed.contains(&id) {
             return HeartbeatAnswer::Stop(StopReason::Killed);
         }
@@ -132,7 +153,9 @@ impl CoordinatorNode {
 
     /// Time passes: the commands the leader should propose now, one
     /// `DaemonOffline` per Available daemon silent for the failure timeout,
-    /// and the tombstone horizon's advance when it is due.
+    /// one `DaemonLost` per Offline daemon silent for the lost timeout
+    /// (see [`Self::lost`]), and the tombstone horizon's advance when it is
+    /// due.
     pub fn tick(&mut self, state: &ClusterState, now: Duration) -> Vec<Command> {
         let mut commands: Vec<Command> = self
             .detector
@@ -141,9 +164,43 @@ impl CoordinatorNode {
             .map(|id| Command::DaemonOffline { id })
             .collect();
         if self.is_leading() {
+            commands.extend(self.lost(state, now).map(|id| Command::DaemonLost { id }));
             commands.extend(self.tombstones.tick(state, now));
         }
         commands
+    }
+
+    /// The daemons to declare lost now: Offline and silent for the lost
+    /// timeout (since its last heartbeat to this leader, or since it began
+    /// to lead), regions of replex spaces waiting for them that the other
+    /// replexes cover ([`ClusterState::may_declare_lost`]), and every
+    /// daemon those rebuilds would read from heard within half the failure
+    /// timeout: one that fell silent just now may be gone with its disk,
+    /// and the lost daemon's copy may then be the only one left.
+    fn lost<'a>(
+        &'a self,
+        state: &'a ClusterState,
+        now: Duration,
+    ) -> impl Iterator<Item = DaemonId> + 'a {
+        let fresh = self.detector.timeout() / 2;
+        let timeout = self.lost_timeout;
+        state.daemons.keys().copied().filter(move |&id| {
+            let Some(timeout) = timeout else { return false };
+            if self
+                .detector
+                .silent_for(id, now)
+                .is_none_or(|s| s < timeout)
+            {
+                return false;
+            }
+            state.may_declare_lost(id).is_some_and(|sources| {
+                sources.iter().all(|&s| {
+                    self.detector
+                        .silent_for(s, now)
+                        .is_some_and(|silent| silent < fresh)
+                })
+            })
+        })
     }
 
     /// A daemon's report of a tombstone collection round (see
@@ -355,6 +412,97 @@ mod tests {
             node.unreachable(&offline, DaemonId(1), Reporter::Client(8), at(10)),
             None
         );
+    }
+
+    /// Runs a leader over `state` from `t0` to `t0 + secs`, every daemon
+    /// but `victim` heartbeating each 500 ms until `quiet` (if any) stops
+    /// hearing from it at `quiet.1`; applies what each tick proposes, and
+    /// returns the DaemonLost proposals with their times.
+    fn run_leader(
+        state: &mut ClusterState,
+        node: &mut CoordinatorNode,
+        victim: DaemonId,
+        quiet: Option<(DaemonId, Duration)>,
+        secs: u64,
+    ) -> Vec<(Duration, DaemonId)> {
+        let t0 = Duration::from_secs(100);
+        node.lead(1);
+        let mut lost = Vec::new();
+        for step in 0..=(secs * 10) {
+            let now = t0 + Duration::from_millis(step * 100);
+            if step % 5 == 0 {
+                let ids: Vec<DaemonId> = state.daemons.keys().copied().collect();
+                for d in ids {
+                    let silent = quiet.is_some_and(|(q, at)| q == d && now >= t0 + at);
+                    if d != victim && !silent {
+                        node.heartbeat(state, d, state.epoch, now);
+                    }
+                }
+            }
+            for command in node.tick(state, now) {
+                if let Command::DaemonLost { id } = command {
+                    lost.push((now - t0, id));
+                }
+                state.apply(command);
+            }
+        }
+        lost
+    }
+
+    fn replex_state() -> (ClusterState, DaemonId) {
+        let mut state = state_with(4);
+        let added = state.apply(Command::AddSpace {
+            description: "space r key k attributes a replex a create 4 partitions".into(),
+        });
+        assert!(
+            matches!(added, CommandResult::SpaceAdded { .. }),
+            "{added:?}"
+        );
+        let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
+        (state, victim)
+    }
+
+    #[test]
+    fn a_daemon_silent_for_the_lost_timeout_is_declared_lost_and_told_so() {
+        let lost_timeout = Duration::from_secs(10);
+        let (mut state, victim) = replex_state();
+        let mut node = CoordinatorNode::new(TIMEOUT).with_lost_timeout(Some(lost_timeout));
+        let lost = run_leader(&mut state, &mut node, victim, None, 15);
+        // Offline after the failure timeout, lost after the lost timeout
+        // (both counted from the new leader's first look), proposed once.
+        assert_eq!(lost, vec![(lost_timeout, victim)]);
+        assert!(state.lost.contains(&victim));
+        assert!(!state.rebuilds.is_empty());
+        assert_eq!(
+            node.heartbeat(&state, victim, state.epoch, Duration::from_secs(200)),
+            HeartbeatAnswer::Stop(StopReason::Lost)
+        );
+
+        // Without a lost timeout, only an operator's kill does it.
+        let (mut state, victim) = replex_state();
+        let mut node = CoordinatorNode::new(TIMEOUT);
+        assert!(run_leader(&mut state, &mut node, victim, None, 15).is_empty());
+        assert!(state.killed.is_empty());
+    }
+
+    #[test]
+    fn no_daemon_is_declared_lost_while_a_source_of_its_rebuild_fell_silent() {
+        let (mut state, victim) = replex_state();
+        // The daemon of a replex region, which the key region's rebuild
+        // reads: silent from 9.5 s, so not heard within half the failure
+        // timeout when the victim's lost timeout ends at 10 s.
+        let source = state.spaces[0].subspaces[1].regions[0].chain[0];
+        let mut node =
+            CoordinatorNode::new(TIMEOUT).with_lost_timeout(Some(Duration::from_secs(10)));
+        let lost = run_leader(
+            &mut state,
+            &mut node,
+            victim,
+            Some((source, Duration::from_millis(9_500))),
+            11,
+        );
+        assert!(lost.is_empty(), "{lost:?}");
+        assert!(state.killed.is_empty());
     }
 
     #[test]

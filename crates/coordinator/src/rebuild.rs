@@ -124,6 +124,40 @@ impl ClusterState {
             .is_none_or(|d| self.killed.contains(d))
     }
 
+    /// Whether daemon `id` may be declared lost (`Command::DaemonLost`),
+    /// and if so the daemons whose regions would be the rebuilds' sources.
+    /// It must be Offline, neither killed nor held offline by an operator
+    /// (who decides about a daemon taken out for maintenance), and the
+    /// last daemon of at least one region, every one of which belongs to a
+    /// replex space and has a covering set of regions whose one daemon is
+    /// Available. A region of another kind of space has no other copy:
+    /// declaring its last daemon lost would lose it, so such a daemon is
+    /// waited for as before. So is one whose regions cannot be rebuilt yet
+    /// (a covering region's daemon is away too): declaring it lost would
+    /// only bar it from bringing back the one copy there is.
+    pub fn may_declare_lost(&self, id: DaemonId) -> Option<BTreeSet<DaemonId>> {
+        let info = self.daemons.get(&id)?;
+        if info.state != DaemonState::Offline
+            || self.killed.contains(&id)
+            || self.held_offline.contains(&id)
+        {
+            return None;
+        }
+        let mut sources = BTreeSet::new();
+        let mut waiting = 0;
+        for (&region, _) in self.orphans.iter().filter(|(_, d)| **d == id) {
+            waiting += 1;
+            let space = self.space_of(region)?;
+            space.desc.replex.as_ref()?;
+            let cover = covering_set(space, &self.unreadable(space), region).ok()?;
+            for r in cover {
+                let d = self.sole_member(r).filter(|d| self.is_available(*d))?;
+                sources.insert(d);
+            }
+        }
+        (waiting > 0 && !sources.is_empty()).then_some(sources)
+    }
+
     /// Whether `rebuild` can still complete as planned: its region is in a
     /// replex space and still has no daemon (or, for a refresh, still only
     /// its target), its target is Available, and each source region is

@@ -63,6 +63,12 @@ const STORE_LOCK_WAIT: Duration = Duration::from_secs(10);
 /// How long a daemon may stay silent before the leader declares it failed,
 /// unless [`CoordinatorOptions::failure_timeout`] says otherwise.
 pub const FAILURE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(2);
+/// How long an Offline daemon may stay silent, while replex regions wait
+/// for it as their last daemon, before the leader declares it lost and
+/// rebuilds them from the other replexes, unless
+/// [`CoordinatorOptions::lost_timeout`] says otherwise. Longer than a
+/// restart, so that restarting a daemon costs no rebuild.
+pub const LOST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 /// The longest the failure detector waits between two looks.
 const DETECTOR_TICK_MAX: Duration = Duration::from_millis(100);
 
@@ -84,6 +90,11 @@ pub struct CoordinatorOptions {
     /// it out of every chain ([`FAILURE_TIMEOUT_DEFAULT`], 2 s). Daemons
     /// heartbeat every 500 ms and hold a lease of half the default.
     pub failure_timeout: Duration,
+    /// How long an Offline daemon may stay silent, while regions of replex
+    /// spaces wait for it as their last daemon, before the leader declares
+    /// it lost and rebuilds them elsewhere ([`LOST_TIMEOUT_DEFAULT`], 30
+    /// s); `None`: only an operator's `server-kill` does.
+    pub lost_timeout: Option<Duration>,
     /// How long after an epoch ends the tombstones written in it may be
     /// collected ([`crate::tombstones::TOMBSTONE_GRACE`], 60 s): it must
     /// exceed how long a client retries an update.
@@ -119,6 +130,7 @@ impl CoordinatorOptions {
             data_dir,
             join: None,
             failure_timeout: FAILURE_TIMEOUT_DEFAULT,
+            lost_timeout: Some(LOST_TIMEOUT_DEFAULT),
             tombstone_grace: crate::tombstones::TOMBSTONE_GRACE,
             advertise: None,
             metrics: None,
@@ -216,6 +228,7 @@ pub async fn serve_with(
         data_dir,
         join,
         failure_timeout,
+        lost_timeout,
         tombstone_grace,
         advertise,
         metrics,
@@ -306,7 +319,9 @@ pub async fn serve_with(
         config: opened.config,
         state: opened.state,
         node: Mutex::new(
-            CoordinatorNode::new(failure_timeout).with_tombstone_grace(tombstone_grace),
+            CoordinatorNode::new(failure_timeout)
+                .with_tombstone_grace(tombstone_grace)
+                .with_lost_timeout(lost_timeout),
         ),
         layout: Mutex::new(
             LayoutTally::with_split_entries(indexlet_split_entries)
@@ -489,6 +504,9 @@ async fn detect_failures(member: Arc<Member>) {
             match &command {
                 Command::DaemonOffline { .. } => {
                     tracing::warn!(?command, timeout = ?member.failure_timeout(), epoch = %state.epoch, "no heartbeat: taking the daemon offline")
+                }
+                Command::DaemonLost { .. } => {
+                    tracing::warn!(?command, timeout = ?member.node().lost_timeout(), epoch = %state.epoch, "silent for the lost timeout: declaring the daemon lost")
                 }
                 _ => {
                     tracing::info!(?command, epoch = %state.epoch, "tombstones: moving the horizon")

@@ -133,6 +133,15 @@ pub enum Command {
     /// Operator: as `ServerOffline`, and the daemon is told to stop at its
     /// next heartbeat; it may not register again under its id.
     ServerKill { id: DaemonId },
+    /// The leader's detector ([`crate::node::CoordinatorNode`]): the daemon,
+    /// Offline, stayed silent for the lost timeout while regions of replex
+    /// spaces wait for it as their last daemon. As `ServerKill`, so those
+    /// regions are rebuilt from the other replexes, and it is remembered
+    /// in [`ClusterState::lost`] (told why it must stop). Applied only
+    /// while [`ClusterState::may_declare_lost`] still holds (the daemon may
+    /// have come back since the leader proposed it); otherwise nothing
+    /// changes.
+    DaemonLost { id: DaemonId },
     /// The leader's tombstone policy ([`crate::node::CoordinatorNode`]):
     /// tombstones of versions issued before epoch `horizon` may be
     /// collected. The epoch moves, so the daemons learn it and so the
@@ -274,6 +283,10 @@ pub struct ClusterState {
     /// [`crate::rebuild`]).
     #[serde(default)]
     pub rebuilds: Vec<Rebuild>,
+    /// The killed daemons that the leader's detector, not an operator,
+    /// declared lost (`DaemonLost`); a subset of `killed`.
+    #[serde(default)]
+    pub lost: BTreeSet<DaemonId>,
 }
 
 fn first_id() -> u64 {
@@ -293,6 +306,7 @@ impl Default for ClusterState {
             transfer_id_next: 1,
             transfers: Vec::new(),
             killed: BTreeSet::new(),
+            lost: BTreeSet::new(),
             orphans: BTreeMap::new(),
             left_chain_at: BTreeMap::new(),
             held_offline: BTreeSet::new(),
@@ -467,6 +481,7 @@ impl ClusterState {
                     self.left_chain_at.remove(&id);
                     self.daemons.remove(&id);
                     self.killed.remove(&id);
+                    self.lost.remove(&id);
                     self.held_offline.remove(&id);
                     self.bump();
                     CommandResult::Done
@@ -541,13 +556,18 @@ impl ClusterState {
                 Err(failed) => failed,
                 Ok(_) if self.killed.contains(&id) => CommandResult::Done,
                 Ok(_) => {
-                    self.take_offline(id);
-                    self.killed.insert(id);
-                    self.held_offline.insert(id);
-                    self.bump();
+                    self.kill(id);
                     CommandResult::Done
                 }
             },
+            Command::DaemonLost { id } => {
+                if self.may_declare_lost(id).is_some() {
+                    tracing::warn!(daemon = %id, "daemon declared lost: rebuilding its replex regions elsewhere");
+                    self.kill(id);
+                    self.lost.insert(id);
+                }
+                CommandResult::Done
+            }
         };
         if self.epoch != epoch_before {
             // Repair belongs to the command that made it necessary: the
@@ -1065,6 +1085,14 @@ impl ClusterState {
         Ok(())
     }
 
+    /// `id` goes Offline for good: told to stop, barred from registering.
+    fn kill(&mut self, id: DaemonId) {
+        self.take_offline(id);
+        self.killed.insert(id);
+        self.held_offline.insert(id);
+        self.bump();
+    }
+
     fn register_daemon(
         &mut self,
         id: Option<DaemonId>,
@@ -1073,10 +1101,16 @@ impl ClusterState {
     ) -> CommandResult {
         if let Some(id) = id {
             if self.killed.contains(&id) {
+                let why = if self.lost.contains(&id) {
+                    "was declared lost (silent for the lost timeout; its replex regions \
+                     were rebuilt elsewhere)"
+                } else {
+                    "was killed"
+                };
                 return CommandResult::Failed {
                     status: AdminStatus::NotFound,
                     reason: format!(
-                        "daemon {id} was killed and may not rejoin; forget it (server-forget) \
+                        "daemon {id} {why} and may not rejoin; forget it (server-forget) \
                          and start it with a fresh data directory"
                     ),
                 };
@@ -1782,6 +1816,96 @@ mod tests {
         let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
         assert_eq!(rebuilt, lost);
         assert!(state.rebuilds.iter().all(|b| b.to != victim));
+    }
+
+    #[test]
+    fn a_silent_daemon_is_declared_lost_only_when_its_regions_can_be_rebuilt() {
+        let mut state = replex_with_spares(1);
+        let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
+        let lost = regions_of(&state, victim);
+        // Available: a proposal that its return overtook changes nothing.
+        assert!(state.may_declare_lost(victim).is_none());
+        let epoch = state.epoch;
+        assert_eq!(
+            state.apply(Command::DaemonLost { id: victim }),
+            CommandResult::Done
+        );
+        assert_eq!(state.epoch, epoch);
+        assert!(!state.killed.contains(&victim));
+
+        state.apply(Command::DaemonOffline { id: victim });
+        let sources = state.may_declare_lost(victim).expect("a candidate");
+        assert!(!sources.contains(&victim));
+        for d in &sources {
+            assert_eq!(state.daemons[d].state, DaemonState::Available);
+        }
+        // An operator took it out (maintenance): the operator decides.
+        let mut held = state.clone();
+        held.apply(Command::ServerOffline { id: victim });
+        assert!(held.may_declare_lost(victim).is_none());
+        // Every other daemon away too: nothing could rebuild its regions,
+        // and its disk may hold the only copy of some object.
+        let mut alone = state.clone();
+        let others: Vec<DaemonId> = alone
+            .daemons
+            .keys()
+            .copied()
+            .filter(|d| *d != victim)
+            .collect();
+        for d in others {
+            alone.apply(Command::DaemonOffline { id: d });
+        }
+        assert!(alone.may_declare_lost(victim).is_none());
+        let epoch = alone.epoch;
+        alone.apply(Command::DaemonLost { id: victim });
+        assert_eq!(alone.epoch, epoch);
+        assert!(alone.killed.is_empty());
+
+        // Declared lost: killed, remembered as lost, its regions rebuilt
+        // elsewhere, and it may not register again under its id.
+        state.apply(Command::DaemonLost { id: victim });
+        state.check_invariants().unwrap();
+        assert!(state.killed.contains(&victim) && state.lost.contains(&victim));
+        let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        assert_eq!(rebuilt, lost);
+        assert!(state.rebuilds.iter().all(|b| b.to != victim));
+        for b in &state.rebuilds {
+            assert_sources_cover(&state.spaces[0], b);
+        }
+        match state.apply(Command::RegisterDaemon {
+            id: Some(victim),
+            addr: "127.0.0.1:2012".into(),
+            metrics: None,
+        }) {
+            CommandResult::Failed { status, reason } => {
+                assert_eq!(status, AdminStatus::NotFound);
+                assert!(reason.contains("declared lost"), "{reason}");
+            }
+            other => panic!("a lost daemon registered again: {other:?}"),
+        }
+        assert!(state.may_declare_lost(victim).is_none(), "once is enough");
+        state.apply(Command::ServerForget { id: victim });
+        assert!(!state.lost.contains(&victim) && !state.killed.contains(&victim));
+    }
+
+    #[test]
+    fn the_last_daemon_of_a_region_without_other_copies_is_never_declared_lost() {
+        let mut state = ClusterState::default();
+        register(&mut state, 3);
+        assert!(matches!(
+            add(
+                &mut state,
+                "space kv key k create 2 partitions tolerate 0 failures"
+            ),
+            CommandResult::SpaceAdded { .. }
+        ));
+        let victim = state.spaces[0].subspaces[0].regions[0].chain[0];
+        state.apply(Command::DaemonOffline { id: victim });
+        assert!(state.orphans.values().any(|d| *d == victim));
+        assert!(state.may_declare_lost(victim).is_none());
+        state.apply(Command::DaemonLost { id: victim });
+        assert!(state.killed.is_empty() && state.lost.is_empty());
+        assert!(state.orphans.values().any(|d| *d == victim));
     }
 
     #[test]

@@ -1060,14 +1060,51 @@ fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
             .unwrap();
     }
 
-    // A later epoch (the failure that made the orphan moved it on).
+    // While the key region is being refreshed (its point leader
+    // registered again and may have forgotten updates the other parts
+    // hold), its record is no measure of theirs: no repair, however often
+    // the stray region reports.
+    let key_region_id = key_region(&space, &Value::Int(key)).unwrap().id;
+    let mut refreshing = (*config).clone();
+    refreshing.epoch = Epoch(config.epoch.0 + 1);
+    refreshing.rebuilds = vec![tessera_types::Rebuild {
+        id: 1,
+        region: key_region_id,
+        to: leader,
+        sources: vec![(stray.id, stray.chain[0])],
+    }];
+    let refreshing = Arc::new(refreshing);
+    for core in net.cores.values_mut() {
+        core.on_config(refreshing.clone());
+    }
+    let ids: Vec<DaemonId> = net.cores.keys().copied().collect();
+    for id in &ids {
+        net.collect(*id);
+    }
+    for _ in 0..3 {
+        net.cores.get_mut(&leader).unwrap().on_held(Held {
+            epoch: refreshing.epoch,
+            space: space.id,
+            region: stray.id,
+            key: Value::Int(key),
+            version: orphan_version,
+            kind: HeldKind::Live,
+        });
+        net.collect(leader);
+        assert!(
+            net.links.values().all(|q| q.is_empty()),
+            "no repair while the key region is refreshed"
+        );
+    }
+
+    // A later epoch (the failure that made the orphan moved it on; the
+    // refresh ended).
     let mut next = (*config).clone();
-    next.epoch = Epoch(config.epoch.0 + 1);
+    next.epoch = Epoch(config.epoch.0 + 2);
     let next = Arc::new(next);
     for core in net.cores.values_mut() {
         core.on_config(next.clone());
     }
-    let ids: Vec<DaemonId> = net.cores.keys().copied().collect();
     for id in &ids {
         net.collect(*id);
     }
@@ -1861,4 +1898,104 @@ fn anti_entropy_leaves_the_writes_of_an_update_in_flight() {
     for daemon in &region.chain {
         assert_eq!(stored(&net, region.id, *daemon).unwrap().version, in_flight);
     }
+}
+
+/// A key region rebuilt from two regions of one subspace between which
+/// an update moved the object: the region it moved into holds the new
+/// version, the region it left still holds the old one live (it missed the
+/// removal, which a member held pending and lost). The old copy lags, so
+/// the update is in flight and the rebuilt point leader drives it again —
+/// also when the old copy's page comes second and brings a writer the new
+/// record does not remember, which the merge keeps (simulator seed
+/// 142008075: the lag went unnoticed that way and the old region kept a
+/// stale copy for good).
+#[test]
+fn a_rebuilt_key_region_drives_an_update_a_lagging_source_missed() {
+    let first = Arc::new(config(3, 0, 4));
+    let space = first.spaces[0].clone();
+    let key = 7;
+    let key_region_id = key_region(&space, &Value::Int(key)).unwrap().id;
+    let lost = key_region(&space, &Value::Int(key)).unwrap().chain[0];
+    let target = *first.daemons.keys().find(|d| **d != lost).unwrap();
+    let object = |a: i64| Object {
+        values: vec![Value::Int(key), Value::Int(a), Value::Int(0)],
+    };
+    let layout = &space.subspaces[1];
+    let (left, moved_into) = (
+        layout.region_of(&object(i64::MIN + 1)).id,
+        layout.region_of(&object(i64::MAX - 1)).id,
+    );
+    assert_ne!(left, moved_into);
+    let older = Version::next(None, first.epoch);
+    let newer = Version::next(Some(older), first.epoch);
+    let (put_old, put_new) = (
+        ClientRef {
+            client_id: 11,
+            request_no: 1,
+        },
+        ClientRef {
+            client_id: 12,
+            request_no: 1,
+        },
+    );
+    let entry = |record: Record| tessera_protocol::RebuildEntry {
+        key: key_bytes(&Value::Int(key)),
+        committed: Some(record.encode()),
+        pending: Vec::new(),
+    };
+    let with_rebuild = |chain: Vec<DaemonId>, rebuilding: bool, epoch: u64| {
+        let mut config = (*first).clone();
+        config.epoch = Epoch(epoch);
+        for r in &mut config.spaces[0].subspaces[0].regions {
+            if r.id == key_region_id {
+                r.chain = chain.clone();
+            }
+        }
+        if rebuilding {
+            config.rebuilds = vec![tessera_types::Rebuild {
+                id: 1,
+                region: key_region_id,
+                to: target,
+                sources: vec![],
+            }];
+        }
+        Arc::new(config)
+    };
+    let mut net = Net::new(&first);
+    let rebuilding = with_rebuild(vec![], true, first.epoch.0 + 1);
+    let core = net.cores.get_mut(&target).unwrap();
+    core.on_config(rebuilding);
+    // The region the object moved into first, then the one it left.
+    core.on_rebuild_entry(
+        key_region_id,
+        entry(Record {
+            version: newer,
+            object: Some(object(i64::MAX - 1)),
+            recent: vec![(put_new, newer)],
+        }),
+    );
+    core.on_rebuild_entry(
+        key_region_id,
+        entry(Record {
+            version: older,
+            object: Some(object(i64::MIN + 1)),
+            recent: vec![(put_old, older)],
+        }),
+    );
+    core.on_config(with_rebuild(vec![target], false, first.epoch.0 + 2));
+    net.collect(target);
+    let driven: Vec<Version> = net
+        .links
+        .iter()
+        .filter(|((from, _), _)| *from == target)
+        .flat_map(|(_, q)| q.iter())
+        .filter_map(|msg| match msg {
+            ChainMsg::Forward(f) if f.key == Value::Int(key) => Some(f.version),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        driven.contains(&newer),
+        "the update the old region missed is driven again: {driven:?}"
+    );
 }

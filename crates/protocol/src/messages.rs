@@ -1008,6 +1008,10 @@ pub enum StopReason {
     /// The coordinator does not know its id (forgotten with
     /// `server-forget`, or another cluster's).
     Unknown,
+    /// The leader declared it lost: it was silent for the lost timeout
+    /// while replex regions waited for it, and they were rebuilt
+    /// elsewhere. It may not register again under its id.
+    Lost,
 }
 
 impl std::fmt::Display for StopReason {
@@ -1015,6 +1019,10 @@ impl std::fmt::Display for StopReason {
         f.write_str(match self {
             StopReason::Killed => "killed by an operator",
             StopReason::Unknown => "unknown to the coordinator (forgotten?)",
+            StopReason::Lost => {
+                "declared lost after a long silence (its replex regions were rebuilt \
+                 elsewhere); forget it and start it with a fresh data directory"
+            }
         })
     }
 }

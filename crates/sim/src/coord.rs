@@ -79,6 +79,16 @@ impl World {
                     metrics: metrics.clone(),
                 });
                 let CommandResult::Registered { id } = result else {
+                    // A killed daemon's registration is refused (NOTFOUND);
+                    // the shell stops with the reason.
+                    // (A stale copy of an earlier registration, answered
+                    // while the node runs, changes nothing.)
+                    if let (Some(d), Node::Daemon(from)) = (id, from) {
+                        let waiting = self.daemons.get(d).is_some_and(|x| x.node.is_none());
+                        if *d == from && waiting && self.coord.state.killed.contains(d) {
+                            self.declared_lost(*d);
+                        }
+                    }
                     return None;
                 };
                 let config = Arc::new(self.configuration());

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tessera_daemon::core::ReplyTo;
 use tessera_daemon::index::IndexedEngine;
-use tessera_daemon::node::{DaemonNode, Job, NodeOptions, Output};
-use tessera_protocol::{CoordRequest, CoordResponse};
+use tessera_daemon::node::{DaemonNode, Job, NodeOptions, Output, Stopping};
+use tessera_protocol::{CoordRequest, CoordResponse, StopReason};
 use tessera_types::{Configuration, DaemonId};
 impl World {
     /// The daemon's tick timer fires.
@@ -108,6 +108,9 @@ impl World {
     }
 
     pub(crate) fn execute(&mut self, d: DaemonId, output: Output) {
+        if !self.daemons.contains_key(&d) {
+            return; // An earlier output of the batch: it was declared lost.
+        }
         match output {
             Output::Send { to, msg } => {
                 if self.trace {
@@ -133,6 +136,9 @@ impl World {
             Output::Coord(request) => {
                 let sent = self.now;
                 self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
+            }
+            Output::Stop(Stopping::Told(StopReason::Killed | StopReason::Lost)) => {
+                self.declared_lost(d);
             }
             Output::Stop(why) => {
                 self.trace(|| format!("{d} stops: {why}"));
@@ -196,8 +202,8 @@ impl World {
     }
 
     pub(crate) fn daemon_receive(&mut self, d: DaemonId, from: Node, msg: Msg) {
-        if !self.daemons[&d].up {
-            return;
+        if !self.daemons.get(&d).is_some_and(|daemon| daemon.up) {
+            return; // Stopped, or declared lost and gone.
         }
         let now = self.daemon_time();
         match msg {

@@ -78,6 +78,11 @@ pub struct Knobs {
     /// In a replex seed, whether the nemesis also loses daemons for good
     /// (`crate::loss`), so that the coordinator rebuilds their regions.
     pub losses: bool,
+    /// In a replex seed, how long a daemon may stay offline and silent,
+    /// while its replex regions wait for it, before the coordinator's
+    /// leader declares it lost (`Command::DaemonLost`) and rebuilds them:
+    /// within reach of the longer crashes, pauses and cuts.
+    pub lost_timeout_ms: Option<u64>,
 }
 
 /// A replex space (issue 13): the key subspace and one replex, Replex-2,
@@ -173,6 +178,7 @@ impl Knobs {
             collect_ticks: rng.pick(&[2, 8]),
             replex: None,
             losses: false,
+            lost_timeout_ms: None,
         };
         match replex {
             Some(replex) => knobs.into_replex(replex, &mut own),
@@ -192,6 +198,7 @@ impl Knobs {
             global_index: false,
             layout_change: rng.pick(&[LayoutChange::None, LayoutChange::AddIndex]),
             losses: rng.chance(750),
+            lost_timeout_ms: Some(rng.pick(&[2_500, 4_000, 6_000])),
             ..self
         }
     }

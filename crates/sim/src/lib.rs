@@ -125,10 +125,10 @@ pub struct Options {
     pub within_f: bool,
     /// Let the nemesis lose daemons of replex seeds for good
     /// (`Knobs::losses`; see `loss.rs`), so that the coordinator rebuilds
-    /// their regions. Off by default until the rebuild keeps the versions
-    /// it takes from later parts pending (docs/design/replex.md, "In the
-    /// simulator"): with it, sweeps find seeds where a part never gets an
-    /// update a rebuild already counted as committed.
+    /// their regions. Off by default; CI sweeps 500 seeds with it within f
+    /// (`tests/seeds.rs`). Outside f, sweeps with it still find the rare
+    /// update in flight that loses every copy as daemons are lost one
+    /// after another (docs/design/replex.md, "What remains").
     pub losses: bool,
 }
 

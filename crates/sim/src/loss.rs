@@ -69,7 +69,29 @@ impl World {
     /// among the regions some surviving disk holds (a crashed or cut off
     /// daemon's disk survives: it returns).
     pub(crate) fn copies_survive(&self, also: Option<DaemonId>) -> bool {
+        self.copies_survive_without(|h| self.lost.contains(&h) || Some(h) == also)
+    }
+
+    /// Whether every object keeps a copy if `d` fails and stays away, as
+    /// may every daemon not healthy now: the coordinator's leader declares
+    /// lost a daemon silent for the lost timeout, after which its disk is
+    /// never read again. So the nemesis fails a daemon of a replex seed only
+    /// while the other replexes would cover every region of all of them.
+    pub(crate) fn copies_survive_failing(&self, d: DaemonId) -> bool {
+        if self.knobs.replex.is_none() {
+            return true;
+        }
+        self.copies_survive_without(|h| {
+            h == d || self.lost.contains(&h) || !self.daemons.contains_key(&h) || !self.healthy(h)
+        })
+    }
+
+    /// [`Self::copies_survive`] with the daemons `is_gone` selects gone,
+    /// and those the coordinator killed or declared lost (which may not
+    /// know it yet: their disks are never read again either).
+    fn copies_survive_without(&self, is_gone: impl Fn(DaemonId) -> bool) -> bool {
         let state = &self.coord.state;
+        let is_gone = |h: DaemonId| is_gone(h) || state.killed.contains(&h);
         state
             .spaces
             .iter()
@@ -77,7 +99,7 @@ impl World {
             .all(|space| {
                 let gone = regions_where(space, |r| {
                     let holder = r.chain.first().or_else(|| state.orphans.get(&r.id));
-                    holder.is_none_or(|h| self.lost.contains(h) || Some(*h) == also)
+                    holder.is_none_or(|h| is_gone(*h))
                 });
                 gone.iter()
                     .all(|&region| covering_set(space, &gone, region).is_ok())
@@ -96,6 +118,29 @@ impl World {
         self.trace(|| format!("lose {d} for good (process and disk)"));
         let kill = 100 + self.loss_rng.below(KILL_MS_MAX);
         self.at(kill, Ev::Kill(d));
+        let replace = 200 + self.loss_rng.below(REPLACE_MS_MAX);
+        self.replacing += 1;
+        self.at(replace, Ev::Replace);
+    }
+
+    /// `d` learnt that the coordinator's leader declared it lost (or an
+    /// operator killed it): told to stop at a heartbeat, or refused when
+    /// it registered again after a restart. Its process stops and its
+    /// data is never used again; as after a loss, the operator starts a
+    /// fresh daemon (a daemon declared lost while cut off or paused runs
+    /// until it hears so, as a real one would).
+    pub(crate) fn declared_lost(&mut self, d: DaemonId) {
+        if !self.daemons.contains_key(&d) {
+            return;
+        }
+        if self.daemons[&d].up {
+            self.stop(d);
+        }
+        self.daemons.remove(&d);
+        self.cuts.remove(&d);
+        self.lost.insert(d);
+        self.report.faults.declared_lost += 1;
+        self.trace(|| format!("{d} was declared lost: its process stops, its data is dropped"));
         let replace = 200 + self.loss_rng.below(REPLACE_MS_MAX);
         self.replacing += 1;
         self.at(replace, Ev::Replace);
@@ -216,6 +261,7 @@ mod tests {
     use super::*;
     use crate::knobs::ReplexSpace;
     use crate::world::testing::quiet_replex_world;
+    use std::time::Duration;
     use tessera_types::{Object, Value};
 
     /// One value of an int attribute in each quarter of its axis (the
@@ -274,6 +320,60 @@ mod tests {
         }
     }
 
+    /// The daemon leading key 0, and every region it holds.
+    fn key_leader_and_its_regions(world: &World) -> (DaemonId, Vec<RegionId>) {
+        let space = &world.coord.state.spaces[0];
+        let d = space
+            .key_region(&world.knobs.key_value(0))
+            .expect("a key region")
+            .chain[0];
+        let held = space
+            .subspaces
+            .iter()
+            .flat_map(|l| &l.regions)
+            .filter(|r| r.chain == [d])
+            .map(|r| r.id)
+            .collect();
+        (d, held)
+    }
+
+    #[test]
+    fn a_daemon_away_past_the_lost_timeout_is_declared_lost_and_replaced() {
+        let replex = ReplexSpace {
+            attr: 1,
+            hybrid: Some((2, 2)),
+        };
+        let mut world = quiet_replex_world(17, replex);
+        world.knobs.lost_timeout_ms = Some(3_000);
+        for member in &mut world.coord.members {
+            member.node = member
+                .node
+                .clone()
+                .with_lost_timeout(Some(Duration::from_millis(3_000)));
+        }
+        world.run_until(2_000);
+        let (d, held) = key_leader_and_its_regions(&world);
+        // It crashes and stays down until the end of phase 1, far past
+        // the lost timeout; restarted then, it is refused and replaced.
+        world.crash(d);
+        world.run_until(9_000);
+        assert!(world.coord.state.lost.contains(&d), "declared lost by 9 s");
+        let outcome = world.run().and_then(|()| world.check());
+        assert!(outcome.is_ok(), "{outcome:?}");
+        world.count_rebuilds();
+        assert_eq!(world.report.faults.declared_lost, 1);
+        assert_eq!(world.report.faults.losses, 0, "no loss by the nemesis");
+        assert!(world.report.rebuilds_completed >= held.len() as u64);
+        assert_eq!(world.report.regions_orphaned, 0);
+        assert!(!world.daemons.contains_key(&d));
+        let config = world.configuration();
+        for region in held {
+            let (_, _, r) = config.region(region).expect("still configured");
+            assert_eq!(r.chain.len(), 1, "{region}");
+            assert_ne!(r.chain[0], d, "{region} was rebuilt elsewhere");
+        }
+    }
+
     #[test]
     fn a_lost_daemons_regions_are_rebuilt_elsewhere_and_the_run_passes() {
         let replex = ReplexSpace {
@@ -282,18 +382,7 @@ mod tests {
         };
         let mut world = quiet_replex_world(13, replex);
         world.run_until(2_000);
-        let space = &world.coord.state.spaces[0];
-        let d = space
-            .key_region(&world.knobs.key_value(0))
-            .expect("a key region")
-            .chain[0];
-        let held: Vec<RegionId> = space
-            .subspaces
-            .iter()
-            .flat_map(|l| &l.regions)
-            .filter(|r| r.chain == [d])
-            .map(|r| r.id)
-            .collect();
+        let (d, held) = key_leader_and_its_regions(&world);
         assert!(!held.is_empty());
         world.lose(d);
         let outcome = world.run().and_then(|()| world.check());

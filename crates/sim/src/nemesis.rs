@@ -52,7 +52,10 @@ impl World {
     /// was lost for good (`crate::loss`, bounded there), are rebuilt from
     /// the other replexes.
     pub(crate) fn may_fail(&self, d: DaemonId) -> bool {
-        if !self.healthy(d) || (self.within_f && self.faulted.len() >= self.knobs.f) {
+        if !self.healthy(d)
+            || (self.within_f && self.faulted.len() >= self.knobs.f)
+            || !self.copies_survive_failing(d)
+        {
             return false;
         }
         self.coord.state.spaces.iter().all(|space| {

@@ -111,7 +111,9 @@ impl World {
     pub(crate) fn resume(&mut self, process: Process) -> Result<(), Violation> {
         let held = match process {
             Process::Daemon(d) => {
-                let daemon = self.daemons.get_mut(&d).expect("known daemon");
+                let Some(daemon) = self.daemons.get_mut(&d) else {
+                    return Ok(()); // Declared lost meanwhile.
+                };
                 if !daemon.frozen {
                     return Ok(());
                 }

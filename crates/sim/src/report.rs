@@ -80,6 +80,10 @@ pub struct Faults {
     /// Daemons lost for good (process and disk; `crate::loss`), each
     /// killed by the operator and replaced by a fresh daemon.
     pub losses: u32,
+    /// Daemons the coordinator's leader declared lost (silent for the lost
+    /// timeout while replex regions waited for them), each replaced by a
+    /// fresh daemon once it learnt so.
+    pub declared_lost: u32,
 }
 
 impl Faults {
@@ -97,6 +101,7 @@ impl Faults {
         self.replex_crashes += other.replex_crashes;
         self.replex_crashes_with_objects += other.replex_crashes_with_objects;
         self.losses += other.losses;
+        self.declared_lost += other.declared_lost;
     }
 }
 
@@ -108,7 +113,7 @@ impl std::fmt::Display for Faults {
              {} disk faults, {} daemon pauses, {} coordinator pauses, \
              {} daemons taken offline on reports, {} layout changes, \
              {} crashes of daemons holding replex regions ({} with objects there), \
-             {} daemons lost for good",
+             {} daemons lost for good, {} declared lost",
             self.crashes,
             self.crashes_mid_indexed_update,
             self.partitions,
@@ -122,6 +127,7 @@ impl std::fmt::Display for Faults {
             self.replex_crashes,
             self.replex_crashes_with_objects,
             self.losses,
+            self.declared_lost,
         )
     }
 }
@@ -299,6 +305,8 @@ pub struct Summary {
     /// Passed seeds that lost a daemon for good, and their rebuilds
     /// (see [`Report`]).
     pub loss_seeds: u64,
+    /// Passed seeds in which the coordinator declared a daemon lost.
+    pub declared_lost_seeds: u64,
     pub rebuilds_planned: u64,
     pub rebuilds_completed: u64,
     pub rebuilds_cancelled: u64,
@@ -321,6 +329,7 @@ impl Summary {
         self.index_splits += r.index_splits;
         self.replex_relocations += r.replex_relocations;
         self.loss_seeds += u64::from(r.faults.losses > 0);
+        self.declared_lost_seeds += u64::from(r.faults.declared_lost > 0);
         self.rebuilds_planned += r.rebuilds_planned;
         self.rebuilds_completed += r.rebuilds_completed;
         self.rebuilds_cancelled += r.rebuilds_cancelled;
@@ -336,7 +345,7 @@ impl std::fmt::Display for Summary {
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
              {} lookups ({} misses checked), {} automatic index splits, \
              {} replex seeds ({} updates relocating inside a replex; {} passed seeds with a loss, \
-             rebuilds {} planned, {} completed, {} cancelled, {} regions orphaned at the end); \
+             {} with a daemon declared lost, rebuilds {} planned, {} completed, {} cancelled, {} regions orphaned at the end); \
              {} failed {:?}",
             self.seeds,
             self.sim_ms as f64 / 1000.0,
@@ -352,6 +361,7 @@ impl std::fmt::Display for Summary {
             self.replex_seeds,
             self.replex_relocations,
             self.loss_seeds,
+            self.declared_lost_seeds,
             self.rebuilds_planned,
             self.rebuilds_completed,
             self.rebuilds_cancelled,

@@ -284,7 +284,8 @@ impl World {
         let mut members: Vec<Member> = (0..COORD_MEMBERS)
             .map(|_| Member {
                 node: CoordinatorNode::new(Duration::from_millis(FAILURE_TIMEOUT_MS))
-                    .with_tombstone_grace(Duration::from_millis(knobs.tombstone_grace_ms)),
+                    .with_tombstone_grace(Duration::from_millis(knobs.tombstone_grace_ms))
+                    .with_lost_timeout(knobs.lost_timeout_ms.map(Duration::from_millis)),
                 frozen: false,
                 held: Vec::new(),
                 tick_missed: false,
@@ -531,6 +532,7 @@ pub(crate) mod testing {
             global_index: false,
             replex: None,
             losses: false,
+            lost_timeout_ms: None,
         }
     }
 

@@ -103,13 +103,17 @@ impl ReplicaCore {
                     .is_some_and(|s| incoming.version < s.version);
             let incoming_copy = incoming_lags.then(|| incoming.clone());
             let merged = merge_record(stored.as_ref(), incoming);
+            // The incoming copy lags whether or not the merge kept
+            // something of it (its writers, which the newer record may not
+            // remember: simulator seed 142008075 lost the lag that way, and
+            // a replex region kept a stale copy).
             let lagging = match (key_part, stored, &merged) {
+                _ if incoming_lags => incoming_copy,
                 (true, Some(old), Some(new))
                     if old.object.is_some() && old.version < new.version =>
                 {
                     Some(old)
                 }
-                (true, _, None) => incoming_copy,
                 _ => None,
             };
             if let Some(record) = merged {
