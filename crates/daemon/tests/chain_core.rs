@@ -1081,15 +1081,20 @@ fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
     for id in &ids {
         net.collect(*id);
     }
+    // The stray region's sweep report of its orphan, in an epoch.
+    let stray_report = |epoch: Epoch| Held {
+        epoch,
+        space: space.id,
+        region: stray.id,
+        key: Value::Int(key),
+        version: orphan_version,
+        kind: HeldKind::Live,
+    };
     for _ in 0..3 {
-        net.cores.get_mut(&leader).unwrap().on_held(Held {
-            epoch: refreshing.epoch,
-            space: space.id,
-            region: stray.id,
-            key: Value::Int(key),
-            version: orphan_version,
-            kind: HeldKind::Live,
-        });
+        net.cores
+            .get_mut(&leader)
+            .unwrap()
+            .on_held(stray_report(refreshing.epoch));
         net.collect(leader);
         assert!(
             net.links.values().all(|q| q.is_empty()),
@@ -1140,14 +1145,10 @@ fn anti_entropy_removes_an_orphan_the_key_subspace_does_not_hold() {
     // The stray region reports its orphan: a first report only makes it a
     // suspect (it could be stale), the next sweep's same report repairs.
     for sweep in 0..2 {
-        net.cores.get_mut(&leader).unwrap().on_held(Held {
-            epoch: next.epoch,
-            space: space.id,
-            region: stray.id,
-            key: Value::Int(key),
-            version: orphan_version,
-            kind: HeldKind::Live,
-        });
+        net.cores
+            .get_mut(&leader)
+            .unwrap()
+            .on_held(stray_report(next.epoch));
         net.collect(leader);
         if sweep == 0 {
             assert!(
