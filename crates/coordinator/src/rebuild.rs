@@ -211,8 +211,9 @@ impl ClusterState {
         self.rebuilds
             .retain(|_| keep.next().expect("one flag per rebuild"));
         let mut changed = self.rebuilds.len() != before;
+        let batch: BTreeSet<RegionId> = refreshes.iter().map(|(r, _)| *r).collect();
         for (region, daemon) in refreshes {
-            self.refresh(region, daemon);
+            self.refresh(region, daemon, &batch);
         }
         for b in &self.rebuilds {
             if let Some(l) = load.get_mut(&b.to) {
@@ -277,7 +278,7 @@ impl ClusterState {
         changed
     }
 
-    /// Plans a *refresh* of `region`, a key region of a replex space whose
+    /// Plans a *refresh* of `region`, a region of a replex space whose
     /// one daemon `daemon` registered again: a rebuild to the daemon that
     /// already holds it, from its covering set, which keeps its copy and
     /// learns what the other parts hold of its keys in flight (the pending
@@ -287,14 +288,26 @@ impl ClusterState {
     /// updates (members took one for the other, simulator seed 118002125)
     /// or start updates after a version those replaced (an acknowledged
     /// update lost, seed 118002306). Registering cannot tell a restart
-    /// from a live daemon rejoining, whose refresh changes nothing. While
-    /// the refresh runs the point leader refuses new updates (OFFLINE) and
-    /// the region stays live for readers and as a source of other
-    /// rebuilds. Nothing is planned when no covering set is live: the
+    /// from a live daemon rejoining, whose refresh changes nothing. A
+    /// region of another part forgot the updates it held pending, which
+    /// the parts after it may have committed since; it stores what its
+    /// sources committed above its copy (seed 146007266). While the
+    /// refresh runs a point leader refuses new updates (OFFLINE); the
+    /// region stays live for readers but is no source of other rebuilds
+    /// (seed 118001808). Nothing is planned when no covering set is live: the
     /// updates in flight then went through a lost region too and are
     /// driven again by its rebuild, if at all. Returns whether a refresh
     /// was planned.
-    pub(crate) fn refresh(&mut self, region: RegionId, daemon: DaemonId) -> bool {
+    ///
+    /// `batch`: the regions refreshed with it, in the same command, which
+    /// are no source of it either (a refresh planned after one that read
+    /// from its region would leave that one unable to complete).
+    pub(crate) fn refresh(
+        &mut self,
+        region: RegionId,
+        daemon: DaemonId,
+        batch: &BTreeSet<RegionId>,
+    ) -> bool {
         // A rebuild to another daemon, planned while this one was away,
         // can no longer complete: the region is this daemon's again.
         self.rebuilds
@@ -305,7 +318,8 @@ impl ClusterState {
         let Some(space) = self.space_of(region) else {
             return false;
         };
-        let failed = self.unreadable(space);
+        let mut failed = self.unreadable(space);
+        failed.extend(batch.iter().filter(|r| **r != region));
         let Ok(cover) = covering_set(space, &failed, region) else {
             return false;
         };
@@ -322,7 +336,7 @@ impl ClusterState {
         };
         let id = self.rebuild_id_next;
         self.rebuild_id_next += 1;
-        tracing::warn!(%region, %daemon, "refreshing a replex key region whose daemon registered again");
+        tracing::warn!(%region, %daemon, "refreshing a replex region whose daemon registered again");
         self.rebuilds.push(Rebuild {
             id,
             region,

@@ -696,22 +696,26 @@ impl ClusterState {
         changed
     }
 
-    /// Plans a refresh (see [`ClusterState::refresh`]) of every key region
-    /// of a replex space that `id`, registering again, is the one daemon
-    /// of; true when any was planned.
-    fn refresh_replex_key_regions(&mut self, id: DaemonId) -> bool {
+    /// Plans a refresh (see [`ClusterState::refresh`]) of every region of
+    /// a replex space that `id`, registering again, is the one daemon of:
+    /// key regions first (their point leaders forgot the updates they had
+    /// started), then the others (they forgot the updates they held
+    /// pending, which the parts after them may have committed since;
+    /// simulator seed 146007266). True when any was planned.
+    fn refresh_replex_regions(&mut self, id: DaemonId) -> bool {
         let heads: Vec<RegionId> = self
             .spaces
             .iter()
             .filter(|s| s.desc.replex.is_some())
-            .filter_map(|s| s.subspaces.first())
+            .flat_map(|s| s.subspaces.iter())
             .flat_map(|l| &l.regions)
             .filter(|r| r.chain == [id])
             .map(|r| r.id)
             .collect();
+        let batch: BTreeSet<RegionId> = heads.iter().copied().collect();
         let mut changed = false;
         for region in heads {
-            changed |= self.refresh(region, id);
+            changed |= self.refresh(region, id, &batch);
         }
         changed
     }
@@ -1132,7 +1136,7 @@ impl ClusterState {
                 // empties a chain. Its transfers restart from scratch.
                 changed |= self.leave_shared_chains(id);
                 changed |= self.adopt_orphans(id);
-                changed |= self.refresh_replex_key_regions(id);
+                changed |= self.refresh_replex_regions(id);
                 let transfers = self.transfers.len();
                 self.transfers.retain(|t| t.from != id && t.to != id);
                 changed |= self.transfers.len() != transfers;
@@ -1816,6 +1820,34 @@ mod tests {
         let rebuilt: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
         assert_eq!(rebuilt, lost);
         assert!(state.rebuilds.iter().all(|b| b.to != victim));
+    }
+
+    #[test]
+    fn a_daemon_registering_again_has_every_replex_region_it_holds_refreshed() {
+        let mut state = replex_with_spares(1);
+        // The daemon of a replex region (not a key region): it forgot the
+        // updates it held pending, which the parts after it may have
+        // committed since.
+        let victim = state.spaces[0].subspaces[2].regions[0].chain[0];
+        let lost = regions_of(&state, victim);
+        assert!(lost.iter().all(|r| !state.spaces[0].subspaces[0]
+            .regions
+            .iter()
+            .any(|k| k.id == *r)));
+        state.apply(Command::DaemonOffline { id: victim });
+        state.apply(Command::RegisterDaemon {
+            id: Some(victim),
+            addr: "127.0.0.1:2013".into(),
+            metrics: None,
+        });
+        state.check_invariants().unwrap();
+        assert_eq!(regions_of(&state, victim), lost);
+        let refreshed: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        assert_eq!(refreshed, lost, "{:?}", state.rebuilds);
+        for b in &state.rebuilds {
+            assert_eq!(b.to, victim);
+            assert_sources_cover(&state.spaces[0], b);
+        }
     }
 
     #[test]

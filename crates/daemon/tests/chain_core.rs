@@ -2000,3 +2000,91 @@ fn a_rebuilt_key_region_drives_an_update_a_lagging_source_missed() {
         "the update the old region missed is driven again: {driven:?}"
     );
 }
+
+/// A region of a subspace whose one daemon registered again is refreshed:
+/// it forgot the updates it held pending, so it stores a version a source
+/// committed above its own copy (simulator seed 146007266: without it the
+/// next update waited there for ever), keeps its copy when that is newer,
+/// and takes no pending update (a member before it drives those again).
+#[test]
+fn a_refreshed_region_of_another_part_stores_what_its_sources_committed() {
+    let first = Arc::new(config(3, 0, 4));
+    let space = first.spaces[0].clone();
+    let key = 7;
+    let object = |a: i64, b: i64| Object {
+        values: vec![Value::Int(key), Value::Int(a), Value::Int(b)],
+    };
+    let layout = &space.subspaces[1];
+    let region = layout.region_of(&object(5, 0)).clone();
+    let me = region.chain[0];
+    let mut refreshing = (*first).clone();
+    refreshing.epoch = Epoch(first.epoch.0 + 1);
+    refreshing.rebuilds = vec![tessera_types::Rebuild {
+        id: 1,
+        region: region.id,
+        to: me,
+        sources: vec![],
+    }];
+    let mut net = Net::new(&first);
+    let core = net.cores.get_mut(&me).unwrap();
+    core.on_config(Arc::new(refreshing));
+    let kb = key_bytes(&Value::Int(key));
+    let v1 = Version::next(None, first.epoch);
+    let v2 = Version::next(Some(v1), first.epoch);
+    let v3 = Version::next(Some(v2), first.epoch);
+    let stored = |net: &Net| {
+        net.engines[&me]
+            .get(region.id, &kb)
+            .unwrap()
+            .map(|b| Record::decode(&b).unwrap())
+    };
+    let entry = |version: Version, b: i64, pending: Vec<tessera_daemon::rebuild::PendingWrite>| {
+        tessera_protocol::RebuildEntry {
+            key: kb.clone(),
+            committed: Some(
+                Record {
+                    version,
+                    object: Some(object(5, b)),
+                    recent: vec![],
+                }
+                .encode(),
+            ),
+            pending,
+        }
+    };
+    // Its own copy, v1.
+    net.engines[&me]
+        .apply(vec![Write::Put {
+            region: region.id,
+            key: kb.clone(),
+            value: Record {
+                version: v1,
+                object: Some(object(5, 1)),
+                recent: vec![],
+            }
+            .encode(),
+        }])
+        .unwrap();
+    // A source committed v2, and holds v3 pending.
+    let pending = vec![tessera_daemon::rebuild::PendingWrite {
+        version: v3,
+        object: Some(object(5, 3)),
+        client: ClientRef {
+            client_id: 9,
+            request_no: 1,
+        },
+        follows: Some(v2),
+    }];
+    let core = net.cores.get_mut(&me).unwrap();
+    core.on_rebuild_entry(region.id, entry(v2, 2, pending));
+    let record = stored(&net).expect("a record");
+    assert_eq!(record.version, v2, "the committed version above its copy");
+    assert_eq!(record.object, Some(object(5, 2)));
+    // An older committed version changes nothing.
+    let core = net.cores.get_mut(&me).unwrap();
+    core.on_rebuild_entry(region.id, entry(v1, 1, Vec::new()));
+    assert_eq!(stored(&net).expect("a record").version, v2);
+    // Nothing was driven: a member before it drives v3 again.
+    net.collect(me);
+    assert!(net.links.values().all(|q| q.is_empty()));
+}

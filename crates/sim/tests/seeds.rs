@@ -249,3 +249,21 @@ fn seed_143016748_no_repair_while_a_key_region_is_refreshed() {
         panic!("{f}");
     }
 }
+
+/// Issue 13, within f, with losses: a replex region's daemon restarted
+/// and forgot an update it held pending, which the tail had committed;
+/// the point leader was then lost and its key region rebuilt counting the
+/// update as committed, so nobody drove it through the restarted region,
+/// and the next update waited there for ever. Every region a registering
+/// daemon alone holds is now refreshed, not only key regions.
+#[test]
+fn seed_146007266_a_restarted_replex_region_is_refreshed_too() {
+    let options = Options {
+        within_f: true,
+        losses: true,
+        ..Options::default()
+    };
+    if let Err(f) = tessera_sim::run_opts(146_007_266, options) {
+        panic!("{f}");
+    }
+}

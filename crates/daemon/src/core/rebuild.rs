@@ -65,6 +65,33 @@ impl ReplicaCore {
             .config
             .region(region)
             .is_some_and(|(_, _, r)| r.chain.contains(&self.me));
+        let key_part = self
+            .config
+            .region(region)
+            .is_some_and(|(_, part, _)| part == 0);
+        if refreshed && !key_part {
+            // A region of another part whose daemon restarted: it forgot
+            // the updates it held pending, which the parts after it may
+            // have committed since (and a key region rebuilt meanwhile may
+            // count as committed, so that nobody drives them through this
+            // region again: the next update would wait here for ever,
+            // simulator seed 146007266). A version a source committed was
+            // applied here first (the chain runs in part order, and commits
+            // run back from its tail), so it is stored as committed if newer
+            // than the copy kept. The sources' pending updates are not
+            // taken: a member before this region drives them again.
+            let Some(incoming) = committed else {
+                return;
+            };
+            let stored = match self.load(&state_key) {
+                Ok(r) => r,
+                Err(e) => return self.fatal("reading a key a refresh brings", e),
+            };
+            if let Some(record) = merge_record(stored.as_ref(), incoming) {
+                self.store(&state_key, Some(&record));
+            }
+            return;
+        }
         if refreshed {
             let own = match self.load(&state_key) {
                 Ok(r) => r,
@@ -82,10 +109,6 @@ impl ReplicaCore {
                 Ok(r) => r,
                 Err(e) => return self.fatal("reading a key a rebuild brings", e),
             };
-            let key_part = self
-                .config
-                .region(region)
-                .is_some_and(|(_, part, _)| part == 0);
             // A live copy older than another source's committed version is
             // lagging: every source of a key region follows it in the
             // chain, and each part has one region that holds the object
