@@ -86,6 +86,7 @@ impl World {
                     part: layout.part,
                     live,
                     expected,
+                    deleted: record.object.is_none(),
                 });
             }
         }

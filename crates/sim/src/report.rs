@@ -251,14 +251,18 @@ pub enum Violation {
     /// replex, hybrid or global index) did not hold it where its object
     /// belongs, or still held the object elsewhere: `live` lists the
     /// regions holding the key live, with their versions.
+    /// `deleted`: whether the key region's record (the update's) is a
+    /// tombstone, which is why nothing may be live anywhere.
     #[error(
-        "key {key}: acknowledged, but part {part} holds it live in {live:?}, not {expected:?}"
+        "key {key}: acknowledged (the key region holds it {}), but part {part} holds it live in {live:?}, not {expected:?}",
+        if *deleted { "deleted" } else { "live" }
     )]
     Unreplicated {
         key: i64,
         part: PartId,
         live: Vec<(RegionId, Version)>,
         expected: Vec<(RegionId, Version)>,
+        deleted: bool,
     },
     /// Safety: after settling, the key subspace holds another object for
     /// a key (or none, or one) than the key's final read returned.
