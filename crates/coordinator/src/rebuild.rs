@@ -85,17 +85,34 @@ impl ClusterState {
     }
 
     /// The regions of `space` no rebuild may read: those without a daemon
-    /// and those being refreshed, whose copy may lack updates its daemon
-    /// forgot and the refresh has not driven again yet (a region rebuilt
-    /// from one lost an acknowledged object, simulator seed 118001808).
+    /// and key regions being refreshed, whose copy may lack updates their
+    /// point leader forgot and the refresh has not driven again yet (a
+    /// region rebuilt from one lost an acknowledged object, simulator seed
+    /// 118001808). A region of another part being refreshed is read: it
+    /// holds every update it committed, and a lost region rebuilt around
+    /// it from lagging regions lost an acknowledged object (seed
+    /// 142005514).
     fn unreadable(&self, space: &Space) -> BTreeSet<RegionId> {
         space
             .subspaces
             .iter()
             .flat_map(|l| &l.regions)
-            .filter(|r| r.chain.is_empty() || self.rebuilds.iter().any(|b| b.region == r.id))
+            .filter(|r| {
+                r.chain.is_empty()
+                    || (self.rebuilds.iter().any(|b| b.region == r.id)
+                        && !(r.chain.len() == 1 && self.non_key_refresh(space, r.id)))
+            })
             .map(|r| r.id)
             .collect()
+    }
+
+    /// Whether `region` is a region of a non-key part being refreshed.
+    fn non_key_refresh(&self, space: &Space, region: RegionId) -> bool {
+        locate(space, region).is_some_and(|(k, _)| k != 0)
+            && self
+                .rebuilds
+                .iter()
+                .any(|b| b.region == region && self.sole_member(region) == Some(b.to))
     }
 
     fn is_available(&self, daemon: DaemonId) -> bool {
@@ -177,7 +194,8 @@ impl ClusterState {
             && rebuild.sources.iter().all(|&(region, daemon)| {
                 self.sole_member(region) == Some(daemon)
                     && self.is_available(daemon)
-                    && !self.rebuilds.iter().any(|b| b.region == region)
+                    && (!self.rebuilds.iter().any(|b| b.region == region)
+                        || self.non_key_refresh(space, region))
                     && locate(space, region).is_some_and(|(q, _)| q != k)
             })
     }
