@@ -92,7 +92,7 @@ impl ClusterState {
     /// holds every update it committed, and a lost region rebuilt around
     /// it from lagging regions lost an acknowledged object (seed
     /// 142005514).
-    fn unreadable(&self, space: &Space) -> BTreeSet<RegionId> {
+    pub(crate) fn unreadable(&self, space: &Space) -> BTreeSet<RegionId> {
         space
             .subspaces
             .iter()

@@ -1851,6 +1851,35 @@ mod tests {
     }
 
     #[test]
+    fn a_refreshing_region_of_another_part_stays_a_source_and_a_key_region_does_not() {
+        let mut state = replex_with_spares(1);
+        let key_daemon = state.spaces[0].subspaces[0].regions[0].chain[0];
+        let replex_daemon = state.spaces[0].subspaces[2].regions[0].chain[0];
+        for (n, d) in [key_daemon, replex_daemon].into_iter().enumerate() {
+            state.apply(Command::DaemonOffline { id: d });
+            state.apply(Command::RegisterDaemon {
+                id: Some(d),
+                addr: format!("127.0.0.1:{}", 2100 + n),
+                metrics: None,
+            });
+        }
+        state.check_invariants().unwrap();
+        let space = state.spaces[0].clone();
+        let unreadable = state.unreadable(&space);
+        let refreshing: BTreeSet<RegionId> = state.rebuilds.iter().map(|b| b.region).collect();
+        let key_regions: BTreeSet<RegionId> =
+            space.subspaces[0].regions.iter().map(|r| r.id).collect();
+        assert!(refreshing.iter().any(|r| key_regions.contains(r)));
+        assert!(refreshing.iter().any(|r| !key_regions.contains(r)));
+        for r in &refreshing {
+            // A key region being refreshed may lack updates its point
+            // leader forgot; a region of another part holds every update
+            // it committed.
+            assert_eq!(unreadable.contains(r), key_regions.contains(r), "{r}");
+        }
+    }
+
+    #[test]
     fn a_silent_daemon_is_declared_lost_only_when_its_regions_can_be_rebuilt() {
         let mut state = replex_with_spares(1);
         let victim = state.spaces[0].subspaces[0].regions[0].chain[0];

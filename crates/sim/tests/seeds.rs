@@ -267,3 +267,13 @@ fn seed_146007266_a_restarted_replex_region_is_refreshed_too() {
         panic!("{f}");
     }
 }
+
+/// Issue 13: a key region was rebuilt from a replex region rebuilt earlier
+/// without an update in flight and from the hybrid region the object had
+/// left, whose tombstone then read as a deletion: the hybrid region that
+/// held the object was being refreshed, and so no source. A refreshing
+/// region of a non-key part is now a source.
+#[test]
+fn seed_142005514_a_refreshing_region_of_another_part_is_a_source() {
+    must_pass(142_005_514);
+}
