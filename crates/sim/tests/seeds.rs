@@ -14,6 +14,18 @@ fn must_pass(seed: u64) {
     }
 }
 
+/// The nemesis kept within f, and (with `losses`) losing daemons for good.
+fn must_pass_within_f(seed: u64, losses: bool) {
+    let options = Options {
+        within_f: true,
+        losses,
+        ..Options::default()
+    };
+    if let Err(f) = tessera_sim::run_opts(seed, options) {
+        panic!("{f}");
+    }
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
         Ok(v) => v
@@ -215,13 +227,7 @@ fn seed_11301_a_reported_hand_over_holds_until_the_epoch() {
 /// poisons the daemon and sends the client elsewhere.
 #[test]
 fn seed_316610_a_retry_is_never_applied_when_its_record_cannot_be_read() {
-    let options = Options {
-        within_f: true,
-        ..Options::default()
-    };
-    if let Err(f) = tessera_sim::run_opts(316_610, options) {
-        panic!("{f}");
-    }
+    must_pass_within_f(316_610, false);
 }
 
 /// Issue 13, daemons declared lost. A key region rebuilt from the two
@@ -241,13 +247,7 @@ fn seed_142008075_a_lagging_copy_that_brings_a_writer_still_lags() {
 /// until the refresh ends.
 #[test]
 fn seed_143016748_no_repair_while_a_key_region_is_refreshed() {
-    let options = Options {
-        within_f: true,
-        ..Options::default()
-    };
-    if let Err(f) = tessera_sim::run_opts(143_016_748, options) {
-        panic!("{f}");
-    }
+    must_pass_within_f(143_016_748, false);
 }
 
 /// Issue 13, within f, with losses: a replex region's daemon restarted
@@ -258,14 +258,7 @@ fn seed_143016748_no_repair_while_a_key_region_is_refreshed() {
 /// daemon alone holds is now refreshed, not only key regions.
 #[test]
 fn seed_146007266_a_restarted_replex_region_is_refreshed_too() {
-    let options = Options {
-        within_f: true,
-        losses: true,
-        ..Options::default()
-    };
-    if let Err(f) = tessera_sim::run_opts(146_007_266, options) {
-        panic!("{f}");
-    }
+    must_pass_within_f(146_007_266, true);
 }
 
 /// Issue 13: a key region was rebuilt from a replex region rebuilt earlier
