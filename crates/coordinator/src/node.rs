@@ -164,7 +164,11 @@ impl CoordinatorNode {
             .map(|id| Command::DaemonOffline { id })
             .collect();
         if self.is_leading() {
-            commands.extend(self.lost(state, now).map(|id| Command::DaemonLost { id }));
+            commands.extend(
+                self.lost(state, now)
+                    .into_iter()
+                    .map(|id| Command::DaemonLost { id }),
+            );
             commands.extend(self.tombstones.tick(state, now));
         }
         commands
@@ -177,30 +181,25 @@ impl CoordinatorNode {
     /// daemon those rebuilds would read from heard within half the failure
     /// timeout: one that fell silent just now may be gone with its disk,
     /// and the lost daemon's copy may then be the only one left.
-    fn lost<'a>(
-        &'a self,
-        state: &'a ClusterState,
-        now: Duration,
-    ) -> impl Iterator<Item = DaemonId> + 'a {
+    fn lost(&self, state: &ClusterState, now: Duration) -> Vec<DaemonId> {
+        let Some(timeout) = self.lost_timeout else {
+            return Vec::new();
+        };
         let fresh = self.detector.timeout() / 2;
-        let timeout = self.lost_timeout;
-        state.daemons.keys().copied().filter(move |&id| {
-            let Some(timeout) = timeout else { return false };
-            if self
-                .detector
-                .silent_for(id, now)
-                .is_none_or(|s| s < timeout)
-            {
-                return false;
-            }
-            state.may_declare_lost(id).is_some_and(|sources| {
-                sources.iter().all(|&s| {
-                    self.detector
-                        .silent_for(s, now)
-                        .is_some_and(|silent| silent < fresh)
+        let silent = |id: DaemonId| self.detector.silent_for(id, now);
+        state
+            .daemons
+            .keys()
+            .copied()
+            .filter(|&id| silent(id).is_some_and(|s| s >= timeout))
+            .filter(|&id| {
+                state.may_declare_lost(id).is_some_and(|sources| {
+                    sources
+                        .iter()
+                        .all(|&s| silent(s).is_some_and(|s| s < fresh))
                 })
             })
-        })
+            .collect()
     }
 
     /// A daemon's report of a tombstone collection round (see

@@ -98,9 +98,7 @@ impl ClusterState {
             .iter()
             .flat_map(|l| &l.regions)
             .filter(|r| {
-                r.chain.is_empty()
-                    || (self.rebuilds.iter().any(|b| b.region == r.id)
-                        && !(r.chain.len() == 1 && self.non_key_refresh(space, r.id)))
+                r.chain.is_empty() || (self.rebuilding(r.id) && !self.non_key_refresh(space, r.id))
             })
             .map(|r| r.id)
             .collect()
@@ -113,6 +111,11 @@ impl ClusterState {
                 .rebuilds
                 .iter()
                 .any(|b| b.region == region && self.sole_member(region) == Some(b.to))
+    }
+
+    /// Whether a rebuild (or a refresh) of `region` is running.
+    fn rebuilding(&self, region: RegionId) -> bool {
+        self.rebuilds.iter().any(|b| b.region == region)
     }
 
     fn is_available(&self, daemon: DaemonId) -> bool {
@@ -194,8 +197,7 @@ impl ClusterState {
             && rebuild.sources.iter().all(|&(region, daemon)| {
                 self.sole_member(region) == Some(daemon)
                     && self.is_available(daemon)
-                    && (!self.rebuilds.iter().any(|b| b.region == region)
-                        || self.non_key_refresh(space, region))
+                    && (!self.rebuilding(region) || self.non_key_refresh(space, region))
                     && locate(space, region).is_some_and(|(q, _)| q != k)
             })
     }
@@ -330,7 +332,7 @@ impl ClusterState {
         // can no longer complete: the region is this daemon's again.
         self.rebuilds
             .retain(|b| b.region != region || b.to == daemon);
-        if self.rebuilds.iter().any(|b| b.region == region) {
+        if self.rebuilding(region) {
             return false;
         }
         let Some(space) = self.space_of(region) else {

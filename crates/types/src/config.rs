@@ -228,6 +228,12 @@ impl Configuration {
         self.daemons.get(&id).map(|d| d.addr.as_str())
     }
 
+    /// Whether a rebuild (or a refresh, a rebuild to the region's own
+    /// daemon) of region `id` is running.
+    pub fn rebuilding(&self, id: RegionId) -> bool {
+        self.rebuilds.iter().any(|b| b.region == id)
+    }
+
     /// Finds a region by id: its space, subspace index and region.
     pub fn region(&self, id: RegionId) -> Option<(&Space, usize, &Region)> {
         self.spaces.iter().find_map(|space| {

@@ -52,7 +52,7 @@ impl ReplicaCore {
         if self.answer_retry(&state_key, reply, &request) {
             return;
         }
-        if config.rebuilds.iter().any(|b| b.region == region.id) {
+        if config.rebuilding(region.id) {
             // A refresh (this daemon registered again): the other parts
             // may hold updates of the region's keys in flight that this
             // daemon has forgotten, and a new one would be sequenced

@@ -61,14 +61,12 @@ impl ReplicaCore {
                 return;
             }
         };
-        let refreshed = self
+        let (refreshed, key_part) = self
             .config
             .region(region)
-            .is_some_and(|(_, _, r)| r.chain.contains(&self.me));
-        let key_part = self
-            .config
-            .region(region)
-            .is_some_and(|(_, part, _)| part == 0);
+            .map_or((false, false), |(_, part, r)| {
+                (r.chain.contains(&self.me), part == 0)
+            });
         if refreshed && !key_part {
             // A region of another part whose daemon restarted: it forgot
             // the updates it held pending, which the parts after it may
@@ -180,7 +178,7 @@ impl ReplicaCore {
                 config
                     .region(*region)
                     .is_some_and(|(_, _, r)| r.chain.contains(&self.me))
-                    && !config.rebuilds.iter().any(|b| b.region == *region)
+                    && !config.rebuilding(*region)
             })
             .cloned()
             .collect();

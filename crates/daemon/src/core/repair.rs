@@ -71,7 +71,7 @@ impl ReplicaCore {
         if key_region.chain.first() != Some(&self.me) || self.held.contains(&key_region.id) {
             return;
         }
-        if config.rebuilds.iter().any(|b| b.region == key_region.id) {
+        if config.rebuilding(key_region.id) {
             // A refresh: this point leader restarted and may have lost
             // updates that the other parts hold, committed or pending. Its
             // record is no measure of theirs until the refresh has told it
