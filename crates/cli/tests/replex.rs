@@ -732,6 +732,18 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// One client per worker.
+fn connect_workers(runtime: &tokio::runtime::Runtime, cluster: &Cluster) -> Vec<Client> {
+    let coordinator = cluster.coordinator_addr(0);
+    (0..WORKERS)
+        .map(|_| {
+            runtime
+                .block_on(Client::connect(&coordinator))
+                .expect("client")
+        })
+        .collect()
+}
+
 /// Waits until every part of `space` is ready and every region has a
 /// live daemon.
 fn wait_space_ready(runtime: &tokio::runtime::Runtime, client: &Client, space: &str) {
@@ -754,14 +766,7 @@ fn every_write_keeps_one_copy_per_part_and_searches_exact() {
     admin.add_space(REPLEX2).expect("add the Replex-2 space");
     admin.add_space(REPLEX3).expect("add the Replex-3 space");
     let runtime = runtime();
-    let coordinator = cluster.coordinator_addr(0);
-    let clients: Vec<Client> = (0..WORKERS)
-        .map(|_| {
-            runtime
-                .block_on(Client::connect(&coordinator))
-                .expect("client")
-        })
-        .collect();
+    let clients = connect_workers(&runtime, &cluster);
     for space in ["r2", "r3"] {
         wait_space_ready(&runtime, &clients[0], space);
     }
@@ -770,30 +775,13 @@ fn every_write_keeps_one_copy_per_part_and_searches_exact() {
         let mut models: Vec<Model> = vec![Model::new(); WORKERS as usize];
         let mut total = Tally::default();
         for round in 0..ROUNDS {
-            let handles: Vec<_> = clients
-                .iter()
-                .zip(models.drain(..))
-                .enumerate()
-                .map(|(w, (client, model))| {
-                    runtime.spawn(worker_round(
-                        client.clone(),
-                        space.to_string(),
-                        w as i64,
-                        round,
-                        model,
-                    ))
-                })
-                .collect();
-            let mut t = Tally::default();
-            for handle in handles {
-                let (model, worker) = runtime.block_on(handle).expect("worker");
-                models.push(model);
-                t.calls += worker.calls;
-                t.failed.extend(worker.failed);
-                t.wrong.extend(worker.wrong);
-            }
+            let handles = spawn_round(&runtime, &clients, space, round, &mut models);
+            let when = format!("{space} round {round}: the workers' writes");
+            let mut t = Tally {
+                calls: join_round(&runtime, handles, &mut models, &when),
+                ..Tally::default()
+            };
             let mut model: Model = models.iter().flat_map(|m| m.clone()).collect();
-            t.assert_clean(&format!("{space} round {round}: the workers' writes"));
             runtime.block_on(group_round(
                 &clients[0],
                 space,
@@ -1118,4 +1106,201 @@ fn a_search_that_meets_a_failure_midway_is_exact() {
         got == expected,
         "the stream's objects differ from the model"
     );
+}
+
+/// Runs one round of every worker on `space` in the background.
+fn spawn_round(
+    runtime: &tokio::runtime::Runtime,
+    clients: &[Client],
+    space: &str,
+    round: usize,
+    models: &mut Vec<Model>,
+) -> Vec<tokio::task::JoinHandle<(Model, Tally)>> {
+    clients
+        .iter()
+        .zip(models.drain(..))
+        .enumerate()
+        .map(|(w, (client, model))| {
+            runtime.spawn(worker_round(
+                client.clone(),
+                space.to_string(),
+                w as i64,
+                round,
+                model,
+            ))
+        })
+        .collect()
+}
+
+/// Waits for a round's workers; their writes must all have succeeded.
+fn join_round(
+    runtime: &tokio::runtime::Runtime,
+    handles: Vec<tokio::task::JoinHandle<(Model, Tally)>>,
+    models: &mut Vec<Model>,
+    when: &str,
+) -> u64 {
+    let mut t = Tally::default();
+    for handle in handles {
+        let (model, worker) = runtime.block_on(handle).expect("worker");
+        models.push(model);
+        t.calls += worker.calls;
+        t.failed.extend(worker.failed);
+        t.wrong.extend(worker.wrong);
+    }
+    t.assert_clean(when);
+    t.calls
+}
+
+/// Every get and search against the union of the workers' models, and
+/// every region of every part holding exactly what that part places there.
+fn check_all(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    space: &str,
+    models: &[Model],
+    rng: &mut StdRng,
+    when: &str,
+) -> u64 {
+    let model: Model = models.iter().flat_map(|m| m.clone()).collect();
+    let mut t = Tally::default();
+    let queries = queries(rng);
+    runtime.block_on(check_reads(client, space, &model, &queries, &mut t));
+    runtime.block_on(check_regions(client, space, &model, &mut t));
+    t.assert_clean(when);
+    t.calls
+}
+
+/// The parts of `space` as (kind, attribute names, state), key first.
+fn parts_of(client: &Client, runtime: &tokio::runtime::Runtime, space: &str) -> Vec<String> {
+    let config = runtime
+        .block_on(client.refresh(Duration::ZERO))
+        .expect("config");
+    let s = config.space(space).expect("the space");
+    s.subspaces
+        .iter()
+        .map(|l| {
+            let names: Vec<&str> = l
+                .attrs
+                .iter()
+                .map(|a| s.desc.attrs[*a].name.as_str())
+                .collect();
+            format!("{:?} {} {}", l.kind, names.join(","), l.state)
+        })
+        .collect()
+}
+
+/// Issue 13's live layout changes: a Replex-2 space (key, replex `b`)
+/// gains a replex on `a` while four workers write, one daemon is killed
+/// with -9 while the new replex is built and restarted on its disk, and a
+/// fresh daemon arrives for the new replex's regions (every daemon holds
+/// key or `b` regions, able to share objects with every region of `a`).
+/// Once it is ready every get, search and region equals brute force.
+/// Then `b` goes, again while the workers write, and the same checks hold
+/// on the space of key and `a`.
+#[test]
+fn a_relayout_adds_and_drops_replexes_while_writes_go_on() {
+    const WITH_A: &str = "space r2 key int k attributes int a, int b, string c \
+                          replex b replex a create 8 partitions tolerate 1 failure";
+    const ONLY_A: &str = "space r2 key int k attributes int a, int b, string c \
+                          replex a create 8 partitions tolerate 1 failure";
+    let mut cluster = Cluster::start(4);
+    let admin = cluster.admin();
+    admin.add_space(REPLEX2).expect("add the Replex-2 space");
+    let runtime = runtime();
+    let clients = connect_workers(&runtime, &cluster);
+    wait_space_ready(&runtime, &clients[0], "r2");
+    let mut rng = StdRng::seed_from_u64(1313);
+    let mut models: Vec<Model> = vec![Model::new(); WORKERS as usize];
+    let handles = spawn_round(&runtime, &clients, "r2", 0, &mut models);
+    let mut calls = join_round(&runtime, handles, &mut models, "round 0");
+
+    // Add replex a while the workers write.
+    let handles = spawn_round(&runtime, &clients, "r2", 1, &mut models);
+    admin
+        .relayout("r2", WITH_A)
+        .expect("relayout adding replex a");
+    let parts = parts_of(&clients[0], &runtime, "r2");
+    assert!(
+        parts.iter().any(|p| p.starts_with("Replex a building")),
+        "{parts:?}"
+    );
+    // A point leader dies mid-build and comes back on its disk.
+    let config = runtime
+        .block_on(clients[0].refresh(Duration::ZERO))
+        .expect("config");
+    let space = config.space("r2").expect("r2");
+    let leader = space.subspaces[0].regions[0].chain[0];
+    let victim = (0..4)
+        .find(|&i| {
+            config
+                .daemons
+                .get(&leader)
+                .is_some_and(|d| d.addr == cluster.daemon_addr(i))
+        })
+        .expect("the leader is one of ours");
+    cluster.procs.kill(&format!("daemon-{victim}"));
+    std::thread::sleep(Duration::from_millis(800));
+    cluster.start_daemon(victim);
+    // The new replex's regions wait beside other copies for a daemon.
+    cluster.daemon_ports.push(common::free_port());
+    cluster.start_daemon(4);
+    calls += join_round(&runtime, handles, &mut models, "round 1 (replex a built)");
+    wait_space_ready(&runtime, &clients[0], "r2");
+    let parts = parts_of(&clients[0], &runtime, "r2");
+    assert_eq!(
+        parts,
+        vec![
+            "Subspace k ready".to_string(),
+            "Replex b ready".to_string(),
+            "Replex a ready".to_string()
+        ]
+    );
+    calls += check_all(
+        &runtime,
+        &clients[0],
+        "r2",
+        &models,
+        &mut rng,
+        "after adding a",
+    );
+    let explain = runtime
+        .block_on(clients[0].search_describe("r2", Query::AEq(3).predicates()))
+        .expect("explain");
+    assert!(explain.contains("uses replex"), "{explain}");
+
+    // Drop replex b while the workers write.
+    let handles = spawn_round(&runtime, &clients, "r2", 2, &mut models);
+    admin
+        .relayout("r2", ONLY_A)
+        .expect("relayout dropping replex b");
+    calls += join_round(&runtime, handles, &mut models, "round 2 (replex b dropped)");
+    wait_for("replex b gone", Duration::from_secs(60), || {
+        let parts = parts_of(&clients[0], &runtime, "r2");
+        (parts == ["Subspace k ready", "Replex a ready"]).then_some(())
+    });
+    wait_space_ready(&runtime, &clients[0], "r2");
+    calls += check_all(
+        &runtime,
+        &clients[0],
+        "r2",
+        &models,
+        &mut rng,
+        "after dropping b",
+    );
+    let explain = runtime
+        .block_on(clients[0].search_describe("r2", Query::BEq(b_of(3)).predicates()))
+        .expect("explain");
+    assert!(explain.contains("uses key subspace"), "{explain}");
+    let show = runtime
+        .block_on(clients[0].refresh(Duration::ZERO))
+        .expect("config");
+    let described = tessera_types::parse::format_space(&show.space("r2").unwrap().desc);
+    assert_eq!(
+        tessera_types::parse::parse_space(&described)
+            .unwrap()
+            .replex,
+        tessera_types::parse::parse_space(ONLY_A).unwrap().replex,
+        "{described}"
+    );
+    eprintln!("relayouts of r2: {calls} calls and region reads, 0 failed, 0 wrong");
 }

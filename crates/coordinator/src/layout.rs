@@ -13,16 +13,18 @@
 //! the last new part becomes ready, so a search always has a ready part at
 //! least as good as the old layout.
 
-use crate::placement::{PlacementError, Placer};
+use crate::placement::{part_unsettled, PlacementError, Placer};
 use crate::state::{ClusterState, Command, CommandResult};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::AdminStatus;
 use tessera_types::parse::{parse_space, PARTITIONS_MAX};
 use tessera_types::region::{grid_for_partitions, uniform_splits};
+use tessera_types::replex::{decl_of_layouts, replex_shapes, PartShape};
 use tessera_types::sortkey::order_coordinate;
 use tessera_types::{
     DaemonId, DaemonState, DataType, Epoch, GlobalIndexDecl, IndexPart, ParseSpaceError, PartId,
-    PartState, Region, RegionId, Space, SpaceDesc, SpaceId, SubspaceKind, SubspaceLayout, Value,
+    PartState, Region, RegionId, ReplexDecl, Space, SpaceDesc, SpaceId, SubspaceKind,
+    SubspaceLayout, Value,
 };
 
 /// Why a layout change was refused; nothing changed.
@@ -220,7 +222,10 @@ pub enum LayoutChangeError {
     BadDescription(#[source] ParseSpaceError),
     /// `relayout` keeps a space's identity: name, key, attributes, fault
     /// tolerance and authorization; only subspaces and indexes change.
-    #[error("relayout cannot change the space's {what}; only subspaces and indexes may change")]
+    #[error(
+        "relayout cannot change the space's {what}; only subspaces, replexes, hybrids and \
+         indexes may change"
+    )]
     RelayoutChangesSpace {
         /// What differs: `name`, `key`, `attributes`, ...
         what: &'static str,
@@ -228,15 +233,29 @@ pub enum LayoutChangeError {
     /// No daemon can hold the new part's regions.
     #[error("cannot place the new part's regions")]
     Placement(#[source] PlacementError),
-    /// A replex space's parts are its copies; changing them live (a
-    /// rebuild of the copies) is not built yet.
+    /// A replex space has replexes, not subspaces or global indexes; its
+    /// replexes and hybrids change by `relayout`.
     #[error(
-        "space {space:?} is a replex space: its subspaces, replexes and global indexes cannot \
-         change yet (local indexes can)"
+        "space {space:?} is a replex space: it has no subspaces or global indexes; change its \
+         replexes and hybrids with `relayout` (local indexes change as anywhere)"
     )]
     ReplexSpace {
         /// The space.
         space: String,
+    },
+    /// `relayout` keeps a replex space a replex space and any other space
+    /// a space of subspaces: their copies are replicated differently (one
+    /// daemon per region, against f + 1).
+    #[error(
+        "relayout cannot turn space {space:?} {}; create a new space with the new description \
+         and copy the objects",
+        if *to_replex { "into a replex space" } else { "from a replex space into a space of subspaces" }
+    )]
+    ReplexConversion {
+        /// The space.
+        space: String,
+        /// Whether the new description is a replex space's.
+        to_replex: bool,
     },
 }
 
@@ -273,6 +292,7 @@ impl LayoutChangeError {
             | AmbiguousIndex { .. }
             | Placement(_)
             | ReplexSpace { .. } => AdminStatus::CoordFail,
+            ReplexConversion { .. } => AdminStatus::BadSpace,
         }
     }
 }
@@ -934,14 +954,22 @@ impl ClusterState {
         space: &str,
         description: &str,
     ) -> Result<(), LayoutChangeError> {
-        let si = self.plain_space_index(space)?;
+        let si = self.space_index(space)?;
         let new = parse_space(description).map_err(LayoutChangeError::BadDescription)?;
-        if new.replex.is_some() {
-            return Err(LayoutChangeError::ReplexSpace {
+        let old = &self.spaces[si].desc;
+        if old.replex.is_some() != new.replex.is_some() {
+            return Err(LayoutChangeError::ReplexConversion {
                 space: space.to_string(),
+                to_replex: new.replex.is_some(),
             });
         }
-        let old = &self.spaces[si].desc;
+        let replex_differs = |old: &ReplexDecl, new: &ReplexDecl| {
+            if old.relaxed != new.relaxed {
+                Some("placement (`with relaxed placement`)")
+            } else {
+                None
+            }
+        };
         let differs = if new.name != old.name {
             Some("name")
         } else if new.attrs.first() != old.attrs.first() {
@@ -952,6 +980,14 @@ impl ClusterState {
             Some("fault tolerance")
         } else if new.authorization != old.authorization {
             Some("authorization")
+        } else if let (Some(o), Some(n)) = (&old.replex, &new.replex) {
+            // A replex space's parts are cut by its partitions, and a
+            // hybrid's groups divide them: they stay.
+            if new.partitions != old.partitions {
+                Some("partitions")
+            } else {
+                replex_differs(o, n)
+            }
         } else {
             None
         };
@@ -977,6 +1013,27 @@ impl ClusterState {
             .filter(|g| !has(SubspaceKind::GlobalIndex, &[g.attr]))
             .copied()
             .collect();
+        // A replex space's replexes and hybrids, each as the new
+        // description cuts it (kind, attributes and cuts name a part).
+        let new_shapes = replex_shapes(&new);
+        let shaped = |l: &SubspaceLayout, s: &PartShape| {
+            l.kind == s.kind && l.attrs == s.attrs && l.splits == s.splits
+        };
+        // Replexes before hybrids: a replex may share objects with every
+        // region of another replex, a hybrid region only with some, so
+        // the replexes take their daemons first (as a new space's do).
+        let mut missing_shapes: Vec<PartShape> = new_shapes
+            .iter()
+            .skip(1)
+            .filter(|s| {
+                !current
+                    .subspaces
+                    .iter()
+                    .any(|l| live(l.state) && shaped(l, s))
+            })
+            .cloned()
+            .collect();
+        missing_shapes.sort_by_key(|s| s.kind == SubspaceKind::Hybrid);
         let missing_indexes: Vec<usize> = new
             .indexes
             .iter()
@@ -991,8 +1048,7 @@ impl ClusterState {
         let kept = |l: &SubspaceLayout| match l.kind {
             SubspaceKind::Subspace => new.subspaces.contains(&l.attrs),
             SubspaceKind::GlobalIndex => new.global_indexes.iter().any(|g| l.attrs == [g.attr]),
-            // Only in replex spaces, which a relayout refuses.
-            SubspaceKind::Replex | SubspaceKind::Hybrid => true,
+            SubspaceKind::Replex | SubspaceKind::Hybrid => new_shapes.iter().any(|s| shaped(l, s)),
         };
         let mut omitted: BTreeSet<PartId> = current
             .subspaces
@@ -1012,10 +1068,55 @@ impl ClusterState {
         );
         if missing_subspaces.is_empty()
             && missing_globals.is_empty()
+            && missing_shapes.is_empty()
             && missing_indexes.is_empty()
             && omitted.is_empty()
         {
             return Ok(());
+        }
+        // New replexes and hybrids: one daemon per region, beside no
+        // region able to hold the same object where a daemon allows (the
+        // rest move before the part is ready, see `repair`).
+        let mut added = Vec::with_capacity(missing_shapes.len());
+        let mut next_region = self.region_id_next;
+        for shape in missing_shapes {
+            let cells: usize = shape.splits.iter().map(|s| s.len() + 1).product();
+            let regions = (0..cells)
+                .map(|_| {
+                    next_region += 1;
+                    Region {
+                        id: RegionId(next_region - 1),
+                        chain: Vec::new(),
+                    }
+                })
+                .collect();
+            added.push(SubspaceLayout {
+                attrs: shape.attrs,
+                splits: shape.splits,
+                regions,
+                part: PartId(0), // Given below, once nothing can fail.
+                state: PartState::Building { progress: 0 },
+                kind: shape.kind,
+            });
+        }
+        if !added.is_empty() {
+            let mut placer = self.placer()?;
+            let beside = placer.place_added_replex_parts(
+                &self.spaces[si],
+                &mut added,
+                &self.rebuilds,
+                &self.transfers,
+            );
+            if beside > 0 {
+                tracing::warn!(
+                    space,
+                    regions = beside,
+                    "relayout: new regions sit beside other copies of their objects until \
+                     daemons that may hold them are found; their parts stay building until \
+                     then (add daemons if none holds no region of the other replexes)"
+                );
+            }
+            self.region_id_next = next_region;
         }
         let mut placer = if missing_subspaces.is_empty() && missing_globals.is_empty() {
             None
@@ -1051,6 +1152,10 @@ impl ClusterState {
                 placer,
             ));
         }
+        for mut layout in added {
+            layout.part = self.fresh_part(id);
+            layouts.push(layout);
+        }
         let mut indexes = Vec::new();
         for attr in missing_indexes {
             indexes.push(IndexPart {
@@ -1073,10 +1178,13 @@ impl ClusterState {
                         .expect("built from the new description");
                     name_global_index(&mut space.desc, decl);
                 }
-                // A relayout builds neither (replex spaces are refused).
+                // The description is derived from the parts, below.
                 SubspaceKind::Replex | SubspaceKind::Hybrid => {}
             }
             space.subspaces.push(layout);
+        }
+        if let Some(decl) = &space.desc.replex {
+            space.desc.replex = decl_of_layouts(&space.subspaces, decl.relaxed);
         }
         for index in indexes {
             space.desc.indexes.push(index.attr);
@@ -1109,6 +1217,9 @@ impl ClusterState {
         let Some(si) = self.spaces.iter().position(|s| s.id == space) else {
             return false;
         };
+        // A region of a new replex or hybrid still beside another copy of
+        // its objects keeps the part building: it is no copy until moved.
+        let done = done && !part_unsettled(&self.spaces[si], part, &self.rebuilds, &self.transfers);
         let Some(state) = self.spaces[si].part_state_mut(part) else {
             return false;
         };
@@ -1203,10 +1314,32 @@ impl ClusterState {
                         s.desc.global_indexes.remove(at);
                     }
                 }
-                // A replex space's parts never drop (yet).
+                // Handled below, once the part is out.
                 SubspaceKind::Replex | SubspaceKind::Hybrid => {}
             }
-            let gone: BTreeSet<RegionId> = layout.regions.iter().map(|r| r.id).collect();
+            let mut gone: BTreeSet<RegionId> = layout.regions.iter().map(|r| r.id).collect();
+            if let Some(relaxed) = s.desc.replex.as_ref().map(|r| r.relaxed) {
+                // A relayout that drops a replex drops every hybrid on it
+                // too (the new description names none); whichever leaves
+                // first takes the other with it, so the description always
+                // names parts that exist.
+                let firsts: BTreeSet<usize> = s
+                    .subspaces
+                    .iter()
+                    .filter(|l| l.kind == SubspaceKind::Replex)
+                    .filter_map(|l| l.attrs.first().copied())
+                    .chain([0])
+                    .collect();
+                let (orphaned, kept): (Vec<SubspaceLayout>, Vec<SubspaceLayout>) =
+                    std::mem::take(&mut s.subspaces).into_iter().partition(|l| {
+                        l.kind == SubspaceKind::Hybrid
+                            && l.state == PartState::Dropping
+                            && !l.attrs.iter().all(|a| firsts.contains(a))
+                    });
+                s.subspaces = kept;
+                gone.extend(orphaned.iter().flat_map(|h| h.regions.iter().map(|r| r.id)));
+                s.desc.replex = decl_of_layouts(&s.subspaces, relaxed);
+            }
             self.orphans.retain(|r, _| !gone.contains(r));
             return true;
         }
@@ -1492,7 +1625,11 @@ impl LayoutTally {
                 match view.state {
                     PartState::Building { progress } => {
                         let (done, total) = self.coverage(space, view.id, view.kind);
-                        if done == total {
+                        // A new replex region still beside another copy of
+                        // its objects waits for its move (`repair`).
+                        let unsettled =
+                            part_unsettled(space, view.id, &state.rebuilds, &state.transfers);
+                        if done == total && !unsettled {
                             out.push(Command::PartProgress {
                                 space: space.id,
                                 part: view.id,
@@ -1521,7 +1658,18 @@ impl LayoutTally {
                             .values()
                             .filter(|d| d.state == DaemonState::Available)
                             .all(|d| self.epochs.get(&d.id).is_some_and(|e| *e >= since));
-                        if everyone_knows {
+                        // A replex or hybrid leaves only while every
+                        // region of its space has its daemon and none is
+                        // being rebuilt: until then it may hold the only
+                        // copy a rebuild needs (a region lost beyond f is
+                        // still found through it), and a rebuild planned
+                        // before it dropped may be reading it.
+                        let read = space.desc.replex.is_some()
+                            && (space.subspaces.iter().flat_map(|l| &l.regions).any(|r| {
+                                r.chain.is_empty()
+                                    || state.rebuilds.iter().any(|b| b.region == r.id)
+                            }));
+                        if everyone_knows && !read {
                             out.push(Command::PartDropped {
                                 space: space.id,
                                 part: view.id,
@@ -1558,9 +1706,10 @@ impl LayoutTally {
         let entries = self.entries_done.get(&id).unwrap_or(&empty_entries);
         let mut total = 0;
         let mut done = 0;
+        use tessera_types::PartKind;
         if matches!(
             kind,
-            tessera_types::PartKind::Subspace | tessera_types::PartKind::GlobalIndex
+            PartKind::Subspace | PartKind::GlobalIndex | PartKind::Replex | PartKind::Hybrid
         ) {
             for region in space.subspaces.first().map_or(&[][..], |l| &l.regions[..]) {
                 total += 1;

@@ -38,6 +38,8 @@ pub mod node;
 pub mod placement;
 pub mod raft;
 pub mod rebuild;
+#[cfg(test)]
+mod replex_relayout_tests;
 // The server does the I/O: it reads the clock the node gets as `now`.
 #[allow(clippy::disallowed_methods)]
 pub mod server;

@@ -45,9 +45,12 @@
 //! [`tessera_types::replex::at_risk_fraction`] reports how many objects
 //! lost two copies to one failure.
 
+use crate::rebuild::rebuild_target_conflicts;
 use std::collections::BTreeMap;
 use tessera_types::replex::can_share;
-use tessera_types::{DaemonId, RegionId, Space, SubspaceKind, SubspaceLayout};
+use tessera_types::{
+    DaemonId, PartId, PartState, Rebuild, RegionId, Space, SubspaceKind, SubspaceLayout, Transfer,
+};
 
 /// Why placement could not proceed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -256,13 +259,103 @@ impl Placer {
     }
 }
 
+impl Placer {
+    /// One daemon for each region of `added`, new replexes or hybrids of
+    /// replex space `space` (their chains empty, in the order they will
+    /// be appended): the least loaded daemon that may hold the region
+    /// beside every region of the space, of the parts placed before it,
+    /// and of the rebuilds and transfers on their way to that daemon
+    /// ([`rebuild_target_conflicts`]). When no daemon may, the least
+    /// loaded one: a part being built is no copy anyone reads or rebuilds
+    /// from, so it may sit beside other copies of its objects for a while;
+    /// the coordinator moves such regions to daemons that may hold them
+    /// ([`ClusterState::repair`](crate::state::ClusterState::repair)), and
+    /// the part becomes ready only once none is left ([`part_unsettled`]).
+    /// Returns how many regions it placed beside another copy.
+    pub fn place_added_replex_parts(
+        &mut self,
+        space: &Space,
+        added: &mut [SubspaceLayout],
+        rebuilds: &[Rebuild],
+        transfers: &[Transfer],
+    ) -> usize {
+        let mut beside = 0;
+        let mut grown = space.clone();
+        let first = grown.subspaces.len();
+        grown.subspaces.extend(added.iter().cloned());
+        for k in first..grown.subspaces.len() {
+            for i in 0..grown.subspaces[k].regions.len() {
+                let pick = self
+                    .load
+                    .iter()
+                    .map(|(d, l)| {
+                        let conflicts =
+                            rebuild_target_conflicts(&grown, k, i, *d, rebuilds, transfers);
+                        ((conflicts, *l, *d), *d)
+                    })
+                    .min();
+                let Some(((conflicts, _, _), daemon)) = pick else {
+                    continue; // No daemon at all: `Placer::new` refused that.
+                };
+                beside += usize::from(conflicts);
+                grown.subspaces[k].regions[i].chain = vec![daemon];
+                *self.load.get_mut(&daemon).expect("a known daemon") += 1;
+            }
+        }
+        for (part, placed) in added.iter_mut().zip(&grown.subspaces[first..]) {
+            part.regions.clone_from(&placed.regions);
+        }
+        beside
+    }
+}
+
+/// Whether part `part` of replex space `space` has a region that is no
+/// copy to count on yet: one without a daemon, or one beside a region of
+/// another part able to hold one of its objects (never under relaxed
+/// placement). Only a part being built may have the latter (see
+/// [`Placer::place_added_replex_parts`]); it stays building until it has
+/// neither: a region without a daemon would come back to its old daemon,
+/// beside whatever sits there.
+///
+/// Regions on their way to a daemon count as already there: a rebuild or a
+/// move planned before the part's region was placed beside its target
+/// would otherwise land there once the part is ready.
+pub fn part_unsettled(
+    space: &Space,
+    part: PartId,
+    rebuilds: &[Rebuild],
+    transfers: &[Transfer],
+) -> bool {
+    space.desc.replex.is_some()
+        && space
+            .subspaces
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.part == part)
+            .any(|(k, l)| {
+                l.regions.iter().enumerate().any(|(i, r)| {
+                    r.chain.is_empty()
+                        || r.chain
+                            .iter()
+                            .any(|d| rebuild_target_conflicts(space, k, i, *d, rebuilds, transfers))
+                })
+            })
+}
+
 /// The first pair of regions of `space` (a replex space) that can hold the
 /// same object and share a daemon, with that daemon; `None` when the
-/// strict placement rule holds.
+/// strict placement rule holds. Parts being built do not count: they are
+/// no copies yet ([`part_unsettled`]).
 pub fn replex_conflict(space: &Space) -> Option<(DaemonId, RegionId, RegionId)> {
     space.desc.replex.as_ref()?;
     let mut held: BTreeMap<DaemonId, Vec<(usize, usize)>> = BTreeMap::new();
-    for (k, part) in space.subspaces.iter().enumerate() {
+    // A part being built is no copy yet (see `part_unsettled`).
+    let settled = space
+        .subspaces
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !matches!(l.state, PartState::Building { .. }));
+    for (k, part) in settled {
         for (i, region) in part.regions.iter().enumerate() {
             for d in &region.chain {
                 held.entry(*d).or_default().push((k, i));

@@ -77,6 +77,84 @@ pub(crate) fn rebuild_target_conflicts(
 }
 
 impl ClusterState {
+    /// Moves for the regions of replexes and hybrids being built that sit
+    /// beside another copy of their objects (a relayout placed them so when
+    /// no daemon could take them, `Placer::place_added_replex_parts`):
+    /// each to the least loaded daemon that may hold it, counting what
+    /// is on its way there. A region without such a daemon waits for one
+    /// (a daemon registering; the part stays building meanwhile). Regions
+    /// in `busy` (a transfer runs) and regions being rebuilt or refreshed
+    /// (a move would copy a region still being filled, found by
+    /// `cli/tests/replex.rs`) are skipped. Deterministic: spaces,
+    /// parts and regions in order; targets by load, then id.
+    pub(crate) fn plan_building_moves(
+        &self,
+        load: &mut BTreeMap<DaemonId, u64>,
+        busy: &BTreeSet<RegionId>,
+    ) -> Vec<(RegionId, DaemonId, DaemonId, Option<DaemonId>)> {
+        let mut planned: Vec<Transfer> = Vec::new();
+        for space in &self.spaces {
+            if space.desc.replex.as_ref().is_none_or(|r| r.relaxed) {
+                continue;
+            }
+            for (k, layout) in space.subspaces.iter().enumerate() {
+                if !matches!(layout.state, tessera_types::PartState::Building { .. }) {
+                    continue;
+                }
+                for (i, region) in layout.regions.iter().enumerate() {
+                    let [from] = region.chain[..] else {
+                        continue; // Lost: rebuilt instead.
+                    };
+                    // Beside another copy now, or once what is on its way
+                    // to its daemon arrives.
+                    let beside = rebuild_target_conflicts(
+                        space,
+                        k,
+                        i,
+                        from,
+                        &self.rebuilds,
+                        &self.transfers,
+                    );
+                    if busy.contains(&region.id) || self.rebuilding(region.id) || !beside {
+                        continue;
+                    }
+                    let arriving: Vec<Transfer> =
+                        self.transfers.iter().chain(&planned).cloned().collect();
+                    let target = load
+                        .iter()
+                        .filter(|(d, _)| {
+                            **d != from
+                                && !rebuild_target_conflicts(
+                                    space,
+                                    k,
+                                    i,
+                                    **d,
+                                    &self.rebuilds,
+                                    &arriving,
+                                )
+                        })
+                        .min_by_key(|(d, l)| (**l, **d))
+                        .map(|(d, _)| *d);
+                    let Some(to) = target else {
+                        continue;
+                    };
+                    *load.get_mut(&to).expect("a candidate") += 1;
+                    planned.push(Transfer {
+                        id: 0,
+                        region: region.id,
+                        from,
+                        to,
+                        replaces: Some(from),
+                    });
+                }
+            }
+        }
+        planned
+            .into_iter()
+            .map(|t| (t.region, t.from, t.to, t.replaces))
+            .collect()
+    }
+
     /// The space holding `region`, if any.
     fn space_of(&self, region: RegionId) -> Option<&Space> {
         self.spaces

@@ -239,6 +239,29 @@ pub fn repair_hops(
     stray: RegionId,
     prev_version: Option<Version>,
 ) -> Result<Vec<Hop>, RegionId> {
+    let mut hops = key_region_hops(space, key, object, prev_version)?;
+    for layout in space.subspaces.iter().skip(1) {
+        let home = object.map(|o| layout.region_of(o));
+        if let Some(stray) = layout.regions.iter().find(|r| r.id == stray) {
+            if home.is_none_or(|h| h.id != stray.id) {
+                push_chain(&mut hops, stray, HopWrite::Remove, None)?;
+            }
+        }
+        if let Some(home) = home {
+            push_chain(&mut hops, home, HopWrite::Put, None)?;
+        }
+    }
+    Ok(hops)
+}
+
+/// The key region's hops of a repair or a backfill: it writes `object`
+/// (or its tombstone) again after `prev_version`.
+fn key_region_hops(
+    space: &Space,
+    key: &Value,
+    object: Option<&Object>,
+    prev_version: Option<Version>,
+) -> Result<Vec<Hop>, RegionId> {
     let mut hops = Vec::new();
     if let Some(region) = key_region(space, key) {
         let write = if object.is_some() {
@@ -248,14 +271,33 @@ pub fn repair_hops(
         };
         push_chain(&mut hops, region, write, prev_version)?;
     }
+    Ok(hops)
+}
+
+/// The chain of a backfill sent again for a key whose update was drawn
+/// before a part being built existed (`DaemonNode::revisit`): the key
+/// region writes the committed `object` (or its tombstone) again after
+/// `prev_version`, every part puts the object home, and every part being
+/// built also removes it from each of its other regions. Such a region
+/// may hold an older version of the object that no update will remove —
+/// the update's chain did not include the part —: one a rebuild of the
+/// region copied from the other parts while the update was under way
+/// (simulator seed 155001241, a replex added by `relayout`).
+pub fn revisit_hops(
+    space: &Space,
+    key: &Value,
+    object: Option<&Object>,
+    prev_version: Option<Version>,
+) -> Result<Vec<Hop>, RegionId> {
+    let mut hops = key_region_hops(space, key, object, prev_version)?;
     for layout in space.subspaces.iter().skip(1) {
-        let home = object.map(|o| layout.region_of(o));
-        if let Some(stray) = layout.regions.iter().find(|r| r.id == stray) {
-            if home.is_none_or(|h| h.id != stray.id) {
-                push_chain(&mut hops, stray, HopWrite::Remove, None)?;
+        let home = object.map(|o| layout.region_of(o).id);
+        if matches!(layout.state, PartState::Building { .. }) {
+            for region in layout.regions.iter().filter(|r| Some(r.id) != home) {
+                push_chain(&mut hops, region, HopWrite::Remove, None)?;
             }
         }
-        if let Some(home) = home {
+        if let Some(home) = home.and_then(|id| layout.regions.iter().find(|r| r.id == id)) {
             push_chain(&mut hops, home, HopWrite::Put, None)?;
         }
     }

@@ -1466,6 +1466,7 @@ fn backfill_carries_the_committed_version_and_never_overtakes_an_update() {
                 space.id,
                 region.id,
                 &key_bytes(&Value::Int(key)),
+                false,
             );
             assert_eq!(step, tessera_daemon::core::BackfillStep::Done);
             net.collect(leader);
@@ -1945,22 +1946,7 @@ fn a_rebuilt_key_region_drives_an_update_a_lagging_source_missed() {
         pending: Vec::new(),
     };
     let with_rebuild = |chain: Vec<DaemonId>, rebuilding: bool, epoch: u64| {
-        let mut config = (*first).clone();
-        config.epoch = Epoch(epoch);
-        for r in &mut config.spaces[0].subspaces[0].regions {
-            if r.id == key_region_id {
-                r.chain = chain.clone();
-            }
-        }
-        if rebuilding {
-            config.rebuilds = vec![tessera_types::Rebuild {
-                id: 1,
-                region: key_region_id,
-                to: target,
-                sources: vec![],
-            }];
-        }
-        Arc::new(config)
+        key_region_rebuilt(&first, key_region_id, target, chain, rebuilding, epoch)
     };
     let mut net = Net::new(&first);
     let rebuilding = with_rebuild(vec![], true, first.epoch.0 + 1);
@@ -1999,6 +1985,34 @@ fn a_rebuilt_key_region_drives_an_update_a_lagging_source_missed() {
         driven.contains(&newer),
         "the update the old region missed is driven again: {driven:?}"
     );
+}
+
+/// `first` with key region `region`'s chain set to `chain`, at `epoch`,
+/// and (when `rebuilding`) a rebuild of it to `target`.
+fn key_region_rebuilt(
+    first: &Configuration,
+    region: RegionId,
+    target: DaemonId,
+    chain: Vec<DaemonId>,
+    rebuilding: bool,
+    epoch: u64,
+) -> Arc<Configuration> {
+    let mut config = first.clone();
+    config.epoch = Epoch(epoch);
+    for r in &mut config.spaces[0].subspaces[0].regions {
+        if r.id == region {
+            r.chain = chain.clone();
+        }
+    }
+    if rebuilding {
+        config.rebuilds = vec![tessera_types::Rebuild {
+            id: 1,
+            region,
+            to: target,
+            sources: vec![],
+        }];
+    }
+    Arc::new(config)
 }
 
 /// A region of a subspace whose one daemon registered again is refreshed:
@@ -2087,4 +2101,184 @@ fn a_refreshed_region_of_another_part_stores_what_its_sources_committed() {
     // Nothing was driven: a member before it drives v3 again.
     net.collect(me);
     assert!(net.links.values().all(|q| q.is_empty()));
+}
+
+/// A member that commits an update keeps in `recent` only the writers of
+/// versions up to the one the update follows there, and the update's:
+/// a later version it holds (its point leader forgot it) is not in the
+/// update's object, so that version's writer must not be answered as done
+/// (simulator seed 152019038: a delete was answered done under an add
+/// made from the object before it).
+#[test]
+fn a_commit_forgets_the_writers_of_versions_its_update_skipped() {
+    let config = Arc::new(config(3, 1, 2));
+    let space = &config.spaces[0];
+    let key = Value::Int(1);
+    let object = |a: i64| Object {
+        values: vec![key.clone(), Value::Int(a), Value::Int(1)],
+    };
+    let v1 = Version::next(None, config.epoch);
+    let v2 = Version::next(Some(v1), config.epoch);
+    let v3 = Version::next(Some(v2), config.epoch);
+    let writer = |n: u64| ClientRef {
+        client_id: n,
+        request_no: 1,
+    };
+    // The key region's second replica is the chain's last hop here.
+    let hops = build_hops(
+        &config,
+        space,
+        &key,
+        Some(&object(1)),
+        Some(&object(3)),
+        Some(v1),
+    )
+    .unwrap();
+    let member = hops[1].daemon;
+    let region = hops[1].region;
+    let kb = key_bytes(&key);
+    let net = Net::new(&config);
+    // It holds v2, a delete the point leader never saw committed.
+    net.engines[&member]
+        .apply(vec![Write::Put {
+            region,
+            key: kb.clone(),
+            value: Record {
+                version: v2,
+                object: None,
+                recent: vec![(writer(1), v1), (writer(2), v2)],
+            }
+            .encode(),
+        }])
+        .unwrap();
+    let mut net = net;
+    let forward = ChainForward {
+        epoch: config.epoch,
+        from: hops[0].daemon,
+        space: space.id,
+        key: key.clone(),
+        version: v3,
+        hops: hops[..2].to_vec(),
+        position: 1,
+        object: Some(object(3)),
+        client: writer(3),
+    };
+    net.cores
+        .get_mut(&member)
+        .unwrap()
+        .on_chain(ChainMsg::Forward(forward));
+    net.collect(member);
+    let record = net.engines[&member]
+        .get(region, &kb)
+        .unwrap()
+        .map(|b| Record::decode(&b).unwrap())
+        .expect("committed");
+    assert_eq!(record.version, v3);
+    assert_eq!(record.recent, vec![(writer(1), v1), (writer(3), v3)]);
+}
+
+/// A source of a rebuilt key region that holds a write pending at the
+/// version it has committed is carrying a backfill (the object sent again,
+/// at its own version, to a part being built), not an update in flight:
+/// the rebuilt region keeps the committed object (simulator seed
+/// 152001614: counted as an update that brought the object in, it made
+/// the key look new, and the rebuilt region dropped it).
+#[test]
+fn a_backfill_pending_at_a_source_is_no_update_in_flight() {
+    let first = Arc::new(config(3, 0, 4));
+    let space = first.spaces[0].clone();
+    let key = 7;
+    let key_region_id = key_region(&space, &Value::Int(key)).unwrap().id;
+    let lost = key_region(&space, &Value::Int(key)).unwrap().chain[0];
+    let target = *first.daemons.keys().find(|d| **d != lost).unwrap();
+    let object = Object {
+        values: vec![Value::Int(key), Value::Int(3), Value::Int(4)],
+    };
+    let v1 = Version::next(None, first.epoch);
+    let writer = ClientRef {
+        client_id: 11,
+        request_no: 1,
+    };
+    let with_rebuild = |chain: Vec<DaemonId>, rebuilding: bool, epoch: u64| {
+        key_region_rebuilt(&first, key_region_id, target, chain, rebuilding, epoch)
+    };
+    let mut net = Net::new(&first);
+    let core = net.cores.get_mut(&target).unwrap();
+    core.on_config(with_rebuild(vec![], true, first.epoch.0 + 1));
+    let kb = key_bytes(&Value::Int(key));
+    core.on_rebuild_entry(
+        key_region_id,
+        tessera_protocol::RebuildEntry {
+            key: kb.clone(),
+            committed: Some(
+                Record {
+                    version: v1,
+                    object: Some(object.clone()),
+                    recent: vec![(writer, v1)],
+                }
+                .encode(),
+            ),
+            pending: vec![tessera_daemon::rebuild::PendingWrite {
+                version: v1,
+                object: Some(object.clone()),
+                client: ClientRef::BACKFILL,
+                follows: None,
+            }],
+        },
+    );
+    core.on_config(with_rebuild(vec![target], false, first.epoch.0 + 2));
+    net.collect(target);
+    let record = net.engines[&target]
+        .get(key_region_id, &kb)
+        .unwrap()
+        .map(|b| Record::decode(&b).unwrap())
+        .expect("the key is kept");
+    assert_eq!((record.version, record.object), (v1, Some(object)));
+    assert!(record.recent.contains(&(writer, v1)), "{:?}", record.recent);
+}
+
+/// A key revisited for a part being built (its update was drawn without
+/// the part) clears the key from every other region of that part: one of
+/// them may hold an older version a rebuild copied there meanwhile
+/// (simulator seed 155001241). Ready parts only get the object home; a
+/// deleted key is sent as removals.
+#[test]
+fn a_revisit_clears_the_other_regions_of_a_building_part() {
+    use tessera_daemon::chain::revisit_hops;
+    let mut config = config(3, 0, 4);
+    config.spaces[0].subspaces[2].state = tessera_types::PartState::Building { progress: 10 };
+    let space = &config.spaces[0];
+    let key = Value::Int(5);
+    let object = Object {
+        values: vec![key.clone(), Value::Int(1), Value::Int(2)],
+    };
+    let v = Version::next(None, config.epoch);
+    let writes = |hops: &[tessera_protocol::Hop], part: usize| -> Vec<(RegionId, HopWrite)> {
+        let ids: Vec<RegionId> = space.subspaces[part].regions.iter().map(|r| r.id).collect();
+        hops.iter()
+            .filter(|h| ids.contains(&h.region))
+            .map(|h| (h.region, h.write))
+            .collect()
+    };
+    let hops = revisit_hops(space, &key, Some(&object), Some(v)).unwrap();
+    let home = |part: usize| space.subspaces[part].region_of(&object).id;
+    assert_eq!(writes(&hops, 0), vec![(home(0), HopWrite::Put)]);
+    assert_eq!(writes(&hops, 1), vec![(home(1), HopWrite::Put)]);
+    let building = writes(&hops, 2);
+    let mut expected: Vec<(RegionId, HopWrite)> = space.subspaces[2]
+        .regions
+        .iter()
+        .filter(|r| r.id != home(2))
+        .map(|r| (r.id, HopWrite::Remove))
+        .collect();
+    expected.push((home(2), HopWrite::Put));
+    assert_eq!(building, expected);
+    assert_eq!(hops[0].after, Some(v), "the key region follows its version");
+    // A deleted key: a removal in the key region and everywhere in the
+    // building part, nothing in a ready one.
+    let hops = revisit_hops(space, &key, None, Some(v)).unwrap();
+    assert_eq!(writes(&hops, 0), vec![(home(0), HopWrite::Remove)]);
+    assert!(writes(&hops, 1).is_empty());
+    assert_eq!(writes(&hops, 2).len(), space.subspaces[2].regions.len());
+    assert!(writes(&hops, 2).iter().all(|(_, w)| *w == HopWrite::Remove));
 }

@@ -126,6 +126,12 @@ pub enum LayoutChange {
     /// The global index on `a` is split at -1 and 1 (four indexlets),
     /// live: a new part builds, then the old one drops.
     SplitGlobalIndex,
+    /// A replex space gains the hybrid `k, <attr> groups 2, 2` it lacks,
+    /// or drops the one it has (`relayout`).
+    ToggleHybrid,
+    /// A replex space's replex moves to the other attribute, its hybrid
+    /// with it (`relayout`): the new parts build, then the old ones drop.
+    SwapReplex,
 }
 
 impl Knobs {
@@ -187,16 +193,30 @@ impl Knobs {
     }
 
     /// These knobs on `replex` instead of the subspace space. A replex
-    /// space refuses subspaces, global indexes and every layout change but
-    /// a local index (`LayoutChangeError::ReplexSpace`), and tolerates at
-    /// most one failure fewer than it has copies.
+    /// space has no subspaces or global indexes
+    /// (`LayoutChangeError::ReplexSpace`); its layout changes are a local
+    /// index or a relayout of its replexes. It tolerates at most one
+    /// failure fewer than it has copies, so a space that tolerates two
+    /// keeps its hybrid: it moves its replex instead.
     fn into_replex(self, replex: ReplexSpace, rng: &mut Rng) -> Knobs {
+        let f = self.f.min(replex.copies() - 1);
+        let layout_change = match rng.pick(&[
+            LayoutChange::None,
+            LayoutChange::AddIndex,
+            LayoutChange::ToggleHybrid,
+            LayoutChange::SwapReplex,
+        ]) {
+            LayoutChange::ToggleHybrid if replex.hybrid.is_some() && f == 2 => {
+                LayoutChange::SwapReplex
+            }
+            other => other,
+        };
         Knobs {
             replex: Some(replex),
-            f: self.f.min(replex.copies() - 1),
+            f,
             subspaces: 0,
             global_index: false,
-            layout_change: rng.pick(&[LayoutChange::None, LayoutChange::AddIndex]),
+            layout_change,
             losses: rng.chance(750),
             lost_timeout_ms: Some(rng.pick(&[2_500, 4_000, 6_000])),
             ..self
@@ -226,6 +246,22 @@ pub(crate) fn layout_command(knobs: &Knobs) -> Option<tessera_coordinator::state
     let space = "kv".to_string();
     match knobs.layout_change {
         LayoutChange::None => None,
+        LayoutChange::ToggleHybrid | LayoutChange::SwapReplex => {
+            let mut replex = knobs.replex?;
+            if knobs.layout_change == LayoutChange::SwapReplex {
+                replex.attr = 3 - replex.attr;
+            } else {
+                replex.hybrid = match replex.hybrid {
+                    Some(_) => None,
+                    None => Some((2, 2)),
+                };
+            }
+            let description = space_description(&Knobs {
+                replex: Some(replex),
+                ..knobs.clone()
+            });
+            Some(Command::Relayout { space, description })
+        }
         LayoutChange::AddSubspace => Some(Command::AddSubspace {
             space,
             attrs: if knobs.subspaces == 2 {

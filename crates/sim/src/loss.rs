@@ -22,8 +22,9 @@
 //! lost region waiting, and writes crossing it waiting, until that daemon
 //! returns.
 
-use crate::world::{Ev, SimDaemon, World};
+use crate::world::{Ev, SimDaemon, World, DETECTOR_TICK_MS, LAYOUT_SPARES_MAX};
 use std::collections::BTreeSet;
+use tessera_coordinator::placement::replex_move_conflicts;
 use tessera_coordinator::state::{Command, CommandResult};
 use tessera_types::replex::covering_set;
 use tessera_types::{DaemonId, Region, RegionId, Space};
@@ -176,6 +177,11 @@ impl World {
             return;
         }
         self.replacing -= 1;
+        self.register_spare();
+    }
+
+    /// A fresh daemon, empty, registers and starts.
+    pub(crate) fn register_spare(&mut self) {
         self.spares += 1;
         let addr = format!("spare{}", self.spares);
         let result = self.apply(Command::RegisterDaemon {
@@ -230,11 +236,51 @@ impl World {
         }
     }
 
+    /// The operator watches a relayout of a replex space: a new region
+    /// that sits beside another copy of its objects and is not moving
+    /// (no daemon may take it) keeps its part building, so after a second
+    /// of that the operator starts a fresh daemon, a bounded number of
+    /// times per seed.
+    pub(crate) fn operator_watch_layout(&mut self) {
+        let coord_whole = self.coord.up && !self.coord.members[self.coord.leader].frozen;
+        if self.layout_spares >= LAYOUT_SPARES_MAX || !coord_whole {
+            return;
+        }
+        let state = &self.coord.state;
+        let stuck = state.spaces.iter().any(|space| {
+            space.subspaces.iter().enumerate().any(|(k, l)| {
+                matches!(l.state, tessera_types::PartState::Building { .. })
+                    && l.regions.iter().enumerate().any(|(i, r)| {
+                        !state.transfers.iter().any(|t| t.region == r.id)
+                            && r.chain
+                                .first()
+                                .is_some_and(|d| replex_move_conflicts(space, k, i, *d))
+                    })
+            })
+        });
+        self.layout_stuck_ticks = if stuck {
+            self.layout_stuck_ticks + 1
+        } else {
+            0
+        };
+        if self.layout_stuck_ticks * DETECTOR_TICK_MS >= 1_000 {
+            self.layout_stuck_ticks = 0;
+            self.layout_spares += 1;
+            self.trace(|| "operator: a new replex region has no daemon to move to".to_string());
+            self.register_spare();
+        }
+    }
+
     /// Counts what the coordinator did about losses once the run ends:
     /// rebuilds planned (every id handed out), completed, cancelled
     /// (planned again with a new id), and replex regions without a daemon.
     pub(crate) fn count_rebuilds(&mut self) {
         let state = &self.coord.state;
+        self.report.replex_relayout_settled = self.report.replex_relayout
+            && state
+                .spaces
+                .iter()
+                .all(|s| s.parts().iter().all(|p| p.state.is_ready()));
         let planned = state.rebuild_id_next - 1;
         let running = state.rebuilds.len() as u64;
         self.report.rebuilds_planned = planned;

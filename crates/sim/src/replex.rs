@@ -138,10 +138,17 @@ mod tests {
             assert!(
                 matches!(
                     knobs.layout_change,
-                    LayoutChange::None | LayoutChange::AddIndex
+                    LayoutChange::None
+                        | LayoutChange::AddIndex
+                        | LayoutChange::ToggleHybrid
+                        | LayoutChange::SwapReplex
                 ),
                 "seed {seed}: {knobs:?}"
             );
+            // A space that tolerates two failures keeps three copies.
+            if knobs.layout_change == LayoutChange::ToggleHybrid && knobs.f == 2 {
+                panic!("seed {seed} drops a copy it needs: {knobs:?}");
+            }
             assert!(
                 (1..shape.copies()).contains(&knobs.f),
                 "seed {seed}: {knobs:?}"

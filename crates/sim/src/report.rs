@@ -38,6 +38,10 @@ pub struct Report {
     /// hybrid to another.
     pub replex: bool,
     pub replex_relocations: u64,
+    /// Whether the seed relayouted its replex space, and whether every
+    /// part was ready (none building or dropping) when the run ended.
+    pub replex_relayout: bool,
+    pub replex_relayout_settled: bool,
     /// Rebuilds of lost replex regions the coordinator planned (each id it
     /// handed out), those that completed, and those it cancelled to plan
     /// again; and the replex regions without a daemon at the end (none in
@@ -306,6 +310,10 @@ pub struct Summary {
     /// ones' relocating updates.
     pub replex_seeds: u64,
     pub replex_relocations: u64,
+    /// Passed replex seeds that relayouted their space, and those whose
+    /// parts were all ready at the end.
+    pub replex_relayouts: u64,
+    pub replex_relayouts_settled: u64,
     /// Passed seeds that lost a daemon for good, and their rebuilds
     /// (see [`Report`]).
     pub loss_seeds: u64,
@@ -332,6 +340,8 @@ impl Summary {
         self.lookup_misses += r.lookup_misses;
         self.index_splits += r.index_splits;
         self.replex_relocations += r.replex_relocations;
+        self.replex_relayouts += u64::from(r.replex_relayout);
+        self.replex_relayouts_settled += u64::from(r.replex_relayout_settled);
         self.loss_seeds += u64::from(r.faults.losses > 0);
         self.declared_lost_seeds += u64::from(r.faults.declared_lost > 0);
         self.rebuilds_planned += r.rebuilds_planned;
@@ -348,7 +358,8 @@ impl std::fmt::Display for Summary {
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
              {} lookups ({} misses checked), {} automatic index splits, \
-             {} replex seeds ({} updates relocating inside a replex; {} passed seeds with a loss, \
+             {} replex seeds ({} updates relocating inside a replex; {} passed seeds relayouted \
+             ({} with every part ready at the end); {} passed seeds with a loss, \
              {} with a daemon declared lost, rebuilds {} planned, {} completed, {} cancelled, {} regions orphaned at the end); \
              {} failed {:?}",
             self.seeds,
@@ -364,6 +375,8 @@ impl std::fmt::Display for Summary {
             self.index_splits,
             self.replex_seeds,
             self.replex_relocations,
+            self.replex_relayouts,
+            self.replex_relayouts_settled,
             self.loss_seeds,
             self.declared_lost_seeds,
             self.rebuilds_planned,

@@ -18,6 +18,11 @@ use tessera_storage::MemoryEngine;
 use tessera_types::{Configuration, DaemonId, Epoch, SpaceId};
 
 pub(crate) const DAEMONS: u64 = 5;
+/// At most this many fresh daemons for a seed's relayout of a replex
+/// space, whose new regions found no daemon away from the other copies
+/// of their objects (a swapped replex and its hybrid need two, and the
+/// coordinator may give fresh daemons lost regions to rebuild first).
+pub(crate) const LAYOUT_SPARES_MAX: u64 = 8;
 pub(crate) const COORD_MEMBERS: usize = 3;
 pub(crate) const TICK_MS: u64 = TICK_INTERVAL.as_millis() as u64;
 pub(crate) const HEARTBEAT_MS: u64 = HEARTBEAT_INTERVAL.as_millis() as u64;
@@ -219,6 +224,12 @@ pub(crate) struct World {
     pub(crate) loss_rng: Rng,
     /// Fresh daemons the operator started, and those it is about to.
     pub(crate) spares: u64,
+    /// Fresh daemons the operator started for the seed's relayout of a
+    /// replex space, whose new parts found no legal daemon.
+    pub(crate) layout_spares: u64,
+    /// Coordinator ticks in a row a new replex region had no daemon to
+    /// move to (see `operator_watch_layout`).
+    pub(crate) layout_stuck_ticks: u64,
     pub(crate) replacing: u32,
 }
 
@@ -336,6 +347,8 @@ impl World {
             lost: BTreeSet::new(),
             loss_rng: Rng::new(seed ^ 0x10_57D0),
             spares: 0,
+            layout_spares: 0,
+            layout_stuck_ticks: 0,
             replacing: 0,
         };
         world.start();
@@ -410,6 +423,7 @@ impl World {
             Ev::CoordTick => {
                 self.coord_tick();
                 self.operator_watch();
+                self.operator_watch_layout();
                 if self.phase2 {
                     self.try_finish();
                 }
@@ -472,6 +486,12 @@ impl World {
                         return Ok(());
                     }
                     self.report.faults.layout_changes += 1;
+                    self.report.replex_relayout |= self.knobs.replex.is_some()
+                        && matches!(
+                            self.knobs.layout_change,
+                            crate::knobs::LayoutChange::ToggleHybrid
+                                | crate::knobs::LayoutChange::SwapReplex
+                        );
                     assert!(
                         !matches!(
                             result,

@@ -270,3 +270,56 @@ fn seed_146007266_a_restarted_replex_region_is_refreshed_too() {
 fn seed_142005514_a_refreshing_region_of_another_part_is_a_source() {
     must_pass(142_005_514);
 }
+
+/// A relayout dropped a hybrid while a key region and a replex region
+/// waited for their daemons: the hybrid held the only copy of some
+/// objects. A dropping replex or hybrid now leaves only while its space is
+/// whole, and covering sets read it until then.
+#[test]
+fn seed_150001597_a_dropping_hybrid_stays_while_regions_wait() {
+    must_pass(150_001_597);
+}
+
+/// A point leader restarted while a replex was being built, and its
+/// backfill ran while its key region was refreshed: the pending backfill
+/// hid the update the refresh should have learned. A key region being
+/// refreshed no longer backfills.
+#[test]
+fn seed_151003666_no_backfill_while_a_key_region_is_refreshed() {
+    must_pass_within_f(151_003_666, false);
+}
+
+/// A rebuilt key region counted a source's pending backfill as an update
+/// that brought the object in, and dropped the key meanwhile.
+#[test]
+fn seed_152001614_a_pending_backfill_is_no_update_in_flight() {
+    must_pass_within_f(152_001_614, false);
+}
+
+/// A delete committed at the tail and forgotten by its restarted point
+/// leader; an add made from the object before it kept the delete's writer
+/// in `recent`, so the delete's retry was answered done. A commit now
+/// keeps only the writers of versions its update follows.
+#[test]
+fn seed_152019038_a_commit_forgets_writers_its_update_skipped() {
+    must_pass_within_f(152_019_038, false);
+}
+
+/// A new replex's region, rebuilt from the other parts while an update
+/// drawn before the replex existed was under way, kept the older version
+/// of the object beside the one the revisit put home. A revisit now
+/// clears the key from a building part's other regions.
+#[test]
+fn seed_155001241_a_revisit_clears_a_stale_copy_in_a_new_replex() {
+    must_pass_within_f(155_001_241, false);
+}
+
+/// A rebalancing move planned when a fresh daemon registered, then a
+/// relayout placed a new replex's region on that daemon: the part became
+/// ready while the move was on its way, and the move landed beside it. A
+/// move whose target has such a region now is cancelled, and a new part
+/// counts what is on its way to its daemons.
+#[test]
+fn seed_153016860_a_move_never_lands_beside_a_new_replex() {
+    must_pass_within_f(153_016_860, true);
+}

@@ -24,7 +24,7 @@ use crate::coordinate::coordinate;
 use crate::ids::{DaemonId, PartId, RegionId};
 use crate::layout::PartState;
 use crate::region::{regions_intersecting, uniform_splits};
-use crate::schema::SpaceDesc;
+use crate::schema::{HybridDecl, ReplexDecl, SpaceDesc};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The split points of a hybrid dimension that coarsens a parent
@@ -165,14 +165,20 @@ pub fn can_share(p: &SubspaceLayout, i: usize, q: &SubspaceLayout, j: usize) -> 
     })
 }
 
-/// The parts of `space` that hold whole objects and every one of them:
-/// ready parts that are not global indexes, with their positions.
+/// The parts of `space` that hold whole objects and every one of them,
+/// with their positions: parts that are not global indexes, ready or
+/// dropping. A replex space drops only parts that were ready, and a
+/// dropping part stays on every chain until it leaves, which waits until
+/// no region of the space needs a rebuild (it may hold the one copy left
+/// of some objects).
 fn object_parts(space: &Space) -> Vec<(usize, &SubspaceLayout)> {
     space
         .subspaces
         .iter()
         .enumerate()
-        .filter(|(_, l)| l.kind.holds_objects() && l.state.is_ready())
+        .filter(|(_, l)| {
+            l.kind.holds_objects() && (l.state.is_ready() || l.state == PartState::Dropping)
+        })
         .collect()
 }
 
@@ -206,23 +212,72 @@ pub fn covering_set(
     failed: &BTreeSet<RegionId>,
     region: RegionId,
 ) -> Result<Vec<RegionId>, CoverError> {
-    let parts = object_parts(space);
-    let (home, index) = parts
+    // The region itself may be in any part that holds objects: a part
+    // being built (or dropped) by a relayout is in every chain and is
+    // rebuilt like any other when its daemon is lost. Only ready parts
+    // hold every object, so only they are read.
+    let (home, index) = space
+        .subspaces
         .iter()
-        .enumerate()
-        .find_map(|(k, (_, l))| {
+        .filter(|l| l.kind.holds_objects())
+        .find_map(|l| {
             l.regions
                 .iter()
                 .position(|r| r.id == region)
-                .map(|i| (k, i))
+                .map(|i| (l, i))
         })
         .ok_or(CoverError::NoRegion(region))?;
-    let layouts: Vec<&SubspaceLayout> = parts.iter().map(|(_, l)| *l).collect();
-    let cell = layouts[home].cell_by_attr(index);
-    let exclude: Vec<bool> = (0..layouts.len()).map(|k| k == home).collect();
+    let layouts: Vec<&SubspaceLayout> = object_parts(space)
+        .into_iter()
+        .map(|(_, l)| l)
+        .filter(|l| l.part != home.part)
+        .collect();
+    let cell = home.cell_by_attr(index);
+    let exclude = vec![false; layouts.len()];
     cover(&layouts, &cell, &exclude, failed)
         .map(|set| set.into_iter().collect())
         .ok_or(CoverError::Unavailable(region))
+}
+
+/// The replex clauses that describe `layouts`, a replex space's parts in
+/// any order (the key subspace first): its replexes in the order they
+/// appear, then its hybrids, each side named by the replex (or the key
+/// subspace) whose first attribute it places by, its groups counted from
+/// its cuts. `None` when a hybrid places by an attribute no replex starts
+/// with. A space's description is kept equal to this as parts come and
+/// go (`relayout`), so that it always names the parts the space has.
+pub fn decl_of_layouts(layouts: &[SubspaceLayout], relaxed: bool) -> Option<ReplexDecl> {
+    let replexes: Vec<Vec<usize>> = layouts
+        .iter()
+        .filter(|l| l.kind == SubspaceKind::Replex)
+        .map(|l| l.attrs.clone())
+        .collect();
+    let side = |attr: usize| -> Option<usize> {
+        if attr == 0 {
+            return Some(0);
+        }
+        replexes
+            .iter()
+            .position(|r| r.first() == Some(&attr))
+            .map(|i| i + 1)
+    };
+    let hybrids = layouts
+        .iter()
+        .filter(|l| l.kind == SubspaceKind::Hybrid)
+        .map(|l| {
+            let [a, b] = [l.attrs.first()?, l.attrs.get(1)?];
+            let groups = |d: usize| u32::try_from(l.splits.get(d)?.len() + 1).ok();
+            Some(HybridDecl {
+                sides: [side(*a)?, side(*b)?],
+                groups: [groups(0)?, groups(1)?],
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(ReplexDecl {
+        replexes,
+        hybrids,
+        relaxed,
+    })
 }
 
 fn cover(
@@ -484,6 +539,30 @@ mod tests {
     }
 
     #[test]
+    fn a_part_being_built_is_covered_by_the_others_and_covers_nothing() {
+        let mut s = space("space s key k attributes a, b replex a replex b create 4 partitions");
+        s.subspaces[2].state = PartState::Building { progress: 40 };
+        let none = BTreeSet::new();
+        let building = s.subspaces[2].regions[0].id;
+        let key: Vec<RegionId> = s.subspaces[0].regions.iter().map(|r| r.id).collect();
+        let a: Vec<RegionId> = s.subspaces[1].regions.iter().map(|r| r.id).collect();
+        // Its objects are everywhere in the ready parts: one whole part.
+        let cover = covering_set(&s, &none, building).unwrap();
+        assert!(cover == key || cover == a, "{cover:?}");
+        // A key region is found in replex a, never in the part being built,
+        // and with a failed too there is no cover.
+        assert_eq!(covering_set(&s, &none, key[0]).unwrap(), a);
+        let failed: BTreeSet<RegionId> = a.iter().copied().chain([key[0]]).collect();
+        assert_eq!(
+            covering_set(&s, &failed, key[0]),
+            Err(CoverError::Unavailable(key[0]))
+        );
+        // A dropping part still holds every object: it covers.
+        s.subspaces[1].state = PartState::Dropping;
+        assert_eq!(covering_set(&s, &none, key[0]).unwrap(), a);
+    }
+
+    #[test]
     fn hybrid_splits_take_every_group_boundary() {
         let parent = uniform_splits(12);
         assert_eq!(hybrid_splits(&parent, 3), Some(vec![parent[3], parent[7]]));
@@ -650,6 +729,41 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// The clauses read back from a space's parts are the ones it was
+        /// declared with, in whatever order the parts come (a relayout
+        /// appends what it adds).
+        #[test]
+        fn the_clauses_of_a_spaces_parts_are_its_description(
+            text in layouts(),
+            relaxed in any::<bool>(),
+            rotate in 0usize..4,
+        ) {
+            let desc = parse_space(&text).unwrap();
+            let (mut parts, _) = replex_layouts(&desc, RegionId(1));
+            let decl = desc.replex.clone().map(|r| ReplexDecl { relaxed, ..r });
+            prop_assert_eq!(decl_of_layouts(&parts, relaxed), decl.clone());
+            // In another order: the same replexes (in the parts' order) and
+            // the same hybrids.
+            let n = parts.len();
+            parts[1..].rotate_left(rotate % (n - 1).max(1));
+            let replexes_in_order: Vec<Vec<usize>> = parts
+                .iter()
+                .filter(|l| l.kind == SubspaceKind::Replex)
+                .map(|l| l.attrs.clone())
+                .collect();
+            let read = decl_of_layouts(&parts, relaxed).unwrap();
+            prop_assert_eq!(&read.replexes, &replexes_in_order);
+            // Sides are numbered by the replexes' order: compare by the
+            // attributes each side places by.
+            let side_attrs = |d: &ReplexDecl| -> Vec<(usize, usize, [u32; 2])> {
+                let first = |side: usize| if side == 0 { 0 } else { d.replexes[side - 1][0] };
+                let mut v: Vec<_> = d.hybrids.iter().map(|h| (first(h.sides[0]), first(h.sides[1]), h.groups)).collect();
+                v.sort();
+                v
+            };
+            prop_assert_eq!(side_attrs(&read), side_attrs(decl.as_ref().unwrap()));
+        }
 
         /// Every object of the region lies in the covering set (which
         /// holds live regions of other parts only), and no smaller set

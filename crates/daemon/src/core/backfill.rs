@@ -4,7 +4,7 @@
 //! order and no new version of any object is written.
 
 use super::ReplicaCore;
-use crate::chain::repair_hops;
+use crate::chain::{repair_hops, revisit_hops};
 use tessera_protocol::{ChainForward, ClientRef};
 use tessera_types::{RegionId, SpaceId};
 
@@ -33,7 +33,18 @@ impl ReplicaCore {
     /// that holds an older version (or none: a building region) stores it,
     /// and one that holds a newer version acknowledges it at once — that
     /// newer update is on its way to every region after it.
-    pub fn backfill_key(&mut self, space: SpaceId, region: RegionId, key: &[u8]) -> BackfillStep {
+    ///
+    /// `revisit`: the key had an update under way when the part began to
+    /// build, drawn without it; in a replex space its backfill also clears
+    /// the key from the building parts' other regions, and a deleted key
+    /// is sent too, as a removal ([`revisit_hops`]).
+    pub fn backfill_key(
+        &mut self,
+        space: SpaceId,
+        region: RegionId,
+        key: &[u8],
+        revisit: bool,
+    ) -> BackfillStep {
         let config = self.config.clone();
         let Some(space) = config.space_by_id(space) else {
             return BackfillStep::Done;
@@ -61,20 +72,30 @@ impl ReplicaCore {
                 return BackfillStep::Busy;
             }
         };
-        let Some(object) = record.object else {
+        // Only a replex space rebuilds regions, a building one among them,
+        // from the other parts: elsewhere a building region holds nothing
+        // stale that the revisit would have to clear.
+        let revisit = revisit && space.desc.replex.is_some();
+        if record.object.is_none() && !revisit {
             return BackfillStep::Done; // a tombstone: nothing to place
-        };
-        let Some(key_value) = object.values.first().cloned() else {
+        }
+        let Some(key_value) = tessera_types::coordinate::key_value(key) else {
             return BackfillStep::Done;
         };
-        // No region is a stray here: every subspace puts the object home.
-        let Ok(hops) = repair_hops(
-            space,
-            &key_value,
-            Some(&object),
-            RegionId(0),
-            Some(record.version),
-        ) else {
+        let object = record.object;
+        let hops = if revisit {
+            revisit_hops(space, &key_value, object.as_ref(), Some(record.version))
+        } else {
+            // No region is a stray here: every subspace puts the object home.
+            repair_hops(
+                space,
+                &key_value,
+                object.as_ref(),
+                RegionId(0),
+                Some(record.version),
+            )
+        };
+        let Ok(hops) = hops else {
             return BackfillStep::Busy;
         };
         let forward = ChainForward {
@@ -85,7 +106,7 @@ impl ReplicaCore {
             version: record.version,
             hops,
             position: 0,
-            object: Some(object),
+            object,
             client: ClientRef::BACKFILL,
         };
         self.apply_forward(forward, Vec::new());

@@ -443,6 +443,18 @@ impl ReplicaCore {
             if !unchanged {
                 let recent = if keeps_recent {
                     let mut recent = stored.map(|r| r.recent).unwrap_or_default();
+                    // The update was made from the version it follows here:
+                    // writers of later versions this region holds (a
+                    // version the tail committed while its point leader
+                    // forgot it, and its refresh did not drive again) are
+                    // not in its object, so they are no longer done: their
+                    // retries run again rather than being answered as done
+                    // over a state that lost them (simulator seed
+                    // 152019038: a delete answered done under an add made
+                    // from the object before it).
+                    if let Some(after) = hop.after {
+                        recent.retain(|(_, v)| *v <= after);
+                    }
                     for writer in &pending.folded {
                         if !recent.contains(writer) {
                             recent.push(*writer);

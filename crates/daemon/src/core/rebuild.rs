@@ -149,11 +149,21 @@ impl ReplicaCore {
                     .lagging(live);
             }
         }
-        if !entry.pending.is_empty() {
+        // A write pending at the version the source committed is a
+        // backfill sending the committed object to a part being built:
+        // no update in flight above the record. Counted as one, it made
+        // the key look new, and the rebuilt key region dropped the object
+        // until the backfill came back (simulator seed 152001614). The
+        // region's new point leader walks its keys again for the part.
+        let mut pending = entry.pending;
+        if let Some(c) = &committed {
+            pending.retain(|w| w.version > c.version);
+        }
+        if !pending.is_empty() {
             self.rebuilt
                 .entry(state_key)
                 .or_default()
-                .add(committed.as_ref(), entry.pending);
+                .add(committed.as_ref(), pending);
         }
     }
 

@@ -113,11 +113,23 @@ impl DaemonNode {
                     continue;
                 }
                 let mut keys_done = Vec::new();
-                // A global index fills like a subspace: its indexlets are
-                // regions the objects' chains pass through.
-                if matches!(part.kind, PartKind::Subspace | PartKind::GlobalIndex) {
+                // A global index, a replex and a hybrid fill like a
+                // subspace: their regions are on the objects' chains.
+                if matches!(
+                    part.kind,
+                    PartKind::Subspace
+                        | PartKind::GlobalIndex
+                        | PartKind::Replex
+                        | PartKind::Hybrid
+                ) {
                     for region in space.subspaces.first().map_or(&[][..], |l| &l.regions) {
-                        if region.chain.first() != Some(&self.me) {
+                        // A key region being refreshed waits: its restarted
+                        // point leader may lack updates the other parts
+                        // hold, and a backfill it started would stand for
+                        // an update it knows of, so the refresh would not
+                        // learn the ones it forgot (simulator seed
+                        // 151003666, a replex being built).
+                        if region.chain.first() != Some(&self.me) || config.rebuilding(region.id) {
                             continue;
                         }
                         match self.walk_keys(space, part.id, region.id, &mut budget, out) {
@@ -230,7 +242,7 @@ impl DaemonNode {
         for key in keys {
             let step = {
                 let mut core = lock(&self.shards[shard_of(&key)]);
-                let step = core.backfill_key(space.id, region, &key);
+                let step = core.backfill_key(space.id, region, &key, false);
                 let effects = core.drain_effects();
                 drop(core);
                 self.core_effects(effects, out);
@@ -272,7 +284,7 @@ impl DaemonNode {
         for key in keys {
             let step = {
                 let mut core = lock(&self.shards[shard_of(&key)]);
-                let step = core.backfill_key(space, region, &key);
+                let step = core.backfill_key(space, region, &key, true);
                 let effects = core.drain_effects();
                 drop(core);
                 self.core_effects(effects, out);
