@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value as Json};
 use std::fmt::Write;
-use tessera_types::replex::at_risk_fraction;
+use tessera_types::replex::{at_risk_fraction, regions_beside_other_copies};
 use tessera_types::{Configuration, DaemonState, PartKind, PartState, Space, SubspaceKind};
 
 /// The configuration for humans: epoch, coordinators, daemons with their
@@ -128,9 +128,23 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             (SubspaceKind::Hybrid, [n1, n2]) => format!(", groups {n1} x {n2}"),
             _ => String::new(),
         };
+        let position = space
+            .subspaces
+            .iter()
+            .position(|l| l.part == subspace.part)
+            .unwrap_or_default();
+        let beside = regions_beside_other_copies(space, position);
+        let waiting = if beside > 0 {
+            format!(
+                "; {beside} wait beside other copies of their objects for a daemon that may hold \
+                 them (one holding no region of the other replexes)"
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "    {what} {} ({}): {}, {} {regions}{groups}",
+            "    {what} {} ({}): {}, {} {regions}{groups}{waiting}",
             subspace.part.0,
             names.join(", "),
             subspace.state,
@@ -333,6 +347,12 @@ fn space_json(space: &Space) -> Json {
             if let (Some(layout), PartKind::Hybrid) = (part.layout, part.kind) {
                 entry["groups"] = json!(layout.grid());
             }
+            if let Some(position) = space.subspaces.iter().position(|l| l.part == part.id) {
+                let beside = regions_beside_other_copies(space, position);
+                if beside > 0 {
+                    entry["waiting"] = json!(beside);
+                }
+            }
             entry
         })
         .collect();
@@ -389,6 +409,34 @@ mod tests {
             spaces: vec![space],
             ..Configuration::default()
         }
+    }
+
+    /// A replex being built whose regions sit beside other copies of
+    /// their objects says how many wait, in text and in JSON; once they
+    /// are apart nothing is said.
+    #[test]
+    fn a_building_replex_says_how_many_regions_wait_beside_other_copies() {
+        let mut config = replex_config();
+        let space = &mut config.spaces[0];
+        let replex = &mut space.subspaces[2];
+        replex.state = PartState::Building { progress: 99 };
+        // Two of the replex's four regions on the key subspace's daemon.
+        replex.regions[0].chain = vec![DaemonId(1)];
+        replex.regions[1].chain = vec![DaemonId(1)];
+        let text = config_text(&config);
+        assert!(
+            text.contains("replex 2 (a): building 99%, 4 regions; 2 wait beside other copies"),
+            "{text}"
+        );
+        let json = config_json(&config);
+        assert_eq!(json["spaces"][0]["parts"][2]["waiting"], json!(2));
+        assert_eq!(json["spaces"][0]["parts"][1].get("waiting"), None);
+        let apart = replex_config();
+        assert!(!config_text(&apart).contains("wait beside"));
+        assert_eq!(
+            config_json(&apart)["spaces"][0]["parts"][2].get("waiting"),
+            None
+        );
     }
 
     #[test]

@@ -377,18 +377,7 @@ pub fn replex_conflict(space: &Space) -> Option<(DaemonId, RegionId, RegionId)> 
 /// would put it beside a region able to hold one of its objects (in a
 /// replex space without relaxed placement; never elsewhere).
 pub fn replex_move_conflicts(space: &Space, part: usize, index: usize, daemon: DaemonId) -> bool {
-    if space.desc.replex.as_ref().is_none_or(|r| r.relaxed) {
-        return false;
-    }
-    let layout = &space.subspaces[part];
-    space.subspaces.iter().enumerate().any(|(q, other)| {
-        q != part
-            && other
-                .regions
-                .iter()
-                .enumerate()
-                .any(|(j, r)| r.chain.contains(&daemon) && can_share(layout, index, other, j))
-    })
+    tessera_types::replex::beside_other_copies(space, part, index, daemon)
 }
 
 fn gcd(a: usize, b: usize) -> usize {

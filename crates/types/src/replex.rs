@@ -165,6 +165,44 @@ pub fn can_share(p: &SubspaceLayout, i: usize, q: &SubspaceLayout, j: usize) -> 
     })
 }
 
+/// Whether `daemon` holds a region of another part of `space` able to
+/// hold one of the objects of region `index` of part `part` (its position
+/// in `subspaces`): the strict placement rule's test. Never under relaxed
+/// placement, nor outside a replex space.
+pub fn beside_other_copies(space: &Space, part: usize, index: usize, daemon: DaemonId) -> bool {
+    if space.desc.replex.as_ref().is_none_or(|r| r.relaxed) {
+        return false;
+    }
+    let Some(layout) = space.subspaces.get(part) else {
+        return false;
+    };
+    space.subspaces.iter().enumerate().any(|(q, other)| {
+        q != part
+            && other
+                .regions
+                .iter()
+                .enumerate()
+                .any(|(j, r)| r.chain.contains(&daemon) && can_share(layout, index, other, j))
+    })
+}
+
+/// How many regions of part `part` (its position) of `space` sit beside
+/// a region of another part able to hold one of their objects: a replex or
+/// hybrid being built waits so until a daemon that may hold them is found
+/// (`docs/design/replex.md`, "Layout changes").
+pub fn regions_beside_other_copies(space: &Space, part: usize) -> usize {
+    space.subspaces.get(part).map_or(0, |layout| {
+        (0..layout.regions.len())
+            .filter(|&i| {
+                layout.regions[i]
+                    .chain
+                    .iter()
+                    .any(|d| beside_other_copies(space, part, i, *d))
+            })
+            .count()
+    })
+}
+
 /// The parts of `space` that hold whole objects and every one of them,
 /// with their positions: parts that are not global indexes, ready or
 /// dropping. A replex space drops only parts that were ready, and a
