@@ -49,9 +49,17 @@ impl World {
                     format!("{d} -> {to} rebuild {rebuild} page of {source} (done: {done}): {entries:?}")
                 });
             }
+            Message::Chain(ChainMsg::Ack(a)) => self.trace(|| {
+                format!(
+                    "{d} -> {to} ack {:?} v{} region {} at {} backfill {} {}",
+                    a.key, a.version.0, a.region, a.position, a.backfill, a.epoch
+                )
+            }),
             Message::Chain(ChainMsg::Forward(f)) => self.trace(|| {
                 format!(
-                    "{d} -> {to} forward {:?} v{} {:?} from {:?} hops {:?}",
+                    "{d} -> {to} forward at {} {} {:?} v{} {:?} from {:?} hops {:?}",
+                    f.position,
+                    f.epoch,
                     f.key,
                     f.version.0,
                     f.object.as_ref().map(|o| &o.values[1..]),
