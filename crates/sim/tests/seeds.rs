@@ -323,3 +323,13 @@ fn seed_155001241_a_revisit_clears_a_stale_copy_in_a_new_replex() {
 fn seed_153016860_a_move_never_lands_beside_a_new_replex() {
     must_pass_within_f(153_016_860, true);
 }
+
+/// Not a replex seed: a global index built live, its indexlets split
+/// automatically, 10 % of messages lost. A member relaying an update
+/// driven again also held the backfill of the same version, and the
+/// relay took the backfill's acknowledgement: the backfill was resent
+/// for ever and the index never finished building.
+#[test]
+fn seed_157017320_a_relay_never_takes_a_backfills_acknowledgement() {
+    must_pass_within_f(157_017_320, false);
+}

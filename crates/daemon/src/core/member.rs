@@ -330,13 +330,22 @@ impl ReplicaCore {
     fn apply_ack(&mut self, ack: ChainAck) {
         let state_key = (ack.region, key_bytes(&ack.key));
         let slot = (state_key.clone(), ack.version);
+        // A relay and a pending backfill may share a slot: a backfill
+        // carries the version of the update that wrote the object, which
+        // this member may be relaying again. An acknowledgement that is
+        // not the relay's goes on to the pending update; dropping it left
+        // a backfill resent for ever (simulator seed 157017320, a global
+        // index that never finished building).
         if let Some((forward, _)) = self.relays.get(&slot) {
             let pos = forward.position as usize;
-            if ack.position as usize == pos && forward.hops[pos + 1].daemon == ack.from {
+            if ack.position as usize == pos
+                && forward.hops[pos + 1].daemon == ack.from
+                && (forward.client == ClientRef::BACKFILL) == ack.backfill
+            {
                 let (forward, _) = self.relays.remove(&slot).expect("found above");
                 self.send_ack(&forward, pos);
+                return;
             }
-            return;
         }
         let Some(pending) = self.pending_mut(&state_key, ack.version) else {
             tracing::debug!(version = %ack.version, "acknowledgement for an update not pending here");
