@@ -2370,3 +2370,101 @@ fn a_backfill_acknowledgement_is_not_taken_by_a_relay_of_its_version() {
         "the backfill is acknowledged upstream"
     );
 }
+
+/// A member that passed a backfill on and saw the chain after it
+/// acknowledge it answers a copy sent again at once, instead of walking it
+/// down the chain again: on a long chain with lossy links every redrive
+/// otherwise started a new walk, and the copies in flight never died out
+/// (simulator seeds 141005088, 154005855). A new epoch forgets it.
+#[test]
+fn a_backfill_passed_on_and_acknowledged_is_acknowledged_again_at_once() {
+    let config = Arc::new(config(3, 1, 2));
+    let space = &config.spaces[0];
+    let key = Value::Int(1);
+    let object = Object {
+        values: vec![key.clone(), Value::Int(1), Value::Int(1)],
+    };
+    let version = Version::next(None, config.epoch);
+    let hops = build_hops(&config, space, &key, None, Some(&object), None).unwrap();
+    let member = hops[1].daemon;
+    let mut net = Net::new(&config);
+    net.engines[&member]
+        .apply(vec![Write::Put {
+            region: hops[1].region,
+            key: key_bytes(&key),
+            value: Record {
+                version,
+                object: Some(object.clone()),
+                recent: vec![],
+            }
+            .encode(),
+        }])
+        .unwrap();
+    let backfill = ChainForward {
+        epoch: config.epoch,
+        from: hops[0].daemon,
+        space: space.id,
+        key: key.clone(),
+        version,
+        hops: hops.clone(),
+        position: 1,
+        object: Some(object.clone()),
+        client: ClientRef::BACKFILL,
+    };
+    let sent = |net: &Net, to: DaemonId| -> (usize, usize) {
+        let msgs = net.links.get(&(member, to)).into_iter().flatten();
+        msgs.fold((0, 0), |(f, a), m| match m {
+            ChainMsg::Forward(_) => (f + 1, a),
+            ChainMsg::Ack(_) => (f, a + 1),
+        })
+    };
+    let core = net.cores.get_mut(&member).unwrap();
+    core.on_chain(ChainMsg::Forward(backfill.clone()));
+    net.collect(member);
+    assert_eq!(sent(&net, hops[2].daemon), (1, 0), "passed on");
+    net.links.clear();
+    let ack = ChainAck {
+        epoch: config.epoch,
+        from: hops[2].daemon,
+        space: space.id,
+        key: key.clone(),
+        version,
+        region: hops[1].region,
+        position: 1,
+        backfill: true,
+    };
+    net.cores
+        .get_mut(&member)
+        .unwrap()
+        .on_chain(ChainMsg::Ack(ack));
+    net.collect(member);
+    assert_eq!(sent(&net, hops[0].daemon), (0, 1), "acknowledged upstream");
+    net.links.clear();
+    // The same backfill again: acknowledged at once, not walked on.
+    net.cores
+        .get_mut(&member)
+        .unwrap()
+        .on_chain(ChainMsg::Forward(backfill.clone()));
+    net.collect(member);
+    assert_eq!(sent(&net, hops[2].daemon), (0, 0));
+    assert_eq!(sent(&net, hops[0].daemon), (0, 1));
+    net.links.clear();
+    // In a new epoch it walks on again: the chain after it may differ.
+    let mut next = (*config).clone();
+    next.epoch = Epoch(config.epoch.0 + 1);
+    net.cores
+        .get_mut(&member)
+        .unwrap()
+        .on_config(Arc::new(next.clone()));
+    net.collect(member);
+    net.links.clear();
+    net.cores
+        .get_mut(&member)
+        .unwrap()
+        .on_chain(ChainMsg::Forward(ChainForward {
+            epoch: next.epoch,
+            ..backfill
+        }));
+    net.collect(member);
+    assert_eq!(sent(&net, hops[2].daemon), (1, 0));
+}

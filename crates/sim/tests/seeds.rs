@@ -333,3 +333,13 @@ fn seed_153016860_a_move_never_lands_beside_a_new_replex() {
 fn seed_157017320_a_relay_never_takes_a_backfills_acknowledgement() {
     must_pass_within_f(157_017_320, false);
 }
+
+/// Not a replex seed: a global index built live under 10 % message loss
+/// and f = 2. Every redrive of a backfill that a member had passed on and
+/// seen acknowledged started a new walk down the 21-hop chain, and the
+/// copies in flight never died out. Such a copy is now acknowledged at
+/// once.
+#[test]
+fn seed_141005088_a_backfill_passed_on_is_not_walked_again() {
+    must_pass_within_f(141_005_088, false);
+}

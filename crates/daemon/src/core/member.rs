@@ -4,7 +4,8 @@
 //! updates are sent again on a timer.
 
 use super::{
-    KeyState, Pending, Phase, ReplicaCore, ReplyTo, StateKey, FUTURE_MAX, REDRIVE_TICKS, RELAYS_MAX,
+    KeyState, Pending, Phase, ReplicaCore, ReplyTo, StateKey, BACKFILLS_PASSED_MAX, FUTURE_MAX,
+    REDRIVE_TICKS, RELAYS_MAX,
 };
 use crate::record::{trim_recent, ReadRecordError, Record};
 use tessera_protocol::{ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite};
@@ -155,6 +156,22 @@ impl ReplicaCore {
             // region the key already lived in: it passes on through them
             // (see `core::backfill`).
             let passes_on = backfill && committed == Some(version);
+            // Once, in this epoch: a copy sent again (its predecessor's
+            // redrive, or a duplicate) after the chain beyond this member
+            // acknowledged the backfill is acknowledged at once. Walked
+            // down the chain again, every copy started a new walk behind
+            // it; on a long chain with lossy links the copies in flight
+            // never died out (simulator seeds 141005088, 154005855: a
+            // global index that never finished building).
+            if passes_on
+                && pos > 0
+                && self
+                    .backfills_passed
+                    .contains(&(state_key.clone(), version))
+            {
+                self.send_ack(&forward, pos);
+                return;
+            }
             if committed >= Some(version) && !passes_on {
                 // Committed here, so sent on before: acknowledge again —
                 // unless it is driven again in a later epoch than it was
@@ -515,6 +532,10 @@ impl ReplicaCore {
                 }
             }
             if pos > 0 {
+                if backfill && self.backfills_passed.len() < BACKFILLS_PASSED_MAX {
+                    self.backfills_passed
+                        .insert((state_key.clone(), forward.version));
+                }
                 self.send_ack(forward, pos);
             } else {
                 for reply in &pending.replies {

@@ -161,6 +161,11 @@ const FUTURE_MAX: usize = 100_000;
 /// member acknowledges them at once, as before relays existed.
 const RELAYS_MAX: usize = 65_536;
 
+/// At most this many backfills a member passed on are remembered per
+/// epoch (see `member::apply_forward`); beyond it a copy sent again walks
+/// the chain again, as before.
+const BACKFILLS_PASSED_MAX: usize = 65_536;
+
 pub struct ReplicaCore {
     me: DaemonId,
     /// Where the point leader counts the shapes of the updates it starts
@@ -206,6 +211,10 @@ pub struct ReplicaCore {
     /// committed, passed on down their chain (see `member::relay`): the
     /// forward as received and the tick it was last sent on.
     relays: BTreeMap<(StateKey, Version), (ChainForward, u64)>,
+    /// Backfills this member (not a point leader) passed on and saw
+    /// acknowledged by the chain after it in this epoch: a copy sent again
+    /// is acknowledged at once.
+    backfills_passed: BTreeSet<(StateKey, Version)>,
 }
 
 fn outgoing_transfers(me: DaemonId, config: &Configuration) -> HashMap<RegionId, Vec<u64>> {
@@ -240,6 +249,7 @@ impl ReplicaCore {
             suspects: HashMap::new(),
             rebuilt: BTreeMap::new(),
             relays: BTreeMap::new(),
+            backfills_passed: BTreeSet::new(),
             tick: 0,
             directory: RegionDirectory::new(&config),
             config,

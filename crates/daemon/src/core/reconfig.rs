@@ -27,6 +27,7 @@ impl ReplicaCore {
         self.refused.clear();
         self.refused_order.clear();
         self.relays.clear();
+        self.backfills_passed.clear();
         self.outgoing = outgoing_transfers(self.me, &config);
         self.directory = tessera_types::RegionDirectory::new(&config);
         self.config = config;
