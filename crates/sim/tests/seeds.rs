@@ -343,3 +343,14 @@ fn seed_157017320_a_relay_never_takes_a_backfills_acknowledgement() {
 fn seed_141005088_a_backfill_passed_on_is_not_walked_again() {
     must_pass_within_f(141_005_088, false);
 }
+
+/// A key region changed leader (a rebalancing move) while a hybrid added
+/// by `relayout` was built; a refresh of the hybrid's region copied the
+/// key's version before an update drawn without the hybrid, and the new
+/// leader, which had not seen the build begin, never cleared it. Such a
+/// leader now walks from the start, clearing the building parts' other
+/// regions for every key.
+#[test]
+fn seed_160002240_a_leader_that_missed_a_builds_start_clears_every_key() {
+    must_pass_within_f(160_002_240, false);
+}

@@ -209,8 +209,20 @@ impl DaemonNode {
         if stored == Cursor::Finished {
             return Some(true);
         }
+        // Outside a replex space nothing is rebuilt, so nothing stale can
+        // wait in a building region (see `note_witnessed`).
+        let witnessed =
+            space.desc.replex.is_none() || lock(&self.witnessed).contains(&(part, region));
         let ahead = lock(&self.walks).get(&name).cloned();
-        let position = ahead.unwrap_or(stored);
+        // A walk this process did not begin itself, under a leader that
+        // did not see the part begin, starts over: the keys before the
+        // stored cursor were sent without clearing, and the revisits noted
+        // for them are gone.
+        let position = match ahead {
+            Some(ahead) => ahead,
+            None if !witnessed => Cursor::After(None),
+            None => stored,
+        };
         let mut last = match position {
             Cursor::After(after) => after,
             Cursor::Finished => {
@@ -242,7 +254,7 @@ impl DaemonNode {
         for key in keys {
             let step = {
                 let mut core = lock(&self.shards[shard_of(&key)]);
-                let step = core.backfill_key(space.id, region, &key, false);
+                let step = core.backfill_key(space.id, region, &key, !witnessed);
                 let effects = core.drain_effects();
                 drop(core);
                 self.core_effects(effects, out);
@@ -334,6 +346,52 @@ impl DaemonNode {
     pub(super) fn note_revisits(&self, region: RegionId, keys: Vec<Vec<u8>>) {
         if !keys.is_empty() {
             lock(&self.revisits).entry(region).or_default().extend(keys);
+        }
+    }
+
+    /// Notes the parts whose building begins with `new` in key regions
+    /// this daemon led under `old` and leads under `new`: it has seen every
+    /// update of those regions under way when the part appeared, so its
+    /// revisits are complete. A walk of any other pair — a daemon that
+    /// restarted, or that took a region over while the part was building —
+    /// cannot know which of its keys had an update drawn without the part,
+    /// so in a replex space every key it sends clears the building parts'
+    /// other regions ([`crate::chain::revisit_hops`]): one of them may hold
+    /// an older version a rebuild copied there meanwhile (simulator seed
+    /// 160002240: the revisits died with the old leader).
+    pub(super) fn note_witnessed(
+        &self,
+        old: &tessera_types::Configuration,
+        new: &tessera_types::Configuration,
+    ) {
+        let leads = |config: &tessera_types::Configuration, space: SpaceId, region: RegionId| {
+            config
+                .space_by_id(space)
+                .and_then(|s| s.subspaces.first())
+                .and_then(|key| key.regions.iter().find(|r| r.id == region))
+                .is_some_and(|r| r.chain.first() == Some(&self.me))
+        };
+        let mut witnessed = lock(&self.witnessed);
+        for space in &new.spaces {
+            let Some(key_subspace) = space.subspaces.first() else {
+                continue;
+            };
+            for part in space.parts() {
+                if !matches!(part.state, PartState::Building { .. }) {
+                    continue;
+                }
+                let existed = old
+                    .space_by_id(space.id)
+                    .is_some_and(|s| s.parts().iter().any(|p| p.id == part.id));
+                if existed {
+                    continue;
+                }
+                for region in &key_subspace.regions {
+                    if leads(new, space.id, region.id) && leads(old, space.id, region.id) {
+                        witnessed.insert((part.id, region.id));
+                    }
+                }
+            }
         }
     }
 

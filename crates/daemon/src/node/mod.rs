@@ -219,6 +219,10 @@ pub struct DaemonNode {
     walks: Mutex<HashMap<String, backfill::Cursor>>,
     /// Keys a backfill must send again (see `backfill::note_revisits`).
     revisits: Mutex<HashMap<RegionId, std::collections::BTreeSet<Vec<u8>>>>,
+    /// The (part, key region) pairs whose building this daemon saw begin
+    /// while it led the region, so that its revisits are complete (see
+    /// `backfill::note_witnessed`).
+    witnessed: Mutex<std::collections::HashSet<(tessera_types::PartId, RegionId)>>,
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
     stats: NodeStats,
@@ -350,6 +354,7 @@ impl DaemonNode {
             tombstones_waiting: AtomicU64::new(0),
             walks: Mutex::new(HashMap::new()),
             revisits: Mutex::new(HashMap::new()),
+            witnessed: Mutex::new(std::collections::HashSet::new()),
             reported: Mutex::new(ReportLimit::default()),
             stats,
             lookup_pages: Mutex::new(HashMap::new()),
@@ -560,6 +565,7 @@ impl DaemonNode {
         // Transfers first: a core ships the commits of a new transfer from
         // now on, and they must find the transfer known.
         let actions = lock(&self.transfers).on_config(&config);
+        self.note_witnessed(&old.config, &config);
         let revisit = self.revisit_regions(&config);
         for shard in &self.shards {
             let mut core = lock(shard);
