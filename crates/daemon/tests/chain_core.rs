@@ -2449,6 +2449,20 @@ fn a_backfill_passed_on_and_acknowledged_is_acknowledged_again_at_once() {
     assert_eq!(sent(&net, hops[2].daemon), (0, 0));
     assert_eq!(sent(&net, hops[0].daemon), (0, 1));
     net.links.clear();
+    // The same version along other hops after it (a revisit clearing
+    // building regions): walked on.
+    let mut longer = backfill.clone();
+    longer.hops.push(tessera_protocol::Hop {
+        write: HopWrite::Remove,
+        ..*hops.last().unwrap()
+    });
+    net.cores
+        .get_mut(&member)
+        .unwrap()
+        .on_chain(ChainMsg::Forward(longer));
+    net.collect(member);
+    assert_eq!(sent(&net, hops[2].daemon), (1, 0));
+    net.links.clear();
     // In a new epoch it walks on again: the chain after it may differ.
     let mut next = (*config).clone();
     next.epoch = Epoch(config.epoch.0 + 1);

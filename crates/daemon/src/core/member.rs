@@ -163,11 +163,14 @@ impl ReplicaCore {
             // it; on a long chain with lossy links the copies in flight
             // never died out (simulator seeds 141005088, 154005855: a
             // global index that never finished building).
+            // The same chain after it, too: a revisit sends the same
+            // version along more hops (clearing building regions).
             if passes_on
                 && pos > 0
                 && self
                     .backfills_passed
-                    .contains(&(state_key.clone(), version))
+                    .get(&(state_key.clone(), version))
+                    .is_some_and(|after| after[..] == forward.hops[pos + 1..])
             {
                 self.send_ack(&forward, pos);
                 return;
@@ -533,8 +536,10 @@ impl ReplicaCore {
             }
             if pos > 0 {
                 if backfill && self.backfills_passed.len() < BACKFILLS_PASSED_MAX {
-                    self.backfills_passed
-                        .insert((state_key.clone(), forward.version));
+                    self.backfills_passed.insert(
+                        (state_key.clone(), forward.version),
+                        forward.hops[pos + 1..].to_vec(),
+                    );
                 }
                 self.send_ack(forward, pos);
             } else {

@@ -212,9 +212,10 @@ pub struct ReplicaCore {
     /// forward as received and the tick it was last sent on.
     relays: BTreeMap<(StateKey, Version), (ChainForward, u64)>,
     /// Backfills this member (not a point leader) passed on and saw
-    /// acknowledged by the chain after it in this epoch: a copy sent again
-    /// is acknowledged at once.
-    backfills_passed: BTreeSet<(StateKey, Version)>,
+    /// acknowledged by the chain after it in this epoch, with the hops of
+    /// that chain: a copy sent again along the same hops is acknowledged
+    /// at once.
+    backfills_passed: BTreeMap<(StateKey, Version), Vec<tessera_protocol::Hop>>,
 }
 
 fn outgoing_transfers(me: DaemonId, config: &Configuration) -> HashMap<RegionId, Vec<u64>> {
@@ -249,7 +250,7 @@ impl ReplicaCore {
             suspects: HashMap::new(),
             rebuilt: BTreeMap::new(),
             relays: BTreeMap::new(),
-            backfills_passed: BTreeSet::new(),
+            backfills_passed: BTreeMap::new(),
             tick: 0,
             directory: RegionDirectory::new(&config),
             config,
