@@ -354,3 +354,20 @@ fn seed_141005088_a_backfill_passed_on_is_not_walked_again() {
 fn seed_160002240_a_leader_that_missed_a_builds_start_clears_every_key() {
     must_pass_within_f(160_002_240, false);
 }
+
+/// Not a replex seed: a global index. A member that had passed a
+/// backfill on answered a later copy of the same version at once, though
+/// that copy went along other hops; a lookup then missed an entry. A copy
+/// is answered at once only along the same hops.
+#[test]
+fn seed_152008481_a_remembered_backfill_answers_only_its_own_chain() {
+    must_pass_within_f(152_008_481, false);
+}
+
+/// A leader that walked a new replex from the start sent versions a
+/// member had passed on along other hops (clearing building regions);
+/// answered at once, they left a deleted key live in the new replex.
+#[test]
+fn seed_152017093_a_clearing_walk_is_not_answered_by_an_earlier_pass() {
+    must_pass_within_f(152_017_093, false);
+}
