@@ -133,7 +133,13 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
             .iter()
             .position(|l| l.part == subspace.part)
             .unwrap_or_default();
-        let beside = regions_beside_other_copies(space, position);
+        // Only a part being built may sit beside other copies (the parts
+        // it sits beside wait for nothing).
+        let beside = if matches!(subspace.state, PartState::Building { .. }) {
+            regions_beside_other_copies(space, position)
+        } else {
+            0
+        };
         let waiting = if beside > 0 {
             format!(
                 "; {beside} wait beside other copies of their objects for a daemon that may hold \
@@ -347,7 +353,9 @@ fn space_json(space: &Space) -> Json {
             if let (Some(layout), PartKind::Hybrid) = (part.layout, part.kind) {
                 entry["groups"] = json!(layout.grid());
             }
-            if let Some(position) = space.subspaces.iter().position(|l| l.part == part.id) {
+            let building = matches!(part.state, PartState::Building { .. });
+            let position = space.subspaces.iter().position(|l| l.part == part.id);
+            if let Some(position) = position.filter(|_| building) {
                 let beside = regions_beside_other_copies(space, position);
                 if beside > 0 {
                     entry["waiting"] = json!(beside);
@@ -431,6 +439,12 @@ mod tests {
         let json = config_json(&config);
         assert_eq!(json["spaces"][0]["parts"][2]["waiting"], json!(2));
         assert_eq!(json["spaces"][0]["parts"][1].get("waiting"), None);
+        // The key subspace it sits beside is ready and waits for nothing.
+        assert_eq!(json["spaces"][0]["parts"][0].get("waiting"), None);
+        assert!(
+            text.contains("subspace 0 (k): ready, 4 regions\n"),
+            "{text}"
+        );
         let apart = replex_config();
         assert!(!config_text(&apart).contains("wait beside"));
         assert_eq!(

@@ -224,11 +224,14 @@ pub enum LayoutChangeError {
     /// tolerance and authorization; only subspaces and indexes change.
     #[error(
         "relayout cannot change the space's {what}; only subspaces, replexes, hybrids and \
-         indexes may change"
+         indexes may change{hint}"
     )]
     RelayoutChangesSpace {
         /// What differs: `name`, `key`, `attributes`, ...
         what: &'static str,
+        /// How to keep it, when a description may change it by omission
+        /// (a default), else empty.
+        hint: String,
     },
     /// No daemon can hold the new part's regions.
     #[error("cannot place the new part's regions")]
@@ -992,7 +995,20 @@ impl ClusterState {
             None
         };
         if let Some(what) = differs {
-            return Err(LayoutChangeError::RelayoutChangesSpace { what });
+            // Without `tolerate` a description takes the default (in a
+            // replex space, copies − 1): say how to keep the space's.
+            let hint = if what == "fault tolerance" {
+                let f = old.fault_tolerance;
+                format!(
+                    " (the space tolerates {f}, the description {}; write `tolerate {f} \
+                     failure{}` to keep it)",
+                    new.fault_tolerance,
+                    if f == 1 { "" } else { "s" }
+                )
+            } else {
+                String::new()
+            };
+            return Err(LayoutChangeError::RelayoutChangesSpace { what, hint });
         }
         let current = &self.spaces[si];
         let has = |kind: SubspaceKind, attrs: &[usize]| {

@@ -306,7 +306,10 @@ fn relayout_keeps_a_replex_space_a_replex_space_and_what_its_copies_need() {
     assert!(
         matches!(
             &e,
-            LayoutChangeError::RelayoutChangesSpace { what: "partitions" }
+            LayoutChangeError::RelayoutChangesSpace {
+                what: "partitions",
+                ..
+            }
         ),
         "{e:?}"
     );
@@ -317,7 +320,7 @@ fn relayout_keeps_a_replex_space_a_replex_space_and_what_its_copies_need() {
          create 12 partitions tolerate 1 failure with relaxed placement",
     );
     assert!(
-        matches!(&e, LayoutChangeError::RelayoutChangesSpace { what } if what.contains("placement")),
+        matches!(&e, LayoutChangeError::RelayoutChangesSpace { what, .. } if what.contains("placement")),
         "{e:?}"
     );
     // Two copies cannot tolerate two failures: the parser says so.
@@ -354,9 +357,17 @@ fn a_space_that_tolerates_two_failures_keeps_three_copies() {
         matches!(
             &e,
             LayoutChangeError::RelayoutChangesSpace {
-                what: "fault tolerance"
+                what: "fault tolerance",
+                ..
             }
         ),
         "{e:?}"
+    );
+    // The message says how to keep the space's.
+    let text = e.to_string();
+    assert!(
+        text.contains("the space tolerates 2, the description 1")
+            && text.contains("write `tolerate 2 failures`"),
+        "{text}"
     );
 }
