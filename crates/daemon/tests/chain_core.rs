@@ -2283,6 +2283,94 @@ fn a_revisit_clears_the_other_regions_of_a_building_part() {
     assert!(writes(&hops, 2).iter().all(|(_, w)| *w == HopWrite::Remove));
 }
 
+/// A chain of an insert of key 1 with f = 1, whose second hop (the key
+/// region's second replica) holds the object committed at `version`, and
+/// the forward at that hop from `client`.
+struct SecondHop {
+    config: Arc<Configuration>,
+    hops: Vec<tessera_protocol::Hop>,
+    member: DaemonId,
+    version: Version,
+    net: Net,
+    forward: ChainForward,
+}
+
+impl SecondHop {
+    fn new(version_epoch: impl Fn(Epoch) -> Epoch) -> SecondHop {
+        let config = Arc::new(config(3, 1, 2));
+        let space = &config.spaces[0];
+        let key = Value::Int(1);
+        let object = Object {
+            values: vec![key.clone(), Value::Int(1), Value::Int(1)],
+        };
+        let version = Version::next(None, version_epoch(config.epoch));
+        let hops = build_hops(&config, space, &key, None, Some(&object), None).unwrap();
+        assert!(hops.len() > 3);
+        let member = hops[1].daemon;
+        let net = Net::new(&config);
+        net.engines[&member]
+            .apply(vec![Write::Put {
+                region: hops[1].region,
+                key: key_bytes(&key),
+                value: Record {
+                    version,
+                    object: Some(object.clone()),
+                    recent: vec![],
+                }
+                .encode(),
+            }])
+            .unwrap();
+        let forward = ChainForward {
+            epoch: config.epoch,
+            from: hops[0].daemon,
+            space: space.id,
+            key,
+            version,
+            hops: hops.clone(),
+            position: 1,
+            object: Some(object),
+            client: ClientRef::BACKFILL,
+        };
+        SecondHop {
+            config,
+            hops,
+            member,
+            version,
+            net,
+            forward,
+        }
+    }
+
+    fn deliver(&mut self, msg: ChainMsg) {
+        self.net.cores.get_mut(&self.member).unwrap().on_chain(msg);
+        self.net.collect(self.member);
+    }
+
+    /// The third hop acknowledges the backfill.
+    fn ack_backfill(&mut self) {
+        let ack = ChainAck {
+            epoch: self.config.epoch,
+            from: self.hops[2].daemon,
+            space: self.config.spaces[0].id,
+            key: self.forward.key.clone(),
+            version: self.version,
+            region: self.hops[1].region,
+            position: 1,
+            backfill: true,
+        };
+        self.deliver(ChainMsg::Ack(ack));
+    }
+
+    /// Forwards and acknowledgements the member sent to `to`.
+    fn sent(&self, to: DaemonId) -> (usize, usize) {
+        let msgs = self.net.links.get(&(self.member, to)).into_iter().flatten();
+        msgs.fold((0, 0), |(f, a), m| match m {
+            ChainMsg::Forward(_) => (f + 1, a),
+            ChainMsg::Ack(_) => (f, a + 1),
+        })
+    }
+}
+
 /// A member relaying an update it committed (driven again in a later
 /// epoch) and holding a backfill of the same version (a backfill carries
 /// the version of the update that wrote the object) keeps the two apart:
@@ -2291,76 +2379,29 @@ fn a_revisit_clears_the_other_regions_of_a_building_part() {
 /// resent for ever and a global index that never finished building).
 #[test]
 fn a_backfill_acknowledgement_is_not_taken_by_a_relay_of_its_version() {
-    let config = Arc::new(config(3, 1, 2));
-    let space = &config.spaces[0];
-    let key = Value::Int(1);
-    let object = Object {
-        values: vec![key.clone(), Value::Int(1), Value::Int(1)],
-    };
     // Written in the epoch before the configuration's.
-    let version = Version::next(None, Epoch(config.epoch.0 - 1));
-    let hops = build_hops(&config, space, &key, None, Some(&object), None).unwrap();
-    assert!(hops.len() > 3);
-    let member = hops[1].daemon;
-    let kb = key_bytes(&key);
-    let mut net = Net::new(&config);
-    net.engines[&member]
-        .apply(vec![Write::Put {
-            region: hops[1].region,
-            key: kb.clone(),
-            value: Record {
-                version,
-                object: Some(object.clone()),
-                recent: vec![],
-            }
-            .encode(),
-        }])
-        .unwrap();
-    let forward = |client: ClientRef| ChainForward {
-        epoch: config.epoch,
-        from: hops[0].daemon,
-        space: space.id,
-        key: key.clone(),
-        version,
-        hops: hops.clone(),
-        position: 1,
-        object: Some(object.clone()),
-        client,
-    };
+    let mut t = SecondHop::new(|e| Epoch(e.0 - 1));
     let writer = ClientRef {
         client_id: 9,
         request_no: 1,
     };
-    let core = net.cores.get_mut(&member).unwrap();
     // The update driven again: committed here, so relayed.
-    core.on_chain(ChainMsg::Forward(forward(writer)));
+    t.deliver(ChainMsg::Forward(ChainForward {
+        client: writer,
+        ..t.forward.clone()
+    }));
     // Its object's backfill, at the same version: pending here.
-    core.on_chain(ChainMsg::Forward(forward(ClientRef::BACKFILL)));
-    net.collect(member);
-    net.links.clear();
-    // The next member acknowledges the backfill.
-    let ack = ChainAck {
-        epoch: config.epoch,
-        from: hops[2].daemon,
-        space: space.id,
-        key: key.clone(),
-        version,
-        region: hops[1].region,
-        position: 1,
-        backfill: true,
-    };
-    net.cores
-        .get_mut(&member)
-        .unwrap()
-        .on_chain(ChainMsg::Ack(ack));
-    net.collect(member);
-    let upstream: Vec<bool> = net
+    t.deliver(ChainMsg::Forward(t.forward.clone()));
+    t.net.links.clear();
+    t.ack_backfill();
+    let upstream: Vec<bool> = t
+        .net
         .links
-        .get(&(member, hops[0].daemon))
+        .get(&(t.member, t.hops[0].daemon))
         .into_iter()
         .flatten()
         .filter_map(|m| match m {
-            ChainMsg::Ack(a) if a.version == version => Some(a.backfill),
+            ChainMsg::Ack(a) if a.version == t.version => Some(a.backfill),
             _ => None,
         })
         .collect();
@@ -2375,110 +2416,46 @@ fn a_backfill_acknowledgement_is_not_taken_by_a_relay_of_its_version() {
 /// acknowledge it answers a copy sent again at once, instead of walking it
 /// down the chain again: on a long chain with lossy links every redrive
 /// otherwise started a new walk, and the copies in flight never died out
-/// (simulator seeds 141005088, 154005855). A new epoch forgets it.
+/// (simulator seeds 141005088, 154005855). A copy along other hops, or in
+/// a new epoch, walks on.
 #[test]
 fn a_backfill_passed_on_and_acknowledged_is_acknowledged_again_at_once() {
-    let config = Arc::new(config(3, 1, 2));
-    let space = &config.spaces[0];
-    let key = Value::Int(1);
-    let object = Object {
-        values: vec![key.clone(), Value::Int(1), Value::Int(1)],
-    };
-    let version = Version::next(None, config.epoch);
-    let hops = build_hops(&config, space, &key, None, Some(&object), None).unwrap();
-    let member = hops[1].daemon;
-    let mut net = Net::new(&config);
-    net.engines[&member]
-        .apply(vec![Write::Put {
-            region: hops[1].region,
-            key: key_bytes(&key),
-            value: Record {
-                version,
-                object: Some(object.clone()),
-                recent: vec![],
-            }
-            .encode(),
-        }])
-        .unwrap();
-    let backfill = ChainForward {
-        epoch: config.epoch,
-        from: hops[0].daemon,
-        space: space.id,
-        key: key.clone(),
-        version,
-        hops: hops.clone(),
-        position: 1,
-        object: Some(object.clone()),
-        client: ClientRef::BACKFILL,
-    };
-    let sent = |net: &Net, to: DaemonId| -> (usize, usize) {
-        let msgs = net.links.get(&(member, to)).into_iter().flatten();
-        msgs.fold((0, 0), |(f, a), m| match m {
-            ChainMsg::Forward(_) => (f + 1, a),
-            ChainMsg::Ack(_) => (f, a + 1),
-        })
-    };
-    let core = net.cores.get_mut(&member).unwrap();
-    core.on_chain(ChainMsg::Forward(backfill.clone()));
-    net.collect(member);
-    assert_eq!(sent(&net, hops[2].daemon), (1, 0), "passed on");
-    net.links.clear();
-    let ack = ChainAck {
-        epoch: config.epoch,
-        from: hops[2].daemon,
-        space: space.id,
-        key: key.clone(),
-        version,
-        region: hops[1].region,
-        position: 1,
-        backfill: true,
-    };
-    net.cores
-        .get_mut(&member)
-        .unwrap()
-        .on_chain(ChainMsg::Ack(ack));
-    net.collect(member);
-    assert_eq!(sent(&net, hops[0].daemon), (0, 1), "acknowledged upstream");
-    net.links.clear();
+    let mut t = SecondHop::new(|e| e);
+    let (upstream, downstream) = (t.hops[0].daemon, t.hops[2].daemon);
+    t.deliver(ChainMsg::Forward(t.forward.clone()));
+    assert_eq!(t.sent(downstream), (1, 0), "passed on");
+    t.net.links.clear();
+    t.ack_backfill();
+    assert_eq!(t.sent(upstream), (0, 1), "acknowledged upstream");
+    t.net.links.clear();
     // The same backfill again: acknowledged at once, not walked on.
-    net.cores
-        .get_mut(&member)
-        .unwrap()
-        .on_chain(ChainMsg::Forward(backfill.clone()));
-    net.collect(member);
-    assert_eq!(sent(&net, hops[2].daemon), (0, 0));
-    assert_eq!(sent(&net, hops[0].daemon), (0, 1));
-    net.links.clear();
+    t.deliver(ChainMsg::Forward(t.forward.clone()));
+    assert_eq!(t.sent(downstream), (0, 0));
+    assert_eq!(t.sent(upstream), (0, 1));
+    t.net.links.clear();
     // The same version along other hops after it (a revisit clearing
     // building regions): walked on.
-    let mut longer = backfill.clone();
+    let mut longer = t.forward.clone();
     longer.hops.push(tessera_protocol::Hop {
         write: HopWrite::Remove,
-        ..*hops.last().unwrap()
+        ..*t.hops.last().unwrap()
     });
-    net.cores
-        .get_mut(&member)
-        .unwrap()
-        .on_chain(ChainMsg::Forward(longer));
-    net.collect(member);
-    assert_eq!(sent(&net, hops[2].daemon), (1, 0));
-    net.links.clear();
+    t.deliver(ChainMsg::Forward(longer));
+    assert_eq!(t.sent(downstream), (1, 0));
+    t.net.links.clear();
     // In a new epoch it walks on again: the chain after it may differ.
-    let mut next = (*config).clone();
-    next.epoch = Epoch(config.epoch.0 + 1);
-    net.cores
-        .get_mut(&member)
+    let mut next = (*t.config).clone();
+    next.epoch = Epoch(t.config.epoch.0 + 1);
+    t.net
+        .cores
+        .get_mut(&t.member)
         .unwrap()
         .on_config(Arc::new(next.clone()));
-    net.collect(member);
-    net.links.clear();
-    net.cores
-        .get_mut(&member)
-        .unwrap()
-        .on_chain(ChainMsg::Forward(ChainForward {
-            epoch: next.epoch,
-            ..backfill
-        }));
-    net.collect(member);
-    assert_eq!(sent(&net, hops[2].daemon), (1, 0));
+    t.net.collect(t.member);
+    t.net.links.clear();
+    t.deliver(ChainMsg::Forward(ChainForward {
+        epoch: next.epoch,
+        ..t.forward.clone()
+    }));
+    assert_eq!(t.sent(downstream), (1, 0));
 }
