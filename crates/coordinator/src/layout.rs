@@ -1093,28 +1093,18 @@ impl ClusterState {
         // New replexes and hybrids: one daemon per region, beside no
         // region able to hold the same object where a daemon allows (the
         // rest move before the part is ready, see `repair`).
-        let mut added = Vec::with_capacity(missing_shapes.len());
-        let mut next_region = self.region_id_next;
-        for shape in missing_shapes {
-            let cells: usize = shape.splits.iter().map(|s| s.len() + 1).product();
-            let regions = (0..cells)
-                .map(|_| {
-                    next_region += 1;
-                    Region {
-                        id: RegionId(next_region - 1),
-                        chain: Vec::new(),
-                    }
-                })
-                .collect();
-            added.push(SubspaceLayout {
-                attrs: shape.attrs,
-                splits: shape.splits,
-                regions,
-                part: PartId(0), // Given below, once nothing can fail.
-                state: PartState::Building { progress: 0 },
-                kind: shape.kind,
-            });
-        }
+        let mut next_region = RegionId(self.region_id_next);
+        let mut added: Vec<SubspaceLayout> = missing_shapes
+            .into_iter()
+            .map(|shape| {
+                // The part id is given below, once nothing can fail.
+                shape.into_layout(
+                    PartId(0),
+                    PartState::Building { progress: 0 },
+                    &mut next_region,
+                )
+            })
+            .collect();
         if !added.is_empty() {
             let mut placer = self.placer()?;
             let beside = placer.place_added_replex_parts(
@@ -1132,7 +1122,7 @@ impl ClusterState {
                      then (add daemons if none holds no region of the other replexes)"
                 );
             }
-            self.region_id_next = next_region;
+            self.region_id_next = next_region.0;
         }
         let mut placer = if missing_subspaces.is_empty() && missing_globals.is_empty() {
             None
@@ -1295,9 +1285,13 @@ impl ClusterState {
     /// A dropping part leaves the configuration (its regions with it);
     /// false when it is not dropping (already gone, or never dropped).
     pub(crate) fn part_dropped(&mut self, space: SpaceId, part: PartId) -> bool {
-        let Some(s) = self.spaces.iter_mut().find(|s| s.id == space) else {
+        let Some(si) = self.spaces.iter().position(|s| s.id == space) else {
             return false;
         };
+        if !self.may_remove_parts(&self.spaces[si]) {
+            return false; // The leader proposes it again once it may.
+        }
+        let s = &mut self.spaces[si];
         if let Some(pos) = s
             .subspaces
             .iter()
@@ -1377,6 +1371,23 @@ impl ClusterState {
             return true;
         }
         false
+    }
+
+    /// Whether a dropping part of `space` may leave the configuration. In
+    /// a replex space only while the space is whole — every region has its
+    /// daemon and none is being rebuilt: until then a dropping replex or
+    /// hybrid may hold the only copy a rebuild needs (a region lost beyond
+    /// f is still found through it), and a rebuild planned before it
+    /// dropped may be reading it (simulator seed 150001597). Checked where
+    /// the removal applies, so that a proposal made before a region lost
+    /// its daemon changes nothing.
+    pub(crate) fn may_remove_parts(&self, space: &Space) -> bool {
+        space.desc.replex.is_none()
+            || space
+                .subspaces
+                .iter()
+                .flat_map(|l| &l.regions)
+                .all(|r| !r.chain.is_empty() && !self.rebuilds.iter().any(|b| b.region == r.id))
     }
 
     /// The parts of `space` that are dropping, for the leader to remove.
@@ -1674,18 +1685,7 @@ impl LayoutTally {
                             .values()
                             .filter(|d| d.state == DaemonState::Available)
                             .all(|d| self.epochs.get(&d.id).is_some_and(|e| *e >= since));
-                        // A replex or hybrid leaves only while every
-                        // region of its space has its daemon and none is
-                        // being rebuilt: until then it may hold the only
-                        // copy a rebuild needs (a region lost beyond f is
-                        // still found through it), and a rebuild planned
-                        // before it dropped may be reading it.
-                        let read = space.desc.replex.is_some()
-                            && (space.subspaces.iter().flat_map(|l| &l.regions).any(|r| {
-                                r.chain.is_empty()
-                                    || state.rebuilds.iter().any(|b| b.region == r.id)
-                            }));
-                        if everyone_knows && !read {
+                        if everyone_knows && state.may_remove_parts(space) {
                             out.push(Command::PartDropped {
                                 space: space.id,
                                 part: view.id,
@@ -1722,11 +1722,7 @@ impl LayoutTally {
         let entries = self.entries_done.get(&id).unwrap_or(&empty_entries);
         let mut total = 0;
         let mut done = 0;
-        use tessera_types::PartKind;
-        if matches!(
-            kind,
-            PartKind::Subspace | PartKind::GlobalIndex | PartKind::Replex | PartKind::Hybrid
-        ) {
+        if kind.built_by_key_walk() {
             for region in space.subspaces.first().map_or(&[][..], |l| &l.regions[..]) {
                 total += 1;
                 done += usize::from(keys.contains(&region.id));

@@ -376,9 +376,7 @@ pub fn replex_conflict(space: &Space) -> Option<(DaemonId, RegionId, RegionId)> 
 /// Whether moving region `index` of part `part` of `space` onto `daemon`
 /// would put it beside a region able to hold one of its objects (in a
 /// replex space without relaxed placement; never elsewhere).
-pub fn replex_move_conflicts(space: &Space, part: usize, index: usize, daemon: DaemonId) -> bool {
-    tessera_types::replex::beside_other_copies(space, part, index, daemon)
-}
+pub use tessera_types::replex::beside_other_copies as replex_move_conflicts;
 
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 {

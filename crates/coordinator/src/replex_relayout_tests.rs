@@ -221,6 +221,18 @@ fn a_dropping_part_stays_while_a_region_of_its_space_has_no_daemon() {
             .any(|c| matches!(c, Command::PartDropped { part, .. } if *part == hybrid))
     };
     assert!(!dropped(&tally.proposals(&state)));
+    // A removal proposed before the region lost its daemon changes
+    // nothing when it applies now.
+    let epoch = state.epoch;
+    state.apply(Command::PartDropped {
+        space: id,
+        part: hybrid,
+    });
+    assert_eq!(state.epoch, epoch);
+    assert_eq!(
+        state.spaces[0].part_state(hybrid),
+        Some(PartState::Dropping)
+    );
     // Back with its disk: the space is whole, the hybrid may go.
     let back = state.apply(Command::RegisterDaemon {
         id: Some(key_daemon),

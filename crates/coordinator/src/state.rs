@@ -995,17 +995,15 @@ impl ClusterState {
                 .iter()
                 .all(|l| !matches!(l.kind, SubspaceKind::Replex | SubspaceKind::Hybrid));
         };
-        let shape = |kind: SubspaceKind, attrs: &Vec<usize>, splits: &Vec<Vec<u64>>| {
-            (kind as u8, attrs.clone(), splits.clone())
-        };
-        let mut described: Vec<_> = tessera_types::replex::replex_shapes(&space.desc)
+        let shapes = tessera_types::replex::replex_shapes(&space.desc);
+        let mut described: Vec<_> = shapes
             .iter()
-            .map(|s| shape(s.kind, &s.attrs, &s.splits))
+            .map(|s| (s.kind as u8, &s.attrs, &s.splits))
             .collect();
         let mut laid_out: Vec<_> = space
             .subspaces
             .iter()
-            .map(|l| shape(l.kind, &l.attrs, &l.splits))
+            .map(|l| (l.kind as u8, &l.attrs, &l.splits))
             .collect();
         described.sort();
         laid_out.sort();
@@ -1111,12 +1109,21 @@ impl ClusterState {
             if building(&space.subspaces[k]) {
                 continue;
             }
-            let mut settled = space.clone();
-            for l in settled.subspaces.iter_mut().filter(|l| building(l)) {
-                for r in &mut l.regions {
-                    r.chain.clear();
+            // Judged without them (a copy of the space only while a
+            // relayout builds: this check runs after every command).
+            let settled_copy;
+            let settled = if space.subspaces.iter().any(building) {
+                let mut copy = space.clone();
+                for l in copy.subspaces.iter_mut().filter(|l| building(l)) {
+                    for r in &mut l.regions {
+                        r.chain.clear();
+                    }
                 }
-            }
+                settled_copy = copy;
+                &settled_copy
+            } else {
+                space
+            };
             let in_building = |region: RegionId| {
                 locate(space, region).is_some_and(|(q, _)| building(&space.subspaces[q]))
             };
@@ -1133,7 +1140,7 @@ impl ClusterState {
                 .filter(|t| !in_building(t.region))
                 .cloned()
                 .collect();
-            if rebuild_target_conflicts(&settled, k, i, b.to, &others, &transfers) {
+            if rebuild_target_conflicts(settled, k, i, b.to, &others, &transfers) {
                 return Err(CheckInvariantsError::RebuildTargetConflict {
                     rebuild: b.id,
                     daemon: b.to,

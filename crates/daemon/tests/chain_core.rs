@@ -1913,12 +1913,8 @@ fn anti_entropy_leaves_the_writes_of_an_update_in_flight() {
 /// stale copy for good).
 #[test]
 fn a_rebuilt_key_region_drives_an_update_a_lagging_source_missed() {
-    let first = Arc::new(config(3, 0, 4));
-    let space = first.spaces[0].clone();
     let key = 7;
-    let key_region_id = key_region(&space, &Value::Int(key)).unwrap().id;
-    let lost = key_region(&space, &Value::Int(key)).unwrap().chain[0];
-    let target = *first.daemons.keys().find(|d| **d != lost).unwrap();
+    let (first, space, key_region_id, target) = key_region_lost(key);
     let object = |a: i64| Object {
         values: vec![Value::Int(key), Value::Int(a), Value::Int(0)],
     };
@@ -1985,6 +1981,17 @@ fn a_rebuilt_key_region_drives_an_update_a_lagging_source_missed() {
         driven.contains(&newer),
         "the update the old region missed is driven again: {driven:?}"
     );
+}
+
+/// A cluster of three daemons without replication, the key region of
+/// `key`, and a daemon other than the one it loses, to rebuild it on.
+fn key_region_lost(key: i64) -> (Arc<Configuration>, Space, RegionId, DaemonId) {
+    let first = Arc::new(config(3, 0, 4));
+    let space = first.spaces[0].clone();
+    let region = key_region(&space, &Value::Int(key)).unwrap();
+    let (id, lost) = (region.id, region.chain[0]);
+    let target = *first.daemons.keys().find(|d| **d != lost).unwrap();
+    (first, space, id, target)
 }
 
 /// `first` with key region `region`'s chain set to `chain`, at `epoch`,
@@ -2185,12 +2192,8 @@ fn a_commit_forgets_the_writers_of_versions_its_update_skipped() {
 /// the key look new, and the rebuilt region dropped it).
 #[test]
 fn a_backfill_pending_at_a_source_is_no_update_in_flight() {
-    let first = Arc::new(config(3, 0, 4));
-    let space = first.spaces[0].clone();
     let key = 7;
-    let key_region_id = key_region(&space, &Value::Int(key)).unwrap().id;
-    let lost = key_region(&space, &Value::Int(key)).unwrap().chain[0];
-    let target = *first.daemons.keys().find(|d| **d != lost).unwrap();
+    let (first, _, key_region_id, target) = key_region_lost(key);
     let object = Object {
         values: vec![Value::Int(key), Value::Int(3), Value::Int(4)],
     };

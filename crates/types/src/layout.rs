@@ -54,6 +54,16 @@ impl PartKind {
             PartKind::Hybrid => "hybrid",
         }
     }
+
+    /// Whether a building part of this kind is filled by the key regions'
+    /// point leaders walking their keys (its regions are on the objects'
+    /// chains); a local index is filled where its entries live instead.
+    pub fn built_by_key_walk(self) -> bool {
+        matches!(
+            self,
+            PartKind::Subspace | PartKind::GlobalIndex | PartKind::Replex | PartKind::Hybrid
+        )
+    }
 }
 
 /// Where a part is in its lifecycle (see the module docs).

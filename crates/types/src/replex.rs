@@ -127,31 +127,44 @@ fn intersect(
 /// every chain empty (placement fills them). Returns the next free
 /// region id too.
 pub fn replex_layouts(desc: &SpaceDesc, first: RegionId) -> (Vec<SubspaceLayout>, RegionId) {
-    let mut next = first.0;
+    let mut next = first;
     let layouts = replex_shapes(desc)
         .into_iter()
         .enumerate()
-        .map(|(k, shape)| {
-            let cells: usize = shape.splits.iter().map(|s| s.len() + 1).product();
-            SubspaceLayout {
-                attrs: shape.attrs,
-                splits: shape.splits,
-                regions: (0..cells)
-                    .map(|_| {
-                        next += 1;
-                        Region {
-                            id: RegionId(next - 1),
-                            chain: Vec::new(),
-                        }
-                    })
-                    .collect(),
-                part: PartId(k as u64),
-                state: PartState::Ready,
-                kind: shape.kind,
-            }
-        })
+        .map(|(k, shape)| shape.into_layout(PartId(k as u64), PartState::Ready, &mut next))
         .collect();
-    (layouts, RegionId(next))
+    (layouts, next)
+}
+
+impl PartShape {
+    /// A layout of this shape: part `part` in `state`, its regions numbered
+    /// from `next` on (which moves past them), every chain empty
+    /// (placement fills them).
+    pub fn into_layout(
+        self,
+        part: PartId,
+        state: PartState,
+        next: &mut RegionId,
+    ) -> SubspaceLayout {
+        let cells: usize = self.splits.iter().map(|s| s.len() + 1).product();
+        let regions = (0..cells)
+            .map(|_| {
+                next.0 += 1;
+                Region {
+                    id: RegionId(next.0 - 1),
+                    chain: Vec::new(),
+                }
+            })
+            .collect();
+        SubspaceLayout {
+            attrs: self.attrs,
+            splits: self.splits,
+            regions,
+            part,
+            state,
+            kind: self.kind,
+        }
+    }
 }
 
 /// Whether region `i` of `p` and region `j` of `q` (two different parts)

@@ -34,16 +34,17 @@ impl ReplicaCore {
     /// and one that holds a newer version acknowledges it at once — that
     /// newer update is on its way to every region after it.
     ///
-    /// `revisit`: the key had an update under way when the part began to
-    /// build, drawn without it; in a replex space its backfill also clears
-    /// the key from the building parts' other regions, and a deleted key
-    /// is sent too, as a removal ([`revisit_hops`]).
+    /// `clear`: the key may have had an update under way when the part
+    /// began to build, drawn without it (a revisit, or a walk by a leader
+    /// that did not see the build begin); in a replex space its backfill
+    /// also clears the key from the building parts' other regions, and a
+    /// deleted key is sent too, as a removal ([`revisit_hops`]).
     pub fn backfill_key(
         &mut self,
         space: SpaceId,
         region: RegionId,
         key: &[u8],
-        revisit: bool,
+        clear: bool,
     ) -> BackfillStep {
         let config = self.config.clone();
         let Some(space) = config.space_by_id(space) else {
@@ -74,16 +75,16 @@ impl ReplicaCore {
         };
         // Only a replex space rebuilds regions, a building one among them,
         // from the other parts: elsewhere a building region holds nothing
-        // stale that the revisit would have to clear.
-        let revisit = revisit && space.desc.replex.is_some();
-        if record.object.is_none() && !revisit {
+        // stale to clear.
+        let clear = clear && space.desc.replex.is_some();
+        if record.object.is_none() && !clear {
             return BackfillStep::Done; // a tombstone: nothing to place
         }
         let Some(key_value) = tessera_types::coordinate::key_value(key) else {
             return BackfillStep::Done;
         };
         let object = record.object;
-        let hops = if revisit {
+        let hops = if clear {
             revisit_hops(space, &key_value, object.as_ref(), Some(record.version))
         } else {
             // No region is a stray here: every subspace puts the object home.

@@ -33,7 +33,7 @@ use super::{lock, shard_of, DaemonNode, Out, Output};
 use crate::core::BackfillStep;
 use std::sync::atomic::Ordering;
 use tessera_protocol::CoordRequest;
-use tessera_types::{PartId, PartKind, PartState, RegionId, Space, SpaceId};
+use tessera_types::{PartId, PartState, RegionId, Space, SpaceId};
 
 /// Objects rewritten through the chain per tick per daemon (about 1,000
 /// per second): each rewrite is an update through every subspace's
@@ -115,13 +115,7 @@ impl DaemonNode {
                 let mut keys_done = Vec::new();
                 // A global index, a replex and a hybrid fill like a
                 // subspace: their regions are on the objects' chains.
-                if matches!(
-                    part.kind,
-                    PartKind::Subspace
-                        | PartKind::GlobalIndex
-                        | PartKind::Replex
-                        | PartKind::Hybrid
-                ) {
+                if part.kind.built_by_key_walk() {
                     for region in space.subspaces.first().map_or(&[][..], |l| &l.regions) {
                         // A key region being refreshed waits: its restarted
                         // point leader may lack updates the other parts
@@ -364,32 +358,33 @@ impl DaemonNode {
         old: &tessera_types::Configuration,
         new: &tessera_types::Configuration,
     ) {
-        let leads = |config: &tessera_types::Configuration, space: SpaceId, region: RegionId| {
-            config
-                .space_by_id(space)
-                .and_then(|s| s.subspaces.first())
-                .and_then(|key| key.regions.iter().find(|r| r.id == region))
-                .is_some_and(|r| r.chain.first() == Some(&self.me))
-        };
-        let mut witnessed = lock(&self.witnessed);
         for space in &new.spaces {
-            let Some(key_subspace) = space.subspaces.first() else {
+            let building = space.parts().into_iter().filter(|p| {
+                matches!(p.state, PartState::Building { .. })
+                    && old
+                        .space_by_id(space.id)
+                        .is_none_or(|s| s.part_state(p.id).is_none())
+            });
+            let began: Vec<PartId> = building.map(|p| p.id).collect();
+            if began.is_empty() {
                 continue;
-            };
-            for part in space.parts() {
-                if !matches!(part.state, PartState::Building { .. }) {
-                    continue;
-                }
-                let existed = old
-                    .space_by_id(space.id)
-                    .is_some_and(|s| s.parts().iter().any(|p| p.id == part.id));
-                if existed {
-                    continue;
-                }
-                for region in &key_subspace.regions {
-                    if leads(new, space.id, region.id) && leads(old, space.id, region.id) {
-                        witnessed.insert((part.id, region.id));
-                    }
+            }
+            // Key regions this daemon leads now and led before.
+            let led_before: std::collections::HashSet<RegionId> = old
+                .space_by_id(space.id)
+                .and_then(|s| s.subspaces.first())
+                .map(|key| {
+                    key.regions
+                        .iter()
+                        .filter(|r| r.chain.first() == Some(&self.me))
+                        .map(|r| r.id)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut witnessed = lock(&self.witnessed);
+            for region in space.subspaces.first().map_or(&[][..], |k| &k.regions) {
+                if region.chain.first() == Some(&self.me) && led_before.contains(&region.id) {
+                    witnessed.extend(began.iter().map(|&part| (part, region.id)));
                 }
             }
         }
