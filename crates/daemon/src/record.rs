@@ -95,6 +95,16 @@ impl Record {
     pub fn decode(bytes: &[u8]) -> Result<Record, DecodeRecordError> {
         postcard::from_bytes(bytes).map_err(DecodeRecordError::Corrupt)
     }
+
+    /// The version of the record `bytes` encode, read without decoding the
+    /// rest (the version is the record's first field). The rest is not
+    /// checked: a record damaged after its version is refused by whatever
+    /// reads the rest.
+    pub fn decode_version(bytes: &[u8]) -> Result<Version, DecodeRecordError> {
+        postcard::take_from_bytes::<Version>(bytes)
+            .map(|(version, _)| version)
+            .map_err(DecodeRecordError::Corrupt)
+    }
 }
 
 #[cfg(test)]
@@ -152,6 +162,36 @@ mod tests {
             );
         }
         assert_eq!(Record::decode(&bytes).unwrap(), record);
+    }
+
+    /// The version read alone is the version the whole record decodes
+    /// with, for tombstones, objects and large versions alike.
+    #[test]
+    fn the_version_alone_is_the_records_version() {
+        for (version, object) in [
+            (0, None),
+            (1, Some(Object { values: vec![] })),
+            (u64::MAX, None),
+            (
+                (7 << 32) | 300,
+                Some(Object {
+                    values: vec![tessera_types::Value::str(&"x".repeat(300))],
+                }),
+            ),
+        ] {
+            let record = Record {
+                version: Version(version),
+                object,
+                recent: vec![writer(1, 2, version)],
+            };
+            let bytes = record.encode();
+            assert_eq!(
+                Record::decode_version(&bytes).unwrap(),
+                Record::decode(&bytes).unwrap().version
+            );
+        }
+        assert!(Record::decode_version(&[]).is_err());
+        assert!(Record::decode_version(&[0x80]).is_err());
     }
 
     #[test]

@@ -30,7 +30,7 @@ impl ReplicaCore {
             region,
             key: key.to_vec(),
         };
-        if let Err(e) = self.engine.apply(vec![write]) {
+        if let Err(e) = self.write(vec![write]) {
             self.fatal("collecting a tombstone", e);
             return false;
         }
@@ -61,7 +61,7 @@ impl ReplicaCore {
             region,
             key: key.to_vec(),
         };
-        if let Err(e) = self.engine.apply(vec![write]) {
+        if let Err(e) = self.write(vec![write]) {
             self.fatal("deleting a key a transfer replaced", e);
         }
     }

@@ -30,7 +30,7 @@ impl ReplicaCore {
             key: entry.key.clone(),
             value: entry.record.clone(),
         };
-        if let Err(e) = self.engine.apply(vec![write]) {
+        if let Err(e) = self.write(vec![write]) {
             self.fatal("storing a transferred record", e);
             return;
         }

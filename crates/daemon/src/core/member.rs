@@ -102,7 +102,7 @@ impl ReplicaCore {
         {
             return Ok(Some(v));
         }
-        Ok(self.load(state_key)?.map(|r| r.version))
+        self.load_version(state_key)
     }
 
     pub(super) fn apply_forward(&mut self, forward: ChainForward, replies: Vec<ReplyTo>) {
@@ -148,8 +148,8 @@ impl ReplicaCore {
                 }
                 return;
             }
-            let committed = match self.load(&state_key) {
-                Ok(record) => record.map(|r| r.version),
+            let committed = match self.load_version(&state_key) {
+                Ok(version) => version,
                 Err(e) => return self.fatal("reading a key's committed version", e),
             };
             // A backfill meets the version it carries committed in every
@@ -519,7 +519,7 @@ impl ReplicaCore {
                     key: state_key.1.clone(),
                     value,
                 };
-                if let Err(e) = self.engine.apply(vec![write]) {
+                if let Err(e) = self.write(vec![write]) {
                     // A daemon that cannot write must not acknowledge: stop here.
                     // Replication keeps the data; the daemon leaves its chains
                     // (`Effect::Fatal`) and the update is driven again along

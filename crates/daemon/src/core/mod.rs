@@ -35,12 +35,13 @@ use crate::record::{ReadRecordError, Record};
 use crate::shapes::Shapes;
 pub use backfill::BackfillStep;
 pub use repair::{Held, HeldKind};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
     ChainForward, ChainMsg, ClientRef, DaemonResponse, Status, TransferEntry, UpdateRequest,
 };
-use tessera_storage::Engine;
+use tessera_storage::{Engine, StorageError};
 use tessera_types::{
     Configuration, DaemonId, Epoch, Object, RegionDirectory, RegionId, SubspaceKind, Version,
 };
@@ -176,6 +177,15 @@ pub struct ReplicaCore {
     /// commit asks which subspace its region is in.
     directory: RegionDirectory,
     engine: Arc<dyn Engine>,
+    /// The stored bytes of the key read last, while one message is
+    /// handled: handling an update reads its key's record up to four times
+    /// (the point leader: a retry's check, the object to evaluate, the
+    /// applied version; every member: the applied version, then the record
+    /// a commit merges), each a search of fjall's memtable. Forgotten at
+    /// every write of the core and when its effects are taken (the end of
+    /// a message), so nothing written outside the core between two
+    /// messages is missed.
+    stored: RefCell<Option<(StateKey, Option<Vec<u8>>)>>,
     keys: BTreeMap<StateKey, KeyState>,
     /// Chain messages stamped with an epoch newer than ours, held until our
     /// configuration catches up.
@@ -239,6 +249,7 @@ impl ReplicaCore {
             me,
             shapes: None,
             engine,
+            stored: RefCell::new(None),
             keys: BTreeMap::new(),
             future: Vec::new(),
             local: VecDeque::new(),
@@ -269,6 +280,7 @@ impl ReplicaCore {
 
     /// Takes the effects produced so far.
     pub fn drain_effects(&mut self) -> Vec<Effect> {
+        self.stored.take();
         std::mem::take(&mut self.effects)
     }
 
@@ -356,9 +368,41 @@ impl ReplicaCore {
         self.keys.get_mut(state_key)?.pending.get_mut(&version)
     }
 
-    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, ReadRecordError> {
+    /// Runs `f` on the stored bytes of the key's record (none: no record),
+    /// read once per message (see `stored`).
+    fn with_stored<T>(
+        &self,
+        state_key: &StateKey,
+        f: impl FnOnce(Option<&[u8]>) -> Result<T, ReadRecordError>,
+    ) -> Result<T, ReadRecordError> {
+        if let Some((key, bytes)) = &*self.stored.borrow() {
+            if key == state_key {
+                return f(bytes.as_deref());
+            }
+        }
         let bytes = self.engine.get(state_key.0, &state_key.1)?;
-        Ok(bytes.map(|b| Record::decode(&b)).transpose()?)
+        let result = f(bytes.as_deref());
+        *self.stored.borrow_mut() = Some((state_key.clone(), bytes));
+        result
+    }
+
+    fn load(&self, state_key: &StateKey) -> Result<Option<Record>, ReadRecordError> {
+        self.with_stored(state_key, |bytes| {
+            Ok(bytes.map(Record::decode).transpose()?)
+        })
+    }
+
+    /// The version of the key's stored record, without decoding its object.
+    fn load_version(&self, state_key: &StateKey) -> Result<Option<Version>, ReadRecordError> {
+        self.with_stored(state_key, |bytes| {
+            Ok(bytes.map(Record::decode_version).transpose()?)
+        })
+    }
+
+    /// Writes through the engine, forgetting the bytes read last.
+    fn write(&self, writes: Vec<tessera_storage::Write>) -> Result<(), StorageError> {
+        self.stored.take();
+        self.engine.apply(writes)
     }
 
     // ------------------------------------------------------------ effects

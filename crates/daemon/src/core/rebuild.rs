@@ -283,7 +283,7 @@ impl ReplicaCore {
                 key: state_key.1.clone(),
             },
         };
-        match self.engine.apply(vec![write]) {
+        match self.write(vec![write]) {
             Ok(()) => true,
             Err(e) => {
                 self.fatal("storing a rebuilt record", e);
