@@ -281,6 +281,12 @@ impl Client {
             .await?;
         match attempts.answer_read(&mut answer, deadline).await? {
             DaemonResponse::Found { version, object } => {
+                let object = object.decode().map_err(|e| {
+                    Step::Fail(ClientError::new(
+                        Status::ServerError,
+                        format!("a daemon returned a malformed object: {e}"),
+                    ))
+                })?;
                 check_shape(&space.desc, &object)?;
                 Ok(Some((version, object)))
             }

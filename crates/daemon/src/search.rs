@@ -13,6 +13,7 @@
 use crate::auth::{self, Credentials};
 use crate::chain::{check_key, key_region};
 use crate::index::{self, Access, PageBounds};
+use crate::index::stored_object;
 use crate::record::Record;
 use tessera_protocol::{Auth, AuthOp, DaemonResponse, ObjectBytes, SearchAfter, SortBy, Status};
 use tessera_storage::{Engine, IndexRange};
@@ -83,33 +84,51 @@ pub fn get_committed(
             "this daemon is not the key's point leader",
         ));
     }
-    let record = match engine
+    let Some(bytes) = engine
         .get(region.id, &key_bytes(key))
         .map_err(ReadFailed::of)?
-    {
-        Some(bytes) => Some(Record::decode(&bytes).map_err(ReadFailed::of)?),
-        None => None,
+    else {
+        return Ok(get_answer(&space.desc, auth, None));
     };
-    let object = record.as_ref().and_then(|r| r.object.as_ref());
     let desc = &space.desc;
+    if !desc.authorization {
+        // The object's bytes as stored: nothing is decoded but the
+        // record's version (the client decodes the object).
+        let (version, view) = stored_object(&bytes).map_err(ReadFailed::of)?;
+        return Ok(match view {
+            Some(view) => DaemonResponse::Found {
+                version,
+                object: ObjectBytes::from_view(view),
+            },
+            None => get_answer(desc, auth, None),
+        });
+    }
+    let record = Record::decode(&bytes).map_err(ReadFailed::of)?;
+    Ok(get_answer(desc, auth, Some(record)))
+}
+
+/// The answer to a get that found `record` (none: no record), in a space
+/// that may check authorization and strip the secret.
+fn get_answer(desc: &SpaceDesc, auth: &Auth, record: Option<Record>) -> DaemonResponse {
+    let object = record.as_ref().and_then(|r| r.object.as_ref());
     if desc.authorization {
         let authorized =
             Credentials::parse(auth).and_then(|c| c.authorize_object(desc, object, AuthOp::Read));
         if let Err(e) = authorized {
-            return Ok(failed(Status::Unauthorized, e.to_string()));
+            return failed(Status::Unauthorized, e.to_string());
         }
     }
-    Ok(match record {
+    match record {
         Some(Record {
             version,
             object: Some(object),
             ..
         }) => DaemonResponse::Found {
             version,
-            object: auth::strip(desc, object),
+            object: ObjectBytes::encode(&auth::strip(desc, object)),
         },
         _ => failed(Status::NotFound, "no object has this key"),
-    })
+    }
 }
 
 /// Which objects a search may return: all of them, or on a space `with

@@ -381,7 +381,7 @@ fn a_rebuilt_point_leader_takes_updates_pending_at_later_parts() {
         );
         match got {
             Some(DaemonResponse::Found { object, .. }) => {
-                assert_eq!(object.values[1], Value::Int(key))
+                assert_eq!(object.decode().unwrap().values[1], Value::Int(key))
             }
             other => panic!("key {key}: {other:?}"),
         }

@@ -193,7 +193,7 @@ fn messages() -> Vec<Message> {
             6,
             DaemonResponse::Found {
                 version: Version(8),
-                object: samples::object(),
+                object: ObjectBytes::encode(&samples::object()),
             },
         ),
         response(7, DaemonResponse::Done),

@@ -508,8 +508,13 @@ pub enum DaemonResponse {
     /// The request named another epoch than the daemon's; retry after
     /// fetching a configuration at least as new as `epoch`.
     WrongEpoch { epoch: Epoch },
-    /// A get found this committed object.
-    Found { version: Version, object: Object },
+    /// A get found this committed object: its bytes as the daemon stored
+    /// them (not decoded and encoded again), which the client checks as it
+    /// decodes them.
+    Found {
+        version: Version,
+        object: ObjectBytes,
+    },
     /// The update was applied on every replica of every subspace.
     Done,
     /// The operation did not happen: NOTFOUND, UNKNOWNSPACE, WRONGTYPE,

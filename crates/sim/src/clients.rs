@@ -317,12 +317,13 @@ fn hear(op: KvOp, resp: &DaemonResponse) -> Heard {
     match (resp, op) {
         (DaemonResponse::Done, KvOp::Get) => Heard::Retry,
         (DaemonResponse::Done, _) => Heard::Result(KvResult::Ok),
-        (DaemonResponse::Found { object, .. }, KvOp::Get) => {
-            match (&object.values[1], &object.values[2]) {
+        (DaemonResponse::Found { object, .. }, KvOp::Get) => match object.decode() {
+            Ok(object) => match (&object.values[1], &object.values[2]) {
                 (Value::Int(a), Value::Int(b)) => Heard::Result(KvResult::Value(*a, *b)),
                 _ => Heard::Unexpected,
-            }
-        }
+            },
+            Err(_) => Heard::Unexpected,
+        },
         (DaemonResponse::CmpFail { .. }, _) => Heard::Result(KvResult::CmpFail),
         (DaemonResponse::Failed { status, .. }, _) => match status {
             Status::NotFound => Heard::Result(KvResult::NotFound),
