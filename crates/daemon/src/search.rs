@@ -12,8 +12,8 @@
 
 use crate::auth::{self, Credentials};
 use crate::chain::{check_key, key_region};
-use crate::index::{self, Access, PageBounds};
 use crate::index::stored_object;
+use crate::index::{self, Access, PageBounds};
 use crate::record::Record;
 use tessera_protocol::{Auth, AuthOp, DaemonResponse, ObjectBytes, SearchAfter, SortBy, Status};
 use tessera_storage::{Engine, IndexRange};

@@ -120,7 +120,11 @@ impl FjallEngine {
                 break;
             };
             match std::fs::File::open(&journal) {
-                Ok(file) => return file.sync_data().map_err(|e| StorageError::Sync(Arc::new(e))),
+                Ok(file) => {
+                    return file
+                        .sync_data()
+                        .map_err(|e| StorageError::Sync(Arc::new(e)))
+                }
                 // Sealed and deleted since the listing: list again.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(StorageError::Sync(Arc::new(e))),
