@@ -322,34 +322,93 @@ pub async fn scan_share(
 }
 
 /// Get and put latency distributions.
+#[allow(clippy::too_many_arguments)]
 pub async fn latency(
     records: u64,
     operations: u64,
     runs: usize,
+    store: &str,
+    baseline_port: u16,
     c: &ClusterSpec,
     load: &Load,
 ) -> anyhow::Result<()> {
     let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
-    let runs = with_cluster(c, async |coordinator: &str| {
-        let mut all = Vec::new();
-        for run in 1..=runs.max(1) {
-            let mut rs =
-                scenarios::latency(coordinator, records, operations, workers, partitions, limit)
-                    .await?;
-            if runs > 1 {
-                for r in &mut rs {
-                    r.phase = format!("{} #{run}", r.phase);
-                }
+    let (tessera, hyperdex) = match store {
+        "tessera" => (true, false),
+        "hyperdex" => (false, true),
+        "both" => (true, true),
+        other => anyhow::bail!("unknown store {other:?} (tessera, hyperdex, both)"),
+    };
+    let runs = runs.max(1);
+    let number = |run: usize, mut rs: Vec<PhaseResult>| {
+        if runs > 1 {
+            for r in &mut rs {
+                r.phase = format!("{} #{run}", r.phase);
             }
-            all.push(rs);
         }
-        Ok(all)
-    })
-    .await?;
-    let results: Vec<PhaseResult> = runs.iter().flatten().cloned().collect();
+        rs
+    };
+    // Each system's runs: `runs[i]` holds run i's phases.
+    let mut per_store: Vec<Vec<Vec<PhaseResult>>> = Vec::new();
+    if tessera {
+        let mine = with_cluster(c, async |coordinator: &str| {
+            let mut all = Vec::new();
+            for run in 1..=runs {
+                let rs = scenarios::latency(
+                    coordinator,
+                    records,
+                    operations,
+                    workers,
+                    partitions,
+                    limit,
+                )
+                .await?;
+                all.push(number(run, rs));
+            }
+            Ok(all)
+        })
+        .await?;
+        per_store.push(mine);
+    }
+    if hyperdex {
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-bench-hyperdex-")
+            .tempdir()?;
+        let mut server = baselines::start_hyperdex(dir.path(), baseline_port).await?;
+        eprintln!("bench: hyperdex ({})", server.durability);
+        let theirs = async {
+            let cluster = server.hyperdex().context("a HyperDex cluster")?;
+            let mut all = Vec::new();
+            for run in 1..=runs {
+                // A fresh space per run, as Tessera's.
+                let name = format!("bench_latency{run}");
+                let store: Arc<dyn Store> =
+                    Arc::new(cluster.usertable(&name, 10, partitions).await?);
+                let rs =
+                    scenarios::latency_phases(store, records, operations, workers, limit).await?;
+                all.push(number(run, rs));
+            }
+            anyhow::Ok(all)
+        }
+        .await;
+        tokio::task::block_in_place(|| server.stop());
+        per_store.push(theirs?);
+    }
+    let results: Vec<PhaseResult> = per_store.iter().flatten().flatten().cloned().collect();
     print!("{}", results_table(&results));
-    if runs.len() > 1 {
-        print!("\n{}", spread_table(&runs));
+    if runs > 1 {
+        for store_runs in &per_store {
+            print!("\n{}", spread_table(store_runs));
+        }
+    }
+    if let [ours, theirs] = per_store.as_slice() {
+        let ours: Vec<PhaseResult> = ours.iter().flatten().cloned().collect();
+        let theirs: Vec<PhaseResult> = theirs.iter().flatten().cloned().collect();
+        println!("\nTessera ÷ HyperDex, run by run (latency ratios above 1: Tessera slower)");
+        print!(
+            "{}",
+            scenarios::ratio_table(&scenarios::ratios(&ours, &theirs))
+        );
     }
     write_json(&load.json, &serde_json::json!({ "results": results }))
 }

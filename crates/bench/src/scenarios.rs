@@ -658,6 +658,21 @@ pub async fn latency(
 ) -> anyhow::Result<Vec<PhaseResult>> {
     let name = "bench_latency";
     let (admin, store) = fresh_usertable(coordinator, name, partitions).await?;
+    let results = latency_phases(store, records, operations, workers, time_limit).await?;
+    admin.rm_space(name).await?;
+    Ok(results)
+}
+
+/// The phases of [`latency`] on `store`, a fresh usertable of any system:
+/// load `records`, then `operations` gets and one-field updates with one
+/// in flight, then with `workers` in flight.
+pub async fn latency_phases(
+    store: Arc<dyn Store>,
+    records: u64,
+    operations: u64,
+    workers: usize,
+    time_limit: Duration,
+) -> anyhow::Result<Vec<PhaseResult>> {
     let mut results = Vec::new();
     for inflight in [1, workers.max(1)] {
         let size = key_only_size(records, operations, inflight, time_limit);
@@ -667,7 +682,6 @@ pub async fn latency(
         }
         results.extend(rs);
     }
-    admin.rm_space(name).await?;
     Ok(results)
 }
 

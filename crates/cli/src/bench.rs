@@ -201,6 +201,13 @@ enum Scenario {
         /// report each phase's spread over the runs.
         #[arg(long, default_value_t = 1)]
         runs: usize,
+        /// tessera, hyperdex (started for the run), or both, one after the
+        /// other, with the ratios of their throughput and latencies.
+        #[arg(long, default_value = "tessera")]
+        store: String,
+        /// Port of the HyperDex cluster `--store` starts.
+        #[arg(long, default_value_t = 19900)]
+        baseline_port: u16,
         #[command(flatten)]
         cluster: ClusterArgs,
         #[command(flatten)]
@@ -600,9 +607,23 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             records,
             operations,
             runs: repeat,
+            store,
+            baseline_port,
             cluster,
             load,
-        } => runs::latency(records, operations, repeat, &cluster.spec(), &load.load()).await,
+        } => {
+            let (cluster, load) = (cluster.spec(), load.load());
+            runs::latency(
+                records,
+                operations,
+                repeat,
+                &store,
+                baseline_port,
+                &cluster,
+                &load,
+            )
+            .await
+        }
         Scenario::AuthCost {
             cost,
             cluster,

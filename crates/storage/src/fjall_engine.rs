@@ -102,12 +102,13 @@ impl FjallEngine {
     /// The interval's fsync, without fjall's journal lock. fjall's own
     /// `persist` holds the lock through the fsync, so every commit of every
     /// writer waited for it: with [`Durability::Interval`] each 200 ms fsync
-    /// stalled the whole daemon (put p99.9 at 16 in flight 13–58 ms with
-    /// it, 1.4–5.9 ms without any fsync; docs/BENCHMARKS.md, "Interval
-    /// fsyncs"). An fsync covers the file, not the descriptor: opening the
-    /// active journal anew and syncing that makes durable every batch that
-    /// reached the operating system (each commit writes its batch out of
-    /// fjall's buffer) while commits go on. Sealed journals were fsynced
+    /// stalled the whole daemon (the median put p99.9 at 16 in flight over
+    /// 5 runs went from 12.9 and 15.9 ms to 9.4 and 3.9 ms without the
+    /// stall; docs/BENCHMARKS.md, "Interval fsyncs"). An fsync covers the
+    /// file, not the descriptor: opening the active journal anew and
+    /// syncing that makes durable every batch that reached the operating
+    /// system (each commit writes its batch out of fjall's buffer) while
+    /// commits go on. Sealed journals were fsynced
     /// by fjall when it sealed them; one sealed between the listing and
     /// the fsync is synced by that sealing, and the batches of the journal
     /// that replaced it by the next interval.
