@@ -175,6 +175,26 @@ pub async fn ycsb(
     .await
 }
 
+/// Runs `body` on a HyperDex cluster (a coordinator and 3 daemons) started
+/// on 127.0.0.1:`port` for it, and stops the cluster whatever `body`
+/// returns.
+async fn with_hyperdex<T>(
+    port: u16,
+    body: impl AsyncFnOnce(&baselines::HyperdexCluster) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let dir = tempfile::Builder::new()
+        .prefix("tessera-bench-hyperdex-")
+        .tempdir()?;
+    let mut server = baselines::start_hyperdex(dir.path(), port).await?;
+    eprintln!("bench: hyperdex ({})", server.durability);
+    let result = match server.hyperdex() {
+        Some(cluster) => body(cluster).await,
+        None => Err(anyhow::anyhow!("not a HyperDex cluster")),
+    };
+    tokio::task::block_in_place(|| server.stop());
+    result
+}
+
 /// Put latency and throughput with 0 to `max` non-key subspaces, on
 /// Tessera, on HyperDex (`store` "hyperdex", started for the run on
 /// `baseline_port`), or on both one after the other ("both"), with each
@@ -206,13 +226,7 @@ pub async fn subspaces(
         results.extend(mine);
     }
     if hyperdex {
-        let dir = tempfile::Builder::new()
-            .prefix("tessera-bench-hyperdex-")
-            .tempdir()?;
-        let mut server = baselines::start_hyperdex(dir.path(), baseline_port).await?;
-        eprintln!("bench: hyperdex ({})", server.durability);
-        let theirs = async {
-            let cluster = server.hyperdex().context("a HyperDex cluster")?;
+        let theirs = with_hyperdex(baseline_port, async |cluster| {
             let mut theirs = Vec::new();
             for &k in &counts {
                 let name = format!("bench_sub{k}");
@@ -220,11 +234,9 @@ pub async fn subspaces(
                 let store: Arc<dyn Store> = Arc::new(cluster.space(&name, &description).await?);
                 theirs.push(scenarios::subspaces_phase(store, k, records, workers, limit).await?);
             }
-            anyhow::Ok(theirs)
-        }
-        .await;
-        tokio::task::block_in_place(|| server.stop());
-        let theirs = theirs?;
+            Ok(theirs)
+        })
+        .await?;
         slopes.push(scenarios::subspace_slope("hyperdex", &theirs));
         results.extend(theirs);
     }
@@ -371,13 +383,7 @@ pub async fn latency(
         per_store.push(mine);
     }
     if hyperdex {
-        let dir = tempfile::Builder::new()
-            .prefix("tessera-bench-hyperdex-")
-            .tempdir()?;
-        let mut server = baselines::start_hyperdex(dir.path(), baseline_port).await?;
-        eprintln!("bench: hyperdex ({})", server.durability);
-        let theirs = async {
-            let cluster = server.hyperdex().context("a HyperDex cluster")?;
+        let theirs = with_hyperdex(baseline_port, async |cluster| {
             let mut all = Vec::new();
             for run in 1..=runs {
                 // A fresh space per run, as Tessera's.
@@ -388,11 +394,10 @@ pub async fn latency(
                     scenarios::latency_phases(store, records, operations, workers, limit).await?;
                 all.push(number(run, rs));
             }
-            anyhow::Ok(all)
-        }
-        .await;
-        tokio::task::block_in_place(|| server.stop());
-        per_store.push(theirs?);
+            Ok(all)
+        })
+        .await?;
+        per_store.push(theirs);
     }
     let results: Vec<PhaseResult> = per_store.iter().flatten().flatten().cloned().collect();
     print!("{}", results_table(&results));
