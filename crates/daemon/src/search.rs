@@ -15,7 +15,9 @@ use crate::chain::{check_key, key_region};
 use crate::index::stored_object;
 use crate::index::{self, Access, PageBounds};
 use crate::record::Record;
-use tessera_protocol::{Auth, AuthOp, DaemonResponse, ObjectBytes, SearchAfter, SortBy, Status};
+use tessera_protocol::{
+    Auth, AuthOp, DaemonRequest, DaemonResponse, ObjectBytes, SearchAfter, SortBy, Status,
+};
 use tessera_storage::{Engine, IndexRange};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::lookup::after_prefix;
@@ -263,6 +265,34 @@ fn access_for(
 /// `limit`.
 fn page_objects(limit: Option<u64>, max: usize) -> usize {
     limit.map_or(max, |l| usize::try_from(l).unwrap_or(usize::MAX).min(max))
+}
+
+/// Whether the page `request` asks for is bounded by its object count
+/// ([`index::walk_is_bounded`]), so that reading it is as short as a get:
+/// a search of a space without authorization (whose filter may drop what
+/// the walk returns) through a key read or an index that answers its
+/// checks. Anything else is not: a scan, a keys-only search, a lookup.
+pub fn search_is_bounded(view: &ReadView<'_>, request: &DaemonRequest) -> bool {
+    let DaemonRequest::Search {
+        space,
+        region,
+        checks,
+        sort,
+        limit,
+        ..
+    } = request
+    else {
+        return false;
+    };
+    let Some(desc) = view.config.space_by_id(*space).map(|s| &s.desc) else {
+        return false;
+    };
+    if desc.authorization {
+        return false;
+    }
+    let wanted = page_objects(*limit, PAGE_OBJECTS_MAX);
+    let access = access_for(view, *space, *region, checks, *sort, wanted);
+    index::walk_is_bounded(desc, &access, checks)
 }
 
 /// One page of a search (`DaemonRequest::Search`).

@@ -128,6 +128,25 @@ fn key_equality(desc: &SpaceDesc, checks: &[Check]) -> Option<Vec<u8>> {
     })
 }
 
+/// Whether a page read through `access` returns what it walks: nothing,
+/// a key read (one object), or an index walk whose slot answers every
+/// check with its interval, so that each entry walked is a match but for
+/// stale entries and hash collisions. Such a page costs about its object
+/// count, like a get; any other walk may read a whole region to fill it.
+pub fn walk_is_bounded(desc: &SpaceDesc, access: &Access, checks: &[Check]) -> bool {
+    match access {
+        Access::Nothing | Access::Key(_) => true,
+        Access::Scan => false,
+        Access::Index { slot, .. } => checks.iter().all(|check| {
+            slot.serves(check)
+                && desc
+                    .attrs
+                    .get(check.attr)
+                    .is_some_and(|a| slot_interval(slot, check, a.dtype).is_some())
+        }),
+    }
+}
+
 /// Picks how a search with `checks` (and `sort`, `limit`) reads a region
 /// of `desc`'s space at `place` (see [`place_of`]). A check on a document
 /// path counts when a complete path index serves it ([`Slot::serves`]),

@@ -36,7 +36,7 @@ mod entry;
 mod page;
 mod slot;
 
-pub use access::{choose_access, place_in, place_of, Access, RegionPlace, Walk};
+pub use access::{choose_access, place_in, place_of, walk_is_bounded, Access, RegionPlace, Walk};
 pub use engine::IndexedEngine;
 pub use entry::{entry, entry_bounds, entry_parts, object_entries, ordered_entry};
 pub use page::{key_order_page, sorted_page, stored_object, Match, PageBounds, ReadPageError};

@@ -293,6 +293,54 @@ mod tests {
         assert!(!Slot::Attr(1).serves(&eq(1, Some("a.b[1]"))));
     }
 
+    /// A page is bounded when its walk returns what it walks: a key read,
+    /// nothing, or an index that answers every check; a scan, or a walk
+    /// whose other checks may drop what it reads, is not.
+    #[test]
+    fn only_walks_that_return_what_they_read_are_bounded() {
+        use crate::index::access::walk_is_bounded;
+        let desc = parse_space("space s key int k attributes string a, int n").expect("valid");
+        let place = RegionPlace {
+            subspace: 0,
+            cell: Default::default(),
+            complete: vec![Slot::Attr(1), Slot::Attr(2)],
+        };
+        let bounded = |checks: &[Check]| {
+            let access = choose_access(&desc, &place, checks, None, None);
+            walk_is_bounded(&desc, &access, checks)
+        };
+        let n = |op| Check::new(2, op);
+        assert!(bounded(&[Check::new(0, PredOp::Eq(Value::Int(3)))]));
+        assert!(bounded(&[n(PredOp::Eq(Value::Int(3)))]));
+        assert!(bounded(&[
+            n(PredOp::Ge(Value::Int(3))),
+            n(PredOp::Lt(Value::Int(9)))
+        ]));
+        assert!(bounded(&[Check::new(1, PredOp::Eq(Value::str("x")))]));
+        // Contradicting checks: nothing is read.
+        assert!(bounded(&[
+            n(PredOp::Gt(Value::Int(5))),
+            n(PredOp::Lt(Value::Int(5)))
+        ]));
+        // The walk on n returns objects the check on a may drop.
+        assert!(!bounded(&[
+            n(PredOp::Eq(Value::Int(3))),
+            Check::new(1, PredOp::Regex("^x".into()))
+        ]));
+        // No check: every object of the region.
+        assert!(!bounded(&[]));
+        assert!(!walk_is_bounded(&desc, &Access::Scan, &[]));
+        // A region without the index scans.
+        let bare = RegionPlace {
+            subspace: 0,
+            cell: Default::default(),
+            complete: vec![],
+        };
+        let checks = [n(PredOp::Eq(Value::Int(3)))];
+        let access = choose_access(&desc, &bare, &checks, None, None);
+        assert!(!walk_is_bounded(&desc, &access, &checks));
+    }
+
     #[test]
     fn searches_walk_a_complete_path_index_equality_first() {
         let desc = parse_space("space s key int k attributes document d, int n").expect("valid");
