@@ -175,6 +175,17 @@ pub async fn ycsb(
     .await
 }
 
+/// Which of Tessera and HyperDex a scenario's `--store` names: "tessera",
+/// "hyperdex" or "both".
+fn tessera_and_hyperdex(store: &str) -> anyhow::Result<(bool, bool)> {
+    Ok(match store {
+        "tessera" => (true, false),
+        "hyperdex" => (false, true),
+        "both" => (true, true),
+        other => anyhow::bail!("unknown store {other:?} (tessera, hyperdex, both)"),
+    })
+}
+
 /// Runs `body` on a HyperDex cluster (a coordinator and 3 daemons) started
 /// on 127.0.0.1:`port` for it, and stops the cluster whatever `body`
 /// returns.
@@ -209,12 +220,7 @@ pub async fn subspaces(
 ) -> anyhow::Result<()> {
     let counts: Vec<usize> = (0..=max).collect();
     let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
-    let (tessera, hyperdex) = match store {
-        "tessera" => (true, false),
-        "hyperdex" => (false, true),
-        "both" => (true, true),
-        other => anyhow::bail!("unknown store {other:?} (tessera, hyperdex, both)"),
-    };
+    let (tessera, hyperdex) = tessera_and_hyperdex(store)?;
     let mut results = Vec::new();
     let mut slopes = Vec::new();
     if tessera {
@@ -345,12 +351,7 @@ pub async fn latency(
     load: &Load,
 ) -> anyhow::Result<()> {
     let (workers, partitions, limit) = (load.workers, c.partitions, load.time_limit);
-    let (tessera, hyperdex) = match store {
-        "tessera" => (true, false),
-        "hyperdex" => (false, true),
-        "both" => (true, true),
-        other => anyhow::bail!("unknown store {other:?} (tessera, hyperdex, both)"),
-    };
+    let (tessera, hyperdex) = tessera_and_hyperdex(store)?;
     let runs = runs.max(1);
     let number = |run: usize, mut rs: Vec<PhaseResult>| {
         if runs > 1 {

@@ -108,10 +108,10 @@ impl FjallEngine {
     /// file, not the descriptor: opening the active journal anew and
     /// syncing that makes durable every batch that reached the operating
     /// system (each commit writes its batch out of fjall's buffer) while
-    /// commits go on. Sealed journals were fsynced
-    /// by fjall when it sealed them; one sealed between the listing and
-    /// the fsync is synced by that sealing, and the batches of the journal
-    /// that replaced it by the next interval.
+    /// commits go on. Sealed journals were fsynced by fjall when it sealed
+    /// them; one sealed between the listing and the fsync is synced by
+    /// that sealing, and the batches of the journal that replaced it by
+    /// the next interval.
     fn sync_unlocked(&self) -> Result<(), StorageError> {
         // What an earlier commit may have left in fjall's buffer (none
         // does today) reaches the operating system first; no fsync.

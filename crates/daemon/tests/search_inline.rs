@@ -1,0 +1,149 @@
+//! Which search pages a daemon answers on the request's own task and
+//! which it hands out as jobs, driven directly as the shell drives it: a
+//! page that returns what it walks (an index that answers every check)
+//! is answered at once, any other page is a job; both answer what a
+//! filter over every stored object finds.
+
+mod common;
+
+use common::REGION;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_daemon::core::ReplyTo;
+use tessera_daemon::index::IndexedEngine;
+use tessera_daemon::node::{DaemonNode, Output};
+use tessera_daemon::record::Record;
+use tessera_protocol::{DaemonRequest, DaemonResponse};
+use tessera_storage::{Engine, MemoryEngine, Write};
+use tessera_types::parse::parse_space;
+use tessera_types::{
+    Check, Epoch, IndexPart, Object, PartId, PartState, PredOp, SpaceId, Value, Version,
+};
+
+const OBJECTS: i64 = 200;
+
+/// Object `k` is `(k, k % 7, k % 3)`.
+fn object(k: i64) -> Object {
+    Object {
+        values: vec![Value::Int(k), Value::Int(k % 7), Value::Int(k % 3)],
+    }
+}
+
+/// One daemon holding the one region of a space indexed on `b`, not on `c`.
+fn start() -> DaemonNode {
+    let mut desc = parse_space(
+        "space s key int k attributes int b, int c create 1 partition tolerate 0 failures",
+    )
+    .expect("valid");
+    desc.indexes.push(1);
+    let index = IndexPart {
+        id: PartId(1),
+        attr: 1,
+        path: None,
+        state: PartState::Ready,
+    };
+    let config = common::one_region(desc, vec![index]);
+    let disk = Arc::new(MemoryEngine::new());
+    let writes = (0..OBJECTS)
+        .map(|k| Write::Put {
+            region: REGION,
+            key: tessera_types::key_bytes(&Value::Int(k)),
+            value: Record {
+                version: Version(1),
+                object: Some(object(k)),
+                recent: Vec::new(),
+            }
+            .encode(),
+        })
+        .collect();
+    disk.apply(writes).expect("memory");
+    // Opened on objects without entries, the engine indexes them all.
+    let engine = IndexedEngine::open(disk, &config).expect("open");
+    common::start(&config, Arc::new(engine))
+}
+
+/// The keys `checks` find, and whether the page was a job.
+fn search(node: &DaemonNode, checks: Vec<Check>) -> (BTreeSet<i64>, bool) {
+    let request = DaemonRequest::Search {
+        space: SpaceId(1),
+        region: REGION,
+        checks,
+        sort: None,
+        after: None,
+        limit: None,
+        auth: Default::default(),
+    };
+    let mut outputs = Vec::new();
+    let to = ReplyTo { conn: 1, id: 1 };
+    node.on_request(to, Epoch(5), request, Duration::ZERO, &mut |o| {
+        outputs.push(o)
+    });
+    let mut answers = Vec::new();
+    let mut job = false;
+    for output in outputs {
+        match output {
+            Output::Reply { response, .. } => answers.push(response),
+            Output::Job(j) => {
+                job = true;
+                node.run_job(j, &mut |o| {
+                    if let Output::Reply { response, .. } = o {
+                        answers.push(response);
+                    }
+                });
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    let DaemonResponse::SearchPage { objects, more } = answers.remove(0) else {
+        panic!("not a page: {answers:?}");
+    };
+    assert!(!more, "every match fits one page");
+    let keys = objects
+        .iter()
+        .map(
+            |(_, bytes)| match bytes.decode().expect("an object").values[0] {
+                Value::Int(k) => k,
+                ref other => panic!("key {other:?}"),
+            },
+        )
+        .collect();
+    (keys, job)
+}
+
+fn expected(keep: impl Fn(i64) -> bool) -> BTreeSet<i64> {
+    (0..OBJECTS).filter(|&k| keep(k)).collect()
+}
+
+#[test]
+fn pages_the_index_answers_are_read_at_once_and_others_are_jobs() {
+    let node = start();
+    let b = |op| Check::new(1, op);
+    let c = |op| Check::new(2, op);
+
+    let (keys, job) = search(&node, vec![b(PredOp::Eq(Value::Int(3)))]);
+    assert_eq!(keys, expected(|k| k % 7 == 3));
+    assert!(!job, "an equality the index answers is read at once");
+
+    let (keys, job) = search(
+        &node,
+        vec![b(PredOp::Ge(Value::Int(2))), b(PredOp::Lt(Value::Int(4)))],
+    );
+    assert_eq!(keys, expected(|k| (2..4).contains(&(k % 7))));
+    assert!(!job, "a range the index answers is read at once");
+
+    let (keys, job) = search(
+        &node,
+        vec![b(PredOp::Eq(Value::Int(3))), c(PredOp::Eq(Value::Int(1)))],
+    );
+    assert_eq!(keys, expected(|k| k % 7 == 3 && k % 3 == 1));
+    assert!(
+        job,
+        "a check the index does not answer may drop what it walks"
+    );
+
+    let (keys, job) = search(&node, vec![c(PredOp::Eq(Value::Int(2)))]);
+    assert_eq!(keys, expected(|k| k % 3 == 2));
+    assert!(job, "a scan");
+}
