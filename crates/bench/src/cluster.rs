@@ -102,6 +102,23 @@ impl LocalCluster {
             .prefix("tessera-bench-")
             .tempdir()
             .context("creating a temporary directory")?;
+        // A server already listening on the coordinator's port (another
+        // benchmark's cluster, say) would answer the readiness check below
+        // for servers of ours that could not bind: the run would measure
+        // that cluster. Refuse instead.
+        // (tokio's bind allows the address reuse the servers' binds do, so
+        // the connections a cluster just stopped left in TIME_WAIT on the
+        // port do not count as taken.)
+        drop(
+            tokio::net::TcpListener::bind(("127.0.0.1", port))
+                .await
+                .with_context(|| {
+                    format!(
+                        "the local cluster's coordinator port 127.0.0.1:{port} is taken \
+                 (another cluster or benchmark running?); choose another --local-port"
+                    )
+                })?,
+        );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let spec = LocalSpec {
             daemons,
@@ -113,12 +130,26 @@ impl LocalCluster {
         };
         let task = tokio::spawn(launch(spec, stop_rx));
         let coordinator = format!("127.0.0.1:{port}");
-        let cluster = LocalCluster {
+        let mut cluster = LocalCluster {
             stop: Some(stop_tx),
             task,
             _dir: dir,
         };
-        wait_ready(&coordinator, transport, daemons, READY_TIMEOUT).await?;
+        // A server that fails (a daemon port taken) ends the launch: that
+        // is the answer, not a readiness timeout a minute later.
+        tokio::select! {
+            ready = wait_ready(&coordinator, transport, daemons, READY_TIMEOUT) => {
+                ready?;
+            }
+            ended = &mut cluster.task => {
+                let why = match ended {
+                    Ok(Ok(())) => anyhow::anyhow!("its servers stopped"),
+                    Ok(Err(e)) => e,
+                    Err(e) => anyhow::anyhow!("its task failed: {e}"),
+                };
+                return Err(why.context("the local cluster stopped before it was ready"));
+            }
+        }
         Ok((cluster, coordinator))
     }
 
