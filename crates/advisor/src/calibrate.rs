@@ -19,8 +19,10 @@
 //! - a get: its own cost, g.
 //!
 //! Puts are fitted together for (w, h, h·α, h·δ), inserts for (w_i,
-//! h·α_c, h·δ_c), searches for (c_req, β, γ, ρ, β_r, ε) (equality steps
-//! pin c_req, β, γ and ε; range steps of two widths tell ρ from β_r), gets
+//! h·α_c, h·δ_c), searches for (c_req, β, γ, ρ, β_r, ε, u, s₀) (equality
+//! steps pin c_req, β, γ and ε, those whose pages are not bounded u, and
+//! searches of one and of every region s₀; range
+//! steps of two widths tell ρ from β_r), gets
 //! for g, each by least squares on relative errors (costs span orders of
 //! magnitude; each row is divided by its measurement), with no parameter
 //! below zero (every subset of the unknowns is tried and the best
@@ -69,6 +71,10 @@ pub enum Measured {
         /// Objects (or entries) read through a local index: 0 for a scan
         /// (ε is paid once when it is at least one, in proportion below).
         index_reads: f64,
+        /// Whether each region answers its page at once: a walk whose
+        /// index answers every check (a scan, or a check left to test
+        /// object by object, pays the unbounded page's cost per region).
+        bounded: bool,
     },
 }
 
@@ -149,14 +155,16 @@ impl Measured {
                     params.range_search_s,
                     params.range_entry_s,
                     params.walk_first_s,
+                    params.unbounded_s,
+                    params.search_base_s,
                 ];
                 terms.iter().zip(per).map(|(x, c)| x * c).sum()
             }
         }
     }
 
-    /// A search's features, in the order (c_req, β, γ, ρ, β_r, ε).
-    fn search_terms(&self) -> Option<[f64; 6]> {
+    /// A search's features, in the order (c_req, β, γ, ρ, β_r, ε, u, s₀).
+    fn search_terms(&self) -> Option<[f64; 8]> {
         match *self {
             Measured::Search {
                 regions,
@@ -165,6 +173,7 @@ impl Measured {
                 range_entries,
                 results,
                 index_reads,
+                bounded,
             } => Some([
                 regions,
                 examined,
@@ -172,6 +181,8 @@ impl Measured {
                 if range { 1.0 } else { 0.0 },
                 range_entries,
                 index_reads.clamp(0.0, 1.0),
+                if bounded { 0.0 } else { regions },
+                1.0,
             ]),
             _ => None,
         }
@@ -300,7 +311,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     }
 
     // Searches: cost = c_req·CR + β·examined + γ·results + ρ·[range] +
-    // β_r·range entries + ε·min(1, index reads).
+    // β_r·range entries + ε·min(1, index reads) + u·CR·[unbounded] + s₀.
     let searches: Vec<(Vec<f64>, f64)> = usable
         .iter()
         .filter_map(|m| Some((m.kind.search_terms()?.to_vec(), m.cost_s)))
@@ -308,7 +319,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     if searches.is_empty() {
         return Err(FitError::Missing("search"));
     }
-    let c = relative_nnls(&searches, 6);
+    let c = relative_nnls(&searches, 8);
     if c[0] > 0.0 {
         params.request_s = c[0];
     } else {
@@ -343,6 +354,22 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         params.walk_first_s = c[5];
     } else {
         kept.push("walk_first_s: no searches both with and without index reads".into());
+    }
+    // The unbounded page's cost is told from c_req only by searches of
+    // both kinds.
+    let unbounded: Vec<f64> = searches.iter().map(|(x, _)| x[6]).collect();
+    if unbounded.iter().any(|&u| u > 0.0) && unbounded.contains(&0.0) {
+        params.unbounded_s = c[6];
+    } else {
+        kept.push("unbounded_s: no searches both answered at once and handed off".into());
+    }
+    // The per-search cost is told from c_req only by searches meeting
+    // different numbers of regions.
+    let met: Vec<f64> = searches.iter().map(|(x, _)| x[0]).collect();
+    if met.iter().any(|&m| m != met[0]) {
+        params.search_base_s = c[7];
+    } else {
+        kept.push("search_base_s: no two searches meeting different numbers of regions".into());
     }
 
     let points: Vec<FitPoint> = usable
@@ -513,6 +540,7 @@ mod tests {
             truth.get_cost_s(),
             truth.walk_first_s,
         );
+        let (unbounded, base) = (truth.unbounded_s, truth.search_base_s);
         let delta_c = truth.index_create();
         let mut rng = Noise(42);
         let mut out = Vec::new();
@@ -587,16 +615,17 @@ mod tests {
             push(format!("insert K={k}"), insert, w_i + h * hops, &mut rng);
         }
         let objects = 4000.0;
-        // (step, regions, examined, results, read through an index)
-        for (step, regions, examined, results, indexed) in [
-            ("a absent", 1.0, 0.0, 0.0, true),
-            ("a present", 1.0, 10.0, 10.0, true),
-            ("b present", 1.0, 1.0, 1.0, true),
-            ("b present, d absent", 1.0, 1.0, 0.0, true),
-            ("c absent", r, 0.0, 0.0, true),
-            ("c present", r, 10.0, 10.0, true),
-            ("d absent", r, objects, 0.0, false),
-            ("d present", r, objects, 1000.0, false),
+        // (step, regions, examined, results, read through an index,
+        // answered at once)
+        for (step, regions, examined, results, indexed, bounded) in [
+            ("a absent", 1.0, 0.0, 0.0, true, true),
+            ("a present", 1.0, 10.0, 10.0, true, true),
+            ("b present", 1.0, 1.0, 1.0, true, true),
+            ("b present, d absent", 1.0, 1.0, 0.0, true, false),
+            ("c absent", r, 0.0, 0.0, true, true),
+            ("c present", r, 10.0, 10.0, true, true),
+            ("d absent", r, objects, 0.0, false, false),
+            ("d present", r, objects, 1000.0, false, false),
         ] {
             let index_reads = if indexed { examined } else { 0.0 };
             let kind = Measured::Search {
@@ -606,9 +635,12 @@ mod tests {
                 range_entries: 0.0,
                 results,
                 index_reads,
+                bounded,
             };
             let first = if index_reads > 0.0 { eps } else { 0.0 };
-            let cost = regions * c_req + examined * beta + results * gamma + first;
+            let handed_off = if bounded { 0.0 } else { regions * unbounded };
+            let cost =
+                base + regions * c_req + examined * beta + results * gamma + first + handed_off;
             push(step.to_string(), kind, cost, &mut rng);
         }
         // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
@@ -624,8 +656,9 @@ mod tests {
                 range_entries: entries,
                 results: entries,
                 index_reads: entries,
+                bounded: true,
             };
-            let cost = regions * c_req + rho + entries * (beta_r + gamma) + eps;
+            let cost = base + regions * c_req + rho + entries * (beta_r + gamma) + eps;
             push(format!("range {share}"), kind, cost, &mut rng);
         }
         out
@@ -658,6 +691,8 @@ mod tests {
             insert_s: 6e-6,
             index_create: Some(0.05),
             walk_first_s: 5e-6,
+            unbounded_s: 1.2e-5,
+            search_base_s: 4e-6,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -677,6 +712,8 @@ mod tests {
         near("g", p.get_cost_s(), 3e-5, 1e-9);
         near("delta_c", p.index_create(), 0.05, 1e-9);
         near("epsilon", p.walk_first_s, 5e-6, 1e-9);
+        near("unbounded", p.unbounded_s, 1.2e-5, 1e-9);
+        near("s0", p.search_base_s, 4e-6, 1e-9);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
             if q.op == "get" {
@@ -706,6 +743,8 @@ mod tests {
             insert_s: 1e-5,
             index_create: Some(0.2),
             walk_first_s: 2e-5,
+            unbounded_s: 3e-5,
+            search_base_s: 2e-5,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.03);
@@ -715,7 +754,9 @@ mod tests {
         near("alpha", p.alpha, 1.8, 0.10);
         near("alpha_c", p.alpha_create, 1.1, 0.10);
         near("c_req", p.request_s, 8e-5, 0.10);
-        near("beta", p.beta_s, 1e-7, 0.10);
+        // β is pinned by the scans of d, which pay u in every region too:
+        // noise on them moves β more than it did before u.
+        near("beta", p.beta_s, 1e-7, 0.2);
         // δ and γ are small beside what they are added to, so noise
         // moves them most.
         near("delta", p.index_write, 0.3, 0.5);
@@ -728,6 +769,8 @@ mod tests {
         // The request costs sit beside several hops: noise moves them
         // more than the hop itself.
         near("w", p.write_s, 4e-5, 0.5);
+        near("unbounded", p.unbounded_s, 3e-5, 0.5);
+        near("s0", p.search_base_s, 2e-5, 0.5);
         for q in &fit.quality {
             assert!(q.rel_rms < 0.06, "{q:?}");
         }
@@ -758,6 +801,7 @@ mod tests {
                     range_entries: 0.0,
                     results: 0.0,
                     index_reads: 0.0,
+                    bounded: true,
                 },
                 cost_s: 8e-4,
             },
@@ -771,8 +815,9 @@ mod tests {
         assert_eq!((fit.params.write_s, fit.params.walk_first_s), (0.0, 0.0));
         assert_eq!(fit.params.get_s, None);
         // write_s, alpha, index_write, alpha_create, get_s; beta_s,
-        // result_s, the range pair, walk_first_s.
-        assert_eq!(fit.kept.len(), 9, "{:?}", fit.kept);
+        // result_s, the range pair, walk_first_s, unbounded_s,
+        // search_base_s.
+        assert_eq!(fit.kept.len(), 11, "{:?}", fit.kept);
         assert_eq!(
             super::fit(&m[1..], &defaults),
             Err(FitError::Missing("put"))

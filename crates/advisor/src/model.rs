@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | grid | R^(1/\|S\|) intervals per dimension | `grid_for_partitions`' real counts |
 //! | a contacted region | scanned whole | walks a usable local index: reads matches only |
-//! | per region, per result | – | c_req, γ |
+//! | per search, per region, per result | – | s₀; c_req (+ u where the region's page is not bounded by its index); γ |
 //! | per request | a get and a write are hops | a get, a write and an insert cost their calibrated request costs; a search that reads through an index pays ε once |
 //! | a range walk | – | ρ per search, β_r per entry read |
 //! | ranges | do not narrow | meet 1 + φ(n − 1) of n intervals on ordered axes |
@@ -249,6 +249,31 @@ impl<'a> Context<'a> {
         (i, met)
     }
 
+    /// Whether the daemons answer this search's pages in `part` at once,
+    /// as they answer a get (`daemon::search::search_is_bounded`): a key
+    /// read, or an index walk whose index answers every check, that is
+    /// every check on one attribute the part indexes completely and whose
+    /// coordinates narrow it. Checks on two attributes leave one to check
+    /// object by object, and a scan may read a whole region: those pages
+    /// go to a blocking thread.
+    fn bounded(&self, search: &Search, part: &Part) -> bool {
+        let space = &self.workload.space;
+        if search
+            .checks
+            .iter()
+            .any(|&(a, op)| a == 0 && op == SearchOp::Eq && narrows(space, a, op))
+        {
+            return true;
+        }
+        let Some(&(walked, _)) = search.checks.first() else {
+            return false;
+        };
+        search
+            .checks
+            .iter()
+            .all(|&(a, op)| a == walked && part.complete.contains(&a) && narrows(space, a, op))
+    }
+
     /// Objects returned by one search.
     fn results(&self, search: &Search) -> f64 {
         search.results.unwrap_or_else(|| {
@@ -308,10 +333,20 @@ impl<'a> Context<'a> {
             },
         };
         let results_s = self.results(search) * p.result_s;
-        let subspace_s = met * p.request_s + in_regions * share * per_entry_s + walk_s + results_s;
-        self.global_plans_s(search)
+        // A page the daemons cannot answer at once costs its hand-off to
+        // a blocking thread and back, in every region met.
+        let request_s = if self.bounded(search, part) {
+            p.request_s
+        } else {
+            p.request_s + p.unbounded_s
+        };
+        let subspace_s = met * request_s + in_regions * share * per_entry_s + walk_s + results_s;
+        let planned_s = self
+            .global_plans_s(search)
             .map(|g| g + results_s)
-            .fold(subspace_s, f64::min)
+            .fold(subspace_s, f64::min);
+        // What a search costs the client whatever its plan.
+        p.search_base_s + planned_s
     }
 
     /// The cost of each lookup through a global index on a checked
@@ -544,6 +579,38 @@ mod tests {
             (walk - expected_walk).abs() < 1e-9 * expected_walk,
             "{walk}"
         );
+    }
+
+    #[test]
+    fn pages_the_index_does_not_answer_pay_the_hand_off_in_every_region() {
+        let params = Params {
+            unbounded_s: 1e-5,
+            ..Params::default()
+        };
+        let no_hand_off = Params {
+            unbounded_s: 0.0,
+            ..params.clone()
+        };
+        let cost = |classes: &str, layout: &Layout| {
+            let w = hotels(classes);
+            let with = predict(Model::Tessera, &w, layout, &params).class_costs_s[0];
+            let without = predict(Model::Tessera, &w, layout, &no_hand_off).class_costs_s[0];
+            with - without
+        };
+        let city = Layout::of_subspaces(vec![vec![C]]);
+        // city's index answers `city eq` in the one region met.
+        assert_eq!(cost(r#"{"p": 1, "search": {"city": "eq"}}"#, &city), 0.0);
+        // addr is left to check object by object there.
+        let two = r#"{"p": 1, "search": {"city": "eq", "addr": "eq"}}"#;
+        assert!((cost(two, &city) - 1e-5).abs() < 1e-12);
+        // With an index on addr too, one check is still left over.
+        let both = Layout::new(vec![vec![C]], vec![A], vec![], false);
+        assert!((cost(two, &both) - 1e-5).abs() < 1e-12);
+        // A scan of every key region (addr has no index): 256 hand-offs.
+        let scan = cost(r#"{"p": 1, "search": {"addr": "eq"}}"#, &city);
+        assert!((scan - 256.0 * 1e-5).abs() < 1e-12, "{scan}");
+        // A key read is answered at once.
+        assert_eq!(cost(r#"{"p": 1, "search": {"id": "eq"}}"#, &city), 0.0);
     }
 
     #[test]

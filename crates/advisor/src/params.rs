@@ -3,7 +3,7 @@
 //! The three constants of the thesis (β, T_max, α) default to the values
 //! it measured on its own cluster; every other constant is Tessera's and
 //! defaults to a guess. `tessera calibrate` fits β, T_max, α, α_c, c_req,
-//! γ, δ, ρ and β_r on a running cluster ([`crate::calibrate`]) and stores them in
+//! γ, δ, ρ, β_r and the per-request costs on a running cluster ([`crate::calibrate`]) and stores them in
 //! its configuration ([`AdvisorCalibration`]); [`Params::calibrated`]
 //! applies them. Without them predictions rank layouts by the shape of
 //! their costs, and their absolute ops/s are only indicative.
@@ -74,6 +74,19 @@ pub struct Params {
     /// index costs more than the next ones: measured 4–6 µs against about
     /// 1 µs). Default 0.
     pub walk_first_s: f64,
+    /// Seconds per region contacted whose page is not bounded by what it
+    /// returns, on top of c_req: a scan, or an index walk with a check
+    /// its index does not answer (two attributes checked, say). A daemon
+    /// answers a bounded page at once, on the connection's task, as it
+    /// does a get; any other page may read a whole region, so it goes to
+    /// a blocking thread and back (`daemon/src/search.rs`,
+    /// `search_is_bounded`), and measured about 12 µs dearer. Default 0.
+    pub unbounded_s: f64,
+    /// Seconds per search whatever the regions it contacts: the client's
+    /// plan, its page streams and their merge. Without it c_req absorbs
+    /// it, and a search of one region measured a third above its fit
+    /// while one of sixteen measured below. Default 0.
+    pub search_base_s: f64,
     /// The cost of one global index entry insert on one indexlet replica,
     /// relative to an overwrite hop (SLIK: an entry insert is a durable
     /// write). Default 1.
@@ -115,6 +128,8 @@ impl Default for Params {
             insert_s: 0.0,
             index_create: None,
             walk_first_s: 0.0,
+            unbounded_s: 0.0,
+            search_base_s: 0.0,
             global_index_hop: 1.0,
             object_bytes: 256.0,
             index_entry_bytes: 48.0,
@@ -162,6 +177,8 @@ impl Params {
             insert_s: c.insert_s.unwrap_or(self.insert_s),
             index_create: c.index_create.or(self.index_create),
             walk_first_s: c.walk_first_s.unwrap_or(self.walk_first_s),
+            unbounded_s: c.unbounded_s.unwrap_or(self.unbounded_s),
+            search_base_s: c.search_base_s.unwrap_or(self.search_base_s),
             daemons: c.daemons,
             ..self.clone()
         }
@@ -191,6 +208,8 @@ impl Params {
             insert_s: Some(self.insert_s),
             index_create: Some(self.index_create()),
             walk_first_s: Some(self.walk_first_s),
+            unbounded_s: Some(self.unbounded_s),
+            search_base_s: Some(self.search_base_s),
             daemons,
             epoch,
             fits,
@@ -219,6 +238,8 @@ mod tests {
             insert_s: 2e-6,
             index_create: Some(0.07),
             walk_first_s: 4e-6,
+            unbounded_s: 1.1e-5,
+            search_base_s: 3e-6,
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, vec![]);
@@ -247,6 +268,7 @@ mod tests {
         stored.range_entry_s = None;
         (stored.get_s, stored.write_s, stored.insert_s) = (None, None, None);
         (stored.index_create, stored.walk_first_s) = (None, None);
+        (stored.unbounded_s, stored.search_base_s) = (None, None);
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);
@@ -257,5 +279,6 @@ mod tests {
         // calibrated T_max, as before.
         assert_eq!(back.get_cost_s(), 1.0 / 15_000.0);
         assert_eq!((back.write_s, back.walk_first_s), (0.0, 0.0));
+        assert_eq!((back.unbounded_s, back.search_base_s), (0.0, 0.0));
     }
 }

@@ -132,6 +132,8 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("insert_s (w_i)", format!("{:.3e}", p.insert_s)),
         ("index_create (delta_c)", format!("{:.3}", p.index_create())),
         ("walk_first_s (epsilon)", format!("{:.3e}", p.walk_first_s)),
+        ("unbounded_s (u)", format!("{:.3e}", p.unbounded_s)),
+        ("search_base_s (s0)", format!("{:.3e}", p.search_base_s)),
     ] {
         let _ = writeln!(out, "  {name:<22} {value}");
     }

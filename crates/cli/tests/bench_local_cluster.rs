@@ -38,7 +38,10 @@ fn a_taken_coordinator_port_fails_the_run_and_names_the_port() {
     let holder = TcpListener::bind("127.0.0.1:0").expect("a free port");
     let port = holder.local_addr().unwrap().port();
     let (ok, _out, err) = bench_latency(port);
-    assert!(!ok, "the run went on against whatever holds the port: {err}");
+    assert!(
+        !ok,
+        "the run went on against whatever holds the port: {err}"
+    );
     assert!(
         err.contains(&format!("127.0.0.1:{port} is taken")),
         "the error names the port: {err}"

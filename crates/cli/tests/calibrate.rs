@@ -99,6 +99,7 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert!(stored.get_s.is_some_and(|g| g > 0.0), "{stored:?}");
     assert!(stored.write_s.is_some() && stored.insert_s.is_some());
     assert!(stored.index_create.is_some() && stored.walk_first_s.is_some());
+    assert!(stored.unbounded_s.is_some() && stored.search_base_s.is_some());
     let t_max = report["parameters"]["t_max_ops_per_s"]
         .as_f64()
         .expect("T_max");

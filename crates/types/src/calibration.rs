@@ -6,7 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 3;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 4;
+
+/// The third version, still accepted: it has the per-request parameters
+/// but not the per-search and unbounded-page costs version 4 added
+/// (`None`).
+pub const ADVISOR_CALIBRATION_VERSION_3: u32 = 3;
 
 /// The second version, still accepted: it has the range parameters but
 /// none of the per-request ones version 3 added (those are `None`).
@@ -68,6 +73,15 @@ pub struct AdvisorCalibration {
     /// a local index (version 3).
     #[serde(default)]
     pub walk_first_s: Option<f64>,
+    /// Seconds per region contacted whose page is not bounded by its
+    /// result (a scan, or an index walk with a check its index does not
+    /// answer), on top of c_req (version 4).
+    #[serde(default)]
+    pub unbounded_s: Option<f64>,
+    /// Seconds per search whatever the regions it contacts (the client's
+    /// plan, its streams and their merge) (version 4).
+    #[serde(default)]
+    pub search_base_s: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -98,7 +112,7 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
+    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
@@ -158,11 +172,14 @@ impl AdvisorCalibration {
             ("insert_s", self.insert_s, 3),
             ("index_create", self.index_create, 3),
             ("walk_first_s", self.walk_first_s, 3),
+            ("unbounded_s", self.unbounded_s, 4),
+            ("search_base_s", self.search_base_s, 4),
         ];
         if !matches!(
             self.version,
             ADVISOR_CALIBRATION_VERSION_1
                 | ADVISOR_CALIBRATION_VERSION_2
+                | ADVISOR_CALIBRATION_VERSION_3
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -204,6 +221,8 @@ impl AdvisorCalibration {
             ("insert_s", self.insert_s.unwrap_or(0.0)),
             ("index_create", self.index_create.unwrap_or(0.0)),
             ("walk_first_s", self.walk_first_s.unwrap_or(0.0)),
+            ("unbounded_s", self.unbounded_s.unwrap_or(0.0)),
+            ("search_base_s", self.search_base_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -262,6 +281,8 @@ pub(crate) fn sample() -> AdvisorCalibration {
         insert_s: Some(3e-6),
         index_create: Some(0.15),
         walk_first_s: Some(5e-6),
+        unbounded_s: Some(1.2e-5),
+        search_base_s: Some(4e-6),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -281,8 +302,8 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 4;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 4 }));
+        bad.version = 5;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 5 }));
         let mut bad = sample();
         bad.range_entry_s = Some(-1e-9);
         assert!(matches!(
@@ -297,7 +318,7 @@ mod tests {
         assert_eq!(
             bad.validate(),
             Err(CalibrationError::Shape {
-                version: 3,
+                version: 4,
                 name: "range_search_s",
                 present: false
             })
@@ -307,11 +328,42 @@ mod tests {
         assert_eq!(
             bad.validate(),
             Err(CalibrationError::Shape {
-                version: 3,
+                version: 4,
                 name: "walk_first_s",
                 present: false
             })
         );
+        let mut bad = sample();
+        bad.unbounded_s = Some(-1e-9);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange {
+                name: "unbounded_s",
+                ..
+            })
+        ));
+        // Version 3 has every parameter but version 4's.
+        let mut v3 = sample();
+        v3.version = ADVISOR_CALIBRATION_VERSION_3;
+        assert_eq!(
+            v3.validate(),
+            Err(CalibrationError::Shape {
+                version: 3,
+                name: "unbounded_s",
+                present: true
+            })
+        );
+        v3.unbounded_s = None;
+        assert_eq!(
+            v3.validate(),
+            Err(CalibrationError::Shape {
+                version: 3,
+                name: "search_base_s",
+                present: true
+            })
+        );
+        v3.search_base_s = None;
+        assert_eq!(v3.validate(), Ok(()));
         let mut bad = sample();
         bad.get_s = Some(f64::NAN);
         assert!(matches!(
@@ -336,6 +388,7 @@ mod tests {
             v2.index_create,
             v2.walk_first_s,
         ) = (None, None, None, None, None);
+        (v2.unbounded_s, v2.search_base_s) = (None, None);
         assert_eq!(v2.validate(), Ok(()));
         let mut bad = sample();
         bad.alpha = f64::NAN;
