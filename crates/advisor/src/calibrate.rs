@@ -48,6 +48,19 @@ pub enum Measured {
         /// Local index entries rewritten over every copy.
         entries: f64,
     },
+    /// A modify of existing objects: a get, then a put of this shape
+    /// (the fields are a put's).
+    Modify {
+        /// K = f + 1, copies per part.
+        copies: f64,
+        /// |N|: subspaces none of whose attributes the put changes.
+        unchanged: f64,
+        /// Per subspace with a changed attribute, the chance the object
+        /// moves region.
+        moved: Vec<f64>,
+        /// Local index entries rewritten over every copy.
+        entries: f64,
+    },
     /// An insert of new objects.
     Insert {
         /// Copies created: K·(1 + |S|).
@@ -95,6 +108,7 @@ impl Measured {
         match self {
             Measured::Get => "get",
             Measured::Put { .. } => "put",
+            Measured::Modify { .. } => "modify",
             Measured::Insert { .. } => "insert",
             Measured::Search { range: false, .. } => "search",
             Measured::Search { range: true, .. } => "range",
@@ -103,6 +117,9 @@ impl Measured {
 
     /// A put's features: (request, fixed hops, per α, per δ).
     fn put_features(&self) -> Option<[f64; 4]> {
+        if !matches!(self, Measured::Put { .. }) {
+            return None;
+        }
         let (a, b, c) = self.put_terms()?;
         Some([1.0, a, b, c])
     }
@@ -115,10 +132,16 @@ impl Measured {
         }
     }
 
-    /// A put's hops as (fixed, per α, per δ).
+    /// A put's (or a modify's put's) hops as (fixed, per α, per δ).
     fn put_terms(&self) -> Option<(f64, f64, f64)> {
         match self {
             Measured::Put {
+                copies,
+                unchanged,
+                moved,
+                entries,
+            }
+            | Measured::Modify {
                 copies,
                 unchanged,
                 moved,
@@ -140,6 +163,13 @@ impl Measured {
             Measured::Put { .. } => {
                 let (fixed, per_alpha, per_delta) = self.put_terms().unwrap_or_default();
                 params.write_s
+                    + h * (fixed + params.alpha * per_alpha + params.index_write * per_delta)
+            }
+            Measured::Modify { .. } => {
+                let (fixed, per_alpha, per_delta) = self.put_terms().unwrap_or_default();
+                params.get_cost_s()
+                    + params.modify_s
+                    + params.write_s
                     + h * (fixed + params.alpha * per_alpha + params.index_write * per_delta)
             }
             Measured::Insert { copies, entries } => {
@@ -310,6 +340,28 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         params.get_s = Some(num / den);
     }
 
+    // Modifies: cost = g + m + their put's cost, for m (the put and the
+    // get fitted above), on relative errors, not below zero.
+    let modifies: Vec<(f64, f64)> = usable
+        .iter()
+        .filter(|m| matches!(m.kind, Measured::Modify { .. }))
+        .map(|m| {
+            let base = m.kind.predicted_s(&Params {
+                modify_s: 0.0,
+                ..params.clone()
+            });
+            (m.cost_s, base)
+        })
+        .collect();
+    if modifies.is_empty() {
+        kept.push("modify_s: no modify measured".into());
+    } else {
+        let (num, den) = modifies.iter().fold((0.0, 0.0), |(n, d), (y, base)| {
+            (n + (y - base) / (y * y), d + 1.0 / (y * y))
+        });
+        params.modify_s = (num / den).max(0.0);
+    }
+
     // Searches: cost = c_req·CR + β·examined + γ·results + ρ·[range] +
     // β_r·range entries + ε·min(1, index reads) + u·CR·[unbounded] + s₀.
     let searches: Vec<(Vec<f64>, f64)> = usable
@@ -381,7 +433,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
             fitted_s: m.kind.predicted_s(&params),
         })
         .collect();
-    let quality = ["get", "put", "insert", "search", "range"]
+    let quality = ["get", "put", "modify", "insert", "search", "range"]
         .into_iter()
         .filter_map(|group| {
             let pairs: Vec<(f64, f64)> = points
@@ -563,6 +615,14 @@ mod tests {
                 entries: 0.0,
             };
             push(format!("put key-only K={k}"), put, w + h * k, &mut rng);
+            let modify = Measured::Modify {
+                copies: k,
+                unchanged: 0.0,
+                moved: vec![],
+                entries: 0.0,
+            };
+            let cost = g + truth.modify_s + w + h * k;
+            push(format!("modify key-only K={k}"), modify, cost, &mut rng);
             let insert = Measured::Insert {
                 copies: k,
                 entries: 0.0,
@@ -693,6 +753,7 @@ mod tests {
             walk_first_s: 5e-6,
             unbounded_s: 1.2e-5,
             search_base_s: 4e-6,
+            modify_s: 6e-6,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -714,6 +775,7 @@ mod tests {
         near("epsilon", p.walk_first_s, 5e-6, 1e-9);
         near("unbounded", p.unbounded_s, 1.2e-5, 1e-9);
         near("s0", p.search_base_s, 4e-6, 1e-9);
+        near("m", p.modify_s, 6e-6, 1e-9);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
             if q.op == "get" {
@@ -745,6 +807,7 @@ mod tests {
             walk_first_s: 2e-5,
             unbounded_s: 3e-5,
             search_base_s: 2e-5,
+            modify_s: 2e-5,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.03);
@@ -771,6 +834,9 @@ mod tests {
         near("w", p.write_s, 4e-5, 0.5);
         near("unbounded", p.unbounded_s, 3e-5, 0.5);
         near("s0", p.search_base_s, 2e-5, 0.5);
+        // m is what is left of a modify once its get and put are priced,
+        // each with its own noise.
+        near("m", p.modify_s, 2e-5, 0.5);
         for q in &fit.quality {
             assert!(q.rel_rms < 0.06, "{q:?}");
         }
@@ -816,8 +882,8 @@ mod tests {
         assert_eq!(fit.params.get_s, None);
         // write_s, alpha, index_write, alpha_create, get_s; beta_s,
         // result_s, the range pair, walk_first_s, unbounded_s,
-        // search_base_s.
-        assert_eq!(fit.kept.len(), 11, "{:?}", fit.kept);
+        // search_base_s, modify_s.
+        assert_eq!(fit.kept.len(), 12, "{:?}", fit.kept);
         assert_eq!(
             super::fit(&m[1..], &defaults),
             Err(FitError::Missing("put"))

@@ -90,9 +90,13 @@ pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Para
                 match model {
                     Model::Thesis => hops * params.hop_s(),
                     // The get is priced as one, the put's chain by its
-                    // hops, and the put request once.
+                    // hops, the put request once, and what holding one
+                    // operation across both round trips adds.
                     Model::Tessera => {
-                        params.get_cost_s() + params.write_s + (hops - 1.0) * params.hop_s()
+                        params.get_cost_s()
+                            + params.modify_s
+                            + params.write_s
+                            + (hops - 1.0) * params.hop_s()
                     }
                 }
             }

@@ -142,6 +142,9 @@ enum Action {
     Get,
     /// Put new values of these attributes (`Op::Update`).
     Put(Vec<&'static str>),
+    /// Get the object, then put new values of these attributes
+    /// (`Op::Update`): a modify.
+    Modify(Vec<&'static str>),
     /// Equality on one attribute (`Op::SearchEq`): a `recno` below zero
     /// asks for a value no object has.
     Search(&'static str),
@@ -199,15 +202,17 @@ impl CalStore {
                     None => Outcome::NotFound,
                 })
             }
+            (Action::Modify(attrs), Op::Update { key, field, .. }) => {
+                let found = self.client.get(&self.space, Value::str(key)).await?;
+                self.put_values(key, attrs, *field as u64).await?;
+                Ok(if found.is_some() {
+                    Outcome::Ok
+                } else {
+                    Outcome::NotFound
+                })
+            }
             (Action::Put(attrs), Op::Update { key, field, .. }) => {
-                let n = *field as u64;
-                let attrs = attrs
-                    .iter()
-                    .map(|&a| (a, attr_value(a, n, self.values, self.unique)));
-                self.client
-                    .put(&self.space, Value::str(key), attrs)
-                    .await?
-                    .into_result()?;
+                self.put_values(key, attrs, *field as u64).await?;
                 Ok(Outcome::Ok)
             }
             (Action::Search(attr), Op::SearchEq { recno }) => {
@@ -234,6 +239,18 @@ impl CalStore {
 }
 
 impl CalStore {
+    /// Puts new values of `attrs` (drawn from `n`) under `key`.
+    async fn put_values(&self, key: &str, attrs: &[&'static str], n: u64) -> anyhow::Result<()> {
+        let attrs = attrs
+            .iter()
+            .map(|&a| (a, attr_value(a, n, self.values, self.unique)));
+        self.client
+            .put(&self.space, Value::str(key), attrs)
+            .await?
+            .into_result()?;
+        Ok(())
+    }
+
     /// Runs one search and adds up what it returned.
     async fn search<const N: usize>(
         &self,
@@ -724,6 +741,25 @@ async fn measure_on(
                 },
             );
             steps.push(run(label, Action::Put(attrs), kind, source).await?);
+        }
+        if !space.subspaces {
+            // A modify of d: its get and its put are measured above.
+            let kind = Measured::Modify {
+                copies: k,
+                unchanged: subspaces,
+                moved: vec![],
+                entries: 0.0,
+            };
+            let source = Box::new(
+                move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Update {
+                    key: existing(objects, rng),
+                    field: rng.gen_range(0..usize::MAX / 2),
+                    value: Vec::new(),
+                    record: Arc::default(),
+                },
+            );
+            let label = format!("modify d on {name}");
+            steps.push(run(label, Action::Modify(vec!["d"]), kind, source).await?);
         }
         let fresh = Arc::new(AtomicU64::new(objects));
         let kind = Measured::Insert {

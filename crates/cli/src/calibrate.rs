@@ -14,8 +14,8 @@ use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATC
 /// The arguments of `calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
-    /// Seconds each measured step runs (28 steps on a cluster of two or
-    /// more daemons, 19 on one).
+    /// Seconds each measured step runs (30 steps on a cluster of two or
+    /// more daemons, 20 on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
     /// Operations in flight.
@@ -134,6 +134,7 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("walk_first_s (epsilon)", format!("{:.3e}", p.walk_first_s)),
         ("unbounded_s (u)", format!("{:.3e}", p.unbounded_s)),
         ("search_base_s (s0)", format!("{:.3e}", p.search_base_s)),
+        ("modify_s (m)", format!("{:.3e}", p.modify_s)),
     ] {
         let _ = writeln!(out, "  {name:<22} {value}");
     }

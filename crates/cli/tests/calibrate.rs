@@ -56,9 +56,10 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert_eq!(report["stored"], true);
     assert_eq!(report["daemons"], 2);
     // Two daemons: key-only and subspace spaces at f = 0 and f = 1; eight
-    // equality and two range searches on the first.
+    // equality and two range searches on the first; a modify on each
+    // key-only space.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 28);
+    assert_eq!(steps.len(), 30);
     // Two runs: each step was measured twice and its fitted cost is one
     // of them (the lower, for two).
     for step in steps {
@@ -78,7 +79,10 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         .iter()
         .map(|f| f["op"].as_str().expect("op"))
         .collect();
-    assert_eq!(groups, ["get", "put", "insert", "search", "range"]);
+    assert_eq!(
+        groups,
+        ["get", "put", "modify", "insert", "search", "range"]
+    );
 
     let stored = cluster
         .admin()
@@ -100,6 +104,7 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert!(stored.write_s.is_some() && stored.insert_s.is_some());
     assert!(stored.index_create.is_some() && stored.walk_first_s.is_some());
     assert!(stored.unbounded_s.is_some() && stored.search_base_s.is_some());
+    assert!(stored.modify_s.is_some());
     let t_max = report["parameters"]["t_max_ops_per_s"]
         .as_f64()
         .expect("T_max");

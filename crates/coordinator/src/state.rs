@@ -2248,6 +2248,7 @@ mod tests {
             walk_first_s: Some(4e-6),
             unbounded_s: Some(1.1e-5),
             search_base_s: Some(3e-6),
+            modify_s: Some(4e-6),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2332,7 +2333,7 @@ mod tests {
         old.range_entry_s = None;
         (old.get_s, old.write_s, old.insert_s) = (None, None, None);
         (old.index_create, old.walk_first_s) = (None, None);
-        (old.unbounded_s, old.search_base_s) = (None, None);
+        (old.unbounded_s, old.search_base_s, old.modify_s) = (None, None, None);
         let result = state.apply(Command::SetAdvisorParams {
             params: old.clone(),
         });

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 pub const ADVISOR_CALIBRATION_VERSION: u32 = 4;
 
 /// The third version, still accepted: it has the per-request parameters
-/// but not the per-search and unbounded-page costs version 4 added
-/// (`None`).
+/// but not the per-search, unbounded-page and per-modify costs version 4
+/// added (`None`).
 pub const ADVISOR_CALIBRATION_VERSION_3: u32 = 3;
 
 /// The second version, still accepted: it has the range parameters but
@@ -82,6 +82,9 @@ pub struct AdvisorCalibration {
     /// plan, its streams and their merge) (version 4).
     #[serde(default)]
     pub search_base_s: Option<f64>,
+    /// Seconds per modify on top of its get and its put (version 4).
+    #[serde(default)]
+    pub modify_s: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -174,6 +177,7 @@ impl AdvisorCalibration {
             ("walk_first_s", self.walk_first_s, 3),
             ("unbounded_s", self.unbounded_s, 4),
             ("search_base_s", self.search_base_s, 4),
+            ("modify_s", self.modify_s, 4),
         ];
         if !matches!(
             self.version,
@@ -223,6 +227,7 @@ impl AdvisorCalibration {
             ("walk_first_s", self.walk_first_s.unwrap_or(0.0)),
             ("unbounded_s", self.unbounded_s.unwrap_or(0.0)),
             ("search_base_s", self.search_base_s.unwrap_or(0.0)),
+            ("modify_s", self.modify_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -283,6 +288,7 @@ pub(crate) fn sample() -> AdvisorCalibration {
         walk_first_s: Some(5e-6),
         unbounded_s: Some(1.2e-5),
         search_base_s: Some(4e-6),
+        modify_s: Some(5e-6),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -363,6 +369,7 @@ mod tests {
             })
         );
         v3.search_base_s = None;
+        v3.modify_s = None;
         assert_eq!(v3.validate(), Ok(()));
         let mut bad = sample();
         bad.get_s = Some(f64::NAN);
@@ -388,7 +395,7 @@ mod tests {
             v2.index_create,
             v2.walk_first_s,
         ) = (None, None, None, None, None);
-        (v2.unbounded_s, v2.search_base_s) = (None, None);
+        (v2.unbounded_s, v2.search_base_s, v2.modify_s) = (None, None, None);
         assert_eq!(v2.validate(), Ok(()));
         let mut bad = sample();
         bad.alpha = f64::NAN;
