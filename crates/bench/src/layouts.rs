@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_advisor::validate::{median_position, spread, Spread};
-use tessera_advisor::workload::{ClassKind, SearchOp};
+use tessera_advisor::workload::{Class, ClassKind, SearchOp};
 use tessera_advisor::{
     advise, agreement, parse_workload, predict_over_run, sampled_layouts, space_ref, Agreement,
     Heuristic, Layout, Options, Params, Sampled, SpaceRef, Workload,
@@ -141,6 +141,46 @@ pub struct LayoutsReport {
     pub agreement: Option<Agreement>,
     /// Layouts none of whose runs completed: left out of the agreement.
     pub failed: Vec<FailedLayout>,
+    /// The machine's speed against the calibration's, once per round;
+    /// `None` when no probe completed.
+    pub probe: Option<Probe>,
+}
+
+/// Gets on a key-only space of the workload's, once per round before its
+/// layouts: what the model predicts for them (one calibrated get each)
+/// against what they measure says how fast the machine ran this round
+/// compared with when it was calibrated. A validation minutes after its
+/// calibration can land in a slower or faster minute of a shared machine
+/// (docs/design/advisor.md, "A common scale"); the probe measures that
+/// apart from the model's errors.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    /// The model's gets per second on the probe space.
+    pub predicted_ops_per_s: f64,
+    /// Each round's measured gets per second.
+    pub rounds_ops_per_s: Vec<f64>,
+}
+
+impl Probe {
+    /// Measured ÷ predicted, the median over the rounds.
+    pub fn speed(&self) -> Option<f64> {
+        let s = spread(&self.rounds_ops_per_s)?;
+        (self.predicted_ops_per_s > 0.0).then(|| s.median / self.predicted_ops_per_s)
+    }
+}
+
+/// The mean absolute relative error of `predicted` scaled by `speed`
+/// against `measured`.
+pub fn scaled_mean_abs_error(predicted: &[f64], measured: &[f64], speed: f64) -> Option<f64> {
+    if predicted.is_empty() || predicted.len() != measured.len() {
+        return None;
+    }
+    let sum: f64 = predicted
+        .iter()
+        .zip(measured)
+        .map(|(p, m)| tessera_advisor::validate::relative_error(p * speed, *m).abs())
+        .sum();
+    Some(sum / predicted.len() as f64)
 }
 
 /// A layout none of whose runs completed.
@@ -492,7 +532,55 @@ pub async fn run(
     // A run that fails (a daemon offline mid-load on a busy machine) is
     // reported and left out; the layout's other runs still count.
     let mut failures: Vec<Vec<String>> = sampled.iter().map(|_| Vec::new()).collect();
+    let probe_workload = Workload {
+        classes: vec![Class {
+            p: 1.0,
+            kind: ClassKind::Get,
+        }],
+        ..workload.clone()
+    };
+    let probe_mix = Arc::new(Mix::new(&probe_workload, params.range_fraction)?);
+    let probe_layout = Layout::of_subspaces(Vec::new());
+    let mut probe = Probe {
+        predicted_ops_per_s: tessera_advisor::predict(
+            Options::default().model,
+            &probe_workload,
+            &probe_layout,
+            &params,
+        )
+        .ops_per_s,
+        rounds_ops_per_s: Vec::new(),
+    };
     for round in 1..=options.runs {
+        let name = format!("{SCRATCH_PREFIX}probe");
+        progress(&format!("{name}: gets on a key-only space, round {round}"));
+        let mut created = false;
+        let outcome = measure(
+            admin,
+            client,
+            &probe_workload,
+            &probe_mix,
+            &probe_layout,
+            &name,
+            &mut created,
+            options,
+            progress,
+        )
+        .await;
+        if created {
+            admin
+                .rm_space(&name)
+                .await
+                .with_context(|| format!("removing the scratch space {name}"))?;
+        }
+        match outcome {
+            Ok(m) => probe
+                .rounds_ops_per_s
+                .push((m.phase.operations - m.errors) as f64 / m.phase.seconds),
+            // The probe only explains the layouts' figures; without it
+            // they stand as they are.
+            Err(e) => progress(&format!("{name}: round {round} failed, left out: {e:#}")),
+        }
         for (i, (s, _)) in sampled.iter().enumerate() {
             let name = format!("{SCRATCH_PREFIX}{i}");
             if options.runs > 1 {
@@ -579,6 +667,7 @@ pub async fn run(
         runs_per_layout: options.runs,
         runs,
         failed,
+        probe: (!probe.rounds_ops_per_s.is_empty()).then_some(probe),
     })
 }
 
@@ -823,6 +912,27 @@ impl LayoutsReport {
                 self.runs.len()
             );
         }
+        if let Some((probe, speed)) = self.probe.as_ref().zip(self.speed()) {
+            let rounds: Vec<String> = probe
+                .rounds_ops_per_s
+                .iter()
+                .map(|r| format!("{:.2}", r / probe.predicted_ops_per_s))
+                .collect();
+            let _ = writeln!(
+                out,
+                "machine speed against the calibration (gets on a key-only space, measured ÷ \
+                 predicted, each round): {} (median {speed:.2})",
+                rounds.join(", ")
+            );
+            if let Some(e) = self.scaled_error() {
+                let _ = writeln!(
+                    out,
+                    "mean absolute relative error with every prediction scaled by that speed: \
+                     {:.1}%",
+                    e * 100.0
+                );
+            }
+        }
         for f in &self.failed {
             let _ = writeln!(
                 out,
@@ -931,13 +1041,57 @@ impl LayoutsReport {
                 "errors": f.errors,
             })).collect::<Vec<_>>(),
             "runs": self.runs_per_layout,
+            "probe": self.probe.as_ref().map(|p| json!({
+                "predicted_ops_per_s": p.predicted_ops_per_s,
+                "rounds_ops_per_s": p.rounds_ops_per_s,
+                "speed": p.speed(),
+            })),
+            "mean_abs_relative_error_scaled": self.scaled_error(),
         })
+    }
+
+    /// The probe's median speed (measured ÷ predicted gets).
+    pub fn speed(&self) -> Option<f64> {
+        self.probe.as_ref().and_then(Probe::speed)
+    }
+
+    /// The mean absolute relative error with every prediction scaled by
+    /// the probe's speed.
+    pub fn scaled_error(&self) -> Option<f64> {
+        let predicted: Vec<f64> = self
+            .runs
+            .iter()
+            .map(|r| r.sampled.prediction.ops_per_s)
+            .collect();
+        let measured: Vec<f64> = self.runs.iter().map(|r| r.measured_ops_per_s).collect();
+        scaled_mean_abs_error(&predicted, &measured, self.speed()?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_probe_speed_scales_every_prediction() {
+        let probe = Probe {
+            predicted_ops_per_s: 100_000.0,
+            rounds_ops_per_s: vec![80_000.0, 90_000.0, 70_000.0],
+        };
+        // The median round, 80,000 of 100,000 predicted.
+        assert!((probe.speed().unwrap() - 0.8).abs() < 1e-12);
+        // Predictions 25 % and 50 % above two measurements; scaled by
+        // 0.8 they are on the first and 20 % above the second.
+        let e = scaled_mean_abs_error(&[1250.0, 3000.0], &[1000.0, 2000.0], 0.8).unwrap();
+        assert!((e - 0.1).abs() < 1e-12, "{e}");
+        assert_eq!(scaled_mean_abs_error(&[], &[], 1.0), None);
+        assert_eq!(scaled_mean_abs_error(&[1.0], &[1.0, 2.0], 1.0), None);
+        let none = Probe {
+            predicted_ops_per_s: 100_000.0,
+            rounds_ops_per_s: Vec::new(),
+        };
+        assert_eq!(none.speed(), None);
+    }
 
     fn workload(text: &str) -> Workload {
         parse_workload(text, None).expect("the workload parses")

@@ -122,6 +122,30 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
         doc["greedy"]["measured_ops_per_s"].as_f64().is_some(),
         "{doc:#}"
     );
+    // The probe ran once per round, and its speed is its median round
+    // over the prediction.
+    let probe = &doc["probe"];
+    let rounds: Vec<f64> = probe["rounds_ops_per_s"]
+        .as_array()
+        .expect("probe rounds")
+        .iter()
+        .map(|r| r.as_f64().expect("a rate"))
+        .collect();
+    assert_eq!(rounds.len(), 2, "{probe:#}");
+    let predicted = probe["predicted_ops_per_s"].as_f64().expect("predicted");
+    let speed = probe["speed"].as_f64().expect("speed");
+    let want = (rounds[0] + rounds[1]) / 2.0 / predicted;
+    assert!((speed - want).abs() <= 1e-9 * want, "{probe:#}");
+    assert!(
+        doc["mean_abs_relative_error_scaled"]
+            .as_f64()
+            .expect("scaled")
+            >= 0.0
+    );
+    assert!(
+        stdout.contains("machine speed against the calibration"),
+        "{stdout}"
+    );
     assert!(scratch(&cluster).is_empty(), "scratch spaces left behind");
 
     // A space with the scratch prefix: refused, named, left alone.
