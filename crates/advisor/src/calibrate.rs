@@ -48,19 +48,9 @@ pub enum Measured {
         /// Local index entries rewritten over every copy.
         entries: f64,
     },
-    /// A modify of existing objects: a get, then a put of this shape
-    /// (the fields are a put's).
-    Modify {
-        /// K = f + 1, copies per part.
-        copies: f64,
-        /// |N|: subspaces none of whose attributes the put changes.
-        unchanged: f64,
-        /// Per subspace with a changed attribute, the chance the object
-        /// moves region.
-        moved: Vec<f64>,
-        /// Local index entries rewritten over every copy.
-        entries: f64,
-    },
+    /// A modify of existing objects: a get, then this put
+    /// ([`Measured::Put`]).
+    Modify(Box<Measured>),
     /// An insert of new objects.
     Insert {
         /// Copies created: K·(1 + |S|).
@@ -108,7 +98,7 @@ impl Measured {
         match self {
             Measured::Get => "get",
             Measured::Put { .. } => "put",
-            Measured::Modify { .. } => "modify",
+            Measured::Modify(_) => "modify",
             Measured::Insert { .. } => "insert",
             Measured::Search { range: false, .. } => "search",
             Measured::Search { range: true, .. } => "range",
@@ -117,9 +107,6 @@ impl Measured {
 
     /// A put's features: (request, fixed hops, per α, per δ).
     fn put_features(&self) -> Option<[f64; 4]> {
-        if !matches!(self, Measured::Put { .. }) {
-            return None;
-        }
         let (a, b, c) = self.put_terms()?;
         Some([1.0, a, b, c])
     }
@@ -132,16 +119,10 @@ impl Measured {
         }
     }
 
-    /// A put's (or a modify's put's) hops as (fixed, per α, per δ).
+    /// A put's hops as (fixed, per α, per δ).
     fn put_terms(&self) -> Option<(f64, f64, f64)> {
         match self {
             Measured::Put {
-                copies,
-                unchanged,
-                moved,
-                entries,
-            }
-            | Measured::Modify {
                 copies,
                 unchanged,
                 moved,
@@ -165,12 +146,8 @@ impl Measured {
                 params.write_s
                     + h * (fixed + params.alpha * per_alpha + params.index_write * per_delta)
             }
-            Measured::Modify { .. } => {
-                let (fixed, per_alpha, per_delta) = self.put_terms().unwrap_or_default();
-                params.get_cost_s()
-                    + params.modify_s
-                    + params.write_s
-                    + h * (fixed + params.alpha * per_alpha + params.index_write * per_delta)
+            Measured::Modify(put) => {
+                params.get_cost_s() + params.modify_s + put.predicted_s(params)
             }
             Measured::Insert { copies, entries } => {
                 params.insert_s
@@ -344,7 +321,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     // get fitted above), on relative errors, not below zero.
     let modifies: Vec<(f64, f64)> = usable
         .iter()
-        .filter(|m| matches!(m.kind, Measured::Modify { .. }))
+        .filter(|m| matches!(m.kind, Measured::Modify(_)))
         .map(|m| {
             let base = m.kind.predicted_s(&Params {
                 modify_s: 0.0,
@@ -614,13 +591,13 @@ mod tests {
                 moved: vec![],
                 entries: 0.0,
             };
-            push(format!("put key-only K={k}"), put, w + h * k, &mut rng);
-            let modify = Measured::Modify {
-                copies: k,
-                unchanged: 0.0,
-                moved: vec![],
-                entries: 0.0,
-            };
+            push(
+                format!("put key-only K={k}"),
+                put.clone(),
+                w + h * k,
+                &mut rng,
+            );
+            let modify = Measured::Modify(Box::new(put));
             let cost = g + truth.modify_s + w + h * k;
             push(format!("modify key-only K={k}"), modify, cost, &mut rng);
             let insert = Measured::Insert {

@@ -730,36 +730,23 @@ async fn measure_on(
                 },
             ));
         }
+        // An existing key and a seed for its new values (in `field`).
+        let update = move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Update {
+            key: existing(objects, rng),
+            field: rng.gen_range(0..usize::MAX / 2),
+            value: Vec::new(),
+            record: Arc::default(),
+        };
+        let put_d = puts[0].1.clone();
         for (attrs, kind) in puts {
             let label = format!("put {} on {name}", attrs.join(","));
-            let source = Box::new(
-                move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Update {
-                    key: existing(objects, rng),
-                    field: rng.gen_range(0..usize::MAX / 2),
-                    value: Vec::new(),
-                    record: Arc::default(),
-                },
-            );
-            steps.push(run(label, Action::Put(attrs), kind, source).await?);
+            steps.push(run(label, Action::Put(attrs), kind, Box::new(update)).await?);
         }
         if !space.subspaces {
             // A modify of d: its get and its put are measured above.
-            let kind = Measured::Modify {
-                copies: k,
-                unchanged: subspaces,
-                moved: vec![],
-                entries: 0.0,
-            };
-            let source = Box::new(
-                move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Update {
-                    key: existing(objects, rng),
-                    field: rng.gen_range(0..usize::MAX / 2),
-                    value: Vec::new(),
-                    record: Arc::default(),
-                },
-            );
+            let kind = Measured::Modify(Box::new(put_d));
             let label = format!("modify d on {name}");
-            steps.push(run(label, Action::Modify(vec!["d"]), kind, source).await?);
+            steps.push(run(label, Action::Modify(vec!["d"]), kind, Box::new(update)).await?);
         }
         let fresh = Arc::new(AtomicU64::new(objects));
         let kind = Measured::Insert {
