@@ -17,13 +17,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::hint::black_box;
 use std::sync::Arc;
 use tessera_daemon::index::{
-    choose_access, key_order_page, place_of, stored_object, IndexedEngine, PageBounds,
+    choose_access, key_order_page, place_of, sorted_page, stored_object, IndexedEngine, PageBounds,
 };
 use tessera_daemon::record::Record;
 use tessera_protocol::frame::{decode, encode};
 use tessera_protocol::{
-    Action, ClientRef, DaemonRequest, DaemonResponse, Message, Mutation, ObjectBytes, UpdateFlags,
-    UpdateRequest,
+    Action, ClientRef, DaemonRequest, DaemonResponse, Message, Mutation, ObjectBytes, SortBy,
+    UpdateFlags, UpdateRequest,
 };
 use tessera_storage::{Durability, Engine, FjallEngine, Write};
 use tessera_types::coordinate::{coordinate, key_bytes, string_hash};
@@ -236,6 +236,50 @@ fn engines(c: &mut Criterion) {
         b.iter(|| {
             key_order_page(&indexed, region, &access, black_box(&checks), None, bounds)
                 .expect("page")
+        })
+    });
+    // range10's page: the first 10 objects of a recno range, by recno.
+    let range = [
+        Check::new(1, PredOp::Ge(Value::Int(700))),
+        Check::new(1, PredOp::Lt(Value::Int(740))),
+    ];
+    let sort = SortBy {
+        attr: 1,
+        descending: false,
+    };
+    let ten = PageBounds {
+        objects: 10,
+        ..bounds
+    };
+    let access = choose_access(
+        &space.desc,
+        &place_of(&space, region),
+        &range,
+        Some(sort),
+        Some(10),
+    );
+    let (found, _) = sorted_page(&indexed, region, &access, &range, sort, None, ten).expect("page");
+    let recnos: Vec<Value> = found
+        .iter()
+        .map(|m| m.object.decode().expect("an object").values[1].clone())
+        .collect();
+    assert_eq!(
+        recnos,
+        (700..710).map(Value::Int).collect::<Vec<_>>(),
+        "the index walk finds recnos 700..710 in order"
+    );
+    group.bench_function("10-row range page through the index, sorted", |b| {
+        b.iter(|| {
+            sorted_page(
+                &indexed,
+                region,
+                &access,
+                black_box(&range),
+                sort,
+                None,
+                ten,
+            )
+            .expect("page")
         })
     });
     group.finish();

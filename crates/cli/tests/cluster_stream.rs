@@ -107,6 +107,25 @@ fn a_region_larger_than_a_frame_streams_in_pages() {
         .collect();
     let want: Vec<i64> = (0..limit as i64).map(|i| OBJECTS - 1 - i).collect();
     assert_eq!(sorted, want, "the largest n first");
+    // The same search with objects left undecoded until asked: the same
+    // objects, each decoding to what the stream's records hold.
+    let mut raw =
+        client.sorted_search_stream("big", Vec::<(&str, PredOp)>::new(), "n", limit, true);
+    let mut raw_n = Vec::new();
+    while let Some(record) = raw.next_raw() {
+        let record = record.expect("sorted page");
+        let Some(Value::Int(n)) = record.get("n").expect("n decodes") else {
+            panic!("n is missing");
+        };
+        let k = (0..OBJECTS)
+            .find(|&k| n_of(k) == n)
+            .expect("a key has this n");
+        assert_eq!(record.key().expect("the key decodes"), Value::Int(k));
+        let whole = record.to_record().expect("the object decodes");
+        assert_eq!(whole.get("pad"), Some(&pad_of(k)));
+        raw_n.push(n);
+    }
+    assert_eq!(raw_n, want, "raw records come in the same order");
 
     // A stream dropped after a few objects; the client goes on working.
     let first: Vec<_> = client

@@ -314,14 +314,19 @@ pub(crate) fn unexpected(ours: Epoch, response: DaemonResponse) -> Step {
 
 /// A daemon's object must have one value per attribute of its space.
 pub(crate) fn check_shape(desc: &SpaceDesc, object: &Object) -> Result<(), Step> {
-    if object.values.len() == desc.attrs.len() {
+    check_len(desc, object.values.len())
+}
+
+/// [`check_shape`] of an object with `len` values.
+pub(crate) fn check_len(desc: &SpaceDesc, len: usize) -> Result<(), Step> {
+    if len == desc.attrs.len() {
         Ok(())
     } else {
         Err(Step::Fail(ClientError::new(
             Status::ServerError,
             format!(
                 "a daemon returned an object with {} values for space {:?} of {} attributes",
-                object.values.len(),
+                len,
                 desc.name,
                 desc.attrs.len()
             ),

@@ -5,7 +5,7 @@
 use crate::admin::{Admin, IndexInfo, Stability};
 use crate::client::{Client, ClientOptions};
 use crate::error::{AdminError, ClientError};
-use crate::record::Record;
+use crate::record::{RawRecord, Record};
 use crate::stream::SearchStream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -205,6 +205,13 @@ pub struct BlockingSearchStream {
     // Declared before the runtime so that it drops first.
     stream: SearchStream,
     runtime: Arc<Runtime>,
+}
+
+impl BlockingSearchStream {
+    /// The next object not decoded yet: [`SearchStream::next_raw`].
+    pub fn next_raw(&mut self) -> Option<Result<RawRecord, ClientError>> {
+        self.runtime.block_on(self.stream.next_raw())
+    }
 }
 
 impl Iterator for BlockingSearchStream {

@@ -60,7 +60,7 @@ pub use client::{Client, ClientOptions};
 pub use error::{AdminError, ClientError};
 pub use family::Microtransaction;
 pub use ops::{Op, Outcome};
-pub use record::Record;
+pub use record::{RawRecord, Record};
 pub use stream::SearchStream;
 pub use tessera_protocol::coord_client::CoordLink;
 pub use tessera_protocol::transport::{TlsConfigError, TlsFiles, Transport};

@@ -1,5 +1,9 @@
-//! [`Record`], an object as the client returns it.
+//! [`Record`], an object as the client returns it, and [`RawRecord`], one
+//! not decoded yet.
 
+use crate::error::ClientError;
+use std::sync::Arc;
+use tessera_protocol::{ObjectBytes, Status};
 use tessera_types::{Object, SpaceDesc, Value, Version};
 
 /// An object as the client returns it: attribute names with their values,
@@ -35,6 +39,68 @@ impl Record {
             .collect();
         Record { version, attrs }
     }
+}
+
+/// An object of a search as the daemon sent it: its bytes, checked to be
+/// one well-formed object with one value per attribute, decoded only
+/// where asked ([`RawRecord::get`] decodes one attribute,
+/// [`RawRecord::to_record`] all of them). A search that reads a few
+/// attributes of each object, or only counts them, skips decoding the
+/// rest; [`crate::SearchStream::next_raw`] yields these.
+#[derive(Clone, Debug)]
+pub struct RawRecord {
+    version: Version,
+    desc: Arc<SpaceDesc>,
+    object: ObjectBytes,
+}
+
+impl RawRecord {
+    pub(crate) fn new(desc: Arc<SpaceDesc>, version: Version, object: ObjectBytes) -> RawRecord {
+        RawRecord {
+            version,
+            desc,
+            object,
+        }
+    }
+
+    /// The version the point leader gave the object.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The value of the attribute with this name, decoding that value
+    /// only; `None` when the space has no such attribute.
+    pub fn get(&self, name: &str) -> Result<Option<Value>, ClientError> {
+        let Some(attr) = self.desc.attrs.iter().position(|a| a.name == name) else {
+            return Ok(None);
+        };
+        self.object
+            .view()
+            .and_then(|view| view.value(attr))
+            .map_err(malformed)
+    }
+
+    /// The key attribute's value.
+    pub fn key(&self) -> Result<Value, ClientError> {
+        self.object
+            .view()
+            .and_then(|view| view.value(0))
+            .map_err(malformed)?
+            .ok_or_else(|| malformed("the object has no values"))
+    }
+
+    /// The whole object as a [`Record`], key attribute first.
+    pub fn to_record(&self) -> Result<Record, ClientError> {
+        let object = self.object.decode().map_err(malformed)?;
+        Ok(Record::from_object(&self.desc, self.version, object, true))
+    }
+}
+
+fn malformed(e: impl std::fmt::Display) -> ClientError {
+    ClientError::new(
+        Status::ServerError,
+        format!("a daemon returned a malformed object: {e}"),
+    )
 }
 
 #[cfg(test)]

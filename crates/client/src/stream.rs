@@ -31,11 +31,11 @@
 //! the stream, like a dropped subspace. Such reads see committed data of
 //! other replexes and are not linearizable (C.4 #6).
 
-use crate::attempt::{check_shape, owned, unexpected, Step};
+use crate::attempt::{check_len, owned, unexpected, Step};
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::merge::{Item, Merge, Pop};
-use crate::record::Record;
+use crate::record::{RawRecord, Record};
 use crate::resolve;
 use std::sync::Arc;
 use tessera_protocol::{
@@ -43,7 +43,7 @@ use tessera_protocol::{
 };
 use tessera_types::coordinate::key_bytes;
 use tessera_types::lookup::plan_lookup;
-use tessera_types::plan::plan_search;
+use tessera_types::plan::{plan_search, regions_in_value_order};
 use tessera_types::replex::{failed_regions, redirect_reads, CoverError, LostRegion, ReadLane};
 use tessera_types::sortkey::sort_key;
 use tessera_types::{Check, Configuration, PredOp, RegionId, Space, SpaceDesc, SpaceId, Value};
@@ -63,7 +63,11 @@ pub(crate) enum Want {
 /// A result of a search stream: an object, or a key of a keys-only search.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Found {
+    /// An object decoded on the way (a lookup's gets, a lane standing in
+    /// for a lost region).
     Object(tessera_types::Object),
+    /// An object as the daemon sent it, its shape checked, not decoded.
+    Bytes(ObjectBytes),
     Key(Value),
 }
 
@@ -200,6 +204,10 @@ impl Client {
         match stream.next_found().await {
             None => Ok(None),
             Some(Ok((version, Found::Object(object)))) => Ok(Some((version, object))),
+            Some(Ok((version, Found::Bytes(bytes)))) => bytes
+                .decode()
+                .map(|object| Some((version, object)))
+                .map_err(malformed),
             Some(Ok((_, Found::Key(_)))) => Err(ClientError::new(
                 Status::Internal,
                 "a redirected get yielded a key where an object was due",
@@ -260,6 +268,20 @@ impl Client {
     }
 }
 
+fn malformed(e: impl std::fmt::Display) -> ClientError {
+    ClientError::new(
+        Status::ServerError,
+        format!("a daemon returned a malformed object: {e}"),
+    )
+}
+
+fn key_not_object() -> ClientError {
+    ClientError::new(
+        Status::Internal,
+        "a search stream yielded a key where an object was due",
+    )
+}
+
 /// Every result of a stream, or its first error.
 async fn collect(mut stream: SearchStream) -> Result<Vec<Record>, ClientError> {
     let mut out = Vec::new();
@@ -278,19 +300,50 @@ impl SearchStream {
                 (State::Running(r), Found::Object(object)) => {
                     Ok(Record::from_object(&r.desc, version, object, true))
                 }
-                _ => Err(ClientError::new(
-                    Status::Internal,
-                    "a search stream yielded a key where an object was due",
+                (State::Running(r), Found::Bytes(bytes)) => {
+                    let object = bytes.decode().map_err(malformed)?;
+                    Ok(Record::from_object(&r.desc, version, object, true))
+                }
+                _ => Err(key_not_object()),
+            }),
+        )
+    }
+
+    /// The next matching object, not decoded yet ([`RawRecord`]): the
+    /// stream of [`SearchStream::next`] for a caller that reads a few
+    /// attributes of each object, or none. A sorted search with a limit
+    /// decodes nothing of the objects its merge drops either way.
+    pub async fn next_raw(&mut self) -> Option<Result<RawRecord, ClientError>> {
+        let found = self.next_found().await?;
+        Some(
+            found.and_then(|(version, found)| match (&self.state, found) {
+                (State::Running(r), Found::Bytes(bytes)) => {
+                    Ok(RawRecord::new(r.desc.clone(), version, bytes))
+                }
+                (State::Running(r), Found::Object(object)) => Ok(RawRecord::new(
+                    r.desc.clone(),
+                    version,
+                    ObjectBytes::encode(&object),
                 )),
+                _ => Err(key_not_object()),
             }),
         )
     }
 
     /// The next key of a keys-only stream.
     pub(crate) async fn next_key(&mut self) -> Option<Result<Value, ClientError>> {
-        Some(self.next_found().await?.map(|(_, found)| match found {
-            Found::Key(key) => key,
-            Found::Object(object) => object.values.into_iter().next().unwrap_or(Value::Int(0)),
+        Some(self.next_found().await?.and_then(|(_, found)| {
+            match found {
+                Found::Key(key) => Ok(key),
+                Found::Object(object) => {
+                    Ok(object.values.into_iter().next().unwrap_or(Value::Int(0)))
+                }
+                Found::Bytes(bytes) => bytes
+                    .view()
+                    .and_then(|view| view.value(0))
+                    .map(|key| key.unwrap_or(Value::Int(0)))
+                    .map_err(malformed),
+            }
         }))
     }
 
@@ -373,6 +426,7 @@ impl SearchStream {
             lanes: read_lanes,
             lookup,
             planned_on,
+            sequential,
         } = lanes;
         let lanes = read_lanes.len();
         let mut running = Running {
@@ -384,7 +438,7 @@ impl SearchStream {
             checks: Arc::new(checks),
             sort,
             want,
-            merge: Merge::new(lanes, sort, limit).sequential(lookup.is_some()),
+            merge: Merge::new(lanes, sort, limit).sequential(sequential),
             after: vec![None; lanes],
             fetches: (0..lanes).map(|_| None).collect(),
             yielded: None,
@@ -405,6 +459,11 @@ pub(crate) struct Lanes {
     lookup: Option<usize>,
     /// The space as planned when a lane stands in for a lost region.
     planned_on: Option<Arc<Space>>,
+    /// Whether every item of a lane comes before every item of the next
+    /// in the stream's order (the merge then reads them one at a time):
+    /// a lookup's indexlets, or a sorted search's regions cut only by the
+    /// sort attribute's value ([`regions_in_value_order`]).
+    sequential: bool,
 }
 
 /// Plans a search: through a global index when one beats the subspaces
@@ -441,11 +500,26 @@ pub(crate) fn plan_lanes(
             lanes,
             lookup: Some(lookup.attr),
             planned_on: None,
+            sequential: true,
         });
     }
     let subspace = &space.subspaces[plan.subspace];
-    let planned: Vec<RegionId> = plan
-        .regions
+    // With a limit, regions that hold consecutive stretches of the sort
+    // attribute are read in its order, one after the other: a range that
+    // crosses into a second region reads that region only for what the
+    // first lacked, not for the whole limit again.
+    let in_order = match (sort, limit) {
+        (Some(sort), Some(_)) => regions_in_value_order(space, &plan, sort.attr).map(|mut r| {
+            if sort.descending {
+                r.reverse();
+            }
+            r
+        }),
+        _ => None,
+    };
+    let planned: Vec<RegionId> = in_order
+        .as_ref()
+        .unwrap_or(&plan.regions)
         .iter()
         .map(|&i| subspace.regions[i].id)
         .collect();
@@ -456,6 +530,7 @@ pub(crate) fn plan_lanes(
         lanes,
         lookup: None,
         planned_on: redirected.then(|| Arc::new(space.clone())),
+        sequential: in_order.is_some() && !redirected,
     })
 }
 
@@ -516,6 +591,7 @@ impl Running {
             lanes: read_lanes,
             lookup,
             planned_on,
+            sequential,
         } = client
             .run(move |config, _| {
                 let checks = checks.clone();
@@ -542,7 +618,7 @@ impl Running {
         self.lookup = lookup;
         self.after = vec![self.yielded.clone(); lanes];
         self.fetches = (0..lanes).map(|_| None).collect();
-        self.merge.restart(lanes, lookup.is_some());
+        self.merge.restart(lanes, sequential);
         for lane in 0..lanes {
             self.fetch(client, lane);
         }
@@ -691,30 +767,41 @@ impl PageRequest {
         let mut items = Vec::with_capacity(page.len());
         let mut last = None;
         for (version, bytes) in page {
-            // The page's bytes are decoded here, once per object.
-            let object = bytes.decode().map_err(|e| {
-                Step::Fail(ClientError::new(
-                    Status::ServerError,
-                    format!("a daemon returned a malformed object: {e}"),
-                ))
-            })?;
-            check_shape(&self.desc, &object)?;
+            // Each object is checked whole here (one value per attribute,
+            // each well-formed) but only its key and sort value are
+            // decoded; the rest waits for the caller.
+            let view = bytes.view().map_err(|e| Step::Fail(malformed(e)))?;
+            check_len(&self.desc, view.len())?;
+            let value = |attr| {
+                view.value(attr)
+                    .map_err(|e| Step::Fail(malformed(e)))?
+                    .ok_or_else(|| Step::Fail(malformed("a value is missing")))
+            };
+            let key = value(0)?;
             let after = SearchAfter {
-                key: key_bytes(object.key()),
-                sort_value: self.sort.map(|s| object.values[s.attr].clone()),
+                key: key_bytes(&key),
+                sort_value: self.sort.map(|s| value(s.attr)).transpose()?,
             };
             last = Some(after.clone());
-            if !self.keeps(&object)? {
-                continue;
-            }
+            let payload = match (self.want, &self.lost) {
+                (Want::Keys(_), None) => Found::Key(key),
+                (Want::Objects, None) => Found::Bytes(bytes),
+                (want, Some(_)) => {
+                    let object = bytes.decode().map_err(|e| Step::Fail(malformed(e)))?;
+                    if !self.keeps(&object)? {
+                        continue;
+                    }
+                    match want {
+                        Want::Objects => Found::Object(object),
+                        Want::Keys(_) => Found::Key(key),
+                    }
+                }
+            };
             items.push(Item {
                 key: after.key,
                 sort_value: after.sort_value,
                 version,
-                payload: match self.want {
-                    Want::Objects => Found::Object(object),
-                    Want::Keys(_) => Found::Key(object.key().clone()),
-                },
+                payload,
             });
         }
         Ok((items, more, last))
@@ -918,6 +1005,66 @@ mod tests {
     }
 
     #[test]
+    fn a_sorted_search_with_a_limit_reads_regions_cut_by_its_sort_in_order() {
+        let mut config = replex_config();
+        let space = config.spaces[0].clone();
+        let checks = [Check::new(1, PredOp::Ge(Value::Int(-(1 << 62))))];
+        let by = |attr, descending| Some(SortBy { attr, descending });
+        let plan = |config: &Configuration, sort, limit| {
+            let Ok(lanes) = plan_lanes(config, &config.spaces[0], &checks, sort, limit) else {
+                panic!("a plan");
+            };
+            lanes
+        };
+        // The lanes' lowest b, by the regions' bounds.
+        let lows = |lanes: &Lanes| -> Vec<u64> {
+            lanes
+                .lanes
+                .iter()
+                .map(|l| {
+                    let (layout, index) = space
+                        .subspaces
+                        .iter()
+                        .find_map(|s| {
+                            let i = s.regions.iter().position(|r| r.id == l.region)?;
+                            Some((s, i))
+                        })
+                        .expect("a planned region");
+                    layout.cell_by_attr(index)[&1].0
+                })
+                .collect()
+        };
+        let ascending = plan(&config, by(1, false), Some(5));
+        assert!(ascending.sequential && ascending.lanes.len() > 1);
+        let mut sorted = lows(&ascending);
+        sorted.sort_unstable();
+        assert_eq!(lows(&ascending), sorted);
+        let descending = plan(&config, by(1, true), Some(5));
+        assert!(descending.sequential);
+        sorted.reverse();
+        assert_eq!(lows(&descending), sorted);
+        // Without a limit, or sorted by what does not cut these regions,
+        // every region is asked at once.
+        assert!(!plan(&config, by(1, false), None).sequential);
+        assert!(!plan(&config, by(0, false), Some(5)).sequential);
+        assert!(!plan(&config, None, Some(5)).sequential);
+        // A lane standing in for a lost region holds objects of several
+        // stretches of b: not in order any more.
+        let lost = ascending.lanes[1].region;
+        let daemon = space
+            .subspaces
+            .iter()
+            .flat_map(|s| &s.regions)
+            .find(|r| r.id == lost)
+            .expect("the region")
+            .chain[0];
+        config.daemons.get_mut(&daemon).expect("its daemon").state = DaemonState::Offline;
+        let redirected = plan(&config, by(1, false), Some(5));
+        assert!(redirected.lanes.iter().any(|l| l.lost.is_some()));
+        assert!(!redirected.sequential);
+    }
+
+    #[test]
     fn a_lost_region_is_planned_as_its_covering_set() {
         let mut config = replex_config();
         let space = config.spaces[0].clone();
@@ -1080,6 +1227,98 @@ mod tests {
             panic!("a page");
         };
         assert_eq!(items.len(), page.len());
+    }
+
+    #[test]
+    fn a_named_lane_passes_objects_on_undecoded_with_their_positions() {
+        let config = replex_config();
+        let page: Vec<(Version, Object)> = objects()
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| (Version(i as u64 + 1), o))
+            .collect();
+        let wire: Vec<(Version, ObjectBytes)> = page
+            .iter()
+            .map(|(v, o)| (*v, ObjectBytes::encode(o)))
+            .collect();
+        let named = ReadLane {
+            region: config.spaces[0].subspaces[0].regions[0].id,
+            lost: None,
+        };
+        let mut request = page_request(&config, named.clone(), Want::Objects);
+        request.sort = Some(SortBy {
+            attr: 1,
+            descending: false,
+        });
+        let Ok((items, more, after)) = request.objects_page(wire.clone(), true) else {
+            panic!("a page");
+        };
+        assert!(more);
+        let (_, last) = page.last().unwrap();
+        assert_eq!(
+            after,
+            Some(SearchAfter {
+                key: key_bytes(last.key()),
+                sort_value: Some(last.values[1].clone()),
+            })
+        );
+        assert_eq!(items.len(), page.len());
+        for (item, (version, object)) in items.iter().zip(&page) {
+            assert_eq!(item.version, *version);
+            assert_eq!(item.key, key_bytes(object.key()));
+            assert_eq!(item.sort_value.as_ref(), Some(&object.values[1]));
+            let Found::Bytes(bytes) = &item.payload else {
+                panic!(
+                    "{:?}: an object of a named lane is passed on as bytes",
+                    item.payload
+                );
+            };
+            assert_eq!(&bytes.decode().unwrap(), object);
+            let raw = RawRecord::new(request.desc.clone(), *version, bytes.clone());
+            let name = |i: usize| request.desc.attrs[i].name.clone();
+            assert_eq!(raw.get(&name(1)).unwrap().as_ref(), Some(&object.values[1]));
+            assert_eq!(raw.get("no such attribute").unwrap(), None);
+            assert_eq!(&raw.key().unwrap(), object.key());
+            let record = raw.to_record().unwrap();
+            assert_eq!(record.version, *version);
+            assert_eq!(
+                record.attrs,
+                vec![
+                    (name(0), object.values[0].clone()),
+                    (name(1), object.values[1].clone())
+                ]
+            );
+        }
+        // Keys only: the keys, in order.
+        let request = page_request(&config, named.clone(), Want::Keys(AuthOp::Read));
+        let Ok((items, _, _)) = request.objects_page(wire, false) else {
+            panic!("a page");
+        };
+        let keys: Vec<&Found> = items.iter().map(|i| &i.payload).collect();
+        let want: Vec<Found> = page
+            .iter()
+            .map(|(_, o)| Found::Key(o.key().clone()))
+            .collect();
+        assert_eq!(keys, want.iter().collect::<Vec<_>>());
+        // An object of the wrong shape, or bytes that are no object, fail
+        // the page.
+        let request = page_request(&config, named, Want::Objects);
+        let short = ObjectBytes::encode(&Object {
+            values: vec![Value::Int(1)],
+        });
+        let cut = {
+            let mut bytes = postcard::to_allocvec(&ObjectBytes::encode(&page[0].1)).unwrap();
+            bytes.truncate(bytes.len() - 3);
+            let len = bytes.len() - 1;
+            bytes[0] = u8::try_from(len).unwrap();
+            postcard::from_bytes::<ObjectBytes>(&bytes).unwrap()
+        };
+        for bad in [short, cut] {
+            match request.objects_page(vec![(Version(1), bad)], false) {
+                Err(Step::Fail(e)) => assert_eq!(e.status, Status::ServerError),
+                _ => panic!("a malformed object must fail the page"),
+            }
+        }
     }
 
     /// Compiles only if a stream and its `next` future can move to another

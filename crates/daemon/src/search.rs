@@ -86,27 +86,32 @@ pub fn get_committed(
             "this daemon is not the key's point leader",
         ));
     }
-    let Some(bytes) = engine
-        .get(region.id, &key_bytes(key))
-        .map_err(ReadFailed::of)?
-    else {
-        return Ok(get_answer(&space.desc, auth, None));
-    };
     let desc = &space.desc;
-    if !desc.authorization {
-        // The object's bytes as stored: nothing is decoded but the
-        // record's version (the client decodes the object).
-        let (version, view) = stored_object(&bytes).map_err(ReadFailed::of)?;
-        return Ok(match view {
-            Some(view) => DaemonResponse::Found {
-                version,
-                object: ObjectBytes::from_view(view),
-            },
-            None => get_answer(desc, auth, None),
-        });
-    }
-    let record = Record::decode(&bytes).map_err(ReadFailed::of)?;
-    Ok(get_answer(desc, auth, Some(record)))
+    let mut answer = None;
+    engine
+        .read(region.id, &key_bytes(key), &mut |bytes| {
+            let Some(bytes) = bytes else { return };
+            answer = Some(if desc.authorization {
+                Record::decode(bytes)
+                    .map(|record| get_answer(desc, auth, Some(record)))
+                    .map_err(ReadFailed::of)
+            } else {
+                // The object's bytes as stored, copied once out of the
+                // engine: nothing is decoded but the record's version (the
+                // client decodes the object).
+                stored_object(bytes)
+                    .map(|(version, view)| match view {
+                        Some(view) => DaemonResponse::Found {
+                            version,
+                            object: ObjectBytes::from_view(view),
+                        },
+                        None => get_answer(desc, auth, None),
+                    })
+                    .map_err(ReadFailed::of)
+            });
+        })
+        .map_err(ReadFailed::of)?;
+    answer.unwrap_or_else(|| Ok(get_answer(desc, auth, None)))
 }
 
 /// The answer to a get that found `record` (none: no record), in a space

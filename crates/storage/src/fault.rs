@@ -104,6 +104,22 @@ impl<H: Hooks> Engine for Hooked<H> {
         Ok(found)
     }
 
+    fn read(
+        &self,
+        region: RegionId,
+        key: &[u8],
+        read: &mut dyn FnMut(Option<&[u8]>),
+    ) -> Result<(), StorageError> {
+        self.hooks.read()?;
+        let mut found = false;
+        self.inner.read(region, key, &mut |value| {
+            found = value.is_some();
+            read(value)
+        })?;
+        self.hooks.objects_read(u64::from(found));
+        Ok(())
+    }
+
     fn apply_with_index(
         &self,
         writes: Vec<Write>,

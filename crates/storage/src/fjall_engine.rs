@@ -2,7 +2,10 @@
 //! journal.
 
 use crate::group::GroupCommit;
-use crate::{region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError, Write};
+use crate::{
+    region_key, with_region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError,
+    Write,
+};
 use fjall::{
     Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch as WriteBatch, PersistMode,
     Readable, Snapshot,
@@ -159,11 +162,22 @@ fn active_journal(dir: &Path) -> Result<Option<PathBuf>, StorageError> {
 
 impl Engine for FjallEngine {
     fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self
-            .objects
-            .get(region_key(region, key))
+        Ok(with_region_key(region, key, |k| self.objects.get(k))
             .map_err(engine_err)?
             .map(|v| v.to_vec()))
+    }
+
+    fn read(
+        &self,
+        region: RegionId,
+        key: &[u8],
+        read: &mut dyn FnMut(Option<&[u8]>),
+    ) -> Result<(), StorageError> {
+        // fjall hands out a shared slice of its block or memtable entry:
+        // borrowed here, never copied.
+        let found = with_region_key(region, key, |k| self.objects.get(k)).map_err(engine_err)?;
+        read(found.as_deref());
+        Ok(())
     }
 
     fn apply_with_index(

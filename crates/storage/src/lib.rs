@@ -88,6 +88,20 @@ impl IndexRange<'_> {
 pub trait Engine: Send + Sync + 'static {
     fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
 
+    /// Hands the key's value (none: absent) to `read` as the engine holds
+    /// it, without copying it out where the engine can avoid that. A read
+    /// path that keeps only part of the value (a search page, a get's
+    /// answer) uses this instead of [`Engine::get`].
+    fn read(
+        &self,
+        region: RegionId,
+        key: &[u8],
+        read: &mut dyn FnMut(Option<&[u8]>),
+    ) -> Result<(), StorageError> {
+        read(self.get(region, key)?.as_deref());
+        Ok(())
+    }
+
     /// Applies every write or none.
     fn apply(&self, writes: Vec<Write>) -> Result<(), StorageError> {
         self.apply_with_index(writes, Vec::new())
@@ -149,6 +163,21 @@ pub trait EngineSnapshot: Send + Sync + 'static {
     ) -> Result<(), StorageError>;
 }
 
+/// Calls `f` with the storage key of `key` in `region`, built on the stack
+/// when it is short (a point read's key, read many times per search page,
+/// then costs no allocation).
+pub fn with_region_key<R>(region: RegionId, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    const SHORT: usize = 120;
+    if key.len() <= SHORT {
+        let mut buf = [0u8; 8 + SHORT];
+        buf[..8].copy_from_slice(&region.0.to_be_bytes());
+        buf[8..8 + key.len()].copy_from_slice(key);
+        f(&buf[..8 + key.len()])
+    } else {
+        f(&region_key(region, key))
+    }
+}
+
 /// The storage key of `key` in `region`.
 pub fn region_key(region: RegionId, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + key.len());
@@ -167,6 +196,29 @@ pub(crate) mod conformance {
         let r1 = RegionId(1);
         let r2 = RegionId(2);
         assert_eq!(engine.get(r1, b"a").unwrap(), None);
+        // Keys longer than a storage key built on the stack, and one just
+        // short enough, read back whole through `get` and `read`.
+        for len in [120, 121, 300] {
+            let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let value = vec![len as u8; 3];
+            engine
+                .apply(vec![Write::Put {
+                    region: r2,
+                    key: key.clone(),
+                    value: value.clone(),
+                }])
+                .unwrap();
+            assert_eq!(engine.get(r2, &key).unwrap(), Some(value.clone()));
+            let mut read = None;
+            engine
+                .read(r2, &key, &mut |v| read = v.map(<[u8]>::to_vec))
+                .unwrap();
+            assert_eq!(read, Some(value));
+            assert_eq!(engine.get(r2, &key[..len - 1]).unwrap(), None);
+            engine
+                .apply(vec![Write::Delete { region: r2, key }])
+                .unwrap();
+        }
         engine
             .apply(vec![
                 Write::Put {
@@ -423,6 +475,18 @@ pub(crate) mod conformance {
                 }
             }
             engine.apply(batch).unwrap();
+        }
+        for region in 0..4u64 {
+            for key in 0..16u8 {
+                let want = model.get(&(region, vec![key]));
+                let (region, key) = (RegionId(region), [key]);
+                assert_eq!(engine.get(region, &key).unwrap().as_ref(), want);
+                let mut read = None;
+                engine
+                    .read(region, &key, &mut |v| read = Some(v.map(<[u8]>::to_vec)))
+                    .unwrap();
+                assert_eq!(read.expect("read calls back once").as_ref(), want);
+            }
         }
         let live = |region, after: Option<&[u8]>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
             engine.scan(region, after, visit)

@@ -27,6 +27,7 @@ use crate::interval::{coordinate_interval, intersect_intervals, interval_is_empt
 use crate::lookup::LookupPlan;
 use crate::predicate::Check;
 use crate::region::{count_regions_intersecting, regions_intersecting};
+use crate::value::DataType;
 use std::fmt::Write as _;
 
 /// The regions a search contacts: all in one subspace.
@@ -113,6 +114,39 @@ pub fn plan_search(space: &Space, checks: &[Check]) -> SearchPlan {
         subspace: best,
         regions,
     }
+}
+
+/// The plan's regions in the order of attribute `attr`'s values, when
+/// that order is theirs: `attr` is a number or a timestamp (whose
+/// coordinates preserve order) and a dimension of the planned subspace,
+/// and no two planned regions share an interval on it. Every value in one
+/// of them is then below every value in the next, so a sorted search with
+/// a limit reads them one after the other and stops once it has enough,
+/// instead of asking each for the whole limit. `None` otherwise (strings,
+/// whose coordinates are hashes; an attribute the subspace does not cut;
+/// regions side by side on it, cut apart by another dimension).
+pub fn regions_in_value_order(space: &Space, plan: &SearchPlan, attr: usize) -> Option<Vec<usize>> {
+    let layout = space.subspaces.get(plan.subspace)?;
+    if !layout.kind.holds_objects() {
+        return None;
+    }
+    let ordered = matches!(
+        space.desc.attrs.get(attr)?.dtype,
+        DataType::Int | DataType::Float | DataType::Timestamp(_)
+    );
+    let dim = layout
+        .attrs
+        .iter()
+        .position(|&a| a == attr)
+        .filter(|_| ordered)?;
+    let mut by_interval: Vec<(u64, usize)> = plan
+        .regions
+        .iter()
+        .map(|&r| (layout.cell_bounds(r)[dim].0, r))
+        .collect();
+    by_interval.sort_unstable();
+    let distinct = by_interval.windows(2).all(|w| w[0].0 != w[1].0);
+    distinct.then(|| by_interval.into_iter().map(|(_, r)| r).collect())
 }
 
 /// Human-readable text saying how a search runs: the chosen part (a
@@ -312,6 +346,71 @@ mod tests {
 
     fn check(attr: usize, op: PredOp) -> Check {
         Check::new(attr, op)
+    }
+
+    #[test]
+    fn regions_cut_only_by_a_number_are_read_in_its_order() {
+        let s = space_of(
+            parse_space(
+                "space s key k attributes int a, int b, name subspace a subspace a, b \
+                 subspace name create 16 partitions",
+            )
+            .unwrap(),
+        );
+        let value_of = |attr: usize, region: usize, subspace: usize| {
+            s.subspaces[subspace].cell_bounds(region)[s.subspaces[subspace]
+                .attrs
+                .iter()
+                .position(|&x| x == attr)
+                .unwrap()]
+        };
+        // Subspace a: a range meets several regions, in a's order; the
+        // plan lists them by index, which is a's order here too, so check
+        // it against the regions' bounds rather than the plan.
+        let range = [
+            check(1, PredOp::Ge(Value::Int(-(1 << 62)))),
+            check(1, PredOp::Lt(Value::Int(1 << 62))),
+        ];
+        let plan = SearchPlan {
+            subspace: 1,
+            regions: regions_intersecting(&s.subspaces[1], &subspace_box(&s, 1, &range))
+                .into_iter()
+                .rev()
+                .collect(),
+        };
+        assert!(plan.regions.len() > 2);
+        let ordered = regions_in_value_order(&s, &plan, 1).expect("a orders subspace a");
+        let mut want = plan.regions.clone();
+        want.sort_by_key(|&r| value_of(1, r, 1).0);
+        assert_eq!(ordered, want);
+        for pair in ordered.windows(2) {
+            assert!(value_of(1, pair[0], 1).1 < value_of(1, pair[1], 1).0);
+        }
+        // A subspace that does not cut by the sort attribute; one that
+        // cuts by it and by another, with two regions on one interval of a;
+        // a string's hashed axis.
+        assert_eq!(regions_in_value_order(&s, &plan, 2), None);
+        let grid = &s.subspaces[2];
+        assert_eq!(grid.attrs, vec![1, 2]);
+        let side_by_side = SearchPlan {
+            subspace: 2,
+            regions: vec![0, 1],
+        };
+        assert_eq!(value_of(1, 0, 2), value_of(1, 1, 2));
+        assert_eq!(regions_in_value_order(&s, &side_by_side, 1), None);
+        let one_per_interval = SearchPlan {
+            subspace: 2,
+            regions: vec![grid.splits[1].len() + 1, 0],
+        };
+        assert_eq!(
+            regions_in_value_order(&s, &one_per_interval, 1),
+            Some(vec![0, grid.splits[1].len() + 1])
+        );
+        let names = SearchPlan {
+            subspace: 3,
+            regions: vec![3, 1],
+        };
+        assert_eq!(regions_in_value_order(&s, &names, 3), None);
     }
 
     #[test]

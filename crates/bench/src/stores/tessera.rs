@@ -93,38 +93,26 @@ impl TesseraStore {
                 window,
                 count,
             } => {
-                let found = self
-                    .client
-                    .sorted_search(
-                        &self.space,
-                        [
-                            ("recno", PredOp::Ge(Value::Int(*start))),
-                            (
-                                "recno",
-                                PredOp::Lt(Value::Int(start.saturating_add(*window))),
-                            ),
-                        ],
-                        "recno",
-                        *count,
-                        false,
-                    )
-                    .await?;
-                Ok(if found.is_empty() {
-                    Outcome::NotFound
-                } else {
-                    Outcome::Ok
-                })
+                let stream = self.client.sorted_search_stream(
+                    &self.space,
+                    [
+                        ("recno", PredOp::Ge(Value::Int(*start))),
+                        (
+                            "recno",
+                            PredOp::Lt(Value::Int(start.saturating_add(*window))),
+                        ),
+                    ],
+                    "recno",
+                    *count,
+                    false,
+                );
+                found_any(stream).await
             }
             Op::SearchEq { recno } => {
-                let found = self
+                let stream = self
                     .client
-                    .search(&self.space, [("recno", PredOp::Eq(Value::Int(*recno)))])
-                    .await?;
-                Ok(if found.is_empty() {
-                    Outcome::NotFound
-                } else {
-                    Outcome::Ok
-                })
+                    .search_stream(&self.space, [("recno", PredOp::Eq(Value::Int(*recno)))]);
+                found_any(stream).await
             }
             Op::UpdateIndexed { key, recno } => {
                 self.client
@@ -153,6 +141,22 @@ impl Store for TesseraStore {
     fn execute<'a>(&'a self, op: &'a Op) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run(op))
     }
+}
+
+/// Reads a search's every result as PostgreSQL's client reads a query's
+/// rows: each object received and checked, none of its values decoded
+/// (a [`tessera_client::RawRecord`], like tokio-postgres's `Row`).
+async fn found_any(mut stream: tessera_client::SearchStream) -> anyhow::Result<Outcome> {
+    let mut found = 0usize;
+    while let Some(record) = stream.next_raw().await {
+        record?;
+        found += 1;
+    }
+    Ok(if found == 0 {
+        Outcome::NotFound
+    } else {
+        Outcome::Ok
+    })
 }
 
 #[cfg(test)]

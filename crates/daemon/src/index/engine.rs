@@ -291,6 +291,15 @@ impl Engine for IndexedEngine {
         self.inner.get(region, key)
     }
 
+    fn read(
+        &self,
+        region: RegionId,
+        key: &[u8],
+        read: &mut dyn FnMut(Option<&[u8]>),
+    ) -> Result<(), StorageError> {
+        self.inner.read(region, key, read)
+    }
+
     fn apply_with_index(
         &self,
         writes: Vec<Write>,

@@ -126,10 +126,25 @@ fn load_match(
     key: &[u8],
     filter: Filter<'_>,
 ) -> Result<Option<Match>, ReadPageError> {
-    match engine.get(region, key)? {
-        Some(bytes) => read_match(key, &bytes, filter, Some((slot, coord))),
-        None => Ok(None),
-    }
+    stored_match(engine, region, key, filter, Some((slot, coord)))
+}
+
+/// [`read_match`] of the record stored under `key`, read in place: only
+/// the match's object is copied out of the engine.
+fn stored_match(
+    engine: &dyn Engine,
+    region: RegionId,
+    key: &[u8],
+    filter: Filter<'_>,
+    entry: Option<(&Slot, u64)>,
+) -> Result<Option<Match>, ReadPageError> {
+    let mut found = Ok(None);
+    engine.read(region, key, &mut |bytes| {
+        if let Some(bytes) = bytes {
+            found = read_match(key, bytes, filter, entry);
+        }
+    })?;
+    found
 }
 
 /// The index entries a walk reads: those of `slot` with a coordinate in
@@ -205,10 +220,7 @@ fn read_key(
     key: &[u8],
     filter: Filter<'_>,
 ) -> Result<Option<Match>, ReadPageError> {
-    match engine.get(region, key)? {
-        Some(bytes) => read_match(key, &bytes, filter, None),
-        None => Ok(None),
-    }
+    stored_match(engine, region, key, filter, None)
 }
 
 /// Scans the region in key order after `after`; `found` gets each match
