@@ -43,11 +43,12 @@ use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tessera_advisor::autopilot::current_layout;
 use tessera_advisor::validate::{median_position, spread, Spread};
 use tessera_advisor::workload::{Class, ClassKind, SearchOp};
 use tessera_advisor::{
-    advise, agreement, parse_workload, predict_over_run, sampled_layouts, space_ref, Agreement,
-    Heuristic, Layout, Options, Params, Sampled, SpaceRef, Workload,
+    advise, agreement, parse_workload, predict, predict_over_run, sampled_layouts, space_ref,
+    Agreement, Heuristic, Layout, Options, Params, Sampled, SpaceRef, Workload,
 };
 use tessera_client::{Admin, Client, PredOp, Value};
 use tessera_types::DataType;
@@ -65,6 +66,8 @@ pub struct LayoutsOptions {
     /// How many of the optimizer's top layouts to measure (the heuristics'
     /// layouts come on top).
     pub top: usize,
+    /// Measure only the layout the workload's space declares instead.
+    pub declared: bool,
     /// Seconds the mix runs on each layout.
     pub seconds: f64,
     /// Objects loaded into each layout (replaces the workload's count).
@@ -491,7 +494,18 @@ pub async fn run(
     // 30 % inserts add 18,000 objects to 4,000, and every search then
     // returns five times as much): each layout is predicted for the mean
     // count its own predicted throughput leaves in the space.
-    let sampled: Vec<(Sampled, u64)> = sampled_layouts(&advice)
+    let candidates = if options.declared {
+        let layout = current_layout(&workload.space);
+        vec![Sampled {
+            prediction: predict(Options::default().model, &workload, &layout, &params),
+            layout,
+            top_rank: None,
+            heuristics: Vec::new(),
+        }]
+    } else {
+        sampled_layouts(&advice)
+    };
+    let sampled: Vec<(Sampled, u64)> = candidates
         .into_iter()
         .filter(|s| !s.layout.ahead_of_features())
         .map(|mut s| {

@@ -159,6 +159,11 @@ enum Scenario {
         /// heuristic's layout is measured too).
         #[arg(long, default_value_t = 5)]
         layouts: usize,
+        /// Measure only the layout the workload's space description
+        /// declares (its subspaces and indexes), against its prediction,
+        /// instead of the optimizer's and the heuristics' layouts.
+        #[arg(long)]
+        declared: bool,
         /// Seconds the mix runs on each layout.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
@@ -579,6 +584,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Layouts {
             workload,
             layouts,
+            declared,
             seconds,
             objects,
             workers,
@@ -590,6 +596,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("reading the workload {}", workload.display()))?;
             let options = tessera_bench::layouts::LayoutsOptions {
                 top: layouts,
+                declared,
                 seconds,
                 objects,
                 workers: workers.max(1),

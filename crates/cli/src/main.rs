@@ -234,6 +234,10 @@ enum Command {
         /// Milliseconds between tombstone collection rounds.
         #[arg(long, default_value_t = 10_000)]
         tombstone_collect_ms: u64,
+        /// MiB of the storage engine's block cache (table blocks kept in
+        /// memory for reads).
+        #[arg(long, default_value_t = tessera_daemon::CACHE_BYTES_DEFAULT >> 20)]
+        cache_mib: u64,
         #[command(flatten)]
         observe: Observe,
         #[command(flatten)]
@@ -647,6 +651,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             data,
             advertise,
             tombstone_collect_ms,
+            cache_mib,
             observe,
             security,
         } => {
@@ -656,6 +661,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 admin_token: link.admin_token,
                 advertise,
                 collect_every: Duration::from_millis(tombstone_collect_ms),
+                cache_bytes: cache_mib.saturating_mul(1 << 20),
                 metrics: observe.metrics,
                 ..tessera_daemon::DaemonOptions::new(socket_addr(&listen, port)?, data, coordinator)
             };

@@ -29,7 +29,12 @@ fn scratch(cluster: &Cluster) -> Vec<String> {
         .collect()
 }
 
-fn bench_layouts(cluster: &Cluster, workload: &str, json: &str) -> (bool, String, String) {
+fn bench_layouts(
+    cluster: &Cluster,
+    workload: &str,
+    json: &str,
+    extra: &[&str],
+) -> (bool, String, String) {
     let (host, port) = cluster
         .coordinator_addr(0)
         .split_once(':')
@@ -57,7 +62,10 @@ fn bench_layouts(cluster: &Cluster, workload: &str, json: &str) -> (bool, String
             &host,
             "--port",
             &port,
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
         None,
         Duration::from_secs(60),
     )
@@ -71,7 +79,7 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
     std::fs::write(&workload, WORKLOAD).expect("write the workload");
     let out = dir.path().join("out.json");
     let (workload, out) = (workload.to_str().unwrap(), out.to_str().unwrap());
-    let (ok, stdout, err) = bench_layouts(&cluster, workload, out);
+    let (ok, stdout, err) = bench_layouts(&cluster, workload, out, &[]);
     assert!(ok, "bench layouts failed: {err}");
     assert!(stdout.contains("mean absolute relative error"), "{stdout}");
     let text = std::fs::read_to_string(out).expect("the JSON file");
@@ -148,6 +156,28 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
     );
     assert!(scratch(&cluster).is_empty(), "scratch spaces left behind");
 
+    // Only the layout the workload's space declares, when asked.
+    let declared = dir.path().join("declared.json");
+    std::fs::write(
+        &declared,
+        WORKLOAD.replace("int price create", "int price index price create"),
+    )
+    .expect("write the workload");
+    let (ok, _, err) = bench_layouts(
+        &cluster,
+        declared.to_str().unwrap(),
+        out,
+        &["--declared"],
+    );
+    assert!(ok, "bench layouts --declared failed: {err}");
+    let doc: Json = serde_json::from_str(&std::fs::read_to_string(out).expect("JSON"))
+        .expect("JSON");
+    let layouts = doc["layouts"].as_array().expect("layouts");
+    assert_eq!(layouts.len(), 1, "{doc:#}");
+    assert_eq!(layouts[0]["summary"], "index price", "{doc:#}");
+    assert!(layouts[0]["measured_ops_per_s"].as_f64().expect("measured") > 0.0);
+    assert!(scratch(&cluster).is_empty(), "scratch spaces left behind");
+
     // A space with the scratch prefix: refused, named, left alone.
     let taken = "tessera_layouts_0";
     cluster
@@ -156,7 +186,7 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
             "space {taken} key k attributes string a tolerate 0 failures"
         ))
         .expect("a space with a scratch name");
-    let (ok, _, err) = bench_layouts(&cluster, workload, out);
+    let (ok, _, err) = bench_layouts(&cluster, workload, out, &[]);
     assert!(!ok, "bench layouts ran over an existing scratch space");
     assert!(err.contains(taken), "the refusal names the space: {err}");
     assert_eq!(

@@ -21,7 +21,7 @@ mod fjall_engine;
 mod group;
 mod memory;
 
-pub use fjall_engine::{Durability, FjallEngine};
+pub use fjall_engine::{Durability, FjallEngine, CACHE_BYTES_DEFAULT};
 pub use memory::MemoryEngine;
 use std::sync::Arc;
 use tessera_types::RegionId;

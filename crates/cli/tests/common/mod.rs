@@ -234,6 +234,11 @@ fn server_args(kind: &str, port: u16, advertise: Option<String>, data: &Path) ->
     if let Some(addr) = advertise {
         args.extend(["--advertise".to_string(), addr]);
     }
+    if kind == "daemon" {
+        // Test data is small: fjall's own default block cache is plenty,
+        // and many test daemons run at once.
+        args.extend(["--cache-mib".to_string(), "32".to_string()]);
+    }
     args
 }
 
