@@ -13,14 +13,17 @@
 //!   object, and `entries` the local index entries rewritten over every
 //!   copy (Eq. 4.5 and Tessera's terms, `model.rs`);
 //! - an insert: w_i + h · (α_c·copies + δ_c·entries);
-//! - a search: CR·c_req + examined·β + results·γ, + ε when it reads at
-//!   least one object through an index; one that walks a local index
-//!   over a range: CR·c_req + ρ + entries·β_r + results·γ (+ ε);
+//! - a search: CR·c_req + scanned·β + walked·β_r + results·γ, + ε when
+//!   it reads at least one object through an index, + ρ when its walk is
+//!   over a range. A scan steps from record to record (β each); a walk,
+//!   by equality or over a range, reads each entry's object by key (β_r
+//!   each, whether or not the object is returned);
 //! - a get: its own cost, g.
 //!
 //! Puts are fitted together for (w, h, h·α, h·δ), inserts for (w_i,
 //! h·α_c, h·δ_c), searches for (c_req, β, γ, ρ, β_r, ε, u, s₀) (equality
-//! steps pin c_req, β, γ and ε, those whose pages are not bounded u, and
+//! steps pin c_req, γ and ε, scans β, walks that return fewer objects
+//! than they read β_r beside γ, those whose pages are not bounded u, and
 //! searches of one and of every region s₀; range
 //! steps of two widths tell ρ from β_r), gets
 //! for g, each by least squares on relative errors (costs span orders of
@@ -62,8 +65,8 @@ pub enum Measured {
     Search {
         /// Regions contacted, CR.
         regions: f64,
-        /// Objects examined over those regions by a scan or an equality
-        /// walk (β each).
+        /// Objects examined over those regions by a scan (β each) or an
+        /// equality walk (β_r each, and then also `index_reads`).
         examined: f64,
         /// Whether the regions walk a local index over a range (ρ once).
         range: bool,
@@ -183,10 +186,14 @@ impl Measured {
                 bounded,
             } => Some([
                 regions,
-                examined,
+                // What a scan steps over (an equality walk reads its
+                // entries through the index: index_reads = examined).
+                (examined - if range { 0.0 } else { index_reads }).max(0.0),
                 results,
                 if range { 1.0 } else { 0.0 },
-                range_entries,
+                // Entries read through an index, over a range or by
+                // equality: each an object read by key.
+                if range { range_entries } else { index_reads },
                 index_reads.clamp(0.0, 1.0),
                 if bounded { 0.0 } else { regions },
                 1.0,
@@ -339,8 +346,8 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         params.modify_s = (num / den).max(0.0);
     }
 
-    // Searches: cost = c_req·CR + β·examined + γ·results + ρ·[range] +
-    // β_r·range entries + ε·min(1, index reads) + u·CR·[unbounded] + s₀.
+    // Searches: cost = c_req·CR + β·scanned + γ·results + ρ·[range] +
+    // β_r·walked entries + ε·min(1, index reads) + u·CR·[unbounded] + s₀.
     let searches: Vec<(Vec<f64>, f64)> = usable
         .iter()
         .filter_map(|m| Some((m.kind.search_terms()?.to_vec(), m.cost_s)))
@@ -357,7 +364,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     if searches.iter().any(|(x, _)| x[1] > 0.0) {
         params.beta_s = c[1];
     } else {
-        kept.push("beta_s: no search examined an object".into());
+        kept.push("beta_s: no search scanned an object".into());
     }
     if searches.iter().any(|(x, _)| x[2] > 0.0) {
         params.result_s = c[2];
@@ -659,6 +666,7 @@ mod tests {
             ("a present", 1.0, 10.0, 10.0, true, true),
             ("b present", 1.0, 1.0, 1.0, true, true),
             ("b present, d absent", 1.0, 1.0, 0.0, true, false),
+            ("a present, d absent", 1.0, 10.0, 0.0, true, false),
             ("c absent", r, 0.0, 0.0, true, true),
             ("c present", r, 10.0, 10.0, true, true),
             ("d absent", r, objects, 0.0, false, false),
@@ -676,8 +684,15 @@ mod tests {
             };
             let first = if index_reads > 0.0 { eps } else { 0.0 };
             let handed_off = if bounded { 0.0 } else { regions * unbounded };
-            let cost =
-                base + regions * c_req + examined * beta + results * gamma + first + handed_off;
+            // A scan steps over records at β; a walk reads its entries'
+            // objects at β_r.
+            let per_entry = if indexed { beta_r } else { beta };
+            let cost = base
+                + regions * c_req
+                + examined * per_entry
+                + results * gamma
+                + first
+                + handed_off;
             push(step.to_string(), kind, cost, &mut rng);
         }
         // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
@@ -698,6 +713,21 @@ mod tests {
             let cost = base + regions * c_req + rho + entries * (beta_r + gamma) + eps;
             push(format!("range {share}"), kind, cost, &mut rng);
         }
+        // The wider range with a check that drops every object: its
+        // entries read, none returned, the page handed off.
+        let phi = 0.9 / r;
+        let (regions, entries) = (1.0 + phi * (r - 1.0), phi * objects);
+        let kind = Measured::Search {
+            regions,
+            examined: 0.0,
+            range: true,
+            range_entries: entries,
+            results: 0.0,
+            index_reads: entries,
+            bounded: false,
+        };
+        let cost = base + regions * (c_req + unbounded) + rho + entries * beta_r + eps;
+        push("range 0.9, none returned".into(), kind, cost, &mut rng);
         out
     }
 

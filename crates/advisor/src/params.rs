@@ -17,8 +17,9 @@ use tessera_types::{AdvisorCalibration, FitQuality};
 /// cluster, not one server).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Params {
-    /// β: seconds of cluster work per object a search examines (thesis
-    /// Eq. 4.2; it measured 3.31·10⁻⁷).
+    /// β: seconds of cluster work per object a search examines by a scan
+    /// (thesis Eq. 4.2; it measured 3.31·10⁻⁷). Entries read through an
+    /// index cost β_r (`range_entry_s`).
     pub beta_s: f64,
     /// T_max: ops/s of a chain of length one, i.e. a put without the get
     /// in a space with only the key subspace (thesis Eq. 4.4; it measured
@@ -49,9 +50,12 @@ pub struct Params {
     /// an ordered scan of the index where equality reads one key's
     /// entries). Default 0, which prices a range walk as an equality one.
     pub range_search_s: f64,
-    /// β_r: seconds of cluster work per index entry a range walk reads
-    /// (β is per object an equality walk or a scan reads). Default: the
-    /// thesis's β.
+    /// β_r: seconds of cluster work per index entry a walk reads, over a
+    /// range or by equality: the object it names read by key, whether or
+    /// not it is then returned (β is per record a scan steps over, in
+    /// order). The thesis had one β for both; pricing equality walks at β
+    /// priced a walk whose entries mostly fail a second check (`stars eq,
+    /// price range`) at about half its cost. Default: the thesis's β.
     pub range_entry_s: f64,
     /// Seconds of cluster work per get. `None` (the default, and before
     /// calibration version 3): one overwrite hop, as the thesis charges

@@ -155,6 +155,9 @@ enum Action {
     /// A range over this fraction of `e`'s axis (`Op::SearchEq`, whose
     /// `recno` places it).
     Range(f64),
+    /// The same range with equality on this attribute for a value no
+    /// object has: every entry of the range is read, nothing returned.
+    RangeNone(f64, &'static str),
 }
 
 /// The store every step runs through: one space, one action; it adds up
@@ -232,6 +235,12 @@ impl CalStore {
             (Action::Range(fraction), Op::SearchEq { recno }) => {
                 let (low, high) = int_range(*fraction, hash(*recno as u64, E_SALT));
                 self.search([("e", low), ("e", high)]).await
+            }
+            (Action::RangeNone(fraction, absent), Op::SearchEq { recno }) => {
+                let (low, high) = int_range(*fraction, hash(*recno as u64, E_SALT));
+                let none = Value::str(&format!("absent{recno}"));
+                self.search([("e", low), ("e", high), (*absent, PredOp::Eq(none))])
+                    .await
             }
             (action, op) => anyhow::bail!("{action:?} cannot run {}", op.kind()),
         }
@@ -568,6 +577,7 @@ async fn measure_on(
                     regions,
                     examined,
                     range,
+                    range_entries,
                     index_reads,
                     bounded,
                     ..
@@ -578,10 +588,21 @@ async fn measure_on(
                         regions,
                         examined,
                         range,
-                        range_entries: if range { results } else { 0.0 },
+                        // A range walk reads what it returns, or when a
+                        // second check drops everything, the entries the
+                        // step expects its range to hold.
+                        range_entries: if range {
+                            range_entries.max(results)
+                        } else {
+                            0.0
+                        },
                         // Scans read no index; equality walks read what
-                        // they examine, range walks what they return.
-                        index_reads: if range { results } else { index_reads },
+                        // they examine, range walks what they read.
+                        index_reads: if range {
+                            index_reads.max(results)
+                        } else {
+                            index_reads
+                        },
                         results,
                         bounded,
                     }
@@ -679,6 +700,26 @@ async fn measure_on(
                 });
                 steps.push(run(label, Action::Range(fraction), kind, source).await?);
             }
+            // The wider range again, with d left to check object by object
+            // for a value none has: the same entries read, none returned
+            // (so a walked entry's read, β_r, is told from returning its
+            // object, γ), in a page handed to a blocking thread.
+            let fraction = RANGE_SHARES[1] / intervals;
+            let label = format!("search e range {fraction:.4}, d absent on {name}");
+            let entries = fraction * o;
+            let kind = Measured::Search {
+                regions: 1.0 + fraction * (intervals - 1.0),
+                examined: 0.0,
+                range: true,
+                range_entries: entries,
+                results: 0.0,
+                index_reads: entries,
+                bounded: false,
+            };
+            let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                recno: rng.gen_range(0..i64::MAX / 2),
+            });
+            steps.push(run(label, Action::RangeNone(fraction, "d"), kind, source).await?);
         }
         if !space.subspaces {
             let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Read {

@@ -163,15 +163,10 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
         WORKLOAD.replace("int price create", "int price index price create"),
     )
     .expect("write the workload");
-    let (ok, _, err) = bench_layouts(
-        &cluster,
-        declared.to_str().unwrap(),
-        out,
-        &["--declared"],
-    );
+    let (ok, _, err) = bench_layouts(&cluster, declared.to_str().unwrap(), out, &["--declared"]);
     assert!(ok, "bench layouts --declared failed: {err}");
-    let doc: Json = serde_json::from_str(&std::fs::read_to_string(out).expect("JSON"))
-        .expect("JSON");
+    let doc: Json =
+        serde_json::from_str(&std::fs::read_to_string(out).expect("JSON")).expect("JSON");
     let layouts = doc["layouts"].as_array().expect("layouts");
     assert_eq!(layouts.len(), 1, "{doc:#}");
     assert_eq!(layouts[0]["summary"], "index price", "{doc:#}");

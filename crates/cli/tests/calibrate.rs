@@ -56,10 +56,10 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert_eq!(report["stored"], true);
     assert_eq!(report["daemons"], 2);
     // Two daemons: key-only and subspace spaces at f = 0 and f = 1; eight
-    // equality and two range searches on the first; a modify on each
+    // equality and three range searches on the first; a modify on each
     // key-only space.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 30);
+    assert_eq!(steps.len(), 31);
     // Two runs: each step was measured twice and its fitted cost is one
     // of them (the lower, for two).
     for step in steps {
