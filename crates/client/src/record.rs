@@ -96,7 +96,8 @@ impl RawRecord {
     }
 }
 
-fn malformed(e: impl std::fmt::Display) -> ClientError {
+/// The error for an object a daemon sent that does not decode.
+pub(crate) fn malformed(e: impl std::fmt::Display) -> ClientError {
     ClientError::new(
         Status::ServerError,
         format!("a daemon returned a malformed object: {e}"),

@@ -35,7 +35,7 @@ use crate::attempt::{check_len, owned, unexpected, Step};
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::merge::{Item, Merge, Pop};
-use crate::record::{RawRecord, Record};
+use crate::record::{malformed, RawRecord, Record};
 use crate::resolve;
 use std::sync::Arc;
 use tessera_protocol::{
@@ -268,13 +268,6 @@ impl Client {
     }
 }
 
-fn malformed(e: impl std::fmt::Display) -> ClientError {
-    ClientError::new(
-        Status::ServerError,
-        format!("a daemon returned a malformed object: {e}"),
-    )
-}
-
 fn key_not_object() -> ClientError {
     ClientError::new(
         Status::Internal,
@@ -301,8 +294,7 @@ impl SearchStream {
                     Ok(Record::from_object(&r.desc, version, object, true))
                 }
                 (State::Running(r), Found::Bytes(bytes)) => {
-                    let object = bytes.decode().map_err(malformed)?;
-                    Ok(Record::from_object(&r.desc, version, object, true))
+                    RawRecord::new(r.desc.clone(), version, bytes).to_record()
                 }
                 _ => Err(key_not_object()),
             }),

@@ -185,9 +185,9 @@ fn active_journal(dir: &Path) -> Result<Option<PathBuf>, StorageError> {
 
 impl Engine for FjallEngine {
     fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(with_region_key(region, key, |k| self.objects.get(k))
-            .map_err(engine_err)?
-            .map(|v| v.to_vec()))
+        let mut found = None;
+        self.read(region, key, &mut |v| found = v.map(<[u8]>::to_vec))?;
+        Ok(found)
     }
 
     fn read(

@@ -117,21 +117,11 @@ enum Step {
     Stop,
 }
 
-/// Loads the object an entry names; `None` unless it exists, still has the
-/// entry's coordinate in `slot` and passes `filter` ([`read_match`]).
-fn load_match(
-    engine: &dyn Engine,
-    region: RegionId,
-    (slot, coord): (&Slot, u64),
-    key: &[u8],
-    filter: Filter<'_>,
-) -> Result<Option<Match>, ReadPageError> {
-    stored_match(engine, region, key, filter, Some((slot, coord)))
-}
-
-/// [`read_match`] of the record stored under `key`, read in place: only
-/// the match's object is copied out of the engine.
-fn stored_match(
+/// The match the object stored under `key` makes ([`read_match`]: it
+/// exists, passes `filter` and, read through an index `entry`, still has
+/// the entry's coordinate), read in place: only the match's object is
+/// copied out of the engine. Without an entry: a read by key.
+fn read_key(
     engine: &dyn Engine,
     region: RegionId,
     key: &[u8],
@@ -200,7 +190,7 @@ fn walk_index(
         match step(coord, key) {
             Step::Stop => false,
             Step::Skip => true,
-            Step::Load => match load_match(engine, region, (slot, coord), key, filter) {
+            Step::Load => match read_key(engine, region, key, filter, Some((slot, coord))) {
                 Ok(Some(m)) => found(m),
                 Ok(None) => true,
                 Err(e) => {
@@ -211,16 +201,6 @@ fn walk_index(
         }
     })?;
     failure.map_or(Ok(()), Err)
-}
-
-/// The object stored under `key` in the region, if it passes `filter`.
-fn read_key(
-    engine: &dyn Engine,
-    region: RegionId,
-    key: &[u8],
-    filter: Filter<'_>,
-) -> Result<Option<Match>, ReadPageError> {
-    stored_match(engine, region, key, filter, None)
 }
 
 /// Scans the region in key order after `after`; `found` gets each match
@@ -331,7 +311,7 @@ pub fn key_order_page(
         Access::Scan => scan_region(engine, region, after, filter, &mut take)?,
         Access::Key(key) => {
             if after.is_none_or(|a| key.as_slice() > a) {
-                if let Some(m) = read_key(engine, region, key, filter)? {
+                if let Some(m) = read_key(engine, region, key, filter, None)? {
                     take(m);
                 }
             }
@@ -474,7 +454,7 @@ pub fn sorted_page(
             true
         })?,
         Access::Key(key) => {
-            if let Some(m) = read_key(engine, region, key, filter)? {
+            if let Some(m) = read_key(engine, region, key, filter, None)? {
                 top.offer(m);
             }
         }
