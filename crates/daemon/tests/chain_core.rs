@@ -11,8 +11,8 @@ use tessera_daemon::chain::{build_hops, key_region};
 use tessera_daemon::core::{Effect, Held, HeldKind, ReplicaCore, ReplyTo};
 use tessera_daemon::record::Record;
 use tessera_protocol::{
-    Action, ChainAck, ChainForward, ChainMsg, ClientRef, CmpFailKind, DaemonResponse, HopWrite,
-    Mutation, Status, UpdateFlags, UpdateRequest,
+    chain_digest, Action, ChainAck, ChainForward, ChainMsg, ClientRef, CmpFailKind, DaemonResponse,
+    HopWrite, Mutation, Status, UpdateFlags, UpdateRequest,
 };
 use tessera_storage::fault::{Hooked, Hooks};
 use tessera_storage::{Engine, IndexWrite, MemoryEngine, StorageError, Write};
@@ -1388,6 +1388,13 @@ fn an_acknowledgement_for_a_held_update_commits_nothing() {
         region: region.id,
         position: 1,
         backfill: false,
+        // What the tail would vouch for, so that only the hold refuses it.
+        chain: chain_digest(&[tessera_protocol::Hop {
+            daemon: tail,
+            region: region.id,
+            write: HopWrite::Put,
+            after: None,
+        }]),
     };
     let core = net.cores.get_mut(&middle).unwrap();
     core.on_chain(ChainMsg::Ack(stray));
@@ -2360,6 +2367,7 @@ impl SecondHop {
             region: self.hops[1].region,
             position: 1,
             backfill: true,
+            chain: chain_digest(&self.hops[2..]),
         };
         self.deliver(ChainMsg::Ack(ack));
     }
@@ -2461,4 +2469,170 @@ fn a_backfill_passed_on_and_acknowledged_is_acknowledged_again_at_once() {
         ..t.forward.clone()
     }));
     assert_eq!(t.sent(downstream), (1, 0));
+}
+
+/// A walk's backfill and then its revisit carry one version along two
+/// chains in one epoch: a late copy of the backfill's acknowledgement
+/// does not vouch for the revisit's longer chain (simulator seed
+/// 201004610: taken for it, the revisit committed at its point leader
+/// before it had cleared a stale copy in a building hybrid region).
+#[test]
+fn an_acknowledgement_counts_only_for_the_chain_it_vouches_for() {
+    let mut t = SecondHop::new(|e| e);
+    let (upstream, downstream) = (t.hops[0].daemon, t.hops[2].daemon);
+    t.deliver(ChainMsg::Forward(t.forward.clone()));
+    t.ack_backfill();
+    assert_eq!(
+        t.sent(upstream),
+        (0, 1),
+        "the walk's backfill is acknowledged"
+    );
+    t.net.links.clear();
+    let mut revisit = t.forward.clone();
+    revisit.hops.push(tessera_protocol::Hop {
+        write: HopWrite::Remove,
+        ..*t.hops.last().unwrap()
+    });
+    t.deliver(ChainMsg::Forward(revisit.clone()));
+    assert_eq!(t.sent(downstream), (1, 0), "the revisit walks on");
+    t.net.links.clear();
+    // A duplicate of the first acknowledgement arrives late.
+    t.ack_backfill();
+    assert_eq!(
+        t.sent(upstream),
+        (0, 0),
+        "the late copy is not the revisit's"
+    );
+    // The revisit's own acknowledgement counts.
+    let ack = ChainAck {
+        epoch: t.config.epoch,
+        from: downstream,
+        space: t.config.spaces[0].id,
+        key: t.forward.key.clone(),
+        version: t.version,
+        region: t.hops[1].region,
+        position: 1,
+        backfill: true,
+        chain: chain_digest(&revisit.hops[2..]),
+    };
+    t.deliver(ChainMsg::Ack(ack));
+    assert_eq!(t.sent(upstream), (0, 1));
+}
+
+/// A member holding a client's update that its point leader has since
+/// forgotten (the point leader restarted and was refreshed while this
+/// member was paused) drops it when the point leader's next update
+/// arrives following the version before it: driven on, it would have
+/// placed a never-acknowledged object in the regions after this one, and
+/// held back every later commit of the key here (simulator seed
+/// 202002573).
+#[test]
+fn a_member_drops_an_update_its_point_leader_skipped() {
+    let config = Arc::new(config(3, 1, 2));
+    let space = &config.spaces[0];
+    let key = Value::Int(1);
+    let object = |a: i64| Object {
+        values: vec![key.clone(), Value::Int(a), Value::Int(1)],
+    };
+    let base = Version::next(None, config.epoch);
+    let hops = build_hops(
+        &config,
+        space,
+        &key,
+        Some(&object(1)),
+        Some(&object(1)),
+        Some(base),
+    )
+    .unwrap();
+    let (leader, member, next) = (hops[0].daemon, hops[1].daemon, hops[2].daemon);
+    let net = Net::new(&config);
+    // Every member holds the key committed at `base`.
+    for hop in &hops {
+        net.engines[&hop.daemon]
+            .apply(vec![Write::Put {
+                region: hop.region,
+                key: key_bytes(&key),
+                value: Record {
+                    version: base,
+                    object: Some(object(1)),
+                    recent: vec![],
+                }
+                .encode(),
+            }])
+            .unwrap();
+    }
+    let mut net = net;
+    let forward = |version: Version, a: i64, request_no: u64| ChainForward {
+        epoch: config.epoch,
+        from: leader,
+        space: space.id,
+        key: key.clone(),
+        version,
+        hops: hops.clone(),
+        position: 1,
+        object: Some(object(a)),
+        client: ClientRef {
+            client_id: 7,
+            request_no,
+        },
+    };
+    let deliver = |net: &mut Net, msg: ChainMsg| {
+        net.cores.get_mut(&member).unwrap().on_chain(msg);
+        net.collect(member);
+    };
+    // The forgotten update: the version right after `base`.
+    let orphan = Version(base.0 + 1);
+    deliver(&mut net, ChainMsg::Forward(forward(orphan, 2, 1)));
+    // The refreshed point leader's next update follows `base` again.
+    let later = Version(base.0 + 2);
+    deliver(&mut net, ChainMsg::Forward(forward(later, 3, 2)));
+    net.links.clear();
+    deliver(
+        &mut net,
+        ChainMsg::Ack(ChainAck {
+            epoch: config.epoch,
+            from: next,
+            space: space.id,
+            key: key.clone(),
+            version: later,
+            region: hops[1].region,
+            position: 1,
+            backfill: false,
+            chain: chain_digest(&hops[2..]),
+        }),
+    );
+    let acked: Vec<Version> = net
+        .links
+        .get(&(member, leader))
+        .into_iter()
+        .flatten()
+        .filter_map(|m| match m {
+            ChainMsg::Ack(a) => Some(a.version),
+            ChainMsg::Forward(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        acked,
+        vec![later],
+        "the later update commits and is acknowledged"
+    );
+    let stored = net.engines[&member]
+        .get(hops[1].region, &key_bytes(&key))
+        .unwrap()
+        .map(|bytes| Record::decode(&bytes).unwrap().version);
+    assert_eq!(stored, Some(later));
+    // The orphan is not sent on again on the redrive timer.
+    net.links.clear();
+    for _ in 0..8 {
+        net.cores.get_mut(&member).unwrap().on_tick();
+        net.collect(member);
+    }
+    let resent = net
+        .links
+        .get(&(member, next))
+        .into_iter()
+        .flatten()
+        .filter(|m| matches!(m, ChainMsg::Forward(f) if f.version == orphan))
+        .count();
+    assert_eq!(resent, 0);
 }

@@ -244,6 +244,7 @@ fn messages() -> Vec<Message> {
             region: RegionId(11),
             position: 0,
             backfill: false,
+            chain: 0x1234_5678_9abc_def0,
         })),
         Message::Transfer(TransferMsg::Entries {
             transfer: 4,

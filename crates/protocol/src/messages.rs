@@ -623,6 +623,39 @@ pub struct ChainAck {
     /// late acknowledgement of that update must not count for it.
     #[serde(default)]
     pub backfill: bool,
+    /// [`chain_digest`] of the hops from the sender to the tail: what the
+    /// acknowledgement vouches for. Two backfills of one version may
+    /// travel different chains in one epoch (a revisit adds the building
+    /// parts' other regions), and a late copy of the first one's
+    /// acknowledgement must not count for the second (simulator seed
+    /// 201004610: a revisit committed at its point leader before it had
+    /// cleared a stale hybrid region).
+    #[serde(default)]
+    pub chain: u64,
+}
+
+/// A digest of a run of hops (FNV-1a over every field), the same in every
+/// process: an acknowledgement counts only for a pending update whose
+/// hops after the receiver digest to the value it carries.
+pub fn chain_digest(hops: &[Hop]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |x: u64| {
+        for b in x.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(PRIME);
+        }
+    };
+    for hop in hops {
+        eat(hop.daemon.0);
+        eat(hop.region.0);
+        eat(match hop.write {
+            HopWrite::Put => 0,
+            HopWrite::Remove => 1,
+        });
+        eat(hop.after.map_or(0, |v| v.0.wrapping_add(1)));
+    }
+    h
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

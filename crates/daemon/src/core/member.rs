@@ -8,7 +8,9 @@ use super::{
     REDRIVE_TICKS, RELAYS_MAX,
 };
 use crate::record::{trim_recent, ReadRecordError, Record};
-use tessera_protocol::{ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite};
+use tessera_protocol::{
+    chain_digest, ChainAck, ChainForward, ChainMsg, ClientRef, DaemonResponse, HopWrite,
+};
 use tessera_storage::Write;
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{DaemonId, Epoch, Version};
@@ -211,6 +213,9 @@ impl ReplicaCore {
                 return;
             }
         }
+        if let Some(after) = hop.after.filter(|_| !forward.client.is_internal()) {
+            self.drop_skipped(&state_key, after, version);
+        }
         let last = pos + 1 == forward.hops.len();
         let held = self.held.contains(&state_key.0);
         let phase = if held {
@@ -239,6 +244,33 @@ impl ReplicaCore {
             Phase::Held { .. } | Phase::Blocked => {}
         }
         self.release_buffered(&state_key);
+    }
+
+    /// A client's update of version `version` follows `after` here: its
+    /// point leader issued it right after `after`, so an update of a
+    /// version between the two that this member holds pending (or
+    /// buffered) is one that point leader never issued or has forgotten —
+    /// a point leader that restarted and was refreshed while this member,
+    /// paused or cut off, still held it (simulator seed 202002573). Driven
+    /// on, it would place a never-acknowledged object in regions after this
+    /// one that no later update of the key clears; it is dropped instead.
+    /// Only members after the point leader hold one (no client waits on it
+    /// here), and the point leader's own updates never skip a version.
+    fn drop_skipped(&mut self, state_key: &StateKey, after: Version, version: Version) {
+        let Some(state) = self.keys.get_mut(state_key) else {
+            return;
+        };
+        let skipped = |v: &Version| after < *v && *v < version;
+        state.pending.retain(|v, p| {
+            let orphan = skipped(v) && p.forward.client != ClientRef::BACKFILL && p.replies.is_empty();
+            if orphan {
+                tracing::info!(version = %v, %after, next = %version, "dropping an update its point leader skipped");
+            }
+            !orphan
+        });
+        state
+            .buffered
+            .retain(|v, f| !(skipped(v) && f.client != ClientRef::BACKFILL));
     }
 
     /// Whether an update that follows version `after` of a key in a
@@ -322,6 +354,7 @@ impl ReplicaCore {
             region: upstream.region,
             position: (pos - 1) as u32,
             backfill: forward.client == ClientRef::BACKFILL,
+            chain: chain_digest(&forward.hops[pos..]),
         };
         self.send(upstream.daemon, ChainMsg::Ack(ack));
     }
@@ -361,6 +394,7 @@ impl ReplicaCore {
             if ack.position as usize == pos
                 && forward.hops[pos + 1].daemon == ack.from
                 && (forward.client == ClientRef::BACKFILL) == ack.backfill
+                && chain_digest(&forward.hops[pos + 1..]) == ack.chain
             {
                 let (forward, _) = self.relays.remove(&slot).expect("found above");
                 self.send_ack(&forward, pos);
@@ -381,6 +415,13 @@ impl ReplicaCore {
         let expected = pending.forward.hops.get(pos + 1).map(|h| h.daemon);
         if pos != ack.position as usize || expected != Some(ack.from) {
             tracing::warn!(from = %ack.from, "dropping an acknowledgement from a daemon that is not next in the chain");
+            return;
+        }
+        if chain_digest(&pending.forward.hops[pos + 1..]) != ack.chain {
+            // A late copy from a pass of this version along another chain
+            // (a backfill and then its revisit): the rest of this chain
+            // has not vouched for it. The redrive timer sends it again.
+            tracing::debug!(version = %ack.version, "acknowledgement for another chain of the same version");
             return;
         }
         match pending.phase {
