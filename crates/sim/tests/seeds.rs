@@ -371,3 +371,21 @@ fn seed_152008481_a_remembered_backfill_answers_only_its_own_chain() {
 fn seed_152017093_a_clearing_walk_is_not_answered_by_an_earlier_pass() {
     must_pass_within_f(152_017_093, false);
 }
+
+/// A walk's backfill and then its revisit carried one version along two
+/// chains; a late duplicate of the backfill's acknowledgement committed
+/// the revisit at its point leader before it had cleared a stale copy in
+/// a building hybrid region. Acknowledgements now name their chain.
+#[test]
+fn seed_201004610_an_acknowledgement_vouches_only_for_its_own_chain() {
+    must_pass_within_f(201_004_610, false);
+}
+
+/// Beyond f: a member paused through its point leader's restart and
+/// refresh drove on an update the point leader never learned of, leaving
+/// a never-acknowledged object in a hybrid region. A member now drops an
+/// update its point leader skipped.
+#[test]
+fn seed_202002573_a_member_drops_an_update_its_point_leader_skipped() {
+    must_pass(202_002_573);
+}
