@@ -80,6 +80,10 @@ impl FjallEngine {
             .keyspace("objects", KeyspaceCreateOptions::default)
             .map_err(engine_err)?;
         let index = db
+            // fjall's 64 MiB memtable: a smaller one bounds how many dead
+            // entries a churned index's walks step over, but reads an index
+            // that fits in 64 MiB from tables instead (`docs/BENCHMARKS.md`,
+            // "Churned indexes and the index memtable").
             .keyspace("index", KeyspaceCreateOptions::default)
             .map_err(engine_err)?;
         let meta = db
@@ -225,6 +229,11 @@ impl Engine for FjallEngine {
                 IndexWrite::Put { region, entry } => {
                     batch.insert(&self.index, region_key(region, &entry), [])
                 }
+                // Not `remove_weak`: fjall drops a weak tombstone with the
+                // put under it and every older version of the key, so an
+                // entry put, flushed, removed, put back and removed again
+                // would come back from its first table
+                // (`index_with_flushes_matches_a_set` finds it).
                 IndexWrite::Delete { region, entry } => {
                     batch.remove(&self.index, region_key(region, &entry))
                 }
@@ -578,6 +587,96 @@ mod tests {
         );
         let empty = tempfile::tempdir().unwrap();
         assert_eq!(active_journal(empty.path()).unwrap(), None);
+    }
+
+    /// The index entries of region 1, in order.
+    fn index_of(e: &FjallEngine) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let all = IndexRange {
+            start: &[],
+            end: None,
+            reverse: false,
+        };
+        e.index_scan(RegionId(1), all, &mut |entry| {
+            out.push(entry.to_vec());
+            true
+        })
+        .unwrap();
+        out
+    }
+
+    /// An entry put again while present, then removed, stays removed
+    /// through flushes and compactions; a batch that removes an entry and
+    /// puts it back keeps it.
+    #[test]
+    fn index_removals_hold_through_flushes_and_compactions() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
+        let put = |entry: &[u8]| IndexWrite::Put {
+            region: RegionId(1),
+            entry: entry.to_vec(),
+        };
+        let delete = |entry: &[u8]| IndexWrite::Delete {
+            region: RegionId(1),
+            entry: entry.to_vec(),
+        };
+        e.apply_with_index(vec![], vec![put(b"a"), put(b"b")])
+            .unwrap();
+        e.index.rotate_memtable_and_wait().unwrap();
+        e.apply_with_index(vec![], vec![put(b"a")]).unwrap();
+        e.apply_with_index(vec![], vec![delete(b"a")]).unwrap();
+        e.apply_with_index(
+            vec![],
+            vec![put(b"c"), delete(b"b"), put(b"b"), delete(b"c")],
+        )
+        .unwrap();
+        e.index.rotate_memtable_and_wait().unwrap();
+        e.index.major_compact().unwrap();
+        assert_eq!(index_of(&e), vec![b"b".to_vec()]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        /// Batches of index puts and removals (entries put while present,
+        /// removed while absent, removed and put back in one batch), with
+        /// memtable flushes and major compactions between them, against a
+        /// set.
+        #[test]
+        fn index_with_flushes_matches_a_set(
+            steps in proptest::collection::vec(
+                (proptest::collection::vec((0u8..6, any::<bool>()), 1..5), 0u8..10),
+                1..40,
+            ),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let e = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
+            let mut model = std::collections::BTreeSet::new();
+            for (batch, then) in steps {
+                let writes = batch
+                    .iter()
+                    .map(|&(entry, is_put)| {
+                        let entry = vec![entry];
+                        if is_put {
+                            model.insert(entry.clone());
+                            IndexWrite::Put { region: RegionId(1), entry }
+                        } else {
+                            model.remove(&entry);
+                            IndexWrite::Delete { region: RegionId(1), entry }
+                        }
+                    })
+                    .collect();
+                e.apply_with_index(vec![], writes).unwrap();
+                match then {
+                    0..=2 => e.index.rotate_memtable_and_wait().unwrap(),
+                    3 => e.index.major_compact().unwrap(),
+                    _ => {}
+                }
+                prop_assert_eq!(index_of(&e), model.iter().cloned().collect::<Vec<_>>());
+            }
+            e.index.rotate_memtable_and_wait().unwrap();
+            e.index.major_compact().unwrap();
+            prop_assert_eq!(index_of(&e), model.into_iter().collect::<Vec<_>>());
+        }
     }
 
     proptest! {
