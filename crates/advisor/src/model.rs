@@ -13,6 +13,7 @@
 //! | per search, per region, per result | – | s₀; c_req (+ u where the region's page is not bounded by its index); γ |
 //! | per request | a get and a write are hops | a get, a write and an insert cost their calibrated request costs; a search that reads through an index pays ε once |
 //! | a range walk | – | ρ per search, β_r per entry read |
+//! | a walk of an index that modifies churn | – | T·q·H / (2N) dead entries per live one, β_r each |
 //! | ranges | do not narrow | meet 1 + φ(n − 1) of n intervals on ordered axes |
 //! | a modify of S's attributes | always moves the object | moves it with probability 1 − Π 1/n_j |
 //! | local index entries | – | δ per changed entry per copy |
@@ -73,13 +74,20 @@ pub fn tolerates_faults(workload: &Workload, layout: &Layout) -> bool {
 /// The prediction for `layout` under `workload`.
 pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Params) -> Prediction {
     let ctx = Context::new(workload, layout, params);
-    let class_costs_s: Vec<f64> = workload
+    // Seconds a search's walk adds per op/s of the mix (dead index entries).
+    let mut churn = vec![0.0; workload.classes.len()];
+    let mut class_costs_s: Vec<f64> = workload
         .classes
         .iter()
-        .map(|class| match &class.kind {
+        .zip(&mut churn)
+        .map(|(class, churn)| match &class.kind {
             ClassKind::Search(search) => match model {
                 Model::Thesis => ctx.thesis_search_s(search),
-                Model::Tessera => ctx.search_s(search),
+                Model::Tessera => {
+                    let (cost, per_op_per_s) = ctx.search_priced(search);
+                    *churn = per_op_per_s;
+                    cost
+                }
             },
             ClassKind::Get => match model {
                 Model::Thesis => params.hop_s(),
@@ -109,6 +117,27 @@ pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Para
             }
         })
         .collect();
+    // The mix's cost per operation is C0 + A·T at throughput T (the dead
+    // entries grow with the modifies' rate), and T = 1 / (C0 + A·T):
+    // A·T² + C0·T − 1 = 0. Each search is then priced at that T.
+    let base_s: f64 = workload
+        .classes
+        .iter()
+        .zip(&class_costs_s)
+        .map(|(c, cost)| c.p * cost)
+        .sum();
+    let a: f64 = workload
+        .classes
+        .iter()
+        .zip(&churn)
+        .map(|(c, k)| c.p * k)
+        .sum();
+    if a > 0.0 && base_s > 0.0 {
+        let t = (-base_s + (base_s * base_s + 4.0 * a).sqrt()) / (2.0 * a);
+        for (cost, k) in class_costs_s.iter_mut().zip(&churn) {
+            *cost += k * t;
+        }
+    }
     let ops_per_s = thesis::mix_throughput(
         workload
             .classes
@@ -293,7 +322,18 @@ impl<'a> Context<'a> {
     /// Tessera's search cost: CR·c_req + examined·β + results·γ on the
     /// planned subspace (a range walk: + ρ, and β_r per entry instead of
     /// β), or through a global index when that is cheaper.
-    fn search_s(&self, search: &Search) -> f64 {
+    ///
+    /// Returns the cost, and what the walk's dead index entries add
+    /// per operation per second of the mix's throughput T: a modify of
+    /// the walked attribute removes one entry of every copy and writes
+    /// another, and a removed entry stays where walks step over it for
+    /// the workload's churn horizon H. At T ops/s with a share q of them
+    /// modifying the attribute, a walk over the horizon meets on average
+    /// T·q·H / (2N) dead entries per live one, each priced as a live
+    /// entry's read (β_r; measured 0.4–0.5 µs against β_r = 0.36 µs,
+    /// `docs/design/advisor.md`, "What writes cost the searches beside
+    /// them").
+    fn search_priced(&self, search: &Search) -> (f64, f64) {
         let (i, met) = self.planned_part(search);
         let part = &self.parts[i];
         let regions: f64 = part.grid.iter().map(|&n| f64::from(n)).product();
@@ -316,10 +356,10 @@ impl<'a> Context<'a> {
                     let cover = part.attrs.iter().position(|&d| d == a).map_or(1.0, |d| {
                         self.intervals_met(search, a, part.grid[d]) / f64::from(part.grid[d])
                     });
-                    (self.selectivity(search, a, op) / cover).min(1.0)
+                    ((self.selectivity(search, a, op) / cover).min(1.0), a)
                 })
-                .fold(None, |best: Option<f64>, s| {
-                    Some(best.map_or(s, |b| b.min(s)))
+                .fold(None, |best: Option<(f64, usize)>, w| {
+                    Some(best.map_or(w, |b| if w.0 < b.0 { w } else { b }))
                 })
         };
         // A walk reads each entry's object by key, β_r per entry whether
@@ -331,11 +371,16 @@ impl<'a> Context<'a> {
         // A walk that reads at least one object pays ε once per search
         // (its first read through an index costs more than the next).
         let first = |share: f64| p.walk_first_s * (in_regions * share).min(1.0);
-        let (share, per_entry_s, walk_s) = match walk(SearchOp::Eq) {
-            Some(share) => (share, p.range_entry_s, first(share)),
+        let (share, per_entry_s, walk_s, walked) = match walk(SearchOp::Eq) {
+            Some((share, a)) => (share, p.range_entry_s, first(share), Some(a)),
             None => match walk(SearchOp::Range) {
-                Some(share) => (share, p.range_entry_s, p.range_search_s + first(share)),
-                None => (1.0, p.beta_s, 0.0),
+                Some((share, a)) => (
+                    share,
+                    p.range_entry_s,
+                    p.range_search_s + first(share),
+                    Some(a),
+                ),
+                None => (1.0, p.beta_s, 0.0, None),
             },
         };
         let results_s = self.results(search) * p.result_s;
@@ -351,8 +396,21 @@ impl<'a> Context<'a> {
             .global_plans_s(search)
             .map(|g| g + results_s)
             .fold(subspace_s, f64::min);
+        let churn = match (walked, self.workload.churn_horizon_s) {
+            (Some(a), Some(horizon)) if planned_s == subspace_s => {
+                let q: f64 = self
+                    .workload
+                    .classes
+                    .iter()
+                    .filter(|c| matches!(&c.kind, ClassKind::Modify(attrs) if attrs.contains(&a)))
+                    .map(|c| c.p)
+                    .sum();
+                in_regions * share * per_entry_s * q * horizon / (2.0 * self.objects)
+            }
+            _ => 0.0,
+        };
         // What a search costs the client whatever its plan.
-        p.search_base_s + planned_s
+        (p.search_base_s + planned_s, churn)
     }
 
     /// The cost of each lookup through a global index on a checked
@@ -717,5 +775,62 @@ mod tests {
         let w = hotels(r#"{"p": 1, "search": {"price": "range"}}"#);
         let thesis = predict(Model::Thesis, &w, &layout, &params).class_costs_s[0];
         assert!((thesis - 256_000.0 * params.beta_s).abs() < 1e-12);
+    }
+
+    #[test]
+    fn dead_entries_of_modifies_slow_the_walks_over_the_churn_horizon() {
+        let params = Params {
+            range_search_s: 5e-5,
+            range_entry_s: 7e-7,
+            ..Params::default()
+        };
+        let layout = Layout::of_subspaces(vec![vec![5]]);
+        let mix = |modified: &str, horizon: &str| {
+            parse_workload(
+                &format!(
+                    r#"{{"space": "space hotels key id attributes city, addr, post, tel, int price create 256 partitions tolerate 1 failure",
+                        "objects": 256000, {horizon}
+                        "classes": [{{"p": 0.5, "search": {{"price": "range"}}, "range_fraction": 0.1}},
+                                    {{"p": 0.5, "modify": ["{modified}"]}}]}}"#
+                ),
+                None,
+            )
+            .expect("valid workload")
+        };
+        let still = predict(Model::Tessera, &mix("price", ""), &layout, &params);
+        let churned = predict(
+            Model::Tessera,
+            &mix("price", r#""churn_horizon_s": 10,"#),
+            &layout,
+            &params,
+        );
+        // The walk reads φ·O = 25,600 live entries; at T ops/s half of
+        // them modify price, so over 10 s it meets T·0.5·10 / (2·256,000)
+        // dead entries per live one, at β_r each. T is the mix's
+        // throughput with that cost in: found here by iterating.
+        let per_t = 25_600.0 * 7e-7 * 0.5 * 10.0 / (2.0 * 256_000.0);
+        let (search_s, modify_s) = (still.class_costs_s[0], still.class_costs_s[1]);
+        let mut t = still.ops_per_s;
+        for _ in 0..200 {
+            t = 1.0 / (0.5 * (search_s + per_t * t) + 0.5 * modify_s);
+        }
+        assert!(
+            (churned.ops_per_s - t).abs() < 1e-6 * t,
+            "{} vs {t}",
+            churned.ops_per_s
+        );
+        assert!(churned.ops_per_s < still.ops_per_s);
+        let extra = churned.class_costs_s[0] - search_s;
+        assert!((extra - per_t * t).abs() < 1e-9 * search_s);
+        assert_eq!(churned.class_costs_s[1], modify_s);
+        // Modifies of another attribute leave the price entries alone.
+        let other = predict(
+            Model::Tessera,
+            &mix("city", r#""churn_horizon_s": 10,"#),
+            &layout,
+            &params,
+        );
+        let unchurned = predict(Model::Tessera, &mix("city", ""), &layout, &params);
+        assert_eq!(other.ops_per_s, unchurned.ops_per_s);
     }
 }

@@ -256,6 +256,7 @@ pub fn observed_workload(
             object_bytes: None,
             distinct: BTreeMap::new(),
             range_fraction: None,
+            churn_horizon_s: None,
         },
         counts,
         unmodelled,

@@ -14,7 +14,9 @@
 //! copy of an object), `distinct` (`{"attr": n}`, how many distinct values
 //! an attribute holds; equality then matches `objects / n` objects, and an
 //! attribute not listed is taken as unique), `range_fraction` (the fraction
-//! of an axis a range or a regex matches), and per search class `results`
+//! of an axis a range or a regex matches), `churn_horizon_s` (seconds a
+//! removed index entry stays where walks step over it: see
+//! `Workload::churn_horizon_s`), and per search class `results`
 //! (objects returned) and `range_fraction`. Unknown keys are refused, so a
 //! misspelt one never silently falls back to a default.
 //!
@@ -104,6 +106,11 @@ pub struct Workload {
     pub distinct: BTreeMap<usize, u64>,
     /// The default fraction of an axis a range or regex matches.
     pub range_fraction: Option<f64>,
+    /// Seconds an index entry a modify removed stays where walks step
+    /// over it (until the memtable holding it is flushed): how much of
+    /// the modifies' churn a search's index walk meets. `None`: not priced
+    /// (`bench layouts` sets its run's length).
+    pub churn_horizon_s: Option<f64>,
 }
 
 /// How a workload file names its space.
@@ -229,6 +236,8 @@ struct RawWorkload {
     distinct: BTreeMap<String, u64>,
     #[serde(default)]
     range_fraction: Option<f64>,
+    #[serde(default)]
+    churn_horizon_s: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -286,6 +295,10 @@ pub fn parse_workload(
         .map(|b| positive("object_bytes", b))
         .transpose()?;
     let range_fraction = raw.range_fraction.map(fraction).transpose()?;
+    let churn_horizon_s = raw
+        .churn_horizon_s
+        .map(|h| positive("churn_horizon_s", h))
+        .transpose()?;
     let mut distinct = BTreeMap::new();
     for (name, &n) in &raw.distinct {
         let attr = attribute(&space, raw.classes.len(), name)?;
@@ -314,6 +327,7 @@ pub fn parse_workload(
         object_bytes,
         distinct,
         range_fraction,
+        churn_horizon_s,
     })
 }
 
@@ -596,6 +610,23 @@ mod tests {
             ),
             Err(ParseWorkloadError::Space(_))
         ));
+        let horizon = |h: &str| {
+            parse_workload(
+                &format!(
+                    r#"{{"space": "space x key k attributes int a", "objects": 1, "churn_horizon_s": {h},
+                        "classes": [{{"p": 1, "get": true}}]}}"#
+                ),
+                None,
+            )
+        };
+        assert!(matches!(
+            horizon("0"),
+            Err(ParseWorkloadError::BadNumber {
+                what: "churn_horizon_s",
+                ..
+            })
+        ));
+        assert_eq!(horizon("2.5").unwrap().churn_horizon_s, Some(2.5));
     }
 
     #[test]

@@ -476,6 +476,10 @@ pub async fn run(
     if let Some(objects) = options.objects {
         workload.objects = objects.max(1);
     }
+    // Each layout runs on a space created for it: the index entries its
+    // modifies remove stay in the memtable for the whole run, so its
+    // walks meet a run's worth of them (`Workload::churn_horizon_s`).
+    workload.churn_horizon_s.get_or_insert(options.seconds);
     let calibrated = config.advisor.is_some();
     let params = match &config.advisor {
         Some(c) => Params::default().calibrated(c),
