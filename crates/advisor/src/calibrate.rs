@@ -96,6 +96,22 @@ pub struct Measurement {
 }
 
 impl Measured {
+    /// A range walk over `regions` regions reading `entries` index entries
+    /// (each object read by key): all `returned`, in pages the regions
+    /// answer at once, or none (a second check drops every object, left
+    /// to test object by object in a page handed off).
+    pub fn range_walk(regions: f64, entries: f64, returned: bool) -> Measured {
+        Measured::Search {
+            regions,
+            examined: 0.0,
+            range: true,
+            range_entries: entries,
+            results: if returned { entries } else { 0.0 },
+            index_reads: entries,
+            bounded: returned,
+        }
+    }
+
     /// The group it is fitted and reported in.
     pub fn group(&self) -> &'static str {
         match self {
@@ -697,37 +713,29 @@ mod tests {
         }
         // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
         // tenths of an interval: 1 + φ(r − 1) regions, φ·O entries walked
-        // and returned.
-        for share in [0.2, 0.9] {
+        // and returned; and the wider one again with a check that drops
+        // every object: its entries read, none returned, the page handed
+        // off.
+        for (share, returned) in [(0.2, true), (0.9, true), (0.9, false)] {
             let phi = share / r;
             let (regions, entries) = (1.0 + phi * (r - 1.0), phi * objects);
-            let kind = Measured::Search {
-                regions,
-                examined: 0.0,
-                range: true,
-                range_entries: entries,
-                results: entries,
-                index_reads: entries,
-                bounded: true,
+            let cost = if returned {
+                base + regions * c_req + rho + entries * (beta_r + gamma) + eps
+            } else {
+                base + regions * (c_req + unbounded) + rho + entries * beta_r + eps
             };
-            let cost = base + regions * c_req + rho + entries * (beta_r + gamma) + eps;
-            push(format!("range {share}"), kind, cost, &mut rng);
+            let step = if returned {
+                format!("range {share}")
+            } else {
+                format!("range {share}, none returned")
+            };
+            push(
+                step,
+                Measured::range_walk(regions, entries, returned),
+                cost,
+                &mut rng,
+            );
         }
-        // The wider range with a check that drops every object: its
-        // entries read, none returned, the page handed off.
-        let phi = 0.9 / r;
-        let (regions, entries) = (1.0 + phi * (r - 1.0), phi * objects);
-        let kind = Measured::Search {
-            regions,
-            examined: 0.0,
-            range: true,
-            range_entries: entries,
-            results: 0.0,
-            index_reads: entries,
-            bounded: false,
-        };
-        let cost = base + regions * (c_req + unbounded) + rho + entries * beta_r + eps;
-        push("range 0.9, none returned".into(), kind, cost, &mut rng);
         out
     }
 

@@ -120,18 +120,13 @@ pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Para
     // The mix's cost per operation is C0 + A·T at throughput T (the dead
     // entries grow with the modifies' rate), and T = 1 / (C0 + A·T):
     // A·T² + C0·T − 1 = 0. Each search is then priced at that T.
-    let base_s: f64 = workload
+    let (base_s, a) = workload
         .classes
         .iter()
-        .zip(&class_costs_s)
-        .map(|(c, cost)| c.p * cost)
-        .sum();
-    let a: f64 = workload
-        .classes
-        .iter()
-        .zip(&churn)
-        .map(|(c, k)| c.p * k)
-        .sum();
+        .zip(class_costs_s.iter().zip(&churn))
+        .fold((0.0, 0.0), |(base, a), (c, (cost, k))| {
+            (base + c.p * cost, a + c.p * k)
+        });
     if a > 0.0 && base_s > 0.0 {
         let t = (-base_s + (base_s * base_s + 4.0 * a).sqrt()) / (2.0 * a);
         for (cost, k) in class_costs_s.iter_mut().zip(&churn) {

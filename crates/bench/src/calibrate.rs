@@ -686,15 +686,8 @@ async fn measure_on(
             for share in RANGE_SHARES {
                 let fraction = share / intervals;
                 let label = format!("search e range {fraction:.4} on {name}");
-                let kind = Measured::Search {
-                    regions: 1.0 + fraction * (intervals - 1.0),
-                    examined: 0.0,
-                    range: true,
-                    range_entries: 0.0,
-                    results: 0.0,
-                    index_reads: 0.0,
-                    bounded: true,
-                };
+                // Its entries are those it returns, counted by `run`.
+                let kind = Measured::range_walk(1.0 + fraction * (intervals - 1.0), 0.0, true);
                 let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                     recno: rng.gen_range(0..i64::MAX / 2),
                 });
@@ -707,15 +700,7 @@ async fn measure_on(
             let fraction = RANGE_SHARES[1] / intervals;
             let label = format!("search e range {fraction:.4}, d absent on {name}");
             let entries = fraction * o;
-            let kind = Measured::Search {
-                regions: 1.0 + fraction * (intervals - 1.0),
-                examined: 0.0,
-                range: true,
-                range_entries: entries,
-                results: 0.0,
-                index_reads: entries,
-                bounded: false,
-            };
+            let kind = Measured::range_walk(1.0 + fraction * (intervals - 1.0), entries, false);
             let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                 recno: rng.gen_range(0..i64::MAX / 2),
             });
