@@ -1,7 +1,8 @@
 //! `tessera dev`: a whole cluster in one process.
 //!
-//! One coordinator member and N daemons run as tokio tasks, each on its own
-//! port of 127.0.0.1 and with its own data directory:
+//! One coordinator member and N daemons, each on its own port of 127.0.0.1
+//! and with its own data directory; the daemons are tasks of one runtime,
+//! the coordinator runs on a runtime and thread of its own (`run_apart`):
 //!
 //! ```text
 //!  DIR/coordinator   coordinator  127.0.0.1:P          (default P = 1982)
@@ -86,6 +87,38 @@ async fn print_metrics_urls(coordinator: &str, transport: &tessera_client::Trans
     }
 }
 
+/// Runs `server` on a runtime of its own, on a thread of its own, and
+/// hands its result back. The coordinator runs so in `tessera dev`: on the
+/// daemons' runtime, a load that keeps both worker threads busy delayed its
+/// answers to heartbeats past the daemons' lease (every daemon stopped
+/// serving for half a second on this 2-core machine), and once for longer
+/// than its failure timeout, when it took every daemon offline. Apart, as
+/// in a deployment, it gets its share of the CPU from the operating system.
+fn run_apart<F, T, E>(
+    name: &str,
+    server: F,
+) -> anyhow::Result<tokio::sync::oneshot::Receiver<Result<T, E>>>
+where
+    F: Future<Output = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .with_context(|| format!("starting the {name} runtime"))?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _ = tx.send(runtime.block_on(server));
+        })
+        .with_context(|| format!("starting the {name} thread"))?;
+    Ok(rx)
+}
+
 /// A future that completes once `stop` turns true.
 async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
@@ -120,11 +153,15 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
         transport: options.transport.clone(),
         ..tessera_coordinator::server::CoordinatorOptions::new(coordinator_addr, coordinator_dir)
     };
-    let shutdown = stopped(stop_rx.clone());
+    let coordinator = run_apart("tessera-coordinator", {
+        let shutdown = stopped(stop_rx.clone());
+        async move { tessera_coordinator::server::run(coordinator_options, shutdown).await }
+    })?;
     tasks.spawn(async move {
-        tessera_coordinator::server::run(coordinator_options, shutdown)
-            .await
-            .context("coordinator")
+        match coordinator.await {
+            Ok(result) => result.context("coordinator"),
+            Err(_) => Err(anyhow::anyhow!("the coordinator's thread ended without a result")),
+        }
     });
 
     for (i, addr) in daemon_addrs.iter().enumerate() {

@@ -16,6 +16,13 @@
 //! Available (a new or returning daemon). Either way every daemon gets one
 //! full timeout of grace before it can be suspected, so a new leader does
 //! not declare failed the daemons that were heartbeating to its predecessor.
+//!
+//! The detector counts only silence it was awake to hear. A leader that was
+//! itself frozen or starved (a stalled VM, SIGSTOP, a runtime too busy to
+//! poll it) for more than half the timeout between two checks has heard
+//! nothing meanwhile, though heartbeats may be waiting unread in its
+//! sockets; the next check moves every daemon's last heartbeat forward by
+//! that gap instead of taking the whole cluster offline.
 
 use crate::state::ClusterState;
 use std::collections::BTreeMap;
@@ -41,6 +48,8 @@ pub struct FailureDetector {
     /// The Raft term this member leads in, if it leads.
     leading: Option<u64>,
     watches: BTreeMap<DaemonId, Watch>,
+    /// When [`Self::suspects`] last ran while leading.
+    checked: Option<Duration>,
 }
 
 impl FailureDetector {
@@ -50,6 +59,7 @@ impl FailureDetector {
             timeout,
             leading: None,
             watches: BTreeMap::new(),
+            checked: None,
         }
     }
 
@@ -69,6 +79,7 @@ impl FailureDetector {
         }
         self.leading = Some(term);
         self.watches.clear();
+        self.checked = None;
         true
     }
 
@@ -76,6 +87,7 @@ impl FailureDetector {
     pub fn follow(&mut self) {
         self.leading = None;
         self.watches.clear();
+        self.checked = None;
     }
 
     /// Whether this member acts as leader.
@@ -102,6 +114,16 @@ impl FailureDetector {
             return Vec::new();
         }
         self.watches.retain(|id, _| state.daemons.contains_key(id));
+        if let Some(last) = self.checked.replace(now) {
+            let gap = now.saturating_sub(last);
+            if gap > self.timeout / 2 {
+                // This detector did not run for `gap`: what it did not
+                // hear meanwhile says nothing of the daemons.
+                for watch in self.watches.values_mut() {
+                    watch.heard = (watch.heard + gap).min(now);
+                }
+            }
+        }
         let mut suspects = Vec::new();
         for (id, info) in &state.daemons {
             let available = info.state == DaemonState::Available;
@@ -168,6 +190,30 @@ mod tests {
         t0 + Duration::from_millis(ms)
     }
 
+    /// Every 200 ms after `from` up to `to`, as the leader's loop runs:
+    /// a heartbeat from each daemon of `alive`, then a check. Returns the
+    /// last check's suspects.
+    fn check_until(
+        fd: &mut FailureDetector,
+        state: &ClusterState,
+        alive: &[DaemonId],
+        from: Duration,
+        to: Duration,
+    ) -> Vec<DaemonId> {
+        let step = Duration::from_millis(200);
+        let mut at = from;
+        loop {
+            at = (at + step).min(to);
+            for &id in alive {
+                fd.on_heartbeat(id, state.epoch, at);
+            }
+            let suspects = fd.suspects(at, state);
+            if at == to {
+                return suspects;
+            }
+        }
+    }
+
     #[test]
     fn a_follower_suspects_nobody() {
         let state = state_with(2);
@@ -198,7 +244,10 @@ mod tests {
             }
         }
         // Just under the timeout after the last heartbeat: still fine.
-        assert_eq!(fd.suspects(ms(t0, 4999), &state), vec![DaemonId(2)]);
+        assert_eq!(
+            check_until(&mut fd, &state, &[], ms(t0, 3000), ms(t0, 4999)),
+            vec![DaemonId(2)]
+        );
         assert_eq!(
             fd.suspects(ms(t0, 5000), &state),
             vec![DaemonId(1), DaemonId(2), DaemonId(3)]
@@ -218,7 +267,7 @@ mod tests {
         let t1 = ms(t0, 10_000);
         assert!(fd.lead(3));
         assert!(fd.suspects(t1, &state).is_empty());
-        assert!(fd.suspects(ms(t1, 1999), &state).is_empty());
+        assert!(check_until(&mut fd, &state, &[], t1, ms(t1, 1999)).is_empty());
         assert_eq!(fd.suspects(ms(t1, 2000), &state), vec![DaemonId(1)]);
     }
 
@@ -226,23 +275,55 @@ mod tests {
     fn offline_daemons_are_not_suspected_and_get_grace_when_back() {
         let mut state = state_with(2);
         let t0 = Duration::from_secs(1_000);
+        let d1 = [DaemonId(1)];
         let mut fd = FailureDetector::new(TIMEOUT);
         fd.lead(1);
         fd.suspects(t0, &state);
         state.apply(Command::DaemonOffline { id: DaemonId(2) });
-        fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 2500));
-        assert!(fd.suspects(ms(t0, 2500), &state).is_empty());
+        assert!(check_until(&mut fd, &state, &d1, t0, ms(t0, 4800)).is_empty());
         // d2 comes back at 5 s: grace from when the detector sees it.
         state.apply(Command::RegisterDaemon {
             id: Some(DaemonId(2)),
             addr: "d1:1".into(),
             metrics: None,
         });
-        fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 5000));
-        assert!(fd.suspects(ms(t0, 5000), &state).is_empty());
-        fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 6900));
-        assert!(fd.suspects(ms(t0, 6900), &state).is_empty());
-        assert_eq!(fd.suspects(ms(t0, 7000), &state), vec![DaemonId(2)]);
+        assert!(check_until(&mut fd, &state, &d1, ms(t0, 4800), ms(t0, 6800)).is_empty());
+        assert_eq!(
+            check_until(&mut fd, &state, &d1, ms(t0, 6800), ms(t0, 7000)),
+            vec![DaemonId(2)]
+        );
+    }
+
+    #[test]
+    fn a_detector_that_did_not_run_counts_only_the_silence_it_heard() {
+        let state = state_with(2);
+        let t0 = Duration::from_secs(1_000);
+        let (both, d1) = ([DaemonId(1), DaemonId(2)], [DaemonId(1)]);
+        let mut fd = FailureDetector::new(TIMEOUT);
+        fd.lead(1);
+        assert!(fd.suspects(t0, &state).is_empty());
+        // Both heartbeat until 1 s; then d2 stops for good, and the
+        // detector hears its silence for 1 s.
+        assert!(check_until(&mut fd, &state, &both, t0, ms(t0, 1000)).is_empty());
+        assert!(check_until(&mut fd, &state, &d1, ms(t0, 1000), ms(t0, 2000)).is_empty());
+        // The leader stalls for 5 s: on waking, nobody is suspected,
+        // though both were last heard 5 s or more ago.
+        assert!(fd.suspects(ms(t0, 7000), &state).is_empty());
+        // d1's heartbeats (queued meanwhile) are read; d2 sends none, and
+        // is suspected after one more second of silence heard.
+        assert!(check_until(&mut fd, &state, &d1, ms(t0, 7000), ms(t0, 7999)).is_empty());
+        assert_eq!(
+            check_until(&mut fd, &state, &d1, ms(t0, 7999), ms(t0, 8000)),
+            vec![DaemonId(2)]
+        );
+        // A gap of under half the timeout is ordinary scheduling: counted.
+        let mut fd = FailureDetector::new(TIMEOUT);
+        fd.lead(2);
+        assert!(fd.suspects(t0, &state).is_empty());
+        fd.on_heartbeat(DaemonId(1), state.epoch, ms(t0, 900));
+        assert!(fd.suspects(ms(t0, 900), &state).is_empty());
+        assert!(fd.suspects(ms(t0, 1800), &state).is_empty());
+        assert_eq!(fd.suspects(ms(t0, 2700), &state), vec![DaemonId(2)]);
     }
 
     #[test]
@@ -254,7 +335,10 @@ mod tests {
         assert!(fd.suspects(t0, &state).is_empty());
         fd.on_heartbeat(DaemonId(2), state.epoch, t0);
         state.apply(Command::ServerForget { id: DaemonId(2) });
-        assert_eq!(fd.suspects(ms(t0, 3000), &state), vec![DaemonId(1)]);
+        assert_eq!(
+            check_until(&mut fd, &state, &[], t0, ms(t0, 3000)),
+            vec![DaemonId(1)]
+        );
         assert!(!fd.watches.contains_key(&DaemonId(2)));
     }
 
