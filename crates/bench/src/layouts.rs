@@ -107,6 +107,11 @@ pub struct LayoutRun {
     pub measured_ops_per_s: f64,
     /// Each run's operations that succeeded per second, in the order run.
     pub runs_ops_per_s: Vec<f64>,
+    /// The median over the runs whose round's probe completed of the run's
+    /// rate divided by that round's machine speed: what the layout would
+    /// measure at the calibration's speed, each run judged by the probe
+    /// that ran beside it rather than by the probes' median.
+    pub at_calibration_ops_per_s: Option<f64>,
     /// The runs' median, minimum and maximum.
     pub spread: Spread,
     /// Runs during which the configuration's epoch moved (a daemon taken
@@ -570,6 +575,7 @@ pub async fn run(
         rounds_ops_per_s: Vec::new(),
     };
     for round in 1..=options.runs {
+        let mut speed = None;
         let name = format!("{SCRATCH_PREFIX}probe");
         progress(&format!("{name}: gets on a key-only space, round {round}"));
         let mut created = false;
@@ -592,9 +598,12 @@ pub async fn run(
                 .with_context(|| format!("removing the scratch space {name}"))?;
         }
         match outcome {
-            Ok(m) => probe
-                .rounds_ops_per_s
-                .push((m.phase.operations - m.errors) as f64 / m.phase.seconds),
+            Ok(m) => {
+                let rate = (m.phase.operations - m.errors) as f64 / m.phase.seconds;
+                probe.rounds_ops_per_s.push(rate);
+                speed = (probe.predicted_ops_per_s > 0.0 && rate > 0.0)
+                    .then(|| rate / probe.predicted_ops_per_s);
+            }
             // The probe only explains the layouts' figures; without it
             // they stand as they are.
             Err(e) => progress(&format!("{name}: round {round} failed, left out: {e:#}")),
@@ -629,7 +638,7 @@ pub async fn run(
             // own next time: that ends the whole run.
             cleanup?;
             let m = match outcome {
-                Ok(m) => m,
+                Ok(m) => Mixed { speed, ..m },
                 Err(e) => {
                     progress(&format!("{name}: run {round} failed, left out: {e:#}"));
                     failures[i].push(format!("{e:#}"));
@@ -701,6 +710,8 @@ fn layout_run(
         .iter()
         .map(|m| (m.phase.operations - m.errors) as f64 / m.phase.seconds)
         .collect();
+    let speeds: Vec<Option<f64>> = ms.iter().map(|m| m.speed).collect();
+    let at_calibration = at_calibration(&rates, &speeds);
     let spread = spread(&rates)?;
     let middle = median_position(&rates)?;
     // `count` is the inserts that succeeded (errors are apart).
@@ -717,10 +728,22 @@ fn layout_run(
         disturbed_runs: ms.iter().filter(|m| m.disturbed).count(),
         failed_runs: 0,
         measured_ops_per_s: spread.median,
+        at_calibration_ops_per_s: at_calibration,
         runs_ops_per_s: rates,
         spread,
         phase: ms.into_iter().nth(middle)?.phase,
     })
+}
+
+/// The median of each run's rate divided by its round's machine speed,
+/// over the runs whose round has one.
+fn at_calibration(rates: &[f64], speeds: &[Option<f64>]) -> Option<f64> {
+    let scaled: Vec<f64> = rates
+        .iter()
+        .zip(speeds)
+        .filter_map(|(rate, speed)| Some(rate / speed.filter(|s| *s > 0.0)?))
+        .collect();
+    spread(&scaled).map(|s| s.median)
 }
 
 /// What [`measure`] gives.
@@ -729,6 +752,9 @@ struct Mixed {
     phase: PhaseResult,
     errors: u64,
     disturbed: bool,
+    /// Its round's probe speed (measured ÷ predicted gets), when the
+    /// round's probe completed.
+    speed: Option<f64>,
 }
 
 /// One layout: create `name` with it, load, run the mix.
@@ -839,6 +865,7 @@ async fn measure(
         options.seconds
     );
     Ok(Mixed {
+        speed: None,
         loaded: loaded.operations,
         phase,
         errors,
@@ -889,8 +916,8 @@ impl LayoutsReport {
         );
         let _ = writeln!(
             out,
-            "{:>11} {:>11} {:>15} {:>8}  {:<40}  chosen by",
-            "predicted", "measured", "min–max", "error", "layout"
+            "{:>11} {:>11} {:>15} {:>8} {:>8}  {:<40}  chosen by",
+            "predicted", "measured", "min–max", "error", "scaled", "layout"
         );
         for r in &self.runs {
             let mut summary = r.sampled.layout.summary(space);
@@ -899,7 +926,7 @@ impl LayoutsReport {
             }
             let _ = writeln!(
                 out,
-                "{:>11.0} {:>11.0} {:>15} {:>+7.1}%  {summary:<40}  {}{}",
+                "{:>11.0} {:>11.0} {:>15} {:>+7.1}% {:>8}  {summary:<40}  {}{}",
                 r.sampled.prediction.ops_per_s,
                 r.measured_ops_per_s,
                 format!("{:.0}–{:.0}", r.spread.min, r.spread.max),
@@ -907,6 +934,14 @@ impl LayoutsReport {
                     r.sampled.prediction.ops_per_s,
                     r.measured_ops_per_s
                 ) * 100.0,
+                r.at_calibration_ops_per_s
+                    .map_or("-".to_string(), |m| format!(
+                        "{:+.1}%",
+                        tessera_advisor::validate::relative_error(
+                            r.sampled.prediction.ops_per_s,
+                            m
+                        ) * 100.0
+                    )),
                 chosen_by(&r.sampled),
                 if r.disturbed() { " (disturbed)" } else { "" },
             );
@@ -947,6 +982,14 @@ impl LayoutsReport {
                     out,
                     "mean absolute relative error with every prediction scaled by that speed: \
                      {:.1}%",
+                    e * 100.0
+                );
+            }
+            if let Some(e) = self.per_round_error() {
+                let _ = writeln!(
+                    out,
+                    "mean absolute relative error with each run scaled by its own round's \
+                     speed (the `scaled` column): {:.1}%",
                     e * 100.0
                 );
             }
@@ -1018,6 +1061,7 @@ impl LayoutsReport {
                     "seconds": r.seconds,
                     "ops": r.phase.ops,
                     "runs_ops_per_s": r.runs_ops_per_s,
+                    "at_calibration_ops_per_s": r.at_calibration_ops_per_s,
                     "measured_min_ops_per_s": r.spread.min,
                     "measured_max_ops_per_s": r.spread.max,
                     "measured_spread": r.spread.relative(),
@@ -1065,6 +1109,7 @@ impl LayoutsReport {
                 "speed": p.speed(),
             })),
             "mean_abs_relative_error_scaled": self.scaled_error(),
+            "mean_abs_relative_error_per_round": self.per_round_error(),
         })
     }
 
@@ -1083,6 +1128,23 @@ impl LayoutsReport {
             .collect();
         let measured: Vec<f64> = self.runs.iter().map(|r| r.measured_ops_per_s).collect();
         scaled_mean_abs_error(&predicted, &measured, self.speed()?)
+    }
+
+    /// The mean absolute relative error against each layout's
+    /// [`LayoutRun::at_calibration_ops_per_s`]; `None` unless every
+    /// layout has one.
+    pub fn per_round_error(&self) -> Option<f64> {
+        let at: Option<Vec<f64>> = self
+            .runs
+            .iter()
+            .map(|r| r.at_calibration_ops_per_s)
+            .collect();
+        let predicted: Vec<f64> = self
+            .runs
+            .iter()
+            .map(|r| r.sampled.prediction.ops_per_s)
+            .collect();
+        scaled_mean_abs_error(&predicted, &at?, 1.0)
     }
 }
 
@@ -1109,6 +1171,20 @@ mod tests {
             rounds_ops_per_s: Vec::new(),
         };
         assert_eq!(none.speed(), None);
+    }
+
+    #[test]
+    fn each_run_is_scaled_by_its_own_rounds_speed() {
+        // A machine fast in round 2 (1.2) and slow in round 3 (0.8): the
+        // runs, scaled one by one, agree (10,000 each).
+        let rates = [10_000.0, 12_000.0, 8_000.0];
+        let speeds = [Some(1.0), Some(1.2), Some(0.8)];
+        let at = at_calibration(&rates, &speeds).unwrap();
+        assert!((at - 10_000.0).abs() < 1e-9, "{at}");
+        // A round without a probe is left out; none at all: no figure.
+        let at = at_calibration(&rates, &[None, Some(1.2), Some(0.8)]).unwrap();
+        assert!((at - 10_000.0).abs() < 1e-9, "{at}");
+        assert_eq!(at_calibration(&rates, &[None, None, Some(0.0)]), None);
     }
 
     fn workload(text: &str) -> Workload {

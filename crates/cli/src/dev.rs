@@ -160,7 +160,9 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
     tasks.spawn(async move {
         match coordinator.await {
             Ok(result) => result.context("coordinator"),
-            Err(_) => Err(anyhow::anyhow!("the coordinator's thread ended without a result")),
+            Err(_) => Err(anyhow::anyhow!(
+                "the coordinator's thread ended without a result"
+            )),
         }
     });
 
