@@ -75,7 +75,8 @@ pub fn tolerates_faults(workload: &Workload, layout: &Layout) -> bool {
 /// The prediction for `layout` under `workload`.
 pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Params) -> Prediction {
     let ctx = Context::new(workload, layout, params);
-    // Seconds a search's walk adds per op/s of the mix (dead index entries).
+    // Seconds a search adds per op/s of the mix: the dead index entries
+    // its walk, or the dead record versions its scan, steps over.
     let mut churn = vec![0.0; workload.classes.len()];
     let mut class_costs_s: Vec<f64> = workload
         .classes

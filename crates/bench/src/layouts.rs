@@ -601,8 +601,9 @@ pub async fn run(
             Ok(m) => {
                 let rate = (m.phase.operations - m.errors) as f64 / m.phase.seconds;
                 probe.rounds_ops_per_s.push(rate);
-                speed = (probe.predicted_ops_per_s > 0.0 && rate > 0.0)
-                    .then(|| rate / probe.predicted_ops_per_s);
+                // `at_calibration` leaves out a speed that is not finite
+                // and positive.
+                speed = Some(rate / probe.predicted_ops_per_s);
             }
             // The probe only explains the layouts' figures; without it
             // they stand as they are.
@@ -741,7 +742,7 @@ fn at_calibration(rates: &[f64], speeds: &[Option<f64>]) -> Option<f64> {
     let scaled: Vec<f64> = rates
         .iter()
         .zip(speeds)
-        .filter_map(|(rate, speed)| Some(rate / speed.filter(|s| *s > 0.0)?))
+        .filter_map(|(rate, speed)| Some(rate / speed.filter(|s| s.is_finite() && *s > 0.0)?))
         .collect();
     spread(&scaled).map(|s| s.median)
 }
@@ -756,7 +757,7 @@ fn disturbs(before: &Configuration, after: &Configuration) -> bool {
         tombstone_horizon: Epoch(0),
         ..c.clone()
     };
-    before.epoch != after.epoch && routing(before) != routing(after)
+    routing(before) != routing(after)
 }
 
 /// What [`measure`] gives.
@@ -1224,6 +1225,10 @@ mod tests {
         let at = at_calibration(&rates, &[None, Some(1.2), Some(0.8)]).unwrap();
         assert!((at - 10_000.0).abs() < 1e-9, "{at}");
         assert_eq!(at_calibration(&rates, &[None, None, Some(0.0)]), None);
+        assert_eq!(
+            at_calibration(&rates, &[Some(f64::INFINITY), Some(f64::NAN), None]),
+            None
+        );
     }
 
     fn workload(text: &str) -> Workload {
