@@ -45,6 +45,9 @@ const MATCHES: u64 = 10;
 /// interval, so that every region met walks its index (a region the range
 /// covers whole would be scanned instead, `choose_access`).
 const RANGE_SHARES: [f64; 2] = [0.2, 0.9];
+/// Objects in the speed probe's space: few, so that loading it is quick
+/// and its gets hit memory.
+const PROBE_OBJECTS: u64 = 1000;
 /// The salt of `e`'s values (`hash(n, E_SALT)`), spread over the whole
 /// axis.
 const E_SALT: usize = 5;
@@ -84,6 +87,10 @@ pub struct CalibrateOptions {
     /// Times every step is measured: the whole sequence again, on new
     /// scratch spaces; each step's median is fitted.
     pub runs: usize,
+    /// Seconds of the speed probe (gets on a small key-only space) run
+    /// before every step and after each space's last; 0: no probe, and
+    /// costs are fitted as measured.
+    pub probe_seconds: f64,
 }
 
 /// At most this many `runs`.
@@ -98,6 +105,7 @@ impl Default for CalibrateOptions {
             put_objects: 1000,
             partitions: 16,
             runs: 1,
+            probe_seconds: 0.5,
         }
     }
 }
@@ -112,9 +120,15 @@ pub struct Step {
     /// Operations that failed (at most 1 in [`STEP_ERRORS_MAX`]); the
     /// cost counts only the others.
     pub errors: u64,
-    /// The step's cost in each run, in the order run; `measurement` and
+    /// The step's cost in each run, in the order run, at the probe's
+    /// reference speed (see [`scale_to_reference`]); `measurement` and
     /// `phase` are those of the median run.
     pub runs_s: Vec<f64>,
+    /// The step's cost in each run as measured, before scaling.
+    pub raw_runs_s: Vec<f64>,
+    /// Per run, the probe's gets per second around the step (the mean of
+    /// the probes just before and just after it), when both completed.
+    pub probe_ops_per_s: Vec<Option<f64>>,
 }
 
 /// What a calibration run measured.
@@ -128,6 +142,12 @@ pub struct CalibrationRun {
     pub epoch: u64,
     /// Objects in the space the searches ran on.
     pub objects: u64,
+    /// The probe's median gets per second over every probe of the
+    /// calibration: the speed every cost was scaled to (`None`: no probe
+    /// completed, costs as measured).
+    pub probe_reference_ops_per_s: Option<f64>,
+    /// The slowest and fastest probe, as shares of the reference.
+    pub probe_spread: Option<(f64, f64)>,
 }
 
 /// A step's operations: from the objects loaded and a random generator.
@@ -413,6 +433,89 @@ pub async fn measure(
         (1..=RUNS_MAX).contains(&options.runs),
         "--runs must be 1 to {RUNS_MAX}"
     );
+    let probe_name = format!("{SCRATCH_PREFIX}probe");
+    let mut probe_created = false;
+    let outcome = measure_rounds(
+        admin,
+        client,
+        options,
+        &scratch,
+        &probe_name,
+        &mut probe_created,
+        progress,
+    )
+    .await;
+    if probe_created {
+        let removed = admin.rm_space(&probe_name).await;
+        if outcome.is_ok() {
+            removed.with_context(|| format!("removing the scratch space {probe_name}"))?;
+        }
+    }
+    let (mut rounds, objects) = outcome?;
+    let (reference, spread) = match scale_to_reference(&mut rounds) {
+        Some((reference, spread)) => (Some(reference), Some(spread)),
+        None => (None, None),
+    };
+    Ok(CalibrationRun {
+        steps: median_steps(rounds)?,
+        daemons,
+        epoch: config.epoch.0,
+        objects,
+        probe_reference_ops_per_s: reference,
+        probe_spread: spread,
+    })
+}
+
+/// Every run of the sequence, with the speed probe's space created (and
+/// loaded) first when `options.probe_seconds` asks for one; the caller
+/// removes it (`probe_created`).
+async fn measure_rounds(
+    admin: &Admin,
+    client: &Client,
+    options: &CalibrateOptions,
+    scratch: &[Scratch],
+    probe_name: &str,
+    probe_created: &mut bool,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<(Vec<Vec<Step>>, u64)> {
+    let prober = if options.probe_seconds > 0.0 {
+        let space = Scratch {
+            name: probe_name.to_string(),
+            copies: 1.0,
+            subspaces: false,
+        };
+        add_scratch(admin, probe_name, &space.description(options.partitions)).await?;
+        *probe_created = true;
+        wait_space(client, probe_name).await?;
+        let store = Arc::new(CalStore::new(
+            client,
+            probe_name,
+            Action::Insert,
+            PROBE_OBJECTS,
+        ));
+        progress(&format!(
+            "loading {PROBE_OBJECTS} objects into {probe_name} (the speed probe: {} s of gets \
+             around every step)",
+            options.probe_seconds
+        ));
+        let objects = load(store, probe_name, PROBE_OBJECTS, options.workers).await?;
+        Some(Prober {
+            store: Arc::new(CalStore::new(
+                client,
+                probe_name,
+                Action::Get,
+                PROBE_OBJECTS,
+            )),
+            objects,
+            load: Load {
+                workers: options.workers,
+                operations: 10_000_000,
+                time_limit: Duration::from_secs_f64(options.probe_seconds.min(60.0)),
+            },
+        })
+    } else {
+        None
+    };
     let mut rounds: Vec<Vec<Step>> = Vec::new();
     let mut objects = 0;
     for round in 1..=options.runs {
@@ -420,7 +523,16 @@ pub async fn measure(
             progress(&format!("run {round} of {}", options.runs));
         }
         let mut created = Vec::new();
-        let outcome = measure_on(admin, client, options, &scratch, &mut created, progress).await;
+        let outcome = measure_on(
+            admin,
+            client,
+            options,
+            scratch,
+            prober.as_ref(),
+            &mut created,
+            progress,
+        )
+        .await;
         let mut cleanup = Ok(());
         for name in created {
             if let Err(e) = admin.rm_space(&name).await {
@@ -432,12 +544,73 @@ pub async fn measure(
         objects = searched;
         rounds.push(steps);
     }
-    Ok(CalibrationRun {
-        steps: median_steps(rounds)?,
-        daemons,
-        epoch: config.epoch.0,
-        objects,
-    })
+    Ok((rounds, objects))
+}
+
+/// The speed probe: gets on a small key-only space of its own, run just
+/// before every step and after each space's last. A step's cost is scaled
+/// by how fast the probe ran around it against the probe's median over
+/// the whole calibration ([`scale_to_reference`]): this machine's slow and
+/// fast minutes (every phase of a run 1.3–1.5× slower, `docs/BENCHMARKS.md`)
+/// otherwise fall on some steps and not others, and the fit takes them
+/// for costs. `bench layouts` scales its runs by the same kind of probe.
+struct Prober {
+    store: Arc<CalStore>,
+    objects: u64,
+    load: Load,
+}
+
+impl Prober {
+    /// Gets per second over one probe; `None` when too many failed or
+    /// none completed (the step beside it is then fitted as measured).
+    async fn rate(&self) -> Option<f64> {
+        let objects = self.objects.max(1);
+        let phase = run_phase(self.store.clone(), "probe", self.load, |w| {
+            FnSource::boxed(31 * (1 + w as u64), move |rng| Op::Read {
+                key: format!("k{}", rng.gen_range(0..objects)),
+            })
+        })
+        .await
+        .ok()?;
+        let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
+        let done = phase.operations.saturating_sub(errors);
+        (errors * STEP_ERRORS_MAX <= phase.operations && done > 0 && phase.seconds > 0.0)
+            .then(|| done as f64 / phase.seconds)
+    }
+}
+
+/// Scales every step's cost in every run to the probe's reference speed,
+/// the median of the probe rates around all steps: a cost measured while
+/// the probe ran at `p` gets/s becomes `cost · p / reference` (a slow
+/// minute, `p` below the reference, measured a cost above what the
+/// reference speed would have). Steps without a probe keep their cost.
+/// Returns the reference and the slowest and fastest probe as shares of
+/// it; `None` (nothing scaled) when no probe completed.
+pub fn scale_to_reference(rounds: &mut [Vec<Step>]) -> Option<(f64, (f64, f64))> {
+    let rates: Vec<f64> = rounds
+        .iter()
+        .flatten()
+        .filter_map(|s| s.probe_ops_per_s.first().copied().flatten())
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .collect();
+    let reference = rates[median_position(&rates)?];
+    let (mut low, mut high) = (f64::INFINITY, 0.0f64);
+    for step in rounds.iter_mut().flatten() {
+        if let Some(rate) = step
+            .probe_ops_per_s
+            .first()
+            .copied()
+            .flatten()
+            .filter(|r| r.is_finite() && *r > 0.0)
+        {
+            let speed = rate / reference;
+            low = low.min(speed);
+            high = high.max(speed);
+            step.measurement.cost_s *= speed;
+            step.runs_s = vec![step.measurement.cost_s];
+        }
+    }
+    Some((reference, (low, high)))
 }
 
 /// Each step's median run (the lower of the two middle ones for an even
@@ -459,8 +632,23 @@ fn median_steps(rounds: Vec<Vec<Step>>) -> anyhow::Result<Vec<Step>> {
         .into_iter()
         .filter_map(|mut runs| {
             let costs: Vec<f64> = runs.iter().map(|s| s.measurement.cost_s).collect();
+            let raw: Vec<f64> = runs
+                .iter()
+                .map(|s| {
+                    s.raw_runs_s
+                        .first()
+                        .copied()
+                        .unwrap_or(s.measurement.cost_s)
+                })
+                .collect();
+            let probes: Vec<Option<f64>> = runs
+                .iter()
+                .map(|s| s.probe_ops_per_s.first().copied().flatten())
+                .collect();
             let mut step = runs.swap_remove(median_position(&costs)?);
             step.runs_s = costs;
+            step.raw_runs_s = raw;
+            step.probe_ops_per_s = probes;
             Some(step)
         })
         .collect())
@@ -471,6 +659,7 @@ async fn measure_on(
     client: &Client,
     options: &CalibrateOptions,
     scratch: &[Scratch],
+    prober: Option<&Prober>,
     created: &mut Vec<String>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<(Vec<Step>, u64)> {
@@ -497,48 +686,12 @@ async fn measure_on(
         }
         .max(MATCHES);
         let values = (objects / MATCHES).max(1);
-        let store = |action: Action| {
-            Arc::new(CalStore {
-                client: client.clone(),
-                space: space.name.clone(),
-                action,
-                values,
-                unique: objects,
-                results: AtomicU64::new(0),
-                searches: AtomicU64::new(0),
-            })
-        };
+        let store = |action: Action| Arc::new(CalStore::new(client, &space.name, action, objects));
         progress(&format!("loading {objects} objects into {}", space.name));
-        let next = Arc::new(AtomicU64::new(0));
-        let load = Load {
-            workers: options.workers,
-            operations: objects,
-            time_limit: LOAD_LIMIT,
-        };
-        let loaded = run_phase(store(Action::Insert), "load", load, |w| {
-            let next = next.clone();
-            FnSource::boxed(w as u64, move |_| {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                Op::Insert {
-                    key: format!("k{n}"),
-                    recno: n as i64,
-                    fields: Arc::default(),
-                }
-            })
-        })
-        .await?;
-        // A few failures (a daemon that briefly lost its lease on a busy
-        // machine) leave keys that a put then creates: tolerated.
-        let errors: u64 = loaded.ops.values().map(|o| o.errors).sum();
-        if errors * LOAD_ERRORS_MAX > loaded.operations.max(1) {
-            anyhow::bail!(
-                "loading {}: {errors} of {} inserts failed ({})",
-                space.name,
-                loaded.operations,
-                loaded.first_error.unwrap_or_default()
-            );
-        }
-        let objects = loaded.operations;
+        let objects = load(store(Action::Insert), &space.name, objects, options.workers).await?;
+        // The first step of this space: the probes before each of its
+        // steps and after its last are paired up below.
+        let first = steps.len();
         let k = space.copies;
         // A search no part narrows contacts every region of one part; every
         // part here has the regions of a one-dimensional grid.
@@ -549,6 +702,10 @@ async fn measure_on(
                          source: StepSource|
                -> anyhow::Result<Step> {
             progress(&format!("{label} ({:.1} s)", limit.as_secs_f64()));
+            let probe = match prober {
+                Some(prober) => prober.rate().await,
+                None => None,
+            };
             let store = store(action);
             let source = Arc::new(source);
             let phase = run_phase(store.clone(), &label, step_load(limit), |w| {
@@ -619,6 +776,10 @@ async fn measure_on(
                 errors,
                 phase,
                 runs_s: vec![cost_s],
+                raw_runs_s: vec![cost_s],
+                // The probe before it, for now; paired with the one after
+                // it once the space's steps are done.
+                probe_ops_per_s: vec![probe],
             })
         };
         let existing = |objects: u64, rng: &mut rand::rngs::StdRng| -> String {
@@ -788,11 +949,83 @@ async fn measure_on(
             }
         });
         steps.push(run(format!("insert on {name}"), Action::Insert, kind, source).await?);
+        if let Some(prober) = prober {
+            let last = prober.rate().await;
+            around_steps(&mut steps[first..], last);
+        }
         // Done with it: free its memory and disk for the next.
         admin.rm_space(name).await?;
         created.retain(|c| c != name);
     }
     Ok((steps, searched_objects))
+}
+
+/// Pairs each step's probe (the one before it) with the next step's, or
+/// `last` (the probe after the final step): a step's speed is the mean of
+/// the two, or unknown when either failed.
+fn around_steps(steps: &mut [Step], last: Option<f64>) {
+    let befores: Vec<Option<f64>> = steps
+        .iter()
+        .map(|s| s.probe_ops_per_s.first().copied().flatten())
+        .collect();
+    for (i, step) in steps.iter_mut().enumerate() {
+        let after = befores.get(i + 1).copied().unwrap_or(last);
+        step.probe_ops_per_s = vec![befores[i].zip(after).map(|(a, b)| (a + b) / 2.0)];
+    }
+}
+
+impl CalStore {
+    /// A store for `action` on `space`, whose objects (numbered from 0)
+    /// number `objects`.
+    fn new(client: &Client, space: &str, action: Action, objects: u64) -> CalStore {
+        CalStore {
+            client: client.clone(),
+            space: space.to_string(),
+            action,
+            values: (objects / MATCHES).max(1),
+            unique: objects,
+            results: AtomicU64::new(0),
+            searches: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Inserts objects `k0 … k{objects − 1}` through `store`; the count
+/// inserted. A few failures (a daemon that briefly lost its lease on a
+/// busy machine) leave keys that a put then creates: tolerated.
+async fn load(
+    store: Arc<CalStore>,
+    name: &str,
+    objects: u64,
+    workers: usize,
+) -> anyhow::Result<u64> {
+    let next = Arc::new(AtomicU64::new(0));
+    let load = Load {
+        workers,
+        operations: objects,
+        time_limit: LOAD_LIMIT,
+    };
+    let loaded = run_phase(store, "load", load, |w| {
+        let next = next.clone();
+        FnSource::boxed(w as u64, move |_| {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            Op::Insert {
+                key: format!("k{n}"),
+                recno: n as i64,
+                fields: Arc::default(),
+            }
+        })
+    })
+    .await?;
+    let errors: u64 = loaded.ops.values().map(|o| o.errors).sum();
+    if errors * LOAD_ERRORS_MAX > loaded.operations.max(1) {
+        anyhow::bail!(
+            "loading {name}: {errors} of {} inserts failed ({})",
+            loaded.operations,
+            loaded.first_error.unwrap_or_default()
+        );
+    }
+    Ok(loaded.operations)
 }
 
 #[cfg(test)]
@@ -820,7 +1053,82 @@ mod tests {
             },
             errors: 0,
             runs_s: vec![cost_s],
+            raw_runs_s: vec![cost_s],
+            probe_ops_per_s: vec![None],
         }
+    }
+
+    fn probed(label: &str, cost_s: f64, probe: Option<f64>) -> Step {
+        Step {
+            probe_ops_per_s: vec![probe],
+            ..step(label, cost_s)
+        }
+    }
+
+    #[test]
+    fn a_step_is_timed_by_the_probes_on_either_side() {
+        // Probes of 100 and 80 before two steps, then 60 after the last.
+        let mut steps = vec![
+            probed("get", 1e-5, Some(100.0)),
+            probed("put", 1e-4, Some(80.0)),
+        ];
+        around_steps(&mut steps, Some(60.0));
+        assert_eq!(steps[0].probe_ops_per_s, [Some(90.0)]);
+        assert_eq!(steps[1].probe_ops_per_s, [Some(70.0)]);
+        // A failed probe leaves both steps beside it unknown.
+        let mut steps = vec![
+            probed("get", 1e-5, Some(100.0)),
+            probed("put", 1e-4, None),
+            probed("search", 1e-3, Some(50.0)),
+        ];
+        around_steps(&mut steps, None);
+        assert_eq!(
+            steps
+                .iter()
+                .map(|s| s.probe_ops_per_s[0])
+                .collect::<Vec<_>>(),
+            [None, None, None]
+        );
+    }
+
+    #[test]
+    fn costs_are_scaled_to_the_median_probe_speed() {
+        // Three runs of one step: the probe ran at 100, 50 and 80 gets/s
+        // around it; the reference is the median, 80.
+        let mut rounds = vec![
+            vec![probed("put", 2e-4, Some(100.0))],
+            vec![probed("put", 4e-4, Some(50.0))],
+            vec![probed("put", 3e-4, Some(80.0))],
+        ];
+        let (reference, (low, high)) = scale_to_reference(&mut rounds).expect("probes ran");
+        assert_eq!(reference, 80.0);
+        assert_eq!((low, high), (50.0 / 80.0, 100.0 / 80.0));
+        // 2e-4 at 1.25× the reference speed would have cost 2.5e-4 there;
+        // 4e-4 at 0.625×, 2.5e-4; 3e-4 at the reference, itself.
+        let costs: Vec<f64> = rounds.iter().map(|r| r[0].measurement.cost_s).collect();
+        for (got, want) in costs.iter().zip([2.5e-4, 2.5e-4, 3e-4]) {
+            assert!((got - want).abs() < 1e-15, "{costs:?}");
+        }
+        let steps = median_steps(rounds).expect("same steps");
+        // The median of the scaled costs, with every run's raw cost and
+        // probe kept.
+        assert!((steps[0].measurement.cost_s - 2.5e-4).abs() < 1e-15);
+        assert_eq!(steps[0].raw_runs_s, [2e-4, 4e-4, 3e-4]);
+        assert_eq!(
+            steps[0].probe_ops_per_s,
+            [Some(100.0), Some(50.0), Some(80.0)]
+        );
+        // A step without a probe keeps its cost; no probe at all: nothing
+        // scaled.
+        let mut rounds = vec![vec![
+            probed("get", 1e-5, None),
+            probed("put", 1e-4, Some(50.0)),
+        ]];
+        assert_eq!(scale_to_reference(&mut rounds), Some((50.0, (1.0, 1.0))));
+        assert_eq!(rounds[0][0].measurement.cost_s, 1e-5);
+        let mut rounds = vec![vec![probed("get", 1e-5, None)]];
+        assert_eq!(scale_to_reference(&mut rounds), None);
+        assert_eq!(rounds[0][0].measurement.cost_s, 1e-5);
     }
 
     #[test]

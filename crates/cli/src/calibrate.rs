@@ -14,8 +14,8 @@ use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATC
 /// The arguments of `calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
-    /// Seconds each measured step runs (30 steps on a cluster of two or
-    /// more daemons, 20 on one).
+    /// Seconds each measured step runs (31 steps on a cluster of two or
+    /// more daemons, 21 on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
     /// Operations in flight.
@@ -32,6 +32,12 @@ pub struct CalibrateArgs {
     /// slow second of a busy machine does to a step.
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// Seconds of gets on a small space of its own before every step and
+    /// after each space's last: each step's cost is scaled by how fast
+    /// those ran against their median over the calibration, so that a
+    /// slow minute of the machine is not fitted as a cost. 0: no probe.
+    #[arg(long, default_value_t = 0.5)]
+    probe_seconds: f64,
     /// Print JSON: `{"stored", "parameters", "fits", "steps", "kept", …}`.
     #[arg(long)]
     json: bool,
@@ -43,6 +49,10 @@ pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
         args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 600.0,
         "--seconds must be above 0 and at most 600"
     );
+    anyhow::ensure!(
+        args.probe_seconds.is_finite() && (0.0..=60.0).contains(&args.probe_seconds),
+        "--probe-seconds must be 0 to 60"
+    );
     let admin = target.admin()?;
     let client = target.client().await?;
     let options = CalibrateOptions {
@@ -52,6 +62,7 @@ pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
         put_objects: args.objects.min(1000),
         partitions: args.partitions,
         runs: args.runs,
+        probe_seconds: args.probe_seconds,
     };
     eprintln!(
         "calibrate: scratch spaces {SCRATCH_PREFIX}*, {} s per step",
@@ -93,6 +104,8 @@ fn report_json(run: &CalibrationRun, fitted: &Fit) -> Value {
                 "measured_s": p.measured_s,
                 "fitted_s": p.fitted_s,
                 "runs_s": s.runs_s,
+                "raw_runs_s": s.raw_runs_s,
+                "probe_ops_per_s": s.probe_ops_per_s,
             })
         })
         .collect();
@@ -101,6 +114,11 @@ fn report_json(run: &CalibrationRun, fitted: &Fit) -> Value {
         "daemons": run.daemons,
         "epoch": run.epoch,
         "objects": run.objects,
+        "probe": run.probe_reference_ops_per_s.map(|reference| json!({
+            "reference_ops_per_s": reference,
+            "slowest": run.probe_spread.map(|s| s.0),
+            "fastest": run.probe_spread.map(|s| s.1),
+        })),
         "parameters": fitted.params,
         "fits": fitted.quality,
         "kept": fitted.kept,
@@ -117,6 +135,18 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         "stored in the configuration: parameters measured on {} daemons ({} objects searched)",
         run.daemons, run.objects
     );
+    match (run.probe_reference_ops_per_s, run.probe_spread) {
+        (Some(reference), Some((low, high))) => {
+            let _ = writeln!(
+                out,
+                "speed probe: {reference:.0} gets/s at the median; steps ran at {low:.2}–{high:.2} \
+                 of it, and their costs are scaled to it"
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "speed probe: none completed; costs as measured");
+        }
+    }
     for (name, value) in [
         ("T_max (ops/s)", format!("{:.0}", p.t_max_ops_per_s)),
         ("alpha", format!("{:.3}", p.alpha)),

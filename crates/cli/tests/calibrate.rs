@@ -47,6 +47,8 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
             "4",
             "--runs",
             "2",
+            "--probe-seconds",
+            "0.1",
             "--json",
         ],
         &cluster.coordinator_addr(0),
@@ -60,6 +62,16 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     // key-only space.
     let steps = report["steps"].as_array().expect("steps");
     assert_eq!(steps.len(), 31);
+    // The speed probe ran, and its space is gone with the others (below).
+    let reference = report["probe"]["reference_ops_per_s"]
+        .as_f64()
+        .expect("a probe reference");
+    assert!(reference > 0.0, "{}", report["probe"]);
+    let (slowest, fastest) = (
+        report["probe"]["slowest"].as_f64().expect("slowest"),
+        report["probe"]["fastest"].as_f64().expect("fastest"),
+    );
+    assert!(slowest <= 1.0 && 1.0 <= fastest, "{}", report["probe"]);
     // Two runs: each step was measured twice and its fitted cost is one
     // of them (the lower, for two).
     for step in steps {
@@ -72,6 +84,17 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         assert_eq!(runs.len(), 2, "{step}");
         let least = runs[0].min(runs[1]);
         assert_eq!(step["measured_s"].as_f64(), Some(least), "{step}");
+        // Each run's cost is what it measured, scaled by the speed probe
+        // around it against the probes' median (or as measured where a
+        // probe beside it failed).
+        let raw = step["raw_runs_s"].as_array().expect("raw_runs_s");
+        let probes = step["probe_ops_per_s"].as_array().expect("probe_ops_per_s");
+        assert_eq!((raw.len(), probes.len()), (2, 2), "{step}");
+        for ((cost, raw), probe) in runs.iter().zip(raw).zip(probes) {
+            let raw = raw.as_f64().expect("a raw cost");
+            let want = probe.as_f64().map_or(raw, |p| raw * p / reference);
+            assert!((cost - want).abs() <= 1e-9 * want, "{step}");
+        }
     }
     let groups: Vec<&str> = report["fits"]
         .as_array()
