@@ -10,7 +10,7 @@
 //! it created however it ends. Every step is bounded by `seconds` and an
 //! operation budget; loading by [`LOAD_LIMIT`].
 
-use crate::driver::{run_phase, BoxFuture, Load, Outcome, Store};
+use crate::driver::{run_phase, BoxFuture, Load, Outcome, PhaseResult, Store};
 use crate::global_index::mix as hash;
 use crate::scenarios::{wait_space, FnSource};
 use crate::workload::Op;
@@ -91,9 +91,6 @@ pub struct CalibrateOptions {
     /// before every step and after each space's last; 0: no probe, and
     /// costs are fitted as measured.
     pub probe_seconds: f64,
-    /// Slices each step of a group is cut into: the group's steps run a
-    /// slice each in turn (see `Group`).
-    pub slices: usize,
 }
 
 /// At most this many `runs`.
@@ -109,7 +106,6 @@ impl Default for CalibrateOptions {
             partitions: 16,
             runs: 1,
             probe_seconds: 0.5,
-            slices: 4,
         }
     }
 }
@@ -119,20 +115,19 @@ impl Default for CalibrateOptions {
 pub struct Step {
     /// The measurement it gave.
     pub measurement: Measurement,
-    /// Operations run (errors included), every slice of its median run
-    /// together.
-    pub operations: u64,
+    /// Its phase, as the driver reports it.
+    pub phase: PhaseResult,
     /// Operations that failed (at most 1 in [`STEP_ERRORS_MAX`]); the
     /// cost counts only the others.
     pub errors: u64,
     /// The step's cost in each run, in the order run, at the probe's
     /// reference speed (see [`scale_to_reference`]); `measurement` and
-    /// `operations` are those of the median run.
+    /// `phase` are those of the median run.
     pub runs_s: Vec<f64>,
     /// The step's cost in each run as measured, before scaling.
     pub raw_runs_s: Vec<f64>,
     /// Per run, the probe's gets per second around the step (the mean of
-    /// the probes around its group's slices that completed), when any did.
+    /// the probes just before and just after it), when both completed.
     pub probe_ops_per_s: Vec<Option<f64>>,
 }
 
@@ -669,6 +664,12 @@ async fn measure_on(
     progress: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<(Vec<Step>, u64)> {
     let limit = Duration::from_secs_f64(options.seconds.max(0.1));
+    let step_load = |seconds: Duration| Load {
+        workers: options.workers,
+        // A budget no step on this machine reaches in its time.
+        operations: 10_000_000,
+        time_limit: seconds,
+    };
     let intervals = f64::from(grid_for_partitions(options.partitions, 1)[0]);
     let moves = 1.0 - 1.0 / intervals;
     let mut steps = Vec::new();
@@ -688,16 +689,103 @@ async fn measure_on(
         let store = |action: Action| Arc::new(CalStore::new(client, &space.name, action, objects));
         progress(&format!("loading {objects} objects into {}", space.name));
         let objects = load(store(Action::Insert), &space.name, objects, options.workers).await?;
+        // The first step of this space: the probes before each of its
+        // steps and after its last are paired up below.
+        let first = steps.len();
         let k = space.copies;
         // A search no part narrows contacts every region of one part; every
         // part here has the regions of a one-dimensional grid.
         let regions = intervals;
+        let run = async |label: String,
+                         action: Action,
+                         kind: Measured,
+                         source: StepSource|
+               -> anyhow::Result<Step> {
+            progress(&format!("{label} ({:.1} s)", limit.as_secs_f64()));
+            let probe = match prober {
+                Some(prober) => prober.rate().await,
+                None => None,
+            };
+            let store = store(action);
+            let source = Arc::new(source);
+            let phase = run_phase(store.clone(), &label, step_load(limit), |w| {
+                let source = source.clone();
+                let seed = 1 + w as u64;
+                FnSource::boxed(seed * 7919, move |rng| source(objects, rng))
+            })
+            .await?;
+            let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
+            if errors * STEP_ERRORS_MAX > phase.operations.max(1) {
+                anyhow::bail!(
+                    "{label}: {errors} of {} operations failed ({})",
+                    phase.operations,
+                    phase.first_error.clone().unwrap_or_default()
+                );
+            }
+            let done = phase.operations - errors;
+            anyhow::ensure!(
+                done > 0 && phase.seconds > 0.0,
+                "{label}: no operation completed in {limit:?}"
+            );
+            // A search's result count is what it returned on average; a
+            // range walk reads exactly the entries it returns.
+            let kind = match kind {
+                Measured::Search {
+                    regions,
+                    examined,
+                    range,
+                    range_entries,
+                    index_reads,
+                    bounded,
+                    ..
+                } => {
+                    let n = store.searches.load(Ordering::Relaxed).max(1);
+                    let results = store.results.load(Ordering::Relaxed) as f64 / n as f64;
+                    Measured::Search {
+                        regions,
+                        examined,
+                        range,
+                        // A range walk reads what it returns, or when a
+                        // second check drops everything, the entries the
+                        // step expects its range to hold.
+                        range_entries: if range {
+                            range_entries.max(results)
+                        } else {
+                            0.0
+                        },
+                        // Scans read no index; equality walks read what
+                        // they examine, range walks what they read.
+                        index_reads: if range {
+                            index_reads.max(results)
+                        } else {
+                            index_reads
+                        },
+                        results,
+                        bounded,
+                    }
+                }
+                kind => kind,
+            };
+            let cost_s = phase.seconds / done as f64;
+            Ok(Step {
+                measurement: Measurement {
+                    step: label,
+                    kind,
+                    cost_s,
+                },
+                errors,
+                phase,
+                runs_s: vec![cost_s],
+                raw_runs_s: vec![cost_s],
+                // The probe before it, for now; paired with the one after
+                // it once the space's steps are done.
+                probe_ops_per_s: vec![probe],
+            })
+        };
         let existing = |objects: u64, rng: &mut rand::rngs::StdRng| -> String {
             format!("k{}", rng.gen_range(0..objects.max(1)))
         };
         let name = &space.name;
-        let mut reads = Vec::new();
-        let mut writes = Vec::new();
         if i == 0 {
             searched_objects = objects;
             let o = objects as f64;
@@ -734,7 +822,7 @@ async fn measure_on(
                         recno: if present { n } else { -1 - n },
                     }
                 });
-                reads.push(Plan::new(label, Action::Search(attr), kind, source));
+                steps.push(run(label, Action::Search(attr), kind, source).await?);
             }
             // One object read through b's index, none returned: what a
             // read costs apart from returning it, in a page the daemon
@@ -753,7 +841,7 @@ async fn measure_on(
             let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                 recno: rng.gen_range(0..i64::MAX / 2),
             });
-            reads.push(Plan::new(label, Action::SearchNone("b", "d"), kind, source));
+            steps.push(run(label, Action::SearchNone("b", "d"), kind, source).await?);
             // Ranges on e, whose subspace has one-dimensional regions: a
             // range of φ meets 1 + φ(n − 1) of them.
             for share in RANGE_SHARES {
@@ -764,7 +852,7 @@ async fn measure_on(
                 let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                     recno: rng.gen_range(0..i64::MAX / 2),
                 });
-                reads.push(Plan::new(label, Action::Range(fraction), kind, source));
+                steps.push(run(label, Action::Range(fraction), kind, source).await?);
             }
             // The wider range again, with d left to check object by object
             // for a value none has: the same entries read, none returned
@@ -777,23 +865,13 @@ async fn measure_on(
             let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                 recno: rng.gen_range(0..i64::MAX / 2),
             });
-            reads.push(Plan::new(
-                label,
-                Action::RangeNone(fraction, "d"),
-                kind,
-                source,
-            ));
+            steps.push(run(label, Action::RangeNone(fraction, "d"), kind, source).await?);
         }
         if !space.subspaces {
             let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Read {
                 key: existing(objects, rng),
             });
-            reads.push(Plan::new(
-                format!("get on {name}"),
-                Action::Get,
-                Measured::Get,
-                source,
-            ));
+            steps.push(run(format!("get on {name}"), Action::Get, Measured::Get, source).await?);
         }
         let parts = space.parts();
         let subspaces = parts - 1.0;
@@ -849,18 +927,13 @@ async fn measure_on(
         let put_d = puts[0].1.clone();
         for (attrs, kind) in puts {
             let label = format!("put {} on {name}", attrs.join(","));
-            writes.push(Plan::new(label, Action::Put(attrs), kind, Box::new(update)));
+            steps.push(run(label, Action::Put(attrs), kind, Box::new(update)).await?);
         }
         if !space.subspaces {
             // A modify of d: its get and its put are measured above.
             let kind = Measured::Modify(Box::new(put_d));
             let label = format!("modify d on {name}");
-            writes.push(Plan::new(
-                label,
-                Action::Modify(vec!["d"]),
-                kind,
-                Box::new(update),
-            ));
+            steps.push(run(label, Action::Modify(vec!["d"]), kind, Box::new(update)).await?);
         }
         let fresh = Arc::new(AtomicU64::new(objects));
         let kind = Measured::Insert {
@@ -875,25 +948,10 @@ async fn measure_on(
                 fields: Arc::default(),
             }
         });
-        let insert = vec![Plan::new(
-            format!("insert on {name}"),
-            Action::Insert,
-            kind,
-            source,
-        )];
-        // Reads, then writes (whose dead versions and entries the reads
-        // must not step over: they are priced apart), then inserts (which
-        // grow the space), each group's steps interleaved.
-        let group = Group {
-            objects,
-            limit,
-            workers: options.workers,
-            slices: options.slices,
-            prober,
-            progress,
-        };
-        for plans in [reads, writes, insert] {
-            steps.extend(group.run(plans, &store).await?);
+        steps.push(run(format!("insert on {name}"), Action::Insert, kind, source).await?);
+        if let Some(prober) = prober {
+            let last = prober.rate().await;
+            around_steps(&mut steps[first..], last);
         }
         // Done with it: free its memory and disk for the next.
         admin.rm_space(name).await?;
@@ -902,209 +960,18 @@ async fn measure_on(
     Ok((steps, searched_objects))
 }
 
-/// One step to measure: its label, what each operation does on the
-/// space, how the model describes it, and where its operations come from.
-struct Plan {
-    label: String,
-    action: Action,
-    kind: Measured,
-    source: Arc<StepSource>,
-}
-
-impl Plan {
-    fn new(label: String, action: Action, kind: Measured, source: StepSource) -> Plan {
-        Plan {
-            label,
-            action,
-            kind,
-            source: Arc::new(source),
-        }
+/// Pairs each step's probe (the one before it) with the next step's, or
+/// `last` (the probe after the final step): a step's speed is the mean of
+/// the two, or unknown when either failed.
+fn around_steps(steps: &mut [Step], last: Option<f64>) {
+    let befores: Vec<Option<f64>> = steps
+        .iter()
+        .map(|s| s.probe_ops_per_s.first().copied().flatten())
+        .collect();
+    for (i, step) in steps.iter_mut().enumerate() {
+        let after = befores.get(i + 1).copied().unwrap_or(last);
+        step.probe_ops_per_s = vec![befores[i].zip(after).map(|(a, b)| (a + b) / 2.0)];
     }
-}
-
-/// How a space's steps are measured: in groups whose steps run in turn,
-/// a slice of each at a time, so that every step of a group meets the
-/// same minutes of the machine (its fitted parameters rest on the
-/// differences between steps: α on relocating puts against the others, β
-/// on scans against walks).
-struct Group<'a> {
-    /// Objects in the space (the sources draw existing keys below it).
-    objects: u64,
-    /// Each step's time in all.
-    limit: Duration,
-    workers: usize,
-    /// Slices of each step (a group of one step runs in one).
-    slices: usize,
-    prober: Option<&'a Prober>,
-    progress: &'a (dyn Fn(&str) + Sync),
-}
-
-/// What one step's slices added up to.
-#[derive(Default)]
-struct Tally {
-    operations: u64,
-    errors: u64,
-    seconds: f64,
-    first_error: Option<String>,
-}
-
-impl Group<'_> {
-    /// Runs `plans`: rounds of one slice of every step in turn, the speed
-    /// probe before each round and after the last; each step's probe rate
-    /// is the mean of the group's probes that completed.
-    async fn run(
-        &self,
-        plans: Vec<Plan>,
-        store: &dyn Fn(Action) -> Arc<CalStore>,
-    ) -> anyhow::Result<Vec<Step>> {
-        let (Some(first), Some(last)) = (plans.first(), plans.last()) else {
-            return Ok(Vec::new());
-        };
-        let slices = if plans.len() == 1 {
-            1
-        } else {
-            self.slices.max(1)
-        };
-        let slice = self.limit / u32::try_from(slices).unwrap_or(u32::MAX);
-        let stores: Vec<Arc<CalStore>> = plans.iter().map(|p| store(p.action.clone())).collect();
-        let mut tallies: Vec<Tally> = plans.iter().map(|_| Tally::default()).collect();
-        let mut probes = Vec::new();
-        let seconds = self.limit.as_secs_f64();
-        (self.progress)(&if plans.len() == 1 {
-            format!("{} ({seconds:.1} s)", first.label)
-        } else {
-            format!(
-                "{} steps, {} … {} ({seconds:.1} s each, in {slices} interleaved slices)",
-                plans.len(),
-                first.label,
-                last.label,
-            )
-        });
-        for round in 0..slices {
-            if let Some(prober) = self.prober {
-                probes.push(prober.rate().await);
-            }
-            for ((plan, store), tally) in plans.iter().zip(&stores).zip(&mut tallies) {
-                let load = Load {
-                    workers: self.workers,
-                    // A budget no step on this machine reaches in its time.
-                    operations: 10_000_000,
-                    time_limit: slice,
-                };
-                let objects = self.objects;
-                let phase = run_phase(store.clone(), &plan.label, load, |w| {
-                    let source = plan.source.clone();
-                    // Every slice draws operations of its own.
-                    let seed = (1 + w as u64) * 7919 + round as u64 * 1_000_003;
-                    FnSource::boxed(seed, move |rng| source(objects, rng))
-                })
-                .await?;
-                tally.operations += phase.operations;
-                tally.errors += phase.ops.values().map(|o| o.errors).sum::<u64>();
-                tally.seconds += phase.seconds;
-                if tally.first_error.is_none() {
-                    tally.first_error = phase.first_error;
-                }
-            }
-        }
-        if let Some(prober) = self.prober {
-            probes.push(prober.rate().await);
-        }
-        let probe = mean_of_completed(&probes);
-        plans
-            .into_iter()
-            .zip(stores)
-            .zip(tallies)
-            .map(|((plan, store), tally)| step_of(plan, &store, tally, probe))
-            .collect()
-    }
-}
-
-/// Seconds per operation that succeeded over a step's slices; an error
-/// when more than one in [`STEP_ERRORS_MAX`] failed or none succeeded.
-fn cost_of(label: &str, tally: &Tally) -> anyhow::Result<f64> {
-    let Tally {
-        operations,
-        errors,
-        seconds,
-        first_error,
-    } = tally;
-    if errors * STEP_ERRORS_MAX > (*operations).max(1) {
-        anyhow::bail!(
-            "{label}: {errors} of {operations} operations failed ({})",
-            first_error.clone().unwrap_or_default()
-        );
-    }
-    let done = operations.saturating_sub(*errors);
-    anyhow::ensure!(
-        done > 0 && *seconds > 0.0,
-        "{label}: no operation completed"
-    );
-    Ok(seconds / done as f64)
-}
-
-/// The mean of the probes that completed, `None` when none did.
-fn mean_of_completed(probes: &[Option<f64>]) -> Option<f64> {
-    let done: Vec<f64> = probes.iter().flatten().copied().collect();
-    (!done.is_empty()).then(|| done.iter().sum::<f64>() / done.len() as f64)
-}
-
-/// A measured step from its plan, its store's search counts and what its
-/// slices added up to.
-fn step_of(plan: Plan, store: &CalStore, tally: Tally, probe: Option<f64>) -> anyhow::Result<Step> {
-    let Plan { label, kind, .. } = plan;
-    let cost_s = cost_of(&label, &tally)?;
-    // A search's result count is what it returned on average; a range
-    // walk reads exactly the entries it returns.
-    let kind = match kind {
-        Measured::Search {
-            regions,
-            examined,
-            range,
-            range_entries,
-            index_reads,
-            bounded,
-            ..
-        } => {
-            let n = store.searches.load(Ordering::Relaxed).max(1);
-            let results = store.results.load(Ordering::Relaxed) as f64 / n as f64;
-            Measured::Search {
-                regions,
-                examined,
-                range,
-                // A range walk reads what it returns, or when a second
-                // check drops everything, the entries the step expects its
-                // range to hold.
-                range_entries: if range {
-                    range_entries.max(results)
-                } else {
-                    0.0
-                },
-                // Scans read no index; equality walks read what they
-                // examine, range walks what they read.
-                index_reads: if range {
-                    index_reads.max(results)
-                } else {
-                    index_reads
-                },
-                results,
-                bounded,
-            }
-        }
-        kind => kind,
-    };
-    Ok(Step {
-        measurement: Measurement {
-            step: label,
-            kind,
-            cost_s,
-        },
-        operations: tally.operations,
-        errors: tally.errors,
-        runs_s: vec![cost_s],
-        raw_runs_s: vec![cost_s],
-        probe_ops_per_s: vec![probe],
-    })
 }
 
 impl CalStore {
@@ -1164,6 +1031,7 @@ async fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn step(label: &str, cost_s: f64) -> Step {
         Step {
@@ -1172,7 +1040,17 @@ mod tests {
                 kind: Measured::Get,
                 cost_s,
             },
-            operations: (1.0 / cost_s) as u64,
+            phase: PhaseResult {
+                store: "tessera".into(),
+                phase: label.to_string(),
+                workers: 1,
+                operations: (1.0 / cost_s) as u64,
+                seconds: 1.0,
+                throughput: 1.0 / cost_s,
+                timed_out: true,
+                ops: BTreeMap::new(),
+                first_error: None,
+            },
             errors: 0,
             runs_s: vec![cost_s],
             raw_runs_s: vec![cost_s],
@@ -1188,36 +1066,29 @@ mod tests {
     }
 
     #[test]
-    fn a_step_is_timed_by_the_probes_of_its_group() {
+    fn a_step_is_timed_by_the_probes_on_either_side() {
+        // Probes of 100 and 80 before two steps, then 60 after the last.
+        let mut steps = vec![
+            probed("get", 1e-5, Some(100.0)),
+            probed("put", 1e-4, Some(80.0)),
+        ];
+        around_steps(&mut steps, Some(60.0));
+        assert_eq!(steps[0].probe_ops_per_s, [Some(90.0)]);
+        assert_eq!(steps[1].probe_ops_per_s, [Some(70.0)]);
+        // A failed probe leaves both steps beside it unknown.
+        let mut steps = vec![
+            probed("get", 1e-5, Some(100.0)),
+            probed("put", 1e-4, None),
+            probed("search", 1e-3, Some(50.0)),
+        ];
+        around_steps(&mut steps, None);
         assert_eq!(
-            mean_of_completed(&[Some(100.0), None, Some(80.0), Some(60.0)]),
-            Some(80.0)
+            steps
+                .iter()
+                .map(|s| s.probe_ops_per_s[0])
+                .collect::<Vec<_>>(),
+            [None, None, None]
         );
-        assert_eq!(mean_of_completed(&[None, None]), None);
-        assert_eq!(mean_of_completed(&[]), None);
-    }
-
-    #[test]
-    fn a_steps_slices_add_up_to_one_cost() {
-        // Four slices of 0.25 s, 1,000 operations each, 2 failed in all:
-        // 1 s over 3,998 that succeeded.
-        let tally = Tally {
-            operations: 4000,
-            errors: 2,
-            seconds: 1.0,
-            first_error: Some("timed out".into()),
-        };
-        let cost = cost_of("put d", &tally).expect("few failed");
-        assert!((cost - 1.0 / 3998.0).abs() < 1e-15);
-        // More than one in 50 failed: the step fails, naming the error.
-        let tally = Tally {
-            errors: 81,
-            ..tally
-        };
-        let e = cost_of("put d", &tally).expect_err("too many failed");
-        assert!(format!("{e:#}").contains("81 of 4000") && format!("{e:#}").contains("timed out"));
-        // Nothing ran.
-        assert!(cost_of("get", &Tally::default()).is_err());
     }
 
     #[test]
@@ -1285,8 +1156,8 @@ mod tests {
                 ("put", 2e-4, &[1e-4, 4e-4, 2e-4][..]),
             ]
         );
-        // The median run's operations come with it.
-        assert_eq!(steps[1].operations, 5000);
+        // The median run's phase comes with it.
+        assert_eq!(steps[1].phase.operations, 5000);
         // Two runs: the lower.
         let steps = median_steps(vec![vec![step("get", 3e-5)], vec![step("get", 1e-5)]])
             .expect("same steps");

@@ -38,11 +38,6 @@ pub struct CalibrateArgs {
     /// slow minute of the machine is not fitted as a cost. 0: no probe.
     #[arg(long, default_value_t = 0.5)]
     probe_seconds: f64,
-    /// Slices each step is cut into: the steps of a group (a space's
-    /// reads, its writes) run a slice each in turn, so that every step of
-    /// the group meets the same minutes of the machine.
-    #[arg(long, default_value_t = 4)]
-    slices: usize,
     /// Print JSON: `{"stored", "parameters", "fits", "steps", "kept", …}`.
     #[arg(long)]
     json: bool,
@@ -58,10 +53,6 @@ pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
         args.probe_seconds.is_finite() && (0.0..=60.0).contains(&args.probe_seconds),
         "--probe-seconds must be 0 to 60"
     );
-    anyhow::ensure!(
-        (1..=100).contains(&args.slices),
-        "--slices must be 1 to 100"
-    );
     let admin = target.admin()?;
     let client = target.client().await?;
     let options = CalibrateOptions {
@@ -72,7 +63,6 @@ pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
         partitions: args.partitions,
         runs: args.runs,
         probe_seconds: args.probe_seconds,
-        slices: args.slices,
     };
     eprintln!(
         "calibrate: scratch spaces {SCRATCH_PREFIX}*, {} s per step",
