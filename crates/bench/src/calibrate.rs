@@ -131,6 +131,19 @@ pub struct Step {
     pub probe_ops_per_s: Vec<Option<f64>>,
 }
 
+impl Step {
+    /// This run's probe rate around the step, when one completed with a
+    /// finite, positive rate (before [`median_steps`] gathers the runs,
+    /// a step holds one run).
+    fn probe_rate(&self) -> Option<f64> {
+        self.probe_ops_per_s
+            .first()
+            .copied()
+            .flatten()
+            .filter(|r| r.is_finite() && *r > 0.0)
+    }
+}
+
 /// What a calibration run measured.
 #[derive(Clone, Debug)]
 pub struct CalibrationRun {
@@ -590,24 +603,16 @@ pub fn scale_to_reference(rounds: &mut [Vec<Step>]) -> Option<(f64, (f64, f64))>
     let rates: Vec<f64> = rounds
         .iter()
         .flatten()
-        .filter_map(|s| s.probe_ops_per_s.first().copied().flatten())
-        .filter(|r| r.is_finite() && *r > 0.0)
+        .filter_map(Step::probe_rate)
         .collect();
     let reference = rates[median_position(&rates)?];
     let (mut low, mut high) = (f64::INFINITY, 0.0f64);
     for step in rounds.iter_mut().flatten() {
-        if let Some(rate) = step
-            .probe_ops_per_s
-            .first()
-            .copied()
-            .flatten()
-            .filter(|r| r.is_finite() && *r > 0.0)
-        {
+        if let Some(rate) = step.probe_rate() {
             let speed = rate / reference;
             low = low.min(speed);
             high = high.max(speed);
             step.measurement.cost_s *= speed;
-            step.runs_s = vec![step.measurement.cost_s];
         }
     }
     Some((reference, (low, high)))
@@ -641,10 +646,7 @@ fn median_steps(rounds: Vec<Vec<Step>>) -> anyhow::Result<Vec<Step>> {
                         .unwrap_or(s.measurement.cost_s)
                 })
                 .collect();
-            let probes: Vec<Option<f64>> = runs
-                .iter()
-                .map(|s| s.probe_ops_per_s.first().copied().flatten())
-                .collect();
+            let probes: Vec<Option<f64>> = runs.iter().map(Step::probe_rate).collect();
             let mut step = runs.swap_remove(median_position(&costs)?);
             step.runs_s = costs;
             step.raw_runs_s = raw;
@@ -964,10 +966,7 @@ async fn measure_on(
 /// `last` (the probe after the final step): a step's speed is the mean of
 /// the two, or unknown when either failed.
 fn around_steps(steps: &mut [Step], last: Option<f64>) {
-    let befores: Vec<Option<f64>> = steps
-        .iter()
-        .map(|s| s.probe_ops_per_s.first().copied().flatten())
-        .collect();
+    let befores: Vec<Option<f64>> = steps.iter().map(Step::probe_rate).collect();
     for (i, step) in steps.iter_mut().enumerate() {
         let after = befores.get(i + 1).copied().unwrap_or(last);
         step.probe_ops_per_s = vec![befores[i].zip(after).map(|(a, b)| (a + b) / 2.0)];
