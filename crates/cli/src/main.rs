@@ -238,6 +238,10 @@ enum Command {
         /// memory for reads).
         #[arg(long, default_value_t = tessera_daemon::CACHE_BYTES_DEFAULT >> 20)]
         cache_mib: u64,
+        /// MiB of the row cache (stored objects by key, in front of the
+        /// engine's point reads; 0 turns it off).
+        #[arg(long, default_value_t = tessera_daemon::ROW_CACHE_BYTES_DEFAULT >> 20)]
+        row_cache_mib: u64,
         #[command(flatten)]
         observe: Observe,
         #[command(flatten)]
@@ -652,6 +656,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             advertise,
             tombstone_collect_ms,
             cache_mib,
+            row_cache_mib,
             observe,
             security,
         } => {
@@ -661,7 +666,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 admin_token: link.admin_token,
                 advertise,
                 collect_every: Duration::from_millis(tombstone_collect_ms),
-                cache_bytes: cache_mib.saturating_mul(1 << 20),
+                caches: tessera_daemon::Caches {
+                    blocks: cache_mib.saturating_mul(1 << 20),
+                    rows: row_cache_mib.saturating_mul(1 << 20),
+                },
                 metrics: observe.metrics,
                 ..tessera_daemon::DaemonOptions::new(socket_addr(&listen, port)?, data, coordinator)
             };

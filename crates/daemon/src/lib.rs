@@ -35,7 +35,7 @@ mod options;
 
 pub use options::{DaemonError, DaemonOptions};
 use std::future::Future;
-pub use tessera_storage::{Durability, CACHE_BYTES_DEFAULT};
+pub use tessera_storage::{Caches, Durability, CACHE_BYTES_DEFAULT, ROW_CACHE_BYTES_DEFAULT};
 
 /// Runs a daemon until `shutdown` completes: registers with the coordinator
 /// (keeping the instance id stored in `data_dir`), follows configurations,

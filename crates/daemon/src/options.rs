@@ -23,8 +23,8 @@ pub struct DaemonOptions {
     pub frame_bytes_max: usize,
     /// When commits reach stable storage.
     pub durability: Durability,
-    /// Bytes of the storage engine's block cache.
-    pub cache_bytes: u64,
+    /// Bytes of the storage engine's block and row caches.
+    pub caches: tessera_storage::Caches,
     /// Time between tombstone collection rounds (10 s by default).
     pub collect_every: Duration,
     /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); none
@@ -47,7 +47,7 @@ impl DaemonOptions {
             coordinator,
             frame_bytes_max: tessera_protocol::FRAME_BYTES_MAX_DEFAULT,
             durability: Durability::default(),
-            cache_bytes: tessera_storage::CACHE_BYTES_DEFAULT,
+            caches: tessera_storage::Caches::default(),
             collect_every: Duration::from_secs(10),
             metrics: None,
             transport: tessera_protocol::Transport::plain(),

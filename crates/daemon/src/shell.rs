@@ -671,7 +671,7 @@ pub(crate) async fn run(
 ) -> Result<(), DaemonError> {
     std::fs::create_dir_all(&options.data_dir)?;
     let storage: Arc<dyn Engine> = Arc::new(
-        FjallEngine::open_with_cache(&options.data_dir, options.durability, options.cache_bytes)
+        FjallEngine::open_with_caches(&options.data_dir, options.durability, options.caches)
             .map_err(|e| DaemonError::Storage(e.to_string()))?,
     );
     let storage = tessera_storage::fault::from_env(storage)

@@ -29,6 +29,20 @@ pub struct IndexedEngine {
     /// [`IndexedEngine::open`] finds them again on disk, so a restart in
     /// the middle forgets nothing.
     purges: Mutex<HashMap<RegionId, std::collections::BTreeSet<usize>>>,
+    /// Which regions may hold a tombstone, for tombstone collection.
+    tombstones: Mutex<TombstoneWatch>,
+}
+
+/// What the engine knows of where tombstones are (see
+/// [`IndexedEngine::may_hold_tombstones`]). Nothing at open: a region is
+/// known to hold none only once a collection pass over it found none and
+/// no tombstone was written to it meanwhile.
+#[derive(Default)]
+struct TombstoneWatch {
+    /// Per region, tombstones written since the engine opened.
+    written: HashMap<RegionId, u64>,
+    /// Regions known to hold no tombstone.
+    clear: std::collections::HashSet<RegionId>,
 }
 
 /// Meta record naming the index format the engine's entries follow; absent
@@ -84,6 +98,7 @@ impl IndexedEngine {
             specs: RwLock::new(Arc::new(specs_of(config))),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             purges: Mutex::new(HashMap::new()),
+            tombstones: Mutex::new(TombstoneWatch::default()),
         };
         if engine.inner.meta_get(META_INDEX_FORMAT)?.as_deref() != Some(INDEX_FORMAT) {
             for region in engine.inner.regions()? {
@@ -208,6 +223,51 @@ impl IndexedEngine {
         Ok(deleted)
     }
 
+    /// Whether `region` may hold a tombstone: false only once a pass that
+    /// began at [`IndexedEngine::tombstone_mark`] found none (see
+    /// [`IndexedEngine::found_no_tombstones`]) and none was written since.
+    /// Tombstone collection skips the regions that hold none, which is
+    /// every region of a space that never deletes or moves an object: it
+    /// read every record every round before (`docs/BENCHMARKS.md`,
+    /// "Collection rounds that read nothing").
+    pub fn may_hold_tombstones(&self, region: RegionId) -> bool {
+        !self.watch().clear.contains(&region)
+    }
+
+    /// Taken when a pass over `region` begins.
+    pub fn tombstone_mark(&self, region: RegionId) -> u64 {
+        self.watch().written.get(&region).copied().unwrap_or(0)
+    }
+
+    /// A pass over `region` that began at `mark` read every record and
+    /// found no tombstone: unless one was written since the mark, the
+    /// region holds none.
+    pub fn found_no_tombstones(&self, region: RegionId, mark: u64) {
+        let mut watch = self.watch();
+        if watch.written.get(&region).copied().unwrap_or(0) == mark {
+            watch.clear.insert(region);
+        }
+    }
+
+    fn watch(&self) -> std::sync::MutexGuard<'_, TombstoneWatch> {
+        self.tombstones.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes the tombstones among `writes` before they are committed, so
+    /// that a pass ending meanwhile cannot call their regions clear.
+    fn note_tombstones(&self, writes: &[Write]) {
+        let mut watch = None;
+        for write in writes {
+            if let Write::Put { region, value, .. } = write {
+                if Record::may_be_tombstone(value) {
+                    let watch = watch.get_or_insert_with(|| self.watch());
+                    *watch.written.entry(*region).or_insert(0) += 1;
+                    watch.clear.remove(region);
+                }
+            }
+        }
+    }
+
     fn spec(&self, region: RegionId) -> Option<Arc<[Slot]>> {
         self.specs
             .read()
@@ -305,6 +365,7 @@ impl Engine for IndexedEngine {
         writes: Vec<Write>,
         mut index: Vec<IndexWrite>,
     ) -> Result<(), StorageError> {
+        self.note_tombstones(&writes);
         let indexed: Vec<IndexedWrite> = writes
             .iter()
             .filter_map(|w| {
@@ -401,5 +462,65 @@ impl Engine for IndexedEngine {
 
     fn snapshot(&self) -> Result<Arc<dyn tessera_storage::EngineSnapshot>, StorageError> {
         self.inner.snapshot()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_storage::MemoryEngine;
+    use tessera_types::{Object, Value, Version};
+
+    fn put(engine: &IndexedEngine, region: u64, key: &[u8], object: Option<Object>) {
+        let record = Record {
+            version: Version(1),
+            object,
+            recent: Vec::new(),
+        };
+        engine
+            .apply(vec![Write::Put {
+                region: RegionId(region),
+                key: key.to_vec(),
+                value: record.encode(),
+            }])
+            .unwrap();
+    }
+
+    /// A region is clear of tombstones only after a pass that found none,
+    /// and only while none is written to it; objects and other regions'
+    /// tombstones leave it clear.
+    #[test]
+    fn a_region_is_clear_of_tombstones_only_after_a_pass_found_none() {
+        let engine =
+            IndexedEngine::open(Arc::new(MemoryEngine::new()), &Configuration::default()).unwrap();
+        let (a, b) = (RegionId(1), RegionId(2));
+        // Nothing is known at open.
+        assert!(engine.may_hold_tombstones(a));
+        let mark = engine.tombstone_mark(a);
+        engine.found_no_tombstones(a, mark);
+        assert!(!engine.may_hold_tombstones(a));
+        put(
+            &engine,
+            1,
+            b"k",
+            Some(Object {
+                values: vec![Value::Int(1)],
+            }),
+        );
+        put(&engine, 2, b"k", None);
+        assert!(!engine.may_hold_tombstones(a), "an object is no tombstone");
+        assert!(engine.may_hold_tombstones(b));
+        // A tombstone written during a pass keeps the region unclear.
+        let mark = engine.tombstone_mark(a);
+        put(&engine, 1, b"j", None);
+        assert!(engine.may_hold_tombstones(a));
+        engine.found_no_tombstones(a, mark);
+        assert!(
+            engine.may_hold_tombstones(a),
+            "a pass older than a tombstone cannot clear it"
+        );
+        let mark = engine.tombstone_mark(a);
+        engine.found_no_tombstones(a, mark);
+        assert!(!engine.may_hold_tombstones(a));
     }
 }

@@ -51,15 +51,30 @@ impl DaemonNode {
     /// the tombstones below the horizon (each checked again under its
     /// core's lock) and notes the epochs of the others.
     pub(super) fn collect(&self, region: RegionId, out: Out<'_>) {
+        if !self.engine.may_hold_tombstones(region) {
+            return;
+        }
+        // A pass begins where a round finds no cursor, and ends with the
+        // round that reaches the region's end (and leaves none).
+        let mark = {
+            let mut passes = lock(&self.collect_passes);
+            let begins = !lock(&self.collects).contains_key(&region);
+            if begins {
+                passes.insert(region, (self.engine.tombstone_mark(region), false));
+            }
+            passes.get(&region).copied()
+        };
         let floor = Version::floor(self.config().tombstone_horizon);
         let mut candidates = Vec::new();
         let mut newest_waiting = 0u64;
+        let mut seen = false;
         let scanned = self.scan_round(
             &self.collects,
             region,
             COLLECT_RECORDS_MAX,
             |key, record| {
                 if record.object.is_none() {
+                    seen = true;
                     if record.version < floor {
                         candidates.push((key.to_vec(), record.version));
                     } else {
@@ -70,7 +85,29 @@ impl DaemonNode {
             },
         );
         if let Err(e) = scanned {
+            lock(&self.collect_passes).remove(&region);
             return self.poison("collecting tombstones", &e, out);
+        }
+        {
+            let mut passes = lock(&self.collect_passes);
+            let ended = !lock(&self.collects).contains_key(&region);
+            match (ended, mark) {
+                // A pass that saw no tombstone, from its first record to
+                // its last: the region held none unless one came since.
+                (true, Some((mark, false))) if !seen => {
+                    passes.remove(&region);
+                    self.engine.found_no_tombstones(region, mark);
+                }
+                (true, _) => {
+                    passes.remove(&region);
+                }
+                (false, Some((mark, earlier))) => {
+                    passes.insert(region, (mark, earlier || seen));
+                }
+                // A round in the middle of a pass begun before this
+                // daemon kept passes: the next pass decides.
+                (false, None) => {}
+            }
         }
         self.tombstones_waiting
             .fetch_max(newest_waiting, Ordering::AcqRel);

@@ -211,6 +211,9 @@ pub struct DaemonNode {
     sweeps: Mutex<HashMap<RegionId, Vec<u8>>>,
     /// Per region, where the last tombstone collection stopped.
     collects: Mutex<HashMap<RegionId, Vec<u8>>>,
+    /// Per region whose collection pass is under way: the engine's
+    /// tombstone mark when it began, and whether it has seen a tombstone.
+    collect_passes: Mutex<HashMap<RegionId, (u64, bool)>>,
     /// The newest epoch of tombstones the last collections had to keep
     /// (0: none), reported at the next round.
     tombstones_waiting: AtomicU64,
@@ -351,6 +354,7 @@ impl DaemonNode {
             ticks: AtomicU64::new(0),
             sweeps: Mutex::new(HashMap::new()),
             collects: Mutex::new(HashMap::new()),
+            collect_passes: Mutex::new(HashMap::new()),
             tombstones_waiting: AtomicU64::new(0),
             walks: Mutex::new(HashMap::new()),
             revisits: Mutex::new(HashMap::new()),
