@@ -257,15 +257,17 @@ impl Engine for FjallEngine {
     ) -> Result<(), StorageError> {
         self.check_writable()?;
         let mut batch = self.db.batch();
-        // The objects' storage keys, for the row cache (`rows.rs`).
+        // The objects' storage keys, their marks and new values, for the
+        // row cache (`rows.rs`).
         let mut written = Vec::new();
         for write in writes {
             let (key, value) = match write {
                 Write::Put { region, key, value } => (region_key(region, &key), Some(value)),
                 Write::Delete { region, key } => (region_key(region, &key), None),
             };
-            if self.rows.is_some() {
-                written.push(key.clone());
+            if let Some(rows) = &self.rows {
+                let ticket = rows.writing(&key);
+                written.push((key.clone(), ticket, value.clone()));
             }
             match value {
                 Some(value) => batch.insert(&self.objects, key, value),
@@ -290,9 +292,11 @@ impl Engine for FjallEngine {
         let Some(rows) = &self.rows else {
             return self.commit(batch);
         };
-        rows.writing(written.iter().map(Vec::as_slice));
         let committed = self.commit(batch);
-        rows.written(written.iter().map(Vec::as_slice));
+        for (key, ticket, value) in &written {
+            let value = value.as_deref().filter(|_| committed.is_ok());
+            rows.written(key, *ticket, value);
+        }
         committed
     }
 

@@ -15,10 +15,12 @@
 //! **Never stale.** A reader that missed offers what it read from fjall;
 //! the offer is taken only if no write to the key's stripe began since the
 //! reader looked. A writer marks the key's stripe before it commits and
-//! again after, when it also drops the key's entry. So a value read before
-//! a commit cannot be cached once that commit has begun, and an entry
-//! cached earlier stays visible only until the commit has returned — the
-//! same moment a read of fjall alone could first rely on the new value.
+//! again after, when it replaces the key's entry with the value it
+//! committed if no other write marked the stripe meanwhile, and drops it
+//! otherwise. So a value read before a commit cannot be cached once that
+//! commit has begun, and an entry cached earlier stays visible only until
+//! the commit has returned — the same moment a read of fjall alone could
+//! first rely on the new value.
 //! Nothing read from the cache is ever older than what fjall would answer,
 //! except for writes still being committed, whose outcome no caller has
 //! been told. Marks and offers of one stripe take its lock; the lock is
@@ -57,8 +59,17 @@ pub(crate) struct Ticket {
 
 pub(crate) struct RowCache {
     rows: Cache<Box<[u8]>, Arc<[u8]>, Bytes>,
-    /// Per stripe, how many write marks it has seen.
-    generations: Box<[Mutex<u64>]>,
+    stripes: Box<[Mutex<Stripe>]>,
+}
+
+/// What a stripe of keys has seen of writes.
+#[derive(Default)]
+struct Stripe {
+    /// Write marks so far: two per write, one before its commit and one
+    /// after.
+    generation: u64,
+    /// Writes between their two marks.
+    writing: u32,
 }
 
 fn stripe_of(key: &[u8]) -> usize {
@@ -69,8 +80,8 @@ fn stripe_of(key: &[u8]) -> usize {
     (h.finish() % STRIPES as u64) as usize
 }
 
-fn lock(m: &Mutex<u64>) -> MutexGuard<'_, u64> {
-    // A generation is a counter: a panic elsewhere leaves it usable.
+fn lock(m: &Mutex<Stripe>) -> MutexGuard<'_, Stripe> {
+    // Counters: a panic elsewhere leaves them usable.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -85,7 +96,7 @@ impl RowCache {
         let items = usize::try_from(bytes / 1024).unwrap_or(usize::MAX).max(16);
         Some(RowCache {
             rows: Cache::with_weighter(items, bytes, Bytes),
-            generations: (0..STRIPES).map(|_| Mutex::new(0)).collect(),
+            stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
         })
     }
 
@@ -99,34 +110,49 @@ impl RowCache {
         let stripe = stripe_of(key);
         Ticket {
             stripe,
-            generation: *lock(&self.generations[stripe]),
+            generation: lock(&self.stripes[stripe]).generation,
         }
     }
 
     /// Caches `value`, read from fjall after `ticket` was taken, unless a
     /// write to the key's stripe has begun since.
     pub(crate) fn offer(&self, key: &[u8], ticket: Ticket, value: &[u8]) {
-        let generation = lock(&self.generations[ticket.stripe]);
-        if *generation == ticket.generation {
+        if lock(&self.stripes[ticket.stripe]).generation == ticket.generation {
             self.rows.insert(key.into(), value.into());
         }
     }
 
-    /// Before committing writes to `keys`: offers of values read before
-    /// now are refused from here on.
-    pub(crate) fn writing<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
-        for key in keys {
-            *lock(&self.generations[stripe_of(key)]) += 1;
+    /// Before committing a write to `key`: offers of values read before
+    /// now are refused from here on. The ticket says what the stripe's
+    /// generation is once this write has marked it.
+    pub(crate) fn writing(&self, key: &[u8]) -> Ticket {
+        let stripe = stripe_of(key);
+        let mut marks = lock(&self.stripes[stripe]);
+        marks.generation += 1;
+        marks.writing += 1;
+        Ticket {
+            stripe,
+            generation: marks.generation,
         }
     }
 
-    /// After the commit of writes to `keys` returned (or failed): their
-    /// entries go, and offers of values read before now are refused.
-    pub(crate) fn written<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
-        for key in keys {
-            let mut generation = lock(&self.generations[stripe_of(key)]);
-            *generation += 1;
-            self.rows.remove(key);
+    /// After the commit of a write to `key` (its new value; none for a
+    /// delete) returned, or failed (`value` none): offers of values read
+    /// before now are refused. The key's entry becomes the new value if no
+    /// other write of the stripe ran at any time between this one's marks
+    /// (none marked it since `ticket`, and none is between its marks now),
+    /// so that no other commit can have come before or after this one's,
+    /// and goes otherwise — a key updated again and again stays cached.
+    pub(crate) fn written(&self, key: &[u8], ticket: Ticket, value: Option<&[u8]>) {
+        let mut marks = lock(&self.stripes[ticket.stripe]);
+        let alone = marks.generation == ticket.generation && marks.writing == 1;
+        marks.generation += 1;
+        marks.writing -= 1;
+        match value {
+            Some(value) if alone => self.rows.insert(key.into(), value.into()),
+            _ => {
+                self.rows.remove(key);
+            }
         }
     }
 
@@ -147,10 +173,30 @@ mod tests {
         let ticket = cache.ticket(b"k");
         cache.offer(b"k", ticket, b"old");
         assert_eq!(cache.get(b"k").as_deref(), Some(&b"old"[..]));
-        cache.writing([&b"k"[..]]);
+        let write = cache.writing(b"k");
         // Until the commit returns, the old value may still be answered.
         assert_eq!(cache.get(b"k").as_deref(), Some(&b"old"[..]));
-        cache.written([&b"k"[..]]);
+        cache.written(b"k", write, None);
+        assert_eq!(cache.get(b"k"), None);
+    }
+
+    #[test]
+    fn a_lone_write_leaves_its_value_and_overlapping_ones_leave_none() {
+        let cache = RowCache::new(1 << 20).unwrap();
+        let write = cache.writing(b"k");
+        cache.written(b"k", write, Some(b"one"));
+        assert_eq!(cache.get(b"k").as_deref(), Some(&b"one"[..]));
+        // Two writes of one key overlap: whichever returns first, neither
+        // leaves its value (the other may have committed after it).
+        let first = cache.writing(b"k");
+        let second = cache.writing(b"k");
+        cache.written(b"k", second, Some(b"three"));
+        assert_eq!(cache.get(b"k"), None);
+        cache.written(b"k", first, Some(b"two"));
+        assert_eq!(cache.get(b"k"), None);
+        // A failed commit leaves nothing either.
+        let write = cache.writing(b"k");
+        cache.written(b"k", write, None);
         assert_eq!(cache.get(b"k"), None);
     }
 
@@ -159,12 +205,12 @@ mod tests {
         let cache = RowCache::new(1 << 20).unwrap();
         // Read before the write began, offered while it commits.
         let ticket = cache.ticket(b"k");
-        cache.writing([&b"k"[..]]);
+        let write = cache.writing(b"k");
         cache.offer(b"k", ticket, b"old");
         assert_eq!(cache.get(b"k"), None);
-        // Read while it commits, offered after it returned.
+        // Read while it commits, offered after it returned (and failed).
         let ticket = cache.ticket(b"k");
-        cache.written([&b"k"[..]]);
+        cache.written(b"k", write, None);
         cache.offer(b"k", ticket, b"new or old");
         assert_eq!(cache.get(b"k"), None);
         // Read after it returned: taken.
