@@ -105,9 +105,7 @@ impl Record {
             .map(|(version, _)| version)
             .map_err(DecodeRecordError::Corrupt)
     }
-}
 
-impl Record {
     /// Whether the record `bytes` encode may be a tombstone, read without
     /// decoding the object (after the version comes the object's presence
     /// tag). Bytes that do not read as far say yes: whoever asks keeps

@@ -266,8 +266,9 @@ impl Engine for FjallEngine {
                 Write::Delete { region, key } => (region_key(region, &key), None),
             };
             if let Some(rows) = &self.rows {
-                let ticket = rows.writing(&key);
-                written.push((key.clone(), ticket, value.clone()));
+                // The cache's copy of the value, made once here.
+                let cached = value.as_deref().map(Arc::<[u8]>::from);
+                written.push((key.clone(), rows.writing(&key), cached));
             }
             match value {
                 Some(value) => batch.insert(&self.objects, key, value),
@@ -293,9 +294,8 @@ impl Engine for FjallEngine {
             return self.commit(batch);
         };
         let committed = self.commit(batch);
-        for (key, ticket, value) in &written {
-            let value = value.as_deref().filter(|_| committed.is_ok());
-            rows.written(key, *ticket, value);
+        for (key, ticket, value) in written {
+            rows.written(&key, ticket, value.filter(|_| committed.is_ok()));
         }
         committed
     }

@@ -143,13 +143,13 @@ impl RowCache {
     /// (none marked it since `ticket`, and none is between its marks now),
     /// so that no other commit can have come before or after this one's,
     /// and goes otherwise — a key updated again and again stays cached.
-    pub(crate) fn written(&self, key: &[u8], ticket: Ticket, value: Option<&[u8]>) {
+    pub(crate) fn written(&self, key: &[u8], ticket: Ticket, value: Option<Arc<[u8]>>) {
         let mut marks = lock(&self.stripes[ticket.stripe]);
         let alone = marks.generation == ticket.generation && marks.writing == 1;
         marks.generation += 1;
         marks.writing -= 1;
         match value {
-            Some(value) if alone => self.rows.insert(key.into(), value.into()),
+            Some(value) if alone => self.rows.insert(key.into(), value),
             _ => {
                 self.rows.remove(key);
             }
@@ -184,15 +184,15 @@ mod tests {
     fn a_lone_write_leaves_its_value_and_overlapping_ones_leave_none() {
         let cache = RowCache::new(1 << 20).unwrap();
         let write = cache.writing(b"k");
-        cache.written(b"k", write, Some(b"one"));
+        cache.written(b"k", write, Some(Arc::from(&b"one"[..])));
         assert_eq!(cache.get(b"k").as_deref(), Some(&b"one"[..]));
         // Two writes of one key overlap: whichever returns first, neither
         // leaves its value (the other may have committed after it).
         let first = cache.writing(b"k");
         let second = cache.writing(b"k");
-        cache.written(b"k", second, Some(b"three"));
+        cache.written(b"k", second, Some(Arc::from(&b"three"[..])));
         assert_eq!(cache.get(b"k"), None);
-        cache.written(b"k", first, Some(b"two"));
+        cache.written(b"k", first, Some(Arc::from(&b"two"[..])));
         assert_eq!(cache.get(b"k"), None);
         // A failed commit leaves nothing either.
         let write = cache.writing(b"k");

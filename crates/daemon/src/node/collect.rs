@@ -104,8 +104,9 @@ impl DaemonNode {
                 (false, Some((mark, earlier))) => {
                     passes.insert(region, (mark, earlier || seen));
                 }
-                // A round in the middle of a pass begun before this
-                // daemon kept passes: the next pass decides.
+                // No pass under way although a round left a cursor (two
+                // rounds of the region overlapped, one slower than the
+                // interval): nothing is concluded; the next pass decides.
                 (false, None) => {}
             }
         }
