@@ -5,7 +5,7 @@
 //! region keeps increasing and a late copy of an older update is recognized.
 
 use serde::{Deserialize, Serialize};
-use tessera_protocol::ClientRef;
+use tessera_protocol::{ClientRef, DecodeObjectError, ObjectView};
 use tessera_storage::StorageError;
 use tessera_types::{Object, Version};
 
@@ -16,6 +16,9 @@ pub enum DecodeRecordError {
     /// something else.
     #[error("corrupt record: {0}")]
     Corrupt(#[source] postcard::Error),
+    /// The record's object is not a well-formed object.
+    #[error("corrupt object in a record: {0}")]
+    Object(#[from] DecodeObjectError),
 }
 
 /// Why a stored record could not be read.
@@ -87,9 +90,56 @@ pub struct Record {
     pub recent: Vec<(ClientRef, Version)>,
 }
 
+/// What the write path reads of a stored record: its version and recent
+/// writers, the object between them delimited but not decoded
+/// ([`Record::decode_head`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordHead {
+    pub version: Version,
+    pub recent: Vec<(ClientRef, Version)>,
+}
+
+/// A [`Record`] to encode from borrowed parts: the same fields in the same
+/// order, so the same bytes, without owning (cloning) the object.
+#[derive(Serialize)]
+struct RecordRef<'a> {
+    version: Version,
+    object: Option<&'a Object>,
+    recent: &'a [(ClientRef, Version)],
+}
+
 impl Record {
     pub fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).expect("encoding to a Vec cannot fail")
+        Record::encode_parts(self.version, self.object.as_ref(), &self.recent)
+    }
+
+    /// The encoding of the record these parts make.
+    pub fn encode_parts(
+        version: Version,
+        object: Option<&Object>,
+        recent: &[(ClientRef, Version)],
+    ) -> Vec<u8> {
+        let record = RecordRef {
+            version,
+            object,
+            recent,
+        };
+        postcard::to_allocvec(&record).expect("encoding to a Vec cannot fail")
+    }
+
+    /// The version and recent writers of the record `bytes` encode, the
+    /// object only delimited (checked well-formed, not decoded).
+    pub fn decode_head(bytes: &[u8]) -> Result<RecordHead, DecodeRecordError> {
+        let corrupt = DecodeRecordError::Corrupt;
+        let (version, rest) = postcard::take_from_bytes::<Version>(bytes).map_err(corrupt)?;
+        let (present, rest) = postcard::take_from_bytes::<u8>(rest).map_err(corrupt)?;
+        let rest = match present {
+            0 => rest,
+            1 => ObjectView::take_from(rest)?.1,
+            _ => return Err(corrupt(postcard::Error::DeserializeBadOption)),
+        };
+        let recent = postcard::from_bytes(rest).map_err(corrupt)?;
+        Ok(RecordHead { version, recent })
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Record, DecodeRecordError> {
@@ -203,6 +253,47 @@ mod tests {
         }
         assert!(Record::decode_version(&[]).is_err());
         assert!(Record::decode_version(&[0x80]).is_err());
+    }
+
+    /// A record's head read past its undecoded object is the version and
+    /// recent writers the whole record decodes with; cut short, it is an
+    /// error, never a panic.
+    #[test]
+    fn the_head_is_the_records_version_and_writers() {
+        let wide = Object {
+            values: vec![
+                tessera_types::Value::str(&"x".repeat(300)),
+                tessera_types::Value::List(vec![tessera_types::Value::Int(-1); 4]),
+                tessera_types::Value::Document("{\"a\": 1}".into()),
+            ],
+        };
+        for (version, object, recent) in [
+            (0, None, vec![]),
+            (1, Some(Object { values: vec![] }), vec![writer(1, 2, 1)]),
+            (u64::MAX, None, vec![writer(3, 4, 5), writer(6, 7, 8)]),
+            ((7 << 32) | 300, Some(wide), vec![writer(9, 1, 2)]),
+        ] {
+            let record = Record {
+                version: Version(version),
+                object,
+                recent,
+            };
+            let bytes = record.encode();
+            let whole = Record::decode(&bytes).unwrap();
+            assert_eq!(
+                Record::decode_head(&bytes).unwrap(),
+                RecordHead {
+                    version: whole.version,
+                    recent: whole.recent
+                }
+            );
+            for len in 0..bytes.len() {
+                assert!(
+                    Record::decode_head(&bytes[..len]).is_err(),
+                    "a prefix of {len} bytes decoded"
+                );
+            }
+        }
     }
 
     /// Tombstones are recognised from their first bytes, objects are not

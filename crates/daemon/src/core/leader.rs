@@ -114,7 +114,7 @@ impl ReplicaCore {
                 return true;
             }
         }
-        match self.load(state_key) {
+        match self.load_head(state_key) {
             Ok(Some(record)) if record.recent.iter().any(|(c, _)| *c == request.client) => {
                 self.reply(reply, DaemonResponse::Done);
                 true

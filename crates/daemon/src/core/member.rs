@@ -479,7 +479,7 @@ impl ReplicaCore {
             // would cost a read per commit on the write path.
             let backfill = forward.client == ClientRef::BACKFILL;
             let stored = if keeps_recent || backfill || cfg!(debug_assertions) {
-                match self.load(state_key) {
+                match self.load_head(state_key) {
                     Ok(record) => record,
                     Err(e) => {
                         if let Some(state) = self.keys.get_mut(state_key) {
@@ -542,15 +542,11 @@ impl ReplicaCore {
                 // version of the key only grows: a late copy of an older update
                 // (sent again while its acknowledgement was on the way) is
                 // recognized as seen instead of bringing the object back.
-                let value = Record {
-                    version: forward.version,
-                    object: match hop.write {
-                        HopWrite::Put => self.stored_form(hop.region, forward.object.as_ref()),
-                        HopWrite::Remove => None,
-                    },
-                    recent,
-                }
-                .encode();
+                let object = match hop.write {
+                    HopWrite::Put => self.stored_form(hop.region, forward.object.as_ref()),
+                    HopWrite::Remove => None,
+                };
+                let value = Record::encode_parts(forward.version, object.as_deref(), &recent);
                 let shipped = self
                     .outgoing
                     .contains_key(&hop.region)

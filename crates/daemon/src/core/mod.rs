@@ -31,7 +31,7 @@ mod reconfig;
 mod repair;
 
 use crate::rebuild::Unsettled;
-use crate::record::{ReadRecordError, Record};
+use crate::record::{ReadRecordError, Record, RecordHead};
 use crate::shapes::Shapes;
 pub use backfill::BackfillStep;
 pub use repair::{Held, HeldKind};
@@ -352,7 +352,11 @@ impl ReplicaCore {
     /// only its projection; see [`SubspaceLayout::stored_form`]).
     ///
     /// [`SubspaceLayout::stored_form`]: tessera_types::SubspaceLayout::stored_form
-    fn stored_form(&self, region: RegionId, object: Option<&Object>) -> Option<Object> {
+    fn stored_form<'o>(
+        &self,
+        region: RegionId,
+        object: Option<&'o Object>,
+    ) -> Option<std::borrow::Cow<'o, Object>> {
         let object = object?;
         let projected = self.directory.place(region).and_then(|place| {
             let space = self.config.spaces.get(place.space)?;
@@ -360,7 +364,7 @@ impl ReplicaCore {
             (layout.kind == SubspaceKind::GlobalIndex)
                 .then(|| layout.stored_form(&space.desc, object))
         });
-        Some(projected.unwrap_or_else(|| object.clone()))
+        Some(projected.map_or(std::borrow::Cow::Borrowed(object), std::borrow::Cow::Owned))
     }
 
     /// The pending update of the key at `version`, if this member has it.
@@ -389,6 +393,14 @@ impl ReplicaCore {
     fn load(&self, state_key: &StateKey) -> Result<Option<Record>, ReadRecordError> {
         self.with_stored(state_key, |bytes| {
             Ok(bytes.map(Record::decode).transpose()?)
+        })
+    }
+
+    /// The version and recent writers of the key's stored record, without
+    /// decoding its object.
+    fn load_head(&self, state_key: &StateKey) -> Result<Option<RecordHead>, ReadRecordError> {
+        self.with_stored(state_key, |bytes| {
+            Ok(bytes.map(Record::decode_head).transpose()?)
         })
     }
 

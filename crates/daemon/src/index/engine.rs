@@ -1,9 +1,10 @@
 //! [`IndexedEngine`]: the storage decorator that writes index entries in
 //! the same atomic batch as the objects they describe.
 
-use super::entry::object_entries;
+use super::entry::view_entries;
+use super::page::{stored_object, ReadPageError};
 use super::{region_slots, Slot};
-use crate::record::{DecodeRecordError, Record};
+use crate::record::Record;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, RwLock};
@@ -78,13 +79,11 @@ fn stripe_of(region: RegionId, key: &[u8]) -> usize {
     (h.finish() % STRIPES as u64) as usize
 }
 
-fn record_entries(
-    slots: &[Slot],
-    key: &[u8],
-    bytes: &[u8],
-) -> Result<Vec<Vec<u8>>, DecodeRecordError> {
-    Ok(match Record::decode(bytes)?.object {
-        Some(object) => object_entries(slots, &object, key),
+/// The index entries of the stored record `bytes`, decoding only the
+/// attributes the slots read.
+fn record_entries(slots: &[Slot], key: &[u8], bytes: &[u8]) -> Result<Vec<Vec<u8>>, ReadPageError> {
+    Ok(match stored_object(bytes)?.1 {
+        Some(object) => view_entries(slots, &object, key)?,
         None => Vec::new(),
     })
 }
@@ -394,12 +393,17 @@ impl Engine for IndexedEngine {
         for (region, key, value, slots) in indexed {
             let old = match current.remove(&(region, key)) {
                 Some(old) => old,
-                None => match self.inner.get(region, key)? {
+                None => {
                     // An old record that does not decode has unknown entries;
                     // any it left are stale, which readers tolerate.
-                    Some(bytes) => record_entries(&slots, key, &bytes).unwrap_or_default(),
-                    None => Vec::new(),
-                },
+                    let mut old = Vec::new();
+                    self.inner.read(region, key, &mut |bytes| {
+                        if let Some(bytes) = bytes {
+                            old = record_entries(&slots, key, bytes).unwrap_or_default();
+                        }
+                    })?;
+                    old
+                }
             };
             let new = match value {
                 Some(bytes) => record_entries(&slots, key, bytes).map_err(|e| {

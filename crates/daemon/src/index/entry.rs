@@ -4,8 +4,9 @@
 //! ([`super::slot`]).
 
 use super::slot::Slot;
+use tessera_protocol::{DecodeObjectError, ObjectView};
 use tessera_types::sortkey::sort_key;
-use tessera_types::Object;
+use tessera_types::{Object, Value};
 
 const SLOT_BYTES: usize = 4;
 const COORD_BYTES: usize = 8;
@@ -49,14 +50,35 @@ pub fn ordered_entry(slot: usize, sort_key: &[u8], key: &[u8]) -> Vec<u8> {
 pub fn object_entries(slots: &[Slot], object: &Object, key: &[u8]) -> Vec<Vec<u8>> {
     slots
         .iter()
-        .filter_map(|slot| match slot {
-            Slot::Ordered(attr) => {
-                let value = object.values.get(*attr)?;
-                Some(ordered_entry(slot.number(), &sort_key(value)?, key))
-            }
-            _ => Some(entry(slot.number(), slot.coordinate(object)?, key)),
-        })
+        .filter_map(|slot| slot_entry(slot, object.values.get(slot.attr())?, key))
         .collect()
+}
+
+/// [`object_entries`] of an object read in place: decodes only the
+/// attributes the slots read (the write path computes the entries of the
+/// old and the new record of every write, and objects are mostly
+/// attributes no region indexes).
+pub fn view_entries(
+    slots: &[Slot],
+    object: &ObjectView<'_>,
+    key: &[u8],
+) -> Result<Vec<Vec<u8>>, DecodeObjectError> {
+    let mut out = Vec::with_capacity(slots.len());
+    for slot in slots {
+        if let Some(value) = object.value(slot.attr())? {
+            out.extend(slot_entry(slot, &value, key));
+        }
+    }
+    Ok(out)
+}
+
+/// The entry of an object whose value of the slot's attribute is `value`
+/// (none: that value has no entry in this slot).
+fn slot_entry(slot: &Slot, value: &Value, key: &[u8]) -> Option<Vec<u8>> {
+    match slot {
+        Slot::Ordered(_) => Some(ordered_entry(slot.number(), &sort_key(value)?, key)),
+        _ => Some(entry(slot.number(), slot.value_coordinate(value)?, key)),
+    }
 }
 
 /// The first entry (inclusive) and the end (exclusive; `None`: the last
@@ -77,4 +99,59 @@ pub fn entry_bounds(slot: usize, (lo, hi): (u64, u64)) -> (Vec<u8>, Option<Vec<u
             .map(|n| n.to_be_bytes().to_vec()),
     };
     (start, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use tessera_protocol::ObjectBytes;
+    use tessera_types::value::parse_doc_path;
+
+    fn slots() -> Vec<Slot> {
+        vec![
+            Slot::Attr(0),
+            Slot::Attr(2),
+            Slot::Ordered(1),
+            Slot::Attr(5), // past the end of most objects: no entry
+            Slot::Path {
+                slot: super::super::PATH_SLOT_BASE | 7,
+                attr: 3,
+                steps: parse_doc_path("a.b").expect("a path"),
+            },
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<i64>().prop_map(Value::Int),
+            "[a-z]{0,12}".prop_map(|s| Value::str(&s)),
+            any::<i64>().prop_map(Value::Timestamp),
+            proptest::collection::vec(any::<i64>().prop_map(Value::Int), 0..3)
+                .prop_map(Value::List),
+            (-1e6f64..1e6).prop_map(Value::Float),
+            (any::<i64>(), "[a-z]{0,4}").prop_map(|(n, s)| Value::Document(format!(
+                "{{\"a\": {{\"b\": {n}}}, \"c\": \"{s}\"}}"
+            ))),
+            Just(Value::Document("[1, 2]".to_string())),
+        ]
+    }
+
+    proptest! {
+        /// Read in place, an object has exactly the entries its decoded
+        /// form has.
+        #[test]
+        fn entries_read_in_place_are_the_decoded_objects(
+            values in proptest::collection::vec(value(), 0..7),
+            key in proptest::collection::vec(any::<u8>(), 0..12),
+        ) {
+            let object = Object { values };
+            let bytes = ObjectBytes::encode(&object);
+            let view = bytes.view().expect("an encoded object");
+            prop_assert_eq!(
+                view_entries(&slots(), &view, &key).expect("well-formed"),
+                object_entries(&slots(), &object, &key)
+            );
+        }
+    }
 }
