@@ -130,16 +130,29 @@ impl Record {
     /// The version and recent writers of the record `bytes` encode, the
     /// object only delimited (checked well-formed, not decoded).
     pub fn decode_head(bytes: &[u8]) -> Result<RecordHead, DecodeRecordError> {
+        let (version, _, rest) = Record::split(bytes)?;
+        let recent = postcard::from_bytes(rest).map_err(DecodeRecordError::Corrupt)?;
+        Ok(RecordHead { version, recent })
+    }
+
+    /// The record `bytes` encode, read in place along its postcard layout:
+    /// the version, the object (an option: a 0 or 1 byte, then the object,
+    /// delimited but not decoded; none for a tombstone), and the bytes
+    /// after it, which encode the recent writers.
+    pub fn split(
+        bytes: &[u8],
+    ) -> Result<(Version, Option<ObjectView<'_>>, &[u8]), DecodeRecordError> {
         let corrupt = DecodeRecordError::Corrupt;
         let (version, rest) = postcard::take_from_bytes::<Version>(bytes).map_err(corrupt)?;
         let (present, rest) = postcard::take_from_bytes::<u8>(rest).map_err(corrupt)?;
-        let rest = match present {
-            0 => rest,
-            1 => ObjectView::take_from(rest)?.1,
-            _ => return Err(corrupt(postcard::Error::DeserializeBadOption)),
-        };
-        let recent = postcard::from_bytes(rest).map_err(corrupt)?;
-        Ok(RecordHead { version, recent })
+        match present {
+            0 => Ok((version, None, rest)),
+            1 => {
+                let (object, rest) = ObjectView::take_from(rest)?;
+                Ok((version, Some(object), rest))
+            }
+            _ => Err(corrupt(postcard::Error::DeserializeBadOption)),
+        }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Record, DecodeRecordError> {

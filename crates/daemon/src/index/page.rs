@@ -4,7 +4,7 @@
 use super::access::{Access, Walk};
 use super::entry::{entry, entry_bounds, entry_parts};
 use super::slot::Slot;
-use crate::record::{DecodeRecordError, ReadRecordError};
+use crate::record::{DecodeRecordError, ReadRecordError, Record};
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -53,13 +53,10 @@ impl From<tessera_storage::StorageError> for ReadPageError {
 /// which a search never reads; `stored_records_split_as_they_decode`
 /// checks the two agree.
 pub fn stored_object(bytes: &[u8]) -> Result<(Version, Option<ObjectView<'_>>), ReadPageError> {
-    let corrupt = |e| ReadRecordError::Decode(DecodeRecordError::Corrupt(e));
-    let (version, rest) = postcard::take_from_bytes::<Version>(bytes).map_err(corrupt)?;
-    let (present, rest) = postcard::take_from_bytes::<u8>(rest).map_err(corrupt)?;
-    match present {
-        0 => Ok((version, None)),
-        1 => Ok((version, Some(ObjectView::take_from(rest)?.0))),
-        _ => Err(corrupt(postcard::Error::DeserializeBadOption).into()),
+    match Record::split(bytes) {
+        Ok((version, object, _)) => Ok((version, object)),
+        Err(DecodeRecordError::Object(e)) => Err(ReadPageError::Object(e)),
+        Err(e) => Err(ReadRecordError::Decode(e).into()),
     }
 }
 
