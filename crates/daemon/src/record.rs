@@ -99,32 +99,34 @@ pub struct RecordHead {
     pub recent: Vec<(ClientRef, Version)>,
 }
 
-/// A [`Record`] to encode from borrowed parts: the same fields in the same
-/// order, so the same bytes, without owning (cloning) the object.
-#[derive(Serialize)]
-struct RecordRef<'a> {
-    version: Version,
-    object: Option<&'a Object>,
-    recent: &'a [(ClientRef, Version)],
-}
-
 impl Record {
     pub fn encode(&self) -> Vec<u8> {
-        Record::encode_parts(self.version, self.object.as_ref(), &self.recent)
+        postcard::to_allocvec(self).expect("encoding to a Vec cannot fail")
     }
 
-    /// The encoding of the record these parts make.
+    /// The encoding of the record these parts make, the object given as
+    /// its own encoding (as a chain forward carries it): postcard lays a
+    /// record out as its fields one after another, so the object's bytes
+    /// go in as they are, neither decoded nor re-encoded. The same bytes
+    /// as [`Record::encode`] of the decoded parts.
     pub fn encode_parts(
         version: Version,
-        object: Option<&Object>,
+        object: Option<&[u8]>,
         recent: &[(ClientRef, Version)],
     ) -> Vec<u8> {
-        let record = RecordRef {
-            version,
-            object,
-            recent,
-        };
-        postcard::to_allocvec(&record).expect("encoding to a Vec cannot fail")
+        // A version and a writer are at most 10 and 30 varint bytes.
+        let capacity = 11 + object.map_or(0, <[u8]>::len) + 10 + 30 * recent.len();
+        let mut out = Vec::with_capacity(capacity);
+        let encoded = "encoding to a Vec cannot fail";
+        out = postcard::to_extend(&version, out).expect(encoded);
+        match object {
+            None => out.push(0),
+            Some(object) => {
+                out.push(1);
+                out.extend_from_slice(object);
+            }
+        }
+        postcard::to_extend(recent, out).expect(encoded)
     }
 
     /// The version and recent writers of the record `bytes` encode, the
@@ -306,6 +308,48 @@ mod tests {
                     "a prefix of {len} bytes decoded"
                 );
             }
+        }
+    }
+
+    /// A record encoded from its object's bytes is the record encoded
+    /// whole, and decodes to its parts.
+    #[test]
+    fn a_record_from_object_bytes_is_the_record() {
+        use tessera_types::Value;
+        let wide = Object {
+            values: vec![
+                Value::str("key"),
+                Value::Int(-1),
+                Value::Float(0.5),
+                Value::List(vec![Value::Int(1), Value::str("x")]),
+                Value::Map(vec![(Value::str("k"), Value::Timestamp(9))]),
+                Value::Document("{\"a\": [1, 2]}".into()),
+                Value::String(vec![0xff; 300]),
+            ],
+        };
+        let writers: Vec<_> = (0..20).map(|n| writer(n, u64::MAX - n, 1 << n)).collect();
+        for (version, object, recent) in [
+            (0, None, vec![]),
+            (1, Some(Object { values: vec![] }), vec![writer(1, 2, 1)]),
+            (u64::MAX, None, writers.clone()),
+            ((7 << 32) | 300, Some(wide), writers),
+        ] {
+            let record = Record {
+                version: Version(version),
+                object,
+                recent,
+            };
+            let object = record
+                .object
+                .as_ref()
+                .map(tessera_protocol::ObjectBytes::encode);
+            let bytes = Record::encode_parts(
+                record.version,
+                object.as_ref().map(tessera_protocol::ObjectBytes::as_bytes),
+                &record.recent,
+            );
+            assert_eq!(bytes, record.encode());
+            assert_eq!(Record::decode(&bytes).unwrap(), record);
         }
     }
 

@@ -12,7 +12,7 @@ use tessera_daemon::core::{Effect, Held, HeldKind, ReplicaCore, ReplyTo};
 use tessera_daemon::record::Record;
 use tessera_protocol::{
     chain_digest, Action, ChainAck, ChainForward, ChainMsg, ClientRef, CmpFailKind, DaemonResponse,
-    HopWrite, Mutation, Status, UpdateFlags, UpdateRequest,
+    HopWrite, Mutation, ObjectBytes, Status, UpdateFlags, UpdateRequest,
 };
 use tessera_storage::fault::{Hooked, Hooks};
 use tessera_storage::{Engine, IndexWrite, MemoryEngine, StorageError, Write};
@@ -657,8 +657,9 @@ fn older_epoch_requests_are_refused() {
 }
 
 /// Bytes from the network: a forward whose object lacks attributes of its
-/// space is dropped by the member it reaches, with nothing written and no
-/// panic later when code indexes the object by attribute.
+/// space, or whose bytes are not one well-formed object, is dropped by the
+/// member it reaches, with nothing written and no panic later when code
+/// reads the object by attribute or stores its bytes.
 #[test]
 fn a_forward_whose_object_does_not_fit_its_space_is_dropped() {
     let config = Arc::new(config(3, 1, 2));
@@ -668,50 +669,73 @@ fn a_forward_whose_object_does_not_fit_its_space_is_dropped() {
         values: vec![key.clone(), Value::Int(1), Value::Int(1)],
     };
     let hops = build_hops(&config, space, &key, None, Some(&object), None).unwrap();
-    let mut forward = ChainForward {
-        epoch: config.epoch,
-        from: hops[0].daemon,
-        space: space.id,
-        key: key.clone(),
-        version: Version::next(None, config.epoch),
-        hops: hops.clone(),
-        position: 1,
-        object: Some(Object {
-            values: vec![key.clone()],
-        }),
-        client: ClientRef {
-            client_id: 9,
-            request_no: 1,
-        },
+    let whole = ObjectBytes::encode(&object);
+    let whole = whole.view().unwrap().bytes();
+    // Bytes as a peer may send them: `ObjectBytes` on the wire is a byte
+    // string, postcard's encoding of a `Vec<u8>`.
+    let from_wire = |bytes: &[u8]| -> ObjectBytes {
+        postcard::from_bytes(&postcard::to_allocvec(&bytes.to_vec()).unwrap()).unwrap()
     };
-    let member = hops[1].daemon;
-    let mut net = Net::new(&config);
-    net.cores
-        .get_mut(&member)
-        .unwrap()
-        .on_chain(ChainMsg::Forward(forward.clone()));
-    net.collect(member);
-    assert!(
-        net.links.values().all(VecDeque::is_empty),
-        "nothing sent on"
-    );
-    assert_eq!(
-        net.engines[&member]
-            .get(hops[1].region, &key_bytes(&key))
-            .unwrap(),
-        None
-    );
-    // The same forward with a whole object is taken.
-    forward.object = Some(object);
-    net.cores
-        .get_mut(&member)
-        .unwrap()
-        .on_chain(ChainMsg::Forward(forward));
-    net.collect(member);
-    assert!(
-        net.links.values().any(|q| !q.is_empty()),
-        "sent on or acknowledged"
-    );
+    let short = ObjectBytes::encode(&Object {
+        values: vec![key.clone()],
+    });
+    let mut trailing = whole.to_vec();
+    trailing.push(0);
+    let mut unknown_kind = whole.to_vec();
+    let last_value = whole.len() - 2; // an int's tag, then its one-byte varint
+    unknown_kind[last_value] = 9;
+    for (what, bytes) in [
+        ("lacks attributes", short),
+        ("is cut short", from_wire(&whole[..whole.len() - 1])),
+        ("has bytes after it", from_wire(&trailing)),
+        ("has a value of no kind", from_wire(&unknown_kind)),
+        ("is empty", from_wire(&[])),
+    ] {
+        let forward = ChainForward {
+            epoch: config.epoch,
+            from: hops[0].daemon,
+            space: space.id,
+            key: key.clone(),
+            version: Version::next(None, config.epoch),
+            hops: hops.clone(),
+            position: 1,
+            object: Some(bytes),
+            client: ClientRef {
+                client_id: 9,
+                request_no: 1,
+            },
+        };
+        let member = hops[1].daemon;
+        let mut net = Net::new(&config);
+        net.cores
+            .get_mut(&member)
+            .unwrap()
+            .on_chain(ChainMsg::Forward(forward.clone()));
+        net.collect(member);
+        assert!(
+            net.links.values().all(VecDeque::is_empty),
+            "an object that {what}: sent on"
+        );
+        assert_eq!(
+            net.engines[&member]
+                .get(hops[1].region, &key_bytes(&key))
+                .unwrap(),
+            None,
+            "an object that {what}: written"
+        );
+        // The same forward with the whole object is taken.
+        let mut forward = forward;
+        forward.object = Some(from_wire(whole));
+        net.cores
+            .get_mut(&member)
+            .unwrap()
+            .on_chain(ChainMsg::Forward(forward));
+        net.collect(member);
+        assert!(
+            net.links.values().any(|q| !q.is_empty()),
+            "after an object that {what}: the whole one not sent on or acknowledged"
+        );
+    }
 }
 
 /// At most once for a retry that arrives while its original still waits in
@@ -1661,7 +1685,7 @@ fn an_update_overtaken_in_a_building_region_still_travels_its_chain() {
         version,
         hops,
         position: 1,
-        object: Some(object.clone()),
+        object: Some(ObjectBytes::encode(object)),
         client: ClientRef {
             client_id: 7,
             request_no: version.0,
@@ -2174,7 +2198,7 @@ fn a_commit_forgets_the_writers_of_versions_its_update_skipped() {
         version: v3,
         hops: hops[..2].to_vec(),
         position: 1,
-        object: Some(object(3)),
+        object: Some(ObjectBytes::encode(&object(3))),
         client: writer(3),
     };
     net.cores
@@ -2338,7 +2362,7 @@ impl SecondHop {
             version,
             hops: hops.clone(),
             position: 1,
-            object: Some(object),
+            object: Some(ObjectBytes::encode(&object)),
             client: ClientRef::BACKFILL,
         };
         SecondHop {
@@ -2570,7 +2594,7 @@ fn a_member_drops_an_update_its_point_leader_skipped() {
         version,
         hops: hops.clone(),
         position: 1,
-        object: Some(object(a)),
+        object: Some(ObjectBytes::encode(&object(a))),
         client: ClientRef {
             client_id: 7,
             request_no,

@@ -229,7 +229,7 @@ fn messages() -> Vec<Message> {
             version: Version(5),
             hops,
             position: 1,
-            object: Some(samples::object()),
+            object: Some(ObjectBytes::encode(&samples::object())),
             client: ClientRef {
                 client_id: 1,
                 request_no: 2,

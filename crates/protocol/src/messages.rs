@@ -599,8 +599,11 @@ pub struct ChainForward {
     pub hops: Vec<Hop>,
     /// Index into `hops` of the receiver.
     pub position: u32,
-    /// The object after the update; `None` for a delete.
-    pub object: Option<Object>,
+    /// The object after the update, encoded once by the point leader and
+    /// stored by every member as it arrives (a record holds the same
+    /// bytes); `None` for a delete. Bytes from a peer are checked on
+    /// arrival (`ObjectBytes::view`).
+    pub object: Option<ObjectBytes>,
     /// Who wrote it. [`ClientRef::BACKFILL`] marks the one update whose
     /// `version` is not new: the key's committed version, carried on to
     /// regions that do not hold it yet.

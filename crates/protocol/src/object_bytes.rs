@@ -318,6 +318,12 @@ impl ObjectBytes {
         ObjectView::parse(&self.0)
     }
 
+    /// The encoding as it is, unchecked: for bytes this process encoded,
+    /// or that [`ObjectBytes::view`] has checked.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     /// The whole object, decoded.
     pub fn decode(&self) -> Result<Object, DecodeObjectError> {
         self.view()?.to_object()

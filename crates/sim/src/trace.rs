@@ -62,7 +62,10 @@ impl World {
                     f.epoch,
                     f.key,
                     f.version.0,
-                    f.object.as_ref().map(|o| &o.values[1..]),
+                    f.object
+                        .as_ref()
+                        .and_then(|o| o.decode().ok())
+                        .map(|o| o.values[1..].to_vec()),
                     f.client,
                     f.hops
                         .iter()

@@ -5,7 +5,7 @@
 
 use super::ReplicaCore;
 use crate::chain::{repair_hops, revisit_hops};
-use tessera_protocol::{ChainForward, ClientRef};
+use tessera_protocol::{ChainForward, ClientRef, ObjectBytes};
 use tessera_types::{RegionId, SpaceId};
 
 /// What [`ReplicaCore::backfill_key`] did with one key.
@@ -107,7 +107,7 @@ impl ReplicaCore {
             version: record.version,
             hops,
             position: 0,
-            object,
+            object: object.as_ref().map(ObjectBytes::encode),
             client: ClientRef::BACKFILL,
         };
         self.apply_forward(forward, Vec::new());

@@ -5,9 +5,11 @@
 
 use super::{refuse, ReplicaCore, ReplyTo, Start, StateKey};
 use crate::chain::{build_hops, can_pipeline, check_key, evaluate, key_region};
-use crate::record::ReadRecordError;
+use crate::record::{DecodeRecordError, ReadRecordError};
 use crate::shapes::Shape;
-use tessera_protocol::{ChainForward, ClientRef, DaemonResponse, Status, UpdateRequest};
+use tessera_protocol::{
+    ChainForward, ClientRef, DaemonResponse, ObjectBytes, Status, UpdateRequest,
+};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{Epoch, Object, Version};
 
@@ -271,7 +273,7 @@ impl ReplicaCore {
             version,
             hops,
             position: 0,
-            object: new,
+            object: new.as_ref().map(ObjectBytes::encode),
             client: request.client,
         };
         self.apply_forward(forward, vec![reply]);
@@ -288,7 +290,11 @@ impl ReplicaCore {
             .get(state_key)
             .and_then(|s| s.pending.last_key_value())
         {
-            return Ok(Some((*v, p.forward.object.clone())));
+            // Encoded here or checked on arrival, so it decodes; an error
+            // is passed on all the same.
+            let object = p.forward.object.as_ref().map(ObjectBytes::decode);
+            let object = object.transpose().map_err(DecodeRecordError::from)?;
+            return Ok(Some((*v, object)));
         }
         Ok(self.load(state_key)?.map(|r| (r.version, r.object)))
     }

@@ -544,7 +544,19 @@ impl ReplicaCore {
                 // recognized as seen instead of bringing the object back.
                 let object = match hop.write {
                     HopWrite::Put => self.stored_form(hop.region, forward.object.as_ref()),
-                    HopWrite::Remove => None,
+                    HopWrite::Remove => Ok(None),
+                };
+                let object = match object {
+                    Ok(object) => object,
+                    Err(e) => {
+                        // Checked on arrival (`fits_space`), so not reached;
+                        // were it, the update is not committed here.
+                        if let Some(state) = self.keys.get_mut(state_key) {
+                            state.pending.insert(forward.version, pending);
+                        }
+                        self.fatal("decoding an update's object", e);
+                        return;
+                    }
                 };
                 let value = Record::encode_parts(forward.version, object.as_deref(), &recent);
                 let shipped = self
@@ -595,20 +607,24 @@ impl ReplicaCore {
     }
 }
 
-/// Whether a forward from a peer names this daemon at its position, right
-/// after the daemon that sent it: the first hop is the point leader's own,
-/// so a forward from elsewhere is never at position 0.
-/// Whether a forward's object (if any) has one value per attribute of its
-/// space: later code indexes the values by attribute.
+/// Whether a forward's object (if any) is one well-formed object with one
+/// value per attribute of its space: members store its bytes as they
+/// came, and later code reads the values by attribute.
 fn fits_space(forward: &ChainForward, config: &tessera_types::Configuration) -> bool {
     let Some(object) = &forward.object else {
         return true;
     };
+    let Ok(view) = object.view() else {
+        return false;
+    };
     config
         .space_by_id(forward.space)
-        .is_some_and(|space| object.values.len() == crate::auth::stored_len(&space.desc))
+        .is_some_and(|space| view.len() == crate::auth::stored_len(&space.desc))
 }
 
+/// Whether a forward from a peer names this daemon at its position, right
+/// after the daemon that sent it: the first hop is the point leader's own,
+/// so a forward from elsewhere is never at position 0.
 fn names_receiver(forward: &ChainForward, me: DaemonId) -> bool {
     let pos = forward.position as usize;
     pos > 0

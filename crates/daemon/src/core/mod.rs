@@ -39,11 +39,12 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tessera_protocol::{
-    ChainForward, ChainMsg, ClientRef, DaemonResponse, Status, TransferEntry, UpdateRequest,
+    ChainForward, ChainMsg, ClientRef, DaemonResponse, DecodeObjectError, ObjectBytes, Status,
+    TransferEntry, UpdateRequest,
 };
 use tessera_storage::{Engine, StorageError};
 use tessera_types::{
-    Configuration, DaemonId, Epoch, Object, RegionDirectory, RegionId, SubspaceKind, Version,
+    Configuration, DaemonId, Epoch, RegionDirectory, RegionId, SubspaceKind, Version,
 };
 
 /// Where to send a client's answer: the shell's connection and request id.
@@ -348,23 +349,32 @@ impl ReplicaCore {
         })
     }
 
-    /// What region `region` stores of `object` (a global index's indexlet
-    /// only its projection; see [`SubspaceLayout::stored_form`]).
+    /// What region `region` stores of `object`, an update's encoded
+    /// object: the bytes as they came, or a global index's indexlet only
+    /// their projection (see [`SubspaceLayout::stored_form`]), which alone
+    /// decodes them.
     ///
     /// [`SubspaceLayout::stored_form`]: tessera_types::SubspaceLayout::stored_form
     fn stored_form<'o>(
         &self,
         region: RegionId,
-        object: Option<&'o Object>,
-    ) -> Option<std::borrow::Cow<'o, Object>> {
-        let object = object?;
-        let projected = self.directory.place(region).and_then(|place| {
+        object: Option<&'o ObjectBytes>,
+    ) -> Result<Option<std::borrow::Cow<'o, [u8]>>, DecodeObjectError> {
+        let Some(object) = object else {
+            return Ok(None);
+        };
+        let indexlet = self.directory.place(region).and_then(|place| {
             let space = self.config.spaces.get(place.space)?;
             let layout = space.subspaces.get(place.subspace)?;
-            (layout.kind == SubspaceKind::GlobalIndex)
-                .then(|| layout.stored_form(&space.desc, object))
+            (layout.kind == SubspaceKind::GlobalIndex).then_some((space, layout))
         });
-        Some(projected.map_or(std::borrow::Cow::Borrowed(object), std::borrow::Cow::Owned))
+        Ok(Some(match indexlet {
+            None => std::borrow::Cow::Borrowed(object.as_bytes()),
+            Some((space, layout)) => {
+                let projected = layout.stored_form(&space.desc, &object.decode()?);
+                std::borrow::Cow::Owned(ObjectBytes::encode(&projected).as_bytes().to_vec())
+            }
+        }))
     }
 
     /// The pending update of the key at `version`, if this member has it.

@@ -10,7 +10,7 @@ use crate::chain::sketch_hops;
 use crate::rebuild::{merge_record, settle, PendingWrite, Settled};
 use crate::record::Record;
 use std::collections::BTreeMap;
-use tessera_protocol::{ChainForward, RebuildEntry};
+use tessera_protocol::{ChainForward, DecodeObjectError, ObjectBytes, RebuildEntry};
 use tessera_storage::Write;
 use tessera_types::coordinate::key_value;
 use tessera_types::RegionId;
@@ -21,18 +21,25 @@ impl ReplicaCore {
     pub fn pending_writes(&self, region: RegionId) -> BTreeMap<Vec<u8>, Vec<PendingWrite>> {
         self.region_keys(region)
             .filter(|(_, s)| !s.pending.is_empty())
-            .map(|((_, key), s)| {
-                let writes = s
-                    .pending
-                    .values()
-                    .map(|p| PendingWrite {
+            .filter_map(|((_, key), s)| {
+                let writes = s.pending.values().map(|p| {
+                    // Encoded here or checked on arrival (`fits_space`),
+                    // so it decodes.
+                    let object = p.forward.object.as_ref().map(ObjectBytes::decode);
+                    Ok(PendingWrite {
                         version: p.forward.version,
-                        object: p.forward.object.clone(),
+                        object: object.transpose()?,
                         client: p.forward.client,
                         follows: p.forward.hops[p.forward.position as usize].after,
                     })
-                    .collect();
-                (key.clone(), writes)
+                });
+                match writes.collect::<Result<Vec<_>, DecodeObjectError>>() {
+                    Ok(writes) => Some((key.clone(), writes)),
+                    Err(e) => {
+                        tracing::error!(%region, ?key, "a pending update's object does not decode: {e}");
+                        None
+                    }
+                }
             })
             .collect()
     }
@@ -237,7 +244,7 @@ impl ReplicaCore {
                     version: write.version,
                     hops,
                     position: 0,
-                    object: write.object.clone(),
+                    object: write.object.as_ref().map(ObjectBytes::encode),
                     client: write.client,
                 };
                 prev = Some((write.version, write.object));

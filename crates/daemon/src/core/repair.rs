@@ -3,7 +3,7 @@
 
 use super::ReplicaCore;
 use crate::chain::{key_region, repair_hops};
-use tessera_protocol::{ChainForward, ClientRef};
+use tessera_protocol::{ChainForward, ClientRef, ObjectBytes};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::{Epoch, RegionId, SpaceId, Value, Version};
 
@@ -159,7 +159,7 @@ impl ReplicaCore {
             version: repair_version,
             hops,
             position: 0,
-            object,
+            object: object.as_ref().map(ObjectBytes::encode),
             client: ClientRef::REPAIR,
         };
         self.apply_forward(forward, Vec::new());
