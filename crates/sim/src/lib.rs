@@ -20,6 +20,7 @@
 //! | `daemons`, `coord` | carrying out what the nodes output (the shells' part) |
 //! | `pause` | processes frozen while time runs on, resumed with stale state |
 //! | `nemesis` | which fault, on whom, for how long; healing |
+//! | `power` | power losses: every daemon crashing at once (an option) |
 //! | `clients` | the workload and the history it records |
 //! | `converge`, [`check`] | settling after healing, and the checks |
 //!
@@ -61,6 +62,7 @@ mod loss;
 mod nemesis;
 mod net;
 mod pause;
+mod power;
 mod replex;
 mod report;
 mod trace;
@@ -130,6 +132,11 @@ pub struct Options {
     /// update in flight that loses every copy as daemons are lost one
     /// after another (docs/design/replex.md, "What remains").
     pub losses: bool,
+    /// Let the nemesis cut the power now and then (`power.rs`): every
+    /// daemon crashes at once and restarts with its disk, beyond f, so
+    /// that every region waits as an orphan for the daemon that left it
+    /// last. Off by default; CI sweeps seeds with it (`tests/seeds.rs`).
+    pub power_loss: bool,
 }
 
 /// Runs one seed with `options`.
@@ -140,6 +147,7 @@ pub fn run_opts(seed: u64, options: Options) -> Result<Report, Failure> {
     world.trace = options.trace;
     world.within_f = options.within_f;
     world.losses = options.losses;
+    world.power_loss = options.power_loss;
     match world.run().and_then(|()| world.check()) {
         Ok(()) => {
             world.count_rebuilds();

@@ -7,7 +7,8 @@
 //! `--within-f` keeps the nemesis to at most f faulted daemons between two
 //! moments when the cluster is whole (see `Options::within_f`); `--losses`
 //! lets it lose daemons of replex seeds for good, so that their regions are
-//! rebuilt (see `Options::losses`).
+//! rebuilt (see `Options::losses`); `--power-loss` lets it crash every
+//! daemon at once now and then (see `Options::power_loss`).
 //! Exits with status 1 if any seed fails; each failure prints its seed.
 
 use std::process::ExitCode;
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
         trace: args.iter().any(|a| a == "--trace"),
         within_f: args.iter().any(|a| a == "--within-f"),
         losses: args.iter().any(|a| a == "--losses"),
+        power_loss: args.iter().any(|a| a == "--power-loss"),
     };
     if let Some(seed) = value("--seed") {
         return match tessera_sim::run_opts(seed, options) {

@@ -77,7 +77,7 @@ impl World {
         if self.within_f {
             self.forget_faults_when_whole();
         }
-        if self.maybe_lose() {
+        if self.maybe_lose() || self.maybe_power_loss() {
             return;
         }
         let roll = self.rng.below(10);

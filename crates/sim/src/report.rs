@@ -88,6 +88,8 @@ pub struct Faults {
     /// timeout while replex regions waited for them), each replaced by a
     /// fresh daemon once it learnt so.
     pub declared_lost: u32,
+    /// Power losses: every daemon crashed at one instant (`crate::power`).
+    pub power_losses: u32,
 }
 
 impl Faults {
@@ -106,6 +108,7 @@ impl Faults {
         self.replex_crashes_with_objects += other.replex_crashes_with_objects;
         self.losses += other.losses;
         self.declared_lost += other.declared_lost;
+        self.power_losses += other.power_losses;
     }
 }
 
@@ -117,7 +120,7 @@ impl std::fmt::Display for Faults {
              {} disk faults, {} daemon pauses, {} coordinator pauses, \
              {} daemons taken offline on reports, {} layout changes, \
              {} crashes of daemons holding replex regions ({} with objects there), \
-             {} daemons lost for good, {} declared lost",
+             {} daemons lost for good, {} declared lost, {} power losses",
             self.crashes,
             self.crashes_mid_indexed_update,
             self.partitions,
@@ -132,6 +135,7 @@ impl std::fmt::Display for Faults {
             self.replex_crashes_with_objects,
             self.losses,
             self.declared_lost,
+            self.power_losses,
         )
     }
 }

@@ -200,6 +200,11 @@ pub(crate) struct World {
     pub(crate) within_f: bool,
     /// [`crate::Options::losses`].
     pub(crate) losses: bool,
+    /// [`crate::Options::power_loss`].
+    pub(crate) power_loss: bool,
+    /// Draws power losses: a generator of its own, so that a nemesis turn
+    /// without one chooses what it did before power losses existed.
+    pub(crate) power_rng: Rng,
     /// Per key, the operations and their outcomes.
     pub(crate) history: BTreeMap<i64, Vec<Event>>,
     pub(crate) next_msg_id: u64,
@@ -346,6 +351,8 @@ impl World {
             relocations: BTreeSet::new(),
             lost: BTreeSet::new(),
             loss_rng: Rng::new(seed ^ 0x10_57D0),
+            power_rng: Rng::new(seed ^ 0x0FF_0FF),
+            power_loss: false,
             spares: 0,
             layout_spares: 0,
             layout_stuck_ticks: 0,
@@ -483,6 +490,19 @@ impl World {
                         // splits, they cut the index at every value asked
                         // for: nothing is left to do, and refusing is right.
                         self.trace(|| "layout change overtaken by automatic splits".into());
+                        return Ok(());
+                    }
+                    if self.report.faults.power_losses > 0
+                        && matches!(
+                            &result,
+                            tessera_coordinator::state::CommandResult::Failed { reason, .. }
+                                if reason.contains("no daemons are available")
+                        )
+                    {
+                        // A power loss took every daemon; until they have
+                        // registered again there is nowhere to place the
+                        // new part: the operator tries again later.
+                        self.at(500, Ev::Layout);
                         return Ok(());
                     }
                     self.report.faults.layout_changes += 1;
