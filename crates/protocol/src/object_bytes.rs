@@ -324,6 +324,11 @@ impl ObjectBytes {
         &self.0
     }
 
+    /// The encoding, owned, unchecked (as [`ObjectBytes::as_bytes`]).
+    pub fn into_vec(self) -> Vec<u8> {
+        self.0
+    }
+
     /// The whole object, decoded.
     pub fn decode(&self) -> Result<Object, DecodeObjectError> {
         self.view()?.to_object()

@@ -19,7 +19,7 @@ use tessera_types::DaemonId;
 const POWER_LOSS_PER_MILLE: u64 = 40;
 
 /// At most this many power losses per seed.
-pub(crate) const POWER_LOSSES_MAX: u32 = 2;
+const POWER_LOSSES_MAX: u32 = 2;
 
 /// How long the power stays off at most (ms): restarts come within it,
 /// each daemon at its own time.

@@ -482,11 +482,12 @@ impl ReplicaCore {
                 match self.load_head(state_key) {
                     Ok(record) => record,
                     Err(e) => {
-                        if let Some(state) = self.keys.get_mut(state_key) {
-                            state.pending.insert(forward.version, pending);
-                        }
-                        self.fatal("reading a record before its commit", e);
-                        return;
+                        return self.abandon_commit(
+                            state_key,
+                            pending,
+                            "reading a record before its commit",
+                            e,
+                        );
                     }
                 }
             } else {
@@ -551,11 +552,12 @@ impl ReplicaCore {
                     Err(e) => {
                         // Checked on arrival (`fits_space`), so not reached;
                         // were it, the update is not committed here.
-                        if let Some(state) = self.keys.get_mut(state_key) {
-                            state.pending.insert(forward.version, pending);
-                        }
-                        self.fatal("decoding an update's object", e);
-                        return;
+                        return self.abandon_commit(
+                            state_key,
+                            pending,
+                            "decoding an update's object",
+                            e,
+                        );
                     }
                 };
                 let value = Record::encode_parts(forward.version, object.as_deref(), &recent);
@@ -573,11 +575,7 @@ impl ReplicaCore {
                     // Replication keeps the data; the daemon leaves its chains
                     // (`Effect::Fatal`) and the update is driven again along
                     // the chain the next epoch draws.
-                    if let Some(state) = self.keys.get_mut(state_key) {
-                        state.pending.insert(forward.version, pending);
-                    }
-                    self.fatal("a commit", e);
-                    return;
+                    return self.abandon_commit(state_key, pending, "a commit", e);
                 }
                 if let Some(record) = shipped {
                     self.ship(hop.region, &state_key.1, forward.version, &record);
@@ -604,6 +602,25 @@ impl ReplicaCore {
         if self.keys.get(state_key).is_some_and(KeyState::is_idle) {
             self.keys.remove(state_key);
         }
+    }
+}
+
+impl ReplicaCore {
+    /// Puts back an update [`ReplicaCore::commit_ready`] took out to commit
+    /// and could not, and stops the daemon (`Effect::Fatal`): it must not
+    /// acknowledge what it did not commit. The update stays pending, to be
+    /// driven again along the chain the next epoch draws.
+    fn abandon_commit(
+        &mut self,
+        state_key: &StateKey,
+        pending: Pending,
+        during: &'static str,
+        error: impl std::fmt::Display,
+    ) {
+        if let Some(state) = self.keys.get_mut(state_key) {
+            state.pending.insert(pending.forward.version, pending);
+        }
+        self.fatal(during, error);
     }
 }
 

@@ -372,7 +372,7 @@ impl ReplicaCore {
             None => std::borrow::Cow::Borrowed(object.as_bytes()),
             Some((space, layout)) => {
                 let projected = layout.stored_form(&space.desc, &object.decode()?);
-                std::borrow::Cow::Owned(ObjectBytes::encode(&projected).as_bytes().to_vec())
+                std::borrow::Cow::Owned(ObjectBytes::encode(&projected).into_vec())
             }
         }))
     }
