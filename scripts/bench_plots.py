@@ -21,6 +21,7 @@ COLORS = {
     "tessera f=1 fsync": "#9467bd",
     "redis": "#d62728",
     "etcd": "#2ca02c",
+    "etcd-3": "#98df8a",
     "postgres": "#ff7f0e",
 }
 

@@ -8,7 +8,9 @@
 //! - Redis: `appendonly yes`, `appendfsync everysec` (the AOF reaches the
 //!   OS per write and is fsynced once a second); one process, no replica.
 //! - etcd: its default — every Raft entry is fsynced before the put is
-//!   acknowledged; a one-member cluster.
+//!   acknowledged; a one-member cluster (`etcd`) and a three-member one
+//!   (`etcd-3`, tolerating one failure like Tessera's `f = 1`, where a
+//!   majority fsyncs each entry).
 //! - PostgreSQL: `synchronous_commit = off` (the WAL is written by the WAL
 //!   writer and fsynced within `3 × wal_writer_delay` = 600 ms),
 //!   `fsync = on`; one server, no standby.
@@ -39,6 +41,8 @@ pub struct Server {
 enum Process {
     /// One child process of ours.
     Child(Child),
+    /// Child processes of ours (an etcd cluster's members).
+    Children(Vec<Child>),
     /// The processes `start_cluster.sh` started (coordinator first), which
     /// the same script stops: daemons first, then the coordinator.
     Hyperdex(HyperdexCluster),
@@ -59,6 +63,7 @@ impl Server {
     pub fn stop(&mut self) {
         match self.process.take() {
             Some(Process::Child(child)) => stop_child(child),
+            Some(Process::Children(children)) => children.into_iter().for_each(stop_child),
             Some(Process::Hyperdex(cluster)) => cluster.stop(),
             None => {}
         }
@@ -158,57 +163,84 @@ pub async fn start_redis(dir: &Path, port: u16) -> anyhow::Result<Server> {
     })
 }
 
-/// Starts a one-member etcd with clients on 127.0.0.1:`port` and peers on
-/// `port + 1`, data in `dir`.
-pub async fn start_etcd(dir: &Path, port: u16) -> anyhow::Result<Server> {
+/// Starts an etcd cluster of `members` (1 or 3) on 127.0.0.1, member `i`
+/// with clients on `port + 2i` and peers on `port + 2i + 1`, data in `dir`.
+/// Three members tolerate one failure, as Tessera's `f = 1` spaces do; one
+/// member is etcd's smallest (and fastest) deployment.
+pub async fn start_etcd(dir: &Path, port: u16, members: u16) -> anyhow::Result<Server> {
     let bin = which("etcd").context("etcd is not installed (scripts/bench-install-baselines)")?;
     std::fs::create_dir_all(dir)?;
-    let log = log_file(dir, "etcd")?;
-    let client_url = format!("http://127.0.0.1:{port}");
-    let peer_url = format!("http://127.0.0.1:{}", port + 1);
-    let mut child = Command::new(bin)
-        .arg("--name")
-        .arg("bench")
-        .arg("--data-dir")
-        .arg(dir.join("etcd"))
-        .arg("--listen-client-urls")
-        .arg(&client_url)
-        .arg("--advertise-client-urls")
-        .arg(&client_url)
-        .arg("--listen-peer-urls")
-        .arg(&peer_url)
-        .arg("--initial-advertise-peer-urls")
-        .arg(&peer_url)
-        .arg("--initial-cluster")
-        .arg(format!("bench={peer_url}"))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .context("starting etcd")?;
-    let addr = format!("127.0.0.1:{port}");
-    wait_port(&addr, "etcd", &mut child).await?;
-    // The port opens before the member has elected itself; wait for a put.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut conn = crate::stores::etcd::HttpConn::connect(&addr).await?;
-        if let Ok((200, _)) = conn
-            .post_json("/v3/kv/put", "{\"key\":\"cmVhZHk=\",\"value\":\"MQ==\"}")
-            .await
-        {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("etcd did not accept a put within 30 s");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let client_url = |i: u16| format!("http://127.0.0.1:{}", port + 2 * i);
+    let peer_url = |i: u16| format!("http://127.0.0.1:{}", port + 2 * i + 1);
+    let initial_cluster = (0..members)
+        .map(|i| format!("m{i}={}", peer_url(i)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let addrs: Vec<String> = (0..members)
+        .map(|i| format!("127.0.0.1:{}", port + 2 * i))
+        .collect();
+    // The server owns each member as it starts, so that an error below
+    // stops the ones already running.
+    let mut server = Server {
+        name: if members == 1 { "etcd" } else { "etcd-3" },
+        addr: addrs.join(","),
+        process: Some(Process::Children(Vec::new())),
+        durability: if members == 1 {
+            "default: every Raft entry fsynced before the ack, 1 member"
+        } else {
+            "default: every Raft entry fsynced by a majority before the ack, 3 members (tolerates 1 failure)"
+        },
+    };
+    let Some(Process::Children(children)) = server.process.as_mut() else {
+        unreachable!("made just above")
+    };
+    for i in 0..members {
+        let log = log_file(dir, &format!("etcd-m{i}"))?;
+        children.push(
+            Command::new(&bin)
+                .arg("--name")
+                .arg(format!("m{i}"))
+                .arg("--data-dir")
+                .arg(dir.join(format!("etcd-m{i}")))
+                .arg("--listen-client-urls")
+                .arg(client_url(i))
+                .arg("--advertise-client-urls")
+                .arg(client_url(i))
+                .arg("--listen-peer-urls")
+                .arg(peer_url(i))
+                .arg("--initial-advertise-peer-urls")
+                .arg(peer_url(i))
+                .arg("--initial-cluster")
+                .arg(&initial_cluster)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()
+                .context("starting etcd")?,
+        );
     }
-    Ok(Server {
-        name: "etcd",
-        addr,
-        process: Some(Process::Child(child)),
-        durability: "default: every Raft entry fsynced before the ack, 1 member",
-    })
+    for (child, addr) in children.iter_mut().zip(&addrs) {
+        wait_port(addr, "etcd", child).await?;
+    }
+    // The ports open before the members have elected a leader; wait for a
+    // put through every member.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for addr in &addrs {
+        loop {
+            let mut conn = crate::stores::etcd::HttpConn::connect(addr).await?;
+            if let Ok((200, _)) = conn
+                .post_json("/v3/kv/put", "{\"key\":\"cmVhZHk=\",\"value\":\"MQ==\"}")
+                .await
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("etcd did not accept a put through {addr} within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(server)
 }
 
 /// The newest installed PostgreSQL server binaries directory.

@@ -100,8 +100,8 @@ enum Scenario {
         #[arg(long)]
         distribution: Option<tessera_bench::generator::Distribution>,
         /// The system under test: tessera, or a baseline started for the
-        /// run (redis, etcd, postgres, hyperdex; scans only on tessera,
-        /// postgres and hyperdex).
+        /// run (redis, etcd, etcd-3, postgres, hyperdex; scans only on
+        /// tessera, postgres and hyperdex).
         #[arg(long, default_value = "tessera")]
         store: String,
         /// Port of a baseline started by `--store`.
@@ -400,9 +400,9 @@ enum Scenario {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Tessera and every baseline (Redis, etcd, PostgreSQL, HyperDex) that
-    /// is installed or can be, with the same load, and a ratio table
-    /// (Tessera ÷ baseline).
+    /// Tessera and every baseline (Redis, etcd with 1 and 3 members,
+    /// PostgreSQL, HyperDex) that is installed or can be, with the same
+    /// load, and a ratio table (Tessera ÷ baseline).
     Compare {
         /// Small sizes and short time limits: under 5 minutes in total.
         #[arg(long)]

@@ -6,6 +6,7 @@ use super::{encode_record, Pool};
 use crate::driver::{BoxFuture, Outcome, Store};
 use crate::workload::Op;
 use anyhow::{bail, Context};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -121,23 +122,35 @@ impl HttpConn {
 
 /// etcd as a [`Store`]: READ is a linearizable range on one key, INSERT
 /// and UPDATE put the whole record.
+/// Connections go to the members in turn, as etcd's own client balances
+/// them (a follower passes a put to the leader).
 pub struct EtcdStore {
-    addr: String,
+    name: String,
+    addrs: Vec<String>,
+    next: AtomicUsize,
     pool: Pool<HttpConn>,
 }
 
 impl EtcdStore {
-    pub fn new(addr: &str) -> EtcdStore {
+    /// A store named `name` on the members at `addrs` (comma-separated).
+    pub fn new(name: &str, addrs: &str) -> EtcdStore {
         EtcdStore {
-            addr: addr.to_string(),
+            name: name.to_string(),
+            addrs: addrs.split(',').map(str::to_string).collect(),
+            next: AtomicUsize::new(0),
             pool: Pool::default(),
         }
+    }
+
+    fn next_addr(&self) -> &str {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        &self.addrs[i % self.addrs.len()]
     }
 
     async fn post(&self, path: &'static str, body: String) -> anyhow::Result<Vec<u8>> {
         self.pool
             .with(
-                || HttpConn::connect(&self.addr),
+                || HttpConn::connect(self.next_addr()),
                 |mut conn| async move {
                     let r = conn.post_json(path, &body).await;
                     let r = match r {
@@ -190,7 +203,7 @@ impl EtcdStore {
 
 impl Store for EtcdStore {
     fn name(&self) -> &str {
-        "etcd"
+        &self.name
     }
 
     fn supports(&self, kind: &str) -> bool {
