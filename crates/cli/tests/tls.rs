@@ -23,7 +23,7 @@ use tessera_client::{
 };
 use tessera_protocol::test_certs::TestPki;
 use tessera_protocol::{read_frame, write_frame, DaemonRequest, HeldObjects, Message};
-use tessera_types::{Epoch, RegionId, SpaceId};
+use tessera_types::{DaemonId, Epoch, RegionId, SpaceId};
 use tokio::io::AsyncWriteExt;
 
 const SPACE: &str = "space people key int id attributes string city, int age \
@@ -55,6 +55,7 @@ fn anti_entropy_messages() -> [Message; 2] {
         objects: vec![],
         removed: vec![],
         absent: vec![],
+        from: DaemonId(u64::MAX),
     };
     [Message::Held(objects()), Message::Expected(objects())]
 }

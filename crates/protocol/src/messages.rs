@@ -106,7 +106,7 @@ impl ClientRef {
     }
 }
 
-/// Anti-entropy: live objects the head of a non-key region holds, sent to
+/// Anti-entropy: live objects a replica of a non-key region holds, sent to
 /// their keys' point leader. The point leader repairs each one the key
 /// subspace does not hold exactly there (at that version, in that
 /// region): an orphan left by an update lost with every key-region
@@ -129,6 +129,11 @@ pub struct HeldObjects {
     /// while the key subspace kept the object.
     #[serde(default)]
     pub absent: Vec<(Value, Version)>,
+    /// The sender: the replica whose store a `Held` report describes (a
+    /// point leader repairs on two reports in a row from one replica), the
+    /// point leader of an `Expected`.
+    #[serde(default)]
+    pub from: DaemonId,
 }
 
 /// The three flags that decide NOTFOUND and CMPFAIL (API.md §3.5).
@@ -1182,6 +1187,7 @@ mod tests {
             objects: vec![],
             removed: vec![],
             absent: vec![],
+            from: DaemonId(1),
         };
         let request = || CoordRequest::Unreachable {
             daemon: DaemonId(1),

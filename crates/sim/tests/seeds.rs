@@ -416,3 +416,35 @@ fn seed_201004610_an_acknowledgement_vouches_only_for_its_own_chain() {
 fn seed_202002573_a_member_drops_an_update_its_point_leader_skipped() {
     must_pass(202_002_573);
 }
+
+fn must_pass_power_loss(seed: u64) {
+    let options = Options {
+        power_loss: true,
+        ..Options::default()
+    };
+    if let Err(f) = tessera_sim::run_opts(seed, options) {
+        panic!("{f}");
+    }
+}
+
+/// After a power loss every replica of a key region had lost a move that
+/// later regions committed; a region built since never held the version
+/// the key's next update named as its predecessor, and waited for it for
+/// ever, and every update of the key behind it. An update buffered that
+/// long is now applied without its predecessor.
+#[test]
+fn seeds_240000978_241001279_an_update_whose_predecessor_was_lost_is_applied() {
+    must_pass_power_loss(240_000_978);
+    must_pass_power_loss(241_001_279);
+}
+
+/// After a power loss one replica of a region held an object its other
+/// replica lacked (243000018) or a stale copy the other did not
+/// (241002066), and anti-entropy, which asked and heard only a region's
+/// head, never compared them. Every replica of a non-key region now
+/// sweeps, and is asked what it lacks, one round in four.
+#[test]
+fn seeds_241002066_243000018_anti_entropy_hears_every_replica() {
+    must_pass_power_loss(241_002_066);
+    must_pass_power_loss(243_000_018);
+}

@@ -4,8 +4,8 @@
 //! updates are sent again on a timer.
 
 use super::{
-    KeyState, Pending, Phase, ReplicaCore, ReplyTo, StateKey, BACKFILLS_PASSED_MAX, FUTURE_MAX,
-    REDRIVE_TICKS, RELAYS_MAX,
+    Buffered, KeyState, Pending, Phase, ReplicaCore, ReplyTo, StateKey, BACKFILLS_PASSED_MAX,
+    FUTURE_MAX, REDRIVE_TICKS, RELAYS_MAX, STUCK_TICKS,
 };
 use crate::record::{trim_recent, ReadRecordError, Record};
 use tessera_protocol::{
@@ -50,7 +50,59 @@ impl ReplicaCore {
         for forward in relays {
             self.relay(forward);
         }
+        self.apply_stuck();
         self.run_local();
+    }
+
+    /// Applies, per key, the oldest update buffered here for
+    /// [`STUCK_TICKS`] without the version it follows arriving. That
+    /// version was lost on its way to this region, not delayed: its
+    /// predecessor on the chain sends an update again every
+    /// [`REDRIVE_TICKS`] until it is acknowledged, and a new epoch clears
+    /// the buffer. It happens beyond f: after a power loss a key region can
+    /// come back without an update that later regions committed, and a
+    /// region built since (which the lost version never reached) then
+    /// waited for it for ever, and every later update of the key behind it
+    /// (simulator seeds 240000978 and 241001279, `--power-loss`).
+    ///
+    /// Applying it without its predecessor is safe because each update
+    /// carries the whole object (or its removal) for the regions it
+    /// writes, and a region's version of a key only grows: should the
+    /// predecessor still arrive, it finds a newer version and is
+    /// acknowledged, or applied beneath a newer one still pending.
+    /// Its hops in this region stop naming the lost version, so that the
+    /// region's other replicas take it in the same order without waiting
+    /// again.
+    fn apply_stuck(&mut self) {
+        let tick = self.tick;
+        let stuck: Vec<(StateKey, Version)> = self
+            .keys
+            .iter()
+            .filter_map(|(k, s)| {
+                let (v, b) = s.buffered.first_key_value()?;
+                (tick - b.since >= STUCK_TICKS).then(|| (k.clone(), *v))
+            })
+            .collect();
+        for (state_key, version) in stuck {
+            let Some(Buffered { mut forward, .. }) = self
+                .keys
+                .get_mut(&state_key)
+                .and_then(|s| s.buffered.remove(&version))
+            else {
+                continue;
+            };
+            let after = forward.hops[forward.position as usize].after;
+            tracing::warn!(
+                region = %state_key.0,
+                version = %version,
+                after = ?after,
+                "an update waited too long for the version it follows; applying it without that version"
+            );
+            for hop in forward.hops.iter_mut().filter(|h| h.region == state_key.0) {
+                hop.after = None;
+            }
+            self.apply_forward(forward, Vec::new());
+        }
     }
 
     /// A chain message from another daemon.
@@ -205,11 +257,10 @@ impl ReplicaCore {
         }
         if let Some(after) = hop.after {
             if !self.follows(applied, after) {
-                self.keys
-                    .entry(state_key)
-                    .or_default()
-                    .buffered
-                    .insert(version, forward);
+                let tick = self.tick;
+                let buffered = &mut self.keys.entry(state_key).or_default().buffered;
+                let since = buffered.get(&version).map_or(tick, |b| b.since);
+                buffered.insert(version, Buffered { forward, since });
                 return;
             }
         }
@@ -270,7 +321,7 @@ impl ReplicaCore {
         });
         state
             .buffered
-            .retain(|v, f| !(skipped(v) && f.client != ClientRef::BACKFILL));
+            .retain(|v, b| !(skipped(v) && b.forward.client != ClientRef::BACKFILL));
     }
 
     /// Whether an update that follows version `after` of a key in a
@@ -290,15 +341,15 @@ impl ReplicaCore {
                 return;
             };
             let horizon = self.config.tombstone_horizon;
-            let ready = state.buffered.iter().find_map(|(v, f)| {
-                let after = f.hops[f.position as usize].after;
+            let ready = state.buffered.iter().find_map(|(v, b)| {
+                let after = b.forward.hops[b.forward.position as usize].after;
                 after
                     .is_none_or(|a| follows(horizon, applied, a))
                     .then_some(*v)
             });
             let Some(version) = ready else { return };
-            let forward = state.buffered.remove(&version).expect("found above");
-            self.apply_forward(forward, Vec::new());
+            let buffered = state.buffered.remove(&version).expect("found above");
+            self.apply_forward(buffered.forward, Vec::new());
         }
     }
 

@@ -140,11 +140,24 @@ enum Start {
 /// the key).
 pub const REDRIVE_TICKS: u64 = 4;
 
+/// Ticks after which an update buffered for the version it follows is
+/// applied without it (see [`ReplicaCore::on_tick`]): forty re-sends of
+/// that version would have arrived by then, so it is lost, not late.
+pub const STUCK_TICKS: u64 = 40;
+
 #[derive(Default, Debug)]
 struct KeyState {
     pending: BTreeMap<Version, Pending>,
-    buffered: BTreeMap<Version, ChainForward>,
+    buffered: BTreeMap<Version, Buffered>,
     queued: VecDeque<(ReplyTo, UpdateRequest)>,
+}
+
+/// An update that arrived before the version it follows, and the tick it
+/// first did (copies sent again meanwhile keep that tick).
+#[derive(Debug)]
+struct Buffered {
+    forward: ChainForward,
+    since: u64,
 }
 
 impl KeyState {
@@ -211,10 +224,10 @@ pub struct ReplicaCore {
     refused: HashMap<ClientRef, DaemonResponse>,
     refused_order: VecDeque<ClientRef>,
     /// Anti-entropy's suspects: keys a sweep reported held apart from the
-    /// key subspace, with the version reported, by (region, key). A key is
-    /// repaired only when the next sweep reports the same version again
-    /// (see `repair`).
-    suspects: HashMap<StateKey, Version>,
+    /// key subspace, with the version reported, by (region, key, replica).
+    /// A key is repaired only when the same replica's next sweep reports
+    /// the same version again (see `repair`).
+    suspects: HashMap<(RegionId, Vec<u8>, DaemonId), Version>,
     /// Keys of regions this daemon rebuilds that a source holds an update
     /// of pending: settled when the region joins (see `rebuild`).
     rebuilt: BTreeMap<StateKey, Unsettled>,

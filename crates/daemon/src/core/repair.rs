@@ -5,10 +5,10 @@ use super::ReplicaCore;
 use crate::chain::{key_region, repair_hops};
 use tessera_protocol::{ChainForward, ClientRef, ObjectBytes};
 use tessera_types::coordinate::key_bytes;
-use tessera_types::{Epoch, RegionId, SpaceId, Value, Version};
+use tessera_types::{DaemonId, Epoch, RegionId, SpaceId, Value, Version};
 
-/// What a sweep reported of one key: the head of non-key region `region`
-/// holds it at `version`, live or as a tombstone.
+/// What a sweep reported of one key: a replica (`from`) of non-key region
+/// `region` holds it at `version`, live or as a tombstone, or nothing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Held {
     /// The sender's epoch; a point leader in another epoch ignores it.
@@ -17,11 +17,13 @@ pub struct Held {
     pub region: RegionId,
     pub key: Value,
     pub version: Version,
-    /// What the head holds of it.
+    /// What the replica holds of it.
     pub kind: HeldKind,
+    /// The replica.
+    pub from: DaemonId,
 }
 
-/// What a region's head reported of a key.
+/// What a region's replica reported of a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeldKind {
     /// The object, at the reported version.
@@ -37,13 +39,13 @@ pub enum HeldKind {
 const SUSPECTS_MAX: usize = 65_536;
 
 impl ReplicaCore {
-    /// Anti-entropy: the head of non-key region `region` holds `key`'s
-    /// object (or a tombstone) at `version`. As the key's point leader,
+    /// Anti-entropy: replica `from` of non-key region `region` holds
+    /// `key`'s object (or a tombstone, or nothing) at `version`. As the key's point leader,
     /// with no update of the key under way, repair it unless it agrees
     /// with the key subspace's committed object — a live copy: the same
     /// version, mapping to that region; a tombstone: not newer than a
     /// committed object mapping there — but only once two sweeps in a row
-    /// reported that same version.
+    /// of that same replica reported that same version.
     /// The repair is an ordinary update through the chain (so every
     /// replica of every region it touches applies it, in the key's order)
     /// that writes the committed object again at a fresh version, removes
@@ -57,6 +59,7 @@ impl ReplicaCore {
             key,
             version,
             kind,
+            from,
         } = held;
         let config = self.config.clone();
         if epoch != config.epoch {
@@ -110,7 +113,7 @@ impl ReplicaCore {
         let belongs = object
             .as_ref()
             .is_some_and(|o| layout.region_of(o).id == region);
-        let suspect = (region, state_key.1.clone());
+        let suspect = (region, state_key.1.clone(), from);
         // A live copy must be the committed object, where it belongs. A
         // tombstone is only wrong where the committed object belongs and
         // is older than it: a delete that reached this region was lost

@@ -1,4 +1,5 @@
-//! Anti-entropy at the head of a non-key region (see [`super::Job::Sweep`]).
+//! Anti-entropy at every replica of a non-key region, and at the head of
+//! a key region (see [`super::Job::Sweep`]).
 
 use super::{lock, DaemonNode, Out, Output, SWEEP_OBJECTS_MAX};
 use crate::chain::key_region;
@@ -73,19 +74,22 @@ impl DaemonNode {
     }
 
     /// See [`Job::Sweep`].
-    pub(super) fn sweep(&self, region: RegionId, out: Out<'_>) {
+    pub(super) fn sweep(&self, region: RegionId, every_replica: bool, out: Out<'_>) {
         let config = self.config();
         let Some((space, subspace, _)) = config.region(region) else {
             return;
         };
         if subspace == 0 {
-            return self.expect(&config, space, region, out);
+            return self.expect(&config, space, region, every_replica, out);
         }
         // An indexlet's head also reports its size, once per pass over it
         // (when the sweep starts over), for the leader to split it.
         let layout = &space.subspaces[subspace];
         let starts_over = !lock(&self.sweeps).contains_key(&region);
-        if layout.kind == SubspaceKind::GlobalIndex && starts_over {
+        let head = config
+            .region(region)
+            .is_some_and(|(_, _, r)| r.chain.first() == Some(&self.me));
+        if layout.kind == SubspaceKind::GlobalIndex && starts_over && head {
             match self.indexlet_size(layout, region) {
                 Ok((entries, median)) => out(Output::Coord(CoordRequest::IndexletReport {
                     space: space.id,
@@ -129,6 +133,7 @@ impl DaemonNode {
                 objects,
                 removed,
                 absent: Vec::new(),
+                from: self.me,
             });
             out(Output::Send { to: leader, msg });
         }
@@ -179,10 +184,23 @@ impl DaemonNode {
     }
 
     /// The sweep of key region `region` at its head: for the next objects
-    /// it holds, the head of each ready non-key region where one belongs
-    /// is told to expect it at its version ([`Message::Expected`]).
-    fn expect(&self, config: &Configuration, space: &Space, region: RegionId, out: Out<'_>) {
-        let mut expected: BTreeMap<RegionId, (DaemonId, Vec<(Value, Version)>)> = BTreeMap::new();
+    /// it holds, the head (with `every_replica`, every replica) of each
+    /// ready non-key region where one belongs is told to expect it at its
+    /// version ([`Message::Expected`]). Every replica now and then, not
+    /// the head alone: after a power loss one replica of a region can lack
+    /// an object its head holds (simulator seed 243000018,
+    /// `--power-loss`), which asking the head never showed.
+    fn expect(
+        &self,
+        config: &Configuration,
+        space: &Space,
+        region: RegionId,
+        every_replica: bool,
+        out: Out<'_>,
+    ) {
+        // By home region: its replicas, and the objects to expect there.
+        type Expect = (Vec<DaemonId>, Vec<(Value, Version)>);
+        let mut expected: BTreeMap<RegionId, Expect> = BTreeMap::new();
         let ready: Vec<&SubspaceLayout> = space
             .subspaces
             .iter()
@@ -195,8 +213,15 @@ impl DaemonNode {
             };
             for layout in &ready {
                 let home = layout.region_of(object);
-                if let Some(&head) = home.chain.first() {
-                    let (_, list) = expected.entry(home.id).or_insert((head, Vec::new()));
+                if !home.chain.is_empty() {
+                    let replicas = if every_replica {
+                        &home.chain[..]
+                    } else {
+                        &home.chain[..1]
+                    };
+                    let (_, list) = expected
+                        .entry(home.id)
+                        .or_insert_with(|| (replicas.to_vec(), Vec::new()));
                     list.push((object.values[0].clone(), record.version));
                 }
             }
@@ -205,7 +230,7 @@ impl DaemonNode {
         if let Err(e) = scanned {
             return self.poison("an anti-entropy sweep", &e, out);
         }
-        for (home, (head, objects)) in expected {
+        for (home, (replicas, objects)) in expected {
             let msg = Message::Expected(HeldObjects {
                 epoch: config.epoch,
                 space: space.id,
@@ -213,12 +238,18 @@ impl DaemonNode {
                 objects,
                 removed: Vec::new(),
                 absent: Vec::new(),
+                from: self.me,
             });
-            out(Output::Send { to: head, msg });
+            for replica in replicas {
+                out(Output::Send {
+                    to: replica,
+                    msg: msg.clone(),
+                });
+            }
         }
     }
 
-    /// A point leader's [`Message::Expected`] at the head of a non-key
+    /// A point leader's [`Message::Expected`] at a replica of a non-key
     /// region: the keys of which it holds no record at all (neither the
     /// object nor a tombstone) go back to their point leaders as `absent`.
     /// A write on its way here is no record yet, but its point leader has
@@ -232,7 +263,7 @@ impl DaemonNode {
         let Some((space, subspace, region)) = config.region(expected.region) else {
             return;
         };
-        if space.id != expected.space || subspace == 0 || region.chain.first() != Some(&self.me) {
+        if space.id != expected.space || subspace == 0 || !region.chain.contains(&self.me) {
             return;
         }
         let mut absent: BTreeMap<DaemonId, Vec<(Value, Version)>> = BTreeMap::new();
@@ -255,6 +286,7 @@ impl DaemonNode {
                 objects: Vec::new(),
                 removed: Vec::new(),
                 absent,
+                from: self.me,
             });
             out(Output::Send { to: leader, msg });
         }
