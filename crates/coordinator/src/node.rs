@@ -35,6 +35,17 @@ pub const UNREACHABLE_REPORTERS_MIN: usize = 2;
 /// The leader probes one reported daemon at most this often.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 
+/// How long the leader refuses a daemon's lease, once reporters agree it
+/// is unreachable, before it takes the daemon offline: every lease it
+/// granted before runs out meanwhile ([`tessera_protocol::LEASE`], with a
+/// margin for the daemon's clock and the answer's way), so the daemon has
+/// stopped serving before a chain without it takes writes. Taken offline
+/// at once, a daemon that still heartbeats kept its lease for up to a
+/// second and answered reads from data the new chain was already changing
+/// (simulator seed 260000016: a global index lookup missed an
+/// acknowledged put).
+pub const FENCE: Duration = Duration::from_millis(tessera_protocol::LEASE.as_millis() as u64 + 250);
+
 /// The leader's side of the daemon protocol.
 #[derive(Clone, Debug)]
 pub struct CoordinatorNode {
@@ -44,6 +55,10 @@ pub struct CoordinatorNode {
     /// Per daemon, who reported it unreachable and when (soft state, like
     /// the detector's).
     unreachable: BTreeMap<DaemonId, BTreeMap<Reporter, Duration>>,
+    /// Daemons reporters agreed are unreachable, whose lease the leader
+    /// refuses until the time given, when it takes them offline (see
+    /// [`FENCE`]).
+    fenced: BTreeMap<DaemonId, Duration>,
     tombstones: TombstonePolicy,
     /// How long an Offline daemon may stay silent, while replex regions
     /// wait for it, before the leader declares it lost (None: never).
@@ -57,6 +72,7 @@ impl CoordinatorNode {
         CoordinatorNode {
             detector: FailureDetector::new(failure_timeout),
             unreachable: BTreeMap::new(),
+            fenced: BTreeMap::new(),
             probed: ReportLimit::every(PROBE_INTERVAL),
             tombstones: TombstonePolicy::new(TOMBSTONE_GRACE),
             lost_timeout: None,
@@ -94,6 +110,7 @@ impl CoordinatorNode {
         let began = self.detector.lead(term);
         if began {
             self.unreachable.clear();
+            self.fenced.clear();
             self.tombstones.reset();
         }
         began
@@ -103,6 +120,7 @@ impl CoordinatorNode {
     pub fn follow(&mut self) {
         self.detector.follow();
         self.unreachable.clear();
+        self.fenced.clear();
         self.tombstones.reset();
     }
 
@@ -118,6 +136,7 @@ impl CoordinatorNode {
     /// | Offline, taken out by an operator | `HeldOffline` |
     /// | Offline, taken out by the detector (or it left) | `Offline`: register again |
     /// | Available, but it left a chain in an epoch it has not installed | `NoLeaseUntil` |
+    /// | Available, but fenced: reporters agree it is unreachable ([`FENCE`]) | `NoLeaseUntil` the next epoch |
     /// | Available | `Renewed` |
     pub fn heartbeat(
         &mut self,
@@ -141,6 +160,13 @@ impl CoordinatorNode {
                 HeartbeatAnswer::HeldOffline
             } else {
                 HeartbeatAnswer::Offline
+            };
+        }
+        if self.fenced.contains_key(&id) {
+            // About to be taken offline: no new lease, so that the ones it
+            // has run out first.
+            return HeartbeatAnswer::NoLeaseUntil {
+                epoch: Epoch(state.epoch.0 + 1),
             };
         }
         match state.left_chain_at.get(&id) {
@@ -210,33 +236,59 @@ impl CoordinatorNode {
         }
     }
 
-    /// `reporter` could not reach `daemon` at `now`: the command to
-    /// propose when reports from [`UNREACHABLE_REPORTERS_MIN`] reporters
-    /// agree within [`UNREACHABLE_WINDOW`] (a gray failure: the daemon
-    /// heartbeats, but clients or peers cannot reach it). The daemon, alive,
-    /// then asks to come back, with its backoff; while it stays unreachable
-    /// it is reported again.
+    /// `reporter` could not reach `daemon` at `now`. When reports from
+    /// [`UNREACHABLE_REPORTERS_MIN`] reporters agree within
+    /// [`UNREACHABLE_WINDOW`] (a gray failure: the daemon heartbeats, but
+    /// clients or peers cannot reach it), the daemon is *fenced*: its
+    /// lease is refused from now on, and [`Self::fences_due`] proposes it
+    /// offline [`FENCE`] later, once every lease granted before has run
+    /// out; true when that began now. The daemon, alive, then asks to come
+    /// back, with its backoff; while it stays unreachable it is reported
+    /// again.
     pub fn unreachable(
         &mut self,
         state: &ClusterState,
         daemon: DaemonId,
         reporter: Reporter,
         now: Duration,
-    ) -> Option<Command> {
+    ) -> bool {
         let available = state.daemons.get(&daemon).map(|d| d.state) == Some(DaemonState::Available);
         if !self.is_leading() || !available || reporter == Reporter::Daemon(daemon) {
-            return None;
+            return false;
         }
         let reports = self.unreachable.entry(daemon).or_default();
         reports.insert(reporter, now);
         reports.retain(|_, at| now.saturating_sub(*at) < UNREACHABLE_WINDOW);
         if reports.len() < UNREACHABLE_REPORTERS_MIN {
-            return None;
+            return false;
         }
         let reporters: Vec<Reporter> = reports.keys().copied().collect();
         self.unreachable.remove(&daemon);
-        tracing::warn!(%daemon, ?reporters, "daemon heartbeats but others cannot reach it: taking it offline");
-        Some(Command::DaemonOffline { id: daemon })
+        tracing::warn!(%daemon, ?reporters, "daemon heartbeats but others cannot reach it: refusing its lease, then taking it offline");
+        self.fenced.entry(daemon).or_insert(now + FENCE);
+        true
+    }
+
+    /// Time passes: `DaemonOffline` for each fenced daemon whose fence
+    /// ran out and that is still Available (see [`Self::unreachable`]).
+    pub fn fences_due(&mut self, state: &ClusterState, now: Duration) -> Vec<Command> {
+        if !self.is_leading() {
+            return Vec::new();
+        }
+        let due: Vec<DaemonId> = self
+            .fenced
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        due.into_iter()
+            .filter_map(|id| {
+                self.fenced.remove(&id);
+                let available =
+                    state.daemons.get(&id).map(|d| d.state) == Some(DaemonState::Available);
+                available.then_some(Command::DaemonOffline { id })
+            })
+            .collect()
     }
 
     /// Whether the driver should probe `daemon` now — connect to its
@@ -369,47 +421,79 @@ mod tests {
         let mut node = CoordinatorNode::new(TIMEOUT);
         let at = |s: u64| Duration::from_secs(s);
         // Not leading: nothing.
-        assert_eq!(
-            node.unreachable(&state, DaemonId(1), Reporter::Daemon(DaemonId(2)), at(1)),
-            None
-        );
+        assert!(!node.unreachable(&state, DaemonId(1), Reporter::Daemon(DaemonId(2)), at(1)));
         node.lead(1);
         let one = Reporter::Daemon(DaemonId(2));
         // One reporter, however often, may be the one cut off.
         for s in 1..5 {
-            assert_eq!(node.unreachable(&state, DaemonId(1), one, at(s)), None);
+            assert!(!node.unreachable(&state, DaemonId(1), one, at(s)));
+            assert_eq!(
+                node.heartbeat(&state, DaemonId(1), state.epoch, at(s)),
+                HeartbeatAnswer::Renewed
+            );
         }
         // A daemon reporting itself does not count.
-        assert_eq!(
-            node.unreachable(&state, DaemonId(1), Reporter::Daemon(DaemonId(1)), at(5)),
-            None
-        );
+        assert!(!node.unreachable(&state, DaemonId(1), Reporter::Daemon(DaemonId(1)), at(5)));
         // A second reporter after the first one's report expired: no.
-        assert_eq!(
-            node.unreachable(
-                &state,
-                DaemonId(1),
-                Reporter::Client(7),
-                at(4) + UNREACHABLE_WINDOW
-            ),
-            None
-        );
+        assert!(!node.unreachable(
+            &state,
+            DaemonId(1),
+            Reporter::Client(7),
+            at(4) + UNREACHABLE_WINDOW
+        ));
         // A report makes the leader want to probe, once per interval.
         assert!(node.probe_wanted(DaemonId(1), at(9)));
         assert!(!node.probe_wanted(DaemonId(1), at(9)));
         assert!(!node.probe_wanted(DaemonId(3), at(9)), "nobody reported d3");
-        // Two within the window: offline.
+        // Two within the window: fenced. Its lease is refused at once, and
+        // it goes offline only once every lease granted before ran out.
+        assert!(node.unreachable(&state, DaemonId(1), one, at(9)));
+        assert!(matches!(
+            node.heartbeat(&state, DaemonId(1), state.epoch, at(9)),
+            HeartbeatAnswer::NoLeaseUntil { epoch } if epoch > state.epoch
+        ));
         assert_eq!(
-            node.unreachable(&state, DaemonId(1), one, at(9)),
-            Some(Command::DaemonOffline { id: DaemonId(1) })
+            node.heartbeat(&state, DaemonId(2), state.epoch, at(9)),
+            HeartbeatAnswer::Renewed,
+            "only the reported daemon is fenced"
         );
-        // The evidence is spent; an Offline daemon is not proposed again.
+        let last_lease_ends = at(9) + tessera_protocol::LEASE;
+        assert_eq!(node.fences_due(&state, last_lease_ends), vec![]);
+        assert_eq!(
+            node.fences_due(&state, at(9) + FENCE),
+            vec![Command::DaemonOffline { id: DaemonId(1) }]
+        );
+        assert_eq!(node.fences_due(&state, at(20)), vec![], "proposed once");
+        // The evidence is spent; an Offline daemon is not fenced again.
         let mut offline = state.clone();
         offline.apply(Command::DaemonOffline { id: DaemonId(1) });
-        assert_eq!(node.unreachable(&offline, DaemonId(1), one, at(10)), None);
+        assert!(!node.unreachable(&offline, DaemonId(1), one, at(10)));
+        assert!(!node.unreachable(&offline, DaemonId(1), Reporter::Client(8), at(10)));
+        assert_eq!(node.fences_due(&offline, at(30)), vec![]);
+    }
+
+    /// A fence whose daemon went offline meanwhile (its heartbeats also
+    /// stopped) proposes nothing more; a new leader forgets fences.
+    #[test]
+    fn a_fence_ends_with_its_daemon_or_its_leader() {
+        let state = state_with(4);
+        let mut node = CoordinatorNode::new(TIMEOUT);
+        let at = |s: u64| Duration::from_secs(s);
+        node.lead(1);
+        node.unreachable(&state, DaemonId(1), Reporter::Client(1), at(1));
+        assert!(node.unreachable(&state, DaemonId(1), Reporter::Client(2), at(1)));
+        let mut offline = state.clone();
+        offline.apply(Command::DaemonOffline { id: DaemonId(1) });
+        assert_eq!(node.fences_due(&offline, at(5)), vec![]);
+
+        node.unreachable(&state, DaemonId(2), Reporter::Client(1), at(6));
+        assert!(node.unreachable(&state, DaemonId(2), Reporter::Client(2), at(6)));
+        node.follow();
+        node.lead(2);
+        assert_eq!(node.fences_due(&state, at(10)), vec![]);
         assert_eq!(
-            node.unreachable(&offline, DaemonId(1), Reporter::Client(8), at(10)),
-            None
+            node.heartbeat(&state, DaemonId(2), state.epoch, at(10)),
+            HeartbeatAnswer::Renewed
         );
     }
 

@@ -499,6 +499,16 @@ async fn detect_failures(member: Arc<Member>) {
         }
         let state = member.state.borrow().clone();
         let now = member.now();
+        // Fenced daemons whose lease ran out: reporters agreed they are
+        // unreachable (`CoordinatorNode::unreachable`).
+        let fences = member.node().fences_due(&state, now);
+        for command in fences {
+            tracing::warn!(?command, epoch = %state.epoch, "unreachable, its lease run out: taking the daemon offline");
+            match member.write(command).await {
+                CoordResponse::Done => member.metrics.detected(Detection::Unreachable),
+                other => tracing::warn!("the leader's proposal failed: {other:?}"),
+            }
+        }
         let commands = member.node().tick(&state, now);
         for command in commands {
             match &command {
@@ -751,24 +761,22 @@ impl Member {
                 }
                 let state = self.state.borrow().clone();
                 let now = self.now();
-                let command = self.node().unreachable(&state, daemon, reporter, now);
-                if let Some(command) = command {
-                    return self.write_detection(command, Detection::Unreachable).await;
+                // Agreeing reporters fence the daemon; the detector's loop
+                // takes it offline once its lease has run out.
+                if self.node().unreachable(&state, daemon, reporter, now) {
+                    return CoordResponse::Done;
                 }
                 if self.node().probe_wanted(daemon, now) {
                     if let Some(addr) = state.daemons.get(&daemon).map(|d| d.addr.clone()) {
                         if !probe(&addr).await {
                             let state = self.state.borrow().clone();
                             let now = self.now();
-                            let command = self.node().unreachable(
+                            self.node().unreachable(
                                 &state,
                                 daemon,
                                 tessera_protocol::Reporter::Coordinator,
                                 now,
                             );
-                            if let Some(command) = command {
-                                return self.write_detection(command, Detection::Unreachable).await;
-                            }
                         }
                     }
                 }

@@ -1007,6 +1007,12 @@ pub enum CoordRequest {
     },
 }
 
+/// How long a `Renewed` heartbeat answer lets a daemon serve clients,
+/// counted from when it sent that heartbeat: half the coordinator's
+/// default failure timeout (2 s), so that a daemon cut off from the
+/// coordinator stops answering before anyone can have replaced it.
+pub const LEASE: std::time::Duration = std::time::Duration::from_millis(1000);
+
 /// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).
 /// The daemon acts on the variant alone; nothing is read from text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

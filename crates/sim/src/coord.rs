@@ -133,21 +133,19 @@ impl World {
             CoordRequest::Unreachable { daemon, reporter } => {
                 let coord = &mut self.coord;
                 let leader = &mut coord.members[coord.leader].node;
-                let mut command = leader.unreachable(&coord.state, *daemon, *reporter, now);
-                if command.is_none() && leader.probe_wanted(*daemon, now) {
+                let mut fenced = leader.unreachable(&coord.state, *daemon, *reporter, now);
+                if !fenced && leader.probe_wanted(*daemon, now) {
                     // The shell's probe: a TCP connection to the daemon,
                     // which a cut in either direction breaks.
                     if self.severed(Node::Coord, Node::Daemon(*daemon)) {
                         let coord = &mut self.coord;
                         let leader = &mut coord.members[coord.leader].node;
-                        command =
+                        fenced =
                             leader.unreachable(&coord.state, *daemon, Reporter::Coordinator, now);
                     }
                 }
-                if let Some(command) = command {
-                    self.trace(|| format!("{reporter:?} cannot reach {daemon}: {command:?}"));
-                    self.report.faults.reported_offline += 1;
-                    self.apply(command);
+                if fenced {
+                    self.trace(|| format!("{reporter:?} cannot reach {daemon}: fenced"));
                 }
                 Some(CoordResponse::Done)
             }
@@ -188,7 +186,14 @@ impl World {
         }
         let now = self.coordinator_time();
         let coord = &mut self.coord;
-        let commands = coord.members[coord.leader].node.tick(&coord.state, now);
+        let node = &mut coord.members[coord.leader].node;
+        let fences = node.fences_due(&coord.state, now);
+        let commands = node.tick(&coord.state, now);
+        for command in fences {
+            self.trace(|| format!("unreachable, its lease run out: {command:?}"));
+            self.report.faults.reported_offline += 1;
+            self.apply(command);
+        }
         for command in commands {
             self.apply(command);
         }

@@ -448,3 +448,14 @@ fn seeds_241002066_243000018_anti_entropy_hears_every_replica() {
     must_pass_power_loss(241_002_066);
     must_pass_power_loss(243_000_018);
 }
+
+/// Reporters agreed that a daemon which still heartbeated was
+/// unreachable, and the coordinator took it offline at once: its lease
+/// still ran for up to a second, and a global index lookup it answered
+/// missed a put acknowledged through the chain that replaced it. The
+/// coordinator now refuses the lease first and takes the daemon offline
+/// once every lease it granted has run out.
+#[test]
+fn seed_260000016_a_reported_daemon_serves_no_longer_than_its_lease() {
+    must_pass(260_000_016);
+}

@@ -72,9 +72,9 @@ pub const SHARDS: usize = 16;
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 /// How often the driver calls [`DaemonNode::on_tick`].
 pub const TICK_INTERVAL: Duration = Duration::from_millis(250);
-/// How long an answered heartbeat lets a daemon serve: half the
-/// coordinator's default failure timeout (2 s).
-pub const LEASE: Duration = Duration::from_millis(1000);
+/// How long an answered heartbeat lets a daemon serve (see
+/// [`tessera_protocol::LEASE`]).
+pub const LEASE: Duration = tessera_protocol::LEASE;
 /// Every this many ticks (10 s), the head of each region sweeps part of
 /// it for anti-entropy (see [`Job::Sweep`]).
 const SWEEP_TICKS: u64 = 40;
