@@ -37,14 +37,11 @@ pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How long the leader refuses a daemon's lease, once reporters agree it
 /// is unreachable, before it takes the daemon offline: every lease it
-/// granted before runs out meanwhile ([`tessera_protocol::LEASE`], with a
-/// margin for the daemon's clock and the answer's way), so the daemon has
-/// stopped serving before a chain without it takes writes. Taken offline
-/// at once, a daemon that still heartbeats kept its lease for up to a
-/// second and answered reads from data the new chain was already changing
-/// (simulator seed 260000016: a global index lookup missed an
-/// acknowledged put).
-pub const FENCE: Duration = Duration::from_millis(tessera_protocol::LEASE.as_millis() as u64 + 250);
+/// granted before runs out meanwhile. Taken offline at once, a daemon
+/// that still heartbeats kept its lease for up to a second and answered
+/// reads from data the new chain was already changing (simulator seed
+/// 260000016: a global index lookup missed an acknowledged put).
+pub use tessera_protocol::FENCE;
 
 /// The leader's side of the daemon protocol.
 #[derive(Clone, Debug)]
@@ -59,6 +56,10 @@ pub struct CoordinatorNode {
     /// refuses until the time given, when it takes them offline (see
     /// [`FENCE`]).
     fenced: BTreeMap<DaemonId, Duration>,
+    /// Daemons an operator is taking out (offline, kill, forget), whose
+    /// lease the leader refuses until the time given (see
+    /// [`Self::fence_for_operator`]).
+    operator_fenced: BTreeMap<DaemonId, Duration>,
     tombstones: TombstonePolicy,
     /// How long an Offline daemon may stay silent, while replex regions
     /// wait for it, before the leader declares it lost (None: never).
@@ -73,6 +74,7 @@ impl CoordinatorNode {
             detector: FailureDetector::new(failure_timeout),
             unreachable: BTreeMap::new(),
             fenced: BTreeMap::new(),
+            operator_fenced: BTreeMap::new(),
             probed: ReportLimit::every(PROBE_INTERVAL),
             tombstones: TombstonePolicy::new(TOMBSTONE_GRACE),
             lost_timeout: None,
@@ -111,6 +113,7 @@ impl CoordinatorNode {
         if began {
             self.unreachable.clear();
             self.fenced.clear();
+            self.operator_fenced.clear();
             self.tombstones.reset();
         }
         began
@@ -121,6 +124,7 @@ impl CoordinatorNode {
         self.detector.follow();
         self.unreachable.clear();
         self.fenced.clear();
+        self.operator_fenced.clear();
         self.tombstones.reset();
     }
 
@@ -162,7 +166,8 @@ impl CoordinatorNode {
                 HeartbeatAnswer::Offline
             };
         }
-        if self.fenced.contains_key(&id) {
+        self.operator_fenced.retain(|_, until| now < *until);
+        if self.fenced.contains_key(&id) || self.operator_fenced.contains_key(&id) {
             // About to be taken offline: no new lease, so that the ones it
             // has run out first.
             return HeartbeatAnswer::NoLeaseUntil {
@@ -267,6 +272,28 @@ impl CoordinatorNode {
         tracing::warn!(%daemon, ?reporters, "daemon heartbeats but others cannot reach it: refusing its lease, then taking it offline");
         self.fenced.entry(daemon).or_insert(now + FENCE);
         true
+    }
+
+    /// An operator takes `id` out (`server-offline`, `-kill`, `-forget`):
+    /// how long the caller must wait before proposing it, the daemon's
+    /// lease refused meanwhile — [`FENCE`] for an Available daemon while
+    /// this member leads, so that a daemon still serving stops before a
+    /// chain without it takes writes (as [`Self::unreachable`] does for a
+    /// gray failure); nothing otherwise. The refusal outlasts the wait by
+    /// another [`FENCE`], for the proposal's way through Raft; the daemon
+    /// is Offline by then, or the proposal failed.
+    pub fn fence_for_operator(
+        &mut self,
+        state: &ClusterState,
+        id: DaemonId,
+        now: Duration,
+    ) -> Duration {
+        let available = state.daemons.get(&id).map(|d| d.state) == Some(DaemonState::Available);
+        if !self.is_leading() || !available {
+            return Duration::ZERO;
+        }
+        self.operator_fenced.insert(id, now + FENCE + FENCE);
+        FENCE
     }
 
     /// Time passes: `DaemonOffline` for each fenced daemon whose fence
@@ -470,6 +497,56 @@ mod tests {
         assert!(!node.unreachable(&offline, DaemonId(1), one, at(10)));
         assert!(!node.unreachable(&offline, DaemonId(1), Reporter::Client(8), at(10)));
         assert_eq!(node.fences_due(&offline, at(30)), vec![]);
+    }
+
+    /// An operator taking a daemon out waits for its lease to run out:
+    /// the daemon is refused a lease from the start of the wait until its
+    /// command has had time to apply; a daemon already out costs no wait.
+    #[test]
+    fn an_operator_takes_a_daemon_out_only_once_its_lease_ran_out() {
+        let state = state_with(4);
+        let mut node = CoordinatorNode::new(TIMEOUT);
+        let at = |ms: u64| Duration::from_millis(ms);
+        assert_eq!(
+            node.fence_for_operator(&state, DaemonId(1), at(0)),
+            Duration::ZERO,
+            "a follower does not wait"
+        );
+        node.lead(1);
+        assert_eq!(
+            node.fence_for_operator(&state, DaemonId(1), at(1_000)),
+            FENCE
+        );
+        assert!(FENCE > tessera_protocol::LEASE);
+        for t in [1_000, 1_000 + FENCE.as_millis() as u64] {
+            assert!(
+                matches!(
+                    node.heartbeat(&state, DaemonId(1), state.epoch, at(t)),
+                    HeartbeatAnswer::NoLeaseUntil { .. }
+                ),
+                "no lease at {t} ms"
+            );
+        }
+        assert_eq!(
+            node.heartbeat(&state, DaemonId(2), state.epoch, at(1_100)),
+            HeartbeatAnswer::Renewed
+        );
+        // The command failed: the refusal lapses.
+        assert_eq!(
+            node.heartbeat(&state, DaemonId(1), state.epoch, at(1_000) + FENCE + FENCE),
+            HeartbeatAnswer::Renewed
+        );
+        assert_eq!(
+            node.fences_due(&state, at(60_000)),
+            vec![],
+            "no proposal of its own"
+        );
+        let mut offline = state.clone();
+        offline.apply(Command::DaemonOffline { id: DaemonId(1) });
+        assert_eq!(
+            node.fence_for_operator(&offline, DaemonId(1), at(70_000)),
+            Duration::ZERO
+        );
     }
 
     /// A fence whose daemon went offline meanwhile (its heartbeats also

@@ -806,10 +806,19 @@ impl Member {
                 self.node().collect_report(id, in_flight_since, waiting);
                 CoordResponse::Done
             }
-            CoordRequest::ServerOffline { id } => self.write(Command::ServerOffline { id }).await,
+            CoordRequest::ServerOffline { id } => {
+                self.fence_for_operator(id).await;
+                self.write(Command::ServerOffline { id }).await
+            }
             CoordRequest::ServerOnline { id } => self.write(Command::ServerOnline { id }).await,
-            CoordRequest::ServerForget { id } => self.write(Command::ServerForget { id }).await,
-            CoordRequest::ServerKill { id } => self.write(Command::ServerKill { id }).await,
+            CoordRequest::ServerForget { id } => {
+                self.fence_for_operator(id).await;
+                self.write(Command::ServerForget { id }).await
+            }
+            CoordRequest::ServerKill { id } => {
+                self.fence_for_operator(id).await;
+                self.write(Command::ServerKill { id }).await
+            }
             CoordRequest::Stability => self.stability(),
             CoordRequest::AddSubspace { space, attrs } => {
                 self.write(Command::AddSubspace { space, attrs }).await
@@ -924,6 +933,19 @@ impl Member {
     /// Now, in the node's time.
     fn now(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// Before an operator's command takes daemon `id` out of its chains:
+    /// refuse its lease and wait until every lease it was granted has run
+    /// out (`CoordinatorNode::fence_for_operator`).
+    async fn fence_for_operator(&self, id: DaemonId) {
+        let state = self.state.borrow().clone();
+        let now = self.now();
+        let wait = self.node().fence_for_operator(&state, id, now);
+        if !wait.is_zero() {
+            tracing::info!(daemon = %id, ?wait, "refusing the daemon's lease before taking it out");
+            tokio::time::sleep(wait).await;
+        }
     }
 
     fn failure_timeout(&self) -> Duration {

@@ -506,6 +506,10 @@ impl CoordClient {
         let options = self.inner.options;
         let long_poll = match &request {
             CoordRequest::GetConfig { wait_ms, .. } => Duration::from_millis(u64::from(*wait_ms)),
+            // The leader fences a daemon before it takes it out.
+            CoordRequest::ServerOffline { .. }
+            | CoordRequest::ServerKill { .. }
+            | CoordRequest::ServerForget { .. } => crate::FENCE,
             _ => Duration::ZERO,
         };
         let started = Instant::now();

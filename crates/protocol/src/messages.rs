@@ -1013,6 +1013,13 @@ pub enum CoordRequest {
 /// coordinator stops answering before anyone can have replaced it.
 pub const LEASE: std::time::Duration = std::time::Duration::from_millis(1000);
 
+/// How long the coordinator's leader refuses a daemon's lease before it
+/// takes the daemon out of its chains while it may still be serving (a
+/// gray failure, an operator's `server-offline`, `-kill` or `-forget`):
+/// [`LEASE`] with a margin for the daemon's clock and the answer's way,
+/// so that every lease granted before has run out.
+pub const FENCE: std::time::Duration = std::time::Duration::from_millis(1250);
+
 /// What a daemon should do after a heartbeat (`CoordResponse::Heartbeat`).
 /// The daemon acts on the variant alone; nothing is read from text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
