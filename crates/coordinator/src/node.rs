@@ -296,6 +296,13 @@ impl CoordinatorNode {
         FENCE
     }
 
+    /// The operator's command that [`Self::fence_for_operator`] held back
+    /// was proposed: the daemon's state decides its heartbeats' answers
+    /// again.
+    pub fn operator_fence_done(&mut self, id: DaemonId) {
+        self.operator_fenced.remove(&id);
+    }
+
     /// Time passes: `DaemonOffline` for each fenced daemon whose fence
     /// ran out and that is still Available (see [`Self::unreachable`]).
     pub fn fences_due(&mut self, state: &ClusterState, now: Duration) -> Vec<Command> {
@@ -540,6 +547,16 @@ mod tests {
             node.fences_due(&state, at(60_000)),
             vec![],
             "no proposal of its own"
+        );
+        // Once the command was proposed, the daemon's state answers.
+        assert_eq!(
+            node.fence_for_operator(&state, DaemonId(1), at(61_000)),
+            FENCE
+        );
+        node.operator_fence_done(DaemonId(1));
+        assert_eq!(
+            node.heartbeat(&state, DaemonId(1), state.epoch, at(61_100)),
+            HeartbeatAnswer::Renewed
         );
         let mut offline = state.clone();
         offline.apply(Command::DaemonOffline { id: DaemonId(1) });

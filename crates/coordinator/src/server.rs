@@ -807,17 +807,14 @@ impl Member {
                 CoordResponse::Done
             }
             CoordRequest::ServerOffline { id } => {
-                self.fence_for_operator(id).await;
-                self.write(Command::ServerOffline { id }).await
+                self.fenced_write(id, Command::ServerOffline { id }).await
             }
             CoordRequest::ServerOnline { id } => self.write(Command::ServerOnline { id }).await,
             CoordRequest::ServerForget { id } => {
-                self.fence_for_operator(id).await;
-                self.write(Command::ServerForget { id }).await
+                self.fenced_write(id, Command::ServerForget { id }).await
             }
             CoordRequest::ServerKill { id } => {
-                self.fence_for_operator(id).await;
-                self.write(Command::ServerKill { id }).await
+                self.fenced_write(id, Command::ServerKill { id }).await
             }
             CoordRequest::Stability => self.stability(),
             CoordRequest::AddSubspace { space, attrs } => {
@@ -935,10 +932,11 @@ impl Member {
         self.started.elapsed()
     }
 
-    /// Before an operator's command takes daemon `id` out of its chains:
-    /// refuse its lease and wait until every lease it was granted has run
-    /// out (`CoordinatorNode::fence_for_operator`).
-    async fn fence_for_operator(&self, id: DaemonId) {
+    /// An operator's `command` that takes daemon `id` out of its chains:
+    /// first refuse its lease and wait until every lease it was granted
+    /// has run out (`CoordinatorNode::fence_for_operator`), then propose
+    /// it, then lift the refusal (the daemon's state answers from then on).
+    async fn fenced_write(&self, id: DaemonId, command: Command) -> CoordResponse {
         let state = self.state.borrow().clone();
         let now = self.now();
         let wait = self.node().fence_for_operator(&state, id, now);
@@ -946,6 +944,9 @@ impl Member {
             tracing::info!(daemon = %id, ?wait, "refusing the daemon's lease before taking it out");
             tokio::time::sleep(wait).await;
         }
+        let response = self.write(command).await;
+        self.node().operator_fence_done(id);
+        response
     }
 
     fn failure_timeout(&self) -> Duration {

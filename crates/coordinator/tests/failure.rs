@@ -269,14 +269,30 @@ async fn no_lease_for_a_daemon_behind_the_epoch_it_left_a_chain_in() {
     };
     let renewed = CoordResponse::Heartbeat(HeartbeatAnswer::Renewed);
     assert_eq!(heartbeat(victim, before.epoch).await, renewed);
+    // Every daemon heartbeats meanwhile (the operator's command waits
+    // longer than the failure timeout), reporting the newest epoch.
+    let alive: BTreeSet<DaemonId> = ids.iter().copied().collect();
+    self::heartbeat(client.clone(), Arc::new(Mutex::new(alive)));
 
-    assert_eq!(
-        client
-            .call(CoordRequest::ServerOffline { id: victim })
-            .await
-            .unwrap(),
-        CoordResponse::Done
+    // Taking a serving daemon out waits until its lease ran out; its
+    // lease is refused meanwhile.
+    let offline = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .call(CoordRequest::ServerOffline { id: victim })
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        matches!(
+            heartbeat(victim, before.epoch).await,
+            CoordResponse::Heartbeat(HeartbeatAnswer::NoLeaseUntil { .. })
+        ),
+        "no lease while the operator's command waits"
     );
+    assert_eq!(offline.await.unwrap().unwrap(), CoordResponse::Done);
     let after = current_config(&client).await.unwrap();
     assert!(after.epoch > before.epoch);
     // Taken out by an operator: no lease, and it does not ask to come back.
