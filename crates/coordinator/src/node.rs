@@ -43,6 +43,22 @@ pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 /// 260000016: a global index lookup missed an acknowledged put).
 pub use tessera_protocol::FENCE;
 
+/// A daemon whose lease the leader refuses until `until`.
+#[derive(Clone, Copy, Debug)]
+struct Fence {
+    until: Duration,
+    /// Reporters agreed it is unreachable: the leader takes it offline at
+    /// `until` ([`CoordinatorNode::fences_due`]). Else an operator's
+    /// command takes it out, and the fence only lapses then
+    /// ([`CoordinatorNode::fence_for_operator`]).
+    unreachable: bool,
+}
+
+/// Whether `id` is an Available daemon of `state`.
+fn available(state: &ClusterState, id: DaemonId) -> bool {
+    state.daemons.get(&id).map(|d| d.state) == Some(DaemonState::Available)
+}
+
 /// The leader's side of the daemon protocol.
 #[derive(Clone, Debug)]
 pub struct CoordinatorNode {
@@ -52,14 +68,9 @@ pub struct CoordinatorNode {
     /// Per daemon, who reported it unreachable and when (soft state, like
     /// the detector's).
     unreachable: BTreeMap<DaemonId, BTreeMap<Reporter, Duration>>,
-    /// Daemons reporters agreed are unreachable, whose lease the leader
-    /// refuses until the time given, when it takes them offline (see
-    /// [`FENCE`]).
-    fenced: BTreeMap<DaemonId, Duration>,
-    /// Daemons an operator is taking out (offline, kill, forget), whose
-    /// lease the leader refuses until the time given (see
-    /// [`Self::fence_for_operator`]).
-    operator_fenced: BTreeMap<DaemonId, Duration>,
+    /// Daemons whose lease the leader refuses because it is about to take
+    /// them out of their chains (see [`FENCE`]).
+    fenced: BTreeMap<DaemonId, Fence>,
     tombstones: TombstonePolicy,
     /// How long an Offline daemon may stay silent, while replex regions
     /// wait for it, before the leader declares it lost (None: never).
@@ -74,7 +85,6 @@ impl CoordinatorNode {
             detector: FailureDetector::new(failure_timeout),
             unreachable: BTreeMap::new(),
             fenced: BTreeMap::new(),
-            operator_fenced: BTreeMap::new(),
             probed: ReportLimit::every(PROBE_INTERVAL),
             tombstones: TombstonePolicy::new(TOMBSTONE_GRACE),
             lost_timeout: None,
@@ -113,7 +123,6 @@ impl CoordinatorNode {
         if began {
             self.unreachable.clear();
             self.fenced.clear();
-            self.operator_fenced.clear();
             self.tombstones.reset();
         }
         began
@@ -124,7 +133,6 @@ impl CoordinatorNode {
         self.detector.follow();
         self.unreachable.clear();
         self.fenced.clear();
-        self.operator_fenced.clear();
         self.tombstones.reset();
     }
 
@@ -166,8 +174,11 @@ impl CoordinatorNode {
                 HeartbeatAnswer::Offline
             };
         }
-        self.operator_fenced.retain(|_, until| now < *until);
-        if self.fenced.contains_key(&id) || self.operator_fenced.contains_key(&id) {
+        let fenced = self
+            .fenced
+            .get(&id)
+            .is_some_and(|f| f.unreachable || now < f.until);
+        if fenced {
             // About to be taken offline: no new lease, so that the ones it
             // has run out first.
             return HeartbeatAnswer::NoLeaseUntil {
@@ -257,8 +268,7 @@ impl CoordinatorNode {
         reporter: Reporter,
         now: Duration,
     ) -> bool {
-        let available = state.daemons.get(&daemon).map(|d| d.state) == Some(DaemonState::Available);
-        if !self.is_leading() || !available || reporter == Reporter::Daemon(daemon) {
+        if !self.is_leading() || !available(state, daemon) || reporter == Reporter::Daemon(daemon) {
             return false;
         }
         let reports = self.unreachable.entry(daemon).or_default();
@@ -270,7 +280,15 @@ impl CoordinatorNode {
         let reporters: Vec<Reporter> = reports.keys().copied().collect();
         self.unreachable.remove(&daemon);
         tracing::warn!(%daemon, ?reporters, "daemon heartbeats but others cannot reach it: refusing its lease, then taking it offline");
-        self.fenced.entry(daemon).or_insert(now + FENCE);
+        // An operator's fence already refusing its lease runs on, now to
+        // end with the daemon offline.
+        self.fenced
+            .entry(daemon)
+            .and_modify(|f| f.unreachable = true)
+            .or_insert(Fence {
+                until: now + FENCE,
+                unreachable: true,
+            });
         true
     }
 
@@ -288,19 +306,23 @@ impl CoordinatorNode {
         id: DaemonId,
         now: Duration,
     ) -> Duration {
-        let available = state.daemons.get(&id).map(|d| d.state) == Some(DaemonState::Available);
-        if !self.is_leading() || !available {
+        if !self.is_leading() || !available(state, id) {
             return Duration::ZERO;
         }
-        self.operator_fenced.insert(id, now + FENCE + FENCE);
-        FENCE
+        let fence = self.fenced.entry(id).or_insert(Fence {
+            until: now + FENCE + FENCE,
+            unreachable: false,
+        });
+        fence.until.saturating_sub(now).min(FENCE)
     }
 
     /// The operator's command that [`Self::fence_for_operator`] held back
     /// was proposed: the daemon's state decides its heartbeats' answers
     /// again.
     pub fn operator_fence_done(&mut self, id: DaemonId) {
-        self.operator_fenced.remove(&id);
+        if self.fenced.get(&id).is_some_and(|f| !f.unreachable) {
+            self.fenced.remove(&id);
+        }
     }
 
     /// Time passes: `DaemonOffline` for each fenced daemon whose fence
@@ -309,20 +331,15 @@ impl CoordinatorNode {
         if !self.is_leading() {
             return Vec::new();
         }
-        let due: Vec<DaemonId> = self
-            .fenced
-            .iter()
-            .filter(|(_, until)| **until <= now)
-            .map(|(id, _)| *id)
-            .collect();
-        due.into_iter()
-            .filter_map(|id| {
-                self.fenced.remove(&id);
-                let available =
-                    state.daemons.get(&id).map(|d| d.state) == Some(DaemonState::Available);
-                available.then_some(Command::DaemonOffline { id })
-            })
-            .collect()
+        let mut due = Vec::new();
+        self.fenced.retain(|&id, fence| {
+            let ended = fence.until <= now;
+            if ended && fence.unreachable && available(state, id) {
+                due.push(Command::DaemonOffline { id });
+            }
+            !ended
+        });
+        due
     }
 
     /// Whether the driver should probe `daemon` now — connect to its

@@ -198,9 +198,8 @@ impl DaemonNode {
         every_replica: bool,
         out: Out<'_>,
     ) {
-        // By home region: its replicas, and the objects to expect there.
-        type Expect = (Vec<DaemonId>, Vec<(Value, Version)>);
-        let mut expected: BTreeMap<RegionId, Expect> = BTreeMap::new();
+        // By home region, the objects to expect there.
+        let mut expected = BTreeMap::new();
         let ready: Vec<&SubspaceLayout> = space
             .subspaces
             .iter()
@@ -214,14 +213,7 @@ impl DaemonNode {
             for layout in &ready {
                 let home = layout.region_of(object);
                 if !home.chain.is_empty() {
-                    let replicas = if every_replica {
-                        &home.chain[..]
-                    } else {
-                        &home.chain[..1]
-                    };
-                    let (_, list) = expected
-                        .entry(home.id)
-                        .or_insert_with(|| (replicas.to_vec(), Vec::new()));
+                    let (_, list) = expected.entry(home.id).or_insert((home, Vec::new()));
                     list.push((object.values[0].clone(), record.version));
                 }
             }
@@ -230,17 +222,22 @@ impl DaemonNode {
         if let Err(e) = scanned {
             return self.poison("an anti-entropy sweep", &e, out);
         }
-        for (home, (replicas, objects)) in expected {
+        for (home, objects) in expected.into_values() {
+            let replicas = if every_replica {
+                &home.chain[..]
+            } else {
+                &home.chain[..1]
+            };
             let msg = Message::Expected(HeldObjects {
                 epoch: config.epoch,
                 space: space.id,
-                region: home,
+                region: home.id,
                 objects,
                 removed: Vec::new(),
                 absent: Vec::new(),
                 from: self.me,
             });
-            for replica in replicas {
+            for &replica in replicas {
                 out(Output::Send {
                     to: replica,
                     msg: msg.clone(),
