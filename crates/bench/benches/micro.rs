@@ -20,7 +20,7 @@ use tessera_daemon::index::{
     choose_access, key_order_page, place_of, sorted_page, stored_object, IndexedEngine, PageBounds,
 };
 use tessera_daemon::record::Record;
-use tessera_protocol::frame::{decode, encode};
+use tessera_protocol::frame::{decode, decode_shared, encode};
 use tessera_protocol::{
     Action, ClientRef, DaemonRequest, DaemonResponse, Message, Mutation, ObjectBytes, SortBy,
     UpdateFlags, UpdateRequest,
@@ -362,6 +362,20 @@ fn records_of_stored_page(desc: &SpaceDesc, frame: &[u8]) -> Vec<Vec<(String, Va
         .collect()
 }
 
+/// The stored records of `records` usertable objects.
+fn stored_records(records: i64) -> Vec<Vec<u8>> {
+    (0..records)
+        .map(|n| {
+            Record {
+                version: Version(1),
+                object: Some(record_object(n)),
+                recent: vec![],
+            }
+            .encode()
+        })
+        .collect()
+}
+
 /// A scan's page (YCSB E reads up to 100 records) from stored records to
 /// the client's records, the way it was and the way it is.
 fn search_pages(c: &mut Criterion) {
@@ -369,16 +383,7 @@ fn search_pages(c: &mut Criterion) {
     let checks = [Check::new(1, PredOp::Ge(Value::Int(0)))];
     let mut group = c.benchmark_group("search page");
     for records in [10i64, 100] {
-        let stored: Vec<Vec<u8>> = (0..records)
-            .map(|n| {
-                Record {
-                    version: Version(1),
-                    object: Some(record_object(n)),
-                    recent: vec![],
-                }
-                .encode()
-            })
-            .collect();
+        let stored = stored_records(records);
         let expected: Vec<_> = (0..records)
             .map(|n| client_record(&desc, record_object(n)))
             .collect();
@@ -413,12 +418,66 @@ fn search_pages(c: &mut Criterion) {
     group.finish();
 }
 
+/// What the client does with a page's frame when it arrives: decode it,
+/// check each object whole and decode its key (`stream.rs`,
+/// `objects_page`), keeping the objects for the caller — copied out of
+/// the frame (`decode`) or left in it (`decode_shared`, the client's
+/// reader). The frame's body is the reader's own buffer either way, so
+/// each iteration gets a fresh one outside the timing.
+fn client_pages(c: &mut Criterion) {
+    let checks = [Check::new(1, PredOp::Ge(Value::Int(0)))];
+    let mut group = c.benchmark_group("client page");
+    for records in [10i64, 100] {
+        let stored = stored_records(records);
+        let body = page_of_stored_bytes(&stored, &checks)[4..].to_vec();
+        type Decode = fn(Vec<u8>) -> Message;
+        let ways: [(&str, Decode); 2] = [
+            ("objects copied out of the frame", |b| {
+                decode(&b).expect("decodes")
+            }),
+            ("objects left in the frame", |b| {
+                decode_shared(b).expect("decodes")
+            }),
+        ];
+        for (way, decode_page) in ways {
+            let arrive = |body: Vec<u8>| {
+                let Message::DaemonResponse {
+                    response: DaemonResponse::SearchPage { objects, .. },
+                    ..
+                } = decode_page(body)
+                else {
+                    panic!("a search page");
+                };
+                let keys: Vec<Value> = objects
+                    .iter()
+                    .map(|(_, o)| {
+                        let view = o.view().expect("an object");
+                        view.value(0).expect("a key").expect("a key")
+                    })
+                    .collect();
+                (objects, keys)
+            };
+            let (objects, keys) = arrive(body.clone());
+            let expected: Vec<Value> = (0..records)
+                .map(|n| record_object(n).values[0].clone())
+                .collect();
+            assert_eq!(keys, expected, "{way}");
+            assert_eq!(objects.len(), records as usize);
+            group.bench_function(format!("{records} records, {way}"), |b| {
+                b.iter_batched(|| body.clone(), arrive, BatchSize::SmallInput)
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     codec,
     coordinates,
     predicates,
     engines,
-    search_pages
+    search_pages,
+    client_pages
 );
 criterion_main!(benches);

@@ -27,11 +27,14 @@ const TESSERA_F0_DURABILITY: &str =
     "tolerate 0 failures: 1 replica per region, writes to the OS before the ack; fsync every 200 ms";
 const TESSERA_FSYNC_DURABILITY: &str =
     "every replica (2 per region) fsyncs each commit before the ack (daemons run with durability always)";
+const TESSERA_F0_FSYNC_DURABILITY: &str =
+    "tolerate 0 failures: 1 replica per region, which fsyncs each commit before the ack (durability always)";
 
 /// The labels of the Tessera runs in the comparison.
 const MAIN: &str = "tessera f=1";
 const F0: &str = "tessera f=0";
 const FSYNC: &str = "tessera f=1 fsync";
+const F0_FSYNC: &str = "tessera f=0 fsync";
 
 /// The load shape shared by the scenarios.
 #[derive(Clone, Debug)]
@@ -849,16 +852,24 @@ pub async fn compare(
     let f0 = tessera_run(c, 40, false, 0, false, size, F0, &mut notes).await?;
     durability.push((F0.to_string(), TESSERA_F0_DURABILITY.to_string()));
     all.extend(f0.clone());
-    let fsync = if c.local {
+    // With an fsync per commit at both fault tolerances: f = 0 survives
+    // what a one-member etcd survives, f = 1 what a three-member one does.
+    let (fsync, f0_fsync) = if c.local {
         let r = tessera_run(c, 80, true, 1, false, size, FSYNC, &mut notes).await?;
         durability.push((FSYNC.to_string(), TESSERA_FSYNC_DURABILITY.to_string()));
         all.extend(r.clone());
-        r
+        let r0 = tessera_run(c, 160, true, 0, false, size, F0_FSYNC, &mut notes).await?;
+        durability.push((
+            F0_FSYNC.to_string(),
+            TESSERA_F0_FSYNC_DURABILITY.to_string(),
+        ));
+        all.extend(r0.clone());
+        (r, r0)
     } else {
         notes.push(format!(
-            "{FSYNC}: not run (needs --local; a running cluster keeps its own durability)"
+            "{FSYNC}, {F0_FSYNC}: not run (needs --local; a running cluster keeps its own durability)"
         ));
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let string_range = string_range(size, skip, baseline_port, c, &mut notes).await;
     let mut baseline_results: Vec<PhaseResult> = Vec::new();
@@ -915,6 +926,7 @@ pub async fn compare(
         .cloned()
         .collect();
     ratios.extend(scenarios::ratios(&fsync, &etcd));
+    ratios.extend(scenarios::ratios(&f0_fsync, &etcd));
     println!(
         "records {}, operations per phase {}, per YCSB workload {}, {} in flight, record 10 × 100 bytes",
         size.records, size.operations, size.ycsb_operations, size.workers

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera_protocol::frame::encode;
 use tessera_protocol::transport::{ConnectError, Stream, Transport};
-use tessera_protocol::{read_frame, DaemonRequest, DaemonResponse, Message};
+use tessera_protocol::{read_frame_shared, DaemonRequest, DaemonResponse, Message};
 use tessera_types::Epoch;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
@@ -204,7 +204,7 @@ impl DaemonConn {
             let addr = addr.clone();
             tokio::spawn(async move {
                 loop {
-                    match read_frame(&mut read_half, frame_bytes_max).await {
+                    match read_frame_shared(&mut read_half, frame_bytes_max).await {
                         Ok(Message::DaemonResponse { id, response }) => {
                             // One response per request.
                             let sender = lock(&pending).remove(&id);
@@ -324,7 +324,7 @@ impl Drop for Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_protocol::write_frame;
+    use tessera_protocol::{read_frame, write_frame};
     use tessera_types::{SpaceId, Value};
     use tokio::net::TcpListener;
 

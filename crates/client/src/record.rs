@@ -47,6 +47,11 @@ impl Record {
 /// [`RawRecord::to_record`] all of them). A search that reads a few
 /// attributes of each object, or only counts them, skips decoding the
 /// rest; [`crate::SearchStream::next_raw`] yields these.
+///
+/// The bytes are not copied out of the page they arrived in: a raw record
+/// keeps that page's buffer alive (a daemon cuts pages at about 256 KB)
+/// until it is dropped. To keep a few objects of many pages
+/// for long, keep their [`RawRecord::to_record`]s instead.
 #[derive(Clone, Debug)]
 pub struct RawRecord {
     version: Version,

@@ -10,6 +10,8 @@
 //! allocated; a body that does not decode is a typed error, never a panic.
 
 use crate::messages::Message;
+use std::cell::RefCell;
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The default largest frame body, in bytes (16 MiB).
@@ -51,11 +53,75 @@ pub fn decode(body: &[u8]) -> Result<Message, FrameError> {
     postcard::from_bytes(body).map_err(|e| FrameError::Malformed(e.to_string()))
 }
 
+/// Decodes a frame body, leaving the objects it carries in it: each
+/// [`crate::ObjectBytes`] decoded holds a share of `body` and its range
+/// instead of a copy (see [`read_frame_shared`]).
+pub fn decode_shared(body: Vec<u8>) -> Result<Message, FrameError> {
+    let body = Arc::new(body);
+    let _in = InFrame::enter(body.clone());
+    decode(&body)
+}
+
+thread_local! {
+    /// The frame [`decode_shared`] is decoding on this thread.
+    static DECODING: RefCell<Option<Arc<Vec<u8>>>> = const { RefCell::new(None) };
+}
+
+/// Sets the frame being decoded, and clears it when dropped (also when
+/// decoding panics), so no later decode on the thread sees it.
+struct InFrame;
+
+impl InFrame {
+    fn enter(frame: Arc<Vec<u8>>) -> InFrame {
+        DECODING.with(|d| *d.borrow_mut() = Some(frame));
+        InFrame
+    }
+}
+
+impl Drop for InFrame {
+    fn drop(&mut self) {
+        DECODING.with(|d| *d.borrow_mut() = None);
+    }
+}
+
+/// When `bytes` lie inside the frame [`decode_shared`] is decoding on this
+/// thread: that frame and where they start in it.
+pub(crate) fn shared_range(bytes: &[u8]) -> Option<(Arc<Vec<u8>>, usize)> {
+    DECODING.with(|d| {
+        let d = d.borrow();
+        let frame = d.as_ref()?;
+        let base = frame.as_ptr() as usize;
+        let at = bytes.as_ptr() as usize;
+        let start = at.checked_sub(base)?;
+        (start.checked_add(bytes.len())? <= frame.len()).then(|| (frame.clone(), start))
+    })
+}
+
 /// Reads one frame. `Closed` on a clean end of stream between frames.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     frame_bytes_max: usize,
 ) -> Result<Message, FrameError> {
+    decode(&read_body(reader, frame_bytes_max).await?)
+}
+
+/// Reads one frame as [`read_frame`] does, and decodes it with
+/// [`decode_shared`]: the objects it carries are not copied out of it.
+/// For readers that hand objects to their callers whole (the client's);
+/// a daemon, which keeps some of the objects it receives for long, copies
+/// each (a kept object would keep its whole frame).
+pub async fn read_frame_shared<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    frame_bytes_max: usize,
+) -> Result<Message, FrameError> {
+    decode_shared(read_body(reader, frame_bytes_max).await?)
+}
+
+/// Reads one frame's body.
+async fn read_body<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    frame_bytes_max: usize,
+) -> Result<Vec<u8>, FrameError> {
     let mut len_bytes = [0u8; 4];
     match reader.read_exact(&mut len_bytes).await {
         Ok(_) => {}
@@ -83,7 +149,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             format!("the connection closed {read} bytes into a frame of {len}"),
         )));
     }
-    decode(&body)
+    Ok(body)
 }
 
 /// The most a frame's buffer reserves before its bytes arrive.
@@ -161,5 +227,66 @@ mod tests {
             read_frame(&mut reader, 1024).await,
             Err(FrameError::TooLarge { .. })
         ));
+    }
+
+    fn page_of(objects: &[tessera_types::Object]) -> Message {
+        Message::DaemonResponse {
+            id: 3,
+            response: crate::messages::DaemonResponse::SearchPage {
+                objects: objects
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| {
+                        (
+                            tessera_types::Version(i as u64 + 1),
+                            crate::ObjectBytes::encode(o),
+                        )
+                    })
+                    .collect(),
+                more: true,
+            },
+        }
+    }
+
+    fn objects_of(message: Message) -> Vec<crate::ObjectBytes> {
+        match message {
+            Message::DaemonResponse {
+                response: crate::messages::DaemonResponse::SearchPage { objects, .. },
+                ..
+            } => objects.into_iter().map(|(_, o)| o).collect(),
+            other => panic!("expected a search page, got {other:?}"),
+        }
+    }
+
+    /// A page read with `read_frame_shared` holds its objects in the frame
+    /// (not copied), equal to what was sent; read with `read_frame` (and
+    /// decoded on the same thread afterwards, or after a malformed frame)
+    /// each object owns its bytes.
+    #[tokio::test]
+    async fn shared_frames_leave_objects_in_place_and_plain_ones_copy_them() {
+        use tessera_types::{Object, Value};
+        let sent: Vec<Object> = (0..3)
+            .map(|n| Object {
+                values: vec![Value::Int(n), Value::str(&"x".repeat(100 + n as usize))],
+            })
+            .collect();
+        let bytes = frame(&page_of(&sent));
+        let mut reader = &bytes[..];
+        let shared = objects_of(read_frame_shared(&mut reader, 1 << 20).await.unwrap());
+        assert!(shared.iter().all(|o| o.in_frame()));
+        let back: Vec<Object> = shared.iter().map(|o| o.decode().unwrap()).collect();
+        assert_eq!(back, sent);
+
+        // A malformed body ends its decode with an error, and no later
+        // decode on this thread takes its bytes for a frame's.
+        assert!(decode_shared(vec![0xff; 9]).is_err());
+        let mut reader = &bytes[..];
+        let owned = objects_of(read_frame(&mut reader, 1 << 20).await.unwrap());
+        assert!(owned.iter().all(|o| !o.in_frame()));
+        assert_eq!(owned, shared);
+        // Taken out of the frame, an object's bytes are a copy that
+        // outlives it.
+        let first = shared.into_iter().next().unwrap().into_vec();
+        assert_eq!(crate::ObjectBytes::encode(&sent[0]).into_vec(), first);
     }
 }

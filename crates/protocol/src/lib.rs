@@ -20,7 +20,7 @@ pub mod test_certs;
 pub mod transport;
 
 pub use credential::{AdminToken, AdminTokenError};
-pub use frame::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX_DEFAULT};
+pub use frame::{read_frame, read_frame_shared, write_frame, FrameError, FRAME_BYTES_MAX_DEFAULT};
 pub use messages::*;
 pub use object_bytes::{DecodeObjectError, ObjectBytes, ObjectView};
 pub use status::{AdminStatus, Status};

@@ -25,6 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 use tessera_types::{Check, Object, Value};
 
 /// How deep containers may nest in bytes the skipper accepts. The schema
@@ -299,34 +300,66 @@ impl Iterator for Values<'_> {
 /// An object's postcard encoding as a daemon stored it, shipped without
 /// being decoded and re-encoded. On the wire: one byte string. Bytes from
 /// the wire are checked when read ([`ObjectBytes::view`]).
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectBytes(#[serde(with = "tessera_types::value::byte_string")] Vec<u8>);
+///
+/// Decoded from a frame read by [`crate::frame::read_frame_shared`] (the
+/// client's reader), the bytes stay where they arrived: the object holds
+/// a share of the frame's buffer and its range, so a search page's
+/// objects and a get's object are not copied out of the frame. The frame
+/// lives while any object of it does (a page's worth of bytes). Anywhere
+/// else, an object owns its bytes.
+#[derive(Clone)]
+pub struct ObjectBytes(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Owned(Vec<u8>),
+    /// `frame[start..end]`.
+    InFrame {
+        frame: Arc<Vec<u8>>,
+        start: usize,
+        end: usize,
+    },
+}
 
 impl ObjectBytes {
     /// The bytes of an object already delimited in a stored record.
     pub fn from_view(view: ObjectView<'_>) -> ObjectBytes {
-        ObjectBytes(view.bytes().to_vec())
+        ObjectBytes(Repr::Owned(view.bytes().to_vec()))
     }
 
     /// Encodes `object`.
     pub fn encode(object: &Object) -> ObjectBytes {
-        ObjectBytes(postcard::to_allocvec(object).expect("encoding to a Vec cannot fail"))
+        ObjectBytes(Repr::Owned(
+            postcard::to_allocvec(object).expect("encoding to a Vec cannot fail"),
+        ))
     }
 
     /// The object, checked to be exactly one well-formed object.
     pub fn view(&self) -> Result<ObjectView<'_>, DecodeObjectError> {
-        ObjectView::parse(&self.0)
+        ObjectView::parse(self.as_bytes())
     }
 
     /// The encoding as it is, unchecked: for bytes this process encoded,
     /// or that [`ObjectBytes::view`] has checked.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Repr::Owned(bytes) => bytes,
+            Repr::InFrame { frame, start, end } => &frame[*start..*end],
+        }
     }
 
-    /// The encoding, owned, unchecked (as [`ObjectBytes::as_bytes`]).
+    /// The encoding, owned, unchecked (as [`ObjectBytes::as_bytes`]);
+    /// copied out when it lies in a frame.
     pub fn into_vec(self) -> Vec<u8> {
-        self.0
+        match self.0 {
+            Repr::Owned(bytes) => bytes,
+            Repr::InFrame { frame, start, end } => frame[start..end].to_vec(),
+        }
+    }
+
+    /// Whether the bytes lie in the frame they arrived in (not copied).
+    pub fn in_frame(&self) -> bool {
+        matches!(self.0, Repr::InFrame { .. })
     }
 
     /// The whole object, decoded.
@@ -336,12 +369,68 @@ impl ObjectBytes {
 
     /// The encoding's length in bytes.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.as_bytes().len()
     }
 
     /// Whether the encoding is empty (which no object's is).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.as_bytes().is_empty()
+    }
+}
+
+impl PartialEq for ObjectBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for ObjectBytes {}
+
+impl Serialize for ObjectBytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.as_bytes())
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_bytes(ObjectBytesVisitor)
+    }
+}
+
+struct ObjectBytesVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ObjectBytesVisitor {
+    type Value = ObjectBytes;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a byte string")
+    }
+
+    fn visit_borrowed_bytes<E: serde::de::Error>(self, v: &'de [u8]) -> Result<ObjectBytes, E> {
+        Ok(ObjectBytes(match crate::frame::shared_range(v) {
+            Some((frame, start)) => Repr::InFrame {
+                frame,
+                start,
+                end: start + v.len(),
+            },
+            None => Repr::Owned(v.to_vec()),
+        }))
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<ObjectBytes, E> {
+        Ok(ObjectBytes(Repr::Owned(v.to_vec())))
+    }
+
+    fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<ObjectBytes, E> {
+        Ok(ObjectBytes(Repr::Owned(v)))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<ObjectBytes, A::Error> {
+        // Formats without byte strings (JSON) write a sequence of bytes.
+        tessera_types::value::byte_string::BytesVisitor
+            .visit_seq(seq)
+            .map(|v| ObjectBytes(Repr::Owned(v)))
     }
 }
 
@@ -351,7 +440,7 @@ impl fmt::Debug for ObjectBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.decode() {
             Ok(object) => f.debug_tuple("ObjectBytes").field(&object).finish(),
-            Err(e) => write!(f, "ObjectBytes({} bytes, {e})", self.0.len()),
+            Err(e) => write!(f, "ObjectBytes({} bytes, {e})", self.len()),
         }
     }
 }
@@ -488,11 +577,11 @@ mod tests {
             at in any::<prop::sample::Index>(),
             byte in any::<u8>(),
         ) {
-            let ObjectBytes(mut bytes) = ObjectBytes::encode(&object);
+            let mut bytes = ObjectBytes::encode(&object).into_vec();
             let i = at.index(bytes.len());
             prop_assert!(ObjectView::parse(&bytes[..i]).is_err());
             bytes[i] = byte;
-            let _ = ObjectBytes(bytes).decode();
+            let _ = ObjectBytes(Repr::Owned(bytes)).decode();
         }
     }
 
@@ -527,7 +616,7 @@ mod tests {
         let mut bytes = ObjectBytes::encode(&Object {
             values: vec![Value::Int(1)],
         })
-        .0;
+        .into_vec();
         bytes.push(0);
         assert!(matches!(
             ObjectView::parse(&bytes),

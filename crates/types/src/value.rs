@@ -225,7 +225,8 @@ pub mod byte_string {
         d.deserialize_byte_buf(BytesVisitor)
     }
 
-    struct BytesVisitor;
+    /// The visitor behind [`deserialize`], for types that wrap bytes.
+    pub struct BytesVisitor;
 
     impl<'de> Visitor<'de> for BytesVisitor {
         type Value = Vec<u8>;
