@@ -79,9 +79,6 @@ pub enum AutopilotError {
         /// What it must be.
         why: &'static str,
     },
-    /// A replex space cannot be relaid out (yet).
-    #[error("space {0:?} is a replex space, whose layout does not change live yet")]
-    ReplexSpace(String),
     /// The window's counts make no workload.
     #[error("the observed operations make no workload: {0}")]
     Observed(#[source] ObservedError),
@@ -168,9 +165,6 @@ impl Autopilot {
         params: &Params,
         options: &Options,
     ) -> Result<Verdict, AutopilotError> {
-        if space.replex.is_some() {
-            return Err(AutopilotError::ReplexSpace(space.name.clone()));
-        }
         let window = self.window(now);
         let ops = window.total();
         if ops < self.settings.min_ops.max(1) {
@@ -203,7 +197,7 @@ impl Autopilot {
         let best = advice
             .layouts
             .into_iter()
-            .find(|r| !r.layout.ahead_of_features())
+            .find(|r| !r.layout.converts(space))
             .unwrap_or_else(|| Ranked {
                 layout: current.clone(),
                 prediction: current_prediction.clone(),
@@ -251,12 +245,7 @@ impl Autopilot {
 
 /// The layout `space` has now: its subspaces, local and global indexes.
 pub fn current_layout(space: &SpaceDesc) -> Layout {
-    Layout::new(
-        space.subspaces.clone(),
-        space.indexes.clone(),
-        space.global_indexes.iter().map(|g| g.attr).collect(),
-        false,
-    )
+    Layout::of_space(space)
 }
 
 /// Each shape's share of the operations in `observed`.
@@ -464,21 +453,38 @@ mod tests {
         );
     }
 
+    /// A replex space is advised among replex layouts (`relayout` changes
+    /// its replexes live, never its kind): searches by stars on a space
+    /// replicated by city propose a replex on stars.
     #[test]
-    fn replex_spaces_are_refused() {
+    fn a_replex_space_is_proposed_replexes() {
         let replex = space(
-            "space r key id attributes string city, int stars replex city create 4 partitions",
+            "space r key id attributes string city, int stars replex city tolerate 1 failure create 4 partitions",
         );
         let mut pilot = pilot(Settings::default());
-        let err = pilot
+        let current = current_layout(&replex);
+        assert!(current.replex && current.subspaces == vec![vec![1]]);
+        let window = counts(&[("get", "", 500), ("search", "stars:eq", 4500)]);
+        let verdict = pilot
             .round(
-                &daemons(&[counts(&[("get", "", 5000)])]),
+                &daemons(&[window]),
                 &replex,
-                1000,
+                100_000,
                 &Params::default(),
                 &Options::default(),
             )
-            .expect_err("refused");
-        assert!(matches!(err, AutopilotError::ReplexSpace(_)), "{err}");
+            .expect("advised");
+        let Verdict::Propose(advised) = verdict else {
+            panic!("searches by stars alone propose a layout: {verdict:?}");
+        };
+        let best = &advised.best.layout;
+        assert!(best.replex, "a replex layout: {best:?}");
+        assert!(
+            best.subspaces.iter().any(|s| s[0] == 2),
+            "a replex on stars: {best:?}"
+        );
+        assert!(!best.converts(&replex));
+        let described = parse_space(&best.describe(&replex)).expect("the proposal parses");
+        assert!(described.replex.is_some());
     }
 }

@@ -16,12 +16,12 @@ pub struct Layout {
     pub subspaces: Vec<Vec<usize>>,
     /// Local indexes (`index a` clauses).
     pub indexes: Vec<usize>,
-    /// Global indexes (SLIK). Modelled ahead of the feature: Tessera does
-    /// not build them yet.
+    /// Global indexes (SLIK). None in a replex layout.
     pub global_indexes: Vec<usize>,
     /// Whether the subspaces are replexes (Replex): the key subspace and
     /// each replex hold one copy of every object, and together they are
-    /// the replicas. Modelled ahead of the feature.
+    /// the replicas (`replex` clauses, API.md §12.1). A space becomes a
+    /// replex space, or stops being one, only by being created anew.
     pub replex: bool,
 }
 
@@ -61,6 +61,21 @@ impl Layout {
         }
     }
 
+    /// The layout `space` has: its subspaces, or its replexes (its
+    /// hybrids, which a layout does not model, left out), its local and
+    /// global indexes.
+    pub fn of_space(space: &SpaceDesc) -> Layout {
+        match &space.replex {
+            Some(decl) => Layout::new(decl.replexes.clone(), space.indexes.clone(), vec![], true),
+            None => Layout::new(
+                space.subspaces.clone(),
+                space.indexes.clone(),
+                space.global_indexes.iter().map(|g| g.attr).collect(),
+                false,
+            ),
+        }
+    }
+
     /// Only subspaces (the thesis's configurations).
     pub fn of_subspaces(subspaces: Vec<Vec<usize>>) -> Layout {
         Layout::new(subspaces, Vec::new(), Vec::new(), false)
@@ -83,10 +98,30 @@ impl Layout {
         out
     }
 
-    /// Whether the layout needs a part Tessera does not build yet (a
-    /// replex; global indexes exist).
-    pub fn ahead_of_features(&self) -> bool {
-        self.replex
+    /// Whether `space` can take this layout only by being created anew:
+    /// the layout is a replex layout and the space a space of subspaces,
+    /// or the other way round (`relayout` keeps that kind, since the two
+    /// replicate differently: one daemon per region against f + 1).
+    pub fn converts(&self, space: &SpaceDesc) -> bool {
+        self.replex != space.replex.is_some()
+    }
+
+    /// Whether a space of `f` tolerated failures can declare this layout:
+    /// a replex layout has at least one replex and at least f (the key
+    /// subspace and the replexes are the f + 1 copies), no global index,
+    /// and no two replexes with the same first attribute (which names a
+    /// replex in `hybrid` clauses).
+    pub fn declarable(&self, f: u32) -> bool {
+        if !self.replex {
+            return true;
+        }
+        let mut firsts: Vec<usize> = self.subspaces.iter().map(|s| s[0]).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        !self.subspaces.is_empty()
+            && self.subspaces.len() >= f as usize
+            && self.global_indexes.is_empty()
+            && firsts.len() == self.subspaces.len()
     }
 
     /// How many dimensions the subspaces have together.
@@ -94,13 +129,23 @@ impl Layout {
         self.subspaces.iter().map(Vec::len).sum()
     }
 
-    /// `base` with this layout's subspaces, local indexes and global
-    /// indexes (name, key, attributes, f and partitions unchanged; each
-    /// global index with the space's partitions). Replexes have no place in
-    /// `SpaceDesc` yet; see [`Layout::describe`].
+    /// `base` with this layout's parts (name, key, attributes, f and
+    /// partitions unchanged; each global index with the space's
+    /// partitions): its subspaces as `subspace` clauses, or as `replex`
+    /// clauses (without hybrids) in a replex layout.
     pub fn apply(&self, base: &SpaceDesc) -> SpaceDesc {
+        let (subspaces, replex) = if self.replex {
+            let decl = tessera_types::ReplexDecl {
+                replexes: self.subspaces.clone(),
+                hybrids: Vec::new(),
+                relaxed: base.replex.as_ref().is_some_and(|r| r.relaxed),
+            };
+            (Vec::new(), Some(decl))
+        } else {
+            (self.subspaces.clone(), None)
+        };
         SpaceDesc {
-            subspaces: self.subspaces.clone(),
+            subspaces,
             indexes: self.indexes.clone(),
             global_indexes: self
                 .global_indexes
@@ -110,6 +155,7 @@ impl Layout {
                     partitions: None,
                 })
                 .collect(),
+            replex,
             ..base.clone()
         }
     }
@@ -143,22 +189,13 @@ impl Layout {
     }
 
     /// The layout as a one-line space description of `base`: what
-    /// `format_space` writes, which `parse_space` reads back, but that a
-    /// replex layout writes its subspaces as the `replex` clauses API.md
-    /// §12.1 reserves, which no parser takes yet.
+    /// `format_space` writes, which `parse_space` reads back.
     pub fn describe(&self, base: &SpaceDesc) -> String {
-        let text = format_space(&self.apply(base));
-        let mut lines: Vec<String> = Vec::new();
-        for line in text.lines().map(str::trim) {
-            if self.replex {
-                if let Some(attrs) = line.strip_prefix("subspace ") {
-                    lines.push(format!("replex {attrs}"));
-                    continue;
-                }
-            }
-            lines.push(line.to_string());
-        }
-        lines.join(" ")
+        format_space(&self.apply(base))
+            .lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -198,9 +235,36 @@ mod tests {
         let parsed = parse_space(&global.describe(&base)).expect("the description parses");
         assert_eq!(parsed.global_indexes.len(), 1);
         assert_eq!(parsed.global_indexes[0].attr, 3);
-        let future = Layout::new(vec![vec![1]], vec![], vec![3], true);
-        let text = future.describe(&base);
+        // A replex layout writes `replex` clauses, and reads back as the
+        // same layout, a replex space.
+        let replex = Layout::new(vec![vec![3], vec![1]], vec![2], vec![], true);
+        let text = replex.describe(&base);
+        let parsed = parse_space(&text).expect("the description parses");
         assert!(text.contains("replex city"), "{text}");
-        assert!(text.contains("global index addr"), "{text}");
+        let decl = parsed.replex.as_ref().expect("a replex space");
+        assert_eq!(decl.replexes, vec![vec![1], vec![3]]);
+        assert!(parsed.subspaces.is_empty() && parsed.global_indexes.is_empty());
+        assert!(!replex.converts(&parsed) && replex.converts(&base));
+        let back = Layout::new(decl.replexes.clone(), parsed.indexes.clone(), vec![], true);
+        assert_eq!(back, replex);
+    }
+
+    #[test]
+    fn only_declarable_replex_layouts_are_declarable() {
+        let replex = |subspaces: Vec<Vec<usize>>, globals: Vec<usize>| {
+            Layout::new(subspaces, vec![], globals, true)
+        };
+        assert!(replex(vec![vec![1], vec![2, 3]], vec![]).declarable(2));
+        // Fewer replexes than f: too few copies.
+        assert!(!replex(vec![vec![1]], vec![]).declarable(2));
+        assert!(replex(vec![vec![1]], vec![]).declarable(1));
+        // No replex at all is a space of subspaces, not a replex space.
+        assert!(!replex(vec![], vec![]).declarable(0));
+        // A replex space has no global index.
+        assert!(!replex(vec![vec![1]], vec![2]).declarable(1));
+        // Two replexes named by the same first attribute.
+        assert!(!replex(vec![vec![1], vec![1, 2]], vec![]).declarable(1));
+        // Any layout of subspaces is.
+        assert!(Layout::new(vec![vec![1], vec![1, 2]], vec![], vec![2], false).declarable(2));
     }
 }

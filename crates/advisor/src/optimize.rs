@@ -7,7 +7,10 @@
 //! serve no search and only adds write cost. A local index or a global
 //! index is on one such attribute. A layout is any set of candidate
 //! subspaces, plus local indexes on attributes no chosen subspace has,
-//! plus (with `future`) global indexes and the replex mode.
+//! plus (with `future`) global indexes. A layout is of the space's kind —
+//! subspaces, or replexes for a replex space — and with `future` of
+//! either kind; a replex layout must be declarable ([`Layout::declarable`]:
+//! at least f replexes, no global index).
 //!
 //! When the candidates make at most `exhaustive_max` layouts, every one is
 //! predicted. Otherwise a beam search runs: start from the layout with no
@@ -17,8 +20,10 @@
 //! switch replex mode) and the `beam_width` best layouts seen so far
 //! become the next beam; stop when the beam no longer changes. Every
 //! layout predicted on the way competes for the top K. The heuristics'
-//! layouts are always predicted and compete when they fit the budgets, so
-//! the best layout returned is never worse than a heuristic that fits.
+//! layouts are always predicted and compete when they fit the budgets and
+//! are of a kind considered, so for a space of subspaces the best layout
+//! returned is never worse than a heuristic that fits. A replex space's
+//! search starts from the same layouts with their subspaces as replexes.
 
 use crate::layout::Layout;
 use crate::model::{predict, tolerates_faults, Model, Prediction};
@@ -41,8 +46,10 @@ pub struct Options {
     pub recovery_budget_s: Option<f64>,
     /// At most this many dimensions per candidate subspace.
     pub dims_max: usize,
-    /// Also consider global indexes and replexes, which Tessera does not
-    /// build yet.
+    /// Also consider global indexes, and layouts of the other kind than
+    /// the space's (replex layouts for a space of subspaces, and the other
+    /// way round), which a space takes only by being created anew
+    /// ([`Layout::converts`]).
     pub future: bool,
     /// Search exhaustively when there are at most this many layouts.
     pub exhaustive_max: u64,
@@ -229,7 +236,10 @@ struct Candidates {
     subspaces: Vec<Vec<usize>>,
     indexes: Vec<usize>,
     globals: Vec<usize>,
-    future: bool,
+    /// The kinds of layout considered: `false` subspaces, `true` replexes.
+    modes: Vec<bool>,
+    /// The space's f: a replex layout needs at least f replexes.
+    f: u32,
 }
 
 impl Candidates {
@@ -276,16 +286,25 @@ impl Candidates {
                 Vec::new()
             },
             globals,
-            future: options.future,
+            modes: Candidates::modes(workload, options),
+            f: workload.space.fault_tolerance,
+        }
+    }
+
+    /// The space's own kind of layout, and with `future` the other too.
+    fn modes(workload: &Workload, options: &Options) -> Vec<bool> {
+        let own = workload.space.replex.is_some();
+        if options.future {
+            vec![own, !own]
+        } else {
+            vec![own]
         }
     }
 
     /// An upper bound on the number of layouts.
     fn count(&self) -> u64 {
-        let bits = self.subspaces.len()
-            + self.indexes.len()
-            + self.globals.len()
-            + usize::from(self.future);
+        let bits =
+            self.subspaces.len() + self.indexes.len() + self.globals.len() + (self.modes.len() - 1);
         if bits >= 63 {
             u64::MAX
         } else {
@@ -321,13 +340,16 @@ impl Candidates {
                 .collect();
             for i in subsets(free.len()) {
                 for g in subsets(self.globals.len()) {
-                    for replex in [false, true].into_iter().take(1 + usize::from(self.future)) {
-                        out.insert(Layout::new(
+                    for &replex in &self.modes {
+                        let layout = Layout::new(
                             subspaces.clone(),
                             pick(&free, i),
                             pick(&self.globals, g),
                             replex,
-                        ));
+                        );
+                        if layout.declarable(self.f) {
+                            out.insert(layout);
+                        }
                     }
                 }
             }
@@ -384,13 +406,13 @@ impl Candidates {
                 layout.replex,
             ));
         }
-        if self.future {
+        if self.modes.len() > 1 {
             out.push(Layout {
                 replex: !layout.replex,
                 ..layout.clone()
             });
         }
-        out.retain(|n| n != layout);
+        out.retain(|n| n != layout && n.declarable(self.f));
         out
     }
 }
@@ -413,6 +435,7 @@ impl Evaluator<'_> {
 
     fn fits(&self, layout: &Layout, p: &Prediction) -> bool {
         tolerates_faults(self.workload, layout)
+            && layout.declarable(self.workload.space.fault_tolerance)
             && self
                 .options
                 .storage_budget
@@ -423,12 +446,15 @@ impl Evaluator<'_> {
                 .is_none_or(|b| p.recovery_s <= b)
     }
 
-    /// Every predicted layout that fits, best first.
+    /// Every predicted layout that fits, of a kind considered, best
+    /// first (the heuristics' layouts of subspaces are predicted for a
+    /// replex space too, to compare with).
     fn ranked(&self) -> Vec<Ranked> {
+        let modes = Candidates::modes(self.workload, self.options);
         let mut out: Vec<Ranked> = self
             .seen
             .iter()
-            .filter(|(l, p)| self.fits(l, p))
+            .filter(|(l, p)| self.fits(l, p) && modes.contains(&l.replex))
             .map(|(l, p)| Ranked {
                 layout: l.clone(),
                 prediction: p.clone(),
@@ -525,8 +551,17 @@ pub fn advise(
 /// The beam search of the module docs.
 fn beam(candidates: &Candidates, eval: &mut Evaluator<'_>, heuristics: &[(Heuristic, Layout)]) {
     let width = eval.options.beam_width.max(1);
+    // Each start in every kind considered: a replex space's search starts
+    // from the heuristics' subspaces as replexes.
     let mut beam: Vec<Layout> = std::iter::once(Layout::default())
         .chain(heuristics.iter().map(|(_, l)| l.clone()))
+        .flat_map(|l| {
+            candidates.modes.iter().map(move |&replex| Layout {
+                replex,
+                ..l.clone()
+            })
+        })
+        .filter(|l| l.declarable(candidates.f))
         .collect();
     beam.sort();
     beam.dedup();
@@ -541,6 +576,7 @@ fn beam(candidates: &Candidates, eval: &mut Evaluator<'_>, heuristics: &[(Heuris
         let mut all: Vec<Ranked> = eval
             .seen
             .iter()
+            .filter(|(l, _)| candidates.modes.contains(&l.replex))
             .map(|(l, p)| Ranked {
                 layout: l.clone(),
                 prediction: p.clone(),
@@ -733,7 +769,11 @@ mod tests {
         let w = workload(r#"{"p": 0.5, "search": {"tel": "eq"}}, {"p": 0.5, "insert": true}"#);
         let params = Params::default();
         let now = advise(&w, &params, &Options::default()).unwrap();
-        assert!(now.layouts.iter().all(|r| !r.layout.ahead_of_features()));
+        let space = &w.space;
+        assert!(now
+            .layouts
+            .iter()
+            .all(|r| !r.layout.converts(space) && r.layout.global_indexes.is_empty()));
         let later = advise(
             &w,
             &params,
@@ -743,7 +783,15 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(later.layouts[0].layout.ahead_of_features());
+        let top = &later.layouts[0].layout;
+        assert!(
+            top.converts(space) || !top.global_indexes.is_empty(),
+            "{top:?}"
+        );
+        assert!(later
+            .layouts
+            .iter()
+            .all(|r| r.layout.declarable(space.fault_tolerance)));
         assert!(later.layouts[0].prediction.ops_per_s > now.layouts[0].prediction.ops_per_s);
     }
 

@@ -516,7 +516,7 @@ pub async fn run(
     };
     let sampled: Vec<(Sampled, u64)> = candidates
         .into_iter()
-        .filter(|s| !s.layout.ahead_of_features())
+        .filter(|s| !s.layout.converts(&workload.space))
         .map(|mut s| {
             let (prediction, mean) = predict_over_run(
                 Options::default().model,

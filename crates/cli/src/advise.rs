@@ -109,8 +109,9 @@ pub struct AdviseArgs {
     /// The cost model.
     #[arg(long, value_enum, default_value = "tessera")]
     model: ModelArg,
-    /// Also propose global indexes and replexes (replexes are modelled,
-    /// not built).
+    /// Also propose global indexes, and layouts of the other kind than the
+    /// space's (replexes for a space of subspaces, or the other way
+    /// round), which the space takes only by being created anew.
     #[arg(long)]
     future: bool,
     /// At most this many dimensions per proposed subspace.
@@ -302,25 +303,23 @@ async fn apply(
 ) -> anyhow::Result<()> {
     let space = &workload.space;
     let best = advice.layouts.first().context("no layout to apply")?;
-    if best.layout.ahead_of_features() {
+    if best.layout.converts(space) {
         return Err(AdminError::new(
             AdminStatus::BadSpace,
             format!(
-                "the top layout ({}) needs a part Tessera does not build yet; not applied",
-                parts_text(space, &best.layout)
+                "the top layout ({}) is of another kind than space {}'s (replexes against \
+                 subspaces), which relayout does not change; not applied. Create a new space \
+                 with `{}` and copy the objects",
+                parts_text(space, &best.layout),
+                space.name,
+                best.layout.describe(space)
             ),
         )
         .into());
     }
     let admin = target.admin()?;
     let current = admin.config().await?;
-    let now = space_in(&current, &space.name)?;
-    let now = Layout::new(
-        now.subspaces.clone(),
-        now.indexes.clone(),
-        now.global_indexes.iter().map(|g| g.attr).collect(),
-        false,
-    );
+    let now = Layout::of_space(space_in(&current, &space.name)?);
     if now == best.layout {
         eprintln!("space {} already has the top layout", space.name);
     } else {
@@ -438,7 +437,7 @@ fn prediction_json(space: &SpaceDesc, layout: &Layout, p: &Prediction) -> Value 
         "indexes": names(space, &layout.indexes),
         "global_indexes": names(space, &layout.global_indexes),
         "replex": layout.replex,
-        "ahead_of_features": layout.ahead_of_features(),
+        "new_space_only": layout.converts(space),
         "class_costs_s": p.class_costs_s,
     })
 }
@@ -533,8 +532,8 @@ pub fn advice_text(
             p.bytes_per_object,
             p.recovery_s,
             parts_text(space, &r.layout),
-            if r.layout.ahead_of_features() {
-                " (not built yet)"
+            if r.layout.converts(space) {
+                " (a new space only)"
             } else {
                 ""
             }

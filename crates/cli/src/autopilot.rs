@@ -97,9 +97,7 @@ pub async fn run(args: AutopilotArgs, target: &Target) -> anyhow::Result<()> {
                 print_round(&args, round, &verdict, &space, applied)?;
             }
             Err(e) => match e.downcast_ref::<AutopilotError>() {
-                Some(AutopilotError::ReplexSpace(_) | AutopilotError::BadSetting { .. }) => {
-                    return Err(e)
-                }
+                Some(AutopilotError::BadSetting { .. }) => return Err(e),
                 _ if e.downcast_ref::<AdminError>().is_some() => return Err(e),
                 _ => eprintln!("autopilot round {round}: {e:#}; trying again next round"),
             },

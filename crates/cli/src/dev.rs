@@ -260,3 +260,91 @@ pub async fn run(options: DevOptions, signal: impl Future<Output = ()>) -> anyho
     }
     outcome
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_client::{Admin, Client, Transport, Value};
+
+    /// A coordinator port with its two daemons' ports free.
+    fn free_ports() -> u16 {
+        for _ in 0..50 {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            let port = probe.local_addr().expect("an address").port();
+            drop(probe);
+            let offset = usize::from(DAEMON_PORT_OFFSET);
+            let all_free = [0, offset, offset + 1].iter().all(|d| {
+                u16::try_from(usize::from(port) + d)
+                    .is_ok_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+            });
+            if all_free {
+                return port;
+            }
+        }
+        panic!("no free ports");
+    }
+
+    /// Once an in-process cluster has stopped, every daemon's engine is
+    /// closed: a new engine opens on its data directory (fjall locks a
+    /// directory while a database is open on it). The daemons must first
+    /// have talked as peers, whose writers held each daemon alive.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stopped_cluster_leaves_no_engine_open() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let port = free_ports();
+        let options = DevOptions {
+            daemons: 2,
+            port,
+            data: dir.path().to_path_buf(),
+            durability: tessera_daemon::Durability::Interval,
+            metrics: false,
+            transport: Transport::plain(),
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let cluster = tokio::spawn(run(options, async move {
+            let _ = stopped.await;
+        }));
+        let coordinator = format!("127.0.0.1:{port}");
+        wait_ready(&coordinator, &Transport::plain(), 2, READY_TIMEOUT)
+            .await
+            .expect("the cluster is ready");
+        Admin::new(&coordinator)
+            .add_space("space kv key k attributes int v tolerate 1 failure create 2 partitions")
+            .await
+            .expect("the space is created");
+        let client = Client::connect(&coordinator).await.expect("a client");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut stored = 0;
+        while stored < 20 {
+            match client
+                .put(
+                    "kv",
+                    Value::str(&format!("k{stored}")),
+                    [("v", Value::Int(stored))],
+                )
+                .await
+            {
+                Ok(_) => stored += 1,
+                Err(e) if Instant::now() < deadline => {
+                    tracing::debug!("put not yet: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("puts fail: {e}"),
+            }
+        }
+        drop(client);
+        let _ = stop.send(());
+        cluster
+            .await
+            .expect("the cluster task ends")
+            .expect("the cluster stops cleanly");
+        for i in 0..2 {
+            let data = dir.path().join(format!("daemon-{i}"));
+            if let Err(e) =
+                tessera_storage::FjallEngine::open(&data, tessera_storage::Durability::Interval)
+            {
+                panic!("daemon {i}'s engine is still open after the cluster stopped: {e}");
+            }
+        }
+    }
+}

@@ -215,7 +215,7 @@ fn advise_apply_relayouts_under_load_without_a_failed_call() {
 
     // The space now has the advised parts, ready.
     let best = &doc["layouts"][0];
-    assert_eq!(best["ahead_of_features"], false);
+    assert_eq!(best["new_space_only"], false);
     let addr = cluster.coordinator_addr(0);
     let subspaces = cli_at(&["list-subspaces", "hotels"], &addr);
     let indices = cli_at(&["list-indices", "hotels"], &addr);

@@ -13,7 +13,7 @@ use crate::options::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_protocol::coord_client::{CoordClient, CoordClientOptions, CoordLink};
@@ -82,9 +82,21 @@ struct Shell {
     /// Updates and chain messages being handled, on a lane or on a reader,
     /// across every connection (see [`Lanes::dispatch`]).
     handling: InFlight,
+    /// The connection and peer-writer tasks, ended when the daemon stops.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Set when the daemon stops: no peer writer starts after it.
+    closed: AtomicBool,
 }
 
 impl Shell {
+    /// Keeps `task` to end when the daemon stops, forgetting those that
+    /// ended by themselves.
+    fn track(&self, task: tokio::task::AbortHandle) {
+        let mut tasks = lock(&self.tasks);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
+    }
+
     fn now(&self) -> Duration {
         self.started.elapsed()
     }
@@ -157,6 +169,9 @@ impl Shell {
     }
 
     fn peer_sender(self: &Arc<Self>, to: DaemonId) -> Option<mpsc::Sender<Message>> {
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
         let mut peers = lock(&self.peers);
         if let Some(tx) = peers.get(&to) {
             if !tx.is_closed() {
@@ -169,7 +184,8 @@ impl Shell {
         };
         let (tx, rx) = mpsc::channel(QUEUE_MESSAGES_MAX);
         peers.insert(to, tx.clone());
-        self.runtime.spawn(peer_writer(self.clone(), to, addr, rx));
+        let writer = self.runtime.spawn(peer_writer(self.clone(), to, addr, rx));
+        self.track(writer.abort_handle());
         Some(tx)
     }
 
@@ -665,6 +681,37 @@ async fn heartbeat(shell: Arc<Shell>, coordinator: String, link: CoordLink) {
     }
 }
 
+/// Ends every connection and peer writer, and waits (a bounded while) for
+/// the tasks and jobs still holding the shell to let go of it, so that the
+/// engine closes when `run` returns. Each of those tasks holds the shell
+/// and the shell holds the peer writers' senders: without this a stopped
+/// daemon in a process that goes on (a benchmark's or a restore's
+/// in-process cluster) kept its engine open, its storage workers running
+/// on a data directory about to be deleted.
+async fn close(shell: &Arc<Shell>) {
+    shell.closed.store(true, Ordering::Release);
+    lock(&shell.peers).clear();
+    lock(&shell.conns).clear();
+    for task in lock(&shell.tasks).drain(..) {
+        task.abort();
+    }
+    // Blocking jobs and lane batches already running finish their step.
+    let deadline = Instant::now() + CLOSE_WAIT;
+    while Arc::strong_count(shell) > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let holders = Arc::strong_count(shell) - 1;
+    if holders > 0 {
+        tracing::warn!(
+            holders,
+            "daemon stopping while tasks still hold it; its engine closes when they end"
+        );
+    }
+}
+
+/// How long a stopping daemon waits for its tasks to end.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
 pub(crate) async fn run(
     options: DaemonOptions,
     shutdown: impl std::future::Future<Output = ()>,
@@ -747,6 +794,8 @@ pub(crate) async fn run(
         data_dir: options.data_dir.clone(),
         lanes: options.durability == Durability::Always,
         handling: InFlight::default(),
+        tasks: Mutex::new(Vec::new()),
+        closed: AtomicBool::new(false),
     });
     for output in first {
         shell.execute(output);
@@ -817,7 +866,8 @@ pub(crate) async fn run(
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
-                        tokio::spawn(serve_connection(shell.clone(), stream));
+                        let conn = tokio::spawn(serve_connection(shell.clone(), stream));
+                        shell.track(conn.abort_handle());
                     }
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
@@ -869,6 +919,7 @@ pub(crate) async fn run(
     if let Some(task) = metrics_task {
         task.abort();
     }
+    close(&shell).await;
     let stopping = *lock(&shell.stopping);
     let epoch = shell.node.config().epoch.0;
     match stopping {

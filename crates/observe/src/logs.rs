@@ -80,14 +80,46 @@ where
 }
 
 /// Installs the process's subscriber: events to stderr in `format`,
-/// filtered by `RUST_LOG` or else by `default_filter` (e.g. `"warn"`).
+/// filtered by `RUST_LOG` or else by `default_filter` (e.g. `"warn"`), and
+/// the [`LogBridge`] for libraries that log through `log`.
 pub fn init(format: LogFormat, default_filter: &str) -> Result<(), InitLogsError> {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     // Colour only for a person at a terminal, never in a file or a pipe.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing::subscriber::set_global_default(subscriber(format, filter, std::io::stderr, ansi))
-        .map_err(InitLogsError::AlreadySet)
+        .map_err(InitLogsError::AlreadySet)?;
+    // A logger set already (by an embedding program) stays.
+    if log::set_logger(&LogBridge).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+    Ok(())
+}
+
+/// Hands the warnings and errors of libraries that log through the `log`
+/// crate to the tracing subscriber, as events of target `log` with the
+/// library's own target in `origin`. fjall is one: when one of its flush
+/// or compaction workers fails it poisons the engine (every later write
+/// of the daemon fails, and the daemon leaves its chains) and says why
+/// only through `log`. Their info and debug lines stay out: fjall writes
+/// one per flush and compaction.
+pub struct LogBridge;
+
+impl log::Log for LogBridge {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        let origin = record.target();
+        match record.level() {
+            log::Level::Error => tracing::error!(target: "log", origin, "{}", record.args()),
+            log::Level::Warn => tracing::warn!(target: "log", origin, "{}", record.args()),
+            _ => {}
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 /// A writer that keeps what is logged in memory, for tests of log lines.
@@ -128,6 +160,16 @@ impl<'w> MakeWriter<'w> for Captured {
 mod tests {
     use super::*;
 
+    /// The JSON subscriber at `info`, writing into `captured`.
+    fn json_into(captured: &Captured) -> Box<dyn tracing::Subscriber + Send + Sync> {
+        subscriber(
+            LogFormat::Json,
+            EnvFilter::new("info"),
+            captured.clone(),
+            false,
+        )
+    }
+
     #[test]
     fn formats_parse_by_name_and_refuse_others() {
         assert_eq!("json".parse(), Ok(LogFormat::Json));
@@ -138,13 +180,7 @@ mod tests {
     #[test]
     fn json_is_one_object_per_line_with_the_fields_on_top() {
         let captured = Captured::default();
-        let sub = subscriber(
-            LogFormat::Json,
-            EnvFilter::new("info"),
-            captured.clone(),
-            false,
-        );
-        tracing::subscriber::with_default(sub, || {
+        tracing::subscriber::with_default(json_into(&captured), || {
             tracing::info!(epoch = 7u64, daemon = 3u64, "daemon offline");
             tracing::debug!(epoch = 8u64, "filtered out");
             tracing::warn!(epoch = 9u64, reason = "multi\nline", "daemon stopping");
@@ -160,6 +196,38 @@ mod tests {
         let second: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
         assert_eq!(second["epoch"], 9);
         assert_eq!(second["reason"], "multi\nline");
+    }
+
+    /// A library's error through `log` reaches the subscriber with its
+    /// origin; its debug lines do not.
+    #[test]
+    fn library_errors_through_log_are_events() {
+        use log::Log as _;
+        let captured = Captured::default();
+        tracing::subscriber::with_default(json_into(&captured), || {
+            for (level, text) in [
+                (log::Level::Error, "Worker #0 crashed: disk"),
+                (log::Level::Debug, "flushed a memtable"),
+            ] {
+                LogBridge.log(
+                    &log::Record::builder()
+                        .level(level)
+                        .target("fjall::worker_pool")
+                        .args(format_args!("{text}"))
+                        .build(),
+                );
+            }
+        });
+        let text = captured.text();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert_eq!(lines[0]["level"], "ERROR");
+        assert_eq!(lines[0]["origin"], "fjall::worker_pool");
+        assert_eq!(lines[0]["message"], "Worker #0 crashed: disk");
+        assert!(!LogBridge.enabled(&log::Metadata::builder().level(log::Level::Info).build()));
     }
 
     #[test]
