@@ -183,7 +183,7 @@ impl Autopilot {
         let workload = observed_workload(&window, space, objects)
             .map_err(AutopilotError::Observed)?
             .workload;
-        let current = current_layout(space);
+        let current = Layout::of_space(space);
         let current_prediction = predict(options.model, &workload, &current, params);
         let advice = advise(
             &workload,
@@ -241,11 +241,6 @@ impl Autopilot {
         }
         window
     }
-}
-
-/// The layout `space` has now: its subspaces, local and global indexes.
-pub fn current_layout(space: &SpaceDesc) -> Layout {
-    Layout::of_space(space)
 }
 
 /// Each shape's share of the operations in `observed`.
@@ -362,7 +357,7 @@ mod tests {
             panic!("gets and inserts keep the key subspace: {first:?}");
         };
         assert_eq!(advised.drift, None);
-        assert_eq!(advised.best.layout, current_layout(&hotels));
+        assert_eq!(advised.best.layout, Layout::of_space(&hotels));
         // The same mix again: steady.
         d1 = counts(&[("get", "", 6000), ("insert", "", 2000)]);
         match run(&mut pilot, &daemons(&[d1.clone()]), &hotels) {
@@ -462,7 +457,7 @@ mod tests {
             "space r key id attributes string city, int stars replex city tolerate 1 failure create 4 partitions",
         );
         let mut pilot = pilot(Settings::default());
-        let current = current_layout(&replex);
+        let current = Layout::of_space(&replex);
         assert!(current.replex && current.subspaces == vec![vec![1]]);
         let window = counts(&[("get", "", 500), ("search", "stars:eq", 4500)]);
         let verdict = pilot

@@ -106,11 +106,17 @@ impl Layout {
         self.replex != space.replex.is_some()
     }
 
+    /// Whether the layout keeps `f + 1` copies of every object: always,
+    /// except a replex layout with fewer replexes than f (the key subspace
+    /// and each replex hold one copy).
+    pub fn tolerates(&self, f: u32) -> bool {
+        !self.replex || self.subspaces.len() >= f as usize
+    }
+
     /// Whether a space of `f` tolerated failures can declare this layout:
-    /// a replex layout has at least one replex and at least f (the key
-    /// subspace and the replexes are the f + 1 copies), no global index,
-    /// and no two replexes with the same first attribute (which names a
-    /// replex in `hybrid` clauses).
+    /// a replex layout has at least one replex, enough for f
+    /// ([`Layout::tolerates`]), no global index, and no two replexes with
+    /// the same first attribute (which names a replex in `hybrid` clauses).
     pub fn declarable(&self, f: u32) -> bool {
         if !self.replex {
             return true;
@@ -119,7 +125,7 @@ impl Layout {
         firsts.sort_unstable();
         firsts.dedup();
         !self.subspaces.is_empty()
-            && self.subspaces.len() >= f as usize
+            && self.tolerates(f)
             && self.global_indexes.is_empty()
             && firsts.len() == self.subspaces.len()
     }

@@ -69,7 +69,7 @@ pub struct Prediction {
 /// Whether `layout` keeps `f + 1` copies of every object in `workload`'s
 /// space: always, except a replex layout with fewer replexes than f.
 pub fn tolerates_faults(workload: &Workload, layout: &Layout) -> bool {
-    !layout.replex || layout.subspaces.len() >= workload.space.fault_tolerance as usize
+    layout.tolerates(workload.space.fault_tolerance)
 }
 
 /// The prediction for `layout` under `workload`.

@@ -26,7 +26,7 @@
 //! search starts from the same layouts with their subspaces as replexes.
 
 use crate::layout::Layout;
-use crate::model::{predict, tolerates_faults, Model, Prediction};
+use crate::model::{predict, Model, Prediction};
 use crate::params::Params;
 use crate::workload::{narrows, SearchOp, Workload};
 use serde::{Deserialize, Serialize};
@@ -434,8 +434,7 @@ impl Evaluator<'_> {
     }
 
     fn fits(&self, layout: &Layout, p: &Prediction) -> bool {
-        tolerates_faults(self.workload, layout)
-            && layout.declarable(self.workload.space.fault_tolerance)
+        layout.declarable(self.workload.space.fault_tolerance)
             && self
                 .options
                 .storage_budget

@@ -43,7 +43,6 @@ use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_advisor::autopilot::current_layout;
 use tessera_advisor::validate::{median_position, spread, Spread};
 use tessera_advisor::workload::{Class, ClassKind, SearchOp};
 use tessera_advisor::{
@@ -504,7 +503,7 @@ pub async fn run(
     // returns five times as much): each layout is predicted for the mean
     // count its own predicted throughput leaves in the space.
     let candidates = if options.declared {
-        let layout = current_layout(&workload.space);
+        let layout = Layout::of_space(&workload.space);
         vec![Sampled {
             prediction: predict(Options::default().model, &workload, &layout, &params),
             layout,
