@@ -24,6 +24,10 @@
 //! are of a kind considered, so for a space of subspaces the best layout
 //! returned is never worse than a heuristic that fits. A replex space's
 //! search starts from the same layouts with their subspaces as replexes.
+//! The space's own layout is always predicted and competes too, so advice
+//! never ranks below keeping what the space has, and a space whose
+//! candidates make no declarable layout (a replex space of f greater
+//! than the attributes its searches narrow) is still answered.
 
 use crate::layout::Layout;
 use crate::model::{predict, Model, Prediction};
@@ -511,6 +515,11 @@ pub fn advise(
     for (_, layout) in &heuristics {
         eval.predict(layout);
     }
+    // The space's own layout competes whatever the candidates are: it may
+    // hold a part no search narrows, and for a replex space whose f
+    // exceeds the attributes its searches narrow it may be the one
+    // declarable layout there is.
+    eval.predict(&Layout::of_space(&workload.space));
     let search = if candidates.count() <= options.exhaustive_max {
         for layout in candidates.every() {
             eval.predict(&layout);
@@ -792,6 +801,31 @@ mod tests {
             .iter()
             .all(|r| r.layout.declarable(space.fault_tolerance)));
         assert!(later.layouts[0].prediction.ops_per_s > now.layouts[0].prediction.ops_per_s);
+    }
+
+    #[test]
+    fn the_space_s_own_layout_is_always_a_candidate() {
+        // A replex space of f = 2 needs two replexes, but its searches
+        // narrow one attribute only: no replex layout built from the
+        // candidates is declarable, and the space's own layout still is.
+        let text = r#"{"space": "space r key id attributes string city, int stars replex city replex stars create 8 partitions tolerate 2 failures",
+                       "objects": 10000,
+                       "classes": [{"p": 0.5, "search": {"city": "eq"}}, {"p": 0.5, "modify": ["city"]}]}"#;
+        let w = parse_workload(text, None).expect("valid workload");
+        let own = Layout::of_space(&w.space);
+        assert!(own.replex && own.declarable(2));
+        let advice = advise(&w, &Params::default(), &Options::default()).unwrap();
+        assert!(advice.layouts.iter().any(|r| r.layout == own), "{:?}", advice.layouts);
+        assert!(advice.layouts.iter().all(|r| r.layout.declarable(2)));
+        // A space of subspaces keeps its own layout among those predicted
+        // too, even with a subspace no search narrows.
+        let w = workload(r#"{"p": 1.0, "search": {"city": "eq"}}"#);
+        let mut space = w.space.clone();
+        space.subspaces = vec![vec![TEL]];
+        let w = Workload { space, ..w };
+        let advice = advise(&w, &Params::default(), &Options { top: 100, ..Options::default() }).unwrap();
+        let own = Layout::of_space(&w.space);
+        assert!(advice.layouts.iter().any(|r| r.layout == own));
     }
 
     fn arbitrary_workload() -> impl Strategy<Value = Workload> {

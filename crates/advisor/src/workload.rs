@@ -93,8 +93,9 @@ pub struct Class {
 /// A parsed, validated workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
-    /// The space the workload runs on; its subspaces and indexes are the
-    /// current layout, which the advisor ignores (it proposes its own).
+    /// The space the workload runs on; its subspaces, indexes or
+    /// replexes are the current layout, which competes with the layouts
+    /// the advisor builds from the workload's searches.
     pub space: SpaceDesc,
     /// How many objects the space holds (O).
     pub objects: u64,
