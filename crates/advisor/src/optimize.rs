@@ -815,7 +815,11 @@ mod tests {
         let own = Layout::of_space(&w.space);
         assert!(own.replex && own.declarable(2));
         let advice = advise(&w, &Params::default(), &Options::default()).unwrap();
-        assert!(advice.layouts.iter().any(|r| r.layout == own), "{:?}", advice.layouts);
+        assert!(
+            advice.layouts.iter().any(|r| r.layout == own),
+            "{:?}",
+            advice.layouts
+        );
         assert!(advice.layouts.iter().all(|r| r.layout.declarable(2)));
         // A space of subspaces keeps its own layout among those predicted
         // too, even with a subspace no search narrows.
@@ -823,7 +827,15 @@ mod tests {
         let mut space = w.space.clone();
         space.subspaces = vec![vec![TEL]];
         let w = Workload { space, ..w };
-        let advice = advise(&w, &Params::default(), &Options { top: 100, ..Options::default() }).unwrap();
+        let advice = advise(
+            &w,
+            &Params::default(),
+            &Options {
+                top: 100,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         let own = Layout::of_space(&w.space);
         assert!(advice.layouts.iter().any(|r| r.layout == own));
     }

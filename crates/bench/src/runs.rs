@@ -26,7 +26,9 @@ const TESSERA_DURABILITY: &str =
 const TESSERA_F0_DURABILITY: &str =
     "tolerate 0 failures: 1 replica per region, writes to the OS before the ack; fsync every 200 ms";
 const TESSERA_FSYNC_DURABILITY: &str =
-    "every replica (2 per region) fsyncs each commit before the ack (daemons run with durability always)";
+    "each region's tail (of 2 replicas) fsyncs its commit before the ack, the other replica by its next fsync (daemons run with durability always)";
+const TESSERA_KV_DURABILITY: &str =
+    "every replica (tolerate 1 failure: 2 per region) writes to the OS before the ack; fsync every 200 ms; no subspace";
 const TESSERA_F0_FSYNC_DURABILITY: &str =
     "tolerate 0 failures: 1 replica per region, which fsyncs each commit before the ack (durability always)";
 
@@ -35,6 +37,10 @@ const MAIN: &str = "tessera f=1";
 const F0: &str = "tessera f=0";
 const FSYNC: &str = "tessera f=1 fsync";
 const F0_FSYNC: &str = "tessera f=0 fsync";
+/// The same with a key-value usertable (no `recno` subspace), against etcd.
+const KV: &str = "tessera kv f=1";
+const KV_FSYNC: &str = "tessera kv f=1 fsync";
+const KV_F0_FSYNC: &str = "tessera kv f=0 fsync";
 
 /// The load shape shared by the scenarios.
 #[derive(Clone, Debug)]
@@ -72,27 +78,20 @@ fn write_json(path: &Option<PathBuf>, value: &serde_json::Value) -> anyhow::Resu
     Ok(())
 }
 
-/// A Tessera usertable space with a `recno` subspace, made fresh.
+/// A Tessera usertable space made fresh, tolerating `tolerate` failures,
+/// with its `recno` subspace when `recno_subspace`.
 async fn tessera_usertable(
     coordinator: &str,
     name: &str,
     partitions: u32,
-) -> anyhow::Result<Arc<dyn Store>> {
-    tessera_usertable_f(coordinator, name, partitions, 1).await
-}
-
-/// The same, tolerating `tolerate` failures (`tolerate + 1` replicas).
-async fn tessera_usertable_f(
-    coordinator: &str,
-    name: &str,
-    partitions: u32,
     tolerate: u32,
+    recno_subspace: bool,
 ) -> anyhow::Result<Arc<dyn Store>> {
     let admin = Admin::new(coordinator);
     scenarios::fresh_space(
         &admin,
         name,
-        &usertable_description(name, 10, true, partitions, tolerate),
+        &usertable_description(name, 10, recno_subspace, partitions, tolerate),
     )
     .await?;
     let client = Client::connect(coordinator).await?;
@@ -159,7 +158,7 @@ pub async fn ycsb(
             let client = Client::connect(coordinator).await?;
             Arc::new(TesseraStore::new(client, "usertable", w.fieldcount)) as Arc<dyn Store>
         } else {
-            tessera_usertable(coordinator, "usertable", c.partitions).await?
+            tessera_usertable(coordinator, "usertable", c.partitions, 1, true).await?
         };
         let results = scenarios::ycsb(
             store,
@@ -334,7 +333,8 @@ pub async fn scan_share(
 ) -> anyhow::Result<()> {
     let (workers, limit) = (load.workers, load.time_limit);
     run_and_report(c, load, async |coordinator: &str| {
-        let store = tessera_usertable(coordinator, "bench_scan_share", c.partitions).await?;
+        let store =
+            tessera_usertable(coordinator, "bench_scan_share", c.partitions, 1, true).await?;
         let results = scenarios::scan_share(store, records, operations, workers, limit).await;
         let _ = Admin::new(coordinator).rm_space("bench_scan_share").await;
         results
@@ -777,30 +777,44 @@ async fn start_baseline(
     Ok((server, store))
 }
 
-/// One Tessera run of the comparison: a fresh cluster (when local), whose
-/// daemons fsync every commit when `fsync_every_commit`, a usertable tolerating `tolerate` failures, the
-/// phases (all of them with `full`, else load, read and update) and, with
-/// `full`, the YCSB suite. Results are labelled `label`.
-#[allow(clippy::too_many_arguments)]
+/// One Tessera configuration of the comparison.
+struct TesseraRun {
+    /// What its results are labelled.
+    label: &'static str,
+    /// Added to the cluster's ports, so that runs never share one.
+    port_offset: u16,
+    /// Daemons fsync every commit (`durability always`).
+    fsync_every_commit: bool,
+    /// The usertable's `tolerate`.
+    tolerate: u32,
+    /// The usertable has its `recno` subspace (what scans and HyperDex's
+    /// layout need); without it the space is a key-value map, the job
+    /// etcd does.
+    recno_subspace: bool,
+    /// Every phase and the YCSB suite; else load, read and update.
+    full: bool,
+}
+
+/// One Tessera run of the comparison: a fresh cluster (when local) and a
+/// usertable as `run` says, its phases and, when `run.full`, the YCSB
+/// suite.
 async fn tessera_run(
     c: &ClusterSpec,
-    port_offset: u16,
-    fsync_every_commit: bool,
-    tolerate: u32,
-    full: bool,
+    run: &TesseraRun,
     size: CompareSize,
-    label: &str,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Vec<PhaseResult>> {
-    eprintln!("bench: {label} …");
+    eprintln!("bench: {} …", run.label);
+    let (tolerate, recno_subspace, full) = (run.tolerate, run.recno_subspace, run.full);
     let c = ClusterSpec {
-        local_port: c.local_port + port_offset,
-        fsync_every_commit,
+        local_port: c.local_port + run.port_offset,
+        fsync_every_commit: run.fsync_every_commit,
         ..c.clone()
     };
     let mut results = with_cluster(&c, async |coordinator: &str| {
         let space = "bench_usertable";
-        let store = tessera_usertable_f(coordinator, space, c.partitions, tolerate).await?;
+        let store =
+            tessera_usertable(coordinator, space, c.partitions, tolerate, recno_subspace).await?;
         let mut results = scenarios::compare_phase_set(store.clone(), size, full).await?;
         if full {
             notes.extend(add_ycsb_suite(store, size, &mut results).await?);
@@ -810,7 +824,7 @@ async fn tessera_run(
     })
     .await?;
     for r in &mut results {
-        r.store = label.to_string();
+        r.store = run.label.to_string();
     }
     Ok(results)
 }
@@ -845,25 +859,59 @@ pub async fn compare(
     let started = std::time::Instant::now();
     let mut notes = Vec::new();
     let mut durability = vec![(MAIN.to_string(), TESSERA_DURABILITY.to_string())];
-    let tessera = tessera_run(c, 0, false, 1, true, size, MAIN, &mut notes).await?;
+    let run = |label, port_offset, fsync_every_commit, tolerate, recno_subspace, full| TesseraRun {
+        label,
+        port_offset,
+        fsync_every_commit,
+        tolerate,
+        recno_subspace,
+        full,
+    };
+    let tessera = tessera_run(c, &run(MAIN, 0, false, 1, true, true), size, &mut notes).await?;
     let mut all: Vec<PhaseResult> = tessera.clone();
     // Puts with one replica per region, and with an fsync per commit
     // (like etcd's): load, read and update only.
-    let f0 = tessera_run(c, 40, false, 0, false, size, F0, &mut notes).await?;
+    let f0 = tessera_run(c, &run(F0, 40, false, 0, true, false), size, &mut notes).await?;
     durability.push((F0.to_string(), TESSERA_F0_DURABILITY.to_string()));
     all.extend(f0.clone());
+    // Against etcd, also the space an etcd user would declare: keys and
+    // values with no subspace to keep (etcd keeps none), at f = 1 and,
+    // fsyncing every commit, at both fault tolerances.
+    let with_etcd = !skip.iter().any(|s| s == "etcd" || s == "etcd-3");
+    // One result set per run: `scenarios::ratios` pairs phases by name.
+    let mut kv: Vec<Vec<PhaseResult>> = Vec::new();
+    if with_etcd {
+        kv.push(tessera_run(c, &run(KV, 200, false, 1, false, false), size, &mut notes).await?);
+        durability.push((KV.to_string(), TESSERA_KV_DURABILITY.to_string()));
+    }
     // With an fsync per commit at both fault tolerances: f = 0 survives
     // what a one-member etcd survives, f = 1 what a three-member one does.
     let (fsync, f0_fsync) = if c.local {
-        let r = tessera_run(c, 80, true, 1, false, size, FSYNC, &mut notes).await?;
+        let r = tessera_run(c, &run(FSYNC, 80, true, 1, true, false), size, &mut notes).await?;
         durability.push((FSYNC.to_string(), TESSERA_FSYNC_DURABILITY.to_string()));
         all.extend(r.clone());
-        let r0 = tessera_run(c, 160, true, 0, false, size, F0_FSYNC, &mut notes).await?;
+        let r0 = tessera_run(
+            c,
+            &run(F0_FSYNC, 160, true, 0, true, false),
+            size,
+            &mut notes,
+        )
+        .await?;
         durability.push((
             F0_FSYNC.to_string(),
             TESSERA_F0_FSYNC_DURABILITY.to_string(),
         ));
         all.extend(r0.clone());
+        if with_etcd {
+            for (label, offset, tolerate, promise) in [
+                (KV_FSYNC, 240, 1, TESSERA_FSYNC_DURABILITY),
+                (KV_F0_FSYNC, 280, 0, TESSERA_F0_FSYNC_DURABILITY),
+            ] {
+                let r = run(label, offset, true, tolerate, false, false);
+                kv.push(tessera_run(c, &r, size, &mut notes).await?);
+                durability.push((label.to_string(), format!("{promise}; no subspace")));
+            }
+        }
         (r, r0)
     } else {
         notes.push(format!(
@@ -871,6 +919,7 @@ pub async fn compare(
         ));
         (Vec::new(), Vec::new())
     };
+    all.extend(kv.iter().flatten().cloned());
     let string_range = string_range(size, skip, baseline_port, c, &mut notes).await;
     let mut baseline_results: Vec<PhaseResult> = Vec::new();
     for (i, name) in BASELINES.into_iter().enumerate() {
@@ -927,6 +976,9 @@ pub async fn compare(
         .collect();
     ratios.extend(scenarios::ratios(&fsync, &etcd));
     ratios.extend(scenarios::ratios(&f0_fsync, &etcd));
+    for run in &kv {
+        ratios.extend(scenarios::ratios(run, &etcd));
+    }
     println!(
         "records {}, operations per phase {}, per YCSB workload {}, {} in flight, record 10 × 100 bytes",
         size.records, size.operations, size.ycsb_operations, size.workers

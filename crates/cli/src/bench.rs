@@ -45,8 +45,10 @@ pub struct ClusterArgs {
     /// Partitions of each benchmark space.
     #[arg(long, default_value_t = 24)]
     partitions: u32,
-    /// The `--local` cluster's daemons fsync every commit before
-    /// acknowledging it (default: fsync every 200 ms).
+    /// The `--local` cluster's daemons run with durability always: each
+    /// region's tail fsyncs a commit before acknowledging it, the other
+    /// replicas' commits are durable by their next fsync (default: fsync
+    /// every 200 ms).
     #[arg(long)]
     fsync_every_commit: bool,
     /// The `--local` cluster's servers count and serve Prometheus metrics.

@@ -181,6 +181,7 @@ mod tests {
                 id: None,
                 addr: format!("d{i}:1"),
                 metrics: None,
+                installed: None,
             });
         }
         state
@@ -286,6 +287,7 @@ mod tests {
             id: Some(DaemonId(2)),
             addr: "d1:1".into(),
             metrics: None,
+            installed: None,
         });
         assert!(check_until(&mut fd, &state, &d1, ms(t0, 4800), ms(t0, 6800)).is_empty());
         assert_eq!(

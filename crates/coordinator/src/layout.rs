@@ -1753,6 +1753,7 @@ mod tests {
                 id: None,
                 addr: format!("127.0.0.1:{}", 2012 + i),
                 metrics: None,
+                installed: None,
             });
         }
         let added = state.apply(Command::AddSpace {

@@ -20,6 +20,7 @@
 //!   `relayout`) and the part lifecycle, with [`layout::LayoutChangeError`].
 //! - [`placement`]: [`Placer`] — pure, balanced, distinct replica chains.
 //! - [`rebuild`]: rebuilds of lost replex regions from the other replexes.
+//! - [`tails`]: which daemon a region whose chain emptied comes back from.
 //! - [`detector`]: [`FailureDetector`] — the leader's heartbeat bookkeeping (soft state, time as a parameter).
 //! - [`node`]: [`CoordinatorNode`] — the policy toward daemons (heartbeat answers, failure detection) that the shell and the simulator both drive.
 //! - [`store`]: fjall-backed `RaftLogStorage` and `RaftStateMachine`.
@@ -40,6 +41,7 @@ pub mod raft;
 pub mod rebuild;
 #[cfg(test)]
 mod replex_relayout_tests;
+pub mod tails;
 // The server does the I/O: it reads the clock the node gets as `now`.
 #[allow(clippy::disallowed_methods)]
 pub mod server;

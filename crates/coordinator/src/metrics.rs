@@ -264,6 +264,7 @@ mod tests {
                 id: None,
                 addr: format!("127.0.0.1:{}", 4000 + i),
                 metrics: None,
+                installed: None,
             });
             assert!(matches!(registered, CommandResult::Registered { .. }));
         }

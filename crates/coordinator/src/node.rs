@@ -385,6 +385,7 @@ mod tests {
                 id: None,
                 addr: format!("d{i}:1"),
                 metrics: None,
+                installed: None,
             });
             assert!(matches!(result, CommandResult::Registered { .. }));
         }
@@ -430,6 +431,7 @@ mod tests {
             id: Some(DaemonId(1)),
             addr: "d0:1".into(),
             metrics: None,
+            installed: None,
         });
         assert_eq!(
             node.heartbeat(&state, DaemonId(1), state.epoch, now),
@@ -450,6 +452,7 @@ mod tests {
             id: Some(DaemonId(1)),
             addr: "d0:1".into(),
             metrics: None,
+            installed: None,
         });
         let left = state.left_chain_at[&DaemonId(1)];
         assert!(left > before);

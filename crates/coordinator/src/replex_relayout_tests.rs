@@ -25,6 +25,7 @@ fn register(state: &mut ClusterState, n: usize) -> Vec<DaemonId> {
                 id: None,
                 addr: format!("127.0.0.1:{}", 3000 + state.daemons.len() + i),
                 metrics: None,
+                installed: None,
             }) {
                 CommandResult::Registered { id } => id,
                 other => panic!("registration refused: {other:?}"),
@@ -238,6 +239,7 @@ fn a_dropping_part_stays_while_a_region_of_its_space_has_no_daemon() {
         id: Some(key_daemon),
         addr: state.daemons[&key_daemon].addr.clone(),
         metrics: None,
+        installed: None,
     });
     assert!(matches!(back, CommandResult::Registered { .. }), "{back:?}");
     // The returning daemon's regions are refreshed first (a rebuild onto

@@ -708,9 +708,19 @@ impl Member {
     async fn handle(&self, request: CoordRequest) -> CoordResponse {
         match request {
             CoordRequest::GetConfig { known, wait_ms } => self.get_config(known, wait_ms).await,
-            CoordRequest::RegisterDaemon { id, addr, metrics } => {
-                self.write(Command::RegisterDaemon { id, addr, metrics })
-                    .await
+            CoordRequest::RegisterDaemon {
+                id,
+                addr,
+                metrics,
+                installed,
+            } => {
+                self.write(Command::RegisterDaemon {
+                    id,
+                    addr,
+                    metrics,
+                    installed,
+                })
+                .await
             }
             CoordRequest::AddSpace { description } => {
                 // Refuse bad descriptions before they take a log entry; the

@@ -90,6 +90,10 @@ pub enum Command {
         addr: String,
         #[serde(default)]
         metrics: Option<String>,
+        /// The newest epoch the daemon had installed, read from its disk
+        /// (see [`crate::tails`]).
+        #[serde(default)]
+        installed: Option<Epoch>,
     },
     /// Adds a space from its description (API.md §8).
     AddSpace { description: String },
@@ -287,6 +291,10 @@ pub struct ClusterState {
     /// declared lost (`DaemonLost`); a subset of `killed`.
     #[serde(default)]
     pub lost: BTreeSet<DaemonId>,
+    /// Per region, who was its tail from which epoch (the latest last; see
+    /// [`crate::tails`]).
+    #[serde(default)]
+    pub tail_terms: BTreeMap<RegionId, Vec<crate::tails::TailTerm>>,
 }
 
 fn first_id() -> u64 {
@@ -316,6 +324,7 @@ impl Default for ClusterState {
             advisor: None,
             rebuild_id_next: 1,
             rebuilds: Vec::new(),
+            tail_terms: BTreeMap::new(),
         }
     }
 }
@@ -386,9 +395,12 @@ impl ClusterState {
     pub fn apply(&mut self, command: Command) -> CommandResult {
         let epoch_before = self.epoch;
         let result = match command {
-            Command::RegisterDaemon { id, addr, metrics } => {
-                self.register_daemon(id, addr, metrics)
-            }
+            Command::RegisterDaemon {
+                id,
+                addr,
+                metrics,
+                installed,
+            } => self.register_daemon(id, addr, metrics, installed),
             Command::AddSpace { description } => self.add_space(&description),
             Command::RmSpace { name } => self.rm_space(&name),
             Command::SetReadOnly { read_only } => {
@@ -475,11 +487,22 @@ impl ClusterState {
                 Err(failed) => failed,
                 Ok(_) => {
                     self.take_offline(id);
-                    // Its data goes with it: regions it was the last
-                    // replica of are lost for good.
-                    self.orphans.retain(|_, d| *d != id);
                     self.left_chain_at.remove(&id);
                     self.daemons.remove(&id);
+                    // Its data goes with it: a region that waited for it
+                    // comes back from an earlier tail, or is lost for good.
+                    let waiting: Vec<RegionId> = self
+                        .orphans
+                        .iter()
+                        .filter(|(_, d)| **d == id)
+                        .map(|(r, _)| *r)
+                        .collect();
+                    for region in waiting {
+                        self.orphans.remove(&region);
+                        if !self.in_replex_space(region) {
+                            self.settle_orphan(region);
+                        }
+                    }
                     self.killed.remove(&id);
                     self.lost.remove(&id);
                     self.held_offline.remove(&id);
@@ -609,6 +632,7 @@ impl ClusterState {
 
     pub(crate) fn bump(&mut self) {
         self.epoch = Epoch(self.epoch.0 + 1);
+        self.note_tails();
     }
 
     /// The daemon's state, or the NOTFOUND failure to answer with.
@@ -666,34 +690,6 @@ impl ClusterState {
     /// bump to.
     fn note_left_chain(&mut self, id: DaemonId) {
         self.left_chain_at.insert(id, Epoch(self.epoch.0 + 1));
-    }
-
-    /// Gives `id`, Available again, back the regions it was the last
-    /// replica of; true when any chain changed.
-    fn adopt_orphans(&mut self, id: DaemonId) -> bool {
-        let mine: BTreeSet<RegionId> = self
-            .orphans
-            .iter()
-            .filter(|(_, d)| **d == id)
-            .map(|(r, _)| *r)
-            .collect();
-        if mine.is_empty() {
-            return false;
-        }
-        self.orphans.retain(|r, _| !mine.contains(r));
-        let mut changed = false;
-        for space in &mut self.spaces {
-            for sub in &mut space.subspaces {
-                for region in &mut sub.regions {
-                    if mine.contains(&region.id) && region.chain.is_empty() {
-                        tracing::warn!(region = %region.id, daemon = %id, "a region's last replica returned");
-                        region.chain.push(id);
-                        changed = true;
-                    }
-                }
-            }
-        }
-        changed
     }
 
     /// Plans a refresh (see [`ClusterState::refresh`]) of every region of
@@ -1163,6 +1159,7 @@ impl ClusterState {
         id: Option<DaemonId>,
         addr: String,
         metrics: Option<String>,
+        installed: Option<Epoch>,
     ) -> CommandResult {
         if let Some(id) = id {
             if self.killed.contains(&id) {
@@ -1196,6 +1193,7 @@ impl ClusterState {
                 // the only replica, so restarting a whole cluster never
                 // empties a chain. Its transfers restart from scratch.
                 changed |= self.leave_shared_chains(id);
+                changed |= self.note_restart(id, installed);
                 changed |= self.adopt_orphans(id);
                 changed |= self.refresh_replex_regions(id);
                 let transfers = self.transfers.len();
@@ -1355,6 +1353,7 @@ mod tests {
                 id: None,
                 addr: format!("127.0.0.1:{}", 2012 + i),
                 metrics: None,
+                installed: None,
             });
             assert!(matches!(result, CommandResult::Registered { .. }));
         }
@@ -1373,11 +1372,13 @@ mod tests {
             id: None,
             addr: "a:1".into(),
             metrics: None,
+            installed: None,
         });
         let b = state.apply(Command::RegisterDaemon {
             id: None,
             addr: "b:1".into(),
             metrics: None,
+            installed: None,
         });
         assert_eq!(a, CommandResult::Registered { id: DaemonId(1) });
         assert_eq!(b, CommandResult::Registered { id: DaemonId(2) });
@@ -1394,6 +1395,7 @@ mod tests {
             id: Some(DaemonId(1)),
             addr: "127.0.0.1:2012".into(),
             metrics: None,
+            installed: None,
         });
         assert_eq!(again, CommandResult::Registered { id: DaemonId(1) });
         assert_eq!(state.epoch, epoch);
@@ -1402,6 +1404,7 @@ mod tests {
             id: Some(DaemonId(1)),
             addr: "127.0.0.1:3000".into(),
             metrics: None,
+            installed: None,
         });
         assert_eq!(moved, CommandResult::Registered { id: DaemonId(1) });
         assert_eq!(state.epoch, Epoch(epoch.0 + 1));
@@ -1412,6 +1415,7 @@ mod tests {
             id: Some(DaemonId(1)),
             addr: "127.0.0.1:3000".into(),
             metrics: None,
+            installed: None,
         });
         assert_eq!(state.daemons[&DaemonId(1)].state, DaemonState::Available);
         assert_eq!(state.daemon_id_next, 2);
@@ -1449,6 +1453,7 @@ mod tests {
             id: Some(me),
             addr,
             metrics: None,
+            installed: None,
         });
         assert_eq!(again, CommandResult::Registered { id: me });
         assert_eq!(
@@ -1479,6 +1484,7 @@ mod tests {
             id: Some(DaemonId(77)),
             addr: "x:1".into(),
             metrics: None,
+            installed: None,
         });
         assert_eq!(r, CommandResult::Registered { id: DaemonId(1) });
         assert!(!state.daemons.contains_key(&DaemonId(77)));
@@ -1846,6 +1852,7 @@ mod tests {
             id: Some(victim),
             addr: "127.0.0.1:2012".into(),
             metrics: None,
+            installed: None,
         });
         state.check_invariants().unwrap();
         assert_eq!(regions_of(&state, victim), lost);
@@ -1900,6 +1907,7 @@ mod tests {
             id: Some(victim),
             addr: "127.0.0.1:2013".into(),
             metrics: None,
+            installed: None,
         });
         state.check_invariants().unwrap();
         assert_eq!(regions_of(&state, victim), lost);
@@ -1922,6 +1930,7 @@ mod tests {
                 id: Some(d),
                 addr: format!("127.0.0.1:{}", 2100 + n),
                 metrics: None,
+                installed: None,
             });
         }
         state.check_invariants().unwrap();
@@ -1998,6 +2007,7 @@ mod tests {
             id: Some(victim),
             addr: "127.0.0.1:2012".into(),
             metrics: None,
+            installed: None,
         }) {
             CommandResult::Failed { status, reason } => {
                 assert_eq!(status, AdminStatus::NotFound);
@@ -2156,12 +2166,14 @@ mod tests {
                 id: None,
                 addr: "a:1".into(),
                 metrics: None,
+                installed: None,
             },
             Command::MembershipChanged,
             Command::RegisterDaemon {
                 id: None,
                 addr: "b:1".into(),
                 metrics: None,
+                installed: None,
             },
             Command::AddSpace {
                 description: "space kv key k attributes v create 16 partitions".into(),
@@ -2398,6 +2410,7 @@ mod tests {
             id: Some(DaemonId(2)),
             addr: "d1:1".into(),
             metrics: None,
+            installed: None,
         });
         let mut moves = 0;
         while let Some(t) = state.transfers.first().cloned() {
@@ -2701,6 +2714,7 @@ mod tests {
                 id: Some(DaemonId(1)),
                 addr: "127.0.0.1:2012".into(),
                 metrics: None,
+                installed: None,
             }),
             CommandResult::Registered { id: DaemonId(1) }
         );
@@ -2762,6 +2776,7 @@ mod tests {
                 id: Some(DaemonId(3)),
                 addr: "x:1".into(),
                 metrics: None,
+                installed: None,
             }),
             CommandResult::Registered { id: DaemonId(4) }
         );
@@ -2782,6 +2797,7 @@ mod tests {
             id: Some(DaemonId(2)),
             addr: "127.0.0.1:2013".into(),
             metrics: None,
+            installed: None,
         };
         match state.apply(register_again.clone()) {
             CommandResult::Failed { status, .. } => assert_eq!(status, AdminStatus::NotFound),
@@ -2815,18 +2831,18 @@ mod tests {
     #[test]
     fn failure_handling_replays_deterministically() {
         let commands = vec![
-            Command::RegisterDaemon { id: None, addr: "a:1".into(), metrics: None },
-            Command::RegisterDaemon { id: None, addr: "b:1".into(), metrics: None },
-            Command::RegisterDaemon { id: None, addr: "c:1".into(), metrics: None },
+            Command::RegisterDaemon { id: None, addr: "a:1".into(), metrics: None, installed: None },
+            Command::RegisterDaemon { id: None, addr: "b:1".into(), metrics: None, installed: None },
+            Command::RegisterDaemon { id: None, addr: "c:1".into(), metrics: None, installed: None },
             Command::AddSpace {
                 description: "space kv key k attributes int v subspace v create 8 partitions tolerate 1 failure".into(),
             },
-            Command::RegisterDaemon { id: None, addr: "d:1".into(), metrics: None },
+            Command::RegisterDaemon { id: None, addr: "d:1".into(), metrics: None, installed: None },
             Command::DaemonOffline { id: DaemonId(2) },
             Command::TransferComplete { transfer: 1 },
             Command::TransferComplete { transfer: 2 },
             Command::ServerKill { id: DaemonId(4) },
-            Command::RegisterDaemon { id: Some(DaemonId(2)), addr: "b:2".into(), metrics: None },
+            Command::RegisterDaemon { id: Some(DaemonId(2)), addr: "b:2".into(), metrics: None, installed: None },
             Command::TransferComplete { transfer: 1 },
             Command::ServerForget { id: DaemonId(4) },
             Command::TransferComplete { transfer: 7 },
@@ -2882,6 +2898,7 @@ mod tests {
                     id: Some(last),
                     addr: "again:1".into(),
                     metrics: None,
+                    installed: None,
                 });
             } else {
                 state.apply(Command::ServerOnline { id: last });

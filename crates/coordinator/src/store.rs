@@ -636,6 +636,7 @@ mod tests {
                     id: None,
                     addr: "127.0.0.1:2012".into(),
                     metrics: None,
+                    installed: None,
                 }),
             },
             Entry {

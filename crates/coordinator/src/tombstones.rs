@@ -160,6 +160,7 @@ mod tests {
                 id: None,
                 addr: format!("d{i}:1"),
                 metrics: None,
+                installed: None,
             });
         }
         state.epoch = Epoch(epoch);

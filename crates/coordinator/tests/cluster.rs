@@ -76,6 +76,7 @@ async fn three_members_survive_the_loss_of_the_leader() {
                 id: None,
                 addr,
                 metrics: None,
+                installed: None,
             })
             .await
             .unwrap()
@@ -178,6 +179,7 @@ async fn a_restarted_follower_catches_up_without_rejoining() {
         id: None,
         addr: "127.0.0.1:2012".into(),
         metrics: None,
+        installed: None,
     };
     assert!(matches!(
         client.call(register).await.unwrap(),

@@ -84,6 +84,7 @@ async fn register(client: &CoordClient, port: u16) -> DaemonId {
         id: None,
         addr: format!("127.0.0.1:{port}"),
         metrics: None,
+        installed: None,
     };
     match client.call(register).await.unwrap() {
         CoordResponse::Registered { id } => id,

@@ -117,6 +117,7 @@ async fn requests_on_one_connection_are_answered_by_id_out_of_order() {
             id: None,
             addr: "127.0.0.1:2012".into(),
             metrics: None,
+            installed: None,
         };
         let answer = connection
             .call(register, Duration::from_secs(5))

@@ -25,6 +25,7 @@ async fn single_member_restart_keeps_the_configuration() {
             id: None,
             addr: format!("127.0.0.1:{port}"),
             metrics: None,
+            installed: None,
         };
         assert!(matches!(
             client.call(register).await.unwrap(),
@@ -80,6 +81,7 @@ async fn single_member_restart_keeps_the_configuration() {
         id: None,
         addr: "127.0.0.1:2014".into(),
         metrics: None,
+        installed: None,
     };
     assert_eq!(
         client.call(register).await.unwrap(),
@@ -91,6 +93,7 @@ async fn single_member_restart_keeps_the_configuration() {
         id: Some(DaemonId(1)),
         addr: "127.0.0.1:2012".into(),
         metrics: None,
+        installed: None,
     };
     assert_eq!(
         client.call(again).await.unwrap(),

@@ -407,7 +407,8 @@ impl Drop for Handling {
 }
 
 /// Takes a connection's updates and chain messages off its reader when
-/// every commit waits for an fsync (`Durability::Always`). Handled on the
+/// commits wait for fsyncs (`Durability::Always`: a region's tail syncs
+/// each of its commits). Handled on the
 /// reader, one connection's commits — a peer's acknowledgements, all of a
 /// client's puts — would wait for their fsyncs one after another; handled
 /// on [`LANES`] blocking threads, they wait together and share them
@@ -594,6 +595,8 @@ async fn register(
         id: stored,
         addr: addr.to_string(),
         metrics,
+        installed: crate::node::installed_epoch(engine)
+            .map_err(|e| DaemonError::Storage(e.to_string()))?,
     };
     match coord
         .call(request)

@@ -287,6 +287,8 @@ struct Net {
     config: Arc<Configuration>,
     cores: BTreeMap<DaemonId, ReplicaCore>,
     engines: BTreeMap<DaemonId, Arc<Recording>>,
+    /// The memory under each engine: what a power loss would leave.
+    disks: BTreeMap<DaemonId, Arc<MemoryEngine>>,
     links: BTreeMap<(DaemonId, DaemonId), VecDeque<ChainMsg>>,
     replies: HashMap<u64, DaemonResponse>,
     /// When non-zero, about one message in this many is lost.
@@ -299,19 +301,20 @@ impl Net {
     fn new(config: &Arc<Configuration>) -> Net {
         let mut cores = BTreeMap::new();
         let mut engines = BTreeMap::new();
+        let mut disks = BTreeMap::new();
         for &id in config.daemons.keys() {
-            let engine = Arc::new(Hooked::new(
-                Arc::new(MemoryEngine::new()),
-                Recorder::default(),
-            ));
+            let disk = Arc::new(MemoryEngine::new());
+            let engine = Arc::new(Hooked::new(disk.clone(), Recorder::default()));
             cores.insert(id, ReplicaCore::new(id, config.clone(), engine.clone()));
             engines.insert(id, engine);
+            disks.insert(id, disk);
         }
         Net {
             at_ack: Vec::new(),
             config: config.clone(),
             cores,
             engines,
+            disks,
             links: BTreeMap::new(),
             replies: HashMap::new(),
             drop_modulus: 0,
@@ -347,6 +350,11 @@ impl Net {
     /// holds the update: check it at the moment of the answer.
     fn check_acknowledged(&self, n: usize) {
         let Some(at) = self.at_ack.get(n) else { return };
+        // Versions in epoch 1 start at its floor, 2³², one per successful
+        // update of the key.
+        let Some(expected) = at.version.checked_sub(1).map(|v| (1u64 << 32) + v) else {
+            return;
+        };
         let space = &self.config.spaces[0];
         let kb = key_bytes(&Value::Int(at.key));
         // A later update of the key may have run to completion inside the
@@ -356,7 +364,7 @@ impl Net {
             .get(leader_region.id, &kb)
             .unwrap()
             .map_or(0, |b| Record::decode(&b).unwrap().version.0);
-        if leader_version > at.version {
+        if leader_version > expected {
             return;
         }
         let object = at.object.map(|(a, b)| Object {
@@ -377,13 +385,24 @@ impl Net {
                     if holds {
                         let v = record.as_ref().map_or(0, |r| r.version.0);
                         assert!(
-                            v >= at.version,
-                            "op {n} acknowledged but {daemon} holds v{v} < v{} in subspace {si}",
-                            at.version
+                            v >= expected,
+                            "op {n} acknowledged but {daemon} holds v{v} < v{expected} in subspace {si}"
                         );
+                        // Durable at the region's tail, the member an
+                        // emptied region comes back from: a power loss
+                        // now would not take it back there.
+                        if region.chain.last() == Some(daemon) {
+                            let durable = self.disks[daemon]
+                                .get_durable(region.id, &kb)
+                                .map_or(0, |b| Record::decode(&b).unwrap().version.0);
+                            assert!(
+                                durable >= expected,
+                                "op {n} acknowledged but tail {daemon} holds v{expected} durably only v{durable} in subspace {si}"
+                            );
+                        }
                     } else if let Some(r) = record.filter(|r| r.object.is_some()) {
                         // A tombstone is fine; an object must be a later one.
-                        assert!(r.version.0 > at.version, "op {n} acknowledged but {daemon} still holds v{} in a region it left (subspace {si})", r.version.0);
+                        assert!(r.version.0 > expected, "op {n} acknowledged but {daemon} still holds v{} in a region it left (subspace {si})", r.version.0);
                     }
                 }
             }

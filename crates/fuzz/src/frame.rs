@@ -296,6 +296,7 @@ fn messages() -> Vec<Message> {
                 id: Some(DaemonId(4)),
                 addr: "127.0.0.1:2000".into(),
                 metrics: None,
+                installed: None,
             },
         ),
         coord(

@@ -817,6 +817,11 @@ pub enum CoordRequest {
         /// The URL of its Prometheus metrics, when it serves them.
         #[serde(default)]
         metrics: Option<String>,
+        /// The newest epoch it had installed, from its disk: the
+        /// coordinator's evidence of whether it acted as a region's tail
+        /// (`tessera_coordinator::tails`).
+        #[serde(default)]
+        installed: Option<Epoch>,
     },
     AddSpace {
         description: String,

@@ -72,11 +72,17 @@ impl World {
                 }
                 Some(CoordResponse::Heartbeat(answer))
             }
-            CoordRequest::RegisterDaemon { id, addr, metrics } => {
+            CoordRequest::RegisterDaemon {
+                id,
+                addr,
+                metrics,
+                installed,
+            } => {
                 let result = self.apply(Command::RegisterDaemon {
                     id: *id,
                     addr: addr.clone(),
                     metrics: metrics.clone(),
+                    installed: *installed,
                 });
                 let CommandResult::Registered { id } = result else {
                     // A killed daemon's registration is refused (NOTFOUND);

@@ -20,11 +20,16 @@ impl World {
         if !self.incarnation_up(d, inc) {
             return;
         }
+        // The shell's interval fsync (a full disk shows here even when
+        // nothing is written). Power-loss seeds run the daemons of
+        // `--fsync-every-commit`, whose shells run none: what a member
+        // commits unsynced stays so until its next synced write.
+        let interval_fsync = !self.power_loss;
         self.with_node(d, |node, out| {
             node.on_tick(out);
-            // The shell's interval fsync: a full disk shows here
-            // even when nothing is written.
-            node.sync(out);
+            if interval_fsync {
+                node.sync(out);
+            }
         });
         self.at(TICK_MS, Ev::DaemonTick(d, inc));
     }
@@ -37,7 +42,7 @@ impl World {
         let request = match &self.daemons[&d].node {
             Some(node) => node.heartbeat(),
             // Restarted, not registered yet: ask again.
-            None => register_request(d),
+            None => self.register_request(d),
         };
         let sent = self.now;
         self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
@@ -284,6 +289,19 @@ impl World {
         self.trace(|| format!("crash {d}"));
     }
 
+    /// What a restarted daemon's process sends before it serves: its id and
+    /// the newest epoch it installed (its disk kept both), and its address.
+    fn register_request(&self, d: DaemonId) -> CoordRequest {
+        let installed = tessera_daemon::node::installed_epoch(self.daemons[&d].data.as_ref())
+            .expect("a memory disk reads");
+        CoordRequest::RegisterDaemon {
+            id: Some(d),
+            addr: format!("d{}", d.0),
+            metrics: None,
+            installed,
+        }
+    }
+
     pub(crate) fn restart(&mut self, d: DaemonId) {
         // A daemon lost for good never restarts.
         let Some(daemon) = self.daemons.get_mut(&d) else {
@@ -297,20 +315,10 @@ impl World {
         let inc = daemon.incarnation;
         self.trace(|| format!("restart {d}"));
         // Its disk survived (the engine); it registers again before serving.
-        let request = register_request(d);
+        let request = self.register_request(d);
         let sent = self.now;
         self.send(Node::Daemon(d), Node::Coord, Msg::Coord { request, sent });
         // Registration may be lost: the heartbeat timer retries it.
         self.at(HEARTBEAT_MS, Ev::Heartbeat(d, inc));
-    }
-}
-
-/// What a restarted daemon's process sends before it serves: its id (its
-/// disk kept it) and its address.
-fn register_request(d: DaemonId) -> CoordRequest {
-    CoordRequest::RegisterDaemon {
-        id: Some(d),
-        addr: format!("d{}", d.0),
-        metrics: None,
     }
 }

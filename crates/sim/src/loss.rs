@@ -188,6 +188,7 @@ impl World {
             id: None,
             addr,
             metrics: None,
+            installed: None,
         });
         let CommandResult::Registered { id } = result else {
             panic!("a fresh daemon's registration was refused: {result:?}");

@@ -7,10 +7,12 @@
 //! orphan), and the cluster must come back by itself once the daemons
 //! restart: orphans adopted, the other replicas transferred again, no
 //! acknowledged write lost. The coordinator's members keep their state
-//! (its Raft log is fsynced); the simulated disks keep every write, as
-//! `--fsync-every-commit` daemons' disks do (a commit is synced before
-//! anything depends on it). Losing unsynced writes is a later step
-//! (`docs/design/forward-durability.md`).
+//! (its Raft log is fsynced); the simulated disks are those of
+//! `--fsync-every-commit` daemons: a region's tail syncs its commit before
+//! acknowledging it, the other members commit unsynced, and a power loss
+//! takes back every write a daemon made since its last synced one (its
+//! interval fsync, a tail's commit, the epoch it records before acting
+//! in a new configuration; `MemoryEngine::lose_unsynced`).
 
 use crate::world::{Ev, World};
 use tessera_types::DaemonId;
@@ -52,6 +54,8 @@ impl World {
         for d in ids {
             self.faulted.insert(d);
             self.crash(d);
+            let lost = self.daemons[&d].data.lose_unsynced();
+            self.report.faults.unsynced_lost += lost as u64;
             let back = 100 + self.power_rng.below(off_max.max(200));
             self.at(back, Ev::Restart(d));
         }

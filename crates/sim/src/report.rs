@@ -90,6 +90,9 @@ pub struct Faults {
     pub declared_lost: u32,
     /// Power losses: every daemon crashed at one instant (`crate::power`).
     pub power_losses: u32,
+    /// Writes the power losses took back (applied unsynced, not yet made
+    /// durable by a later fsync).
+    pub unsynced_lost: u64,
 }
 
 impl Faults {
@@ -109,6 +112,7 @@ impl Faults {
         self.losses += other.losses;
         self.declared_lost += other.declared_lost;
         self.power_losses += other.power_losses;
+        self.unsynced_lost += other.unsynced_lost;
     }
 }
 
@@ -120,7 +124,7 @@ impl std::fmt::Display for Faults {
              {} disk faults, {} daemon pauses, {} coordinator pauses, \
              {} daemons taken offline on reports, {} layout changes, \
              {} crashes of daemons holding replex regions ({} with objects there), \
-             {} daemons lost for good, {} declared lost, {} power losses",
+             {} daemons lost for good, {} declared lost, {} power losses ({} unsynced writes lost)",
             self.crashes,
             self.crashes_mid_indexed_update,
             self.partitions,
@@ -136,6 +140,7 @@ impl std::fmt::Display for Faults {
             self.losses,
             self.declared_lost,
             self.power_losses,
+            self.unsynced_lost,
         )
     }
 }

@@ -278,6 +278,7 @@ pub(crate) fn found_cluster(
             id: None,
             addr: format!("d{i}"),
             metrics: None,
+            installed: None,
         }) {
             CommandResult::Registered { id } => id,
             other => panic!("registration refused: {other:?}"),

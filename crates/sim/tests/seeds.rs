@@ -110,6 +110,13 @@ fn power_losses_lose_nothing_and_the_cluster_returns() {
         "only {} power losses in 24 seeds",
         summary.faults.power_losses
     );
+    // Members other than a region's tail commit unsynced: the power
+    // losses must have taken some of those writes back.
+    assert!(
+        summary.faults.unsynced_lost > 0,
+        "no unsynced write lost in {} power losses",
+        summary.faults.power_losses
+    );
 }
 
 /// Issue 11: four seeds in five add or remove a subspace or an index,
@@ -447,6 +454,20 @@ fn seeds_240000978_241001279_an_update_whose_predecessor_was_lost_is_applied() {
 fn seeds_241002066_243000018_anti_entropy_hears_every_replica() {
     must_pass_power_loss(241_002_066);
     must_pass_power_loss(243_000_018);
+}
+
+/// After a power loss a region came back from a head that the detector
+/// had made its tail in an epoch it never installed, and that lacked what
+/// the real tail had committed (243008148, 292000939). It now comes back
+/// from its latest acting tail. 303000042 and 303000194 failed while that
+/// was built, with non-tail members committing unsynced: a daemon that
+/// recorded no installed epoch until its first new configuration, and a
+/// second registration that erased the evidence of the first.
+#[test]
+fn seeds_243008148_292000939_303000042_303000194_a_region_returns_from_its_latest_acting_tail() {
+    for seed in [243_008_148, 292_000_939, 303_000_042, 303_000_194] {
+        must_pass_power_loss(seed);
+    }
 }
 
 /// Reporters agreed that a daemon which still heartbeated was

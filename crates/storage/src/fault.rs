@@ -130,6 +130,16 @@ impl<H: Hooks> Engine for Hooked<H> {
         self.inner.apply_with_index(writes, index)
     }
 
+    fn apply_with_index_unsynced(
+        &self,
+        writes: Vec<Write>,
+        index: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        self.hooks
+            .write(&writes, &index, batch_bytes(&writes, &index))?;
+        self.inner.apply_with_index_unsynced(writes, index)
+    }
+
     fn scan(
         &self,
         region: RegionId,

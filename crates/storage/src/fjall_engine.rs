@@ -59,9 +59,11 @@ pub enum Durability {
     /// interval (a power loss may lose that interval).
     #[default]
     Interval,
-    /// Every batch is fsynced before `apply` returns. Concurrent writers
-    /// share fsyncs (group commit, see `group.rs`): batches that queue
-    /// while one fsync runs are committed together and share the next.
+    /// Every batch is fsynced before `apply` returns, but those applied
+    /// with `apply_with_index_unsynced` (made durable by the next fsync).
+    /// Concurrent writers share fsyncs (group commit, see `group.rs`):
+    /// batches that queue while one fsync runs are committed together and
+    /// share the next.
     Always,
 }
 
@@ -151,12 +153,65 @@ impl FjallEngine {
             Ok(())
         }
     }
+    /// Writes the batch; with [`Durability::Always`] and `synced`, waits
+    /// for its group's fsync.
+    fn apply_batch(
+        &self,
+        writes: Vec<Write>,
+        index_writes: Vec<IndexWrite>,
+        synced: bool,
+    ) -> Result<(), StorageError> {
+        self.check_writable()?;
+        let mut batch = self.db.batch();
+        // The objects' storage keys, their marks and new values, for the
+        // row cache (`rows.rs`).
+        let mut written = Vec::new();
+        for write in writes {
+            let (key, value) = match write {
+                Write::Put { region, key, value } => (region_key(region, &key), Some(value)),
+                Write::Delete { region, key } => (region_key(region, &key), None),
+            };
+            if let Some(rows) = &self.rows {
+                // The cache's copy of the value, made once here.
+                let cached = value.as_deref().map(Arc::<[u8]>::from);
+                written.push((key.clone(), rows.writing(&key), cached));
+            }
+            match value {
+                Some(value) => batch.insert(&self.objects, key, value),
+                None => batch.remove(&self.objects, key),
+            }
+        }
+        for write in index_writes {
+            match write {
+                IndexWrite::Put { region, entry } => {
+                    batch.insert(&self.index, region_key(region, &entry), [])
+                }
+                // Not `remove_weak`: fjall drops a weak tombstone with the
+                // put under it and every older version of the key, so an
+                // entry put, flushed, removed, put back and removed again
+                // would come back from its first table
+                // (`index_with_flushes_matches_a_set` finds it).
+                IndexWrite::Delete { region, entry } => {
+                    batch.remove(&self.index, region_key(region, &entry))
+                }
+            }
+        }
+        let Some(rows) = &self.rows else {
+            return self.commit(batch, synced);
+        };
+        let committed = self.commit(batch, synced);
+        for (key, ticket, value) in written {
+            rows.written(&key, ticket, value.filter(|_| committed.is_ok()));
+        }
+        committed
+    }
 
     /// Commits `batch`: with [`Durability::Always`], in a group whose one
     /// fsync covers it (see `group.rs`).
-    fn commit(&self, batch: WriteBatch) -> Result<(), StorageError> {
+    fn commit(&self, batch: WriteBatch, synced: bool) -> Result<(), StorageError> {
         let result = match self.durability {
             Durability::Interval => batch.commit().map_err(engine_err),
+            Durability::Always if !synced => batch.commit().map_err(engine_err),
             Durability::Always => self
                 .group
                 .commit(batch, WriteBatch::commit, || {
@@ -269,49 +324,15 @@ impl Engine for FjallEngine {
         writes: Vec<Write>,
         index_writes: Vec<IndexWrite>,
     ) -> Result<(), StorageError> {
-        self.check_writable()?;
-        let mut batch = self.db.batch();
-        // The objects' storage keys, their marks and new values, for the
-        // row cache (`rows.rs`).
-        let mut written = Vec::new();
-        for write in writes {
-            let (key, value) = match write {
-                Write::Put { region, key, value } => (region_key(region, &key), Some(value)),
-                Write::Delete { region, key } => (region_key(region, &key), None),
-            };
-            if let Some(rows) = &self.rows {
-                // The cache's copy of the value, made once here.
-                let cached = value.as_deref().map(Arc::<[u8]>::from);
-                written.push((key.clone(), rows.writing(&key), cached));
-            }
-            match value {
-                Some(value) => batch.insert(&self.objects, key, value),
-                None => batch.remove(&self.objects, key),
-            }
-        }
-        for write in index_writes {
-            match write {
-                IndexWrite::Put { region, entry } => {
-                    batch.insert(&self.index, region_key(region, &entry), [])
-                }
-                // Not `remove_weak`: fjall drops a weak tombstone with the
-                // put under it and every older version of the key, so an
-                // entry put, flushed, removed, put back and removed again
-                // would come back from its first table
-                // (`index_with_flushes_matches_a_set` finds it).
-                IndexWrite::Delete { region, entry } => {
-                    batch.remove(&self.index, region_key(region, &entry))
-                }
-            }
-        }
-        let Some(rows) = &self.rows else {
-            return self.commit(batch);
-        };
-        let committed = self.commit(batch);
-        for (key, ticket, value) in written {
-            rows.written(&key, ticket, value.filter(|_| committed.is_ok()));
-        }
-        committed
+        self.apply_batch(writes, index_writes, true)
+    }
+
+    fn apply_with_index_unsynced(
+        &self,
+        writes: Vec<Write>,
+        index_writes: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        self.apply_batch(writes, index_writes, false)
     }
 
     fn scan(
@@ -522,6 +543,25 @@ mod tests {
         crate::conformance::basic(&FjallEngine::open(dir.path(), Durability::Always).unwrap());
     }
 
+    /// Every index entry of `region`, in order.
+    fn index_entries(e: &FjallEngine, region: RegionId) -> Vec<Vec<u8>> {
+        let mut entries = Vec::new();
+        e.index_scan(
+            region,
+            IndexRange {
+                start: b"",
+                end: None,
+                reverse: false,
+            },
+            &mut |x| {
+                entries.push(x.to_vec());
+                true
+            },
+        )
+        .unwrap();
+        entries
+    }
+
     #[test]
     fn survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
@@ -545,22 +585,35 @@ mod tests {
         }
         let e = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
         assert_eq!(e.get(RegionId(9), b"k").unwrap(), Some(b"v".to_vec()));
-        let mut entries = Vec::new();
-        e.index_scan(
-            RegionId(9),
-            IndexRange {
-                start: b"",
-                end: None,
-                reverse: false,
-            },
-            &mut |x| {
-                entries.push(x.to_vec());
-                true
-            },
-        )
-        .unwrap();
-        assert_eq!(entries, vec![b"e".to_vec()]);
+        assert_eq!(index_entries(&e, RegionId(9)), vec![b"e".to_vec()]);
         assert_eq!(e.meta_get("id").unwrap(), Some(b"3".to_vec()));
+    }
+
+    /// A batch applied unsynced with `durability always` is written like
+    /// any other, read back at once, and kept after a synced write.
+    #[test]
+    fn unsynced_batches_are_written_and_kept_by_the_next_synced_one() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let e = FjallEngine::open(dir.path(), Durability::Always).unwrap();
+            e.apply_with_index_unsynced(
+                vec![Write::Put {
+                    region: RegionId(4),
+                    key: b"k".to_vec(),
+                    value: b"v".to_vec(),
+                }],
+                vec![IndexWrite::Put {
+                    region: RegionId(4),
+                    entry: b"e".to_vec(),
+                }],
+            )
+            .unwrap();
+            assert_eq!(e.get(RegionId(4), b"k").unwrap(), Some(b"v".to_vec()));
+            e.meta_put("installed_epoch", b"7").unwrap();
+        }
+        let e = FjallEngine::open(dir.path(), Durability::Always).unwrap();
+        assert_eq!(e.get(RegionId(4), b"k").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(index_entries(&e, RegionId(4)), vec![b"e".to_vec()]);
     }
 
     /// Many threads write through group commit at once; once each has

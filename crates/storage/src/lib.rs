@@ -117,6 +117,20 @@ pub trait Engine: Send + Sync + 'static {
         index: Vec<IndexWrite>,
     ) -> Result<(), StorageError>;
 
+    /// The same, but where the engine fsyncs every batch it does not wait
+    /// for this one: it is durable once a later synced batch, [`Engine::sync`]
+    /// or [`Engine::meta_put`] returns (one journal holds them all). A crash
+    /// of the process keeps it; a power loss before then may not. A chain
+    /// member that is not its region's tail commits this way
+    /// (`docs/design/forward-durability.md`, "Durable at each region's tail").
+    fn apply_with_index_unsynced(
+        &self,
+        writes: Vec<Write>,
+        index: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        self.apply_with_index(writes, index)
+    }
+
     /// Visits the region's entries in key order, starting after `after` when
     /// given, until `visit` returns false.
     fn scan(
@@ -142,6 +156,8 @@ pub trait Engine: Send + Sync + 'static {
     fn regions(&self) -> Result<Vec<RegionId>, StorageError>;
 
     fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError>;
+    /// Stores a named value durably: it and every batch applied before it
+    /// are on stable storage when this returns.
     fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError>;
 
     /// Forces everything written so far to stable storage.

@@ -12,11 +12,105 @@ pub struct MemoryEngine {
     /// `region_key(region, entry)` of every index entry.
     index: Mutex<BTreeSet<Vec<u8>>>,
     meta: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// How to take back what was applied unsynced since the last synced
+    /// write, newest last: what a power loss loses.
+    unsynced: Mutex<Vec<Undo>>,
+}
+
+/// What an unsynced write replaced.
+enum Undo {
+    Object(Vec<u8>, Option<Vec<u8>>),
+    Index(Vec<u8>, bool),
 }
 
 impl MemoryEngine {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A power loss: every batch applied unsynced since the last synced
+    /// write ([`Engine::apply_with_index_unsynced`]) is taken back, newest
+    /// first. Returns how many writes were lost.
+    pub fn lose_unsynced(&self) -> usize {
+        let mut objects = lock(&self.objects);
+        let mut index = lock(&self.index);
+        let undo = std::mem::take(&mut *lock(&self.unsynced));
+        let lost = undo.len();
+        for u in undo.into_iter().rev() {
+            match u {
+                Undo::Object(key, Some(value)) => {
+                    objects.insert(key, value);
+                }
+                Undo::Object(key, None) => {
+                    objects.remove(&key);
+                }
+                Undo::Index(entry, true) => {
+                    index.insert(entry);
+                }
+                Undo::Index(entry, false) => {
+                    index.remove(&entry);
+                }
+            }
+        }
+        lost
+    }
+
+    /// The key's value as a power loss would leave it (what the oldest
+    /// unsynced write of it replaced), without losing anything.
+    pub fn get_durable(&self, region: RegionId, key: &[u8]) -> Option<Vec<u8>> {
+        let key = region_key(region, key);
+        let objects = lock(&self.objects);
+        let unsynced = lock(&self.unsynced);
+        let first = unsynced.iter().find_map(|u| match u {
+            Undo::Object(k, before) if *k == key => Some(before.clone()),
+            _ => None,
+        });
+        first.unwrap_or_else(|| objects.get(&key).cloned())
+    }
+
+    /// Applies a batch; `synced` makes it and everything before it
+    /// durable (as an fsync of a journal does), else it can be lost.
+    fn apply_batch(&self, writes: Vec<Write>, index_writes: Vec<IndexWrite>, synced: bool) {
+        // The locks, always in this order, so a batch is seen whole.
+        let mut objects = lock(&self.objects);
+        let mut index = lock(&self.index);
+        let mut unsynced = lock(&self.unsynced);
+        for write in writes {
+            let (key, value) = match write {
+                Write::Put { region, key, value } => (region_key(region, &key), Some(value)),
+                Write::Delete { region, key } => (region_key(region, &key), None),
+            };
+            let before = match value {
+                Some(value) => objects.insert(key.clone(), value),
+                None => objects.remove(&key),
+            };
+            if !synced {
+                unsynced.push(Undo::Object(key, before));
+            }
+        }
+        for write in index_writes {
+            let (entry, put) = match write {
+                IndexWrite::Put { region, entry } => (region_key(region, &entry), true),
+                IndexWrite::Delete { region, entry } => (region_key(region, &entry), false),
+            };
+            let before = index.contains(&entry);
+            if put {
+                index.insert(entry.clone());
+            } else {
+                index.remove(&entry);
+            }
+            if !synced {
+                unsynced.push(Undo::Index(entry, before));
+            }
+        }
+        if synced {
+            unsynced.clear();
+        }
+    }
+
+    /// Everything applied so far is durable.
+    fn synced(&self) {
+        lock(&self.unsynced).clear();
     }
 }
 
@@ -44,29 +138,16 @@ impl Engine for MemoryEngine {
         writes: Vec<Write>,
         index_writes: Vec<IndexWrite>,
     ) -> Result<(), StorageError> {
-        // Both locks, always in this order, so a batch is seen whole.
-        let mut objects = lock(&self.objects);
-        let mut index = lock(&self.index);
-        for write in writes {
-            match write {
-                Write::Put { region, key, value } => {
-                    objects.insert(region_key(region, &key), value);
-                }
-                Write::Delete { region, key } => {
-                    objects.remove(&region_key(region, &key));
-                }
-            }
-        }
-        for write in index_writes {
-            match write {
-                IndexWrite::Put { region, entry } => {
-                    index.insert(region_key(region, &entry));
-                }
-                IndexWrite::Delete { region, entry } => {
-                    index.remove(&region_key(region, &entry));
-                }
-            }
-        }
+        self.apply_batch(writes, index_writes, true);
+        Ok(())
+    }
+
+    fn apply_with_index_unsynced(
+        &self,
+        writes: Vec<Write>,
+        index_writes: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        self.apply_batch(writes, index_writes, false);
         Ok(())
     }
 
@@ -115,6 +196,8 @@ impl Engine for MemoryEngine {
         let mut index = lock(&self.index);
         objects.retain(|k, _| outside(k));
         index.retain(outside);
+        // Taken as synced: the undo log does not know what it dropped.
+        self.synced();
         Ok(())
     }
 
@@ -137,10 +220,12 @@ impl Engine for MemoryEngine {
 
     fn meta_put(&self, name: &str, value: &[u8]) -> Result<(), StorageError> {
         lock(&self.meta).insert(name.to_string(), value.to_vec());
+        self.synced();
         Ok(())
     }
 
     fn sync(&self) -> Result<(), StorageError> {
+        self.synced();
         Ok(())
     }
 
@@ -195,6 +280,78 @@ mod tests {
     #[test]
     fn conformance() {
         crate::conformance::basic(&MemoryEngine::new());
+    }
+
+    fn put(key: &[u8], value: &[u8]) -> Write {
+        Write::Put {
+            region: RegionId(1),
+            key: key.to_vec(),
+            value: value.to_vec(),
+        }
+    }
+
+    fn entry(e: &[u8], put: bool) -> IndexWrite {
+        let (region, entry) = (RegionId(1), e.to_vec());
+        if put {
+            IndexWrite::Put { region, entry }
+        } else {
+            IndexWrite::Delete { region, entry }
+        }
+    }
+
+    /// Objects and index entries.
+    type Picture = (BTreeMap<Vec<u8>, Vec<u8>>, BTreeSet<Vec<u8>>);
+
+    /// The engine's objects and index entries, as a comparable picture.
+    fn picture(m: &MemoryEngine) -> Picture {
+        (lock(&m.objects).clone(), lock(&m.index).clone())
+    }
+
+    #[test]
+    fn a_power_loss_takes_back_only_what_no_synced_write_followed() {
+        let m = MemoryEngine::new();
+        m.apply_with_index(
+            vec![put(b"a", b"1"), put(b"b", b"1")],
+            vec![entry(b"x", true)],
+        )
+        .unwrap();
+        let synced = picture(&m);
+        m.apply_with_index_unsynced(
+            vec![
+                put(b"a", b"2"),
+                put(b"c", b"2"),
+                Write::Delete {
+                    region: RegionId(1),
+                    key: b"b".to_vec(),
+                },
+            ],
+            vec![entry(b"x", false), entry(b"y", true)],
+        )
+        .unwrap();
+        m.apply_with_index_unsynced(vec![put(b"a", b"3")], vec![entry(b"x", true)])
+            .unwrap();
+        assert_eq!(m.get(RegionId(1), b"a").unwrap(), Some(b"3".to_vec()));
+        assert_eq!(m.get_durable(RegionId(1), b"a"), Some(b"1".to_vec()));
+        assert_eq!(m.get_durable(RegionId(1), b"b"), Some(b"1".to_vec()));
+        assert_eq!(m.get_durable(RegionId(1), b"c"), None);
+        assert_eq!(m.lose_unsynced(), 7);
+        assert_eq!(picture(&m), synced);
+
+        // An unsynced write followed by a synced one, a sync or a meta
+        // write is durable.
+        for make_durable in 0..3 {
+            m.apply_with_index_unsynced(vec![put(b"d", b"4")], vec![entry(b"z", true)])
+                .unwrap();
+            match make_durable {
+                0 => m.apply(vec![put(b"e", b"5")]).unwrap(),
+                1 => m.sync().unwrap(),
+                _ => m.meta_put("epoch", b"1").unwrap(),
+            }
+            let kept = picture(&m);
+            assert_eq!(m.lose_unsynced(), 0);
+            assert_eq!(picture(&m), kept);
+            assert_eq!(m.get(RegionId(1), b"d").unwrap(), Some(b"4".to_vec()));
+        }
     }
 
     /// A visitor that panics mid-scan poisons the lock the scan holds; the

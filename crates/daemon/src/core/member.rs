@@ -621,7 +621,12 @@ impl ReplicaCore {
                     key: state_key.1.clone(),
                     value,
                 };
-                if let Err(e) = self.write(vec![write]) {
+                // The last hop in this region is its tail.
+                let at_tail = forward
+                    .hops
+                    .get(pos + 1)
+                    .is_none_or(|next| next.region != hop.region);
+                if let Err(e) = self.write_commit(vec![write], at_tail) {
                     // A daemon that cannot write must not acknowledge: stop here.
                     // Replication keeps the data; the daemon leaves its chains
                     // (`Effect::Fatal`) and the update is driven again along

@@ -440,6 +440,24 @@ impl ReplicaCore {
         self.engine.apply(writes)
     }
 
+    /// A commit's write: synced (with `durability always`) only at its
+    /// region's tail, the member an emptied region comes back from
+    /// (`tessera_coordinator::tails`); the others' commits become durable
+    /// with the daemon's next fsync, and before it installs an epoch in
+    /// which it could be that tail (`DaemonNode::on_config`).
+    fn write_commit(
+        &self,
+        writes: Vec<tessera_storage::Write>,
+        at_tail: bool,
+    ) -> Result<(), StorageError> {
+        self.stored.take();
+        if at_tail {
+            self.engine.apply(writes)
+        } else {
+            self.engine.apply_with_index_unsynced(writes, Vec::new())
+        }
+    }
+
     // ------------------------------------------------------------ effects
 
     fn send(&mut self, to: DaemonId, msg: ChainMsg) {

@@ -345,24 +345,15 @@ impl IndexedEngine {
 /// delete) and the slots the region indexes.
 type IndexedWrite<'a> = (RegionId, &'a [u8], Option<&'a [u8]>, Arc<[Slot]>);
 
-impl Engine for IndexedEngine {
-    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        self.inner.get(region, key)
-    }
-
-    fn read(
-        &self,
-        region: RegionId,
-        key: &[u8],
-        read: &mut dyn FnMut(Option<&[u8]>),
-    ) -> Result<(), StorageError> {
-        self.inner.read(region, key, read)
-    }
-
-    fn apply_with_index(
+impl IndexedEngine {
+    /// Applies `writes` with the index entries they add and remove, and
+    /// `index`; `synced` as [`Engine::apply_with_index`], else as
+    /// [`Engine::apply_with_index_unsynced`].
+    fn apply_indexed(
         &self,
         writes: Vec<Write>,
         mut index: Vec<IndexWrite>,
+        synced: bool,
     ) -> Result<(), StorageError> {
         self.note_tombstones(&writes);
         let indexed: Vec<IndexedWrite> = writes
@@ -376,7 +367,7 @@ impl Engine for IndexedEngine {
             })
             .collect();
         if indexed.is_empty() {
-            return self.inner.apply_with_index(writes, index);
+            return self.inner_apply(writes, index, synced);
         }
         let mut stripes: Vec<usize> = indexed
             .iter()
@@ -423,7 +414,51 @@ impl Engine for IndexedEngine {
             }
             current.insert((region, key), new);
         }
-        self.inner.apply_with_index(writes, index)
+        self.inner_apply(writes, index, synced)
+    }
+
+    fn inner_apply(
+        &self,
+        writes: Vec<Write>,
+        index: Vec<IndexWrite>,
+        synced: bool,
+    ) -> Result<(), StorageError> {
+        if synced {
+            self.inner.apply_with_index(writes, index)
+        } else {
+            self.inner.apply_with_index_unsynced(writes, index)
+        }
+    }
+}
+
+impl Engine for IndexedEngine {
+    fn get(&self, region: RegionId, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.get(region, key)
+    }
+
+    fn read(
+        &self,
+        region: RegionId,
+        key: &[u8],
+        read: &mut dyn FnMut(Option<&[u8]>),
+    ) -> Result<(), StorageError> {
+        self.inner.read(region, key, read)
+    }
+
+    fn apply_with_index(
+        &self,
+        writes: Vec<Write>,
+        index: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        self.apply_indexed(writes, index, true)
+    }
+
+    fn apply_with_index_unsynced(
+        &self,
+        writes: Vec<Write>,
+        index: Vec<IndexWrite>,
+    ) -> Result<(), StorageError> {
+        self.apply_indexed(writes, index, false)
     }
 
     fn scan(

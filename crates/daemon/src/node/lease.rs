@@ -168,6 +168,10 @@ impl DaemonNode {
                     id: Some(self.me),
                     addr: self.options.addr.clone(),
                     metrics: self.options.metrics.clone(),
+                    // Unreadable: unknown, which the coordinator takes as
+                    // "may have acted" (the disk's failure poisons the node
+                    // where it matters, on a write).
+                    installed: self.installed_epoch().ok().flatten(),
                 }));
             }
             HeartbeatAnswer::Stop(reason) => {

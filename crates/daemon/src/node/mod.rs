@@ -36,6 +36,21 @@
 //!   backoff allows, so a flapping daemon cannot churn epochs.
 
 pub mod backfill;
+
+/// The meta entry holding the newest epoch a daemon installed (8 bytes,
+/// big-endian).
+pub const META_INSTALLED_EPOCH: &str = "installed_epoch";
+
+/// The newest epoch installed by the daemon whose disk `engine` is (`None`
+/// on a fresh disk, or one written by a build that kept none).
+pub fn installed_epoch(
+    engine: &dyn Engine,
+) -> Result<Option<Epoch>, tessera_storage::StorageError> {
+    Ok(engine
+        .meta_get(META_INSTALLED_EPOCH)?
+        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+        .map(|b| Epoch(u64::from_be_bytes(b))))
+}
 mod backup;
 mod changes;
 mod collect;
@@ -378,6 +393,10 @@ impl DaemonNode {
             config.epoch,
         );
         node.lease.renew(now);
+        // As `on_config` does, before the node acts in its first epoch.
+        if let Err(e) = node.mark_installed(config.epoch) {
+            node.poison("recording the installed epoch", &e, out);
+        }
         node.drop_removed_regions(&config, out);
         let actions = lock(&node.transfers).on_config(&config);
         node.transfer_actions(actions, out);
@@ -405,6 +424,19 @@ impl DaemonNode {
     /// What the node counted so far.
     pub fn stats(&self) -> &NodeStats {
         &self.stats
+    }
+
+    /// Records on disk, synced with everything written before, that this
+    /// daemon installed `epoch` (see [`installed_epoch`]).
+    fn mark_installed(&self, epoch: Epoch) -> Result<(), tessera_storage::StorageError> {
+        self.engine
+            .meta_put(META_INSTALLED_EPOCH, &epoch.0.to_be_bytes())
+    }
+
+    /// The newest epoch this daemon installed, from its disk: what it
+    /// reports when it registers.
+    pub fn installed_epoch(&self) -> Result<Option<Epoch>, tessera_storage::StorageError> {
+        installed_epoch(self.engine())
     }
 
     /// The engine reads and writes go through.
@@ -589,8 +621,19 @@ impl DaemonNode {
         let actions = lock(&self.transfers).on_config(&config);
         self.note_witnessed(&old.config, &config);
         let revisit = self.revisit_regions(&config);
-        for shard in &self.shards {
-            let mut core = lock(shard);
+        // Every core held while the epoch is recorded on disk (synced, with
+        // every commit made before it) and before any core acts in it: the
+        // coordinator's evidence, after a restart, of whether this daemon
+        // may have acted as a region's tail (`tessera_coordinator::tails`);
+        // a member commits unsynced except as its region's tail, so what
+        // it committed unsynced as another member must be durable by then.
+        let mut cores: Vec<MutexGuard<'_, ReplicaCore>> = self.shards.iter().map(lock).collect();
+        if let Err(e) = self.mark_installed(config.epoch) {
+            drop(cores);
+            self.poison("recording the installed epoch", &e, out);
+            return true;
+        }
+        for core in &mut cores {
             for &region in &revisit {
                 self.note_revisits(region, core.busy_keys_of(region));
             }
@@ -598,6 +641,7 @@ impl DaemonNode {
             let effects = core.drain_effects();
             self.core_effects(effects, out);
         }
+        drop(cores);
         self.drop_removed_regions(&config, out);
         self.transfer_actions(actions, out);
         // After the cores: a rebuild's partial copy is cleared only once
