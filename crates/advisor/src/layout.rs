@@ -62,7 +62,8 @@ impl Layout {
     }
 
     /// The layout `space` has: its subspaces, or its replexes (its
-    /// hybrids, which a layout does not model, left out), its local and
+    /// hybrids, which a layout does not model, left out; [`Layout::apply`]
+    /// keeps them where it can), its local and
     /// global indexes.
     pub fn of_space(space: &SpaceDesc) -> Layout {
         match &space.replex {
@@ -138,12 +139,14 @@ impl Layout {
     /// `base` with this layout's parts (name, key, attributes, f and
     /// partitions unchanged; each global index with the space's
     /// partitions): its subspaces as `subspace` clauses, or as `replex`
-    /// clauses (without hybrids) in a replex layout.
+    /// clauses in a replex layout, with every `hybrid` of `base` whose two
+    /// replexes the layout keeps (the model does not price hybrids, but a
+    /// relayout must not drop copies the operator declared).
     pub fn apply(&self, base: &SpaceDesc) -> SpaceDesc {
         let (subspaces, replex) = if self.replex {
             let decl = tessera_types::ReplexDecl {
                 replexes: self.subspaces.clone(),
-                hybrids: Vec::new(),
+                hybrids: self.kept_hybrids(base),
                 relaxed: base.replex.as_ref().is_some_and(|r| r.relaxed),
             };
             (Vec::new(), Some(decl))
@@ -164,6 +167,36 @@ impl Layout {
             replex,
             ..base.clone()
         }
+    }
+
+    /// The hybrids of `base` (a replex space) both of whose replexes this
+    /// replex layout has, their sides renumbered to its replexes (replex
+    /// 0, the key subspace, is always kept).
+    fn kept_hybrids(&self, base: &SpaceDesc) -> Vec<tessera_types::HybridDecl> {
+        let Some(decl) = &base.replex else {
+            return Vec::new();
+        };
+        let renumber = |side: usize| -> Option<usize> {
+            if side == 0 {
+                return Some(0);
+            }
+            let attrs = decl.replexes.get(side - 1)?;
+            let mut sorted = attrs.clone();
+            sorted.sort_unstable();
+            self.subspaces
+                .iter()
+                .position(|s| *s == sorted)
+                .map(|i| i + 1)
+        };
+        decl.hybrids
+            .iter()
+            .filter_map(|h| {
+                Some(tessera_types::HybridDecl {
+                    sides: [renumber(h.sides[0])?, renumber(h.sides[1])?],
+                    groups: h.groups,
+                })
+            })
+            .collect()
     }
 
     /// Its parts in short, for tables: `subspace city, addr; index tel`,
@@ -253,6 +286,37 @@ mod tests {
         assert!(!replex.converts(&parsed) && replex.converts(&base));
         let back = Layout::new(decl.replexes.clone(), parsed.indexes.clone(), vec![], true);
         assert_eq!(back, replex);
+    }
+
+    /// Applying a replex layout keeps the space's hybrids whose two
+    /// replexes stay, renumbered, and drops those whose replex goes.
+    #[test]
+    fn hybrids_stay_with_their_replexes() {
+        let base = parse_space(
+            "space s key k attributes a, b, c replex b replex a hybrid b, a groups 2, 2 \
+             hybrid k, a groups 2, 2 create 4 partitions tolerate 1 failure",
+        )
+        .unwrap();
+        let decl = base.replex.as_ref().unwrap();
+        assert_eq!(decl.hybrids.len(), 2);
+        let same = Layout::of_space(&base);
+        let applied = same.apply(&base);
+        assert_eq!(applied.replex.as_ref().unwrap().hybrids.len(), 2);
+        let text = same.describe(&base);
+        let parsed = parse_space(&text).expect("the description parses");
+        assert_eq!(parsed.replex.as_ref().unwrap().hybrids.len(), 2, "{text}");
+        assert_eq!(Layout::of_space(&parsed), same);
+        // The layout's replexes are sorted: a (1) then b (2); `b, a` is
+        // now sides 2 and 1, `k, a` sides 0 and 1.
+        let kept = &applied.replex.as_ref().unwrap().hybrids;
+        assert_eq!(kept[0].sides, [2, 1]);
+        assert_eq!(kept[1].sides, [0, 1]);
+        // Without replex b, only the hybrid of the key subspace and a stays.
+        let without_b = Layout::new(vec![vec![1], vec![3]], vec![], vec![], true);
+        let hybrids = without_b.apply(&base).replex.unwrap().hybrids;
+        assert_eq!(hybrids.len(), 1);
+        assert_eq!(hybrids[0].sides, [0, 1]);
+        parse_space(&without_b.describe(&base)).expect("the description parses");
     }
 
     #[test]
