@@ -171,7 +171,10 @@ fn space_text(out: &mut String, config: &Configuration, space: &Space) {
                 })
                 .collect();
             let chain = if chain.is_empty() {
-                "(no replica)".to_string()
+                match config.waiting.get(&region.id) {
+                    Some(d) => format!("(no replica; waits for {d} to return)"),
+                    None => "(no replica)".to_string(),
+                }
             } else {
                 chain.join(" -> ")
             };
@@ -301,7 +304,11 @@ pub fn config_json(config: &Configuration) -> Json {
             json!({"id": r.id, "region": r.region.0, "to": r.to.0, "sources": sources})
         })
         .collect();
-    let spaces: Vec<Json> = config.spaces.iter().map(space_json).collect();
+    let spaces: Vec<Json> = config
+        .spaces
+        .iter()
+        .map(|space| space_json(space, &config.waiting))
+        .collect();
     json!({
         "dashboard": dashboard_url(config),
         "epoch": config.epoch.0,
@@ -316,7 +323,12 @@ pub fn config_json(config: &Configuration) -> Json {
     })
 }
 
-fn space_json(space: &Space) -> Json {
+/// A space's parts and regions; `waiting`: the daemon each emptied region
+/// waits for (`waits_for`).
+fn space_json(
+    space: &Space,
+    waiting: &std::collections::BTreeMap<tessera_types::RegionId, tessera_types::DaemonId>,
+) -> Json {
     let parts: Vec<Json> = space
         .parts()
         .iter()
@@ -333,7 +345,11 @@ fn space_json(space: &Space) -> Json {
                             .map(|(lo, hi)| [lo, hi])
                             .collect();
                         let chain: Vec<u64> = region.chain.iter().map(|d| d.0).collect();
-                        json!({"id": region.id.0, "bounds": bounds, "chain": chain})
+                        let mut out = json!({"id": region.id.0, "bounds": bounds, "chain": chain});
+                        if let Some(d) = waiting.get(&region.id) {
+                            out["waits_for"] = json!(d.0);
+                        }
+                        out
                     })
                     .collect()
             });
@@ -529,5 +545,33 @@ mod tests {
             sources[1].1
         );
         assert!(text.contains(&format!("rebuilds:\n{line}\n")), "{text}");
+    }
+
+    #[test]
+    fn an_emptied_region_names_the_daemon_it_waits_for() {
+        let mut config = replex_config();
+        let emptied = config.spaces[0].subspaces[0].regions[0].id;
+        let other = config.spaces[0].subspaces[0].regions[1].id;
+        config.spaces[0].subspaces[0].regions[0].chain.clear();
+        config.spaces[0].subspaces[0].regions[1].chain.clear();
+        config.waiting.insert(emptied, DaemonId(2));
+        let text = config_text(&config);
+        assert!(
+            text.contains(&format!("{emptied} "))
+                && text.contains("(no replica; waits for d2 to return)"),
+            "{text}"
+        );
+        assert_eq!(text.matches("(no replica)").count(), 1, "{text}");
+        let json = config_json(&config);
+        let regions = json["spaces"][0]["parts"][0]["regions"].as_array().unwrap();
+        let by_id = |id: tessera_types::RegionId| {
+            regions
+                .iter()
+                .find(|r| r["id"] == json!(id.0))
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(by_id(emptied)["waits_for"], json!(2));
+        assert!(by_id(other).get("waits_for").is_none());
     }
 }

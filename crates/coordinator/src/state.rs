@@ -627,6 +627,7 @@ impl ClusterState {
             tombstone_horizon: self.tombstone_horizon,
             advisor: self.advisor.clone(),
             rebuilds: self.rebuilds.clone(),
+            waiting: self.orphans.clone(),
         }
     }
 

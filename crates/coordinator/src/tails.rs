@@ -296,6 +296,11 @@ mod tests {
         restart(&mut state, head, created);
         assert!(chain(&state, region).is_empty());
         assert_eq!(state.orphans.get(&region), Some(&tail));
+        // Published, for `show-config` and the point leaders' refusals.
+        assert_eq!(
+            state.configuration(vec![]).waiting.get(&region),
+            Some(&tail)
+        );
         restart(&mut state, tail, created);
         assert_eq!(chain(&state, region), vec![tail]);
         assert!(state.orphans.is_empty());

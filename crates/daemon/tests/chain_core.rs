@@ -108,6 +108,7 @@ fn config(daemons: u64, f: usize, partitions: u32) -> Configuration {
         tombstone_horizon: Epoch(0),
         advisor: None,
         rebuilds: vec![],
+        waiting: Default::default(),
     }
 }
 

@@ -175,5 +175,6 @@ pub fn configuration() -> Configuration {
             to: DaemonId(3),
             sources: vec![(RegionId(2), DaemonId(2))],
         }],
+        waiting: Default::default(),
     }
 }

@@ -206,10 +206,15 @@ pub struct Configuration {
     /// them on this cluster; `None` until it has.
     #[serde(default)]
     pub advisor: Option<crate::AdvisorCalibration>,
-    /// Rebuilds of lost replex regions in progress, by increasing id
-    /// (last: postcard's field order is the wire format).
+    /// Rebuilds of lost replex regions in progress, by increasing id.
     #[serde(default)]
     pub rebuilds: Vec<Rebuild>,
+    /// Regions whose chain emptied, with the daemon each waits for: the
+    /// one it comes back from (its latest acting tail; see the
+    /// coordinator's `tails`). Last: postcard's field order is the wire
+    /// format.
+    #[serde(default)]
+    pub waiting: BTreeMap<RegionId, DaemonId>,
 }
 
 impl Configuration {

@@ -236,10 +236,16 @@ impl ReplicaCore {
             Err(region) => {
                 // Not remembered as refused: the client retries, and may
                 // succeed once the region has a replica again.
-                let reason = format!(
-                    "region {region} has no replica at epoch {}; it returns with its last replica",
-                    config.epoch
-                );
+                let reason = match config.waiting.get(&region) {
+                    Some(d) => format!(
+                        "region {region} has no replica at epoch {}; it returns with {d}",
+                        config.epoch
+                    ),
+                    None => format!(
+                        "region {region} has no replica at epoch {}; it returns with its last replica",
+                        config.epoch
+                    ),
+                };
                 self.reply(reply, refuse(Status::Offline, reason));
                 return Start::Done;
             }
