@@ -156,7 +156,7 @@ impl ClusterState {
     }
 
     /// The space holding `region`, if any.
-    fn space_of(&self, region: RegionId) -> Option<&Space> {
+    pub(crate) fn space_of(&self, region: RegionId) -> Option<&Space> {
         self.spaces
             .iter()
             .find(|space| locate(space, region).is_some())
@@ -461,11 +461,7 @@ impl ClusterState {
             b.id
         );
         let region = self
-            .spaces
-            .iter_mut()
-            .flat_map(|s| s.subspaces.iter_mut())
-            .flat_map(|sub| sub.regions.iter_mut())
-            .find(|r| r.id == b.region)
+            .region_mut(b.region)
             .expect("rebuild_holds found the region");
         if region.chain.is_empty() {
             region.chain.push(b.to);

@@ -489,20 +489,7 @@ impl ClusterState {
                     self.take_offline(id);
                     self.left_chain_at.remove(&id);
                     self.daemons.remove(&id);
-                    // Its data goes with it: a region that waited for it
-                    // comes back from an earlier tail, or is lost for good.
-                    let waiting: Vec<RegionId> = self
-                        .orphans
-                        .iter()
-                        .filter(|(_, d)| **d == id)
-                        .map(|(r, _)| *r)
-                        .collect();
-                    for region in waiting {
-                        self.orphans.remove(&region);
-                        if !self.in_replex_space(region) {
-                            self.settle_orphan(region);
-                        }
-                    }
+                    self.forget_holder(id);
                     self.killed.remove(&id);
                     self.lost.remove(&id);
                     self.held_offline.remove(&id);
@@ -655,6 +642,15 @@ impl ClusterState {
                 .iter()
                 .flat_map(move |sub| sub.regions.iter().map(move |r| (&space.desc, r)))
         })
+    }
+
+    /// The region with id `region`, to change.
+    pub(crate) fn region_mut(&mut self, region: RegionId) -> Option<&mut tessera_types::Region> {
+        self.spaces
+            .iter_mut()
+            .flat_map(|s| s.subspaces.iter_mut())
+            .flat_map(|l| l.regions.iter_mut())
+            .find(|r| r.id == region)
     }
 
     /// Marks the daemon Offline, takes it out of every chain (keeping each

@@ -77,13 +77,30 @@ impl ClusterState {
     }
 
     /// Whether `region` belongs to a replex space.
-    pub(crate) fn in_replex_space(&self, region: RegionId) -> bool {
-        self.spaces.iter().any(|s| {
-            s.desc.replex.is_some()
-                && s.subspaces
-                    .iter()
-                    .any(|l| l.regions.iter().any(|r| r.id == region))
-        })
+    fn in_replex_space(&self, region: RegionId) -> bool {
+        self.space_of(region)
+            .is_some_and(|s| s.desc.replex.is_some())
+    }
+
+    /// The emptied regions waiting for `id`.
+    fn orphans_of(&self, id: DaemonId) -> Vec<RegionId> {
+        self.orphans
+            .iter()
+            .filter(|(_, d)| **d == id)
+            .map(|(r, _)| *r)
+            .collect()
+    }
+
+    /// `id` is forgotten, and its data with it: a region that waited for
+    /// it comes back from an earlier tail, or is lost for good (a replex
+    /// region is rebuilt from the other replexes, `crate::rebuild`).
+    pub(crate) fn forget_holder(&mut self, id: DaemonId) {
+        for region in self.orphans_of(id) {
+            self.orphans.remove(&region);
+            if !self.in_replex_space(region) {
+                self.settle_orphan(region);
+            }
+        }
     }
 
     /// Brings the emptied `region` back, or names the daemon it waits for:
@@ -132,14 +149,8 @@ impl ClusterState {
     /// when any chain changed. A replex region goes back to `id` when it
     /// waits for it.
     pub(crate) fn adopt_orphans(&mut self, id: DaemonId) -> bool {
-        let mine: Vec<RegionId> = self
-            .orphans
-            .iter()
-            .filter(|(_, d)| **d == id)
-            .map(|(r, _)| *r)
-            .collect();
         let mut changed = false;
-        for region in mine {
+        for region in self.orphans_of(id) {
             if self.in_replex_space(region) {
                 self.orphans.remove(&region);
                 if let Some(r) = self.region_mut(region).filter(|r| r.chain.is_empty()) {
@@ -192,14 +203,6 @@ impl ClusterState {
             self.settle_orphan(region);
         }
         changed
-    }
-
-    fn region_mut(&mut self, region: RegionId) -> Option<&mut tessera_types::Region> {
-        self.spaces
-            .iter_mut()
-            .flat_map(|s| s.subspaces.iter_mut())
-            .flat_map(|l| l.regions.iter_mut())
-            .find(|r| r.id == region)
     }
 }
 

@@ -236,16 +236,14 @@ impl ReplicaCore {
             Err(region) => {
                 // Not remembered as refused: the client retries, and may
                 // succeed once the region has a replica again.
-                let reason = match config.waiting.get(&region) {
-                    Some(d) => format!(
-                        "region {region} has no replica at epoch {}; it returns with {d}",
-                        config.epoch
-                    ),
-                    None => format!(
-                        "region {region} has no replica at epoch {}; it returns with its last replica",
-                        config.epoch
-                    ),
-                };
+                let with = config
+                    .waiting
+                    .get(&region)
+                    .map_or_else(|| "its last replica".to_string(), ToString::to_string);
+                let reason = format!(
+                    "region {region} has no replica at epoch {}; it returns with {with}",
+                    config.epoch
+                );
                 self.reply(reply, refuse(Status::Offline, reason));
                 return Start::Done;
             }

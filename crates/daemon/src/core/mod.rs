@@ -436,8 +436,7 @@ impl ReplicaCore {
 
     /// Writes through the engine, forgetting the bytes read last.
     fn write(&self, writes: Vec<tessera_storage::Write>) -> Result<(), StorageError> {
-        self.stored.take();
-        self.engine.apply(writes)
+        self.write_commit(writes, true)
     }
 
     /// A commit's write: synced (with `durability always`) only at its

@@ -171,7 +171,7 @@ impl DaemonNode {
                     // Unreadable: unknown, which the coordinator takes as
                     // "may have acted" (the disk's failure poisons the node
                     // where it matters, on a write).
-                    installed: self.installed_epoch().ok().flatten(),
+                    installed: super::installed_epoch(self.engine()).ok().flatten(),
                 }));
             }
             HeartbeatAnswer::Stop(reason) => {

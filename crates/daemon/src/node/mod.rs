@@ -433,12 +433,6 @@ impl DaemonNode {
             .meta_put(META_INSTALLED_EPOCH, &epoch.0.to_be_bytes())
     }
 
-    /// The newest epoch this daemon installed, from its disk: what it
-    /// reports when it registers.
-    pub fn installed_epoch(&self) -> Result<Option<Epoch>, tessera_storage::StorageError> {
-        installed_epoch(self.engine())
-    }
-
     /// The engine reads and writes go through.
     pub fn engine(&self) -> &dyn Engine {
         self.engine.as_ref()
