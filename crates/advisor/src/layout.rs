@@ -1,7 +1,23 @@
 //! A candidate layout: the parts the advisor may give a space.
 
 use serde::{Deserialize, Serialize};
-use tessera_types::{format_space, GlobalIndexDecl, SpaceDesc};
+use tessera_types::{format_space, GlobalIndexDecl, HybridDecl, SpaceDesc};
+
+/// A hybrid of a replex layout (API.md §12.1, `docs/design/replex.md`):
+/// one more copy of every object, placed by the first attributes of two
+/// of the layout's sides, each coarsened to a number of groups of that
+/// side's intervals. A side is the key subspace, `[0]`, or one of the
+/// layout's replexes, named by its attributes as the layout keeps them.
+/// The order of the sides is the order of the hybrid's dimensions, as
+/// declared. Invariants (kept by [`Layout::with_hybrids`]): two different
+/// sides, both in the layout, and at most one hybrid per pair.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Hybrid {
+    /// Its two sides: `[0]` the key subspace, else a replex's attributes.
+    pub sides: [Vec<usize>; 2],
+    /// Per side, the groups of that side's intervals its dimension has.
+    pub groups: [u32; 2],
+}
 
 /// The parts of a space beside its key subspace, as the advisor proposes
 /// them. Attributes are indexes into the space's `attrs`.
@@ -23,6 +39,9 @@ pub struct Layout {
     /// the replicas (`replex` clauses, API.md §12.1). A space becomes a
     /// replex space, or stops being one, only by being created anew.
     pub replex: bool,
+    /// The hybrids of a replex layout (`hybrid` clauses); none otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hybrids: Vec<Hybrid>,
 }
 
 impl Layout {
@@ -58,16 +77,82 @@ impl Layout {
             indexes,
             global_indexes,
             replex,
+            hybrids: Vec::new(),
         }
     }
 
-    /// The layout `space` has: its subspaces, or its replexes (its
-    /// hybrids, which a layout does not model, left out; [`Layout::apply`]
-    /// keeps them where it can), its local and
-    /// global indexes.
+    /// The layout with `hybrids` added to its own, in canonical form
+    /// (sorted): only hybrids of a replex layout both of whose sides it
+    /// has, the first of each pair kept.
+    #[must_use]
+    pub fn with_hybrids(mut self, hybrids: impl IntoIterator<Item = Hybrid>) -> Layout {
+        if !self.replex {
+            self.hybrids.clear();
+            return self;
+        }
+        let all: Vec<Hybrid> = std::mem::take(&mut self.hybrids)
+            .into_iter()
+            .chain(hybrids)
+            .collect();
+        for h in all {
+            let has = |side: &Vec<usize>| *side == [0] || self.subspaces.contains(side);
+            let [a, b] = &h.sides;
+            if a != b && has(a) && has(b) && !self.has_hybrid(a, b) {
+                self.hybrids.push(h);
+            }
+        }
+        self.hybrids.sort();
+        self
+    }
+
+    /// Whether a hybrid of the layout joins sides `a` and `b`, in either
+    /// order.
+    pub fn has_hybrid(&self, a: &[usize], b: &[usize]) -> bool {
+        self.hybrids.iter().any(|h| {
+            let [x, y] = &h.sides;
+            (x == a && y == b) || (x == b && y == a)
+        })
+    }
+
+    /// The hybrids `decl` declares, named by their sides' attributes
+    /// (sorted, as a layout keeps its replexes).
+    fn hybrids_of(decl: &tessera_types::ReplexDecl) -> Vec<Hybrid> {
+        let side = |i: usize| -> Option<Vec<usize>> {
+            if i == 0 {
+                return Some(vec![0]);
+            }
+            let mut attrs = decl.replexes.get(i - 1)?.clone();
+            attrs.sort_unstable();
+            Some(attrs)
+        };
+        decl.hybrids
+            .iter()
+            .filter_map(|h| {
+                Some(Hybrid {
+                    sides: [side(h.sides[0])?, side(h.sides[1])?],
+                    groups: h.groups,
+                })
+            })
+            .collect()
+    }
+
+    /// The layout with every hybrid of `base` (a replex space) whose two
+    /// sides it has: what [`Layout::apply`] gives `base`, since a relayout
+    /// must not drop copies the operator declared for recovery.
+    #[must_use]
+    pub fn keeping(&self, base: &SpaceDesc) -> Layout {
+        match &base.replex {
+            Some(decl) => self.clone().with_hybrids(Layout::hybrids_of(decl)),
+            None => self.clone(),
+        }
+    }
+
+    /// The layout `space` has: its subspaces, or its replexes and
+    /// hybrids, its local and global indexes.
     pub fn of_space(space: &SpaceDesc) -> Layout {
         match &space.replex {
-            Some(decl) => Layout::new(decl.replexes.clone(), space.indexes.clone(), vec![], true),
+            Some(decl) => Layout::new(decl.replexes.clone(), space.indexes.clone(), vec![], true)
+                .with_hybrids(Layout::hybrids_of(decl)),
             None => Layout::new(
                 space.subspaces.clone(),
                 space.indexes.clone(),
@@ -139,14 +224,14 @@ impl Layout {
     /// `base` with this layout's parts (name, key, attributes, f and
     /// partitions unchanged; each global index with the space's
     /// partitions): its subspaces as `subspace` clauses, or as `replex`
-    /// clauses in a replex layout, with every `hybrid` of `base` whose two
-    /// replexes the layout keeps (the model does not price hybrids, but a
+    /// clauses in a replex layout with its hybrids and every `hybrid` of
+    /// `base` whose two replexes the layout keeps ([`Layout::keeping`]: a
     /// relayout must not drop copies the operator declared).
     pub fn apply(&self, base: &SpaceDesc) -> SpaceDesc {
         let (subspaces, replex) = if self.replex {
             let decl = tessera_types::ReplexDecl {
                 replexes: self.subspaces.clone(),
-                hybrids: self.kept_hybrids(base),
+                hybrids: self.keeping(base).hybrid_decls(),
                 relaxed: base.replex.as_ref().is_some_and(|r| r.relaxed),
             };
             (Vec::new(), Some(decl))
@@ -169,30 +254,20 @@ impl Layout {
         }
     }
 
-    /// The hybrids of `base` (a replex space) both of whose replexes this
-    /// replex layout has, their sides renumbered to its replexes (replex
-    /// 0, the key subspace, is always kept).
-    fn kept_hybrids(&self, base: &SpaceDesc) -> Vec<tessera_types::HybridDecl> {
-        let Some(decl) = &base.replex else {
-            return Vec::new();
-        };
-        let renumber = |side: usize| -> Option<usize> {
-            if side == 0 {
+    /// Its hybrids as `hybrid` clauses, sides numbered as its replexes
+    /// (0 the key subspace, `i` the `i`-th replex).
+    fn hybrid_decls(&self) -> Vec<HybridDecl> {
+        let number = |side: &Vec<usize>| -> Option<usize> {
+            if *side == [0] {
                 return Some(0);
             }
-            let attrs = decl.replexes.get(side - 1)?;
-            let mut sorted = attrs.clone();
-            sorted.sort_unstable();
-            self.subspaces
-                .iter()
-                .position(|s| *s == sorted)
-                .map(|i| i + 1)
+            self.subspaces.iter().position(|s| s == side).map(|i| i + 1)
         };
-        decl.hybrids
+        self.hybrids
             .iter()
             .filter_map(|h| {
-                Some(tessera_types::HybridDecl {
-                    sides: [renumber(h.sides[0])?, renumber(h.sides[1])?],
+                Some(HybridDecl {
+                    sides: [number(&h.sides[0])?, number(&h.sides[1])?],
                     groups: h.groups,
                 })
             })
@@ -219,6 +294,15 @@ impl Layout {
                     .iter()
                     .map(|a| format!("global index {}", name(a))),
             )
+            .chain(self.hybrids.iter().map(|h| {
+                format!(
+                    "hybrid {}, {} groups {}, {}",
+                    name(&h.sides[0][0]),
+                    name(&h.sides[1][0]),
+                    h.groups[0],
+                    h.groups[1]
+                )
+            }))
             .collect();
         if parts.is_empty() {
             "key subspace only".to_string()
@@ -306,17 +390,62 @@ mod tests {
         let parsed = parse_space(&text).expect("the description parses");
         assert_eq!(parsed.replex.as_ref().unwrap().hybrids.len(), 2, "{text}");
         assert_eq!(Layout::of_space(&parsed), same);
-        // The layout's replexes are sorted: a (1) then b (2); `b, a` is
-        // now sides 2 and 1, `k, a` sides 0 and 1.
+        // The layout's replexes are sorted: a (1) then b (2); `k, a` is
+        // sides 0 and 1, `b, a` (its dimensions in the declared order)
+        // now sides 2 and 1; the layout keeps its hybrids sorted.
         let kept = &applied.replex.as_ref().unwrap().hybrids;
-        assert_eq!(kept[0].sides, [2, 1]);
-        assert_eq!(kept[1].sides, [0, 1]);
+        assert_eq!(kept[0].sides, [0, 1]);
+        assert_eq!(kept[1].sides, [2, 1]);
+        assert_eq!(same.hybrids.len(), 2);
+        assert_eq!(same.hybrids[1].sides, [vec![2], vec![1]]);
         // Without replex b, only the hybrid of the key subspace and a stays.
         let without_b = Layout::new(vec![vec![1], vec![3]], vec![], vec![], true);
         let hybrids = without_b.apply(&base).replex.unwrap().hybrids;
         assert_eq!(hybrids.len(), 1);
         assert_eq!(hybrids[0].sides, [0, 1]);
         parse_space(&without_b.describe(&base)).expect("the description parses");
+    }
+
+    /// A layout keeps only hybrids of its own sides, one per pair, and
+    /// one it adds is declared, described and read back.
+    #[test]
+    fn hybrids_of_a_layout_name_its_sides() {
+        let base = parse_space(
+            "space s key k attributes a, b, c replex a create 8 partitions tolerate 1 failure",
+        )
+        .unwrap();
+        let hybrid = |a: usize, b: usize, groups: [u32; 2]| Hybrid {
+            sides: [vec![a], vec![b]],
+            groups,
+        };
+        let replex = Layout::new(vec![vec![1], vec![2]], vec![], vec![], true);
+        let layout = replex.clone().with_hybrids([
+            hybrid(2, 1, [2, 4]),
+            // The same pair again, a side the layout lacks, one side twice.
+            hybrid(1, 2, [4, 2]),
+            hybrid(0, 3, [2, 4]),
+            hybrid(1, 1, [2, 4]),
+            hybrid(0, 1, [4, 2]),
+        ]);
+        assert_eq!(
+            layout.hybrids,
+            vec![hybrid(0, 1, [4, 2]), hybrid(2, 1, [2, 4])]
+        );
+        assert!(Layout::new(vec![vec![1]], vec![], vec![], false)
+            .with_hybrids([hybrid(0, 1, [4, 2])])
+            .hybrids
+            .is_empty());
+        let text = layout.describe(&base);
+        assert!(text.contains("hybrid b, a groups 2, 4"), "{text}");
+        assert!(text.contains("hybrid k, a groups 4, 2"), "{text}");
+        let parsed = parse_space(&text).expect("the description parses");
+        assert_eq!(Layout::of_space(&parsed), layout);
+        assert_eq!(
+            layout.summary(&base),
+            "replex a; replex b; hybrid k, a groups 4, 2; hybrid b, a groups 2, 4"
+        );
+        // Applying the plain layout to the parsed space keeps both.
+        assert_eq!(replex.keeping(&parsed), layout);
     }
 
     #[test]

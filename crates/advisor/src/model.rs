@@ -22,14 +22,24 @@
 //!
 //! Storage and recovery time are the same in both: every copy of every
 //! object, its local index entries and its global index entries; a lost
-//! daemon's share rebuilt at a fixed bandwidth.
+//! daemon's share rebuilt at a fixed bandwidth, times what the rebuild
+//! reads per object it rebuilds (1 for state transfer from a replica; a
+//! replex region's covering set, which a hybrid makes smaller).
 
 use crate::layout::Layout;
 use crate::params::Params;
 use crate::thesis;
 use crate::workload::{narrows, ClassKind, Search, SearchOp, Workload};
 use serde::{Deserialize, Serialize};
-use tessera_types::region::grid_for_partitions;
+use std::collections::{BTreeSet, HashMap};
+use tessera_types::region::{default_layout, grid_for_partitions};
+use tessera_types::replex::covering_set;
+use tessera_types::{RegionId, SpaceId};
+
+/// Regions of each part whose covering sets price a replex layout's
+/// rebuild, evenly spread over the part (with uniform data the regions of
+/// one part are alike).
+const SAMPLED_REGIONS: usize = 8;
 
 /// Which cost model predicts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,7 +155,8 @@ pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Para
     let bytes_per_object = ctx.bytes_per_object();
     let recovery_s = workload.objects as f64 * bytes_per_object
         / f64::from(params.daemons.max(1))
-        / params.rebuild_bytes_per_s;
+        / params.rebuild_bytes_per_s
+        * rebuild_read_amplification(workload, layout);
     Prediction {
         ops_per_s,
         bytes_per_object,
@@ -195,6 +206,18 @@ impl<'a> Context<'a> {
                 complete,
             }
         });
+        // A hybrid is a 2-D part over its sides' first attributes, cut into
+        // their groups; the planner searches it like any other.
+        let hybrids = layout.hybrids.iter().map(|h| {
+            let attrs = vec![h.sides[0][0], h.sides[1][0]];
+            let mut complete: Vec<usize> = attrs.iter().chain(&layout.indexes).copied().collect();
+            complete.sort_unstable();
+            Part {
+                attrs,
+                grid: h.groups.to_vec(),
+                complete,
+            }
+        });
         Context {
             workload,
             layout,
@@ -202,7 +225,10 @@ impl<'a> Context<'a> {
             objects: workload.objects as f64,
             copies: if layout.replex { 1.0 } else { f64::from(k) },
             k,
-            parts: std::iter::once(key).chain(declared).collect(),
+            parts: std::iter::once(key)
+                .chain(declared)
+                .chain(hybrids)
+                .collect(),
             indexed: layout.indexed_attrs(),
         }
     }
@@ -535,7 +561,8 @@ impl<'a> Context<'a> {
         indexes as f64 * f64::from(self.k) * self.params.global_index_hop
     }
 
-    /// Copies of an object over all parts: K·(1 + |S|), or 1 + |S| replexes.
+    /// Copies of an object over all parts: K·(1 + |S|), or 1 + |S| replexes
+    /// + |H| hybrids.
     fn total_copies(&self) -> f64 {
         self.copies * self.parts.len() as f64
     }
@@ -548,6 +575,59 @@ impl<'a> Context<'a> {
         let entries = self.indexed.len() as f64 * self.params.index_entry_bytes;
         let global = self.layout.global_indexes.len() as f64 * f64::from(self.k);
         self.total_copies() * (object + entries) + global * self.params.global_entry_bytes
+    }
+}
+
+/// Objects a rebuild reads per object it rebuilds. A region of a space of
+/// subspaces comes back by state transfer from a replica of its own: 1. A
+/// lost region of a replex layout is rebuilt from its covering set
+/// (`tessera_types::replex::covering_set`, the region alone failed), each
+/// of whose regions its source reads whole: without a hybrid that is every
+/// region of another part (a whole copy of the space for each lost
+/// region), through a hybrid of groups (N1, N2) the N2 regions of one
+/// group. Averaged over every part that holds objects (each holds every
+/// object once), with uniform data (a part's regions hold equal shares).
+fn rebuild_read_amplification(workload: &Workload, layout: &Layout) -> f64 {
+    if !layout.replex || layout.subspaces.is_empty() {
+        return 1.0;
+    }
+    let space = default_layout(SpaceId(0), layout.apply(&workload.space));
+    let parts: Vec<_> = space
+        .subspaces
+        .iter()
+        .filter(|l| l.kind.holds_objects())
+        .collect();
+    // Each region's share of the objects.
+    let share: HashMap<RegionId, f64> = parts
+        .iter()
+        .flat_map(|l| {
+            let n = l.regions.len().max(1) as f64;
+            l.regions.iter().map(move |r| (r.id, 1.0 / n))
+        })
+        .collect();
+    let mut total = 0.0;
+    let mut counted = 0usize;
+    for part in &parts {
+        let n = part.regions.len();
+        let step = n.div_ceil(SAMPLED_REGIONS).max(1);
+        let ratios: Vec<f64> = (0..n)
+            .step_by(step)
+            .filter_map(|i| {
+                let region = part.regions[i].id;
+                let cover = covering_set(&space, &BTreeSet::from([region]), region).ok()?;
+                let read: f64 = cover.iter().map(|c| share[c]).sum();
+                Some(read / share[&region])
+            })
+            .collect();
+        if !ratios.is_empty() {
+            total += ratios.iter().sum::<f64>() / ratios.len() as f64;
+            counted += 1;
+        }
+    }
+    if counted == 0 {
+        1.0
+    } else {
+        (total / counted as f64).max(1.0)
     }
 }
 
@@ -569,6 +649,64 @@ mod tests {
     const A: usize = 2;
     const P: usize = 3;
     const T: usize = 4;
+
+    /// What a replex rebuild reads, worked out by hand from the covering
+    /// sets of `docs/design/replex.md`, and what a hybrid costs.
+    #[test]
+    fn a_hybrid_shortens_a_replex_rebuild_by_its_groups() {
+        let text = r#"{"space": "space r key k attributes a, b replex a create 8 partitions tolerate 1 failure",
+            "objects": 1000, "classes": [{"p": 1, "modify": ["b"]}]}"#;
+        let w = parse_workload(text, None).unwrap();
+        let plain = Layout::of_space(&w.space);
+        // The key subspace and replex a have 8 regions each, an eighth of
+        // the objects in each. A lost key region is read from every
+        // region of a, and a lost region of a from every key region: 8
+        // regions' worth for one.
+        let amp = rebuild_read_amplification(&w, &plain);
+        assert!((amp - 8.0).abs() < 1e-9, "{amp}");
+        // `hybrid k, a groups 2, 4`: 8 regions, (key group x, a group y).
+        // A lost key region (a group of 4 key intervals) is in the 4
+        // hybrid regions (x, *); a lost region of a (a group of 2) in the
+        // 2 regions (*, y); a lost hybrid region in the 2 regions of a of
+        // group y (or the 4 key regions of group x). Each an eighth.
+        let hybrid = plain.clone().with_hybrids([crate::layout::Hybrid {
+            sides: [vec![0], vec![1]],
+            groups: [2, 4],
+        }]);
+        assert_eq!(hybrid.hybrids.len(), 1);
+        let amp = rebuild_read_amplification(&w, &hybrid);
+        assert!((amp - (4.0 + 2.0 + 2.0) / 3.0).abs() < 1e-9, "{amp}");
+        // Spaces of subspaces come back by state transfer: 1.
+        let subspaces = Layout::of_subspaces(vec![vec![1]]);
+        assert_eq!(rebuild_read_amplification(&w, &subspaces), 1.0);
+        let params = Params::default();
+        let p0 = predict(Model::Tessera, &w, &plain, &params);
+        let p1 = predict(Model::Tessera, &w, &hybrid, &params);
+        // Three copies against two; their rebuild a third of the reads.
+        assert!((p1.bytes_per_object / p0.bytes_per_object - 1.5).abs() < 1e-9);
+        let ratio = p1.recovery_s / p0.recovery_s;
+        assert!((ratio - 1.5 * (8.0 / 3.0) / 8.0).abs() < 1e-9, "{ratio}");
+        // A modify of b overwrites the hybrid's copy in place: one hop.
+        let extra = p1.class_costs_s[0] - p0.class_costs_s[0];
+        assert!((extra - params.hop_s()).abs() < 1e-12, "{extra}");
+        // A modify of a moves the object between hybrid regions when its
+        // group changes (4 groups: 3 times in 4), as in replex a.
+        let wa = parse_workload(
+            &text.replace(r#""modify": ["b"]"#, r#""modify": ["a"]"#),
+            None,
+        )
+        .unwrap();
+        let q0 = predict(Model::Tessera, &wa, &plain, &params);
+        let q1 = predict(Model::Tessera, &wa, &hybrid, &params);
+        // Its copy also rewrites the entry of a, which every copy indexes.
+        let moves = 1.0 - 1.0 / 4.0;
+        let hybrid_hops = moves * 2.0 * params.alpha + (1.0 - moves) + params.index_write;
+        let extra = q1.class_costs_s[0] - q0.class_costs_s[0];
+        assert!(
+            (extra - hybrid_hops * params.hop_s()).abs() < 1e-12,
+            "{extra}"
+        );
+    }
 
     #[test]
     fn table_4_4_search_mixes_through_the_whole_prediction() {

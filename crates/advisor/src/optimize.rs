@@ -28,6 +28,14 @@
 //! never ranks below keeping what the space has, and a space whose
 //! candidates make no declarable layout (a replex space of f greater
 //! than the attributes its searches narrow) is still answered.
+//!
+//! Hybrids (Replex's recovery parts): every replex layout is predicted
+//! with the space's hybrids whose sides it keeps, as applying it keeps
+//! them ([`Layout::keeping`]). With a recovery budget, a replex layout
+//! over it gains hybrids one at a time, each time the one that shortens
+//! its predicted recovery most, until it fits or none helps
+//! ([`hybrid_options`]): a hybrid costs a copy and a hop per write, so
+//! without a budget it is never proposed.
 
 use crate::layout::Layout;
 use crate::model::{predict, Model, Prediction};
@@ -411,10 +419,13 @@ impl Candidates {
             ));
         }
         if self.modes.len() > 1 {
-            out.push(Layout {
-                replex: !layout.replex,
-                ..layout.clone()
-            });
+            out.push(
+                Layout {
+                    replex: !layout.replex,
+                    ..layout.clone()
+                }
+                .with_hybrids([]),
+            );
         }
         out.retain(|n| n != layout && n.declarable(self.f));
         out
@@ -430,11 +441,49 @@ struct Evaluator<'a> {
 }
 
 impl Evaluator<'_> {
+    /// The prediction for `layout` as applying it would leave the space:
+    /// with the space's hybrids whose sides it keeps.
     fn predict(&mut self, layout: &Layout) -> &Prediction {
         let (workload, params, model) = (self.workload, self.params, self.options.model);
+        let layout = layout.keeping(&workload.space);
         self.seen
-            .entry(layout.clone())
-            .or_insert_with(|| predict(model, workload, layout, params))
+            .entry(layout)
+            .or_insert_with_key(|layout| predict(model, workload, layout, params))
+    }
+
+    /// With a recovery budget, each replex layout seen that misses it
+    /// gains hybrids, one at a time, the one that shortens its recovery
+    /// most, until it fits or no hybrid shortens it.
+    fn add_hybrids(&mut self) {
+        let Some(budget) = self.options.recovery_budget_s else {
+            return;
+        };
+        let f = self.workload.space.fault_tolerance;
+        let starts: Vec<Layout> = self
+            .seen
+            .keys()
+            .filter(|l| l.replex && l.declarable(f))
+            .cloned()
+            .collect();
+        for mut layout in starts {
+            loop {
+                let now = self.predict(&layout).recovery_s;
+                if now <= budget {
+                    break;
+                }
+                let mut best: Option<(f64, Layout)> = None;
+                for next in hybrid_options(&layout, self.workload, self.params) {
+                    let r = self.predict(&next).recovery_s;
+                    if r < now && best.as_ref().is_none_or(|(b, _)| r < *b) {
+                        best = Some((r, next));
+                    }
+                }
+                match best {
+                    Some((_, next)) => layout = next.keeping(&self.workload.space),
+                    None => break,
+                }
+            }
+        }
     }
 
     fn fits(&self, layout: &Layout, p: &Prediction) -> bool {
@@ -529,6 +578,7 @@ pub fn advise(
         beam(&candidates, &mut eval, &heuristics);
         SearchKind::Beam
     };
+    eval.add_hybrids();
     let ranked = eval.ranked();
     if ranked.is_empty() {
         let smallest = eval.predict(&Layout::default()).clone();
@@ -556,6 +606,64 @@ pub fn advise(
     })
 }
 
+/// `layout` with one more hybrid, for each pair of its sides (the key
+/// subspace and its replexes) without one: groups from
+/// [`hybrid_groups`]. None for a layout of subspaces, nor where the
+/// cluster's daemons (`params.daemons`) would be fewer than its parts
+/// with the hybrid: the placement that keeps two copies of an object off
+/// one daemon needs a daemon per part (`docs/design/replex.md`).
+pub fn hybrid_options(layout: &Layout, workload: &Workload, params: &Params) -> Vec<Layout> {
+    if !layout.replex {
+        return Vec::new();
+    }
+    let parts = 1 + layout.subspaces.len() + layout.hybrids.len() + 1;
+    if (params.daemons as usize) < parts {
+        return Vec::new();
+    }
+    let partitions = workload.space.partitions.max(1);
+    let intervals = |side: &Vec<usize>| -> u32 {
+        if *side == [0] {
+            partitions
+        } else {
+            tessera_types::region::grid_for_partitions(partitions, side.len())[0]
+        }
+    };
+    let sides: Vec<Vec<usize>> = std::iter::once(vec![0])
+        .chain(layout.subspaces.iter().cloned())
+        .collect();
+    let mut out = Vec::new();
+    for (i, a) in sides.iter().enumerate() {
+        for b in &sides[i + 1..] {
+            if layout.has_hybrid(a, b) {
+                continue;
+            }
+            let Some(groups) = hybrid_groups(intervals(a), intervals(b), partitions) else {
+                continue;
+            };
+            out.push(layout.clone().with_hybrids([crate::layout::Hybrid {
+                sides: [a.clone(), b.clone()],
+                groups,
+            }]));
+        }
+    }
+    out
+}
+
+/// Group counts for a hybrid between sides of `m_a` and `m_b` intervals:
+/// divisors of each, at least 2 (a single group would leave no daemon of
+/// a side free to hold the hybrid's regions), whose product — the
+/// hybrid's regions — is at most `partitions` and as large as can be,
+/// then as even as can be, then with more groups on the first side. A
+/// lost region of side A is then read from `m_a / N1`-th of the objects
+/// rather than from all of them. None when a side has no such divisor.
+pub fn hybrid_groups(m_a: u32, m_b: u32, partitions: u32) -> Option<[u32; 2]> {
+    let divisors = |m: u32| (2..=m).filter(move |d| m.is_multiple_of(*d));
+    divisors(m_a)
+        .flat_map(|x| divisors(m_b).map(move |y| [x, y]))
+        .filter(|[x, y]| u64::from(*x) * u64::from(*y) <= u64::from(partitions))
+        .max_by_key(|[x, y]| (x * y, std::cmp::Reverse(x.abs_diff(*y)), *x))
+}
+
 /// The beam search of the module docs.
 fn beam(candidates: &Candidates, eval: &mut Evaluator<'_>, heuristics: &[(Heuristic, Layout)]) {
     let width = eval.options.beam_width.max(1);
@@ -564,9 +672,12 @@ fn beam(candidates: &Candidates, eval: &mut Evaluator<'_>, heuristics: &[(Heuris
     let mut beam: Vec<Layout> = std::iter::once(Layout::default())
         .chain(heuristics.iter().map(|(_, l)| l.clone()))
         .flat_map(|l| {
-            candidates.modes.iter().map(move |&replex| Layout {
-                replex,
-                ..l.clone()
+            candidates.modes.iter().map(move |&replex| {
+                Layout {
+                    replex,
+                    ..l.clone()
+                }
+                .with_hybrids([])
             })
         })
         .filter(|l| l.declarable(candidates.f))
@@ -801,6 +912,86 @@ mod tests {
             .iter()
             .all(|r| r.layout.declarable(space.fault_tolerance)));
         assert!(later.layouts[0].prediction.ops_per_s > now.layouts[0].prediction.ops_per_s);
+    }
+
+    /// A replex layout over the recovery budget gains the hybrid that
+    /// brings it within; without a budget none is proposed.
+    #[test]
+    fn a_recovery_budget_brings_a_hybrid() {
+        let text = r#"{"space": "space r key k attributes a, b replex a create 8 partitions tolerate 1 failure",
+            "objects": 1000000, "classes": [{"p": 0.5, "search": {"a": "eq"}}, {"p": 0.5, "modify": ["b"]}]}"#;
+        let w = parse_workload(text, None).unwrap();
+        let params = Params::default();
+        let free = advise(&w, &params, &Options::default()).unwrap();
+        let top = &free.layouts[0];
+        assert!(
+            top.layout.replex && top.layout.hybrids.is_empty(),
+            "{:?}",
+            top.layout
+        );
+        assert!(free.layouts.iter().all(|r| r.layout.hybrids.is_empty()));
+        // A hybrid of the key subspace and a (8 intervals each, groups
+        // 4 and 2) rebuilds from a third of the reads (8/3 regions'
+        // worth against 8) with a third more copies (3 against 2): half
+        // the recovery time.
+        let budget = top.prediction.recovery_s * 0.6;
+        let bound = Options {
+            recovery_budget_s: Some(budget),
+            ..Options::default()
+        };
+        let advice = advise(&w, &params, &bound).unwrap();
+        let chosen = &advice.layouts[0];
+        assert_eq!(chosen.layout.subspaces, top.layout.subspaces);
+        assert_eq!(
+            chosen.layout.hybrids,
+            vec![crate::layout::Hybrid {
+                sides: [vec![0], vec![1]],
+                groups: [4, 2]
+            }]
+        );
+        let ratio = chosen.prediction.recovery_s / top.prediction.recovery_s;
+        assert!((ratio - 0.5).abs() < 1e-9, "{ratio}");
+        assert!(advice
+            .layouts
+            .iter()
+            .all(|r| r.prediction.recovery_s <= budget));
+        // Its writes pay the hybrid's copy.
+        assert!(chosen.prediction.ops_per_s < top.prediction.ops_per_s);
+        // Below what one hybrid (the only pair) reaches: nothing fits.
+        let tight = Options {
+            recovery_budget_s: Some(top.prediction.recovery_s * 0.4),
+            ..Options::default()
+        };
+        assert!(matches!(
+            advise(&w, &params, &tight),
+            Err(AdviseError::NothingFits { .. })
+        ));
+        // Too few daemons to place a third part apart: no hybrid.
+        let two = Params {
+            daemons: 2,
+            ..Params::default()
+        };
+        assert!(hybrid_options(&top.layout, &w, &two).is_empty());
+        assert_eq!(hybrid_options(&top.layout, &w, &params).len(), 1);
+    }
+
+    #[test]
+    fn hybrid_groups_divide_their_sides_and_fit_the_partitions() {
+        assert_eq!(hybrid_groups(8, 8, 8), Some([4, 2]));
+        assert_eq!(hybrid_groups(24, 24, 24), Some([6, 4]));
+        // 7 has no divisor but itself: 7 × 2 > 8, 7 × ... none fits.
+        assert_eq!(hybrid_groups(7, 8, 8), None);
+        assert_eq!(hybrid_groups(1, 8, 8), None);
+        for (a, b, p) in [(12, 18, 16), (256, 16, 256), (6, 6, 36)] {
+            let [x, y] = hybrid_groups(a, b, p).unwrap();
+            assert!(a % x == 0 && b % y == 0 && x >= 2 && y >= 2 && x * y <= p);
+            // No other pair of divisors makes more regions within p.
+            for u in (2..=a).filter(|u| a % u == 0) {
+                for v in (2..=b).filter(|v| b % v == 0) {
+                    assert!(u * v > p || u * v <= x * y, "{u} {v} against {x} {y}");
+                }
+            }
+        }
     }
 
     #[test]

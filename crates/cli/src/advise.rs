@@ -437,6 +437,10 @@ fn prediction_json(space: &SpaceDesc, layout: &Layout, p: &Prediction) -> Value 
         "indexes": names(space, &layout.indexes),
         "global_indexes": names(space, &layout.global_indexes),
         "replex": layout.replex,
+        "hybrids": layout.hybrids.iter().map(|h| json!({
+            "sides": h.sides.iter().map(|s| names(space, s)).collect::<Vec<_>>(),
+            "groups": h.groups,
+        })).collect::<Vec<_>>(),
         "new_space_only": layout.converts(space),
         "class_costs_s": p.class_costs_s,
     })

@@ -2,7 +2,8 @@
 //! the daemons count the shapes of what they serve and `advise --space`
 //! turns a known mix into a workload with exactly its counts; `advise
 //! --apply --wait` moves a space without subspaces to the advised layout
-//! while a bounded background load runs, and no call of that load fails.
+//! while a bounded background load runs, and no call of that load fails;
+//! a recovery budget adds a hybrid to a replex space live.
 
 // Tests of real processes and sockets wait with real deadlines.
 #![allow(clippy::disallowed_methods)]
@@ -256,6 +257,103 @@ fn advise_apply_relayouts_under_load_without_a_failed_call() {
         .filter(|id| CITIES[*id as usize % CITIES.len()] == "oslo")
         .count();
     assert_eq!(oslo.len(), written);
+}
+
+/// Issue 14 with Replex's hybrids: on a replex space, a recovery budget
+/// the space misses brings advice with a hybrid (its rebuild reads a
+/// group of the hybrid instead of a whole replex), and `--apply --wait`
+/// adds it live: the part is ready and searches still find every object.
+#[test]
+fn a_recovery_budget_adds_a_hybrid_to_a_replex_space_live() {
+    let cluster = Cluster::start_with(3, &[], &[]);
+    cluster
+        .admin()
+        .add_space(
+            "space orders key int id attributes string customer, int quantity              replex customer create 8 partitions tolerate 1 failure",
+        )
+        .expect("add the space");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let client = runtime
+        .block_on(Client::connect(&cluster.coordinator_addr(0)))
+        .expect("a client");
+    let customer = |id: i64| format!("c{}", id % 7);
+    runtime.block_on(async {
+        for id in 0..60 {
+            let object = vec![
+                ("customer", Value::str(&customer(id))),
+                ("quantity", Value::Int(id)),
+            ];
+            let done = client.put("orders", Value::Int(id), object).await;
+            assert_eq!(done.expect("load"), Outcome::Done);
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("workload.json");
+    std::fs::write(
+        &file,
+        r#"{"space": "orders", "objects": 1000000,
+            "classes": [{"p": 0.5, "search": {"customer": "eq"}}, {"p": 0.5, "get": true}]}"#,
+    )
+    .expect("write the workload");
+    let file = file.to_str().expect("utf-8 path");
+    let free = advise(
+        &cluster,
+        &["advise", "--workload", file, "--top", "1", "--json"],
+    );
+    let plain = &free["layouts"][0];
+    assert_eq!(
+        plain["hybrids"].as_array().map(Vec::len),
+        Some(0),
+        "{plain}"
+    );
+    let recovery = plain["recovery_s"].as_f64().expect("recovery_s");
+    let budget = format!("{}", recovery * 0.6);
+    let doc = advise(
+        &cluster,
+        &[
+            "advise",
+            "--workload",
+            file,
+            "--top",
+            "1",
+            "--json",
+            "--recovery-budget",
+            &budget,
+            "--apply",
+            "--wait",
+        ],
+    );
+    let best = &doc["layouts"][0];
+    let hybrids = best["hybrids"].as_array().expect("hybrids");
+    assert_eq!(hybrids.len(), 1, "{best}");
+    assert!(best["recovery_s"].as_f64().expect("recovery_s") <= recovery * 0.6);
+    assert!(
+        best["description"]
+            .as_str()
+            .unwrap_or("")
+            .contains("hybrid"),
+        "{best}"
+    );
+    let shown = cli_at(&["show-config"], &cluster.coordinator_addr(0));
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.trim_start().starts_with("hybrid") && l.contains("ready")),
+        "{shown}"
+    );
+    // Every object is found by customer, as a filter over what was put.
+    for c in 0..7 {
+        let name = format!("c{c}");
+        let found = runtime
+            .block_on(client.search("orders", [("customer", PredOp::Eq(Value::str(&name)))]))
+            .expect("search");
+        let want = (0..60).filter(|id| customer(*id) == name).count();
+        assert_eq!(found.len(), want, "customer {name}");
+    }
 }
 
 /// A background load of one kind at a time, switched by the test: each
