@@ -193,10 +193,10 @@ impl Layout {
     }
 
     /// Whether the layout keeps `f + 1` copies of every object: always,
-    /// except a replex layout with fewer replexes than f (the key subspace
-    /// and each replex hold one copy).
+    /// except a replex layout with fewer replexes and hybrids than f (the
+    /// key subspace, each replex and each hybrid hold one copy).
     pub fn tolerates(&self, f: u32) -> bool {
-        !self.replex || self.subspaces.len() >= f as usize
+        !self.replex || self.subspaces.len() + self.hybrids.len() >= f as usize
     }
 
     /// Whether a space of `f` tolerated failures can declare this layout:

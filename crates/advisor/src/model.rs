@@ -82,8 +82,26 @@ pub fn tolerates_faults(workload: &Workload, layout: &Layout) -> bool {
     layout.tolerates(workload.space.fault_tolerance)
 }
 
-/// The prediction for `layout` under `workload`.
+/// The prediction for `layout` under `workload`, as applying it would
+/// leave the space (with the space's hybrids whose sides it keeps,
+/// [`Layout::keeping`]).
 pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Params) -> Prediction {
+    let layout = layout.keeping(&workload.space);
+    let amplification = rebuild_read_amplification(workload, &layout);
+    predict_with(model, workload, &layout, params, amplification)
+}
+
+/// [`predict`] of a layout already as applying it would leave the space,
+/// with its rebuild's read amplification ([`rebuild_read_amplification`])
+/// given: the optimizer computes that once per set of replexes and
+/// hybrids.
+pub fn predict_with(
+    model: Model,
+    workload: &Workload,
+    layout: &Layout,
+    params: &Params,
+    amplification: f64,
+) -> Prediction {
     let ctx = Context::new(workload, layout, params);
     // Seconds a search adds per op/s of the mix: the dead index entries
     // its walk, or the dead record versions its scan, steps over.
@@ -156,7 +174,7 @@ pub fn predict(model: Model, workload: &Workload, layout: &Layout, params: &Para
     let recovery_s = workload.objects as f64 * bytes_per_object
         / f64::from(params.daemons.max(1))
         / params.rebuild_bytes_per_s
-        * rebuild_read_amplification(workload, layout);
+        * amplification;
     Prediction {
         ops_per_s,
         bytes_per_object,
@@ -210,7 +228,13 @@ impl<'a> Context<'a> {
         // their groups; the planner searches it like any other.
         let hybrids = layout.hybrids.iter().map(|h| {
             let attrs = vec![h.sides[0][0], h.sides[1][0]];
-            let mut complete: Vec<usize> = attrs.iter().chain(&layout.indexes).copied().collect();
+            // Regions index no key (`SpaceDesc::indexable`).
+            let mut complete: Vec<usize> = attrs
+                .iter()
+                .chain(&layout.indexes)
+                .copied()
+                .filter(|&a| a != 0)
+                .collect();
             complete.sort_unstable();
             Part {
                 attrs,
@@ -587,7 +611,9 @@ impl<'a> Context<'a> {
 /// region), through a hybrid of groups (N1, N2) the N2 regions of one
 /// group. Averaged over every part that holds objects (each holds every
 /// object once), with uniform data (a part's regions hold equal shares).
-fn rebuild_read_amplification(workload: &Workload, layout: &Layout) -> f64 {
+/// It depends on the layout's replexes and hybrids and the space's
+/// partitions only.
+pub fn rebuild_read_amplification(workload: &Workload, layout: &Layout) -> f64 {
     if !layout.replex || layout.subspaces.is_empty() {
         return 1.0;
     }
@@ -676,10 +702,21 @@ mod tests {
         assert_eq!(hybrid.hybrids.len(), 1);
         let amp = rebuild_read_amplification(&w, &hybrid);
         assert!((amp - (4.0 + 2.0 + 2.0) / 3.0).abs() < 1e-9, "{amp}");
+        // A layout of the space's replexes alone is priced as applying it
+        // leaves the space: with the space's hybrid.
+        let declared = parse_workload(
+            &text.replace("replex a create", "replex a hybrid k, a groups 2, 4 create"),
+            None,
+        )
+        .unwrap();
+        let params = Params::default();
+        assert_eq!(
+            predict(Model::Tessera, &declared, &plain, &params),
+            predict(Model::Tessera, &declared, &hybrid, &params)
+        );
         // Spaces of subspaces come back by state transfer: 1.
         let subspaces = Layout::of_subspaces(vec![vec![1]]);
         assert_eq!(rebuild_read_amplification(&w, &subspaces), 1.0);
-        let params = Params::default();
         let p0 = predict(Model::Tessera, &w, &plain, &params);
         let p1 = predict(Model::Tessera, &w, &hybrid, &params);
         // Three copies against two; their rebuild a third of the reads.

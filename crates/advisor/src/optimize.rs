@@ -37,8 +37,9 @@
 //! ([`hybrid_options`]): a hybrid costs a copy and a hop per write, so
 //! without a budget it is never proposed.
 
+use crate::layout::Hybrid;
 use crate::layout::Layout;
-use crate::model::{predict, Model, Prediction};
+use crate::model::{predict_with, rebuild_read_amplification, Model, Prediction};
 use crate::params::Params;
 use crate::workload::{narrows, SearchOp, Workload};
 use serde::{Deserialize, Serialize};
@@ -250,8 +251,11 @@ struct Candidates {
     globals: Vec<usize>,
     /// The kinds of layout considered: `false` subspaces, `true` replexes.
     modes: Vec<bool>,
-    /// The space's f: a replex layout needs at least f replexes.
+    /// The space's f: a replex layout needs at least f replexes (and
+    /// hybrids).
     f: u32,
+    /// The space, whose hybrids a replex layout keeps when applied.
+    space: tessera_types::SpaceDesc,
 }
 
 impl Candidates {
@@ -300,6 +304,7 @@ impl Candidates {
             globals,
             modes: Candidates::modes(workload, options),
             f: workload.space.fault_tolerance,
+            space: workload.space.clone(),
         }
     }
 
@@ -359,7 +364,7 @@ impl Candidates {
                             pick(&self.globals, g),
                             replex,
                         );
-                        if layout.declarable(self.f) {
+                        if self.declarable(&layout) {
                             out.insert(layout);
                         }
                     }
@@ -427,8 +432,14 @@ impl Candidates {
                 .with_hybrids([]),
             );
         }
-        out.retain(|n| n != layout && n.declarable(self.f));
+        out.retain(|n| n != layout && self.declarable(n));
         out
+    }
+
+    /// Whether `layout` is declarable as applying it would leave the
+    /// space (with the space's hybrids whose sides it keeps).
+    fn declarable(&self, layout: &Layout) -> bool {
+        layout.keeping(&self.space).declarable(self.f)
     }
 }
 
@@ -438,7 +449,13 @@ struct Evaluator<'a> {
     params: &'a Params,
     options: &'a Options,
     seen: BTreeMap<Layout, Prediction>,
+    /// [`rebuild_read_amplification`] by the parts it depends on.
+    amplification: BTreeMap<CopyParts, f64>,
 }
+
+/// What a layout's rebuild reads depends on: whether it is a replex
+/// layout, its replexes (or subspaces) and its hybrids.
+type CopyParts = (bool, Vec<Vec<usize>>, Vec<Hybrid>);
 
 impl Evaluator<'_> {
     /// The prediction for `layout` as applying it would leave the space:
@@ -446,9 +463,22 @@ impl Evaluator<'_> {
     fn predict(&mut self, layout: &Layout) -> &Prediction {
         let (workload, params, model) = (self.workload, self.params, self.options.model);
         let layout = layout.keeping(&workload.space);
-        self.seen
-            .entry(layout)
-            .or_insert_with_key(|layout| predict(model, workload, layout, params))
+        if !self.seen.contains_key(&layout) {
+            // The rebuild's read amplification depends on the replexes
+            // and hybrids only: computed once for every index variant.
+            let key = (
+                layout.replex,
+                layout.subspaces.clone(),
+                layout.hybrids.clone(),
+            );
+            let amplification = *self
+                .amplification
+                .entry(key)
+                .or_insert_with(|| rebuild_read_amplification(workload, &layout));
+            let p = predict_with(model, workload, &layout, params, amplification);
+            self.seen.insert(layout.clone(), p);
+        }
+        &self.seen[&layout]
     }
 
     /// With a recovery budget, each replex layout seen that misses it
@@ -459,11 +489,22 @@ impl Evaluator<'_> {
             return;
         };
         let f = self.workload.space.fault_tolerance;
-        let starts: Vec<Layout> = self
+        // The fastest replex layouts over the budget, as many as a beam
+        // keeps: the others would not rank above them with a hybrid more.
+        let mut over: Vec<Ranked> = self
             .seen
-            .keys()
-            .filter(|l| l.replex && l.declarable(f))
-            .cloned()
+            .iter()
+            .filter(|(l, p)| l.replex && l.declarable(f) && p.recovery_s > budget)
+            .map(|(l, p)| Ranked {
+                layout: l.clone(),
+                prediction: p.clone(),
+            })
+            .collect();
+        over.sort_by_key(rank_key);
+        let starts: Vec<Layout> = over
+            .into_iter()
+            .take(self.options.beam_width.max(1))
+            .map(|r| r.layout)
             .collect();
         for mut layout in starts {
             loop {
@@ -556,6 +597,7 @@ pub fn advise(
         params,
         options,
         seen: BTreeMap::new(),
+        amplification: BTreeMap::new(),
     };
     let heuristics: Vec<(Heuristic, Layout)> = Heuristic::ALL
         .iter()
@@ -680,7 +722,7 @@ fn beam(candidates: &Candidates, eval: &mut Evaluator<'_>, heuristics: &[(Heuris
                 .with_hybrids([])
             })
         })
-        .filter(|l| l.declarable(candidates.f))
+        .filter(|l| candidates.declarable(l))
         .collect();
     beam.sort();
     beam.dedup();
@@ -715,6 +757,7 @@ fn beam(candidates: &Candidates, eval: &mut Evaluator<'_>, heuristics: &[(Heuris
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::predict;
     use crate::workload::parse_workload;
     use proptest::prelude::*;
 
@@ -932,8 +975,8 @@ mod tests {
         assert!(free.layouts.iter().all(|r| r.layout.hybrids.is_empty()));
         // A hybrid of the key subspace and a (8 intervals each, groups
         // 4 and 2) rebuilds from a third of the reads (8/3 regions'
-        // worth against 8) with a third more copies (3 against 2): half
-        // the recovery time.
+        // worth against 8) with half again as many copies (3 against
+        // 2): half the recovery time.
         let budget = top.prediction.recovery_s * 0.6;
         let bound = Options {
             recovery_budget_s: Some(budget),
@@ -973,6 +1016,23 @@ mod tests {
         };
         assert!(hybrid_options(&top.layout, &w, &two).is_empty());
         assert_eq!(hybrid_options(&top.layout, &w, &params).len(), 1);
+    }
+
+    /// A hybrid is a copy: a replex space of one replex and one hybrid
+    /// tolerates 2 failures (its default), and advice keeps the hybrid.
+    #[test]
+    fn a_space_s_hybrid_counts_toward_its_fault_tolerance() {
+        let text = r#"{"space": "space r key k attributes a, b replex a hybrid k, a groups 2, 4 create 8 partitions",
+            "objects": 1000, "classes": [{"p": 0.5, "search": {"a": "eq"}}, {"p": 0.5, "get": true}]}"#;
+        let w = parse_workload(text, None).unwrap();
+        assert_eq!(w.space.fault_tolerance, 2);
+        let own = Layout::of_space(&w.space);
+        assert!(own.declarable(2), "{own:?}");
+        let advice = advise(&w, &Params::default(), &Options::default()).expect("advice");
+        for r in &advice.layouts {
+            assert_eq!(r.layout.hybrids.len(), 1, "{:?}", r.layout);
+            assert!(r.layout.declarable(2));
+        }
     }
 
     #[test]

@@ -151,15 +151,28 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
         ParamsArg::Cluster => true,
         ParamsArg::Defaults => false,
     };
-    let stored = if ask {
-        target.admin()?.config().await?.advisor
+    let config = if ask {
+        Some(target.admin()?.config().await?)
     } else {
         None
     };
-    let params = match &stored {
+    let stored = config.as_ref().and_then(|c| c.advisor.clone());
+    let mut params = match &stored {
         Some(c) => Params::default().calibrated(c),
         None => Params::default(),
     };
+    // The cluster as it is now: what a lost daemon's share is of, and what
+    // a hybrid's regions need to be placed apart.
+    if let Some(config) = &config {
+        let available = config
+            .daemons
+            .values()
+            .filter(|d| d.state == tessera_types::DaemonState::Available)
+            .count();
+        if available > 0 {
+            params.daemons = u32::try_from(available).unwrap_or(u32::MAX);
+        }
+    }
     let advice = advise(&workload, &params, &options)?;
     if args.json {
         let mut document = advice_json(&workload, &advice, &options, &params);
