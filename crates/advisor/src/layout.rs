@@ -23,7 +23,8 @@ pub struct Hybrid {
 /// them. Attributes are indexes into the space's `attrs`.
 ///
 /// Invariants (kept by [`Layout::new`]): every list is sorted and without
-/// repeats, each subspace is sorted and non-empty, and no local index
+/// repeats, each subspace is sorted (a replex keeps its declared order,
+/// since its first attribute places it) and non-empty, and no local index
 /// names an attribute some subspace has (every region already indexes
 /// those, `SpaceDesc::indexed_attrs`). So equal layouts compare equal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -55,8 +56,19 @@ impl Layout {
         let mut subspaces: Vec<Vec<usize>> = subspaces
             .into_iter()
             .map(|mut s| {
-                s.sort_unstable();
-                s.dedup();
+                if replex {
+                    // A replex's first attribute places it (and names it in
+                    // `hybrid` clauses): its order is kept, repeats dropped.
+                    let mut seen = Vec::with_capacity(s.len());
+                    s.retain(|a| {
+                        let new = !seen.contains(a);
+                        seen.push(*a);
+                        new
+                    });
+                } else {
+                    s.sort_unstable();
+                    s.dedup();
+                }
                 s
             })
             .filter(|s| !s.is_empty())
@@ -115,15 +127,13 @@ impl Layout {
     }
 
     /// The hybrids `decl` declares, named by their sides' attributes
-    /// (sorted, as a layout keeps its replexes).
+    /// (in declared order, as a layout keeps its replexes).
     fn hybrids_of(decl: &tessera_types::ReplexDecl) -> Vec<Hybrid> {
         let side = |i: usize| -> Option<Vec<usize>> {
             if i == 0 {
                 return Some(vec![0]);
             }
-            let mut attrs = decl.replexes.get(i - 1)?.clone();
-            attrs.sort_unstable();
-            Some(attrs)
+            decl.replexes.get(i - 1).cloned()
         };
         decl.hybrids
             .iter()
@@ -446,6 +456,29 @@ mod tests {
         );
         // Applying the plain layout to the parsed space keeps both.
         assert_eq!(replex.keeping(&parsed), layout);
+    }
+
+    /// A replex keeps its declared order: its first attribute places it
+    /// and names it in `hybrid` clauses.
+    #[test]
+    fn a_replex_keeps_its_first_attribute() {
+        let base = parse_space(
+            "space s key k attributes a, b replex b, a hybrid k, b groups 2, 2 \
+             create 4 partitions tolerate 1 failure",
+        )
+        .unwrap();
+        let own = Layout::of_space(&base);
+        assert_eq!(own.subspaces, vec![vec![2, 1]]);
+        assert_eq!(own.hybrids[0].sides, [vec![0], vec![2, 1]]);
+        let text = own.describe(&base);
+        assert!(text.contains("replex b, a"), "{text}");
+        assert!(text.contains("hybrid k, b groups 2, 2"), "{text}");
+        assert_eq!(Layout::of_space(&parse_space(&text).unwrap()), own);
+        // Repeats go, the order stays; subspaces are still sorted.
+        let r = Layout::new(vec![vec![2, 1, 2]], vec![], vec![], true);
+        assert_eq!(r.subspaces, vec![vec![2, 1]]);
+        let s = Layout::new(vec![vec![2, 1, 2]], vec![], vec![], false);
+        assert_eq!(s.subspaces, vec![vec![1, 2]]);
     }
 
     #[test]
