@@ -99,12 +99,14 @@ pub enum AdviseError {
         /// Its value.
         value: f64,
     },
-    /// Not even the smallest layout fits the budgets.
-    #[error("no layout fits the budgets: the smallest needs {bytes_per_object:.0} bytes per object and {recovery_s:.1} s of recovery")]
+    /// No layout of a kind considered fits the budgets.
+    #[error("no layout fits the budgets: the smallest needs {bytes_per_object:.0} bytes per object, the quickest to rebuild {recovery_s:.1} s of recovery")]
     NothingFits {
-        /// Bytes per object of the layout with no subspace.
+        /// The fewest bytes per object of any declarable layout of a kind
+        /// considered that was predicted.
         bytes_per_object: f64,
-        /// Its recovery time.
+        /// The shortest recovery time of any such layout (a replex
+        /// layout's, with hybrids where a recovery budget asked for them).
         recovery_s: f64,
     },
 }
@@ -623,10 +625,27 @@ pub fn advise(
     eval.add_hybrids();
     let ranked = eval.ranked();
     if ranked.is_empty() {
-        let smallest = eval.predict(&Layout::default()).clone();
+        // What the layouts that could be proposed need at least: those of
+        // a kind considered (a replex space's smallest layout is no
+        // layout of subspaces).
+        let modes = Candidates::modes(workload, options);
+        let f = workload.space.fault_tolerance;
+        let considered = || {
+            eval.seen
+                .iter()
+                .filter(|(l, _)| modes.contains(&l.replex) && l.declarable(f))
+                .map(|(_, p)| p)
+        };
+        let least = |of: fn(&Prediction) -> f64| considered().map(of).fold(f64::INFINITY, f64::min);
+        let (bytes_per_object, recovery_s) = if considered().next().is_some() {
+            (least(|p| p.bytes_per_object), least(|p| p.recovery_s))
+        } else {
+            let smallest = eval.predict(&Layout::default());
+            (smallest.bytes_per_object, smallest.recovery_s)
+        };
         return Err(AdviseError::NothingFits {
-            bytes_per_object: smallest.bytes_per_object,
-            recovery_s: smallest.recovery_s,
+            bytes_per_object,
+            recovery_s,
         });
     }
     let heuristics = heuristics
@@ -1005,10 +1024,18 @@ mod tests {
             recovery_budget_s: Some(top.prediction.recovery_s * 0.4),
             ..Options::default()
         };
-        assert!(matches!(
-            advise(&w, &params, &tight),
-            Err(AdviseError::NothingFits { .. })
-        ));
+        match advise(&w, &params, &tight) {
+            Err(AdviseError::NothingFits { recovery_s, .. }) => {
+                // The quickest to rebuild is the replex layout with the
+                // hybrid, not the key subspace alone (no replex space).
+                let want = chosen.prediction.recovery_s;
+                assert!(
+                    (recovery_s - want).abs() < 1e-9 * want,
+                    "{recovery_s} vs {want}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
         // Too few daemons to place a third part apart: no hybrid.
         let two = Params {
             daemons: 2,
