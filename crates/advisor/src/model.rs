@@ -215,31 +215,31 @@ impl<'a> Context<'a> {
             grid: grid_for_partitions(space.partitions, 1),
             complete: layout.indexed_attrs(),
         };
-        let declared = layout.subspaces.iter().map(|s| {
-            let mut complete: Vec<usize> = s.iter().chain(&layout.indexes).copied().collect();
-            complete.sort_unstable();
-            Part {
-                attrs: s.clone(),
-                grid: grid_for_partitions(space.partitions, s.len()),
-                complete,
-            }
-        });
-        // A hybrid is a 2-D part over its sides' first attributes, cut into
-        // their groups; the planner searches it like any other.
-        let hybrids = layout.hybrids.iter().map(|h| {
-            let attrs = vec![h.sides[0][0], h.sides[1][0]];
-            // Regions index no key (`SpaceDesc::indexable`).
-            let mut complete: Vec<usize> = attrs
+        // A part's regions index its attributes and the local indexes'
+        // (never the key: `SpaceDesc::indexable`).
+        let complete = |attrs: &[usize]| -> Vec<usize> {
+            let mut out: Vec<usize> = attrs
                 .iter()
                 .chain(&layout.indexes)
                 .copied()
                 .filter(|&a| a != 0)
                 .collect();
-            complete.sort_unstable();
+            out.sort_unstable();
+            out
+        };
+        let declared = layout.subspaces.iter().map(|s| Part {
+            attrs: s.clone(),
+            grid: grid_for_partitions(space.partitions, s.len()),
+            complete: complete(s),
+        });
+        // A hybrid is a 2-D part over its sides' first attributes, cut into
+        // their groups; the planner searches it like any other.
+        let hybrids = layout.hybrids.iter().map(|h| {
+            let attrs = vec![h.sides[0][0], h.sides[1][0]];
             Part {
+                complete: complete(&attrs),
                 attrs,
                 grid: h.groups.to_vec(),
-                complete,
             }
         });
         Context {

@@ -22,8 +22,17 @@ const SPACE: &str = "space hotels key int id attributes string city, string name
 const CITIES: [&str; 4] = ["paris", "rome", "oslo", "lima"];
 
 fn cluster() -> (Cluster, tokio::runtime::Runtime, Client) {
-    let cluster = Cluster::start_with(2, &[], &["--metrics", "127.0.0.1:0"]);
-    cluster.admin().add_space(SPACE).expect("add the space");
+    cluster_of(2, &["--metrics", "127.0.0.1:0"], SPACE)
+}
+
+/// `daemons` daemons started with `flags`, holding `space`, and a client.
+fn cluster_of(
+    daemons: usize,
+    flags: &[&str],
+    space: &str,
+) -> (Cluster, tokio::runtime::Runtime, Client) {
+    let cluster = Cluster::start_with(daemons, &[], flags);
+    cluster.admin().add_space(space).expect("add the space");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -265,21 +274,12 @@ fn advise_apply_relayouts_under_load_without_a_failed_call() {
 /// adds it live: the part is ready and searches still find every object.
 #[test]
 fn a_recovery_budget_adds_a_hybrid_to_a_replex_space_live() {
-    let cluster = Cluster::start_with(3, &[], &[]);
-    cluster
-        .admin()
-        .add_space(
-            "space orders key int id attributes string customer, int quantity              replex customer create 8 partitions tolerate 1 failure",
-        )
-        .expect("add the space");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let client = runtime
-        .block_on(Client::connect(&cluster.coordinator_addr(0)))
-        .expect("a client");
+    let (cluster, runtime, client) = cluster_of(
+        3,
+        &[],
+        "space orders key int id attributes string customer, int quantity \
+         replex customer create 8 partitions tolerate 1 failure",
+    );
     let customer = |id: i64| format!("c{}", id % 7);
     runtime.block_on(async {
         for id in 0..60 {
