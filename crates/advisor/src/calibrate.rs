@@ -18,7 +18,12 @@
 //!   over a range. A scan steps from record to record (β each); a walk,
 //!   by equality or over a range, reads each entry's object by key (β_r
 //!   each, whether or not the object is returned);
-//! - a get: its own cost, g.
+//! - a get: its own cost, g;
+//! - a put on a space with global indexes: its put's cost + h·K·Σ per
+//!   index (g + μ·p), p the probability it moves the object to another
+//!   indexlet (0 when the indexed value is unchanged);
+//! - a lookup through a global index: s₀ + c_req·indexlets met + l₀ +
+//!   (m + γ)·matches, m the entry's read and its object's get.
 //!
 //! Puts are fitted together for (w, h, h·α, h·δ), inserts for (w_i,
 //! h·α_c, h·δ_c), searches for (c_req, β, γ, ρ, β_r, ε, u, s₀) (equality
@@ -29,7 +34,10 @@
 //! for g, each by least squares on relative errors (costs span orders of
 //! magnitude; each row is divided by its measurement), with no parameter
 //! below zero (every subset of the unknowns is tried and the best
-//! non-negative solution kept). Eq. 4.8 is never used (A.4 #1).
+//! non-negative solution kept); then, on top of those, the same way:
+//! the global index's hop g and move μ from puts through a global index,
+//! the modify's own cost, and a lookup's l₀ and per-match m. Eq. 4.8 is
+//! never used (A.4 #1).
 
 use crate::Params;
 use tessera_types::FitQuality;
@@ -50,6 +58,10 @@ pub enum Measured {
         moved: Vec<f64>,
         /// Local index entries rewritten over every copy.
         entries: f64,
+        /// Per global index of the space, the probability that the put
+        /// moves the object to another of its indexlets (0: the indexed
+        /// value is unchanged); each passes K indexlet replicas.
+        global: Vec<f64>,
     },
     /// A modify of existing objects: a get, then this put
     /// ([`Measured::Put`]).
@@ -81,6 +93,14 @@ pub enum Measured {
         /// index answers every check (a scan, or a check left to test
         /// object by object, pays the unbounded page's cost per region).
         bounded: bool,
+    },
+    /// A search the client answers through a global index: its
+    /// indexlets' entries, then a get per entry.
+    Lookup {
+        /// Indexlets met (c_req each).
+        indexlets: f64,
+        /// Entries read, each object fetched and returned.
+        matches: f64,
     },
 }
 
@@ -116,11 +136,27 @@ impl Measured {
     pub fn group(&self) -> &'static str {
         match self {
             Measured::Get => "get",
-            Measured::Put { .. } => "put",
+            Measured::Put { global, .. } if global.is_empty() => "put",
             Measured::Modify(_) => "modify",
             Measured::Insert { .. } => "insert",
             Measured::Search { range: false, .. } => "search",
             Measured::Search { range: true, .. } => "range",
+            Measured::Lookup { .. } => "lookup",
+            Measured::Put { .. } => "global put",
+        }
+    }
+
+    /// A put's work on global indexes as (indexlet replicas written, at
+    /// g each; expected moves over them, at μ each) (`model.rs`,
+    /// `global_hops`).
+    fn global_terms(&self) -> [f64; 2] {
+        match self {
+            Measured::Put { copies, global, .. } => [
+                copies * global.len() as f64,
+                copies * global.iter().sum::<f64>(),
+            ],
+            Measured::Modify(put) => put.global_terms(),
+            _ => [0.0, 0.0],
         }
     }
 
@@ -146,6 +182,7 @@ impl Measured {
                 unchanged,
                 moved,
                 entries,
+                ..
             } => {
                 let stays: f64 = moved.iter().map(|p| 1.0 - p).sum();
                 let moves: f64 = moved.iter().map(|p| 2.0 * p).sum();
@@ -163,7 +200,11 @@ impl Measured {
             Measured::Put { .. } => {
                 let (fixed, per_alpha, per_delta) = self.put_terms().unwrap_or_default();
                 params.write_s
-                    + h * (fixed + params.alpha * per_alpha + params.index_write * per_delta)
+                    + h * (fixed
+                        + params.alpha * per_alpha
+                        + params.index_write * per_delta
+                        + params.global_index_hop * self.global_terms()[0]
+                        + params.global_move_hops() * self.global_terms()[1])
             }
             Measured::Modify(put) => {
                 params.get_cost_s() + params.modify_s + put.predicted_s(params)
@@ -185,6 +226,12 @@ impl Measured {
                     params.search_base_s,
                 ];
                 terms.iter().zip(per).map(|(x, c)| x * c).sum()
+            }
+            Measured::Lookup { indexlets, matches } => {
+                params.search_base_s
+                    + params.lookup_base_s
+                    + indexlets * params.request_s
+                    + matches * (params.lookup_match_cost_s() + params.result_s)
             }
         }
     }
@@ -264,9 +311,11 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     let mut params = defaults.clone();
     let mut kept = Vec::new();
 
-    // Puts: cost = w + h·fixed + (h·α)·per_α + (h·δ)·per_δ.
+    // Puts: cost = w + h·fixed + (h·α)·per_α + (h·δ)·per_δ, on spaces
+    // without a global index (those are fitted next, for its hop).
     let puts: Vec<(Vec<f64>, f64)> = usable
         .iter()
+        .filter(|m| m.kind.group() == "put")
         .filter_map(|m| Some((m.kind.put_features()?.to_vec(), m.cost_s)))
         .collect();
     if !puts.iter().any(|(x, _)| x[1] > 0.0) {
@@ -299,6 +348,37 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         kept.push("index_write: no put that rewrites an index entry".into());
     }
     let h = params.hop_s();
+
+    // Puts through a global index: cost = their put's cost + (h·g)·replicas
+    // written + (h·μ)·expected moves, for g and μ (μ only when some put
+    // moved the object).
+    let global: Vec<(Vec<f64>, f64, f64)> = usable
+        .iter()
+        .filter(|m| m.kind.group() == "global put")
+        .map(|m| {
+            let base = m.kind.predicted_s(&Params {
+                global_index_hop: 0.0,
+                global_index_move: Some(0.0),
+                ..params.clone()
+            });
+            let [written, moved] = m.kind.global_terms();
+            (vec![h * written, h * moved], m.cost_s, base)
+        })
+        .collect();
+    let moves = global.iter().any(|(x, _, _)| x[1] > 0.0);
+    match offset_nnls(&global, if moves { 2 } else { 1 }) {
+        Some(c) => {
+            params.global_index_hop = c[0];
+            if moves {
+                params.global_index_move = Some(c[1]);
+            } else {
+                kept.push("global_index_move: no put moved an object between indexlets".into());
+            }
+        }
+        None => {
+            kept.push("global_index_hop, global_index_move: no put through a global index".into())
+        }
+    }
 
     // Inserts: cost = w_i + (h·α_c)·copies + (h·δ_c)·entries.
     let inserts: Vec<(Vec<f64>, f64)> = usable
@@ -342,7 +422,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
 
     // Modifies: cost = g + m + their put's cost, for m (the put and the
     // get fitted above), on relative errors, not below zero.
-    let modifies: Vec<(f64, f64)> = usable
+    let modifies: Vec<(Vec<f64>, f64, f64)> = usable
         .iter()
         .filter(|m| matches!(m.kind, Measured::Modify(_)))
         .map(|m| {
@@ -350,16 +430,12 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
                 modify_s: 0.0,
                 ..params.clone()
             });
-            (m.cost_s, base)
+            (vec![1.0], m.cost_s, base)
         })
         .collect();
-    if modifies.is_empty() {
-        kept.push("modify_s: no modify measured".into());
-    } else {
-        let (num, den) = modifies.iter().fold((0.0, 0.0), |(n, d), (y, base)| {
-            (n + (y - base) / (y * y), d + 1.0 / (y * y))
-        });
-        params.modify_s = (num / den).max(0.0);
+    match offset_nnls(&modifies, 1) {
+        Some(m) => params.modify_s = m[0],
+        None => kept.push("modify_s: no modify measured".into()),
     }
 
     // Searches: cost = c_req·CR + β·scanned + γ·results + ρ·[range] +
@@ -424,6 +500,35 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         kept.push("search_base_s: no two searches meeting different numbers of regions".into());
     }
 
+    // Lookups through a global index: cost = s₀ + c_req·indexlets + l₀ +
+    // (m + γ)·matches, for l₀ (`lookup_base_s`) and m (`lookup_match_s`),
+    // the searches' s₀, c_req and γ fitted above; l₀ is told from m only
+    // by lookups of different match counts.
+    let lookups: Vec<(Vec<f64>, f64, f64)> = usable
+        .iter()
+        .filter_map(|m| match m.kind {
+            Measured::Lookup { indexlets, matches } => Some((
+                vec![matches, 1.0],
+                m.cost_s,
+                params.search_base_s + indexlets * params.request_s + matches * params.result_s,
+            )),
+            _ => None,
+        })
+        .collect();
+    let counts: Vec<f64> = lookups.iter().map(|(x, _, _)| x[0]).collect();
+    let both = counts.iter().any(|&c| c != counts[0]);
+    match offset_nnls(&lookups, if both { 2 } else { 1 }) {
+        Some(c) => {
+            params.lookup_match_s = Some(c[0]);
+            if both {
+                params.lookup_base_s = c[1];
+            } else {
+                kept.push("lookup_base_s: no two lookups of different match counts".into());
+            }
+        }
+        None => kept.push("lookup_match_s, lookup_base_s: no lookup through a global index".into()),
+    }
+
     let points: Vec<FitPoint> = usable
         .iter()
         .map(|m| FitPoint {
@@ -433,22 +538,31 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
             fitted_s: m.kind.predicted_s(&params),
         })
         .collect();
-    let quality = ["get", "put", "modify", "insert", "search", "range"]
-        .into_iter()
-        .filter_map(|group| {
-            let pairs: Vec<(f64, f64)> = points
-                .iter()
-                .filter(|p| p.group == group)
-                .map(|p| (p.measured_s, p.fitted_s))
-                .collect();
-            (!pairs.is_empty()).then(|| FitQuality {
-                op: group.to_string(),
-                points: pairs.len() as u32,
-                r2: r_squared(&pairs),
-                rel_rms: relative_rms(&pairs),
-            })
+    let quality = [
+        "get",
+        "put",
+        "modify",
+        "insert",
+        "search",
+        "range",
+        "global put",
+        "lookup",
+    ]
+    .into_iter()
+    .filter_map(|group| {
+        let pairs: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.group == group)
+            .map(|p| (p.measured_s, p.fitted_s))
+            .collect();
+        (!pairs.is_empty()).then(|| FitQuality {
+            op: group.to_string(),
+            points: pairs.len() as u32,
+            r2: r_squared(&pairs),
+            rel_rms: relative_rms(&pairs),
         })
-        .collect();
+    })
+    .collect();
     Ok(Fit {
         params,
         quality,
@@ -494,6 +608,15 @@ pub fn relative_rms(pairs: &[(f64, f64)]) -> f64 {
 /// solved by the normal equations, the others 0). Zeros when no subset
 /// gives a non-negative solution.
 fn relative_nnls(rows: &[(Vec<f64>, f64)], n: usize) -> Vec<f64> {
+    let rows: Vec<(Vec<f64>, f64, f64)> = rows.iter().map(|(x, y)| (x.clone(), *y, 0.0)).collect();
+    offset_nnls(&rows, n).unwrap_or_else(|| vec![0.0; n])
+}
+
+/// [`relative_nnls`] of rows (x, y, base) whose cost is `base` (already
+/// fitted) + x·c: the c ≥ 0 minimising Σ ((base + x·c − y) / y)². `None`
+/// when no subset of the unknowns gives a non-negative solution (no row
+/// with a positive feature, say).
+fn offset_nnls(rows: &[(Vec<f64>, f64, f64)], n: usize) -> Option<Vec<f64>> {
     let mut best: Option<(f64, Vec<f64>)> = None;
     for mask in 1u32..(1 << n) {
         let free: Vec<usize> = (0..n).filter(|&i| mask & (1 << i) != 0).collect();
@@ -509,8 +632,8 @@ fn relative_nnls(rows: &[(Vec<f64>, f64)], n: usize) -> Vec<f64> {
         }
         let residual: f64 = rows
             .iter()
-            .map(|(x, y)| {
-                let fitted: f64 = x.iter().zip(&c).map(|(a, b)| a * b).sum();
+            .map(|(x, y, base)| {
+                let fitted: f64 = base + x.iter().zip(&c).map(|(a, b)| a * b).sum::<f64>();
                 ((fitted - y) / y).powi(2)
             })
             .sum();
@@ -518,21 +641,23 @@ fn relative_nnls(rows: &[(Vec<f64>, f64)], n: usize) -> Vec<f64> {
             best = Some((residual, c));
         }
     }
-    best.map_or_else(|| vec![0.0; n], |(_, c)| c)
+    best.map(|(_, c)| c)
 }
 
-/// The least-squares solution of Σ ((x_free·c − y) / y)², by Gaussian
-/// elimination on the normal equations; `None` when they are singular.
-fn solve_subset(rows: &[(Vec<f64>, f64)], free: &[usize]) -> Option<Vec<f64>> {
+/// The least-squares solution of Σ ((base + x_free·c − y) / y)², by
+/// Gaussian elimination on the normal equations; `None` when they are
+/// singular.
+fn solve_subset(rows: &[(Vec<f64>, f64, f64)], free: &[usize]) -> Option<Vec<f64>> {
     let k = free.len();
     let mut a = vec![vec![0.0; k + 1]; k];
-    for (x, y) in rows {
+    for (x, y, base) in rows {
         let w: Vec<f64> = free.iter().map(|&i| x[i] / y).collect();
+        let target = (y - base) / y;
         for r in 0..k {
             for c in 0..k {
                 a[r][c] += w[r] * w[c];
             }
-            a[r][k] += w[r];
+            a[r][k] += w[r] * target;
         }
     }
     for col in 0..k {
@@ -613,6 +738,7 @@ mod tests {
                 unchanged: 0.0,
                 moved: vec![],
                 entries: 0.0,
+                global: vec![],
             };
             push(
                 format!("put key-only K={k}"),
@@ -639,6 +765,7 @@ mod tests {
                 unchanged: 2.0,
                 moved: vec![],
                 entries: 0.0,
+                global: vec![],
             };
             push(format!("put d K={k}"), put, w + h * 3.0 * k, &mut rng);
             let put = Measured::Put {
@@ -646,6 +773,7 @@ mod tests {
                 unchanged: 2.0,
                 moved: vec![],
                 entries: 3.0 * k,
+                global: vec![],
             };
             let cost = w + h * (3.0 * k + delta * 3.0 * k);
             push(format!("put c K={k}"), put, cost, &mut rng);
@@ -654,6 +782,7 @@ mod tests {
                 unchanged: 1.0,
                 moved: vec![p],
                 entries: 3.0 * k,
+                global: vec![],
             };
             // Chain: key, b overwritten, a moved with probability p (old
             // and new region, α each) or overwritten.
@@ -664,6 +793,7 @@ mod tests {
                 unchanged: 0.0,
                 moved: vec![p, p],
                 entries: 6.0 * k,
+                global: vec![],
             };
             let hops = k * (1.0 + 2.0 * (p * 2.0 * alpha + (1.0 - p))) + delta * 6.0 * k;
             push(format!("put a,b K={k}"), put, w + h * hops, &mut rng);
@@ -736,6 +866,37 @@ mod tests {
                 &mut rng,
             );
         }
+        // A key-only space with a global index of r indexlets: a put of
+        // another attribute writes the projection on each replica (g), a
+        // put of the indexed one moves it with probability p (μ more).
+        let (gi, mu) = (truth.global_index_hop, truth.global_move_hops());
+        let (l0, m) = (truth.lookup_base_s, truth.lookup_match_cost_s());
+        for k in [1.0, 2.0] {
+            for (attr, moves) in [("d", 0.0), ("e", p)] {
+                let put = Measured::Put {
+                    copies: k,
+                    unchanged: 0.0,
+                    moved: vec![],
+                    entries: 0.0,
+                    global: vec![moves],
+                };
+                let on_index = k * (gi + mu * moves);
+                let cost = w + h * (k + on_index);
+                push(
+                    format!("put {attr} through a global index K={k}"),
+                    put,
+                    cost,
+                    &mut rng,
+                );
+            }
+        }
+        // Lookups: one indexlet and one match, and a range of a twentieth
+        // of the axis over 1000 objects.
+        for (indexlets, matches) in [(1.0, 1.0), (1.0 + (r - 1.0) / 20.0, 50.0)] {
+            let cost = base + indexlets * c_req + l0 + matches * (m + gamma);
+            let kind = Measured::Lookup { indexlets, matches };
+            push(format!("lookup of {matches} matches"), kind, cost, &mut rng);
+        }
         out
     }
 
@@ -769,6 +930,10 @@ mod tests {
             unbounded_s: 1.2e-5,
             search_base_s: 4e-6,
             modify_s: 6e-6,
+            global_index_hop: 0.8,
+            global_index_move: Some(0.3),
+            lookup_base_s: 2.5e-5,
+            lookup_match_s: Some(4e-5),
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -791,6 +956,10 @@ mod tests {
         near("unbounded", p.unbounded_s, 1.2e-5, 1e-9);
         near("s0", p.search_base_s, 4e-6, 1e-9);
         near("m", p.modify_s, 6e-6, 1e-9);
+        near("global hop", p.global_index_hop, 0.8, 1e-9);
+        near("global move", p.global_move_hops(), 0.3, 1e-9);
+        near("lookup base", p.lookup_base_s, 2.5e-5, 1e-9);
+        near("lookup match", p.lookup_match_cost_s(), 4e-5, 1e-9);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
             if q.op == "get" {
@@ -823,6 +992,10 @@ mod tests {
             unbounded_s: 3e-5,
             search_base_s: 2e-5,
             modify_s: 2e-5,
+            global_index_hop: 1.4,
+            global_index_move: Some(0.6),
+            lookup_base_s: 3e-5,
+            lookup_match_s: Some(6e-5),
             ..Params::default()
         };
         let m = synthetic(&truth, 0.03);
@@ -852,6 +1025,14 @@ mod tests {
         // m is what is left of a modify once its get and put are priced,
         // each with its own noise.
         near("m", p.modify_s, 2e-5, 0.5);
+        // The hop on an indexlet is a fraction of its put, the match of
+        // its lookup: noise on the rest moves them.
+        near("global hop", p.global_index_hop, 1.4, 0.25);
+        near("lookup match", p.lookup_match_cost_s(), 6e-5, 0.25);
+        // μ and l₀ are what is left of a few steps once the rest is
+        // priced: noise moves them most.
+        near("global move", p.global_move_hops(), 0.6, 0.75);
+        near("lookup base", p.lookup_base_s, 3e-5, 0.75);
         for q in &fit.quality {
             assert!(q.rel_rms < 0.06, "{q:?}");
         }
@@ -870,6 +1051,7 @@ mod tests {
                     unchanged: 0.0,
                     moved: vec![],
                     entries: 0.0,
+                    global: vec![],
                 },
                 cost_s: 1e-4,
             },
@@ -895,10 +1077,14 @@ mod tests {
         assert_eq!(fit.params.range_entry_s, defaults.range_entry_s);
         assert_eq!((fit.params.write_s, fit.params.walk_first_s), (0.0, 0.0));
         assert_eq!(fit.params.get_s, None);
-        // write_s, alpha, index_write, alpha_create, get_s; beta_s,
-        // result_s, the range pair, walk_first_s, unbounded_s,
-        // search_base_s, modify_s.
-        assert_eq!(fit.kept.len(), 12, "{:?}", fit.kept);
+        assert_eq!(fit.params.global_index_hop, defaults.global_index_hop);
+        assert_eq!(fit.params.global_index_move, None);
+        assert_eq!(fit.params.lookup_match_s, None);
+        // write_s, alpha, index_write, the global index pair,
+        // alpha_create, get_s; beta_s, result_s, the range pair,
+        // walk_first_s, unbounded_s, search_base_s, modify_s, the lookup
+        // pair.
+        assert_eq!(fit.kept.len(), 14, "{:?}", fit.kept);
         assert_eq!(
             super::fit(&m[1..], &defaults),
             Err(FitError::Missing("put"))

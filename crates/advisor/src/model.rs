@@ -18,7 +18,7 @@
 //! | ranges | do not narrow | meet 1 + φ(n − 1) of n intervals on ordered axes |
 //! | a modify of S's attributes | always moves the object | moves it with probability 1 − Π 1/n_j |
 //! | local index entries | – | δ per changed entry per copy |
-//! | global indexes | – | lookup: indexlets met + a get per match; write: + K entry hops |
+//! | global indexes | – | lookup: its own base cost, c_req per indexlet met, an entry and a get per match; every write: K hops per index at g, a move to another indexlet adds μ per replica |
 //!
 //! Storage and recovery time are the same in both: every copy of every
 //! object, its local index entries and its global index entries; a lost
@@ -472,9 +472,11 @@ impl<'a> Context<'a> {
     }
 
     /// The cost of each lookup through a global index on a checked
-    /// attribute (modelled ahead of the feature; assumes the cost-based
-    /// planner of RESEARCH.md B5): indexlets met · c_req, then per match an
-    /// entry read (β) and a get (one hop).
+    /// attribute (the client's planner, `types::lookup::plan_lookup`,
+    /// takes one when it meets fewer indexlets and gets than a subspace
+    /// plan meets regions): its own round of gets (`lookup_base_s`),
+    /// indexlets met · c_req, then per match its entry read and the get of
+    /// its object (`lookup_match_s`).
     fn global_plans_s<'s>(&'s self, search: &'s Search) -> impl Iterator<Item = f64> + 's {
         let indexlets = self.workload.space.partitions.max(1);
         search
@@ -490,8 +492,9 @@ impl<'a> Context<'a> {
                     _ => 1.0 + self.range_fraction(search) * f64::from(indexlets - 1),
                 };
                 let matches = self.selectivity(search, a, op) * self.objects;
-                met * self.params.request_s
-                    + matches * (self.params.beta_s + self.params.get_cost_s())
+                self.params.lookup_base_s
+                    + met * self.params.request_s
+                    + matches * self.params.lookup_match_cost_s()
             })
     }
 
@@ -550,15 +553,9 @@ impl<'a> Context<'a> {
             Model::Thesis => chain,
             Model::Tessera => {
                 let indexed = self.indexed.iter().filter(|a| modified.contains(a)).count();
-                let global = self
-                    .layout
-                    .global_indexes
-                    .iter()
-                    .filter(|a| modified.contains(a))
-                    .count();
                 chain
                     + self.total_copies() * self.params.index_write * indexed as f64
-                    + self.global_hops(global)
+                    + self.global_hops(Some(modified))
             }
         }
     }
@@ -566,7 +563,7 @@ impl<'a> Context<'a> {
     /// Hops of an insert (RESEARCH.md A.4 #4): a create on every copy,
     /// K·(1 + |S|)·α_c, no get; plus, in Tessera's model, every local
     /// index entry (created, at `index_create` each) and global index
-    /// entry.
+    /// projection.
     fn insert_hops(&self, model: Model) -> f64 {
         let creates = self.total_copies() * self.params.alpha_create;
         match model {
@@ -574,15 +571,34 @@ impl<'a> Context<'a> {
             Model::Tessera => {
                 creates
                     + self.total_copies() * self.params.index_create() * self.indexed.len() as f64
-                    + self.global_hops(self.layout.global_indexes.len())
+                    + self.global_hops(None)
             }
         }
     }
 
-    /// Entry inserts into `indexes` global indexes, each on its K indexlet
-    /// replicas.
-    fn global_hops(&self, indexes: usize) -> f64 {
-        indexes as f64 * f64::from(self.k) * self.params.global_index_hop
+    /// Hops on the global indexes of a write of `modified` (`None`: an
+    /// insert), in overwrite hops. Every global index is a part of every
+    /// write's chain (`daemon/src/chain.rs`, `draw_hops`): each of its K
+    /// indexlet replicas writes the object's projection (g, the
+    /// calibrated `global_index_hop`), and a write that changes the
+    /// indexed value moves it to another of the n indexlets with
+    /// probability 1 − 1/n (values spread over the axis), which adds a
+    /// removal and a put (`global_move_hops`). An insert creates the
+    /// projection, α_c·g.
+    fn global_hops(&self, modified: Option<&[usize]>) -> f64 {
+        let p = &self.params;
+        let moves = 1.0 - 1.0 / f64::from(self.workload.space.partitions.max(1));
+        let per_replica: f64 = self
+            .layout
+            .global_indexes
+            .iter()
+            .map(|a| match modified {
+                None => p.alpha_create * p.global_index_hop,
+                Some(m) if m.contains(a) => p.global_index_hop + moves * p.global_move_hops(),
+                Some(_) => p.global_index_hop,
+            })
+            .sum();
+        per_replica * f64::from(self.k)
     }
 
     /// Copies of an object over all parts: K·(1 + |S|), or 1 + |S| replexes
@@ -919,6 +935,58 @@ mod tests {
         let want = params.request_s + params.beta_s + params.hop_s() + params.result_s;
         assert!((with.class_costs_s[0] - want).abs() < 1e-12);
         assert!(with.ops_per_s > none.ops_per_s);
+    }
+
+    #[test]
+    fn every_write_passes_each_global_index_and_a_changed_value_moves() {
+        // hotels: K = 2, 256 partitions (so 256 indexlets), α = 2.66.
+        let params = Params {
+            global_index_hop: 0.5,
+            alpha_create: 1.5,
+            ..Params::default()
+        };
+        let h = params.hop_s();
+        let cost = |class: &str, layout: &Layout| {
+            predict(Model::Tessera, &hotels(class), layout, &params).class_costs_s[0]
+        };
+        let none = Layout::default();
+        let global = Layout::new(vec![], vec![], vec![T], false);
+        // A modify of price leaves tel's value: one overwrite of the
+        // projection on each of the 2 replicas, at half a hop.
+        let price = r#"{"p": 1, "modify": ["price"]}"#;
+        let added = cost(price, &global) - cost(price, &none);
+        assert!((added - 2.0 * 0.5 * h).abs() < 1e-15, "{added}");
+        // A modify of tel moves it with probability 255/256, which adds
+        // a removal and a put: by default at α each, g·(2α − 1) more
+        // than the overwrite.
+        let tel = r#"{"p": 1, "modify": ["tel"]}"#;
+        let moves = 255.0 / 256.0;
+        let want = 2.0 * 0.5 * h * (1.0 + moves * (2.0 * 2.66 - 1.0));
+        let added = cost(tel, &global) - cost(tel, &none);
+        assert!((added - want).abs() < 1e-12 * want, "{added} vs {want}");
+        // A calibrated move cost replaces the default.
+        let moved = Params {
+            global_index_move: Some(0.3),
+            ..params.clone()
+        };
+        let added = predict(Model::Tessera, &hotels(tel), &global, &moved).class_costs_s[0]
+            - predict(Model::Tessera, &hotels(tel), &none, &moved).class_costs_s[0];
+        let want = 2.0 * h * (0.5 + moves * 0.3);
+        assert!((added - want).abs() < 1e-12 * want, "{added} vs {want}");
+        // An insert creates the projection on both replicas.
+        let insert = r#"{"p": 1, "insert": true}"#;
+        let added = cost(insert, &global) - cost(insert, &none);
+        assert!((added - 2.0 * 1.5 * 0.5 * h).abs() < 1e-15, "{added}");
+        // A calibrated cost per match replaces β and a get.
+        let search = r#"{"p": 1, "search": {"tel": "eq"}}"#;
+        let matched = Params {
+            lookup_base_s: 2e-5,
+            lookup_match_s: Some(4e-5),
+            ..params.clone()
+        };
+        let got = predict(Model::Tessera, &hotels(search), &global, &matched).class_costs_s[0];
+        let want = 2e-5 + matched.request_s + 4e-5 + matched.result_s;
+        assert!((got - want).abs() < 1e-15, "{got} vs {want}");
     }
 
     #[test]

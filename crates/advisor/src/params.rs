@@ -3,7 +3,8 @@
 //! The three constants of the thesis (β, T_max, α) default to the values
 //! it measured on its own cluster; every other constant is Tessera's and
 //! defaults to a guess. `tessera calibrate` fits β, T_max, α, α_c, c_req,
-//! γ, δ, ρ, β_r and the per-request costs on a running cluster ([`crate::calibrate`]) and stores them in
+//! γ, δ, ρ, β_r, the per-request costs and the global index's hop and
+//! per-match lookup cost on a running cluster ([`crate::calibrate`]) and stores them in
 //! its configuration ([`AdvisorCalibration`]); [`Params::calibrated`]
 //! applies them. Without them predictions rank layouts by the shape of
 //! their costs, and their absolute ops/s are only indicative.
@@ -96,10 +97,28 @@ pub struct Params {
     /// and measured about 5 µs dearer than a get and a put measured
     /// apart. Default 0.
     pub modify_s: f64,
-    /// The cost of one global index entry insert on one indexlet replica,
-    /// relative to an overwrite hop (SLIK: an entry insert is a durable
-    /// write). Default 1.
+    /// The cost of one hop on a global index's indexlet replica, relative
+    /// to an overwrite hop: every write's chain passes each global index
+    /// (an indexlet stores the object's projection, the key and the
+    /// indexed value, with its ordered entry). Default 1; `tessera
+    /// calibrate` fits it (version 5).
     pub global_index_hop: f64,
+    /// What a write adds per indexlet replica when it moves the object to
+    /// another indexlet (a removal from the old one and a put in the
+    /// new), relative to an overwrite hop. `None` (the default): the
+    /// removal and the put at α each, as a subspace's move,
+    /// `global_index_hop · (2α − 1)`. A projection is small, so
+    /// calibration measures much less.
+    pub global_index_move: Option<f64>,
+    /// Seconds per lookup through a global index on top of what a search
+    /// pays (s₀, c_req per indexlet met): its second round trip, the
+    /// gets of its matches. Default 0.
+    pub lookup_base_s: f64,
+    /// Seconds per match a lookup through a global index reads: its entry
+    /// and the get of its object by the client (the exact filter).
+    /// `None` (the default, and before calibration version 5): β plus a
+    /// get.
+    pub lookup_match_s: Option<f64>,
     /// Bytes one stored copy of an object takes when the workload does not
     /// say (`object_bytes`). Default 256.
     pub object_bytes: f64,
@@ -141,6 +160,9 @@ impl Default for Params {
             search_base_s: 0.0,
             modify_s: 0.0,
             global_index_hop: 1.0,
+            global_index_move: None,
+            lookup_base_s: 0.0,
+            lookup_match_s: None,
             object_bytes: 256.0,
             index_entry_bytes: 48.0,
             global_entry_bytes: 64.0,
@@ -160,6 +182,20 @@ impl Params {
     /// Seconds of one get: `get_s`, else one overwrite hop.
     pub fn get_cost_s(&self) -> f64 {
         self.get_s.unwrap_or_else(|| self.hop_s())
+    }
+
+    /// What a move to another indexlet adds per replica, in overwrite
+    /// hops: `global_index_move`, else `global_index_hop · (2α − 1)`.
+    pub fn global_move_hops(&self) -> f64 {
+        self.global_index_move
+            .unwrap_or(self.global_index_hop * (2.0 * self.alpha - 1.0))
+    }
+
+    /// Seconds per match of a lookup through a global index:
+    /// `lookup_match_s`, else β plus a get.
+    pub fn lookup_match_cost_s(&self) -> f64 {
+        self.lookup_match_s
+            .unwrap_or_else(|| self.beta_s + self.get_cost_s())
     }
 
     /// One local index entry an insert creates, relative to an overwrite
@@ -190,6 +226,10 @@ impl Params {
             unbounded_s: c.unbounded_s.unwrap_or(self.unbounded_s),
             search_base_s: c.search_base_s.unwrap_or(self.search_base_s),
             modify_s: c.modify_s.unwrap_or(self.modify_s),
+            global_index_hop: c.global_index_hop.unwrap_or(self.global_index_hop),
+            global_index_move: c.global_index_move.or(self.global_index_move),
+            lookup_base_s: c.lookup_base_s.unwrap_or(self.lookup_base_s),
+            lookup_match_s: c.lookup_match_s.or(self.lookup_match_s),
             daemons: c.daemons,
             ..self.clone()
         }
@@ -222,6 +262,10 @@ impl Params {
             unbounded_s: Some(self.unbounded_s),
             search_base_s: Some(self.search_base_s),
             modify_s: Some(self.modify_s),
+            global_index_hop: Some(self.global_index_hop),
+            global_index_move: Some(self.global_move_hops()),
+            lookup_base_s: Some(self.lookup_base_s),
+            lookup_match_s: Some(self.lookup_match_cost_s()),
             daemons,
             epoch,
             fits,
@@ -253,6 +297,10 @@ mod tests {
             unbounded_s: 1.1e-5,
             search_base_s: 3e-6,
             modify_s: 5e-6,
+            global_index_hop: 0.7,
+            global_index_move: Some(0.2),
+            lookup_base_s: 1.5e-5,
+            lookup_match_s: Some(2e-5),
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, vec![]);
@@ -282,6 +330,8 @@ mod tests {
         (stored.get_s, stored.write_s, stored.insert_s) = (None, None, None);
         (stored.index_create, stored.walk_first_s) = (None, None);
         (stored.unbounded_s, stored.search_base_s, stored.modify_s) = (None, None, None);
+        (stored.global_index_hop, stored.global_index_move) = (None, None);
+        (stored.lookup_base_s, stored.lookup_match_s) = (None, None);
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);
@@ -296,5 +346,14 @@ mod tests {
             (back.unbounded_s, back.search_base_s, back.modify_s),
             (0.0, 0.0, 0.0)
         );
+        // Without version 5's, a global index hop is the default one and
+        // a lookup's match costs β and a get.
+        assert_eq!(back.global_index_hop, defaults.global_index_hop);
+        assert_eq!(
+            back.global_move_hops(),
+            back.global_index_hop * (2.0 * back.alpha - 1.0)
+        );
+        assert_eq!(back.lookup_base_s, 0.0);
+        assert_eq!(back.lookup_match_cost_s(), back.beta_s + back.get_cost_s());
     }
 }

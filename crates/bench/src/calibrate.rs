@@ -11,7 +11,7 @@
 //! operation budget; loading by [`LOAD_LIMIT`].
 
 use crate::driver::{run_phase, BoxFuture, Load, Outcome, PhaseResult, Store};
-use crate::global_index::mix as hash;
+use crate::global_index::{mix as hash, wait_parts};
 use crate::scenarios::{wait_space, FnSource};
 use crate::workload::Op;
 use anyhow::Context;
@@ -45,6 +45,9 @@ const MATCHES: u64 = 10;
 /// interval, so that every region met walks its index (a region the range
 /// covers whole would be scanned instead, `choose_access`).
 const RANGE_SHARES: [f64; 2] = [0.2, 0.9];
+/// The shares of e's axis the range lookups through its global index
+/// cover: with 1000 objects, about 20 and 100 matches.
+const GLOBAL_RANGES: [f64; 2] = [0.02, 0.1];
 /// Objects in the speed probe's space: few, so that loading it is quick
 /// and its gets hit memory.
 const PROBE_OBJECTS: u64 = 1000;
@@ -208,6 +211,10 @@ struct CalStore {
 }
 
 fn attr_value(attr: &str, n: u64, values: u64, unique: u64) -> Value {
+    if attr == "e" {
+        // One value per object, spread over the int axis (as loaded).
+        return Value::Int(int_at(hash(n % unique.max(1), E_SALT)));
+    }
     let n = match attr {
         "d" => n % D_VALUES,
         "b" => n % unique.max(1),
@@ -331,19 +338,25 @@ struct Scratch {
     copies: f64,
     /// Subspaces a, b and e and an index on c, or the key subspace only.
     subspaces: bool,
+    /// A global index on e (in a space of the key subspace only), whose
+    /// indexlets are as many as the space's partitions.
+    global: bool,
 }
 
 impl Scratch {
     fn description(&self, partitions: u32) -> String {
         let f = self.copies as u32 - 1;
+        // `create` right after a global index clause is its indexlets'.
         format!(
             "space {} key k attributes string a, string b, string c, string d, int e {} \
              create {partitions} partitions tolerate {f} {}",
             self.name,
             if self.subspaces {
-                "subspace a subspace b subspace e index c"
+                "subspace a subspace b subspace e index c".to_string()
+            } else if self.global {
+                format!("global index e create {partitions} partitions")
             } else {
-                ""
+                String::new()
             },
             if f == 1 { "failure" } else { "failures" }
         )
@@ -415,11 +428,13 @@ pub async fn measure(
             name: format!("{SCRATCH_PREFIX}sub_f0"),
             copies: 1.0,
             subspaces: true,
+            global: false,
         },
         Scratch {
             name: format!("{SCRATCH_PREFIX}key_f0"),
             copies: 1.0,
             subspaces: false,
+            global: false,
         },
     ];
     if daemons > 1 {
@@ -427,12 +442,26 @@ pub async fn measure(
             name: format!("{SCRATCH_PREFIX}sub_f1"),
             copies: 2.0,
             subspaces: true,
+            global: false,
         });
         scratch.push(Scratch {
             name: format!("{SCRATCH_PREFIX}key_f1"),
             copies: 2.0,
             subspaces: false,
+            global: false,
         });
+    }
+    // Lookups and puts through a global index, and with two daemons or
+    // more puts again at f = 1: two puts alone would fit g and μ exactly.
+    for (copies, f) in [(1.0, "f0"), (2.0, "f1")] {
+        if copies == 1.0 || daemons > 1 {
+            scratch.push(Scratch {
+                name: format!("{SCRATCH_PREFIX}global_{f}"),
+                copies,
+                subspaces: false,
+                global: true,
+            });
+        }
     }
     let existing = existing_scratch(admin, SCRATCH_PREFIX).await?;
     if !existing.is_empty() {
@@ -496,6 +525,7 @@ async fn measure_rounds(
             name: probe_name.to_string(),
             copies: 1.0,
             subspaces: false,
+            global: false,
         };
         add_scratch(admin, probe_name, &space.description(options.partitions)).await?;
         *probe_created = true;
@@ -681,6 +711,12 @@ async fn measure_on(
         add_scratch(admin, &space.name, &description).await?;
         created.push(space.name.clone());
         wait_space(client, &space.name).await?;
+        if space.global {
+            wait_parts(admin, &space.name, "the global index", |parts| {
+                parts.iter().all(|&(_, ready, _)| ready)
+            })
+            .await?;
+        }
         let objects = if i == 0 {
             options.objects
         } else {
@@ -765,6 +801,13 @@ async fn measure_on(
                         results,
                         bounded,
                     }
+                }
+                // A lookup reads the entries it returns (its exact filter
+                // keeps every object of an entry not written meanwhile).
+                Measured::Lookup { indexlets, .. } => {
+                    let n = store.searches.load(Ordering::Relaxed).max(1);
+                    let matches = store.results.load(Ordering::Relaxed) as f64 / n as f64;
+                    Measured::Lookup { indexlets, matches }
                 }
                 kind => kind,
             };
@@ -869,6 +912,21 @@ async fn measure_on(
             });
             steps.push(run(label, Action::RangeNone(fraction, "d"), kind, source).await?);
         }
+        if space.global {
+            let indexlets = f64::from(options.partitions.max(1));
+            // The lookups once, on the first of these spaces.
+            let lookups = !steps
+                .iter()
+                .any(|s: &Step| matches!(s.measurement.kind, Measured::Lookup { .. }));
+            steps.extend(global_steps(client, name, k, indexlets, lookups, &run).await?);
+            if let Some(prober) = prober {
+                let last = prober.rate().await;
+                around_steps(&mut steps[first..], last);
+            }
+            admin.rm_space(name).await?;
+            created.retain(|c| c != name);
+            continue;
+        }
         if !space.subspaces {
             let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Read {
                 key: existing(objects, rng),
@@ -884,6 +942,7 @@ async fn measure_on(
                 unchanged: subspaces,
                 moved: vec![],
                 entries: 0.0,
+                global: vec![],
             },
         )];
         if space.subspaces {
@@ -894,6 +953,7 @@ async fn measure_on(
                     unchanged: subspaces,
                     moved: vec![],
                     entries: k * parts,
+                    global: vec![],
                 },
             ));
             // Two relocating puts of one shape (a, then b): α rests on the
@@ -906,6 +966,7 @@ async fn measure_on(
                         unchanged: subspaces - 1.0,
                         moved: vec![moves],
                         entries: k * parts,
+                        global: vec![],
                     },
                 ));
             }
@@ -916,6 +977,7 @@ async fn measure_on(
                     unchanged: subspaces - 2.0,
                     moved: vec![moves, moves],
                     entries: 2.0 * k * parts,
+                    global: vec![],
                 },
             ));
         }
@@ -960,6 +1022,75 @@ async fn measure_on(
         created.retain(|c| c != name);
     }
     Ok((steps, searched_objects))
+}
+
+/// Lookups (when `lookups`), then puts, on a key-only space of K =
+/// `copies` with a global index on `e` of `indexlets` indexlets: lookups
+/// by equality (one indexlet, one
+/// match) and over two widths of range (so that an indexlet met is told
+/// from a match), run first, while every value of `e` is still the one
+/// loaded; then puts of `d`, which leave the projection in its indexlet,
+/// and of `e`, which move it to another with probability 1 − 1/n.
+async fn global_steps<F>(
+    client: &Client,
+    name: &str,
+    copies: f64,
+    indexlets: f64,
+    lookups: bool,
+    run: &F,
+) -> anyhow::Result<Vec<Step>>
+where
+    F: AsyncFn(String, Action, Measured, StepSource) -> anyhow::Result<Step>,
+{
+    // The planner must take the index, or the steps below measure a
+    // subspace's plan and call it a lookup.
+    let plan = client
+        .search_describe(name, [("e", PredOp::Eq(attr_value("e", 0, 1, 1)))])
+        .await?;
+    anyhow::ensure!(
+        plan.contains("uses global index"),
+        "a search by e on {name} does not use its global index:\n{plan}"
+    );
+    let mut steps = Vec::new();
+    let searches = || {
+        Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+            recno: rng.gen_range(0..i64::MAX / 2),
+        }) as StepSource
+    };
+    if lookups {
+        let kind = Measured::Lookup {
+            indexlets: 1.0,
+            matches: 0.0,
+        };
+        let label = format!("lookup e present on {name}");
+        steps.push(run(label, Action::Search("e"), kind, searches()).await?);
+        for fraction in GLOBAL_RANGES {
+            let kind = Measured::Lookup {
+                indexlets: 1.0 + fraction * (indexlets - 1.0),
+                matches: 0.0,
+            };
+            let label = format!("lookup e range {fraction} on {name}");
+            steps.push(run(label, Action::Range(fraction), kind, searches()).await?);
+        }
+    }
+    let update = |objects: u64, rng: &mut rand::rngs::StdRng| Op::Update {
+        key: format!("k{}", rng.gen_range(0..objects.max(1))),
+        field: rng.gen_range(0..usize::MAX / 2),
+        value: Vec::new(),
+        record: Arc::default(),
+    };
+    for (attr, moves) in [("d", 0.0), ("e", 1.0 - 1.0 / indexlets)] {
+        let kind = Measured::Put {
+            copies,
+            unchanged: 0.0,
+            moved: vec![],
+            entries: 0.0,
+            global: vec![moves],
+        };
+        let label = format!("put {attr} on {name}");
+        steps.push(run(label, Action::Put(vec![attr]), kind, Box::new(update)).await?);
+    }
+    Ok(steps)
 }
 
 /// Pairs each step's probe (the one before it) with the next step's, or

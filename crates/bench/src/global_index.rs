@@ -736,7 +736,7 @@ async fn global_parts(
 
 /// Polls until `done` holds of the global parts of `space`; returns how
 /// long that took.
-async fn wait_parts(
+pub(crate) async fn wait_parts(
     admin: &Admin,
     space: &str,
     what: &str,

@@ -165,18 +165,25 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("unbounded_s (u)", format!("{:.3e}", p.unbounded_s)),
         ("search_base_s (s0)", format!("{:.3e}", p.search_base_s)),
         ("modify_s (m)", format!("{:.3e}", p.modify_s)),
+        ("global_index_hop (g)", format!("{:.3}", p.global_index_hop)),
+        (
+            "global_index_move (mu)",
+            format!("{:.3}", p.global_move_hops()),
+        ),
+        ("lookup_base_s (l0)", format!("{:.3e}", p.lookup_base_s)),
+        ("lookup_match_s", format!("{:.3e}", p.lookup_match_cost_s())),
     ] {
         let _ = writeln!(out, "  {name:<22} {value}");
     }
     let _ = writeln!(
         out,
-        "\n{:<8} {:>6} {:>8} {:>10}",
+        "\n{:<10} {:>6} {:>8} {:>10}",
         "fit", "points", "R²", "rel. RMS"
     );
     for q in &fitted.quality {
         let _ = writeln!(
             out,
-            "{:<8} {:>6} {:>8.4} {:>9.1}%",
+            "{:<10} {:>6} {:>8.4} {:>9.1}%",
             q.op,
             q.points,
             q.r2,

@@ -59,9 +59,10 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert_eq!(report["daemons"], 2);
     // Two daemons: key-only and subspace spaces at f = 0 and f = 1; eight
     // equality and three range searches on the first; a modify on each
-    // key-only space.
+    // key-only space; three lookups through a global index, and two puts
+    // through it at each f.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 31);
+    assert_eq!(steps.len(), 38);
     // The speed probe ran, and its space is gone with the others (below).
     let reference = report["probe"]["reference_ops_per_s"]
         .as_f64()
@@ -104,7 +105,16 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         .collect();
     assert_eq!(
         groups,
-        ["get", "put", "modify", "insert", "search", "range"]
+        [
+            "get",
+            "put",
+            "modify",
+            "insert",
+            "search",
+            "range",
+            "global put",
+            "lookup"
+        ]
     );
 
     let stored = cluster
@@ -128,6 +138,12 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert!(stored.index_create.is_some() && stored.walk_first_s.is_some());
     assert!(stored.unbounded_s.is_some() && stored.search_base_s.is_some());
     assert!(stored.modify_s.is_some());
+    // Version 5's, measured through the global index's steps: a lookup
+    // costs something per match.
+    assert!(stored.global_index_hop.is_some() && stored.global_index_move.is_some());
+    assert!(stored.lookup_base_s.is_some());
+    let per_match = stored.lookup_match_s.expect("a lookup's cost per match");
+    assert!(per_match > 0.0, "{stored:?}");
     let t_max = report["parameters"]["t_max_ops_per_s"]
         .as_f64()
         .expect("T_max");

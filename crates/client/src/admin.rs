@@ -130,7 +130,10 @@ impl Admin {
         params
             .validate()
             .map_err(|e| AdminError::new(AdminStatus::BadSpace, e.to_string()))?;
-        self.done(CoordRequest::SetAdvisorParams { params }).await
+        self.done(CoordRequest::SetAdvisorParams {
+            params: Box::new(params),
+        })
+        .await
     }
 
     /// Whether the cluster is stable: every available daemon runs the

@@ -107,7 +107,7 @@ pub enum Command {
     /// validate (unknown version, a value out of range) is refused with
     /// BADSPACE and changes nothing.
     SetAdvisorParams {
-        params: tessera_types::AdvisorCalibration,
+        params: Box<tessera_types::AdvisorCalibration>,
     },
     /// The coordinator group's membership changed: the configuration's
     /// `coordinators` list differs, so the epoch must move.
@@ -417,8 +417,8 @@ impl ClusterState {
                         reason: e.to_string(),
                     };
                 }
-                if self.advisor.as_ref() != Some(&params) {
-                    self.advisor = Some(params);
+                if self.advisor.as_ref() != Some(&*params) {
+                    self.advisor = Some(*params);
                     self.bump();
                 }
                 CommandResult::Done
@@ -2258,6 +2258,10 @@ mod tests {
             unbounded_s: Some(1.1e-5),
             search_base_s: Some(3e-6),
             modify_s: Some(4e-6),
+            global_index_hop: Some(0.9),
+            global_index_move: Some(0.3),
+            lookup_base_s: Some(2e-5),
+            lookup_match_s: Some(3e-5),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2276,19 +2280,19 @@ mod tests {
         let epoch = state.epoch;
         let params = calibration();
         let result = state.apply(Command::SetAdvisorParams {
-            params: params.clone(),
+            params: Box::new(params.clone()),
         });
         assert_eq!(result, CommandResult::Done);
         assert_eq!(state.epoch, Epoch(epoch.0 + 1), "clients learn it by epoch");
         assert_eq!(state.configuration(vec![]).advisor, Some(params.clone()));
         // The same payload again changes nothing.
         state.apply(Command::SetAdvisorParams {
-            params: params.clone(),
+            params: Box::new(params.clone()),
         });
         assert_eq!(state.epoch, Epoch(epoch.0 + 1));
         // The Raft log holds commands as JSON, snapshots the state as postcard.
         let command = Command::SetAdvisorParams {
-            params: params.clone(),
+            params: Box::new(params.clone()),
         };
         let json = serde_json::to_vec(&command).unwrap();
         assert_eq!(serde_json::from_slice::<Command>(&json).unwrap(), command);
@@ -2302,7 +2306,7 @@ mod tests {
         let mut state = ClusterState::default();
         register(&mut state, 2);
         state.apply(Command::SetAdvisorParams {
-            params: calibration(),
+            params: Box::new(calibration()),
         });
         let before = state.clone();
         let mut bads = Vec::new();
@@ -2326,7 +2330,9 @@ mod tests {
         bad.version = tessera_types::calibration::ADVISOR_CALIBRATION_VERSION_1;
         bads.push((bad, "version 1 has no parameter range_search_s"));
         for (params, named) in bads {
-            match state.apply(Command::SetAdvisorParams { params }) {
+            match state.apply(Command::SetAdvisorParams {
+                params: Box::new(params),
+            }) {
                 CommandResult::Failed { status, reason } => {
                     assert_eq!(status, AdminStatus::BadSpace);
                     assert!(reason.contains(named), "{reason:?} names {named}");
@@ -2343,8 +2349,10 @@ mod tests {
         (old.get_s, old.write_s, old.insert_s) = (None, None, None);
         (old.index_create, old.walk_first_s) = (None, None);
         (old.unbounded_s, old.search_base_s, old.modify_s) = (None, None, None);
+        (old.global_index_hop, old.global_index_move) = (None, None);
+        (old.lookup_base_s, old.lookup_match_s) = (None, None);
         let result = state.apply(Command::SetAdvisorParams {
-            params: old.clone(),
+            params: Box::new(old.clone()),
         });
         assert_eq!(result, CommandResult::Done);
         assert_eq!(state.configuration(vec![]).advisor, Some(old));

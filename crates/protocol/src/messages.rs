@@ -854,7 +854,7 @@ pub enum CoordRequest {
     /// configuration (`tessera calibrate`; leader only). Answered `Done`,
     /// or `Failed` with BADSPACE for a payload that does not validate.
     SetAdvisorParams {
-        params: tessera_types::AdvisorCalibration,
+        params: Box<tessera_types::AdvisorCalibration>,
     },
     /// A daemon is alive and has installed `epoch` (leader only; sent about
     /// every 500 ms). Answered [`CoordResponse::Heartbeat`] with what the

@@ -6,7 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 4;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 5;
+
+/// The fourth version, still accepted: it has every parameter but the
+/// global index's two that version 5 added (`None`).
+pub const ADVISOR_CALIBRATION_VERSION_4: u32 = 4;
 
 /// The third version, still accepted: it has the per-request parameters
 /// but not the per-search, unbounded-page and per-modify costs version 4
@@ -85,6 +89,23 @@ pub struct AdvisorCalibration {
     /// Seconds per modify on top of its get and its put (version 4).
     #[serde(default)]
     pub modify_s: Option<f64>,
+    /// One hop on a global index's indexlet replica relative to an
+    /// overwrite hop (version 5; before, the model's default).
+    #[serde(default)]
+    pub global_index_hop: Option<f64>,
+    /// What a write that moves the object to another indexlet adds per
+    /// replica, relative to an overwrite hop (version 5).
+    #[serde(default)]
+    pub global_index_move: Option<f64>,
+    /// Seconds per lookup through a global index on top of a search's
+    /// (its second round trip, the gets) (version 5).
+    #[serde(default)]
+    pub lookup_base_s: Option<f64>,
+    /// Seconds per match a lookup through a global index returns: its
+    /// entry read and the get of its object (version 5; before, β plus a
+    /// get).
+    #[serde(default)]
+    pub lookup_match_s: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -115,7 +136,7 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
+    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
@@ -178,12 +199,17 @@ impl AdvisorCalibration {
             ("unbounded_s", self.unbounded_s, 4),
             ("search_base_s", self.search_base_s, 4),
             ("modify_s", self.modify_s, 4),
+            ("global_index_hop", self.global_index_hop, 5),
+            ("global_index_move", self.global_index_move, 5),
+            ("lookup_base_s", self.lookup_base_s, 5),
+            ("lookup_match_s", self.lookup_match_s, 5),
         ];
         if !matches!(
             self.version,
             ADVISOR_CALIBRATION_VERSION_1
                 | ADVISOR_CALIBRATION_VERSION_2
                 | ADVISOR_CALIBRATION_VERSION_3
+                | ADVISOR_CALIBRATION_VERSION_4
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -228,6 +254,10 @@ impl AdvisorCalibration {
             ("unbounded_s", self.unbounded_s.unwrap_or(0.0)),
             ("search_base_s", self.search_base_s.unwrap_or(0.0)),
             ("modify_s", self.modify_s.unwrap_or(0.0)),
+            ("global_index_hop", self.global_index_hop.unwrap_or(0.0)),
+            ("global_index_move", self.global_index_move.unwrap_or(0.0)),
+            ("lookup_base_s", self.lookup_base_s.unwrap_or(0.0)),
+            ("lookup_match_s", self.lookup_match_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -289,6 +319,10 @@ pub(crate) fn sample() -> AdvisorCalibration {
         unbounded_s: Some(1.2e-5),
         search_base_s: Some(4e-6),
         modify_s: Some(5e-6),
+        global_index_hop: Some(0.8),
+        global_index_move: Some(0.4),
+        lookup_base_s: Some(1e-5),
+        lookup_match_s: Some(2.5e-5),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -308,8 +342,8 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 5;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 5 }));
+        bad.version = 6;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 6 }));
         let mut bad = sample();
         bad.range_entry_s = Some(-1e-9);
         assert!(matches!(
@@ -324,7 +358,7 @@ mod tests {
         assert_eq!(
             bad.validate(),
             Err(CalibrationError::Shape {
-                version: 4,
+                version: 5,
                 name: "range_search_s",
                 present: false
             })
@@ -334,7 +368,7 @@ mod tests {
         assert_eq!(
             bad.validate(),
             Err(CalibrationError::Shape {
-                version: 4,
+                version: 5,
                 name: "walk_first_s",
                 present: false
             })
@@ -348,8 +382,31 @@ mod tests {
                 ..
             })
         ));
+        let mut bad = sample();
+        bad.lookup_match_s = Some(-1e-9);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange {
+                name: "lookup_match_s",
+                ..
+            })
+        ));
+        // Version 4 has every parameter but the global index's.
+        let mut v4 = sample();
+        v4.version = ADVISOR_CALIBRATION_VERSION_4;
+        assert_eq!(
+            v4.validate(),
+            Err(CalibrationError::Shape {
+                version: 4,
+                name: "global_index_hop",
+                present: true
+            })
+        );
+        (v4.global_index_hop, v4.global_index_move) = (None, None);
+        (v4.lookup_base_s, v4.lookup_match_s) = (None, None);
+        assert_eq!(v4.validate(), Ok(()));
         // Version 3 has every parameter but version 4's.
-        let mut v3 = sample();
+        let mut v3 = v4.clone();
         v3.version = ADVISOR_CALIBRATION_VERSION_3;
         assert_eq!(
             v3.validate(),
@@ -378,7 +435,8 @@ mod tests {
             Err(CalibrationError::OutOfRange { name: "get_s", .. })
         ));
         // Version 2 has the range parameters and none of version 3's.
-        let mut v2 = sample();
+        let mut v2 = v3.clone();
+        v2.unbounded_s = Some(1e-5);
         v2.version = ADVISOR_CALIBRATION_VERSION_2;
         assert!(matches!(
             v2.validate(),
