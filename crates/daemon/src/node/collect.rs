@@ -11,11 +11,31 @@ use tessera_types::{Epoch, RegionId, Version};
 const COLLECT_RECORDS_MAX: usize = 4096;
 
 impl DaemonNode {
-    /// A collection round begins: one [`Job::Collect`] per region this
-    /// daemon replicates, and a report to the coordinator of the oldest
-    /// epoch this daemon has in flight and of the tombstones the last round
-    /// had to keep.
-    pub(super) fn collect_round(&self, out: Out<'_>) {
+    /// A collection round is one [`Job::Collect`] per region this daemon
+    /// replicates, and a report to the coordinator of the oldest epoch
+    /// this daemon has in flight and of the tombstones the last round had
+    /// to keep. Every `every` ticks the report, and each region's job at
+    /// the tick of those `every` its id picks: spread over the rounds like
+    /// the sweeps (`sweep_tick`), not all at once.
+    pub(super) fn collect_tick(&self, tick: u64, every: u64, out: Out<'_>) {
+        if tick % every == every - 1 {
+            self.collect_report(out);
+        }
+        let config = self.config();
+        for space in &config.spaces {
+            for layout in &space.subspaces {
+                for region in &layout.regions {
+                    let turn = tick + region.id.0 % every;
+                    if turn % every == every - 1 && region.chain.contains(&self.me) {
+                        out(Output::Job(Job::Collect { region: region.id }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The round's report to the coordinator.
+    fn collect_report(&self, out: Out<'_>) {
         let config = self.config();
         let waiting = self.tombstones_waiting.swap(0, Ordering::AcqRel);
         // Per core, under its lock: an update it starts after this reads
@@ -36,15 +56,6 @@ impl DaemonNode {
             in_flight_since,
             waiting: (waiting > 0).then_some(Epoch(waiting)),
         }));
-        for space in &config.spaces {
-            for layout in &space.subspaces {
-                for region in &layout.regions {
-                    if region.chain.contains(&self.me) {
-                        out(Output::Job(Job::Collect { region: region.id }));
-                    }
-                }
-            }
-        }
     }
 
     /// See [`Job::Collect`]: looks at the next records of `region`, deletes

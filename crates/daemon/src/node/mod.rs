@@ -91,8 +91,9 @@ pub const TICK_INTERVAL: Duration = Duration::from_millis(250);
 /// [`tessera_protocol::LEASE`]).
 pub const LEASE: Duration = tessera_protocol::LEASE;
 /// Every this many ticks (10 s), the head of each region sweeps part of
-/// it for anti-entropy (see [`Job::Sweep`]).
-const SWEEP_TICKS: u64 = 40;
+/// it for anti-entropy (see [`Job::Sweep`]), each region at its own tick
+/// of the window.
+pub const SWEEP_TICKS: u64 = 40;
 /// One sweep in this many reaches every replica of a region, not only
 /// its head: replicas that differ are a beyond-f failure (after a power
 /// loss), so their repair may take longer, and a sweep per replica on
@@ -663,39 +664,53 @@ impl DaemonNode {
         self.rebuild_actions(actions, out);
         let tick = self.ticks.fetch_add(1, Ordering::Relaxed);
         let every = self.options.collect_ticks.max(1);
-        if tick % every == every - 1 {
-            self.collect_round(out);
-        }
+        self.collect_tick(tick, every, out);
         self.backfill_tick(tick, out);
         if tick % SWEEP_TICKS == SWEEP_TICKS - 1 {
             let config = self.config();
             self.report_lookup_load(&config, out);
-            // A non-key region's head sweeps, reporting what it holds; a
-            // key region's head (the point leader) reports what the others
-            // should hold, to their heads. Both
-            // directions cost about the same per round (at most
-            // SWEEP_OBJECTS_MAX records read, one list per region; an
-            // expected key is one point read per replica, answered only if
-            // absent), so both run every sweep (a lost key is repaired
-            // after two passes over its region). Every replica, not only
-            // the head, one round in EVERY_REPLICA_SWEEPS: after a power
-            // loss the replicas of one region can differ (simulator seeds
-            // 241002066 and 243000018), and nothing else compares them.
-            let every_replica = (tick / SWEEP_TICKS).is_multiple_of(EVERY_REPLICA_SWEEPS);
-            for space in &config.spaces {
-                for (subspace, layout) in space.subspaces.iter().enumerate() {
-                    for region in &layout.regions {
-                        let sweeps = if subspace == 0 || !every_replica {
-                            region.chain.first() == Some(&self.me)
-                        } else {
-                            region.chain.contains(&self.me)
-                        };
-                        if sweeps {
-                            out(Output::Job(Job::Sweep {
-                                region: region.id,
-                                every_replica,
-                            }));
-                        }
+        }
+        self.sweep_tick(tick, out);
+    }
+
+    /// Starts the sweeps of the regions whose turn `tick` is. Each region
+    /// is swept once every SWEEP_TICKS ticks, at the tick of the window
+    /// its id picks, so that a daemon's sweeps are spread over the window:
+    /// started at one tick, every region's sweep ran at once on the
+    /// blocking threads and the daemon answered nothing else for up to
+    /// half a second every 10 s (docs/BENCHMARKS.md, "A stall every ten
+    /// seconds").
+    ///
+    /// A non-key region's head sweeps, reporting what it holds; a key
+    /// region's head (the point leader) reports what the others should
+    /// hold, to their heads. Both directions cost about the same per
+    /// round (at most SWEEP_OBJECTS_MAX records read, one list per region;
+    /// an expected key is one point read per replica, answered only if
+    /// absent), so both run every sweep (a lost key is repaired after two
+    /// passes over its region). Every replica, not only the head, one
+    /// round in EVERY_REPLICA_SWEEPS: after a power loss the replicas of
+    /// one region can differ (simulator seeds 241002066 and 243000018),
+    /// and nothing else compares them.
+    fn sweep_tick(&self, tick: u64, out: Out<'_>) {
+        let config = self.config();
+        for space in &config.spaces {
+            for (subspace, layout) in space.subspaces.iter().enumerate() {
+                for region in &layout.regions {
+                    let turn = tick + region.id.0 % SWEEP_TICKS;
+                    if turn % SWEEP_TICKS != SWEEP_TICKS - 1 {
+                        continue;
+                    }
+                    let every_replica = (turn / SWEEP_TICKS).is_multiple_of(EVERY_REPLICA_SWEEPS);
+                    let sweeps = if subspace == 0 || !every_replica {
+                        region.chain.first() == Some(&self.me)
+                    } else {
+                        region.chain.contains(&self.me)
+                    };
+                    if sweeps {
+                        out(Output::Job(Job::Sweep {
+                            region: region.id,
+                            every_replica,
+                        }));
                     }
                 }
             }
