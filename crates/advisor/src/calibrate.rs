@@ -613,12 +613,19 @@ fn relative_nnls(rows: &[(Vec<f64>, f64)], n: usize) -> Vec<f64> {
 }
 
 /// [`relative_nnls`] of rows (x, y, base) whose cost is `base` (already
-/// fitted) + x·c: the c ≥ 0 minimising Σ ((base + x·c − y) / y)². `None`
-/// when no subset of the unknowns gives a non-negative solution (no row
-/// with a positive feature, say).
+/// fitted) + x·c: the c ≥ 0 minimising Σ ((base + x·c − y) / y)², all
+/// zeros among the candidates (what rows that cost no more than their
+/// base fit). `None` only when no row has a positive feature: nothing
+/// measured what c prices.
 fn offset_nnls(rows: &[(Vec<f64>, f64, f64)], n: usize) -> Option<Vec<f64>> {
+    if !rows
+        .iter()
+        .any(|(x, _, _)| x.iter().take(n).any(|&v| v > 0.0))
+    {
+        return None;
+    }
     let mut best: Option<(f64, Vec<f64>)> = None;
-    for mask in 1u32..(1 << n) {
+    for mask in 0u32..(1 << n) {
         let free: Vec<usize> = (0..n).filter(|&i| mask & (1 << i) != 0).collect();
         let Some(solution) = solve_subset(rows, &free) else {
             continue;
@@ -1093,6 +1100,21 @@ mod tests {
             super::fit(&m[..1], &defaults),
             Err(FitError::Missing("search"))
         );
+    }
+
+    #[test]
+    fn an_offset_fit_clamps_at_zero_and_knows_no_measurement_from_no_cost() {
+        // Costs 2 and 4 above bases of 1 and 2, features 1 and 2: c = 2.
+        let rows = vec![(vec![1.0], 3.0, 1.0), (vec![2.0], 6.0, 2.0)];
+        let c = offset_nnls(&rows, 1).expect("rows with features");
+        assert!((c[0] - 2.0).abs() < 1e-12, "{c:?}");
+        // Measured at or below what is already priced: zero, not "nothing
+        // measured".
+        let below = vec![(vec![1.0], 0.9, 1.0), (vec![1.0], 1.8, 2.0)];
+        assert_eq!(offset_nnls(&below, 1), Some(vec![0.0]));
+        // No row whose feature is positive, or no row: nothing measured.
+        assert_eq!(offset_nnls(&[(vec![0.0], 1.0, 1.0)], 1), None);
+        assert_eq!(offset_nnls(&[], 2), None);
     }
 
     #[test]

@@ -368,7 +368,7 @@ impl<'a> Context<'a> {
 
     /// Tessera's search cost: CR·c_req + examined·β + results·γ on the
     /// planned subspace (a range walk: + ρ, and β_r per entry instead of
-    /// β), or through a global index when that is cheaper.
+    /// β), or through a global index when the client's planner takes it.
     ///
     /// Returns the cost, and what the walk's dead index entries add
     /// per operation per second of the mix's throughput T: a modify of
@@ -443,10 +443,15 @@ impl<'a> Context<'a> {
             p.request_s + p.unbounded_s
         };
         let subspace_s = met * request_s + in_regions * share * per_entry_s + walk_s + results_s;
+        // The client's rule (`types::lookup::plan_lookup`): round trips,
+        // not costs. A lookup takes its indexlets and one round of gets;
+        // the subspace plan its regions, doubled when it reads them all.
+        let subspace_trips = if met >= regions { 2.0 * met } else { met };
         let planned_s = self
             .global_plans_s(search)
-            .map(|g| g + results_s)
-            .fold(subspace_s, f64::min);
+            .filter(|&(_, trips)| trips < subspace_trips)
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(subspace_s, |(cost_s, _)| cost_s + results_s);
         let churn = match self.workload.churn_horizon_s {
             Some(horizon) if planned_s == subspace_s => {
                 // A walk meets the dead entries of its attribute's
@@ -473,11 +478,17 @@ impl<'a> Context<'a> {
 
     /// The cost of each lookup through a global index on a checked
     /// attribute (the client's planner, `types::lookup::plan_lookup`,
-    /// takes one when it meets fewer indexlets and gets than a subspace
-    /// plan meets regions): its own round of gets (`lookup_base_s`),
-    /// indexlets met · c_req, then per match its entry read and the get of
-    /// its object (`lookup_match_s`).
-    fn global_plans_s<'s>(&'s self, search: &'s Search) -> impl Iterator<Item = f64> + 's {
+    /// takes one when its indexlets and its round of gets are fewer round
+    /// trips than the subspace plan's regions, whatever the matches):
+    /// its own round of gets (`lookup_base_s`), indexlets met · c_req,
+    /// then per match its entry read and the get of its object
+    /// (`lookup_match_s`). The indexlets are the space's partitions, as
+    /// a global index declared without its own count has; a declared
+    /// count, or the splits the leader makes by size, are not known here.
+    ///
+    /// Yields each lookup's cost and its round trips as the planner counts
+    /// them: the indexlets met and one round of gets.
+    fn global_plans_s<'s>(&'s self, search: &'s Search) -> impl Iterator<Item = (f64, f64)> + 's {
         let indexlets = self.workload.space.partitions.max(1);
         search
             .checks
@@ -492,9 +503,10 @@ impl<'a> Context<'a> {
                     _ => 1.0 + self.range_fraction(search) * f64::from(indexlets - 1),
                 };
                 let matches = self.selectivity(search, a, op) * self.objects;
-                self.params.lookup_base_s
+                let cost_s = self.params.lookup_base_s
                     + met * self.params.request_s
-                    + matches * self.params.lookup_match_cost_s()
+                    + matches * self.params.lookup_match_cost_s();
+                (cost_s, met + 1.0)
             })
     }
 
@@ -523,7 +535,7 @@ impl<'a> Context<'a> {
     /// 1 + K(1 + |N| + 2α|M|), and in Tessera's model a subspace moves the
     /// object only with probability 1 − Π 1/n_j over its changed
     /// dimensions, every copy rewrites its changed local index entries,
-    /// and every changed global index takes K entry hops.
+    /// and every global index takes K hops (`global_hops`).
     fn modify_hops(&self, model: Model, modified: &[usize]) -> f64 {
         let alpha = self.params.alpha;
         let subspaces: f64 = self.parts[1..]
@@ -987,6 +999,34 @@ mod tests {
         let got = predict(Model::Tessera, &hotels(search), &global, &matched).class_costs_s[0];
         let want = 2e-5 + matched.request_s + 4e-5 + matched.result_s;
         assert!((got - want).abs() < 1e-15, "{got} vs {want}");
+    }
+
+    #[test]
+    fn a_lookup_is_priced_when_the_planner_takes_it_not_when_it_is_cheapest() {
+        // A range over half of price's axis, with a global index on price
+        // and no subspace: the key subspace's fan-out is 2 · 256 round
+        // trips, the lookup 1 + 0.5 · 255 indexlets and a round of gets,
+        // so the client reads through the index, a get per match, though
+        // a scan of every region would cost less.
+        let w = hotels(r#"{"p": 1, "search": {"price": "range"}, "range_fraction": 0.5}"#);
+        let params = Params::default();
+        let global = Layout::new(vec![], vec![], vec![5], false);
+        let got = predict(Model::Tessera, &w, &global, &params).class_costs_s[0];
+        let (matches, indexlets) = (0.5 * 256_000.0, 1.0 + 0.5 * 255.0);
+        let lookup = indexlets * params.request_s
+            + matches * (params.beta_s + params.hop_s())
+            + matches * params.result_s;
+        assert!((got - lookup).abs() < 1e-9 * lookup, "{got} vs {lookup}");
+        let scan = predict(Model::Tessera, &w, &Layout::default(), &params).class_costs_s[0];
+        assert!(scan < got, "the scan ({scan}) is cheaper than what is run");
+        // With a subspace on price the range meets 1 + 0.001 · 255 of its
+        // regions, fewer round trips than any lookup: the walk is priced.
+        let w = hotels(r#"{"p": 1, "search": {"price": "range"}, "range_fraction": 0.001}"#);
+        let both = Layout::new(vec![vec![5]], vec![], vec![5], false);
+        let subspace = Layout::new(vec![vec![5]], vec![], vec![], false);
+        let with = predict(Model::Tessera, &w, &both, &params).class_costs_s[0];
+        let without = predict(Model::Tessera, &w, &subspace, &params).class_costs_s[0];
+        assert!((with - without).abs() < 1e-15, "{with} vs {without}");
     }
 
     #[test]

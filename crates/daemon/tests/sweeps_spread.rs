@@ -34,22 +34,23 @@ fn sweeps_and_collections_are_spread_over_their_window() {
     let mut swept: BTreeMap<RegionId, u64> = BTreeMap::new();
     let mut collected: BTreeMap<RegionId, u64> = BTreeMap::new();
     let mut reports = 0;
-    let mut busiest = 0;
+    let (mut busiest_sweeps, mut busiest_collects) = (0, 0);
     for _ in 0..windows * SWEEP_TICKS {
-        let mut jobs = 0;
+        let (mut sweeps, mut collects) = (0, 0);
         node.on_tick(&mut |o| match o {
             Output::Job(Job::Sweep { region, .. }) => {
                 *swept.entry(region).or_default() += 1;
-                jobs += 1;
+                sweeps += 1;
             }
             Output::Job(Job::Collect { region }) => {
                 *collected.entry(region).or_default() += 1;
-                jobs += 1;
+                collects += 1;
             }
             Output::Coord(CoordRequest::CollectReport { .. }) => reports += 1,
             _ => {}
         });
-        busiest = busiest.max(jobs);
+        busiest_sweeps = busiest_sweeps.max(sweeps);
+        busiest_collects = busiest_collects.max(collects);
     }
     // Every region once per window, for both kinds of job.
     for (name, counts) in [("swept", &swept), ("collected", &collected)] {
@@ -60,10 +61,16 @@ fn sweeps_and_collections_are_spread_over_their_window() {
         );
     }
     assert_eq!(reports, windows, "one collection report per window");
-    // 100 regions over 40 ticks: at most 3 of each kind at one tick.
-    let per_tick = regions.div_ceil(SWEEP_TICKS);
-    assert!(
-        busiest <= 2 * per_tick,
-        "{busiest} jobs started at one tick (at most {per_tick} of each kind)"
-    );
+    // 100 regions over 40 ticks: 3 at a tick at best; the hash of the ids
+    // may put one more on a tick, not a pile (all 100 at one tick before).
+    let bound = regions.div_ceil(SWEEP_TICKS) + 1;
+    for (kind, busiest) in [
+        ("sweeps", busiest_sweeps),
+        ("collections", busiest_collects),
+    ] {
+        assert!(
+            busiest <= bound,
+            "{busiest} {kind} started at one tick (at most {bound})"
+        );
+    }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub const ADVISOR_CALIBRATION_VERSION: u32 = 5;
 
 /// The fourth version, still accepted: it has every parameter but the
-/// global index's two that version 5 added (`None`).
+/// global index's four that version 5 added (`None`).
 pub const ADVISOR_CALIBRATION_VERSION_4: u32 = 4;
 
 /// The third version, still accepted: it has the per-request parameters

@@ -15,8 +15,8 @@ impl DaemonNode {
     /// replicates, and a report to the coordinator of the oldest epoch
     /// this daemon has in flight and of the tombstones the last round had
     /// to keep. Every `every` ticks the report, and each region's job at
-    /// the tick of those `every` its id picks: spread over the rounds like
-    /// the sweeps (`sweep_tick`), not all at once.
+    /// the tick of those `every` its id picks (`window_phase`): spread over
+    /// the rounds like the sweeps (`sweep_tick`), not all at once.
     pub(super) fn collect_tick(&self, tick: u64, every: u64, out: Out<'_>) {
         if tick % every == every - 1 {
             self.collect_report(out);
@@ -25,7 +25,7 @@ impl DaemonNode {
         for space in &config.spaces {
             for layout in &space.subspaces {
                 for region in &layout.regions {
-                    let turn = tick + region.id.0 % every;
+                    let turn = tick + super::window_phase(region.id, every);
                     if turn % every == every - 1 && region.chain.contains(&self.me) {
                         out(Output::Job(Job::Collect { region: region.id }));
                     }

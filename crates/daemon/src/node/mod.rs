@@ -102,6 +102,17 @@ const EVERY_REPLICA_SWEEPS: u64 = 4;
 /// Every this many ticks (10 s) by default, each replica of a region
 /// collects the next tombstones the horizon lets go (see [`Job::Collect`]).
 pub const COLLECT_TICKS: u64 = 40;
+
+/// The tick, in a window of `every` ticks, at which `region`'s periodic
+/// work (its sweep, its tombstone collection) falls: its id hashed
+/// (Fibonacci hashing), so that the regions a daemon holds spread evenly
+/// over the window even when their ids follow a stride (placement deals
+/// heads round-robin: with 8 daemons, `id % 40` put a daemon's regions on
+/// 5 ticks of the 40).
+pub fn window_phase(region: RegionId, every: u64) -> u64 {
+    let hashed = region.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    (hashed * every.max(1)) >> 32
+}
 /// The most live objects one sweep of one region looks at; the next
 /// sweep continues after the last one.
 const SWEEP_OBJECTS_MAX: usize = 1024;
@@ -254,8 +265,9 @@ pub struct DaemonNode {
     /// When each peer was last reported unreachable.
     reported: Mutex<ReportLimit>,
     stats: NodeStats,
-    /// Per indexlet, the lookup pages served since the last sweep, which
-    /// reports them to the coordinator (`CoordRequest::IndexletLoad`).
+    /// Per indexlet, the lookup pages served since the last load report
+    /// (every SWEEP_TICKS ticks), which reports them to the coordinator
+    /// (`CoordRequest::IndexletLoad`).
     lookup_pages: Mutex<HashMap<RegionId, u64>>,
     /// Objects frozen for backups (see `backup`).
     frozen: Mutex<backup::Frozen>,
@@ -675,7 +687,8 @@ impl DaemonNode {
 
     /// Starts the sweeps of the regions whose turn `tick` is. Each region
     /// is swept once every SWEEP_TICKS ticks, at the tick of the window
-    /// its id picks, so that a daemon's sweeps are spread over the window:
+    /// its id picks ([`window_phase`]), so that a daemon's sweeps are
+    /// spread over the window:
     /// started at one tick, every region's sweep ran at once on the
     /// blocking threads and the daemon answered nothing else for up to
     /// half a second every 10 s (docs/BENCHMARKS.md, "A stall every ten
@@ -696,7 +709,7 @@ impl DaemonNode {
         for space in &config.spaces {
             for (subspace, layout) in space.subspaces.iter().enumerate() {
                 for region in &layout.regions {
-                    let turn = tick + region.id.0 % SWEEP_TICKS;
+                    let turn = tick + window_phase(region.id, SWEEP_TICKS);
                     if turn % SWEEP_TICKS != SWEEP_TICKS - 1 {
                         continue;
                     }
@@ -718,8 +731,9 @@ impl DaemonNode {
     }
 
     /// Tells the coordinator, for every indexlet this daemon replicates,
-    /// how many lookup pages it served since the last sweep (zero too, so
-    /// that a load that stopped is forgotten).
+    /// how many lookup pages it served since the last report, every
+    /// SWEEP_TICKS ticks (zero too, so that a load that stopped is
+    /// forgotten).
     fn report_lookup_load(&self, config: &Configuration, out: Out<'_>) {
         let mut served = std::mem::take(&mut *lock(&self.lookup_pages));
         let window_ms = (TICK_INTERVAL * SWEEP_TICKS as u32).as_millis() as u64;

@@ -28,30 +28,46 @@ pub struct SuperVersion {
 
 pub struct SuperVersions(VecDeque<SuperVersion>);
 
-/// TESSERA PATCH (see the workspace's vendor/README.md): drops the super
-/// versions garbage collection removed on a thread of its own.
-/// [`SuperVersions::maintenance`] runs under the tree's version history
-/// lock, and the last super version holding a flushed memtable frees it
-/// there: a 64 MiB skiplist took 30-66 ms to free, during which the next
-/// memtable rotation (which fjall starts under its journal lock) and the
-/// flush worker waited, and with them every write of the database. Only
-/// memory and the files of tables already deleted from the version are
-/// released later; when the thread cannot be started or is gone, the
-/// caller drops them as before.
+/// TESSERA PATCH (see the workspace's vendor/README.md): frees the
+/// memtables of the super versions garbage collection removed on a thread
+/// of its own. [`SuperVersions::maintenance`] runs under the tree's
+/// version history lock, and the last super version holding a flushed
+/// memtable frees it there: a 64 MiB skiplist took 30-66 ms to free,
+/// during which the next memtable rotation (which fjall starts under its
+/// journal lock) and the flush worker waited, and with them every write
+/// of the database. Only the memtables go: a memtable is memory and
+/// nothing else, while the versions (and the files of the tables they
+/// alone still held, deleted on drop) are dropped here as before, so no
+/// file outlives its tree and a tree reopened in the same process never
+/// meets a deletion from its past. When the thread cannot be started or
+/// is gone, the memtables are freed here too.
 fn drop_elsewhere(garbage: Vec<SuperVersion>) {
     use std::sync::{mpsc, Mutex, OnceLock};
+
+    type Memtables = Vec<(Arc<Memtable>, Arc<SealedMemtables>)>;
 
     if garbage.is_empty() {
         return;
     }
-    static REAPER: OnceLock<Option<Mutex<mpsc::Sender<Vec<SuperVersion>>>>> = OnceLock::new();
+    let mut memtables: Memtables = Vec::with_capacity(garbage.len());
+    for super_version in garbage {
+        let SuperVersion {
+            active_memtable,
+            sealed_memtables,
+            version,
+            ..
+        } = super_version;
+        drop(version);
+        memtables.push((active_memtable, sealed_memtables));
+    }
+    static REAPER: OnceLock<Option<Mutex<mpsc::Sender<Memtables>>>> = OnceLock::new();
     let reaper = REAPER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Vec<SuperVersion>>();
+        let (tx, rx) = mpsc::channel::<Memtables>();
         std::thread::Builder::new()
             .name("lsm-tree:reaper".into())
             .spawn(move || {
-                while let Ok(garbage) = rx.recv() {
-                    drop(garbage);
+                while let Ok(memtables) = rx.recv() {
+                    drop(memtables);
                 }
             })
             .ok()
@@ -59,10 +75,10 @@ fn drop_elsewhere(garbage: Vec<SuperVersion>) {
     });
     let rejected = match reaper {
         Some(tx) => match tx.lock() {
-            Ok(tx) => tx.send(garbage).err().map(|e| e.0),
-            Err(_) => Some(garbage),
+            Ok(tx) => tx.send(memtables).err().map(|e| e.0),
+            Err(_) => Some(memtables),
         },
-        None => Some(garbage),
+        None => Some(memtables),
     };
     drop(rejected);
 }
