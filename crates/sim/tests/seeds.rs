@@ -102,12 +102,15 @@ fn power_losses_lose_nothing_and_the_cluster_returns() {
         power_loss: true,
         ..Options::default()
     };
-    let summary = run_many(241_000_000, 24, options, |f| eprintln!("{f}\n"));
+    // 32 seeds: a seed draws its power loss at a time it may not reach,
+    // so how many happen moves with every change of the daemons' schedule
+    // (24 seeds drew 7 once sweeps were spread over their window).
+    let summary = run_many(241_000_000, 32, options, |f| eprintln!("{f}\n"));
     eprintln!("{summary}");
     assert_passed(&summary);
     assert!(
         summary.faults.power_losses >= 8,
-        "only {} power losses in 24 seeds",
+        "only {} power losses in 32 seeds",
         summary.faults.power_losses
     );
     // Members other than a region's tail commit unsynced: the power
