@@ -981,13 +981,6 @@ async fn measure_on(
                 },
             ));
         }
-        // An existing key and a seed for its new values (in `field`).
-        let update = move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Update {
-            key: existing(objects, rng),
-            field: rng.gen_range(0..usize::MAX / 2),
-            value: Vec::new(),
-            record: Arc::default(),
-        };
         let put_d = puts[0].1.clone();
         for (attrs, kind) in puts {
             let label = format!("put {} on {name}", attrs.join(","));
@@ -1073,12 +1066,6 @@ where
             steps.push(run(label, Action::Range(fraction), kind, searches()).await?);
         }
     }
-    let update = |objects: u64, rng: &mut rand::rngs::StdRng| Op::Update {
-        key: format!("k{}", rng.gen_range(0..objects.max(1))),
-        field: rng.gen_range(0..usize::MAX / 2),
-        value: Vec::new(),
-        record: Arc::default(),
-    };
     for (attr, moves) in [("d", 0.0), ("e", 1.0 - 1.0 / indexlets)] {
         let kind = Measured::Put {
             copies,
@@ -1091,6 +1078,17 @@ where
         steps.push(run(label, Action::Put(vec![attr]), kind, Box::new(update)).await?);
     }
     Ok(steps)
+}
+
+/// An update of an existing key (`k0 … k{objects − 1}`) with a seed for
+/// its new values (in `field`): what every put and modify step runs.
+fn update(objects: u64, rng: &mut rand::rngs::StdRng) -> Op {
+    Op::Update {
+        key: format!("k{}", rng.gen_range(0..objects.max(1))),
+        field: rng.gen_range(0..usize::MAX / 2),
+        value: Vec::new(),
+        record: Arc::default(),
+    }
 }
 
 /// Pairs each step's probe (the one before it) with the next step's, or

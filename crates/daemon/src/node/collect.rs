@@ -4,7 +4,7 @@
 use super::{lock, DaemonNode, Job, Out, Output};
 use std::sync::atomic::Ordering;
 use tessera_protocol::CoordRequest;
-use tessera_types::{Epoch, RegionId, Version};
+use tessera_types::{Configuration, Epoch, RegionId, Version};
 
 /// The most records one collection round looks at in one region; the next
 /// round continues after the last one.
@@ -17,11 +17,10 @@ impl DaemonNode {
     /// to keep. Every `every` ticks the report, and each region's job at
     /// the tick of those `every` its id picks (`window_phase`): spread over
     /// the rounds like the sweeps (`sweep_tick`), not all at once.
-    pub(super) fn collect_tick(&self, tick: u64, every: u64, out: Out<'_>) {
+    pub(super) fn collect_tick(&self, config: &Configuration, tick: u64, every: u64, out: Out<'_>) {
         if tick % every == every - 1 {
-            self.collect_report(out);
+            self.collect_report(config, out);
         }
-        let config = self.config();
         for space in &config.spaces {
             for layout in &space.subspaces {
                 for region in &layout.regions {
@@ -35,8 +34,7 @@ impl DaemonNode {
     }
 
     /// The round's report to the coordinator.
-    fn collect_report(&self, out: Out<'_>) {
-        let config = self.config();
+    fn collect_report(&self, config: &Configuration, out: Out<'_>) {
         let waiting = self.tombstones_waiting.swap(0, Ordering::AcqRel);
         // Per core, under its lock: an update it starts after this reads
         // its epoch, which is at least the core's epoch now.

@@ -676,13 +676,14 @@ impl DaemonNode {
         self.rebuild_actions(actions, out);
         let tick = self.ticks.fetch_add(1, Ordering::Relaxed);
         let every = self.options.collect_ticks.max(1);
-        self.collect_tick(tick, every, out);
+        // One read of the configuration for every round this tick starts.
+        let config = self.config();
+        self.collect_tick(&config, tick, every, out);
         self.backfill_tick(tick, out);
         if tick % SWEEP_TICKS == SWEEP_TICKS - 1 {
-            let config = self.config();
             self.report_lookup_load(&config, out);
         }
-        self.sweep_tick(tick, out);
+        self.sweep_tick(&config, tick, out);
     }
 
     /// Starts the sweeps of the regions whose turn `tick` is. Each region
@@ -704,8 +705,7 @@ impl DaemonNode {
     /// round in EVERY_REPLICA_SWEEPS: after a power loss the replicas of
     /// one region can differ (simulator seeds 241002066 and 243000018),
     /// and nothing else compares them.
-    fn sweep_tick(&self, tick: u64, out: Out<'_>) {
-        let config = self.config();
+    fn sweep_tick(&self, config: &Configuration, tick: u64, out: Out<'_>) {
         for space in &config.spaces {
             for (subspace, layout) in space.subspaces.iter().enumerate() {
                 for region in &layout.regions {
