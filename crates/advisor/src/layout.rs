@@ -232,8 +232,9 @@ impl Layout {
     }
 
     /// `base` with this layout's parts (name, key, attributes, f and
-    /// partitions unchanged; each global index with the space's
-    /// partitions): its subspaces as `subspace` clauses, or as `replex`
+    /// partitions unchanged; a global index `base` declares keeps its
+    /// declaration, a new one has the space's partitions): its subspaces
+    /// as `subspace` clauses, or as `replex`
     /// clauses in a replex layout with its hybrids and every `hybrid` of
     /// `base` whose two replexes the layout keeps ([`Layout::keeping`]: a
     /// relayout must not drop copies the operator declared).
@@ -254,9 +255,15 @@ impl Layout {
             global_indexes: self
                 .global_indexes
                 .iter()
-                .map(|&attr| GlobalIndexDecl {
-                    attr,
-                    partitions: None,
+                .map(|&attr| {
+                    base.global_indexes
+                        .iter()
+                        .find(|g| g.attr == attr)
+                        .copied()
+                        .unwrap_or(GlobalIndexDecl {
+                            attr,
+                            partitions: None,
+                        })
                 })
                 .collect(),
             replex,
@@ -368,6 +375,22 @@ mod tests {
         let parsed = parse_space(&global.describe(&base)).expect("the description parses");
         assert_eq!(parsed.global_indexes.len(), 1);
         assert_eq!(parsed.global_indexes[0].attr, 3);
+        assert_eq!(parsed.global_indexes[0].partitions, None);
+        // A global index the space declares with its own count keeps it;
+        // one the layout adds has the space's partitions.
+        let declared = parse_space(
+            "space h key id attributes string city, int price, string addr \
+             global index addr create 4 partitions create 16 partitions",
+        )
+        .unwrap();
+        let both = Layout::new(vec![], vec![], vec![2, 3], false);
+        let parsed = parse_space(&both.describe(&declared)).expect("the description parses");
+        let counts: Vec<(usize, Option<u32>)> = parsed
+            .global_indexes
+            .iter()
+            .map(|g| (g.attr, g.partitions))
+            .collect();
+        assert_eq!(counts, vec![(2, None), (3, Some(4))]);
         // A replex layout writes `replex` clauses, and reads back as the
         // same layout, a replex space.
         let replex = Layout::new(vec![vec![3], vec![1]], vec![2], vec![], true);

@@ -482,14 +482,12 @@ impl<'a> Context<'a> {
     /// trips than the subspace plan's regions, whatever the matches):
     /// its own round of gets (`lookup_base_s`), indexlets met · c_req,
     /// then per match its entry read and the get of its object
-    /// (`lookup_match_s`). The indexlets are the space's partitions, as
-    /// a global index declared without its own count has; a declared
-    /// count, or the splits the leader makes by size, are not known here.
+    /// (`lookup_match_s`). The indexlets are the index's own
+    /// ([`Context::indexlets`]).
     ///
     /// Yields each lookup's cost and its round trips as the planner counts
     /// them: the indexlets met and one round of gets.
     fn global_plans_s<'s>(&'s self, search: &'s Search) -> impl Iterator<Item = (f64, f64)> + 's {
-        let indexlets = self.workload.space.partitions.max(1);
         search
             .checks
             .iter()
@@ -498,6 +496,7 @@ impl<'a> Context<'a> {
                     && matches!(op, SearchOp::Eq | SearchOp::Range)
             })
             .map(move |&(a, op)| {
+                let indexlets = self.indexlets(a);
                 let met = match op {
                     SearchOp::Eq => 1.0,
                     _ => 1.0 + self.range_fraction(search) * f64::from(indexlets - 1),
@@ -599,18 +598,42 @@ impl<'a> Context<'a> {
     /// projection, α_c·g.
     fn global_hops(&self, modified: Option<&[usize]>) -> f64 {
         let p = &self.params;
-        let moves = 1.0 - 1.0 / f64::from(self.workload.space.partitions.max(1));
         let per_replica: f64 = self
             .layout
             .global_indexes
             .iter()
-            .map(|a| match modified {
+            .map(|&a| match modified {
                 None => p.alpha_create * p.global_index_hop,
-                Some(m) if m.contains(a) => p.global_index_hop + moves * p.global_move_hops(),
+                Some(m) if m.contains(&a) => {
+                    let moves = 1.0 - 1.0 / f64::from(self.indexlets(a));
+                    p.global_index_hop + moves * p.global_move_hops()
+                }
                 Some(_) => p.global_index_hop,
             })
             .sum();
         per_replica * f64::from(self.k)
+    }
+
+    /// The indexlets of a global index on `attr`: as many as the cluster
+    /// has now when the workload read them from it (the leader's splits
+    /// included), else its declared count in the workload's space, else
+    /// (and for an index the layout adds, which `Layout::apply` declares
+    /// without a count) the space's partitions.
+    fn indexlets(&self, attr: usize) -> u32 {
+        let space = &self.workload.space;
+        self.workload
+            .global_indexlets
+            .get(&attr)
+            .copied()
+            .or_else(|| {
+                space
+                    .global_indexes
+                    .iter()
+                    .find(|g| g.attr == attr)
+                    .map(|g| g.indexlets(space))
+            })
+            .unwrap_or(space.partitions)
+            .max(1)
     }
 
     /// Copies of an object over all parts: K·(1 + |S|), or 1 + |S| replexes
@@ -689,6 +712,7 @@ pub fn rebuild_read_amplification(workload: &Workload, layout: &Layout) -> f64 {
 mod tests {
     use super::*;
     use crate::workload::parse_workload;
+    use std::collections::BTreeMap;
 
     /// The thesis's hotel space: O = 256,000, R = 256, f = 1 (A.4 #11).
     fn hotels(classes: &str) -> Workload {
@@ -1027,6 +1051,57 @@ mod tests {
         let with = predict(Model::Tessera, &w, &both, &params).class_costs_s[0];
         let without = predict(Model::Tessera, &w, &subspace, &params).class_costs_s[0];
         assert!((with - without).abs() < 1e-15, "{with} vs {without}");
+    }
+
+    #[test]
+    fn a_global_index_has_its_own_indexlets_declared_or_as_the_cluster_has_them() {
+        // price's global index declared with 16 indexlets on a space of
+        // 256 partitions: a range over a tenth of the axis meets
+        // 1 + 0.1 · 15 of them, and a modify of price moves its entry
+        // with probability 15/16.
+        let space = "space hotels key id attributes city, addr, post, tel, int price \
+                     global index price create 16 partitions \
+                     create 256 partitions tolerate 1 failure";
+        let workload = |classes: &str| {
+            parse_workload(
+                &format!(r#"{{"space": "{space}", "objects": 256000, "classes": [{classes}]}}"#),
+                None,
+            )
+            .expect("valid workload")
+        };
+        let params = Params {
+            lookup_match_s: Some(0.0),
+            global_index_move: Some(0.4),
+            ..Params::default()
+        };
+        let global = Layout::new(vec![], vec![], vec![5], false);
+        let range = r#"{"p": 1, "search": {"price": "range"}, "range_fraction": 0.1}"#;
+        let results = 0.1 * 256_000.0 * params.result_s;
+        let lookup = |w: &Workload| predict(Model::Tessera, w, &global, &params).class_costs_s[0];
+        let mut w = workload(range);
+        let want = (1.0 + 0.1 * 15.0) * params.request_s + results;
+        assert!(
+            (lookup(&w) - want).abs() < 1e-12,
+            "{} vs {want}",
+            lookup(&w)
+        );
+        // The cluster's count, once its leader has split them, wins.
+        w.global_indexlets = BTreeMap::from([(5, 64)]);
+        let want = (1.0 + 0.1 * 63.0) * params.request_s + results;
+        assert!(
+            (lookup(&w) - want).abs() < 1e-12,
+            "{} vs {want}",
+            lookup(&w)
+        );
+        // A modify of price: K = 2 replicas, an overwrite at g = 1 and a
+        // move at μ = 0.4 with probability 15/16, against the key-only
+        // layout.
+        let modify = r#"{"p": 1, "modify": ["price"]}"#;
+        let w = workload(modify);
+        let added = predict(Model::Tessera, &w, &global, &params).class_costs_s[0]
+            - predict(Model::Tessera, &w, &Layout::default(), &params).class_costs_s[0];
+        let want = 2.0 * params.hop_s() * (1.0 + 15.0 / 16.0 * 0.4);
+        assert!((added - want).abs() < 1e-12 * want, "{added} vs {want}");
     }
 
     #[test]

@@ -257,6 +257,7 @@ pub fn observed_workload(
             distinct: BTreeMap::new(),
             range_fraction: None,
             churn_horizon_s: None,
+            global_indexlets: BTreeMap::new(),
         },
         counts,
         unmodelled,

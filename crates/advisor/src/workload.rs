@@ -112,6 +112,11 @@ pub struct Workload {
     /// the modifies' churn a search's index walk meets. `None`: not priced
     /// (`bench layouts` sets its run's length).
     pub churn_horizon_s: Option<f64>,
+    /// Indexlets per global index (by attribute) as the cluster has them
+    /// now, splits included (`Space::global_indexlets`), when the space
+    /// was read from a cluster. A global index not here has its declared
+    /// count, else the space's partitions.
+    pub global_indexlets: BTreeMap<usize, u32>,
 }
 
 /// How a workload file names its space.
@@ -329,6 +334,7 @@ pub fn parse_workload(
         distinct,
         range_fraction,
         churn_horizon_s,
+        global_indexlets: BTreeMap::new(),
     })
 }
 

@@ -126,7 +126,7 @@ pub struct AdviseArgs {
 
 /// Runs `advise`.
 pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
-    let (workload, observed, read_cluster) = match (&args.workload, &args.space) {
+    let (mut workload, observed, read_cluster) = match (&args.workload, &args.space) {
         (Some(path), _) => {
             let (workload, read) = file_workload(&args, path, target).await?;
             (workload, None, read)
@@ -151,11 +151,19 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
         ParamsArg::Cluster => true,
         ParamsArg::Defaults => false,
     };
-    let config = if ask {
+    let read = if ask || read_cluster {
         Some(target.admin()?.config().await?)
     } else {
         None
     };
+    // A space read from the cluster has its global indexes' indexlets as
+    // they are now (declared counts and the leader's splits).
+    if read_cluster {
+        if let Some(space) = read.as_ref().and_then(|c| c.space(&workload.space.name)) {
+            workload.global_indexlets = space.global_indexlets();
+        }
+    }
+    let config = read.filter(|_| ask);
     let stored = config.as_ref().and_then(|c| c.advisor.clone());
     let mut params = match &stored {
         Some(c) => Params::default().calibrated(c),
@@ -468,6 +476,13 @@ pub fn advice_json(
     params: &Params,
 ) -> Value {
     let space = &workload.space;
+    // The indexlets of each global index as the cluster has them, when
+    // the space was read from it (what the model priced lookups with).
+    let indexlets: serde_json::Map<String, Value> = workload
+        .global_indexlets
+        .iter()
+        .filter_map(|(&attr, &n)| Some((space.attrs.get(attr)?.name.clone(), json!(n))))
+        .collect();
     let layouts: Vec<Value> = advice
         .layouts
         .iter()
@@ -499,6 +514,7 @@ pub fn advice_json(
         "predicted": advice.predicted,
         "layouts": layouts,
         "heuristics": heuristics,
+        "global_indexlets": indexlets,
     })
 }
 

@@ -506,3 +506,75 @@ fn the_autopilot_applies_a_relayout_when_the_mix_drifts_and_then_holds() {
     );
     assert!(parts.contains("city"), "{parts}");
 }
+
+/// A workload naming a space of the cluster prices its global index with
+/// the indexlets the cluster has (here its declared 3, not the space's 8
+/// partitions), and says so in the JSON.
+#[test]
+fn advise_prices_a_global_index_with_the_indexlets_the_cluster_has() {
+    let declared = "space hotels key int id attributes string city, string name, int price \
+                    global index price create 3 partitions create 8 partitions tolerate 0 failures";
+    let (cluster, _runtime, _client) = cluster_of(1, &[], declared);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write a file");
+        path.to_str().expect("a UTF-8 path").to_string()
+    };
+    let classes = r#"[{"p": 0.5, "search": {"price": "range"}, "range_fraction": 0.5},
+                      {"p": 0.5, "modify": ["price"]}]"#;
+    let workload = write(
+        "w.json",
+        &format!(r#"{{"space": "hotels", "objects": 10000, "classes": {classes}}}"#),
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["advise", "--workload", &workload, "--json", "--top", "50"];
+        args.extend_from_slice(extra);
+        advise(&cluster, &args)
+    };
+    let read = run(&[]);
+    assert_eq!(
+        read["global_indexlets"],
+        serde_json::json!({"price": 3}),
+        "{read}"
+    );
+    // The same space described in a file is not read from the cluster:
+    // its declared count prices it alike; without one, the space's 8
+    // partitions price every layout with price's index differently.
+    let three = run(&["--description", &write("3.txt", declared)]);
+    assert_eq!(three["global_indexlets"], serde_json::json!({}), "{three}");
+    let default = declared.replace(
+        "global index price create 3 partitions",
+        "global index price",
+    );
+    let eight = run(&["--description", &write("8.txt", &default)]);
+    let predictions = |doc: &Json| -> std::collections::BTreeMap<String, f64> {
+        doc["layouts"]
+            .as_array()
+            .expect("layouts")
+            .iter()
+            .chain(doc["heuristics"].as_array().expect("heuristics"))
+            .map(|l| {
+                let parts = [
+                    &l["subspaces"],
+                    &l["indexes"],
+                    &l["global_indexes"],
+                    &l["replex"],
+                ];
+                let key = serde_json::to_string(&parts).expect("JSON");
+                (
+                    key,
+                    l["predicted_ops_per_s"].as_f64().expect("a prediction"),
+                )
+            })
+            .collect()
+    };
+    let (read, three, eight) = (predictions(&read), predictions(&three), predictions(&eight));
+    assert_eq!(read, three);
+    let differ = three
+        .iter()
+        .filter(|(key, _)| key.contains("price"))
+        .filter(|(key, a)| eight.get(*key).is_some_and(|b| (*a - b).abs() > 1e-6 * *a))
+        .count();
+    assert!(differ > 0, "3 indexlets priced as 8: {three:?} {eight:?}");
+}

@@ -2468,6 +2468,7 @@ mod tests {
             })
             .collect();
         assert_eq!(global, vec![(PartKind::GlobalIndex, vec![2], 2)]);
+        assert_eq!(state.spaces[0].global_indexlets(), BTreeMap::from([(2, 2)]));
         state.check_invariants().expect("invariants");
         let part = state.spaces[0].subspaces.last().expect("the index").part;
         state.apply(Command::PartProgress {

@@ -136,6 +136,22 @@ pub struct Space {
     pub indexes: Vec<IndexPart>,
 }
 
+impl Space {
+    /// Per global index (by its attribute), the indexlets it has in this
+    /// configuration: its declared count, or the space's partitions, and
+    /// every split its leader made since.
+    pub fn global_indexlets(&self) -> std::collections::BTreeMap<usize, u32> {
+        self.subspaces
+            .iter()
+            .filter(|s| s.kind == SubspaceKind::GlobalIndex)
+            .filter_map(|s| {
+                let attr = *s.attrs.first()?;
+                Some((attr, u32::try_from(s.regions.len()).unwrap_or(u32::MAX)))
+            })
+            .collect()
+    }
+}
+
 /// A daemon receiving a region's data by state transfer, before it joins
 /// the region's chain at the tail. `from` (the chain's tail when the
 /// transfer began) ships every committed record, then every later commit,
