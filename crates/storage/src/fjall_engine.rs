@@ -2,7 +2,7 @@
 //! journal.
 
 use crate::group::GroupCommit;
-use crate::rows::RowCache;
+use crate::rows::{Row, RowCache};
 use crate::{
     region_key, with_region_key, Engine, EngineSnapshot, IndexRange, IndexWrite, StorageError,
     Write,
@@ -173,7 +173,7 @@ impl FjallEngine {
             };
             if let Some(rows) = &self.rows {
                 // The cache's copy of the value, made once here.
-                let cached = value.as_deref().map(Arc::<[u8]>::from);
+                let cached = value.as_deref().map(|v| Row::new(&key, v));
                 written.push((key.clone(), rows.writing(&key), cached));
             }
             match value {
