@@ -173,7 +173,7 @@ impl FjallEngine {
             };
             if let Some(rows) = &self.rows {
                 // The cache's copy of the value, made once here.
-                let cached = value.as_deref().map(|v| Row::new(&key, v));
+                let cached = Row::new(&key, value.as_deref());
                 written.push((key.clone(), rows.writing(&key), cached));
             }
             match value {
@@ -201,7 +201,7 @@ impl FjallEngine {
         };
         let committed = self.commit(batch, synced);
         for (key, ticket, value) in written {
-            rows.written(&key, ticket, value.filter(|_| committed.is_ok()));
+            rows.written(&key, ticket, Some(value).filter(|_| committed.is_ok()));
         }
         committed
     }
@@ -305,15 +305,13 @@ impl Engine for FjallEngine {
                 read(self.objects.get(k).map_err(engine_err)?.as_deref());
                 return Ok(());
             };
-            if let Some(value) = rows.get(k) {
-                read(Some(&value));
+            if let Some(row) = rows.get(k) {
+                read(row.value());
                 return Ok(());
             }
             let ticket = rows.ticket(k);
             let found = self.objects.get(k).map_err(engine_err)?;
-            if let Some(value) = &found {
-                rows.offer(k, ticket, value);
-            }
+            rows.offer(k, ticket, found.as_deref());
             read(found.as_deref());
             Ok(())
         })

@@ -29,7 +29,6 @@
 use quick_cache::sync::{Cache, DefaultLifecycle};
 use quick_cache::{OptionsBuilder, Weighter};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Stripes of write generations: enough that concurrent writers and
@@ -40,42 +39,48 @@ const STRIPES: usize = 1024;
 /// counts, the key's and value's lengths).
 const ENTRY_OVERHEAD: u64 = 64;
 
-/// A cached row: a storage key and its value in one allocation, the key
-/// first. The cache is keyed by the key's 64-bit hash, held in its slot,
-/// so that a lookup compares no bytes behind a pointer until it has found
-/// the row, whose key it then checks where its value starts: one cache
-/// miss fewer per lookup than a key allocated apart (a search page reads
-/// a row per match, from a table of ~100 MB). Two keys of one hash share
-/// a slot: one evicts the other, and a lookup of the other misses.
+/// A cached row: a storage key and its value, or the fact that the key
+/// holds none, in one allocation, the key first. The cache is keyed by
+/// the key's 64-bit hash, held in its slot, so that a lookup compares no
+/// bytes behind a pointer until it has found the row, whose key it then
+/// checks where its value starts: one cache miss fewer per lookup than a
+/// key allocated apart (a search page reads a row per match, from a table
+/// of ~100 MB). Two keys of one hash share a slot: one evicts the other,
+/// and a lookup of the other misses.
+///
+/// An absent row saves the reads of a key being inserted: every member of
+/// its chain reads the key when the update arrives (finding nothing) and
+/// the key region's members and every indexed region read it again when
+/// they commit (`docs/BENCHMARKS.md`, "Inserts read what they just
+/// found missing").
 #[derive(Clone)]
 pub(crate) struct Row {
     bytes: Arc<[u8]>,
     key_len: usize,
+    present: bool,
 }
 
 impl Row {
-    /// The row of `key` holding `value`.
-    pub(crate) fn new(key: &[u8], value: &[u8]) -> Row {
-        let mut bytes = Vec::with_capacity(key.len() + value.len());
+    /// The row of `key` holding `value`, or none.
+    pub(crate) fn new(key: &[u8], value: Option<&[u8]>) -> Row {
+        let value_len = value.map_or(0, <[u8]>::len);
+        let mut bytes = Vec::with_capacity(key.len() + value_len);
         bytes.extend_from_slice(key);
-        bytes.extend_from_slice(value);
+        bytes.extend_from_slice(value.unwrap_or_default());
         Row {
             bytes: bytes.into(),
             key_len: key.len(),
+            present: value.is_some(),
         }
     }
 
     fn key(&self) -> &[u8] {
         &self.bytes[..self.key_len]
     }
-}
 
-impl Deref for Row {
-    type Target = [u8];
-
-    /// The value.
-    fn deref(&self) -> &[u8] {
-        &self.bytes[self.key_len..]
+    /// The key's value; none if it holds none.
+    pub(crate) fn value(&self) -> Option<&[u8]> {
+        self.present.then(|| &self.bytes[self.key_len..])
     }
 }
 
@@ -188,9 +193,10 @@ impl RowCache {
         }
     }
 
-    /// Caches `value`, read from fjall after `ticket` was taken, unless a
-    /// write to the key's stripe has begun since.
-    pub(crate) fn offer(&self, key: &[u8], ticket: Ticket, value: &[u8]) {
+    /// Caches `value` (none: the key holds none), read from fjall after
+    /// `ticket` was taken, unless a write to the key's stripe has begun
+    /// since.
+    pub(crate) fn offer(&self, key: &[u8], ticket: Ticket, value: Option<&[u8]>) {
         if lock(&self.stripes[ticket.stripe]).generation == ticket.generation {
             self.rows.insert(hash_of(key), Row::new(key, value));
         }
@@ -210,7 +216,7 @@ impl RowCache {
         }
     }
 
-    /// After the commit of a write to `key` (its new row; none for a
+    /// After the commit of a write to `key` (its new row, absent for a
     /// delete) returned, or failed (`row` none): offers of values read
     /// before now are refused. The key's entry becomes the new row if no
     /// other write of the stripe ran at any time between this one's marks
@@ -244,37 +250,65 @@ impl RowCache {
 mod tests {
     use super::*;
 
+    /// What the cache answers for `key`: nothing cached, an absent row,
+    /// or a value.
+    fn cached(cache: &RowCache, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        cache.get(key).map(|row| row.value().map(<[u8]>::to_vec))
+    }
+
+    #[test]
+    fn a_key_found_missing_is_cached_absent_until_a_write() {
+        let cache = RowCache::new(1 << 20).unwrap();
+        let ticket = cache.ticket(b"k");
+        cache.offer(b"k", ticket, None);
+        assert_eq!(cached(&cache, b"k"), Some(None));
+        // Its insert leaves the value; its delete leaves it absent again.
+        let write = cache.writing(b"k");
+        cache.written(b"k", write, Some(Row::new(b"k", Some(b"v"))));
+        assert_eq!(cached(&cache, b"k"), Some(Some(b"v".to_vec())));
+        let write = cache.writing(b"k");
+        cache.written(b"k", write, Some(Row::new(b"k", None)));
+        assert_eq!(cached(&cache, b"k"), Some(None));
+        // An absence read before an insert began is not taken after it.
+        let ticket = cache.ticket(b"j");
+        let write = cache.writing(b"j");
+        cache.offer(b"j", ticket, None);
+        assert_eq!(cached(&cache, b"j"), None);
+        cache.written(b"j", write, Some(Row::new(b"j", Some(b"w"))));
+        assert_eq!(cached(&cache, b"j"), Some(Some(b"w".to_vec())));
+    }
+
     #[test]
     fn a_value_read_before_a_write_began_is_cached_and_dropped_by_it() {
         let cache = RowCache::new(1 << 20).unwrap();
         let ticket = cache.ticket(b"k");
-        cache.offer(b"k", ticket, b"old");
-        assert_eq!(cache.get(b"k").as_deref(), Some(&b"old"[..]));
+        cache.offer(b"k", ticket, Some(b"old"));
+        assert_eq!(cached(&cache, b"k"), Some(Some(b"old".to_vec())));
         let write = cache.writing(b"k");
         // Until the commit returns, the old value may still be answered.
-        assert_eq!(cache.get(b"k").as_deref(), Some(&b"old"[..]));
+        assert_eq!(cached(&cache, b"k"), Some(Some(b"old".to_vec())));
         cache.written(b"k", write, None);
-        assert_eq!(cache.get(b"k").as_deref(), None);
+        assert_eq!(cached(&cache, b"k"), None);
     }
 
     #[test]
     fn a_lone_write_leaves_its_value_and_overlapping_ones_leave_none() {
         let cache = RowCache::new(1 << 20).unwrap();
         let write = cache.writing(b"k");
-        cache.written(b"k", write, Some(Row::new(b"k", b"one")));
-        assert_eq!(cache.get(b"k").as_deref(), Some(&b"one"[..]));
+        cache.written(b"k", write, Some(Row::new(b"k", Some(b"one"))));
+        assert_eq!(cached(&cache, b"k"), Some(Some(b"one".to_vec())));
         // Two writes of one key overlap: whichever returns first, neither
         // leaves its value (the other may have committed after it).
         let first = cache.writing(b"k");
         let second = cache.writing(b"k");
-        cache.written(b"k", second, Some(Row::new(b"k", b"three")));
-        assert_eq!(cache.get(b"k").as_deref(), None);
-        cache.written(b"k", first, Some(Row::new(b"k", b"two")));
-        assert_eq!(cache.get(b"k").as_deref(), None);
+        cache.written(b"k", second, Some(Row::new(b"k", Some(b"three"))));
+        assert_eq!(cached(&cache, b"k"), None);
+        cache.written(b"k", first, Some(Row::new(b"k", Some(b"two"))));
+        assert_eq!(cached(&cache, b"k"), None);
         // A failed commit leaves nothing either.
         let write = cache.writing(b"k");
         cache.written(b"k", write, None);
-        assert_eq!(cache.get(b"k").as_deref(), None);
+        assert_eq!(cached(&cache, b"k"), None);
     }
 
     #[test]
@@ -283,17 +317,17 @@ mod tests {
         // Read before the write began, offered while it commits.
         let ticket = cache.ticket(b"k");
         let write = cache.writing(b"k");
-        cache.offer(b"k", ticket, b"old");
-        assert_eq!(cache.get(b"k").as_deref(), None);
+        cache.offer(b"k", ticket, Some(b"old"));
+        assert_eq!(cached(&cache, b"k"), None);
         // Read while it commits, offered after it returned (and failed).
         let ticket = cache.ticket(b"k");
         cache.written(b"k", write, None);
-        cache.offer(b"k", ticket, b"new or old");
-        assert_eq!(cache.get(b"k").as_deref(), None);
+        cache.offer(b"k", ticket, Some(b"new or old"));
+        assert_eq!(cached(&cache, b"k"), None);
         // Read after it returned: taken.
         let ticket = cache.ticket(b"k");
-        cache.offer(b"k", ticket, b"new");
-        assert_eq!(cache.get(b"k").as_deref(), Some(&b"new"[..]));
+        cache.offer(b"k", ticket, Some(b"new"));
+        assert_eq!(cached(&cache, b"k"), Some(Some(b"new".to_vec())));
     }
 
     #[test]
@@ -302,14 +336,18 @@ mod tests {
         // A row of another key in `a`'s slot, as a key of the same hash
         // would leave it: `a` misses, and the other key is not found
         // under its own hash either.
-        cache.rows.insert(hash_of(b"a"), Row::new(b"b", b"b's value"));
-        assert_eq!(cache.get(b"a").as_deref(), None);
-        assert_eq!(cache.get(b"b").as_deref(), None);
+        cache
+            .rows
+            .insert(hash_of(b"a"), Row::new(b"b", Some(b"b's value")));
+        assert_eq!(cached(&cache, b"a"), None);
+        assert_eq!(cached(&cache, b"b"), None);
         let ticket = cache.ticket(b"a");
-        cache.offer(b"a", ticket, b"a's value");
-        assert_eq!(cache.get(b"a").as_deref(), Some(&b"a's value"[..]));
+        cache.offer(b"a", ticket, Some(b"a's value"));
+        assert_eq!(cached(&cache, b"a"), Some(Some(b"a's value".to_vec())));
         // A write of `a` clears the slot whatever key its row holds.
-        cache.rows.insert(hash_of(b"a"), Row::new(b"b", b"b's value"));
+        cache
+            .rows
+            .insert(hash_of(b"a"), Row::new(b"b", Some(b"b's value")));
         let write = cache.writing(b"a");
         cache.written(b"a", write, None);
         assert!(cache.rows.get(&hash_of(b"a")).is_none());
@@ -321,7 +359,7 @@ mod tests {
         for i in 0..1000u32 {
             let key = i.to_be_bytes();
             let ticket = cache.ticket(&key);
-            cache.offer(&key, ticket, &[7u8; 1000]);
+            cache.offer(&key, ticket, Some(&[7u8; 1000]));
         }
         assert!(cache.weight() <= 64 << 10, "{} bytes", cache.weight());
         assert!(RowCache::new(0).is_none());
