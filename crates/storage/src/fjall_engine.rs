@@ -163,8 +163,7 @@ impl FjallEngine {
     ) -> Result<(), StorageError> {
         self.check_writable()?;
         let mut batch = self.db.batch();
-        // The objects' storage keys, their marks and new values, for the
-        // row cache (`rows.rs`).
+        // The objects' marks and new rows, for the row cache (`rows.rs`).
         let mut written = Vec::new();
         for write in writes {
             let (key, value) = match write {
@@ -174,7 +173,7 @@ impl FjallEngine {
             if let Some(rows) = &self.rows {
                 // The cache's copy of the value, made once here.
                 let cached = Row::new(&key, value.as_deref());
-                written.push((key.clone(), rows.writing(&key), cached));
+                written.push((rows.writing(&key), cached));
             }
             match value {
                 Some(value) => batch.insert(&self.objects, key, value),
@@ -200,8 +199,8 @@ impl FjallEngine {
             return self.commit(batch, synced);
         };
         let committed = self.commit(batch, synced);
-        for (key, ticket, value) in written {
-            rows.written(&key, ticket, Some(value).filter(|_| committed.is_ok()));
+        for (ticket, row) in written {
+            rows.written(ticket, Some(row).filter(|_| committed.is_ok()));
         }
         committed
     }
@@ -305,11 +304,13 @@ impl Engine for FjallEngine {
                 read(self.objects.get(k).map_err(engine_err)?.as_deref());
                 return Ok(());
             };
-            if let Some(row) = rows.get(k) {
-                read(row.value());
-                return Ok(());
-            }
-            let ticket = rows.ticket(k);
+            let ticket = match rows.get(k) {
+                Ok(row) => {
+                    read(row.value());
+                    return Ok(());
+                }
+                Err(ticket) => ticket,
+            };
             let found = self.objects.get(k).map_err(engine_err)?;
             rows.offer(k, ticket, found.as_deref());
             read(found.as_deref());

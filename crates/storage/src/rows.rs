@@ -117,11 +117,11 @@ impl Hasher for Hashed {
 
 type Rows = Cache<u64, Row, Bytes, BuildHasherDefault<Hashed>, DefaultLifecycle<u64, Row>>;
 
-/// A generation read before a read of fjall: the reader's ticket to offer
-/// what it read.
+/// A key's hash and its stripe's generation, read before a read of fjall
+/// (the reader's ticket to offer what it read) or marked by a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Ticket {
-    stripe: usize,
+    hash: u64,
     generation: u64,
 }
 
@@ -179,26 +179,25 @@ impl RowCache {
         })
     }
 
-    /// The cached value of `key`.
-    pub(crate) fn get(&self, key: &[u8]) -> Option<Row> {
-        self.rows.get(&hash_of(key)).filter(|row| row.key() == key)
-    }
-
-    /// Taken before reading `key` from fjall after a miss.
-    pub(crate) fn ticket(&self, key: &[u8]) -> Ticket {
-        let stripe = stripe_of(hash_of(key));
-        Ticket {
-            stripe,
-            generation: lock(&self.stripes[stripe]).generation,
+    /// The cached row of `key`, or on a miss the ticket to offer what
+    /// fjall then answers.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Row, Ticket> {
+        let hash = hash_of(key);
+        match self.rows.get(&hash) {
+            Some(row) if row.key() == key => Ok(row),
+            _ => Err(Ticket {
+                hash,
+                generation: lock(&self.stripes[stripe_of(hash)]).generation,
+            }),
         }
     }
 
     /// Caches `value` (none: the key holds none), read from fjall after
-    /// `ticket` was taken, unless a write to the key's stripe has begun
-    /// since.
+    /// the miss that gave `ticket`, unless a write to the key's stripe has
+    /// begun since.
     pub(crate) fn offer(&self, key: &[u8], ticket: Ticket, value: Option<&[u8]>) {
-        if lock(&self.stripes[ticket.stripe]).generation == ticket.generation {
-            self.rows.insert(hash_of(key), Row::new(key, value));
+        if lock(&self.stripes[stripe_of(ticket.hash)]).generation == ticket.generation {
+            self.rows.insert(ticket.hash, Row::new(key, value));
         }
     }
 
@@ -206,35 +205,37 @@ impl RowCache {
     /// now are refused from here on. The ticket says what the stripe's
     /// generation is once this write has marked it.
     pub(crate) fn writing(&self, key: &[u8]) -> Ticket {
-        let stripe = stripe_of(hash_of(key));
-        let mut marks = lock(&self.stripes[stripe]);
+        let hash = hash_of(key);
+        let mut marks = lock(&self.stripes[stripe_of(hash)]);
         marks.generation += 1;
         marks.writing += 1;
         Ticket {
-            stripe,
+            hash,
             generation: marks.generation,
         }
     }
 
-    /// After the commit of a write to `key` (its new row, absent for a
-    /// delete) returned, or failed (`row` none): offers of values read
-    /// before now are refused. The key's entry becomes the new row if no
-    /// other write of the stripe ran at any time between this one's marks
-    /// (none marked it since `ticket`, and none is between its marks now),
-    /// so that no other commit can have come before or after this one's,
-    /// and goes otherwise — a key updated again and again stays cached.
-    /// (The slot goes whichever key of its hash it holds: what it held is
-    /// then a miss, never a stale answer.)
-    pub(crate) fn written(&self, key: &[u8], ticket: Ticket, row: Option<Row>) {
-        let mut marks = lock(&self.stripes[ticket.stripe]);
+    /// After the commit of the write that took `ticket` returned (`row`:
+    /// the key's new row, absent for a delete) or failed (`row` none):
+    /// offers of values read before now are refused. The key's entry
+    /// becomes the new row if no other write of the stripe ran at any time
+    /// between this one's marks (none marked it since `ticket`, and none is
+    /// between its marks now), so that no other commit can have come
+    /// before or after this one's, and goes otherwise — a key updated
+    /// again and again stays cached. (The slot goes whichever key of its
+    /// hash it holds: what it held is then a miss, never a stale answer.)
+    pub(crate) fn written(&self, ticket: Ticket, row: Option<Row>) {
+        let mut marks = lock(&self.stripes[stripe_of(ticket.hash)]);
         let alone = marks.generation == ticket.generation && marks.writing == 1;
         marks.generation += 1;
         marks.writing -= 1;
-        let hash = hash_of(key);
         match row {
-            Some(row) if alone && row.key() == key => self.rows.insert(hash, row),
+            Some(row) if alone => {
+                debug_assert_eq!(hash_of(row.key()), ticket.hash, "a row of another key");
+                self.rows.insert(ticket.hash, row);
+            }
             _ => {
-                self.rows.remove(&hash);
+                self.rows.remove(&ticket.hash);
             }
         }
     }
@@ -253,41 +254,49 @@ mod tests {
     /// What the cache answers for `key`: nothing cached, an absent row,
     /// or a value.
     fn cached(cache: &RowCache, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        cache.get(key).map(|row| row.value().map(<[u8]>::to_vec))
+        cache
+            .get(key)
+            .ok()
+            .map(|row| row.value().map(<[u8]>::to_vec))
+    }
+
+    /// The ticket of a read of `key` that missed.
+    fn miss(cache: &RowCache, key: &[u8]) -> Ticket {
+        cache.get(key).err().expect("a miss")
     }
 
     #[test]
     fn a_key_found_missing_is_cached_absent_until_a_write() {
         let cache = RowCache::new(1 << 20).unwrap();
-        let ticket = cache.ticket(b"k");
+        let ticket = miss(&cache, b"k");
         cache.offer(b"k", ticket, None);
         assert_eq!(cached(&cache, b"k"), Some(None));
         // Its insert leaves the value; its delete leaves it absent again.
         let write = cache.writing(b"k");
-        cache.written(b"k", write, Some(Row::new(b"k", Some(b"v"))));
+        cache.written(write, Some(Row::new(b"k", Some(b"v"))));
         assert_eq!(cached(&cache, b"k"), Some(Some(b"v".to_vec())));
         let write = cache.writing(b"k");
-        cache.written(b"k", write, Some(Row::new(b"k", None)));
+        cache.written(write, Some(Row::new(b"k", None)));
         assert_eq!(cached(&cache, b"k"), Some(None));
         // An absence read before an insert began is not taken after it.
-        let ticket = cache.ticket(b"j");
+        let ticket = miss(&cache, b"j");
         let write = cache.writing(b"j");
         cache.offer(b"j", ticket, None);
         assert_eq!(cached(&cache, b"j"), None);
-        cache.written(b"j", write, Some(Row::new(b"j", Some(b"w"))));
+        cache.written(write, Some(Row::new(b"j", Some(b"w"))));
         assert_eq!(cached(&cache, b"j"), Some(Some(b"w".to_vec())));
     }
 
     #[test]
     fn a_value_read_before_a_write_began_is_cached_and_dropped_by_it() {
         let cache = RowCache::new(1 << 20).unwrap();
-        let ticket = cache.ticket(b"k");
+        let ticket = miss(&cache, b"k");
         cache.offer(b"k", ticket, Some(b"old"));
         assert_eq!(cached(&cache, b"k"), Some(Some(b"old".to_vec())));
         let write = cache.writing(b"k");
         // Until the commit returns, the old value may still be answered.
         assert_eq!(cached(&cache, b"k"), Some(Some(b"old".to_vec())));
-        cache.written(b"k", write, None);
+        cache.written(write, None);
         assert_eq!(cached(&cache, b"k"), None);
     }
 
@@ -295,19 +304,19 @@ mod tests {
     fn a_lone_write_leaves_its_value_and_overlapping_ones_leave_none() {
         let cache = RowCache::new(1 << 20).unwrap();
         let write = cache.writing(b"k");
-        cache.written(b"k", write, Some(Row::new(b"k", Some(b"one"))));
+        cache.written(write, Some(Row::new(b"k", Some(b"one"))));
         assert_eq!(cached(&cache, b"k"), Some(Some(b"one".to_vec())));
         // Two writes of one key overlap: whichever returns first, neither
         // leaves its value (the other may have committed after it).
         let first = cache.writing(b"k");
         let second = cache.writing(b"k");
-        cache.written(b"k", second, Some(Row::new(b"k", Some(b"three"))));
+        cache.written(second, Some(Row::new(b"k", Some(b"three"))));
         assert_eq!(cached(&cache, b"k"), None);
-        cache.written(b"k", first, Some(Row::new(b"k", Some(b"two"))));
+        cache.written(first, Some(Row::new(b"k", Some(b"two"))));
         assert_eq!(cached(&cache, b"k"), None);
         // A failed commit leaves nothing either.
         let write = cache.writing(b"k");
-        cache.written(b"k", write, None);
+        cache.written(write, None);
         assert_eq!(cached(&cache, b"k"), None);
     }
 
@@ -315,17 +324,17 @@ mod tests {
     fn an_offer_from_before_a_write_is_refused() {
         let cache = RowCache::new(1 << 20).unwrap();
         // Read before the write began, offered while it commits.
-        let ticket = cache.ticket(b"k");
+        let ticket = miss(&cache, b"k");
         let write = cache.writing(b"k");
         cache.offer(b"k", ticket, Some(b"old"));
         assert_eq!(cached(&cache, b"k"), None);
         // Read while it commits, offered after it returned (and failed).
-        let ticket = cache.ticket(b"k");
-        cache.written(b"k", write, None);
+        let ticket = miss(&cache, b"k");
+        cache.written(write, None);
         cache.offer(b"k", ticket, Some(b"new or old"));
         assert_eq!(cached(&cache, b"k"), None);
         // Read after it returned: taken.
-        let ticket = cache.ticket(b"k");
+        let ticket = miss(&cache, b"k");
         cache.offer(b"k", ticket, Some(b"new"));
         assert_eq!(cached(&cache, b"k"), Some(Some(b"new".to_vec())));
     }
@@ -341,7 +350,7 @@ mod tests {
             .insert(hash_of(b"a"), Row::new(b"b", Some(b"b's value")));
         assert_eq!(cached(&cache, b"a"), None);
         assert_eq!(cached(&cache, b"b"), None);
-        let ticket = cache.ticket(b"a");
+        let ticket = miss(&cache, b"a");
         cache.offer(b"a", ticket, Some(b"a's value"));
         assert_eq!(cached(&cache, b"a"), Some(Some(b"a's value".to_vec())));
         // A write of `a` clears the slot whatever key its row holds.
@@ -349,7 +358,7 @@ mod tests {
             .rows
             .insert(hash_of(b"a"), Row::new(b"b", Some(b"b's value")));
         let write = cache.writing(b"a");
-        cache.written(b"a", write, None);
+        cache.written(write, None);
         assert!(cache.rows.get(&hash_of(b"a")).is_none());
     }
 
@@ -358,7 +367,7 @@ mod tests {
         let cache = RowCache::new(64 << 10).unwrap();
         for i in 0..1000u32 {
             let key = i.to_be_bytes();
-            let ticket = cache.ticket(&key);
+            let ticket = miss(&cache, &key);
             cache.offer(&key, ticket, Some(&[7u8; 1000]));
         }
         assert!(cache.weight() <= 64 << 10, "{} bytes", cache.weight());
