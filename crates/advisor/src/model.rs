@@ -728,6 +728,35 @@ mod tests {
     const P: usize = 3;
     const T: usize = 4;
 
+    /// RESEARCH.md A.4 #6: costs are cluster time, so the same servers,
+    /// twice as many, serve a mix without modifies twice as fast and each
+    /// holds half the data to rebuild; the ranking does not change.
+    #[test]
+    fn twice_the_daemons_predict_twice_the_throughput_and_half_the_rebuild() {
+        let w = hotels(
+            r#"{"p": 0.4, "search": {"city": "eq"}}, {"p": 0.2, "search": {"price": "range"}},
+               {"p": 0.2, "get": true}, {"p": 0.2, "insert": true}"#,
+        );
+        let on4 = Params {
+            daemons: 4,
+            ..Params::default()
+        };
+        let on8 = on4.on_daemons(8);
+        for layout in [
+            Layout::of_space(&w.space),
+            Layout::of_subspaces(vec![vec![C]]),
+            Layout::of_subspaces(vec![vec![C], vec![P]]),
+        ] {
+            let four = predict(Model::Tessera, &w, &layout, &on4);
+            let eight = predict(Model::Tessera, &w, &layout, &on8);
+            let ratio = eight.ops_per_s / four.ops_per_s;
+            assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
+            let ratio = eight.recovery_s / four.recovery_s;
+            assert!((ratio - 0.5).abs() < 1e-9, "{ratio}");
+            assert_eq!(eight.bytes_per_object, four.bytes_per_object);
+        }
+    }
+
     /// What a replex rebuild reads, worked out by hand from the covering
     /// sets of `docs/design/replex.md`, and what a hybrid costs.
     #[test]

@@ -204,6 +204,83 @@ impl Params {
         self.index_create.unwrap_or(self.index_write)
     }
 
+    /// These parameters for a cluster of `daemons` daemons (RESEARCH.md
+    /// A.4 #6): a cost is seconds of *cluster* work, which `self.daemons`
+    /// daemons gave, so each is `self.daemons / daemons` as long on
+    /// `daemons` of the same servers, and T_max grows by their ratio.
+    /// Ratios (α, α_c, δ, the global index's hops), sizes and the rebuild
+    /// bandwidth (one transfer's) do not change; `daemons` becomes the
+    /// cluster the recovery time and the placement of a hybrid's regions
+    /// are judged on. So every prediction's ops/s scales by
+    /// `daemons / self.daemons` and the ranking stays as it is. 0 is
+    /// taken as 1.
+    pub fn on_daemons(&self, daemons: u32) -> Params {
+        let daemons = daemons.max(1);
+        let scale = f64::from(self.daemons.max(1)) / f64::from(daemons);
+        let time = |s: f64| s * scale;
+        // Every field named: one added later must be placed on either side.
+        let Params {
+            beta_s,
+            t_max_ops_per_s,
+            alpha,
+            alpha_create,
+            request_s,
+            result_s,
+            index_write,
+            range_search_s,
+            range_entry_s,
+            get_s,
+            write_s,
+            insert_s,
+            index_create,
+            walk_first_s,
+            unbounded_s,
+            search_base_s,
+            modify_s,
+            global_index_hop,
+            global_index_move,
+            lookup_base_s,
+            lookup_match_s,
+            object_bytes,
+            index_entry_bytes,
+            global_entry_bytes,
+            daemons: _,
+            rebuild_bytes_per_s,
+            range_fraction,
+        } = self.clone();
+        Params {
+            // Seconds of cluster work, and the rate they make.
+            beta_s: time(beta_s),
+            t_max_ops_per_s: t_max_ops_per_s / scale,
+            request_s: time(request_s),
+            result_s: time(result_s),
+            range_search_s: time(range_search_s),
+            range_entry_s: time(range_entry_s),
+            get_s: get_s.map(time),
+            write_s: time(write_s),
+            insert_s: time(insert_s),
+            walk_first_s: time(walk_first_s),
+            unbounded_s: time(unbounded_s),
+            search_base_s: time(search_base_s),
+            modify_s: time(modify_s),
+            lookup_base_s: time(lookup_base_s),
+            lookup_match_s: lookup_match_s.map(time),
+            // Ratios of hops, sizes, one transfer's bandwidth, fractions.
+            alpha,
+            alpha_create,
+            index_write,
+            index_create,
+            global_index_hop,
+            global_index_move,
+            object_bytes,
+            index_entry_bytes,
+            global_entry_bytes,
+            rebuild_bytes_per_s,
+            range_fraction,
+            daemons,
+        }
+    }
+
     /// These parameters with the ones a calibration measured (and its
     /// daemon count) replacing them; a version-1 calibration measured no
     /// range walk, so ρ and β_r keep their values here.
@@ -313,6 +390,99 @@ mod tests {
                 ..measured
             }
         );
+    }
+
+    #[test]
+    fn more_daemons_of_the_same_servers_share_every_cost() {
+        let on3 = Params {
+            beta_s: 1e-7,
+            t_max_ops_per_s: 15_000.0,
+            request_s: 7e-5,
+            result_s: 3e-6,
+            range_search_s: 3e-5,
+            range_entry_s: 9e-7,
+            get_s: Some(8e-6),
+            write_s: 6e-6,
+            insert_s: 2e-6,
+            walk_first_s: 4e-6,
+            unbounded_s: 1.1e-5,
+            search_base_s: 3e-6,
+            modify_s: 5e-6,
+            lookup_base_s: 1.5e-5,
+            lookup_match_s: Some(2e-5),
+            global_index_move: Some(0.2),
+            daemons: 3,
+            ..Params::default()
+        };
+        let on6 = on3.on_daemons(6);
+        assert_eq!(on6.daemons, 6);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+        // Twice the servers: each operation half the cluster's time.
+        assert!(close(on6.t_max_ops_per_s, 30_000.0));
+        assert!(close(on6.hop_s(), on3.hop_s() / 2.0));
+        for (six, three) in [
+            (on6.beta_s, on3.beta_s),
+            (on6.request_s, on3.request_s),
+            (on6.result_s, on3.result_s),
+            (on6.range_search_s, on3.range_search_s),
+            (on6.range_entry_s, on3.range_entry_s),
+            (on6.get_cost_s(), on3.get_cost_s()),
+            (on6.write_s, on3.write_s),
+            (on6.insert_s, on3.insert_s),
+            (on6.walk_first_s, on3.walk_first_s),
+            (on6.unbounded_s, on3.unbounded_s),
+            (on6.search_base_s, on3.search_base_s),
+            (on6.modify_s, on3.modify_s),
+            (on6.lookup_base_s, on3.lookup_base_s),
+            (on6.lookup_match_cost_s(), on3.lookup_match_cost_s()),
+        ] {
+            assert!(close(six, three / 2.0), "{six} against {three}");
+        }
+        // Ratios between hops, sizes and one transfer's bandwidth stay.
+        assert_eq!(
+            (
+                on6.alpha,
+                on6.alpha_create,
+                on6.index_write,
+                on6.index_create()
+            ),
+            (
+                on3.alpha,
+                on3.alpha_create,
+                on3.index_write,
+                on3.index_create()
+            )
+        );
+        assert_eq!(
+            (on6.global_index_hop, on6.global_move_hops()),
+            (on3.global_index_hop, on3.global_move_hops())
+        );
+        assert_eq!(
+            (
+                on6.object_bytes,
+                on6.rebuild_bytes_per_s,
+                on6.range_fraction
+            ),
+            (
+                on3.object_bytes,
+                on3.rebuild_bytes_per_s,
+                on3.range_fraction
+            )
+        );
+        // A get left at one hop follows the hop.
+        let hop_get = Params {
+            get_s: None,
+            ..on3.clone()
+        }
+        .on_daemons(6);
+        assert!(close(hop_get.get_cost_s(), on3.hop_s() / 2.0));
+        // Back to three: what it was; the same count changes nothing.
+        let back = on6.on_daemons(3);
+        assert!(close(back.t_max_ops_per_s, on3.t_max_ops_per_s));
+        assert!(close(back.request_s, on3.request_s));
+        assert_eq!(on3.on_daemons(3), on3);
+        // No daemon is taken as one.
+        assert_eq!(on3.on_daemons(0), on3.on_daemons(1));
     }
 
     #[test]

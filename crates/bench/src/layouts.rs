@@ -136,6 +136,9 @@ pub struct LayoutsReport {
     pub params: Params,
     /// Whether they are the cluster's calibrated ones.
     pub calibrated: bool,
+    /// The daemons the parameters were measured on (`params.daemons` is
+    /// the cluster's, which they were scaled to).
+    pub measured_daemons: u32,
     /// The options of the run.
     pub seconds: f64,
     /// Operations in flight.
@@ -485,9 +488,16 @@ pub async fn run(
     // walks meet a run's worth of them (`Workload::churn_horizon_s`).
     workload.churn_horizon_s.get_or_insert(options.seconds);
     let calibrated = config.advisor.is_some();
-    let params = match &config.advisor {
+    let as_measured = match &config.advisor {
         Some(c) => Params::default().calibrated(c),
         None => Params::default(),
+    };
+    let measured_daemons = as_measured.daemons;
+    // Predicted for the cluster the layouts run on, which may have more
+    // or fewer daemons than the parameters were measured on.
+    let params = match u32::try_from(config.available_daemons()) {
+        Ok(n) if n > 0 => as_measured.on_daemons(n),
+        _ => as_measured,
     };
     let mix = Arc::new(Mix::new(&workload, params.range_fraction)?);
     let advice = advise(
@@ -537,7 +547,7 @@ pub async fn run(
         );
     }
     progress(&format!(
-        "{} layouts, {} objects each, {} s each, {} run(s) each; parameters: {}",
+        "{} layouts, {} objects each, {} s each, {} run(s) each; parameters: {}, measured on {} daemons, predicting for {}",
         sampled.len(),
         workload.objects,
         options.seconds,
@@ -546,7 +556,9 @@ pub async fn run(
             "the cluster's calibrated ones"
         } else {
             "the defaults (the cluster is not calibrated: run `tessera calibrate`)"
-        }
+        },
+        measured_daemons,
+        params.daemons,
     ));
     // Interleaved: every layout once per round, so that the machine's
     // slow and fast minutes fall on every layout alike.
@@ -689,6 +701,7 @@ pub async fn run(
         workload,
         params,
         calibrated,
+        measured_daemons,
         seconds: options.seconds,
         workers: options.workers,
         runs_per_layout: options.runs,
@@ -916,7 +929,7 @@ impl LayoutsReport {
         let _ = writeln!(
             out,
             "{} objects per layout, {} s each, {} run(s) each (median, min–max), {} in \
-             flight; parameters: {}",
+             flight; parameters: {}{}",
             self.workload.objects,
             self.seconds,
             self.runs_per_layout,
@@ -925,6 +938,14 @@ impl LayoutsReport {
                 "calibrated (cluster)"
             } else {
                 "defaults (not calibrated)"
+            },
+            if self.measured_daemons == self.params.daemons {
+                String::new()
+            } else {
+                format!(
+                    ", measured on {} daemons and scaled to {}",
+                    self.measured_daemons, self.params.daemons
+                )
             }
         );
         let _ = writeln!(
@@ -1101,6 +1122,8 @@ impl LayoutsReport {
             "calibrated": self.calibrated,
             "parameters_source": if self.calibrated { "cluster" } else { "defaults" },
             "parameters": self.params,
+            "daemons": self.params.daemons,
+            "measured_daemons": self.measured_daemons,
             "layouts": layouts,
             "mean_abs_relative_error": a.map(|a| a.mean_abs_relative_error),
             "kendall_tau_b": a.and_then(|a| a.kendall_tau_b),

@@ -87,10 +87,13 @@ pub struct AdviseArgs {
     /// Take the space's description from FILE.
     #[arg(long)]
     description: Option<PathBuf>,
-    /// The objects of an observed workload (not observed: the model needs
-    /// it for scans and index reads).
-    #[arg(long, default_value_t = 100_000, conflicts_with = "workload")]
-    objects: u64,
+    /// The objects of an observed workload. Default: counted in the
+    /// space (every region's keys, read once), with their mean stored
+    /// size taken from the first objects a search over the space yields
+    /// (if they cannot be read, 100,000 of the default size, with a
+    /// warning).
+    #[arg(long, conflicts_with = "workload", value_parser = clap::value_parser!(u64).range(1..))]
+    objects: Option<u64>,
     /// How many layouts to print.
     #[arg(long, default_value_t = 5)]
     top: usize,
@@ -117,6 +120,12 @@ pub struct AdviseArgs {
     /// At most this many dimensions per proposed subspace.
     #[arg(long, default_value_t = 3)]
     dims_max: usize,
+    /// Predict for a cluster of this many daemons of the same servers
+    /// (every cost is cluster time, shared by its daemons): default, the
+    /// cluster's available daemons when the cluster is read, else the
+    /// daemons the parameters were measured on.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    daemons: Option<u32>,
     /// Relayout the space in the cluster to the top layout.
     #[arg(long)]
     apply: bool,
@@ -126,13 +135,41 @@ pub struct AdviseArgs {
 
 /// Runs `advise`.
 pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
+    // Where the size of an object comes from: the workload file, the
+    // objects the space holds, or the default parameter.
+    let mut bytes_source = "default";
     let (mut workload, observed, read_cluster) = match (&args.workload, &args.space) {
         (Some(path), _) => {
-            let (workload, read) = file_workload(&args, path, target).await?;
+            let (mut workload, read) = file_workload(&args, path, target).await?;
+            if workload.object_bytes.is_some() {
+                bytes_source = "workload";
+            }
+            // A file about a space the cluster holds, silent on the size
+            // of its objects: the size of those it holds.
+            if read && workload.object_bytes.is_none() {
+                let space = &workload.space;
+                let measured = match target.client().await {
+                    Ok(client) => object_bytes(&client, space).await.map_err(Into::into),
+                    Err(e) => Err(e),
+                };
+                match measured {
+                    Ok(bytes) => workload.object_bytes = bytes,
+                    Err(e) => eprintln!(
+                        "warning: {}: {e:#}; objects priced at the default size",
+                        measuring(&space.name)
+                    ),
+                }
+                if workload.object_bytes.is_some() {
+                    bytes_source = "measured";
+                }
+            }
             (workload, None, read)
         }
         (None, Some(name)) => {
             let observed = observe(target, name, args.objects).await?;
+            if observed.workload.object_bytes.is_some() {
+                bytes_source = "measured";
+            }
             (observed.workload.clone(), Some(observed), true)
         }
         (None, None) => anyhow::bail!("give --workload FILE or --space NAME"),
@@ -165,25 +202,22 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
     }
     let config = read.filter(|_| ask);
     let stored = config.as_ref().and_then(|c| c.advisor.clone());
-    let mut params = match &stored {
+    let measured = match &stored {
         Some(c) => Params::default().calibrated(c),
         None => Params::default(),
     };
-    // The cluster as it is now: what a lost daemon's share is of, and what
-    // a hybrid's regions need to be placed apart.
-    if let Some(config) = &config {
-        let available = config
-            .daemons
-            .values()
-            .filter(|d| d.state == tessera_types::DaemonState::Available)
-            .count();
-        if available > 0 {
-            params.daemons = u32::try_from(available).unwrap_or(u32::MAX);
-        }
-    }
+    // The cluster predicted for: what its daemons share, what a lost
+    // daemon's share is of, and what a hybrid's regions are placed apart on.
+    let daemons = args
+        .daemons
+        .or_else(|| config.as_ref().and_then(available_daemons))
+        .unwrap_or(measured.daemons);
+    let params = measured.on_daemons(daemons);
     let advice = advise(&workload, &params, &options)?;
     if args.json {
         let mut document = advice_json(&workload, &advice, &options, &params);
+        document["measured_daemons"] = json!(measured.daemons);
+        document["object_bytes_source"] = json!(bytes_source);
         document["calibrated"] = json!(stored.is_some());
         document["parameters_source"] = json!(if stored.is_some() {
             "cluster"
@@ -204,7 +238,7 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
         }
         print!(
             "{}",
-            advice_text(&workload, &advice, &options, stored.as_ref())
+            advice_text(&workload, &advice, &options, stored.as_ref(), &params)
         );
     }
     if args.apply {
@@ -259,9 +293,20 @@ pub(crate) fn space_in<'a>(
     })
 }
 
+/// The daemons of `config` that are available, if any.
+pub(crate) fn available_daemons(config: &Configuration) -> Option<u32> {
+    let available = config.available_daemons();
+    (available > 0).then(|| u32::try_from(available).unwrap_or(u32::MAX))
+}
+
 /// The workload the daemons observed on space `name`: every daemon's
-/// shape counts, added up (see [`scrape_shapes`]).
-async fn observe(target: &Target, name: &str, objects: u64) -> anyhow::Result<ObservedWorkload> {
+/// shape counts, added up (see [`scrape_shapes`]), on `objects` objects,
+/// else on the objects the space holds ([`space_objects`]).
+async fn observe(
+    target: &Target,
+    name: &str,
+    objects: Option<u64>,
+) -> anyhow::Result<ObservedWorkload> {
     let config = target.admin()?.config().await?;
     let desc = space_in(&config, name)?;
     let mut observed = Observed::default();
@@ -270,7 +315,97 @@ async fn observe(target: &Target, name: &str, objects: u64) -> anyhow::Result<Ob
             *observed.counts.entry(label).or_default() += n;
         }
     }
-    Ok(observed_workload(&observed, desc, objects)?)
+    let (objects, object_bytes) = match objects {
+        Some(n) => (n, None),
+        None => match space_objects(target, desc).await {
+            Ok(held) => (held.count.max(1), held.bytes),
+            // A space whose reads need a credential, say: the model
+            // still advises, on the defaults.
+            Err(e) => {
+                eprintln!(
+                    "warning: {e:#}; advising on {OBJECTS_DEFAULT} objects of the default size"
+                );
+                (OBJECTS_DEFAULT, None)
+            }
+        },
+    };
+    let mut workload = observed_workload(&observed, desc, objects)?;
+    if workload.workload.object_bytes.is_none() {
+        workload.workload.object_bytes = object_bytes;
+    }
+    Ok(workload)
+}
+
+/// The objects an observed workload is priced on when they cannot be
+/// counted.
+const OBJECTS_DEFAULT: u64 = 100_000;
+
+/// Objects whose stored size [`object_bytes`] averages.
+const SIZE_SAMPLE: usize = 256;
+
+/// Bytes a stored copy holds beyond its object's encoding: its version,
+/// the region in its storage key, and the record's framing.
+const RECORD_OVERHEAD_BYTES: usize = 16;
+
+/// What a space holds, as `advise --space` measures it.
+struct Held {
+    count: u64,
+    /// See [`object_bytes`].
+    bytes: Option<f64>,
+}
+
+fn measuring(space: &str) -> String {
+    format!(
+        "measuring the objects of space {space:?} (`--objects N`, or `object_bytes` in a \
+         workload file, skips it)"
+    )
+}
+
+/// Counts the objects of the space `desc` (every region's keys, once:
+/// `Client::count`) and measures their size ([`object_bytes`]).
+async fn space_objects(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Held> {
+    let client = target
+        .client()
+        .await
+        .with_context(|| measuring(&desc.name))?;
+    let none = Vec::<(&str, tessera_types::PredOp)>::new();
+    let count = client
+        .count(&desc.name, none)
+        .await
+        .with_context(|| measuring(&desc.name))?;
+    let bytes = object_bytes(&client, desc)
+        .await
+        .with_context(|| measuring(&desc.name))?;
+    Ok(Held { count, bytes })
+}
+
+/// The mean bytes of one stored copy of an object of the space `desc`,
+/// over the first [`SIZE_SAMPLE`] objects a search over the whole space
+/// yields: the object's encoding, its key again in the storage key, and
+/// [`RECORD_OVERHEAD_BYTES`]. `None` for an empty space.
+async fn object_bytes(
+    client: &tessera_client::Client,
+    desc: &SpaceDesc,
+) -> Result<Option<f64>, tessera_client::ClientError> {
+    let none = Vec::<(&str, tessera_types::PredOp)>::new();
+    let mut stream = client.search_stream(&desc.name, none);
+    let (mut sampled, mut total) = (0usize, 0usize);
+    while sampled < SIZE_SAMPLE {
+        let Some(record) = stream.next().await else {
+            break;
+        };
+        let object = tessera_types::Object {
+            values: record?.attrs.into_iter().map(|(_, v)| v).collect(),
+        };
+        let key = tessera_protocol::ObjectBytes::encode(&tessera_types::Object {
+            values: vec![object.key().clone()],
+        });
+        total += tessera_protocol::ObjectBytes::encode(&object).len()
+            + key.len()
+            + RECORD_OVERHEAD_BYTES;
+        sampled += 1;
+    }
+    Ok((sampled > 0).then(|| total as f64 / sampled as f64))
 }
 
 /// Each daemon's shape counts of space `name`, from its metrics page. A
@@ -387,7 +522,7 @@ fn observed_json(observed: &ObservedWorkload) -> Value {
         .map(|(label, n, why)| json!({"kind": label.kind, "shape": label.shape, "count": n, "why": why}))
         .collect();
     json!({
-        "workload": {"space": w.space.name, "objects": w.objects, "classes": classes},
+        "workload": {"space": w.space.name, "objects": w.objects, "object_bytes": w.object_bytes, "classes": classes},
         "counts": observed.counts,
         "unmodelled": unmodelled,
     })
@@ -399,9 +534,13 @@ fn observed_text(observed: &ObservedWorkload) -> String {
     let w = &observed.workload;
     let total: u64 = observed.counts.iter().sum();
     let mut out = String::new();
+    let size = match w.object_bytes {
+        Some(bytes) => format!(", {bytes:.0} bytes a stored copy"),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "observed on space {}: {total} operations ({} objects assumed, --objects)",
+        "observed on space {}: {total} operations on {} objects{size}",
         w.space.name, w.objects
     );
     let _ = writeln!(out, "{:>10}  {:>7}  class", "count", "p");
@@ -510,6 +649,9 @@ pub fn advice_json(
         "parameters_source": "defaults",
         "calibration": null,
         "parameters": params,
+        "objects": workload.objects,
+        "object_bytes": workload.object_bytes.unwrap_or(params.object_bytes),
+        "daemons": params.daemons,
         "search": search_name(advice.search),
         "predicted": advice.predicted,
         "layouts": layouts,
@@ -531,16 +673,31 @@ pub fn advice_text(
     advice: &Advice,
     options: &Options,
     calibration: Option<&AdvisorCalibration>,
+    params: &Params,
 ) -> String {
     use std::fmt::Write as _;
     let space = &workload.space;
     let mut out = String::new();
-    let params = match calibration {
-        Some(c) => format!(
-            "parameters calibrated on the cluster ({} daemons, from epoch {})",
-            c.daemons, c.epoch
+    let (source, measured_on) = match calibration {
+        Some(c) => (
+            format!(
+                "parameters calibrated on the cluster ({} daemons, from epoch {})",
+                c.daemons, c.epoch
+            ),
+            c.daemons,
         ),
-        None => "uncalibrated default parameters (see `tessera calibrate`)".to_string(),
+        None => (
+            format!(
+                "uncalibrated default parameters ({} daemons; see `tessera calibrate`)",
+                Params::default().daemons
+            ),
+            Params::default().daemons,
+        ),
+    };
+    let params = if params.daemons == measured_on {
+        source
+    } else {
+        format!("{source}, for {} daemons", params.daemons)
     };
     let _ = writeln!(
         out,

@@ -118,9 +118,13 @@ async fn one_round(
 ) -> anyhow::Result<(Verdict, tessera_types::SpaceDesc)> {
     let config = target.admin()?.config().await?;
     let space = space_in(&config, &args.space)?.clone();
-    let params = match &config.advisor {
+    let measured = match &config.advisor {
         Some(c) => Params::default().calibrated(c),
         None => Params::default(),
+    };
+    let params = match crate::advise::available_daemons(&config) {
+        Some(n) => measured.on_daemons(n),
+        None => measured,
     };
     let counts = scrape_shapes(&config, &args.space).await?;
     let verdict = pilot.round(&counts, &space, args.objects, &params, options)?;

@@ -116,6 +116,63 @@ fn the_top_layouts_are_ranked_distinct_descriptions_at_least_every_heuristic() {
     assert_eq!(doc["calibrated"], Value::Bool(false));
 }
 
+/// A mix without modifies: nothing in it depends on the rate of others
+/// (a modify's dead index entries grow with the modifies per region).
+const READS_AND_INSERTS: &str = r#"{"space": "hotels", "objects": 100000, "classes": [
+  {"p": 0.5, "search": {"city": "eq"}},
+  {"p": 0.2, "search": {"price": "range"}},
+  {"p": 0.2, "get": true},
+  {"p": 0.1, "insert": true}]}"#;
+
+#[test]
+fn daemons_scale_every_prediction_and_keep_the_ranking() {
+    let (_dir, w, d) = files(READS_AND_INSERTS);
+    let run = |extra: &[&str]| -> Value {
+        let mut args = vec!["advise", "--workload", &w, "--description", &d, "--json"];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = run_cli(&args, None, TIMEOUT);
+        assert!(ok, "advise failed: {err}");
+        serde_json::from_str(&out).expect("advise --json prints JSON")
+    };
+    let own = run(&["--top", "6"]);
+    let measured = number(&own, "measured_daemons");
+    assert_eq!(number(&own, "daemons"), measured);
+    let twice = (2.0 * measured).to_string();
+    let doubled = run(&["--top", "6", "--daemons", &twice]);
+    assert_eq!(number(&doubled, "daemons"), 2.0 * measured);
+    assert_eq!(number(&doubled, "measured_daemons"), measured);
+    let (a, b) = (
+        own["layouts"].as_array().expect("layouts"),
+        doubled["layouts"].as_array().expect("layouts"),
+    );
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        // The same layouts in the same order, each twice as fast, with
+        // half a daemon's data to rebuild and the same bytes per object.
+        assert_eq!(x["description"], y["description"]);
+        let ratio = number(y, "predicted_ops_per_s") / number(x, "predicted_ops_per_s");
+        assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
+        let ratio = number(y, "recovery_s") / number(x, "recovery_s");
+        assert!((ratio - 0.5).abs() < 1e-9, "{ratio}");
+        assert_eq!(x["bytes_per_object"], y["bytes_per_object"]);
+    }
+    let (ok, _, err) = run_cli(
+        &[
+            "advise",
+            "--workload",
+            &w,
+            "--description",
+            &d,
+            "--daemons",
+            "0",
+        ],
+        None,
+        TIMEOUT,
+    );
+    assert!(!ok, "0 daemons accepted");
+    assert!(err.contains("--daemons"), "{err}");
+}
+
 #[test]
 fn a_storage_budget_bounds_every_layout() {
     let free = advise_json(&[]);

@@ -100,6 +100,7 @@ fn advise_space_reports_the_mix_the_daemons_counted() {
         &cluster,
         &["advise", "--space", "hotels", "--json", "--objects", "1000"],
     );
+    let default_priced = doc.clone();
     let observed = &doc["observed"];
     let workload = &observed["workload"];
     assert_eq!(workload["space"], "hotels");
@@ -143,6 +144,50 @@ fn advise_space_reports_the_mix_the_daemons_counted() {
     let best = &doc["layouts"][0];
     let parts = format!("{} {}", best["subspaces"], best["indexes"]);
     assert!(parts.contains("city"), "{best}");
+    assert_eq!(doc["object_bytes_source"], "default");
+
+    // Without --objects: the objects the space holds, counted, and the
+    // size of a stored copy measured: at least the strings they hold,
+    // and not much more (the ints, lengths, version and region).
+    let doc = advise(&cluster, &["advise", "--space", "hotels", "--json"]);
+    let workload = &doc["observed"]["workload"];
+    assert_eq!(workload["objects"], inserts, "{workload}");
+    assert_eq!(doc["objects"], inserts);
+    assert_eq!(doc["object_bytes_source"], "measured");
+    let strings = (0..inserts)
+        .map(|id| {
+            let h = hotel(id, 100);
+            let text = |v: &Value| match v {
+                Value::String(s) => s.len(),
+                _ => 0,
+            };
+            text(&h[0].1) + text(&h[1].1)
+        })
+        .sum::<usize>() as f64
+        / inserts as f64;
+    let bytes = workload["object_bytes"].as_f64().expect("object_bytes");
+    assert_eq!(doc["object_bytes"].as_f64(), Some(bytes));
+    assert!(
+        bytes >= strings && bytes <= strings + 64.0,
+        "{bytes} bytes a copy for {strings} bytes of strings"
+    );
+    // Storage is priced with it: the same layout (the key subspace alone)
+    // takes fewer bytes per object than at the default size, which is
+    // larger.
+    let default_size = doc["parameters"]["object_bytes"]
+        .as_f64()
+        .expect("a default");
+    assert!(bytes < default_size);
+    let stored = |doc: &Json| {
+        doc["heuristics"]
+            .as_array()
+            .expect("heuristics")
+            .iter()
+            .find(|h| h["name"] == "no-subspace")
+            .and_then(|h| h["bytes_per_object"].as_f64())
+            .expect("the key subspace alone is priced")
+    };
+    assert!(stored(&doc) < stored(&default_priced), "{doc}");
 }
 
 #[test]

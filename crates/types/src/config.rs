@@ -244,6 +244,14 @@ impl Configuration {
         self.spaces.iter().find(|s| s.id == id)
     }
 
+    /// How many daemons are available (serving).
+    pub fn available_daemons(&self) -> usize {
+        self.daemons
+            .values()
+            .filter(|d| d.state == DaemonState::Available)
+            .count()
+    }
+
     /// The address of the daemon with this id, if known.
     pub fn daemon_addr(&self, id: DaemonId) -> Option<&str> {
         self.daemons.get(&id).map(|d| d.addr.as_str())
