@@ -164,3 +164,39 @@ fn server_operations_through_the_cli() {
     assert!(!text.contains("transfers:"), "no transfer runs when stable");
     all_keys_read_back(&client);
 }
+
+/// A daemon started on a data directory of a newer format (as a later
+/// build would leave it) refuses to start and says why, and leaves the
+/// directory as it was. (The coordinator's store: `store::tests`.)
+#[test]
+fn a_daemon_refuses_a_data_directory_of_a_newer_format() {
+    use tessera_storage::{Durability, Engine, FjallEngine, STORAGE_FORMAT, STORAGE_FORMAT_KEY};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let newer = (STORAGE_FORMAT + 1).to_be_bytes();
+    {
+        let engine = FjallEngine::open(dir.path(), Durability::Interval).expect("open");
+        engine
+            .meta_put(STORAGE_FORMAT_KEY, &newer)
+            .expect("write the format");
+    }
+    let data = dir.path().to_str().expect("utf-8 path");
+    let (ok, _, err) = run_cli(
+        &[
+            "daemon",
+            "--data",
+            data,
+            "--port",
+            "0",
+            "--coordinator",
+            "127.0.0.1:9",
+        ],
+        None,
+        CLI_TIMEOUT,
+    );
+    assert!(!ok, "the daemon started on a newer format");
+    assert!(err.contains("newer Tessera"), "{err}");
+    match FjallEngine::open(dir.path(), Durability::Interval) {
+        Err(e) => assert!(e.to_string().contains("newer Tessera"), "{e}"),
+        Ok(_) => panic!("the directory's format was changed"),
+    }
+}

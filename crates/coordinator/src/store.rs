@@ -6,6 +6,7 @@
 //! | keyspace | key                  | value                                           |
 //! |----------|----------------------|-------------------------------------------------|
 //! | `log`    | index, u64 BE        | JSON `openraft::Entry`                          |
+//! | `meta`   | `format`             | u32 BE: [`STORE_FORMAT`] the store is written in |
 //! | `meta`   | `node_id`            | u64 BE: this member's Raft node id              |
 //! | `meta`   | `vote`               | JSON `Vote`                                     |
 //! | `meta`   | `committed`          | JSON `Option<LogId>`                            |
@@ -56,8 +57,27 @@ pub enum OpenStoreError {
         what: &'static str,
         reason: String,
     },
+    /// The store was written by a newer Tessera, in a format this build
+    /// does not read; nothing was changed in it.
+    #[error(
+        "the coordinator store at {path} was written by a newer Tessera (format {found}; \
+         this build reads formats up to {supported}): run that version, or a later one"
+    )]
+    Format {
+        path: String,
+        found: u32,
+        supported: u32,
+    },
 }
 
+/// The format this build writes the store in: the keyspaces and their
+/// values below, the cluster state's postcard encoding included (postcard
+/// has no field names, so a changed [`ClusterState`] is a new format). A
+/// store without [`KEY_FORMAT`] predates the key and is in format 1, which
+/// is this one; a later format reads the earlier ones or says why not.
+pub const STORE_FORMAT: u32 = 1;
+
+const KEY_FORMAT: &[u8] = b"format";
 const KEY_NODE_ID: &[u8] = b"node_id";
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
@@ -110,6 +130,29 @@ pub fn open(dir: &Path) -> Result<Opened, OpenStoreError> {
         ReadJsonError::Fjall(source) => fjall_err(source),
         ReadJsonError::Json(e) => corrupt(what, e.to_string()),
     };
+
+    // The format first, before anything is read or written.
+    match meta.get(KEY_FORMAT).map_err(fjall_err)? {
+        Some(bytes) => {
+            let bytes: [u8; 4] = bytes
+                .as_ref()
+                .try_into()
+                .map_err(|_| corrupt("store format", format!("{} bytes", bytes.len())))?;
+            let found = u32::from_be_bytes(bytes);
+            if found > STORE_FORMAT {
+                return Err(OpenStoreError::Format {
+                    path: path.display().to_string(),
+                    found,
+                    supported: STORE_FORMAT,
+                });
+            }
+        }
+        None => {
+            meta.insert(KEY_FORMAT, STORE_FORMAT.to_be_bytes())
+                .map_err(fjall_err)?;
+            db.persist(PersistMode::SyncAll).map_err(fjall_err)?;
+        }
+    }
 
     let node_id = match meta.get(KEY_NODE_ID).map_err(fjall_err)? {
         Some(bytes) => {
@@ -607,6 +650,40 @@ mod tests {
 
     fn log_id(index: u64) -> LogId<NodeId> {
         LogId::new(CommittedLeaderId::new(1, 9), index)
+    }
+
+    /// Writes `value` under the store's format key, as another build would.
+    fn write_format(dir: &Path, value: &[u8]) {
+        let db = Database::builder(dir.join("raft")).open().unwrap();
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).unwrap();
+        meta.insert(KEY_FORMAT, value).unwrap();
+        db.persist(PersistMode::SyncAll).unwrap();
+    }
+
+    /// A store records its format; one of a newer build is refused as it
+    /// is, and a damaged format is corruption.
+    #[test]
+    fn a_store_of_a_newer_format_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let node_id = open(dir.path()).unwrap().node_id;
+        write_format(dir.path(), &(STORE_FORMAT + 1).to_be_bytes());
+        for _ in 0..2 {
+            match open(dir.path()) {
+                Err(OpenStoreError::Format {
+                    found, supported, ..
+                }) => assert_eq!((found, supported), (STORE_FORMAT + 1, STORE_FORMAT)),
+                Err(other) => panic!("refused for another reason: {other}"),
+                Ok(_) => panic!("a newer format was opened"),
+            }
+        }
+        write_format(dir.path(), &STORE_FORMAT.to_be_bytes());
+        assert_eq!(open(dir.path()).unwrap().node_id, node_id);
+        write_format(dir.path(), b"xyz");
+        match open(dir.path()) {
+            Err(OpenStoreError::Corrupt { what, .. }) => assert_eq!(what, "store format"),
+            Err(other) => panic!("refused for another reason: {other}"),
+            Ok(_) => panic!("a damaged format was opened"),
+        }
     }
 
     #[tokio::test]

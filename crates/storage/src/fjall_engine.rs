@@ -89,6 +89,47 @@ fn engine_err(e: fjall::Error) -> StorageError {
     StorageError::Engine(e.to_string())
 }
 
+/// The meta key holding the storage format a data directory is written
+/// in (u32, big-endian).
+pub const STORAGE_FORMAT_KEY: &str = "storage_format";
+const FORMAT_KEY: &[u8] = STORAGE_FORMAT_KEY.as_bytes();
+
+/// The storage format this build writes: how records, index entries and
+/// meta values are laid out (`docs/PROTOCOL.md`). A directory without
+/// [`FORMAT_KEY`] predates the key and is in format 1, which is this
+/// one; a later format reads the earlier ones or says why it cannot.
+pub const STORAGE_FORMAT: u32 = 1;
+
+/// Reads the directory's storage format, or records [`STORAGE_FORMAT`]
+/// in a directory that has none (a new one, or one of format 1 from
+/// before the key existed; the two are the same format). A format this
+/// build does not know is refused before anything is written.
+fn check_format(db: &Database, meta: &Keyspace) -> Result<(), StorageError> {
+    match meta.get(FORMAT_KEY).map_err(engine_err)? {
+        Some(bytes) => {
+            let bytes: [u8; 4] = bytes.as_ref().try_into().map_err(|_| {
+                StorageError::Engine(format!(
+                    "the stored storage format is {} bytes, not 4: the directory is damaged",
+                    bytes.len()
+                ))
+            })?;
+            let found = u32::from_be_bytes(bytes);
+            if found > STORAGE_FORMAT {
+                return Err(StorageError::Format {
+                    found,
+                    supported: STORAGE_FORMAT,
+                });
+            }
+            Ok(())
+        }
+        None => {
+            meta.insert(FORMAT_KEY, STORAGE_FORMAT.to_be_bytes())
+                .map_err(engine_err)?;
+            db.persist(PersistMode::SyncAll).map_err(engine_err)
+        }
+    }
+}
+
 impl FjallEngine {
     /// Opens (or creates) the database at `path` with the default
     /// [`Caches`].
@@ -133,6 +174,7 @@ impl FjallEngine {
         let meta = db
             .keyspace("meta", KeyspaceCreateOptions::default)
             .map_err(engine_err)?;
+        check_format(&db, &meta)?;
         Ok(FjallEngine {
             db,
             path: path.to_path_buf(),
@@ -586,6 +628,68 @@ mod tests {
         assert_eq!(e.get(RegionId(9), b"k").unwrap(), Some(b"v".to_vec()));
         assert_eq!(index_entries(&e, RegionId(9)), vec![b"e".to_vec()]);
         assert_eq!(e.meta_get("id").unwrap(), Some(b"3".to_vec()));
+    }
+
+    /// A directory records the storage format it is written in; one from
+    /// a newer build is refused untouched, one without the key (written
+    /// before it existed) is taken as this format and recorded.
+    #[test]
+    fn a_directory_of_a_newer_storage_format_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = std::str::from_utf8(FORMAT_KEY).unwrap();
+        {
+            let e = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
+            assert_eq!(
+                e.meta_get(name).unwrap(),
+                Some(STORAGE_FORMAT.to_be_bytes().to_vec())
+            );
+            e.apply(vec![Write::Put {
+                region: RegionId(1),
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
+            }])
+            .unwrap();
+            // As a directory from before the key: data and no format.
+            e.meta.remove(FORMAT_KEY).unwrap();
+            e.db.persist(PersistMode::SyncAll).unwrap();
+        }
+        {
+            let e = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
+            assert_eq!(e.get(RegionId(1), b"k").unwrap(), Some(b"v".to_vec()));
+            assert_eq!(
+                e.meta_get(name).unwrap(),
+                Some(STORAGE_FORMAT.to_be_bytes().to_vec())
+            );
+            e.meta_put(name, &(STORAGE_FORMAT + 1).to_be_bytes())
+                .unwrap();
+        }
+        for _ in 0..2 {
+            match FjallEngine::open(dir.path(), Durability::Interval) {
+                Err(StorageError::Format { found, supported }) => {
+                    assert_eq!((found, supported), (STORAGE_FORMAT + 1, STORAGE_FORMAT));
+                }
+                Err(other) => panic!("refused for another reason: {other}"),
+                Ok(_) => panic!("a newer format was opened"),
+            }
+        }
+        let message = StorageError::Format {
+            found: STORAGE_FORMAT + 1,
+            supported: STORAGE_FORMAT,
+        }
+        .to_string();
+        assert!(message.contains("newer Tessera"), "{message}");
+        {
+            // Damaged: a value that is not a format.
+            let db = Database::builder(dir.path()).open().unwrap();
+            let meta = db.keyspace("meta", KeyspaceCreateOptions::default).unwrap();
+            meta.insert(FORMAT_KEY, b"abc").unwrap();
+            db.persist(PersistMode::SyncAll).unwrap();
+        }
+        match FjallEngine::open(dir.path(), Durability::Interval) {
+            Err(StorageError::Engine(why)) => assert!(why.contains("damaged"), "{why}"),
+            Err(other) => panic!("refused for another reason: {other}"),
+            Ok(_) => panic!("a damaged format was opened"),
+        }
     }
 
     /// A batch applied unsynced with `durability always` is written like

@@ -23,7 +23,8 @@ mod memory;
 mod rows;
 
 pub use fjall_engine::{
-    Caches, Durability, FjallEngine, CACHE_BYTES_DEFAULT, ROW_CACHE_BYTES_DEFAULT,
+    Caches, Durability, FjallEngine, CACHE_BYTES_DEFAULT, ROW_CACHE_BYTES_DEFAULT, STORAGE_FORMAT,
+    STORAGE_FORMAT_KEY,
 };
 pub use memory::MemoryEngine;
 use std::sync::Arc;
@@ -42,6 +43,13 @@ pub enum StorageError {
     /// same error, and the engine refuses further writes.
     #[error("fsync of committed writes failed: {0}")]
     Sync(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    /// The data directory was written in a storage format this build does
+    /// not read: by a newer Tessera. Nothing was changed in it.
+    #[error(
+        "the data directory was written by a newer Tessera (storage format {found}; \
+         this build reads formats up to {supported}): run that version, or a later one"
+    )]
+    Format { found: u32, supported: u32 },
 }
 
 /// One write of an atomic batch.
