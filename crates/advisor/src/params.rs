@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 use tessera_types::calibration::ADVISOR_CALIBRATION_VERSION;
-use tessera_types::{AdvisorCalibration, FitQuality};
+use tessera_types::{AdvisorCalibration, Configuration, FitQuality};
 
 /// The cost model's parameters. Times are seconds of cluster work per
 /// operation (the thesis's convention: its β and T_max describe the whole
@@ -278,6 +278,15 @@ impl Params {
             rebuild_bytes_per_s,
             range_fraction,
             daemons,
+        }
+    }
+
+    /// These parameters for the daemons `config` has available; as they
+    /// are when it has none.
+    pub fn on_cluster(&self, config: &Configuration) -> Params {
+        match u32::try_from(config.available_daemons()) {
+            Ok(n) if n > 0 => self.on_daemons(n),
+            _ => self.clone(),
         }
     }
 

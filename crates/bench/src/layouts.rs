@@ -495,10 +495,7 @@ pub async fn run(
     let measured_daemons = as_measured.daemons;
     // Predicted for the cluster the layouts run on, which may have more
     // or fewer daemons than the parameters were measured on.
-    let params = match u32::try_from(config.available_daemons()) {
-        Ok(n) if n > 0 => as_measured.on_daemons(n),
-        _ => as_measured,
-    };
+    let params = as_measured.on_cluster(&config);
     let mix = Arc::new(Mix::new(&workload, params.range_fraction)?);
     let advice = advise(
         &workload,

@@ -147,17 +147,9 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
             // A file about a space the cluster holds, silent on the size
             // of its objects: the size of those it holds.
             if read && workload.object_bytes.is_none() {
-                let space = &workload.space;
-                let measured = match target.client().await {
-                    Ok(client) => object_bytes(&client, space).await.map_err(Into::into),
-                    Err(e) => Err(e),
-                };
-                match measured {
+                match held_object_bytes(target, &workload.space).await {
                     Ok(bytes) => workload.object_bytes = bytes,
-                    Err(e) => eprintln!(
-                        "warning: {}: {e:#}; objects priced at the default size",
-                        measuring(&space.name)
-                    ),
+                    Err(e) => eprintln!("warning: {e:#}; objects priced at the default size"),
                 }
                 if workload.object_bytes.is_some() {
                     bytes_source = "measured";
@@ -208,11 +200,11 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
     };
     // The cluster predicted for: what its daemons share, what a lost
     // daemon's share is of, and what a hybrid's regions are placed apart on.
-    let daemons = args
-        .daemons
-        .or_else(|| config.as_ref().and_then(available_daemons))
-        .unwrap_or(measured.daemons);
-    let params = measured.on_daemons(daemons);
+    let params = match (args.daemons, &config) {
+        (Some(n), _) => measured.on_daemons(n),
+        (None, Some(config)) => measured.on_cluster(config),
+        (None, None) => measured.clone(),
+    };
     let advice = advise(&workload, &params, &options)?;
     if args.json {
         let mut document = advice_json(&workload, &advice, &options, &params);
@@ -293,12 +285,6 @@ pub(crate) fn space_in<'a>(
     })
 }
 
-/// The daemons of `config` that are available, if any.
-pub(crate) fn available_daemons(config: &Configuration) -> Option<u32> {
-    let available = config.available_daemons();
-    (available > 0).then(|| u32::try_from(available).unwrap_or(u32::MAX))
-}
-
 /// The workload the daemons observed on space `name`: every daemon's
 /// shape counts, added up (see [`scrape_shapes`]), on `objects` objects,
 /// else on the objects the space holds ([`space_objects`]).
@@ -364,24 +350,25 @@ fn measuring(space: &str) -> String {
 /// Counts the objects of the space `desc` (every region's keys, once:
 /// `Client::count`) and measures their size ([`object_bytes`]).
 async fn space_objects(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Held> {
-    let client = target
-        .client()
-        .await
-        .with_context(|| measuring(&desc.name))?;
-    let none = Vec::<(&str, tessera_types::PredOp)>::new();
-    let count = client
-        .count(&desc.name, none)
-        .await
-        .with_context(|| measuring(&desc.name))?;
-    let bytes = object_bytes(&client, desc)
-        .await
-        .with_context(|| measuring(&desc.name))?;
-    Ok(Held { count, bytes })
+    let measure = async {
+        let client = target.client().await?;
+        let none = Vec::<(&str, tessera_types::PredOp)>::new();
+        let count = client.count(&desc.name, none).await?;
+        let bytes = object_bytes(&client, desc).await?;
+        anyhow::Ok(Held { count, bytes })
+    };
+    measure.await.with_context(|| measuring(&desc.name))
+}
+
+/// [`object_bytes`] through a client of its own.
+async fn held_object_bytes(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Option<f64>> {
+    let measure = async { anyhow::Ok(object_bytes(&target.client().await?, desc).await?) };
+    measure.await.with_context(|| measuring(&desc.name))
 }
 
 /// The mean bytes of one stored copy of an object of the space `desc`,
 /// over the first [`SIZE_SAMPLE`] objects a search over the whole space
-/// yields: the object's encoding, its key again in the storage key, and
+/// yields: the object's encoding, its storage key (`key_bytes`), and
 /// [`RECORD_OVERHEAD_BYTES`]. `None` for an empty space.
 async fn object_bytes(
     client: &tessera_client::Client,
@@ -397,11 +384,8 @@ async fn object_bytes(
         let object = tessera_types::Object {
             values: record?.attrs.into_iter().map(|(_, v)| v).collect(),
         };
-        let key = tessera_protocol::ObjectBytes::encode(&tessera_types::Object {
-            values: vec![object.key().clone()],
-        });
         total += tessera_protocol::ObjectBytes::encode(&object).len()
-            + key.len()
+            + tessera_types::key_bytes(object.key()).len()
             + RECORD_OVERHEAD_BYTES;
         sampled += 1;
     }

@@ -118,14 +118,11 @@ async fn one_round(
 ) -> anyhow::Result<(Verdict, tessera_types::SpaceDesc)> {
     let config = target.admin()?.config().await?;
     let space = space_in(&config, &args.space)?.clone();
-    let measured = match &config.advisor {
+    let params = match &config.advisor {
         Some(c) => Params::default().calibrated(c),
         None => Params::default(),
-    };
-    let params = match crate::advise::available_daemons(&config) {
-        Some(n) => measured.on_daemons(n),
-        None => measured,
-    };
+    }
+    .on_cluster(&config);
     let counts = scrape_shapes(&config, &args.space).await?;
     let verdict = pilot.round(&counts, &space, args.objects, &params, options)?;
     Ok((verdict, space))
