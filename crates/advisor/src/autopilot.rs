@@ -125,6 +125,31 @@ pub struct Advised {
     pub gain: f64,
 }
 
+/// What a space holds, for the model: its object count, and the bytes
+/// of one stored copy when measured (`None`: the model's default size).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Held {
+    /// Objects in the space.
+    pub objects: u64,
+    /// Mean bytes of a stored copy.
+    pub object_bytes: Option<f64>,
+}
+
+/// A round's decision before anything is priced.
+enum Assessed {
+    TooFew {
+        ops: u64,
+    },
+    Steady {
+        drift: f64,
+    },
+    Advise {
+        window: Observed,
+        mix: Mix,
+        drift: Option<f64>,
+    },
+}
+
 /// The autopilot of one space.
 #[derive(Clone, Debug)]
 pub struct Autopilot {
@@ -153,36 +178,43 @@ impl Autopilot {
         })
     }
 
+    /// Whether a round on the counts `now` would advise (rather than wait
+    /// for more operations or find the mix steady). Changes nothing: a
+    /// caller asks before it measures what the space holds, which costs a
+    /// pass over its keys, and measures only for a round that prices.
+    pub fn would_advise(&self, now: &BTreeMap<DaemonId, Observed>) -> bool {
+        matches!(self.assess(now), Assessed::Advise { .. })
+    }
+
     /// One round on every daemon's cumulative counts `now` (daemons whose
     /// page could not be read are left out: their counts then wait for a
-    /// later round), for `space`, whose current layout is `current`, with
-    /// `objects` objects.
+    /// later round), for `space` (its current layout is the one it has),
+    /// holding `held`.
     pub fn round(
         &mut self,
         now: &BTreeMap<DaemonId, Observed>,
         space: &SpaceDesc,
-        objects: u64,
+        held: Held,
         params: &Params,
         options: &Options,
     ) -> Result<Verdict, AutopilotError> {
-        let window = self.window(now);
+        let (window, mix, drift) = match self.assess(now) {
+            Assessed::TooFew { ops } => return Ok(Verdict::TooFew { ops }),
+            Assessed::Steady { drift } => {
+                self.decided(now);
+                return Ok(Verdict::Steady { drift });
+            }
+            Assessed::Advise { window, mix, drift } => (window, mix, drift),
+        };
+        self.decided(now);
         let ops = window.total();
-        if ops < self.settings.min_ops.max(1) {
-            return Ok(Verdict::TooFew { ops });
-        }
-        let mix = mix_of(&window);
-        let drift = self.advised_on.as_ref().map(|last| drift(last, &mix));
-        // The window is decided: later windows start from these counts.
-        for (daemon, counts) in now {
-            self.previous.insert(*daemon, counts.clone());
-        }
-        if let Some(d) = drift.filter(|&d| d < self.settings.drift) {
-            return Ok(Verdict::Steady { drift: d });
-        }
         self.advised_on = Some(mix);
-        let workload = observed_workload(&window, space, objects)
+        let mut workload = observed_workload(&window, space, held.objects)
             .map_err(AutopilotError::Observed)?
             .workload;
+        if workload.object_bytes.is_none() {
+            workload.object_bytes = held.object_bytes;
+        }
         let current = Layout::of_space(space);
         let current_prediction = predict(options.model, &workload, &current, params);
         let advice = advise(
@@ -220,6 +252,29 @@ impl Autopilot {
         } else {
             Verdict::Keep(advised)
         })
+    }
+
+    /// What a round on `now` decides before pricing anything.
+    fn assess(&self, now: &BTreeMap<DaemonId, Observed>) -> Assessed {
+        let window = self.window(now);
+        let ops = window.total();
+        if ops < self.settings.min_ops.max(1) {
+            return Assessed::TooFew { ops };
+        }
+        let mix = mix_of(&window);
+        let drift = self.advised_on.as_ref().map(|last| drift(last, &mix));
+        match drift.filter(|&d| d < self.settings.drift) {
+            Some(drift) => Assessed::Steady { drift },
+            None => Assessed::Advise { window, mix, drift },
+        }
+    }
+
+    /// The window ending at `now` is decided: later windows start from
+    /// these counts.
+    fn decided(&mut self, now: &BTreeMap<DaemonId, Observed>) {
+        for (daemon, counts) in now {
+            self.previous.insert(*daemon, counts.clone());
+        }
     }
 
     /// The operations since the last decided window, over every daemon.
@@ -298,6 +353,11 @@ mod tests {
             .collect()
     }
 
+    const HELD: Held = Held {
+        objects: 100_000,
+        object_bytes: None,
+    };
+
     fn pilot(settings: Settings) -> Autopilot {
         Autopilot::new(settings).expect("valid settings")
     }
@@ -308,7 +368,7 @@ mod tests {
         space: &SpaceDesc,
     ) -> Verdict {
         pilot
-            .round(now, space, 100_000, &Params::default(), &Options::default())
+            .round(now, space, HELD, &Params::default(), &Options::default())
             .expect("a round")
     }
 
@@ -448,6 +508,73 @@ mod tests {
         );
     }
 
+    /// `would_advise` says what the round on the same counts then does,
+    /// and changes nothing itself.
+    #[test]
+    fn would_advise_agrees_with_the_round() {
+        let hotels = space(HOTELS);
+        let mut pilot = pilot(Settings {
+            min_ops: 100,
+            ..Settings::default()
+        });
+        let few = daemons(&[counts(&[("get", "", 40)])]);
+        assert!(!pilot.would_advise(&few));
+        assert!(!pilot.would_advise(&few), "asking twice changes nothing");
+        assert!(matches!(
+            run(&mut pilot, &few, &hotels),
+            Verdict::TooFew { .. }
+        ));
+        let first = daemons(&[counts(&[("get", "", 400)])]);
+        assert!(pilot.would_advise(&first));
+        assert!(matches!(run(&mut pilot, &first, &hotels), Verdict::Keep(_)));
+        let same = daemons(&[counts(&[("get", "", 800)])]);
+        assert!(!pilot.would_advise(&same), "the same mix is steady");
+        assert!(matches!(
+            run(&mut pilot, &same, &hotels),
+            Verdict::Steady { .. }
+        ));
+        let drifted = daemons(&[counts(&[("get", "", 800), ("search", "city:eq", 900)])]);
+        assert!(pilot.would_advise(&drifted));
+        assert!(matches!(
+            run(&mut pilot, &drifted, &hotels),
+            Verdict::Propose(_)
+        ));
+    }
+
+    /// The measured size of a stored copy is what the model prices the
+    /// space's storage on: larger objects, more bytes per object.
+    #[test]
+    fn the_measured_object_size_reaches_the_model() {
+        let hotels = space(HOTELS);
+        let window = daemons(&[counts(&[("get", "", 5000)])]);
+        let priced = |object_bytes| {
+            let mut pilot = pilot(Settings::default());
+            let held = Held {
+                objects: 100_000,
+                object_bytes,
+            };
+            let verdict = pilot
+                .round(
+                    &window,
+                    &hotels,
+                    held,
+                    &Params::default(),
+                    &Options::default(),
+                )
+                .expect("a round");
+            let (Verdict::Keep(a) | Verdict::Propose(a)) = verdict else {
+                panic!("the first round advises: {verdict:?}");
+            };
+            a.current.bytes_per_object
+        };
+        let small = priced(Some(100.0));
+        let large = priced(Some(10_000.0));
+        assert!(
+            large > small * 10.0,
+            "10,000-byte objects against 100-byte ones: {large} against {small}"
+        );
+    }
+
     /// A replex space is advised among replex layouts (`relayout` changes
     /// its replexes live, never its kind): searches by stars on a space
     /// replicated by city propose a replex on stars.
@@ -464,7 +591,7 @@ mod tests {
             .round(
                 &daemons(&[window]),
                 &replex,
-                100_000,
+                HELD,
                 &Params::default(),
                 &Options::default(),
             )

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
+use tessera_advisor::autopilot::Held;
 use tessera_advisor::observed::{ObservedWorkload, OP_SHAPES_METRIC};
 use tessera_advisor::workload::ClassKind;
 use tessera_advisor::{
@@ -301,25 +302,39 @@ async fn observe(
             *observed.counts.entry(label).or_default() += n;
         }
     }
+    // A space whose reads need a credential, say, cannot be measured: the
+    // model still advises, on the defaults.
     let (objects, object_bytes) = match objects {
         Some(n) => (n, None),
-        None => match space_objects(target, desc).await {
-            Ok(held) => (held.count.max(1), held.bytes),
-            // A space whose reads need a credential, say: the model
-            // still advises, on the defaults.
-            Err(e) => {
-                eprintln!(
-                    "warning: {e:#}; advising on {OBJECTS_DEFAULT} objects of the default size"
-                );
-                (OBJECTS_DEFAULT, None)
-            }
-        },
+        None => {
+            let held = space_held(target, desc).await;
+            (held.objects, held.object_bytes)
+        }
     };
     let mut workload = observed_workload(&observed, desc, objects)?;
     if workload.workload.object_bytes.is_none() {
         workload.workload.object_bytes = object_bytes;
     }
     Ok(workload)
+}
+
+/// What the space `desc` holds for the autopilot's model: counted and
+/// measured, or, when it cannot be read, the default count and size with
+/// a warning (as `advise --space`).
+pub(crate) async fn space_held(target: &Target, desc: &SpaceDesc) -> Held {
+    match space_objects(target, desc).await {
+        Ok(held) => Held {
+            objects: held.objects.max(1),
+            ..held
+        },
+        Err(e) => {
+            eprintln!("warning: {e:#}; advising on {OBJECTS_DEFAULT} objects of the default size");
+            Held {
+                objects: OBJECTS_DEFAULT,
+                object_bytes: None,
+            }
+        }
+    }
 }
 
 /// The objects an observed workload is priced on when they cannot be
@@ -332,13 +347,6 @@ const SIZE_SAMPLE: usize = 256;
 /// Bytes a stored copy holds beyond its object's encoding: its version,
 /// the region in its storage key, and the record's framing.
 const RECORD_OVERHEAD_BYTES: usize = 16;
-
-/// What a space holds, as `advise --space` measures it.
-struct Held {
-    count: u64,
-    /// See [`object_bytes`].
-    bytes: Option<f64>,
-}
 
 fn measuring(space: &str) -> String {
     format!(
@@ -355,7 +363,10 @@ async fn space_objects(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Held
         let none = Vec::<(&str, tessera_types::PredOp)>::new();
         let count = client.count(&desc.name, none).await?;
         let bytes = object_bytes(&client, desc).await?;
-        anyhow::Ok(Held { count, bytes })
+        anyhow::Ok(Held {
+            objects: count,
+            object_bytes: bytes,
+        })
     };
     measure.await.with_context(|| measuring(&desc.name))
 }

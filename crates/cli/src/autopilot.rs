@@ -13,12 +13,12 @@
 //! that cannot read the cluster says so on stderr and the next one tries
 //! again; a space that does not exist (or is a replex space) ends it.
 
-use crate::advise::{scrape_shapes, space_in, ModelArg};
+use crate::advise::{scrape_shapes, space_held, space_in, ModelArg};
 use crate::Target;
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::time::Duration;
-use tessera_advisor::autopilot::{Advised, Autopilot, AutopilotError, Settings, Verdict};
+use tessera_advisor::autopilot::{Advised, Autopilot, AutopilotError, Held, Settings, Verdict};
 use tessera_advisor::{Options, Params};
 use tessera_client::AdminError;
 
@@ -28,9 +28,11 @@ pub struct AutopilotArgs {
     /// The space to watch.
     #[arg(long)]
     space: String,
-    /// The space's object count, for the model (not observed).
-    #[arg(long, default_value_t = 100_000)]
-    objects: u64,
+    /// The space's object count, for the model. Without it, each round
+    /// that advises counts the space's objects and measures their size,
+    /// as `advise --space` does.
+    #[arg(long)]
+    objects: Option<u64>,
     /// Seconds between rounds.
     #[arg(long, default_value_t = 60.0)]
     every: f64,
@@ -51,7 +53,8 @@ pub struct AutopilotArgs {
     #[arg(long)]
     rounds: Option<u64>,
     /// One JSON object per round: `{"round", "verdict", "ops", "drift",
-    /// "gain", "current_ops_per_s", "best_ops_per_s", "best", "applied"}`.
+    /// "gain", "current_ops_per_s", "best_ops_per_s", "best", "applied",
+    /// "objects", "object_bytes"}`.
     #[arg(long)]
     json: bool,
     /// The cost model.
@@ -78,7 +81,7 @@ pub async fn run(args: AutopilotArgs, target: &Target) -> anyhow::Result<()> {
     loop {
         round += 1;
         match one_round(&args, target, &mut pilot, &options).await {
-            Ok((verdict, space)) => {
+            Ok((verdict, space, held)) => {
                 let applied = match (&verdict, args.apply) {
                     (Verdict::Propose(advised), true) => {
                         let description = advised.best.layout.describe(&space);
@@ -94,7 +97,7 @@ pub async fn run(args: AutopilotArgs, target: &Target) -> anyhow::Result<()> {
                     }
                     _ => false,
                 };
-                print_round(&args, round, &verdict, &space, applied)?;
+                print_round(&args, round, &verdict, &space, held, applied)?;
             }
             Err(e) => match e.downcast_ref::<AutopilotError>() {
                 Some(AutopilotError::BadSetting { .. }) => return Err(e),
@@ -109,13 +112,14 @@ pub async fn run(args: AutopilotArgs, target: &Target) -> anyhow::Result<()> {
     }
 }
 
-/// One round: the configuration, the counts, the decision.
+/// One round: the configuration, the counts, what the space holds (only
+/// for a round that advises), the decision.
 async fn one_round(
     args: &AutopilotArgs,
     target: &Target,
     pilot: &mut Autopilot,
     options: &Options,
-) -> anyhow::Result<(Verdict, tessera_types::SpaceDesc)> {
+) -> anyhow::Result<(Verdict, tessera_types::SpaceDesc, Option<Held>)> {
     let config = target.admin()?.config().await?;
     let space = space_in(&config, &args.space)?.clone();
     let params = match &config.advisor {
@@ -124,8 +128,21 @@ async fn one_round(
     }
     .on_cluster(&config);
     let counts = scrape_shapes(&config, &args.space).await?;
-    let verdict = pilot.round(&counts, &space, args.objects, &params, options)?;
-    Ok((verdict, space))
+    let held = match args.objects {
+        Some(objects) => Held {
+            objects,
+            object_bytes: None,
+        },
+        // Counting reads every key of the space: only when it is priced.
+        None if pilot.would_advise(&counts) => space_held(target, &space).await,
+        None => Held {
+            objects: 0,
+            object_bytes: None,
+        },
+    };
+    let verdict = pilot.round(&counts, &space, held, &params, options)?;
+    let priced = matches!(verdict, Verdict::Keep(_) | Verdict::Propose(_));
+    Ok((verdict, space, priced.then_some(held)))
 }
 
 fn print_round(
@@ -133,6 +150,7 @@ fn print_round(
     round: u64,
     verdict: &Verdict,
     space: &tessera_types::SpaceDesc,
+    held: Option<Held>,
     applied: bool,
 ) -> anyhow::Result<()> {
     let advised = |name: &str, a: &Advised| -> Value {
@@ -146,6 +164,8 @@ fn print_round(
             "best_ops_per_s": a.best.prediction.ops_per_s,
             "best": a.best.layout.describe(space),
             "applied": applied,
+            "objects": held.map(|h| h.objects),
+            "object_bytes": held.and_then(|h| h.object_bytes),
         })
     };
     let doc = match verdict {
@@ -179,8 +199,9 @@ fn print_round(
                 (_, false) => "propose (run with --apply to apply)",
             };
             format!(
-                "round {round}: {drift}, {} operations; current {:.1} ops/s, best {:.1} ops/s ({:+.1} %): {what}: {}",
+                "round {round}: {drift}, {} operations{}; current {:.1} ops/s, best {:.1} ops/s ({:+.1} %): {what}: {}",
                 a.ops,
+                held.map_or(String::new(), held_text),
                 a.current.ops_per_s,
                 a.best.prediction.ops_per_s,
                 a.gain * 100.0,
@@ -190,4 +211,12 @@ fn print_round(
     };
     println!("{line}");
     Ok(())
+}
+
+/// What a priced round assumed the space holds, for its line.
+fn held_text(held: Held) -> String {
+    match held.object_bytes {
+        Some(bytes) => format!(" on {} objects of {bytes:.0} bytes", held.objects),
+        None => format!(" on {} objects", held.objects),
+    }
 }

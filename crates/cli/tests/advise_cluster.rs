@@ -506,6 +506,18 @@ fn the_autopilot_applies_a_relayout_when_the_mix_drifts_and_then_holds() {
         let round: Json = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
         eprintln!("autopilot: {round}");
         let verdict = round["verdict"].as_str().expect("a verdict").to_string();
+        if matches!(verdict.as_str(), "keep" | "propose") {
+            // Priced on the objects the space holds, counted this round:
+            // the 40 loaded, and at most one more per call made since.
+            let objects = round["objects"].as_u64().expect("objects counted");
+            let most = 40 + load.done.load(Ordering::Relaxed);
+            assert!(
+                (40..=most).contains(&objects),
+                "{objects} of at most {most}: {round}"
+            );
+            let bytes = round["object_bytes"].as_f64().expect("a size measured");
+            assert!(bytes > 0.0, "{round}");
+        }
         if switched_at.is_none() && verdict != "too_few" {
             // The first decision, on puts and gets: nothing to gain.
             assert_eq!(verdict, "keep", "{round}");
