@@ -330,6 +330,29 @@ async fn write_batch(
 }
 
 /// A message a connection delivers to the node.
+/// Scan pages that may return more than this many objects are served
+/// through [`page_gate`]; shorter ones, as cheap as a get, at once.
+const SHORT_PAGE_OBJECTS: u64 = 16;
+
+/// The most scan pages of one connection waiting for [`page_gate`].
+const PAGES_WAITING_MAX: usize = 64;
+
+/// Bounds the scan pages being served at once, across every daemon of the
+/// process, to its CPUs. A connection hands such a page to a task that
+/// waits for a permit (first come, first served) and reads on, so that a
+/// chain message or a get read meanwhile, on any connection, waits behind
+/// at most a page per CPU rather than behind every page of every scan in
+/// flight (YCSB E's inserts: `docs/BENCHMARKS.md`, "Scan pages through a
+/// gate"). Only without [`Lanes`]: with them, every message that is not an
+/// update waits for the lanes to be idle, and keeps doing so.
+fn page_gate() -> &'static Arc<tokio::sync::Semaphore> {
+    static GATE: std::sync::OnceLock<Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    GATE.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Arc::new(tokio::sync::Semaphore::new(cpus))
+    })
+}
+
 enum Inbound {
     Request {
         id: u64,
@@ -347,6 +370,20 @@ impl Inbound {
             }
             Inbound::Peer(msg) => shell.on_peer(msg),
         }
+    }
+
+    /// A page of a scan: a search whose limit asks for more than
+    /// [`SHORT_PAGE_OBJECTS`]. A search without a limit is left alone: its
+    /// walk is either bounded by its predicates (an equality, answered at
+    /// once like a get) or handed to a blocking thread by the node.
+    fn is_long_page(&self) -> bool {
+        matches!(
+            self,
+            Inbound::Request {
+                request: DaemonRequest::Search { limit, .. },
+                ..
+            } if limit.is_some_and(|n| n > SHORT_PAGE_OBJECTS)
+        )
     }
 
     /// The key of an update or a chain message: what [`Lanes`] keep in
@@ -552,6 +589,7 @@ async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
         }
     });
     let lanes = shell.lanes.then(|| Lanes::start(&shell, conn));
+    let pages_waiting = Arc::new(tokio::sync::Semaphore::new(PAGES_WAITING_MAX));
     // Time spent handling frames since this task last let others run.
     let mut turn = Duration::ZERO;
     loop {
@@ -581,6 +619,32 @@ async fn serve_connection(shell: Arc<Shell>, tcp: TcpStream) {
             Some(lanes) => {
                 let more_read = !reader.buffer().is_empty();
                 lanes.dispatch(&shell, conn, inbound, more_read).await
+            }
+            None if inbound.is_long_page() => {
+                // At most PAGES_WAITING_MAX of this connection's pages
+                // wait at once: a client that sends more is read no
+                // further until one is served, as when pages were served
+                // here.
+                let Ok(waiting) = pages_waiting.clone().acquire_owned().await else {
+                    break;
+                };
+                let shell = shell.clone();
+                tokio::spawn(async move {
+                    let _waiting = waiting;
+                    // The gate is never closed.
+                    let Ok(_permit) = page_gate().acquire().await else {
+                        return;
+                    };
+                    // The permit's release woke this task ahead of the
+                    // runtime's queue (tokio runs a task another woke
+                    // next): behind it instead, so that pages do not hand
+                    // the permit on among themselves ahead of every chain
+                    // message waiting.
+                    tokio::task::yield_now().await;
+                    if !shell.closed.load(Ordering::Acquire) {
+                        inbound.handle(&shell, conn);
+                    }
+                });
             }
             None => inbound.handle(&shell, conn),
         }
@@ -962,6 +1026,41 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_scan_pages_asking_for_many_objects_go_through_the_gate() {
+        let search = |limit| Inbound::Request {
+            id: 1,
+            epoch: Epoch(1),
+            request: DaemonRequest::Search {
+                space: tessera_types::SpaceId(1),
+                region: tessera_types::RegionId(1),
+                checks: Vec::new(),
+                sort: None,
+                after: None,
+                limit,
+                auth: Default::default(),
+            },
+        };
+        assert!(search(Some(100)).is_long_page());
+        assert!(search(Some(17)).is_long_page());
+        assert!(!search(Some(16)).is_long_page(), "as short as a get");
+        assert!(!search(Some(1)).is_long_page());
+        assert!(
+            !search(None).is_long_page(),
+            "no limit: an equality answered at once, or a job"
+        );
+        let get = Inbound::Request {
+            id: 2,
+            epoch: Epoch(1),
+            request: DaemonRequest::Get {
+                space: tessera_types::SpaceId(1),
+                key: tessera_types::Value::Int(1),
+                auth: Default::default(),
+            },
+        };
+        assert!(!get.is_long_page());
+    }
 
     #[test]
     fn a_message_skips_the_lanes_only_after_a_quiet_run() {
