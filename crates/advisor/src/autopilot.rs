@@ -126,13 +126,16 @@ pub struct Advised {
 }
 
 /// What a space holds, for the model: its object count, and the bytes
-/// of one stored copy when measured (`None`: the model's default size).
+/// of one stored copy and of one local index entry when measured (`None`:
+/// the model's defaults).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Held {
     /// Objects in the space.
     pub objects: u64,
     /// Mean bytes of a stored copy.
     pub object_bytes: Option<f64>,
+    /// Mean bytes of a stored local index entry.
+    pub index_entry_bytes: Option<f64>,
 }
 
 /// A round's decision before anything is priced.
@@ -212,9 +215,8 @@ impl Autopilot {
         let mut workload = observed_workload(&window, space, held.objects)
             .map_err(AutopilotError::Observed)?
             .workload;
-        if workload.object_bytes.is_none() {
-            workload.object_bytes = held.object_bytes;
-        }
+        workload.object_bytes = workload.object_bytes.or(held.object_bytes);
+        workload.index_entry_bytes = workload.index_entry_bytes.or(held.index_entry_bytes);
         let current = Layout::of_space(space);
         let current_prediction = predict(options.model, &workload, &current, params);
         let advice = advise(
@@ -356,6 +358,7 @@ mod tests {
     const HELD: Held = Held {
         objects: 100_000,
         object_bytes: None,
+        index_entry_bytes: None,
     };
 
     fn pilot(settings: Settings) -> Autopilot {
@@ -541,17 +544,21 @@ mod tests {
         ));
     }
 
-    /// The measured size of a stored copy is what the model prices the
-    /// space's storage on: larger objects, more bytes per object.
+    /// The measured sizes of a stored copy and of an index entry are what
+    /// the model prices the space's storage on.
     #[test]
-    fn the_measured_object_size_reaches_the_model() {
-        let hotels = space(HOTELS);
+    fn the_measured_sizes_reach_the_model() {
+        let hotels = space(
+            "space hotels key int id attributes string city, string name, int price \
+             index price create 8 partitions",
+        );
         let window = daemons(&[counts(&[("get", "", 5000)])]);
-        let priced = |object_bytes| {
+        let priced = |object_bytes, index_entry_bytes| {
             let mut pilot = pilot(Settings::default());
             let held = Held {
                 objects: 100_000,
                 object_bytes,
+                index_entry_bytes,
             };
             let verdict = pilot
                 .round(
@@ -567,11 +574,18 @@ mod tests {
             };
             a.current.bytes_per_object
         };
-        let small = priced(Some(100.0));
-        let large = priced(Some(10_000.0));
+        let small = priced(Some(100.0), Some(10.0));
+        let large = priced(Some(10_000.0), Some(10.0));
         assert!(
             large > small * 10.0,
             "10,000-byte objects against 100-byte ones: {large} against {small}"
+        );
+        // One index (price) on at least one copy: 990 bytes more per
+        // object at least.
+        let wide = priced(Some(100.0), Some(1_000.0));
+        assert!(
+            wide - small >= 990.0,
+            "1,000-byte entries against 10-byte ones: {wide} against {small}"
         );
     }
 

@@ -647,7 +647,11 @@ impl<'a> Context<'a> {
             .workload
             .object_bytes
             .unwrap_or(self.params.object_bytes);
-        let entries = self.indexed.len() as f64 * self.params.index_entry_bytes;
+        let entry = self
+            .workload
+            .index_entry_bytes
+            .unwrap_or(self.params.index_entry_bytes);
+        let entries = self.indexed.len() as f64 * entry;
         let global = self.layout.global_indexes.len() as f64 * f64::from(self.k);
         self.total_copies() * (object + entries) + global * self.params.global_entry_bytes
     }

@@ -254,6 +254,7 @@ pub fn observed_workload(
             objects,
             classes,
             object_bytes: None,
+            index_entry_bytes: None,
             distinct: BTreeMap::new(),
             range_fraction: None,
             churn_horizon_s: None,

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Beyond §12.4, and all optional: `object_bytes` (bytes of one stored
-//! copy of an object), `distinct` (`{"attr": n}`, how many distinct values
+//! copy of an object), `index_entry_bytes` (bytes of one stored local
+//! index entry), `distinct` (`{"attr": n}`, how many distinct values
 //! an attribute holds; equality then matches `objects / n` objects, and an
 //! attribute not listed is taken as unique), `range_fraction` (the fraction
 //! of an axis a range or a regex matches), `churn_horizon_s` (seconds a
@@ -103,6 +104,9 @@ pub struct Workload {
     pub classes: Vec<Class>,
     /// Bytes of one stored copy of an object, when the file says.
     pub object_bytes: Option<f64>,
+    /// Bytes of one stored local index entry, when the file says (else
+    /// `Params::index_entry_bytes`).
+    pub index_entry_bytes: Option<f64>,
     /// Distinct values per attribute (index into `attrs`), when known.
     pub distinct: BTreeMap<usize, u64>,
     /// The default fraction of an axis a range or regex matches.
@@ -239,6 +243,8 @@ struct RawWorkload {
     #[serde(default)]
     object_bytes: Option<f64>,
     #[serde(default)]
+    index_entry_bytes: Option<f64>,
+    #[serde(default)]
     distinct: BTreeMap<String, u64>,
     #[serde(default)]
     range_fraction: Option<f64>,
@@ -300,6 +306,10 @@ pub fn parse_workload(
         .object_bytes
         .map(|b| positive("object_bytes", b))
         .transpose()?;
+    let index_entry_bytes = raw
+        .index_entry_bytes
+        .map(|b| positive("index_entry_bytes", b))
+        .transpose()?;
     let range_fraction = raw.range_fraction.map(fraction).transpose()?;
     let churn_horizon_s = raw
         .churn_horizon_s
@@ -331,6 +341,7 @@ pub fn parse_workload(
         objects: raw.objects,
         classes,
         object_bytes,
+        index_entry_bytes,
         distinct,
         range_fraction,
         churn_horizon_s,
@@ -617,23 +628,29 @@ mod tests {
             ),
             Err(ParseWorkloadError::Space(_))
         ));
-        let horizon = |h: &str| {
+        // A file with one more top-level number.
+        let with = |field: &str, n: &str| {
             parse_workload(
                 &format!(
-                    r#"{{"space": "space x key k attributes int a", "objects": 1, "churn_horizon_s": {h},
+                    r#"{{"space": "space x key k attributes int a", "objects": 1, "{field}": {n},
                         "classes": [{{"p": 1, "get": true}}]}}"#
                 ),
                 None,
             )
         };
-        assert!(matches!(
-            horizon("0"),
-            Err(ParseWorkloadError::BadNumber {
-                what: "churn_horizon_s",
-                ..
-            })
-        ));
-        assert_eq!(horizon("2.5").unwrap().churn_horizon_s, Some(2.5));
+        for (field, bad) in [("churn_horizon_s", "0"), ("index_entry_bytes", "-3")] {
+            assert!(
+                matches!(
+                    with(field, bad),
+                    Err(ParseWorkloadError::BadNumber { what, .. }) if what == field
+                ),
+                "{field} {bad}"
+            );
+        }
+        let horizon = with("churn_horizon_s", "2.5").unwrap();
+        assert_eq!(horizon.churn_horizon_s, Some(2.5));
+        let entry = with("index_entry_bytes", "30").unwrap();
+        assert_eq!(entry.index_entry_bytes, Some(30.0));
     }
 
     #[test]

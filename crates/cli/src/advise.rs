@@ -148,8 +148,12 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
             // A file about a space the cluster holds, silent on the size
             // of its objects: the size of those it holds.
             if read && workload.object_bytes.is_none() {
-                match held_object_bytes(target, &workload.space).await {
-                    Ok(bytes) => workload.object_bytes = bytes,
+                match held_sizes(target, &workload.space).await {
+                    Ok(sizes) => {
+                        workload.object_bytes = sizes.map(|s| s.object);
+                        workload.index_entry_bytes =
+                            workload.index_entry_bytes.or(sizes.map(|s| s.index_entry));
+                    }
                     Err(e) => eprintln!("warning: {e:#}; objects priced at the default size"),
                 }
                 if workload.object_bytes.is_some() {
@@ -304,18 +308,19 @@ async fn observe(
     }
     // A space whose reads need a credential, say, cannot be measured: the
     // model still advises, on the defaults.
-    let (objects, object_bytes) = match objects {
-        Some(n) => (n, None),
-        None => {
-            let held = space_held(target, desc).await;
-            (held.objects, held.object_bytes)
-        }
+    let held = match objects {
+        Some(objects) => Held {
+            objects,
+            object_bytes: None,
+            index_entry_bytes: None,
+        },
+        None => space_held(target, desc).await,
     };
-    let mut workload = observed_workload(&observed, desc, objects)?;
-    if workload.workload.object_bytes.is_none() {
-        workload.workload.object_bytes = object_bytes;
-    }
-    Ok(workload)
+    let mut observed = observed_workload(&observed, desc, held.objects)?;
+    let workload = &mut observed.workload;
+    workload.object_bytes = workload.object_bytes.or(held.object_bytes);
+    workload.index_entry_bytes = workload.index_entry_bytes.or(held.index_entry_bytes);
+    Ok(observed)
 }
 
 /// What the space `desc` holds for the autopilot's model: counted and
@@ -332,6 +337,7 @@ pub(crate) async fn space_held(target: &Target, desc: &SpaceDesc) -> Held {
             Held {
                 objects: OBJECTS_DEFAULT,
                 object_bytes: None,
+                index_entry_bytes: None,
             }
         }
     }
@@ -341,7 +347,7 @@ pub(crate) async fn space_held(target: &Target, desc: &SpaceDesc) -> Held {
 /// counted.
 const OBJECTS_DEFAULT: u64 = 100_000;
 
-/// Objects whose stored size [`object_bytes`] averages.
+/// Objects whose stored sizes [`sizes`] averages.
 const SIZE_SAMPLE: usize = 256;
 
 /// Bytes a stored copy holds beyond its object's encoding: its version,
@@ -356,38 +362,51 @@ fn measuring(space: &str) -> String {
 }
 
 /// Counts the objects of the space `desc` (every region's keys, once:
-/// `Client::count`) and measures their size ([`object_bytes`]).
+/// `Client::count`) and measures their [`sizes`].
 async fn space_objects(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Held> {
     let measure = async {
         let client = target.client().await?;
         let none = Vec::<(&str, tessera_types::PredOp)>::new();
         let count = client.count(&desc.name, none).await?;
-        let bytes = object_bytes(&client, desc).await?;
+        let sizes = sizes(&client, desc).await?;
         anyhow::Ok(Held {
             objects: count,
-            object_bytes: bytes,
+            object_bytes: sizes.map(|s| s.object),
+            index_entry_bytes: sizes.map(|s| s.index_entry),
         })
     };
     measure.await.with_context(|| measuring(&desc.name))
 }
 
-/// [`object_bytes`] through a client of its own.
-async fn held_object_bytes(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Option<f64>> {
-    let measure = async { anyhow::Ok(object_bytes(&target.client().await?, desc).await?) };
+/// [`sizes`] through a client of its own.
+async fn held_sizes(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Option<Sizes>> {
+    let measure = async { anyhow::Ok(sizes(&target.client().await?, desc).await?) };
     measure.await.with_context(|| measuring(&desc.name))
 }
 
-/// The mean bytes of one stored copy of an object of the space `desc`,
-/// over the first [`SIZE_SAMPLE`] objects a search over the whole space
-/// yields: the object's encoding, its storage key (`key_bytes`), and
-/// [`RECORD_OVERHEAD_BYTES`]. `None` for an empty space.
-async fn object_bytes(
+/// What a stored object and a stored local index entry of a space take,
+/// on average over a sample of its objects.
+#[derive(Clone, Copy, Debug)]
+struct Sizes {
+    /// One stored copy: the object's encoding, its storage key
+    /// (`key_bytes`), and [`RECORD_OVERHEAD_BYTES`].
+    object: f64,
+    /// One local index entry as the daemons store it (region, slot,
+    /// coordinate and storage key: `tessera_daemon::index::entry` under
+    /// `tessera_storage::region_key`); it does not depend on the value.
+    index_entry: f64,
+}
+
+/// The [`Sizes`] of the space `desc` over the first [`SIZE_SAMPLE`]
+/// objects a search over the whole space yields. `None` for an empty
+/// space.
+async fn sizes(
     client: &tessera_client::Client,
     desc: &SpaceDesc,
-) -> Result<Option<f64>, tessera_client::ClientError> {
+) -> Result<Option<Sizes>, tessera_client::ClientError> {
     let none = Vec::<(&str, tessera_types::PredOp)>::new();
     let mut stream = client.search_stream(&desc.name, none);
-    let (mut sampled, mut total) = (0usize, 0usize);
+    let (mut sampled, mut objects, mut entries) = (0usize, 0usize, 0usize);
     while sampled < SIZE_SAMPLE {
         let Some(record) = stream.next().await else {
             break;
@@ -395,12 +414,18 @@ async fn object_bytes(
         let object = tessera_types::Object {
             values: record?.attrs.into_iter().map(|(_, v)| v).collect(),
         };
-        total += tessera_protocol::ObjectBytes::encode(&object).len()
-            + tessera_types::key_bytes(object.key()).len()
+        let key = tessera_types::key_bytes(object.key());
+        objects += tessera_protocol::ObjectBytes::encode(&object).len()
+            + key.len()
             + RECORD_OVERHEAD_BYTES;
+        let entry = tessera_daemon::index::entry(0, 0, &key);
+        entries += tessera_storage::region_key(tessera_types::RegionId(0), &entry).len();
         sampled += 1;
     }
-    Ok((sampled > 0).then(|| total as f64 / sampled as f64))
+    Ok((sampled > 0).then(|| Sizes {
+        object: objects as f64 / sampled as f64,
+        index_entry: entries as f64 / sampled as f64,
+    }))
 }
 
 /// Each daemon's shape counts of space `name`, from its metrics page. A
@@ -517,7 +542,8 @@ fn observed_json(observed: &ObservedWorkload) -> Value {
         .map(|(label, n, why)| json!({"kind": label.kind, "shape": label.shape, "count": n, "why": why}))
         .collect();
     json!({
-        "workload": {"space": w.space.name, "objects": w.objects, "object_bytes": w.object_bytes, "classes": classes},
+        "workload": {"space": w.space.name, "objects": w.objects, "object_bytes": w.object_bytes,
+                     "index_entry_bytes": w.index_entry_bytes, "classes": classes},
         "counts": observed.counts,
         "unmodelled": unmodelled,
     })
@@ -529,9 +555,12 @@ fn observed_text(observed: &ObservedWorkload) -> String {
     let w = &observed.workload;
     let total: u64 = observed.counts.iter().sum();
     let mut out = String::new();
-    let size = match w.object_bytes {
-        Some(bytes) => format!(", {bytes:.0} bytes a stored copy"),
-        None => String::new(),
+    let size = match (w.object_bytes, w.index_entry_bytes) {
+        (Some(bytes), Some(entry)) => {
+            format!(", {bytes:.0} bytes a stored copy, {entry:.0} an index entry")
+        }
+        (Some(bytes), None) => format!(", {bytes:.0} bytes a stored copy"),
+        _ => String::new(),
     };
     let _ = writeln!(
         out,
@@ -646,6 +675,7 @@ pub fn advice_json(
         "parameters": params,
         "objects": workload.objects,
         "object_bytes": workload.object_bytes.unwrap_or(params.object_bytes),
+        "index_entry_bytes": workload.index_entry_bytes.unwrap_or(params.index_entry_bytes),
         "daemons": params.daemons,
         "search": search_name(advice.search),
         "predicted": advice.predicted,

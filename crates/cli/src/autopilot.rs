@@ -132,12 +132,14 @@ async fn one_round(
         Some(objects) => Held {
             objects,
             object_bytes: None,
+            index_entry_bytes: None,
         },
         // Counting reads every key of the space: only when it is priced.
         None if pilot.would_advise(&counts) => space_held(target, &space).await,
         None => Held {
             objects: 0,
             object_bytes: None,
+            index_entry_bytes: None,
         },
     };
     let verdict = pilot.round(&counts, &space, held, &params, options)?;
@@ -166,6 +168,7 @@ fn print_round(
             "applied": applied,
             "objects": held.map(|h| h.objects),
             "object_bytes": held.and_then(|h| h.object_bytes),
+            "index_entry_bytes": held.and_then(|h| h.index_entry_bytes),
         })
     };
     let doc = match verdict {

@@ -171,6 +171,16 @@ fn advise_space_reports_the_mix_the_daemons_counted() {
         bytes >= strings && bytes <= strings + 64.0,
         "{bytes} bytes a copy for {strings} bytes of strings"
     );
+    // A local index entry measured too: the region, slot and coordinate
+    // (20 bytes) and an int key's few bytes, whatever the values.
+    let entry = workload["index_entry_bytes"]
+        .as_f64()
+        .expect("index_entry_bytes");
+    assert_eq!(doc["index_entry_bytes"].as_f64(), Some(entry));
+    assert!(
+        entry > 20.0 && entry <= 20.0 + 16.0,
+        "{entry} bytes an entry"
+    );
     // Storage is priced with it: the same layout (the key subspace alone)
     // takes fewer bytes per object than at the default size, which is
     // larger.
