@@ -40,6 +40,7 @@ use crate::model::{predict, Prediction};
 use crate::observed::{observed_workload, Observed, ObservedError, ShapeLabel};
 use crate::optimize::{advise, AdviseError, Options, Ranked};
 use crate::params::Params;
+use crate::workload::Workload;
 use std::collections::BTreeMap;
 use tessera_types::{DaemonId, SpaceDesc};
 use thiserror::Error;
@@ -126,9 +127,9 @@ pub struct Advised {
 }
 
 /// What a space holds, for the model: its object count, and the bytes
-/// of one stored copy and of one local index entry when measured (`None`:
-/// the model's defaults).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// of one stored copy, of one local index entry and of a global index's
+/// entry on each attribute, when measured (else the model's defaults).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Held {
     /// Objects in the space.
     pub objects: u64,
@@ -136,6 +137,27 @@ pub struct Held {
     pub object_bytes: Option<f64>,
     /// Mean bytes of a stored local index entry.
     pub index_entry_bytes: Option<f64>,
+    /// Mean bytes a global index on each attribute stores per object.
+    pub global_entry_bytes: BTreeMap<usize, f64>,
+}
+
+impl Held {
+    /// `objects` objects of the model's default sizes.
+    pub fn count(objects: u64) -> Held {
+        Held {
+            objects,
+            ..Held::default()
+        }
+    }
+
+    /// Prices `workload` on these sizes where it gives none.
+    pub fn size(&self, workload: &mut Workload) {
+        workload.object_bytes = workload.object_bytes.or(self.object_bytes);
+        workload.index_entry_bytes = workload.index_entry_bytes.or(self.index_entry_bytes);
+        for (&attr, &bytes) in &self.global_entry_bytes {
+            workload.global_entry_bytes.entry(attr).or_insert(bytes);
+        }
+    }
 }
 
 /// A round's decision before anything is priced.
@@ -197,7 +219,7 @@ impl Autopilot {
         &mut self,
         now: &BTreeMap<DaemonId, Observed>,
         space: &SpaceDesc,
-        held: Held,
+        held: &Held,
         params: &Params,
         options: &Options,
     ) -> Result<Verdict, AutopilotError> {
@@ -215,8 +237,7 @@ impl Autopilot {
         let mut workload = observed_workload(&window, space, held.objects)
             .map_err(AutopilotError::Observed)?
             .workload;
-        workload.object_bytes = workload.object_bytes.or(held.object_bytes);
-        workload.index_entry_bytes = workload.index_entry_bytes.or(held.index_entry_bytes);
+        held.size(&mut workload);
         let current = Layout::of_space(space);
         let current_prediction = predict(options.model, &workload, &current, params);
         let advice = advise(
@@ -355,11 +376,7 @@ mod tests {
             .collect()
     }
 
-    const HELD: Held = Held {
-        objects: 100_000,
-        object_bytes: None,
-        index_entry_bytes: None,
-    };
+    const OBJECTS: u64 = 100_000;
 
     fn pilot(settings: Settings) -> Autopilot {
         Autopilot::new(settings).expect("valid settings")
@@ -371,7 +388,13 @@ mod tests {
         space: &SpaceDesc,
     ) -> Verdict {
         pilot
-            .round(now, space, HELD, &Params::default(), &Options::default())
+            .round(
+                now,
+                space,
+                &Held::count(OBJECTS),
+                &Params::default(),
+                &Options::default(),
+            )
             .expect("a round")
     }
 
@@ -556,15 +579,16 @@ mod tests {
         let priced = |object_bytes, index_entry_bytes| {
             let mut pilot = pilot(Settings::default());
             let held = Held {
-                objects: 100_000,
+                objects: OBJECTS,
                 object_bytes,
                 index_entry_bytes,
+                ..Held::default()
             };
             let verdict = pilot
                 .round(
                     &window,
                     &hotels,
-                    held,
+                    &held,
                     &Params::default(),
                     &Options::default(),
                 )
@@ -605,7 +629,7 @@ mod tests {
             .round(
                 &daemons(&[window]),
                 &replex,
-                HELD,
+                &Held::count(OBJECTS),
                 &Params::default(),
                 &Options::default(),
             )

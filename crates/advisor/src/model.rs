@@ -652,8 +652,16 @@ impl<'a> Context<'a> {
             .index_entry_bytes
             .unwrap_or(self.params.index_entry_bytes);
         let entries = self.indexed.len() as f64 * entry;
-        let global = self.layout.global_indexes.len() as f64 * f64::from(self.k);
-        self.total_copies() * (object + entries) + global * self.params.global_entry_bytes
+        let global: f64 = self
+            .layout
+            .global_indexes
+            .iter()
+            .map(|attr| {
+                let entry = self.workload.global_entry_bytes.get(attr);
+                entry.copied().unwrap_or(self.params.global_entry_bytes)
+            })
+            .sum();
+        self.total_copies() * (object + entries) + global * f64::from(self.k)
     }
 }
 
@@ -1004,6 +1012,29 @@ mod tests {
         let want = params.request_s + params.beta_s + params.hop_s() + params.result_s;
         assert!((with.class_costs_s[0] - want).abs() < 1e-12);
         assert!(with.ops_per_s > none.ops_per_s);
+    }
+
+    /// A global index's measured entry size prices its storage: each of
+    /// the index's K copies of an object's entry grows with it, and an
+    /// index on another attribute keeps the default.
+    #[test]
+    fn a_global_index_is_stored_at_its_measured_entry_size() {
+        let params = Params::default();
+        let stored = |w: &Workload, layout: &Layout| {
+            predict(Model::Tessera, w, layout, &params).bytes_per_object
+        };
+        let mut w = hotels(r#"{"p": 1, "get": true}"#);
+        let on_tel = Layout::new(vec![], vec![], vec![T], false);
+        let default = stored(&w, &on_tel);
+        w.global_entry_bytes
+            .insert(T, params.global_entry_bytes + 100.0);
+        // hotels: f = 1, so two copies of each entry.
+        assert!((stored(&w, &on_tel) - default - 200.0).abs() < 1e-9);
+        let on_price = Layout::new(vec![], vec![], vec![P], false);
+        assert_eq!(
+            stored(&w, &on_price),
+            stored(&hotels(r#"{"p": 1, "get": true}"#), &on_price)
+        );
     }
 
     #[test]

@@ -255,6 +255,7 @@ pub fn observed_workload(
             classes,
             object_bytes: None,
             index_entry_bytes: None,
+            global_entry_bytes: BTreeMap::new(),
             distinct: BTreeMap::new(),
             range_fraction: None,
             churn_horizon_s: None,

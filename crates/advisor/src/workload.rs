@@ -12,7 +12,8 @@
 //!
 //! Beyond §12.4, and all optional: `object_bytes` (bytes of one stored
 //! copy of an object), `index_entry_bytes` (bytes of one stored local
-//! index entry), `distinct` (`{"attr": n}`, how many distinct values
+//! index entry), `global_entry_bytes` (`{"attr": bytes}`, what a global
+//! index on the attribute stores per object), `distinct` (`{"attr": n}`, how many distinct values
 //! an attribute holds; equality then matches `objects / n` objects, and an
 //! attribute not listed is taken as unique), `range_fraction` (the fraction
 //! of an axis a range or a regex matches), `churn_horizon_s` (seconds a
@@ -107,6 +108,10 @@ pub struct Workload {
     /// Bytes of one stored local index entry, when the file says (else
     /// `Params::index_entry_bytes`).
     pub index_entry_bytes: Option<f64>,
+    /// Bytes a global index on an attribute (index into `attrs`) stores
+    /// per object in one indexlet copy, when known (else
+    /// `Params::global_entry_bytes`).
+    pub global_entry_bytes: BTreeMap<usize, f64>,
     /// Distinct values per attribute (index into `attrs`), when known.
     pub distinct: BTreeMap<usize, u64>,
     /// The default fraction of an axis a range or regex matches.
@@ -187,7 +192,8 @@ pub enum ParseWorkloadError {
     /// A class names an attribute the space does not have.
     #[error("class {class}: space {space:?} has no attribute {name:?}")]
     UnknownAttribute {
-        /// The class's position (or the `distinct` map's, as `classes.len()`).
+        /// The class's position (or the `distinct` or `global_entry_bytes`
+        /// map's, as `classes.len()`).
         class: usize,
         /// The space's name.
         space: String,
@@ -244,6 +250,8 @@ struct RawWorkload {
     object_bytes: Option<f64>,
     #[serde(default)]
     index_entry_bytes: Option<f64>,
+    #[serde(default)]
+    global_entry_bytes: BTreeMap<String, f64>,
     #[serde(default)]
     distinct: BTreeMap<String, u64>,
     #[serde(default)]
@@ -326,6 +334,11 @@ pub fn parse_workload(
         }
         distinct.insert(attr, n);
     }
+    let mut global_entry_bytes = BTreeMap::new();
+    for (name, &bytes) in &raw.global_entry_bytes {
+        let attr = attribute(&space, raw.classes.len(), name)?;
+        global_entry_bytes.insert(attr, positive("global_entry_bytes", bytes)?);
+    }
     let classes = raw
         .classes
         .iter()
@@ -342,6 +355,7 @@ pub fn parse_workload(
         classes,
         object_bytes,
         index_entry_bytes,
+        global_entry_bytes,
         distinct,
         range_fraction,
         churn_horizon_s,
@@ -651,6 +665,19 @@ mod tests {
         assert_eq!(horizon.churn_horizon_s, Some(2.5));
         let entry = with("index_entry_bytes", "30").unwrap();
         assert_eq!(entry.index_entry_bytes, Some(30.0));
+        let global = with("global_entry_bytes", r#"{"a": 40}"#).unwrap();
+        assert_eq!(global.global_entry_bytes, BTreeMap::from([(1, 40.0)]));
+        assert!(matches!(
+            with("global_entry_bytes", r#"{"a": 0}"#),
+            Err(ParseWorkloadError::BadNumber {
+                what: "global_entry_bytes",
+                ..
+            })
+        ));
+        assert!(matches!(
+            with("global_entry_bytes", r#"{"b": 40}"#),
+            Err(ParseWorkloadError::UnknownAttribute { .. })
+        ));
     }
 
     #[test]

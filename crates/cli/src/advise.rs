@@ -149,11 +149,7 @@ pub async fn run(args: AdviseArgs, target: &Target) -> anyhow::Result<()> {
             // of its objects: the size of those it holds.
             if read && workload.object_bytes.is_none() {
                 match held_sizes(target, &workload.space).await {
-                    Ok(sizes) => {
-                        workload.object_bytes = sizes.map(|s| s.object);
-                        workload.index_entry_bytes =
-                            workload.index_entry_bytes.or(sizes.map(|s| s.index_entry));
-                    }
+                    Ok(sizes) => sizes.size(&mut workload),
                     Err(e) => eprintln!("warning: {e:#}; objects priced at the default size"),
                 }
                 if workload.object_bytes.is_some() {
@@ -309,17 +305,11 @@ async fn observe(
     // A space whose reads need a credential, say, cannot be measured: the
     // model still advises, on the defaults.
     let held = match objects {
-        Some(objects) => Held {
-            objects,
-            object_bytes: None,
-            index_entry_bytes: None,
-        },
+        Some(objects) => Held::count(objects),
         None => space_held(target, desc).await,
     };
     let mut observed = observed_workload(&observed, desc, held.objects)?;
-    let workload = &mut observed.workload;
-    workload.object_bytes = workload.object_bytes.or(held.object_bytes);
-    workload.index_entry_bytes = workload.index_entry_bytes.or(held.index_entry_bytes);
+    held.size(&mut observed.workload);
     Ok(observed)
 }
 
@@ -334,11 +324,7 @@ pub(crate) async fn space_held(target: &Target, desc: &SpaceDesc) -> Held {
         },
         Err(e) => {
             eprintln!("warning: {e:#}; advising on {OBJECTS_DEFAULT} objects of the default size");
-            Held {
-                objects: OBJECTS_DEFAULT,
-                object_bytes: None,
-                index_entry_bytes: None,
-            }
+            Held::count(OBJECTS_DEFAULT)
         }
     }
 }
@@ -368,45 +354,48 @@ async fn space_objects(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Held
         let client = target.client().await?;
         let none = Vec::<(&str, tessera_types::PredOp)>::new();
         let count = client.count(&desc.name, none).await?;
-        let sizes = sizes(&client, desc).await?;
         anyhow::Ok(Held {
             objects: count,
-            object_bytes: sizes.map(|s| s.object),
-            index_entry_bytes: sizes.map(|s| s.index_entry),
+            ..sizes(&client, desc).await?
         })
     };
     measure.await.with_context(|| measuring(&desc.name))
 }
 
 /// [`sizes`] through a client of its own.
-async fn held_sizes(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Option<Sizes>> {
+async fn held_sizes(target: &Target, desc: &SpaceDesc) -> anyhow::Result<Held> {
     let measure = async { anyhow::Ok(sizes(&target.client().await?, desc).await?) };
     measure.await.with_context(|| measuring(&desc.name))
 }
 
-/// What a stored object and a stored local index entry of a space take,
-/// on average over a sample of its objects.
-#[derive(Clone, Copy, Debug)]
-struct Sizes {
-    /// One stored copy: the object's encoding, its storage key
-    /// (`key_bytes`), and [`RECORD_OVERHEAD_BYTES`].
-    object: f64,
-    /// One local index entry as the daemons store it (region, slot,
-    /// coordinate and storage key: `tessera_daemon::index::entry` under
-    /// `tessera_storage::region_key`); it does not depend on the value.
-    index_entry: f64,
-}
-
-/// The [`Sizes`] of the space `desc` over the first [`SIZE_SAMPLE`]
-/// objects a search over the whole space yields. `None` for an empty
-/// space.
+/// What the objects of the space `desc` take as the daemons store them,
+/// on average over the first [`SIZE_SAMPLE`] objects a search over the
+/// whole space yields (the count is left at 0; nothing for an empty
+/// space):
+///
+/// - a stored copy: the object's encoding, its storage key (`key_bytes`)
+///   and [`RECORD_OVERHEAD_BYTES`];
+/// - a local index entry: region, slot, coordinate and storage key
+///   (`tessera_daemon::index::entry` under `tessera_storage::region_key`),
+///   whatever the value;
+/// - a global index on each attribute whose values order: the indexlet's
+///   record of the object's projection (`tessera_types::region::projection`,
+///   stored as a copy is) and its ordered entry
+///   (`tessera_daemon::index::ordered_entry`).
 async fn sizes(
     client: &tessera_client::Client,
     desc: &SpaceDesc,
-) -> Result<Option<Sizes>, tessera_client::ClientError> {
+) -> Result<Held, tessera_client::ClientError> {
+    use tessera_daemon::index::{entry, ordered_entry, Slot};
+    use tessera_storage::region_key;
+    use tessera_types::RegionId;
+    let stored = |object: &tessera_types::Object, key: &[u8]| {
+        tessera_protocol::ObjectBytes::encode(object).len() + key.len() + RECORD_OVERHEAD_BYTES
+    };
     let none = Vec::<(&str, tessera_types::PredOp)>::new();
     let mut stream = client.search_stream(&desc.name, none);
     let (mut sampled, mut objects, mut entries) = (0usize, 0usize, 0usize);
+    let mut global: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
     while sampled < SIZE_SAMPLE {
         let Some(record) = stream.next().await else {
             break;
@@ -415,17 +404,32 @@ async fn sizes(
             values: record?.attrs.into_iter().map(|(_, v)| v).collect(),
         };
         let key = tessera_types::key_bytes(object.key());
-        objects += tessera_protocol::ObjectBytes::encode(&object).len()
-            + key.len()
-            + RECORD_OVERHEAD_BYTES;
-        let entry = tessera_daemon::index::entry(0, 0, &key);
-        entries += tessera_storage::region_key(tessera_types::RegionId(0), &entry).len();
+        objects += stored(&object, &key);
+        entries += region_key(RegionId(0), &entry(0, 0, &key)).len();
+        for (attr, value) in object.values.iter().enumerate().skip(1) {
+            let Some(sort_key) = tessera_types::sortkey::sort_key(value) else {
+                continue;
+            };
+            let projection = tessera_types::region::projection(desc, &[attr], &object);
+            let ordered = ordered_entry(Slot::Ordered(attr).number(), &sort_key, &key);
+            let (n, bytes) = global.entry(attr).or_default();
+            *n += 1;
+            *bytes += stored(&projection, &key) + region_key(RegionId(0), &ordered).len();
+        }
         sampled += 1;
     }
-    Ok((sampled > 0).then(|| Sizes {
-        object: objects as f64 / sampled as f64,
-        index_entry: entries as f64 / sampled as f64,
-    }))
+    if sampled == 0 {
+        return Ok(Held::default());
+    }
+    Ok(Held {
+        objects: 0,
+        object_bytes: Some(objects as f64 / sampled as f64),
+        index_entry_bytes: Some(entries as f64 / sampled as f64),
+        global_entry_bytes: global
+            .into_iter()
+            .map(|(attr, (n, bytes))| (attr, bytes as f64 / n as f64))
+            .collect(),
+    })
 }
 
 /// Each daemon's shape counts of space `name`, from its metrics page. A
@@ -543,10 +547,20 @@ fn observed_json(observed: &ObservedWorkload) -> Value {
         .collect();
     json!({
         "workload": {"space": w.space.name, "objects": w.objects, "object_bytes": w.object_bytes,
-                     "index_entry_bytes": w.index_entry_bytes, "classes": classes},
+                     "index_entry_bytes": w.index_entry_bytes,
+                     "global_entry_bytes": by_name(&w.space, &w.global_entry_bytes),
+                     "classes": classes},
         "counts": observed.counts,
         "unmodelled": unmodelled,
     })
+}
+
+/// A map by attribute position as one by attribute name.
+pub(crate) fn by_name<T: Into<Value> + Copy>(space: &SpaceDesc, map: &BTreeMap<usize, T>) -> Value {
+    map.iter()
+        .filter_map(|(&attr, &v)| Some((space.attrs.get(attr)?.name.clone(), v.into())))
+        .collect::<serde_json::Map<String, Value>>()
+        .into()
 }
 
 /// The observed workload as a table, before the advice.
@@ -641,11 +655,7 @@ pub fn advice_json(
     let space = &workload.space;
     // The indexlets of each global index as the cluster has them, when
     // the space was read from it (what the model priced lookups with).
-    let indexlets: serde_json::Map<String, Value> = workload
-        .global_indexlets
-        .iter()
-        .filter_map(|(&attr, &n)| Some((space.attrs.get(attr)?.name.clone(), json!(n))))
-        .collect();
+    let indexlets = by_name(space, &workload.global_indexlets);
     let layouts: Vec<Value> = advice
         .layouts
         .iter()
@@ -676,6 +686,7 @@ pub fn advice_json(
         "objects": workload.objects,
         "object_bytes": workload.object_bytes.unwrap_or(params.object_bytes),
         "index_entry_bytes": workload.index_entry_bytes.unwrap_or(params.index_entry_bytes),
+        "global_entry_bytes": by_name(&workload.space, &workload.global_entry_bytes),
         "daemons": params.daemons,
         "search": search_name(advice.search),
         "predicted": advice.predicted,

@@ -13,7 +13,7 @@
 //! that cannot read the cluster says so on stderr and the next one tries
 //! again; a space that does not exist (or is a replex space) ends it.
 
-use crate::advise::{scrape_shapes, space_held, space_in, ModelArg};
+use crate::advise::{by_name, scrape_shapes, space_held, space_in, ModelArg};
 use crate::Target;
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -97,7 +97,7 @@ pub async fn run(args: AutopilotArgs, target: &Target) -> anyhow::Result<()> {
                     }
                     _ => false,
                 };
-                print_round(&args, round, &verdict, &space, held, applied)?;
+                print_round(&args, round, &verdict, &space, held.as_ref(), applied)?;
             }
             Err(e) => match e.downcast_ref::<AutopilotError>() {
                 Some(AutopilotError::BadSetting { .. }) => return Err(e),
@@ -129,20 +129,12 @@ async fn one_round(
     .on_cluster(&config);
     let counts = scrape_shapes(&config, &args.space).await?;
     let held = match args.objects {
-        Some(objects) => Held {
-            objects,
-            object_bytes: None,
-            index_entry_bytes: None,
-        },
+        Some(objects) => Held::count(objects),
         // Counting reads every key of the space: only when it is priced.
         None if pilot.would_advise(&counts) => space_held(target, &space).await,
-        None => Held {
-            objects: 0,
-            object_bytes: None,
-            index_entry_bytes: None,
-        },
+        None => Held::default(),
     };
-    let verdict = pilot.round(&counts, &space, held, &params, options)?;
+    let verdict = pilot.round(&counts, &space, &held, &params, options)?;
     let priced = matches!(verdict, Verdict::Keep(_) | Verdict::Propose(_));
     Ok((verdict, space, priced.then_some(held)))
 }
@@ -152,7 +144,7 @@ fn print_round(
     round: u64,
     verdict: &Verdict,
     space: &tessera_types::SpaceDesc,
-    held: Option<Held>,
+    held: Option<&Held>,
     applied: bool,
 ) -> anyhow::Result<()> {
     let advised = |name: &str, a: &Advised| -> Value {
@@ -169,6 +161,7 @@ fn print_round(
             "objects": held.map(|h| h.objects),
             "object_bytes": held.and_then(|h| h.object_bytes),
             "index_entry_bytes": held.and_then(|h| h.index_entry_bytes),
+            "global_entry_bytes": held.map(|h| by_name(space, &h.global_entry_bytes)),
         })
     };
     let doc = match verdict {
@@ -217,7 +210,7 @@ fn print_round(
 }
 
 /// What a priced round assumed the space holds, for its line.
-fn held_text(held: Held) -> String {
+fn held_text(held: &Held) -> String {
     match held.object_bytes {
         Some(bytes) => format!(" on {} objects of {bytes:.0} bytes", held.objects),
         None => format!(" on {} objects", held.objects),

@@ -181,6 +181,38 @@ fn advise_space_reports_the_mix_the_daemons_counted() {
         entry > 20.0 && entry <= 20.0 + 16.0,
         "{entry} bytes an entry"
     );
+    // A global index on each attribute: the indexlet's projection record
+    // (at least the key again and a record's overhead beyond a local
+    // entry) and its ordered entry, and never more than the whole object
+    // and an entry.
+    let global = workload["global_entry_bytes"]
+        .as_object()
+        .expect("global_entry_bytes");
+    assert_eq!(doc["global_entry_bytes"], workload["global_entry_bytes"]);
+    eprintln!("measured: a copy {bytes} bytes, a local entry {entry}, global entries {global:?}");
+    for attr in ["city", "name", "price"] {
+        let g = global[attr]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{attr}: {global:?}"));
+        assert!(g > entry && g < bytes + 64.0, "{attr}: {g} bytes");
+    }
+    // The observed workload, with its measured sizes, is a workload file
+    // that advises on this space.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("observed.json");
+    std::fs::write(&file, workload.to_string()).expect("write the workload");
+    let again = advise(
+        &cluster,
+        &[
+            "advise",
+            "--workload",
+            file.to_str().expect("a path"),
+            "--json",
+        ],
+    );
+    assert_eq!(again["object_bytes_source"], "workload", "{again}");
+    assert_eq!(again["index_entry_bytes"].as_f64(), Some(entry));
+    assert_eq!(again["global_entry_bytes"], workload["global_entry_bytes"]);
     // Storage is priced with it: the same layout (the key subspace alone)
     // takes fewer bytes per object than at the default size, which is
     // larger.

@@ -341,23 +341,31 @@ impl SubspaceLayout {
     pub fn stored_form(&self, desc: &SpaceDesc, object: &Object) -> Object {
         match self.kind {
             SubspaceKind::Subspace | SubspaceKind::Replex | SubspaceKind::Hybrid => object.clone(),
-            SubspaceKind::GlobalIndex => Object {
-                values: desc
-                    .attrs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, attr)| match object.values.get(i) {
-                        Some(value) if i == 0 || self.attrs.contains(&i) => value.clone(),
-                        _ => attr.dtype.default_value(),
-                    })
-                    .collect(),
-            },
+            SubspaceKind::GlobalIndex => projection(desc, &self.attrs, object),
         }
     }
 
     /// The region holding `object` in this subspace.
     pub fn region_of(&self, object: &Object) -> &Region {
         &self.regions[self.region_index(&self.coordinates_of(object))]
+    }
+}
+
+/// The projection of `object`, a whole object of `desc`'s space, on the
+/// attributes `attrs`: its key and those attributes, every other
+/// attribute at its type's default (what a global index's indexlet stores
+/// of an object, [`SubspaceLayout::stored_form`]).
+pub fn projection(desc: &SpaceDesc, attrs: &[usize], object: &Object) -> Object {
+    Object {
+        values: desc
+            .attrs
+            .iter()
+            .enumerate()
+            .map(|(i, attr)| match object.values.get(i) {
+                Some(value) if i == 0 || attrs.contains(&i) => value.clone(),
+                _ => attr.dtype.default_value(),
+            })
+            .collect(),
     }
 }
 
