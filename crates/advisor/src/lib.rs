@@ -44,4 +44,4 @@ pub use params::Params;
 pub use validate::{
     agreement, kendall_tau_b, predict_over_run, sampled_layouts, Agreement, Sampled,
 };
-pub use workload::{parse_workload, space_ref, ParseWorkloadError, SpaceRef, Workload};
+pub use workload::{parse_workload, space_ref, Held, ParseWorkloadError, SpaceRef, Workload};

@@ -128,6 +128,40 @@ pub struct Workload {
     pub global_indexlets: BTreeMap<usize, u32>,
 }
 
+/// What a space holds, for the model: its object count, and the bytes
+/// of one stored copy, of one local index entry and of a global index's
+/// entry on each attribute, when measured (else the model's defaults).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Held {
+    /// Objects in the space.
+    pub objects: u64,
+    /// Mean bytes of a stored copy.
+    pub object_bytes: Option<f64>,
+    /// Mean bytes of a stored local index entry.
+    pub index_entry_bytes: Option<f64>,
+    /// Mean bytes a global index on each attribute stores per object.
+    pub global_entry_bytes: BTreeMap<usize, f64>,
+}
+
+impl Held {
+    /// `objects` objects of the model's default sizes.
+    pub fn count(objects: u64) -> Held {
+        Held {
+            objects,
+            ..Held::default()
+        }
+    }
+
+    /// Prices `workload` on these sizes where it gives none.
+    pub fn size(&self, workload: &mut Workload) {
+        workload.object_bytes = workload.object_bytes.or(self.object_bytes);
+        workload.index_entry_bytes = workload.index_entry_bytes.or(self.index_entry_bytes);
+        for (&attr, &bytes) in &self.global_entry_bytes {
+            workload.global_entry_bytes.entry(attr).or_insert(bytes);
+        }
+    }
+}
+
 /// How a workload file names its space.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SpaceRef {

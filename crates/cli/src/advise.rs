@@ -22,9 +22,9 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
-use tessera_advisor::autopilot::Held;
 use tessera_advisor::observed::{ObservedWorkload, OP_SHAPES_METRIC};
 use tessera_advisor::workload::ClassKind;
+use tessera_advisor::Held;
 use tessera_advisor::{
     advise, observed_workload, parse_workload, space_ref, Advice, Layout, Model, Observed, Options,
     Params, Prediction, SearchKind, SpaceRef, Workload,
@@ -313,9 +313,9 @@ async fn observe(
     Ok(observed)
 }
 
-/// What the space `desc` holds for the autopilot's model: counted and
-/// measured, or, when it cannot be read, the default count and size with
-/// a warning (as `advise --space`).
+/// What the space `desc` holds, for the model (`advise --space` and the
+/// autopilot): counted and measured, or, when it cannot be read, the
+/// default count and sizes with a warning.
 pub(crate) async fn space_held(target: &Target, desc: &SpaceDesc) -> Held {
     match space_objects(target, desc).await {
         Ok(held) => Held {

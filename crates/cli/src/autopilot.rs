@@ -18,7 +18,8 @@ use crate::Target;
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::time::Duration;
-use tessera_advisor::autopilot::{Advised, Autopilot, AutopilotError, Held, Settings, Verdict};
+use tessera_advisor::autopilot::{Advised, Autopilot, AutopilotError, Settings, Verdict};
+use tessera_advisor::Held;
 use tessera_advisor::{Options, Params};
 use tessera_client::AdminError;
 
@@ -54,7 +55,8 @@ pub struct AutopilotArgs {
     rounds: Option<u64>,
     /// One JSON object per round: `{"round", "verdict", "ops", "drift",
     /// "gain", "current_ops_per_s", "best_ops_per_s", "best", "applied",
-    /// "objects", "object_bytes"}`.
+    /// "objects", "object_bytes", "index_entry_bytes", "global_entry_bytes"}`
+    /// (what a priced round assumed the space holds).
     #[arg(long)]
     json: bool,
     /// The cost model.

@@ -329,7 +329,6 @@ async fn write_batch(
     Ok(())
 }
 
-/// A message a connection delivers to the node.
 /// Scan pages that may return more than this many objects are served
 /// through [`page_gate`]; shorter ones, as cheap as a get, at once.
 const SHORT_PAGE_OBJECTS: u64 = 16;
@@ -353,6 +352,7 @@ fn page_gate() -> &'static Arc<tokio::sync::Semaphore> {
     })
 }
 
+/// A message a connection delivers to the node.
 enum Inbound {
     Request {
         id: u64,
