@@ -118,6 +118,12 @@ pub struct LayoutRun {
     pub disturbed_runs: usize,
     /// Runs that failed and are left out of its figures.
     pub failed_runs: usize,
+    /// Each run's machine CPU seconds (every process's) per operation
+    /// that succeeded during its mix, in the order run; `None` where
+    /// `/proc/stat` could not be read.
+    pub runs_cpu_s_per_op: Vec<Option<f64>>,
+    /// Each run's share of the machine's CPU time that was busy.
+    pub runs_busy: Vec<Option<f64>>,
 }
 
 impl LayoutRun {
@@ -737,6 +743,11 @@ fn layout_run(
         seconds: ms.iter().map(|m| m.phase.seconds).sum(),
         disturbed_runs: ms.iter().filter(|m| m.disturbed).count(),
         failed_runs: 0,
+        runs_cpu_s_per_op: ms
+            .iter()
+            .map(|m| Some(m.cpu?.busy_s / (m.phase.operations - m.errors) as f64))
+            .collect(),
+        runs_busy: ms.iter().map(|m| m.cpu?.busy()).collect(),
         measured_ops_per_s: spread.median,
         at_calibration_ops_per_s: at_calibration,
         runs_ops_per_s: rates,
@@ -778,6 +789,55 @@ struct Mixed {
     /// Its round's probe speed (measured ÷ predicted gets), when the
     /// round's probe completed.
     speed: Option<f64>,
+    /// The machine's CPU during the mix, when `/proc/stat` could be read.
+    cpu: Option<MachineCpu>,
+}
+
+/// What the whole machine's CPUs did over an interval (`/proc/stat`'s
+/// first line): every process on it, the cluster's and the client's.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MachineCpu {
+    /// Seconds of CPU spent working (user, nice, system, irq, softirq).
+    pub busy_s: f64,
+    /// Seconds of CPU in all (busy, idle, iowait, steal).
+    pub total_s: f64,
+}
+
+impl MachineCpu {
+    /// The machine's counters now, in seconds since boot.
+    fn now() -> Option<MachineCpu> {
+        MachineCpu::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// The `cpu` line of `/proc/stat`, in clock ticks of 1/100 s.
+    fn parse(stat: &str) -> Option<MachineCpu> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let ticks: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|t| t.parse().ok())
+            .collect::<Option<_>>()?;
+        // user nice system idle iowait irq softirq steal (guest time is
+        // already counted in user).
+        let at = |i: usize| ticks.get(i).copied().unwrap_or(0) as f64 / 100.0;
+        let busy_s = at(0) + at(1) + at(2) + at(5) + at(6);
+        Some(MachineCpu {
+            busy_s,
+            total_s: busy_s + at(3) + at(4) + at(7),
+        })
+    }
+
+    fn since(self, before: MachineCpu) -> MachineCpu {
+        MachineCpu {
+            busy_s: self.busy_s - before.busy_s,
+            total_s: self.total_s - before.total_s,
+        }
+    }
+
+    /// The share of the machine's CPU time that was busy.
+    pub fn busy(&self) -> Option<f64> {
+        (self.total_s > 0.0).then(|| self.busy_s / self.total_s)
+    }
 }
 
 /// One layout: create `name` with it, load, run the mix.
@@ -844,6 +904,7 @@ async fn measure(
         time_limit: Duration::from_secs_f64(options.seconds),
     };
     let before = admin.config().await?;
+    let cpu_before = MachineCpu::now();
     let phase = run_phase(store, "mix", step, |w| {
         let mix = mix.clone();
         let fresh = fresh.clone();
@@ -871,6 +932,18 @@ async fn measure(
         })
     })
     .await?;
+    let cpu = cpu_before.zip(MachineCpu::now()).map(|(b, a)| a.since(b));
+    if let Some(c) = cpu {
+        let done = phase
+            .operations
+            .saturating_sub(phase.ops.values().map(|o| o.errors).sum());
+        progress(&format!(
+            "{name}: {:.0} ops/s; the machine {:.0} % busy, {:.1} µs of CPU per operation",
+            done as f64 / phase.seconds.max(1e-9),
+            100.0 * c.busy().unwrap_or(0.0),
+            1e6 * c.busy_s / done.max(1) as f64
+        ));
+    }
     // A change of routing meanwhile (a daemon that lost its lease and was
     // taken offline, on a loaded machine) disturbed the run.
     let disturbed = disturbs(&before, &admin.config().await?);
@@ -889,6 +962,7 @@ async fn measure(
     );
     Ok(Mixed {
         speed: None,
+        cpu,
         loaded: loaded.operations,
         phase,
         errors,
@@ -1096,6 +1170,10 @@ impl LayoutsReport {
                     "measured_min_ops_per_s": r.spread.min,
                     "measured_max_ops_per_s": r.spread.max,
                     "measured_spread": r.spread.relative(),
+                    // The whole machine's CPU per operation and busy share
+                    // during each run's mix (null where unread).
+                    "runs_cpu_s_per_op": r.runs_cpu_s_per_op,
+                    "runs_busy": r.runs_busy,
                 })
             })
             .collect();
@@ -1252,6 +1330,23 @@ mod tests {
 
     fn workload(text: &str) -> Workload {
         parse_workload(text, None).expect("the workload parses")
+    }
+
+    #[test]
+    fn the_machine_cpu_is_read_from_the_first_line_of_proc_stat() {
+        let before = MachineCpu::parse(
+            "cpu  100 2 30 500 7 0 4 3 0 0\ncpu0 50 1 15 250 3 0 2 1 0 0\nintr 1",
+        )
+        .unwrap();
+        let after = MachineCpu::parse("cpu  250 2 80 550 7 0 14 13 0 0\n").unwrap();
+        let d = after.since(before);
+        // user +150, system +50, softirq +10 ticks busy; idle +50, steal +10.
+        assert!((d.busy_s - 2.10).abs() < 1e-9, "{d:?}");
+        assert!((d.total_s - 2.70).abs() < 1e-9, "{d:?}");
+        assert!((d.busy().unwrap() - 2.10 / 2.70).abs() < 1e-9);
+        assert_eq!(MachineCpu::parse("intr 1\n"), None);
+        assert_eq!(MachineCpu::parse("cpu  1 x 3\n"), None);
+        assert_eq!(MachineCpu::default().busy(), None);
     }
 
     #[test]

@@ -263,6 +263,15 @@ impl Configuration {
         self.rebuilds.iter().any(|b| b.region == id)
     }
 
+    /// The id of every region of every space, the ones [`Self::region`]
+    /// finds.
+    pub fn region_ids(&self) -> impl Iterator<Item = RegionId> + '_ {
+        self.spaces
+            .iter()
+            .flat_map(|space| space.subspaces.iter())
+            .flat_map(|sub| sub.regions.iter().map(|r| r.id))
+    }
+
     /// Finds a region by id: its space, subspace index and region.
     pub fn region(&self, id: RegionId) -> Option<(&Space, usize, &Region)> {
         self.spaces.iter().find_map(|space| {
