@@ -75,6 +75,10 @@ pub struct LayoutsOptions {
     pub workers: usize,
     /// Times each layout is measured, interleaved.
     pub runs: usize,
+    /// After each mix, also run each of its classes alone on the same
+    /// space for `seconds`: the model's error per operation class, as
+    /// the thesis reports it beside its error on mixes.
+    pub classes: bool,
 }
 
 /// One layout, measured.
@@ -124,12 +128,62 @@ pub struct LayoutRun {
     pub runs_cpu_s_per_op: Vec<Option<f64>>,
     /// Each run's share of the machine's CPU time that was busy.
     pub runs_busy: Vec<Option<f64>>,
+    /// Per class of the workload (`--classes`; else empty): the model's
+    /// ops/s for the class alone on this layout, and the median over the
+    /// runs of what it measured alone after the mix (`None`: no run
+    /// measured it).
+    pub classes: Vec<ClassAlone>,
+    /// Each run's ops/s of each class alone (`--classes`).
+    pub runs_classes: Vec<Vec<Option<f64>>>,
 }
 
 impl LayoutRun {
     /// Whether any of its runs was disturbed.
     pub fn disturbed(&self) -> bool {
         self.disturbed_runs > 0
+    }
+}
+
+/// One class of the workload run alone on a layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassAlone {
+    /// `search`, `get`, `modify` or `insert`.
+    pub kind: &'static str,
+    pub predicted_ops_per_s: f64,
+    pub measured_ops_per_s: Option<f64>,
+}
+
+/// The mean absolute relative error of the classes alone, per kind in
+/// the order search, get, modify, insert (kinds never measured left out),
+/// and over all: (kind, error, classes counted).
+pub fn class_errors(classes: &[ClassAlone]) -> Vec<(&'static str, f64, usize)> {
+    let mut out = Vec::new();
+    for kind in ["search", "get", "modify", "insert", "all"] {
+        let errors: Vec<f64> = classes
+            .iter()
+            .filter(|c| kind == "all" || c.kind == kind)
+            .filter_map(|c| {
+                let m = c.measured_ops_per_s?;
+                Some(tessera_advisor::validate::relative_error(c.predicted_ops_per_s, m).abs())
+            })
+            .collect();
+        if !errors.is_empty() {
+            out.push((
+                kind,
+                errors.iter().sum::<f64>() / errors.len() as f64,
+                errors.len(),
+            ));
+        }
+    }
+    out
+}
+
+fn kind_name(kind: &ClassKind) -> &'static str {
+    match kind {
+        ClassKind::Search(_) => "search",
+        ClassKind::Get => "get",
+        ClassKind::Modify(_) => "modify",
+        ClassKind::Insert => "insert",
     }
 }
 
@@ -673,9 +727,26 @@ pub async fn run(
     let mut failed = Vec::new();
     for (((s, mean), ms), errors) in sampled.into_iter().zip(measured).zip(failures) {
         let failed_runs = errors.len();
+        let predicted = if options.classes {
+            class_predictions(&workload, &s.layout, &params, options.seconds)
+        } else {
+            Vec::new()
+        };
         match layout_run(&workload, s.clone(), mean, ms) {
             Some(mut run) => {
                 run.failed_runs = failed_runs;
+                run.classes = predicted
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (kind, predicted_ops_per_s))| {
+                        let alone: Vec<f64> = run_classes_measured(&run, i);
+                        ClassAlone {
+                            kind,
+                            predicted_ops_per_s,
+                            measured_ops_per_s: spread(&alone).map(|s| s.median),
+                        }
+                    })
+                    .collect();
                 runs.push(run);
             }
             None => failed.push(FailedLayout {
@@ -714,6 +785,45 @@ pub async fn run(
     })
 }
 
+/// The ops/s class `i` measured alone in each run of `run` that measured it.
+fn run_classes_measured(run: &LayoutRun, i: usize) -> Vec<f64> {
+    run.runs_classes
+        .iter()
+        .filter_map(|r| r.get(i).copied().flatten())
+        .collect()
+}
+
+/// The model's ops/s for each class of `workload` alone on `layout`, with
+/// its kind.
+fn class_predictions(
+    workload: &Workload,
+    layout: &Layout,
+    params: &Params,
+    seconds: f64,
+) -> Vec<(&'static str, f64)> {
+    workload
+        .classes
+        .iter()
+        .map(|class| {
+            let alone = Workload {
+                classes: vec![Class {
+                    p: 1.0,
+                    kind: class.kind.clone(),
+                }],
+                ..workload.clone()
+            };
+            let (prediction, _) = tessera_advisor::validate::predict_over_run(
+                Options::default().model,
+                &alone,
+                layout,
+                params,
+                seconds,
+            );
+            (kind_name(&class.kind), prediction.ops_per_s)
+        })
+        .collect()
+}
+
 /// One layout's runs reduced to their median and spread; `None` without
 /// a run.
 fn layout_run(
@@ -748,6 +858,8 @@ fn layout_run(
             .map(|m| Some(m.cpu?.busy_s / (m.phase.operations - m.errors) as f64))
             .collect(),
         runs_busy: ms.iter().map(|m| m.cpu?.busy()).collect(),
+        classes: Vec::new(),
+        runs_classes: ms.iter().map(|m| m.classes.clone()).collect(),
         measured_ops_per_s: spread.median,
         at_calibration_ops_per_s: at_calibration,
         runs_ops_per_s: rates,
@@ -791,6 +903,9 @@ struct Mixed {
     speed: Option<f64>,
     /// The machine's CPU during the mix, when `/proc/stat` could be read.
     cpu: Option<MachineCpu>,
+    /// Each class alone, ops/s, when `--classes` asked (`None`: too many
+    /// of its operations failed, or none completed).
+    classes: Vec<Option<f64>>,
 }
 
 /// What the whole machine's CPUs did over an interval (`/proc/stat`'s
@@ -905,33 +1020,7 @@ async fn measure(
     };
     let before = admin.config().await?;
     let cpu_before = MachineCpu::now();
-    let phase = run_phase(store, "mix", step, |w| {
-        let mix = mix.clone();
-        let fresh = fresh.clone();
-        FnSource::boxed(7919 * (1 + w as u64), move |rng| {
-            let class = mix.class_of(rng.gen::<f64>());
-            let seed = rng.gen::<u64>();
-            let mut existing = || rng.gen_range(0..objects).to_string();
-            match &mix.classes[class].1 {
-                Plan::Search(_) => Op::SearchEq {
-                    recno: pack(class, seed) as i64,
-                },
-                Plan::Get => Op::Read { key: existing() },
-                Plan::Modify(_) => Op::ReadModifyWrite {
-                    key: existing(),
-                    field: pack(class, seed) as usize,
-                    value: Vec::new(),
-                    record: Arc::default(),
-                },
-                Plan::Insert => Op::Insert {
-                    key: String::new(),
-                    recno: fresh.fetch_add(1, Ordering::Relaxed) as i64,
-                    fields: Arc::default(),
-                },
-            }
-        })
-    })
-    .await?;
+    let phase = run_classes(store.clone(), "mix", step, mix, &fresh, None).await?;
     let cpu = cpu_before.zip(MachineCpu::now()).map(|(b, a)| a.since(b));
     if let Some(c) = cpu {
         let done = phase
@@ -960,14 +1049,75 @@ async fn measure(
         "{name}: no operation completed in {} s",
         options.seconds
     );
+    // Each class alone, on the space the mix left (`--classes`).
+    let mut classes = Vec::new();
+    if options.classes {
+        for class in 0..mix.classes.len() {
+            progress(&format!("{name}: class {} alone", class + 1));
+            let alone = run_classes(store.clone(), "class", step, mix, &fresh, Some(class)).await?;
+            let failed: u64 = alone.ops.values().map(|o| o.errors).sum();
+            let done = alone.operations.saturating_sub(failed);
+            classes.push(if failed * STEP_ERRORS_MAX > alone.operations.max(1) {
+                progress(&format!(
+                    "{name}: class {}: {failed} of {} failed, left out",
+                    class + 1,
+                    alone.operations
+                ));
+                None
+            } else {
+                (done > 0 && alone.seconds > 0.0).then(|| done as f64 / alone.seconds)
+            });
+        }
+    }
     Ok(Mixed {
         speed: None,
         cpu,
+        classes,
         loaded: loaded.operations,
         phase,
         errors,
         disturbed,
     })
+}
+
+/// Runs the workload's operations on the store for `step`: drawn as the
+/// mix draws them, or only class `only`.
+async fn run_classes(
+    store: Arc<MixStore>,
+    label: &str,
+    step: Load,
+    mix: &Arc<Mix>,
+    fresh: &Arc<AtomicU64>,
+    only: Option<usize>,
+) -> anyhow::Result<PhaseResult> {
+    let objects = mix.objects;
+    run_phase(store, label, step, |w| {
+        let mix = mix.clone();
+        let fresh = fresh.clone();
+        FnSource::boxed(7919 * (1 + w as u64), move |rng| {
+            let class = only.unwrap_or_else(|| mix.class_of(rng.gen::<f64>()));
+            let seed = rng.gen::<u64>();
+            let mut existing = || rng.gen_range(0..objects).to_string();
+            match &mix.classes[class].1 {
+                Plan::Search(_) => Op::SearchEq {
+                    recno: pack(class, seed) as i64,
+                },
+                Plan::Get => Op::Read { key: existing() },
+                Plan::Modify(_) => Op::ReadModifyWrite {
+                    key: existing(),
+                    field: pack(class, seed) as usize,
+                    value: Vec::new(),
+                    record: Arc::default(),
+                },
+                Plan::Insert => Op::Insert {
+                    key: String::new(),
+                    recno: fresh.fetch_add(1, Ordering::Relaxed) as i64,
+                    fields: Arc::default(),
+                },
+            }
+        })
+    })
+    .await
 }
 
 /// Who chose a layout: `top 1`, `greedy`, `top 2, dominant`.
@@ -1068,6 +1218,18 @@ impl LayoutsReport {
                 "predicted best: measured rank {} of {}",
                 a.predicted_best_measured_rank,
                 self.runs.len()
+            );
+        }
+        let per_kind = self.class_errors();
+        if !per_kind.is_empty() {
+            let line: Vec<String> = per_kind
+                .iter()
+                .map(|(kind, error, n)| format!("{kind} {:.1}% ({n})", error * 100.0))
+                .collect();
+            let _ = writeln!(
+                out,
+                "each class alone, mean absolute relative error by kind (classes): {}",
+                line.join(", ")
             );
         }
         if let Some((probe, speed)) = self.probe.as_ref().zip(self.speed()) {
@@ -1174,6 +1336,14 @@ impl LayoutsReport {
                     // during each run's mix (null where unread).
                     "runs_cpu_s_per_op": r.runs_cpu_s_per_op,
                     "runs_busy": r.runs_busy,
+                    "classes": r.classes.iter().map(|c| json!({
+                        "kind": c.kind,
+                        "predicted_ops_per_s": c.predicted_ops_per_s,
+                        "measured_ops_per_s": c.measured_ops_per_s,
+                        "relative_error": c.measured_ops_per_s.map(|m| {
+                            tessera_advisor::validate::relative_error(c.predicted_ops_per_s, m)
+                        }),
+                    })).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -1219,9 +1389,20 @@ impl LayoutsReport {
                 "rounds_ops_per_s": p.rounds_ops_per_s,
                 "speed": p.speed(),
             })),
+            "class_errors": self.class_errors().into_iter().map(|(kind, error, classes)| json!({
+                "kind": kind,
+                "mean_abs_relative_error": error,
+                "classes": classes,
+            })).collect::<Vec<_>>(),
             "mean_abs_relative_error_scaled": self.scaled_error(),
             "mean_abs_relative_error_per_round": self.per_round_error(),
         })
+    }
+
+    /// [`class_errors`] over every layout's classes alone.
+    pub fn class_errors(&self) -> Vec<(&'static str, f64, usize)> {
+        let all: Vec<ClassAlone> = self.runs.iter().flat_map(|r| r.classes.clone()).collect();
+        class_errors(&all)
     }
 
     /// The probe's median speed (measured ÷ predicted gets).
@@ -1330,6 +1511,33 @@ mod tests {
 
     fn workload(text: &str) -> Workload {
         parse_workload(text, None).expect("the workload parses")
+    }
+
+    #[test]
+    fn class_errors_average_by_kind_and_leave_out_what_was_not_measured() {
+        let c = |kind, predicted_ops_per_s, measured_ops_per_s| ClassAlone {
+            kind,
+            predicted_ops_per_s,
+            measured_ops_per_s,
+        };
+        let classes = [
+            c("search", 110.0, Some(100.0)),
+            c("search", 70.0, Some(100.0)),
+            c("modify", 50.0, Some(40.0)),
+            c("get", 10.0, None),
+        ];
+        let got = class_errors(&classes);
+        let want = [
+            ("search", 0.2, 2),
+            ("modify", 0.25, 1),
+            ("all", 0.65 / 3.0, 3),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for ((k, e, n), (wk, we, wn)) in got.iter().zip(want) {
+            assert_eq!((*k, *n), (wk, wn));
+            assert!((e - we).abs() < 1e-12, "{k}: {e} against {we}");
+        }
+        assert!(class_errors(&[c("get", 1.0, None)]).is_empty());
     }
 
     #[test]

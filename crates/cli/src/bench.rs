@@ -180,6 +180,10 @@ enum Scenario {
         /// then again); the comparison uses each layout's median.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// After each mix, run each of its classes alone for `--seconds`
+        /// on the same space: the model's error per class kind.
+        #[arg(long)]
+        classes: bool,
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Write the results as JSON to this file.
@@ -591,6 +595,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             objects,
             workers,
             runs,
+            classes,
             cluster,
             json,
         } => {
@@ -603,6 +608,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 objects,
                 workers: workers.max(1),
                 runs,
+                classes,
             };
             runs::layouts(&text, &options, &cluster.spec(), &json).await
         }

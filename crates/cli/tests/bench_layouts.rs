@@ -163,14 +163,51 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
         WORKLOAD.replace("int price create", "int price index price create"),
     )
     .expect("write the workload");
-    let (ok, _, err) = bench_layouts(&cluster, declared.to_str().unwrap(), out, &["--declared"]);
-    assert!(ok, "bench layouts --declared failed: {err}");
+    // With each class alone after the mix, and the machine's CPU.
+    let (ok, stdout, err) = bench_layouts(
+        &cluster,
+        declared.to_str().unwrap(),
+        out,
+        &["--declared", "--classes"],
+    );
+    assert!(ok, "bench layouts --declared --classes failed: {err}");
     let doc: Json =
         serde_json::from_str(&std::fs::read_to_string(out).expect("JSON")).expect("JSON");
     let layouts = doc["layouts"].as_array().expect("layouts");
     assert_eq!(layouts.len(), 1, "{doc:#}");
     assert_eq!(layouts[0]["summary"], "index price", "{doc:#}");
     assert!(layouts[0]["measured_ops_per_s"].as_f64().expect("measured") > 0.0);
+    let classes = layouts[0]["classes"].as_array().expect("classes");
+    let kinds: Vec<&str> = classes
+        .iter()
+        .map(|c| c["kind"].as_str().expect("kind"))
+        .collect();
+    assert_eq!(kinds, ["search", "modify", "get", "insert"], "{doc:#}");
+    for c in classes {
+        assert!(c["predicted_ops_per_s"].as_f64().expect("predicted") > 0.0);
+        let measured = c["measured_ops_per_s"].as_f64().expect("measured");
+        let error = c["relative_error"].as_f64().expect("error");
+        let predicted = c["predicted_ops_per_s"].as_f64().unwrap();
+        assert!(
+            (error - (predicted - measured) / measured).abs() < 1e-9,
+            "{c:#}"
+        );
+    }
+    let all = doc["class_errors"]
+        .as_array()
+        .expect("class errors")
+        .iter()
+        .find(|e| e["kind"] == "all")
+        .expect("an error over every class");
+    assert_eq!(all["classes"], 4, "{doc:#}");
+    assert!(stdout.contains("each class alone"), "{stdout}");
+    for run in layouts[0]["runs_busy"].as_array().expect("busy") {
+        let busy = run.as_f64().expect("/proc/stat is read on Linux");
+        assert!((0.0..=1.0).contains(&busy), "{busy}");
+    }
+    for run in layouts[0]["runs_cpu_s_per_op"].as_array().expect("cpu") {
+        assert!(run.as_f64().expect("CPU per operation") > 0.0);
+    }
     assert!(scratch(&cluster).is_empty(), "scratch spaces left behind");
 
     // A space with the scratch prefix: refused, named, left alone.
