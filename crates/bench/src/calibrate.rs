@@ -615,7 +615,7 @@ impl Prober {
         })
         .await
         .ok()?;
-        let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
+        let errors = phase.errors();
         let done = phase.operations.saturating_sub(errors);
         (errors * STEP_ERRORS_MAX <= phase.operations && done > 0 && phase.seconds > 0.0)
             .then(|| done as f64 / phase.seconds)
@@ -752,7 +752,7 @@ async fn measure_on(
                 FnSource::boxed(seed * 7919, move |rng| source(objects, rng))
             })
             .await?;
-            let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
+            let errors = phase.errors();
             if errors * STEP_ERRORS_MAX > phase.operations.max(1) {
                 anyhow::bail!(
                     "{label}: {errors} of {} operations failed ({})",
@@ -1145,7 +1145,7 @@ async fn load(
         })
     })
     .await?;
-    let errors: u64 = loaded.ops.values().map(|o| o.errors).sum();
+    let errors = loaded.errors();
     if errors * LOAD_ERRORS_MAX > loaded.operations.max(1) {
         anyhow::bail!(
             "loading {name}: {errors} of {} inserts failed ({})",

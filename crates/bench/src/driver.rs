@@ -90,6 +90,13 @@ pub struct PhaseResult {
     pub first_error: Option<String>,
 }
 
+impl PhaseResult {
+    /// Operations that failed, over every kind.
+    pub fn errors(&self) -> u64 {
+        self.ops.values().map(|o| o.errors).sum()
+    }
+}
+
 #[derive(Default)]
 struct Tally {
     hist: BTreeMap<&'static str, Histogram<u64>>,

@@ -133,8 +133,6 @@ pub struct LayoutRun {
     /// runs of what it measured alone after the mix (`None`: no run
     /// measured it).
     pub classes: Vec<ClassAlone>,
-    /// Each run's ops/s of each class alone (`--classes`).
-    pub runs_classes: Vec<Vec<Option<f64>>>,
 }
 
 impl LayoutRun {
@@ -732,21 +730,9 @@ pub async fn run(
         } else {
             Vec::new()
         };
-        match layout_run(&workload, s.clone(), mean, ms) {
+        match layout_run(&workload, s.clone(), mean, ms, predicted) {
             Some(mut run) => {
                 run.failed_runs = failed_runs;
-                run.classes = predicted
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (kind, predicted_ops_per_s))| {
-                        let alone: Vec<f64> = run_classes_measured(&run, i);
-                        ClassAlone {
-                            kind,
-                            predicted_ops_per_s,
-                            measured_ops_per_s: spread(&alone).map(|s| s.median),
-                        }
-                    })
-                    .collect();
                 runs.push(run);
             }
             None => failed.push(FailedLayout {
@@ -785,14 +771,6 @@ pub async fn run(
     })
 }
 
-/// The ops/s class `i` measured alone in each run of `run` that measured it.
-fn run_classes_measured(run: &LayoutRun, i: usize) -> Vec<f64> {
-    run.runs_classes
-        .iter()
-        .filter_map(|r| r.get(i).copied().flatten())
-        .collect()
-}
-
 /// The model's ops/s for each class of `workload` alone on `layout`, with
 /// its kind.
 fn class_predictions(
@@ -824,13 +802,15 @@ fn class_predictions(
         .collect()
 }
 
-/// One layout's runs reduced to their median and spread; `None` without
-/// a run.
+/// One layout's runs reduced to their median and spread, with its
+/// classes alone against `predicted` (`--classes`, else empty); `None`
+/// without a run.
 fn layout_run(
     workload: &Workload,
     sampled: Sampled,
     mean_objects: u64,
     ms: Vec<Mixed>,
+    predicted: Vec<(&'static str, f64)>,
 ) -> Option<LayoutRun> {
     let rates: Vec<f64> = ms
         .iter()
@@ -858,8 +838,22 @@ fn layout_run(
             .map(|m| Some(m.cpu?.busy_s / (m.phase.operations - m.errors) as f64))
             .collect(),
         runs_busy: ms.iter().map(|m| m.cpu?.busy()).collect(),
-        classes: Vec::new(),
-        runs_classes: ms.iter().map(|m| m.classes.clone()).collect(),
+        // Each class's median over the runs that measured it alone.
+        classes: predicted
+            .into_iter()
+            .enumerate()
+            .map(|(i, (kind, predicted_ops_per_s))| {
+                let alone: Vec<f64> = ms
+                    .iter()
+                    .filter_map(|m| m.classes.get(i).copied().flatten())
+                    .collect();
+                ClassAlone {
+                    kind,
+                    predicted_ops_per_s,
+                    measured_ops_per_s: tessera_advisor::validate::spread(&alone).map(|s| s.median),
+                }
+            })
+            .collect(),
         measured_ops_per_s: spread.median,
         at_calibration_ops_per_s: at_calibration,
         runs_ops_per_s: rates,
@@ -1002,7 +996,7 @@ async fn measure(
         })
     })
     .await?;
-    let errors: u64 = loaded.ops.values().map(|o| o.errors).sum();
+    let errors = loaded.errors();
     if errors * LOAD_ERRORS_MAX > loaded.operations.max(1) || loaded.operations < objects {
         anyhow::bail!(
             "loading {name}: {} of {objects} inserts done, {errors} failed ({})",
@@ -1022,10 +1016,12 @@ async fn measure(
     let cpu_before = MachineCpu::now();
     let phase = run_classes(store.clone(), "mix", step, mix, &fresh, None).await?;
     let cpu = cpu_before.zip(MachineCpu::now()).map(|(b, a)| a.since(b));
+    // A change of routing meanwhile (a daemon that lost its lease and was
+    // taken offline, on a loaded machine) disturbed the run.
+    let disturbed = disturbs(&before, &admin.config().await?);
+    let errors = phase.errors();
     if let Some(c) = cpu {
-        let done = phase
-            .operations
-            .saturating_sub(phase.ops.values().map(|o| o.errors).sum());
+        let done = phase.operations.saturating_sub(errors);
         progress(&format!(
             "{name}: {:.0} ops/s; the machine {:.0} % busy, {:.1} µs of CPU per operation",
             done as f64 / phase.seconds.max(1e-9),
@@ -1033,10 +1029,6 @@ async fn measure(
             1e6 * c.busy_s / done.max(1) as f64
         ));
     }
-    // A change of routing meanwhile (a daemon that lost its lease and was
-    // taken offline, on a loaded machine) disturbed the run.
-    let disturbed = disturbs(&before, &admin.config().await?);
-    let errors: u64 = phase.ops.values().map(|o| o.errors).sum();
     if errors * STEP_ERRORS_MAX > phase.operations.max(1) {
         anyhow::bail!(
             "{name}: {errors} of {} operations failed ({})",
@@ -1055,7 +1047,7 @@ async fn measure(
         for class in 0..mix.classes.len() {
             progress(&format!("{name}: class {} alone", class + 1));
             let alone = run_classes(store.clone(), "class", step, mix, &fresh, Some(class)).await?;
-            let failed: u64 = alone.ops.values().map(|o| o.errors).sum();
+            let failed = alone.errors();
             let done = alone.operations.saturating_sub(failed);
             classes.push(if failed * STEP_ERRORS_MAX > alone.operations.max(1) {
                 progress(&format!(
