@@ -102,6 +102,10 @@ pub enum Measured {
         /// Entries read, each object fetched and returned.
         matches: f64,
     },
+    /// Operations run together, each kind a share of them: what a search
+    /// handed to a blocking thread adds among work answered at once
+    /// (`handoff_mixed_s`).
+    Mix(Vec<(f64, Measured)>),
 }
 
 /// One measurement: seconds of cluster work per operation.
@@ -142,6 +146,7 @@ impl Measured {
             Measured::Search { range: false, .. } => "search",
             Measured::Search { range: true, .. } => "range",
             Measured::Lookup { .. } => "lookup",
+            Measured::Mix(_) => "mix",
             Measured::Put { .. } => "global put",
         }
     }
@@ -233,7 +238,32 @@ impl Measured {
                     + indexlets * params.request_s
                     + matches * (params.lookup_match_cost_s() + params.result_s)
             }
+            Measured::Mix(_) => {
+                let (parts_s, handoffs) = self.mix_terms(params).unwrap_or_default();
+                parts_s + params.handoff_mixed_s * handoffs
+            }
         }
+    }
+
+    /// A mix's cost as (its parts' costs weighted by their shares, the
+    /// hand-offs among other work per operation: the handed-off share of
+    /// operations times 1 − their share of the time), as the model
+    /// prices a workload (`model::mixed_handoff_s`).
+    fn mix_terms(&self, params: &Params) -> Option<(f64, f64)> {
+        let Measured::Mix(parts) = self else {
+            return None;
+        };
+        let priced: Vec<(f64, f64, bool)> = parts
+            .iter()
+            .map(|(p, m)| {
+                let off = matches!(m, Measured::Search { bounded: false, .. });
+                (*p, m.predicted_s(params), off)
+            })
+            .collect();
+        let parts_s = priced.iter().map(|(p, c, _)| p * c).sum();
+        let share_off: f64 = priced.iter().filter(|x| x.2).map(|x| x.0).sum();
+        let per = crate::model::mixed_handoff_s(priced.into_iter(), 1.0);
+        Some((parts_s, share_off * per))
     }
 
     /// A search's features, in the order (c_req, β, γ, ρ, β_r, ε, u, s₀).
@@ -529,6 +559,20 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         None => kept.push("lookup_match_s, lookup_base_s: no lookup through a global index".into()),
     }
 
+    // Mixes: cost = their parts' fitted costs + v·(hand-offs among other
+    // work per operation), for v (`handoff_mixed_s`), not below zero.
+    let mixes: Vec<(Vec<f64>, f64, f64)> = usable
+        .iter()
+        .filter_map(|m| {
+            let (parts_s, handoffs) = m.kind.mix_terms(&params)?;
+            (handoffs > 0.0).then(|| (vec![handoffs], m.cost_s, parts_s))
+        })
+        .collect();
+    match offset_nnls(&mixes, 1) {
+        Some(v) => params.handoff_mixed_s = v[0],
+        None => kept.push("handoff_mixed_s: no mix with a search handed off".into()),
+    }
+
     let points: Vec<FitPoint> = usable
         .iter()
         .map(|m| FitPoint {
@@ -547,6 +591,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         "range",
         "global put",
         "lookup",
+        "mix",
     ]
     .into_iter()
     .filter_map(|group| {
@@ -846,7 +891,16 @@ mod tests {
                 + results * gamma
                 + first
                 + handed_off;
-            push(step.to_string(), kind, cost, &mut rng);
+            push(step.to_string(), kind.clone(), cost, &mut rng);
+            // Half gets, half this search handed off: the search takes
+            // s = cost / (g + cost) of the mix's time, and each of its
+            // operations adds v·(1 − s), half the mix's operations.
+            if step == "b present, d absent" {
+                let s = cost / (g + cost);
+                let mixed = 0.5 * g + 0.5 * cost + 0.5 * truth.handoff_mixed_s * (1.0 - s);
+                let mix = Measured::Mix(vec![(0.5, Measured::Get), (0.5, kind)]);
+                push(format!("mix of gets and {step}"), mix, mixed, &mut rng);
+            }
         }
         // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
         // tenths of an interval: 1 + φ(r − 1) regions, φ·O entries walked
@@ -941,6 +995,7 @@ mod tests {
             global_index_move: Some(0.3),
             lookup_base_s: 2.5e-5,
             lookup_match_s: Some(4e-5),
+            handoff_mixed_s: 3e-5,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -967,6 +1022,7 @@ mod tests {
         near("global move", p.global_move_hops(), 0.3, 1e-9);
         near("lookup base", p.lookup_base_s, 2.5e-5, 1e-9);
         near("lookup match", p.lookup_match_cost_s(), 4e-5, 1e-9);
+        near("hand-off mixed", p.handoff_mixed_s, 3e-5, 1e-9);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
             if q.op == "get" {
@@ -1090,8 +1146,9 @@ mod tests {
         // write_s, alpha, index_write, the global index pair,
         // alpha_create, get_s; beta_s, result_s, the range pair,
         // walk_first_s, unbounded_s, search_base_s, modify_s, the lookup
-        // pair.
-        assert_eq!(fit.kept.len(), 14, "{:?}", fit.kept);
+        // pair, handoff_mixed_s.
+        assert_eq!(fit.kept.len(), 15, "{:?}", fit.kept);
+        assert_eq!(fit.params.handoff_mixed_s, defaults.handoff_mixed_s);
         assert_eq!(
             super::fit(&m[1..], &defaults),
             Err(FitError::Missing("put"))

@@ -106,17 +106,20 @@ pub fn predict_with(
     // Seconds a search adds per op/s of the mix: the dead index entries
     // its walk, or the dead record versions its scan, steps over.
     let mut churn = vec![0.0; workload.classes.len()];
+    // Whether each class's pages go to a blocking thread.
+    let mut handed_off = vec![false; workload.classes.len()];
     let mut class_costs_s: Vec<f64> = workload
         .classes
         .iter()
-        .zip(&mut churn)
-        .map(|(class, churn)| match &class.kind {
+        .zip(churn.iter_mut().zip(&mut handed_off))
+        .map(|(class, (churn, handed_off))| match &class.kind {
             ClassKind::Search(search) => match model {
                 Model::Thesis => ctx.thesis_search_s(search),
                 Model::Tessera => {
-                    let (cost, per_op_per_s) = ctx.search_priced(search);
-                    *churn = per_op_per_s;
-                    cost
+                    let priced = ctx.search_priced(search);
+                    *churn = priced.churn;
+                    *handed_off = priced.handed_off;
+                    priced.cost_s
                 }
             },
             ClassKind::Get => match model {
@@ -163,6 +166,22 @@ pub fn predict_with(
             *cost += k * t;
         }
     }
+    let extra_s = mixed_handoff_s(
+        workload
+            .classes
+            .iter()
+            .zip(&class_costs_s)
+            .zip(&handed_off)
+            .map(|((c, &cost), &off)| (c.p, cost, off)),
+        params.handoff_mixed_s,
+    );
+    for (cost, _) in class_costs_s
+        .iter_mut()
+        .zip(&handed_off)
+        .filter(|(_, &off)| off)
+    {
+        *cost += extra_s;
+    }
     let ops_per_s = thesis::mix_throughput(
         workload
             .classes
@@ -181,6 +200,37 @@ pub fn predict_with(
         recovery_s,
         class_costs_s,
     }
+}
+
+/// What each search whose pages go to a blocking thread adds in a mix of
+/// `classes` (share of the operations, seconds each, whether handed off):
+/// `per_s · (1 − s)`, s the share of the mix's time in such searches.
+/// Alone (s = 1) a stream of hand-offs keeps the blocking threads awake,
+/// as calibration measured them; among work answered at once each wakes
+/// one (`docs/design/advisor.md`, "Hand-offs among other work"). 0 when
+/// the mix has none.
+pub fn mixed_handoff_s(classes: impl Iterator<Item = (f64, f64, bool)>, per_s: f64) -> f64 {
+    let (off, all) = classes.fold((0.0, 0.0), |(off, all), (p, cost, handed_off)| {
+        let t = p * cost;
+        (if handed_off { off + t } else { off }, all + t)
+    });
+    if off > 0.0 && all > 0.0 {
+        per_s * (1.0 - off / all)
+    } else {
+        0.0
+    }
+}
+
+/// A search's price ([`Context::search_priced`]).
+struct Priced {
+    /// Seconds per search.
+    cost_s: f64,
+    /// Seconds it adds per op/s of the mix (the dead entries or record
+    /// versions it steps over).
+    churn: f64,
+    /// Whether its pages go to a blocking thread (a subspace plan whose
+    /// pages the index does not bound).
+    handed_off: bool,
 }
 
 /// One searchable subspace: its attributes and interval counts.
@@ -384,7 +434,7 @@ impl<'a> Context<'a> {
     /// the region of every part that held the object (whether it stays or
     /// moves out), each priced as a record's step, β (measured 0.09–0.15
     /// µs against β = 0.15 µs, the session 19 section of that document).
-    fn search_priced(&self, search: &Search) -> (f64, f64) {
+    fn search_priced(&self, search: &Search) -> Priced {
         let (i, met) = self.planned_part(search);
         let part = &self.parts[i];
         let regions: f64 = part.grid.iter().map(|&n| f64::from(n)).product();
@@ -437,7 +487,8 @@ impl<'a> Context<'a> {
         let results_s = self.results(search) * p.result_s;
         // A page the daemons cannot answer at once costs its hand-off to
         // a blocking thread and back, in every region met.
-        let request_s = if self.bounded(search, part) {
+        let bounded = self.bounded(search, part);
+        let request_s = if bounded {
             p.request_s
         } else {
             p.request_s + p.unbounded_s
@@ -473,7 +524,11 @@ impl<'a> Context<'a> {
             _ => 0.0,
         };
         // What a search costs the client whatever its plan.
-        (p.search_base_s + planned_s, churn)
+        Priced {
+            cost_s: p.search_base_s + planned_s,
+            churn,
+            handed_off: !bounded && planned_s == subspace_s,
+        }
     }
 
     /// The cost of each lookup through a global index on a checked
@@ -951,6 +1006,49 @@ mod tests {
         assert!((scan - 256.0 * 1e-5).abs() < 1e-12, "{scan}");
         // A key read is answered at once.
         assert_eq!(cost(r#"{"p": 1, "search": {"id": "eq"}}"#, &city), 0.0);
+    }
+
+    #[test]
+    fn a_handed_off_search_among_other_work_pays_by_its_share_of_the_time() {
+        let params = Params {
+            handoff_mixed_s: 3e-5,
+            ..Params::default()
+        };
+        let none = Params {
+            handoff_mixed_s: 0.0,
+            ..params.clone()
+        };
+        let city = Layout::of_subspaces(vec![vec![C]]);
+        let costs = |classes: &str, params: &Params| {
+            predict(Model::Tessera, &hotels(classes), &city, params).class_costs_s
+        };
+        // addr is left to check object by object: handed off. Alone, it
+        // is what calibration measured, with nothing added.
+        let handed_off = r#"{"p": 1, "search": {"city": "eq", "addr": "eq"}}"#;
+        assert_eq!(costs(handed_off, &params), costs(handed_off, &none));
+        // Half gets: the search takes s of the mix's time and pays
+        // v·(1 − s) each; the gets pay nothing.
+        let mix = r#"{"p": 0.5, "search": {"city": "eq", "addr": "eq"}}, {"p": 0.5, "get": true}"#;
+        let base = costs(mix, &none);
+        let with = costs(mix, &params);
+        let s = base[0] / (base[0] + base[1]);
+        assert!(s > 0.0 && s < 1.0, "{s}");
+        assert!(
+            (with[0] - base[0] - 3e-5 * (1.0 - s)).abs() < 1e-15,
+            "{with:?} {base:?}"
+        );
+        assert_eq!(with[1], base[1]);
+        let ops = predict(Model::Tessera, &hotels(mix), &city, &params).ops_per_s;
+        assert!((ops - 1.0 / (0.5 * with[0] + 0.5 * with[1])).abs() < 1e-6 * ops);
+        // A search the index answers at once, among gets: nothing added.
+        let bounded = r#"{"p": 0.5, "search": {"city": "eq"}}, {"p": 0.5, "get": true}"#;
+        assert_eq!(costs(bounded, &params), costs(bounded, &none));
+        // By hand: 20 µs handed off and 60 µs answered at once, half each:
+        // s = 10 / 40, each hand-off adds 30 µs · 3/4.
+        let extra = mixed_handoff_s([(0.5, 2e-5, true), (0.5, 6e-5, false)].into_iter(), 3e-5);
+        assert!((extra - 2.25e-5).abs() < 1e-15, "{extra}");
+        assert_eq!(mixed_handoff_s([(1.0, 2e-5, true)].into_iter(), 3e-5), 0.0);
+        assert_eq!(mixed_handoff_s([(1.0, 2e-5, false)].into_iter(), 3e-5), 0.0);
     }
 
     #[test]

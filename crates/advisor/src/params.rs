@@ -119,6 +119,13 @@ pub struct Params {
     /// `None` (the default, and before calibration version 5): β plus a
     /// get.
     pub lookup_match_s: Option<f64>,
+    /// Seconds a search whose pages go to a blocking thread (`unbounded_s`)
+    /// adds when other work shares the daemons, at none of the mix's time
+    /// in such searches; at a share s of it, (1 − s) of this. Alone, a
+    /// stream of hand-offs finds the blocking threads awake; among gets,
+    /// modifies and pages answered at once, each wakes one (measured about
+    /// 30 µs; calibration version 6). Default 0.
+    pub handoff_mixed_s: f64,
     /// Bytes one stored copy of an object takes when the workload does not
     /// say (`object_bytes`). Default 256.
     pub object_bytes: f64,
@@ -163,6 +170,7 @@ impl Default for Params {
             global_index_move: None,
             lookup_base_s: 0.0,
             lookup_match_s: None,
+            handoff_mixed_s: 0.0,
             object_bytes: 256.0,
             index_entry_bytes: 48.0,
             global_entry_bytes: 64.0,
@@ -241,6 +249,7 @@ impl Params {
             global_index_move,
             lookup_base_s,
             lookup_match_s,
+            handoff_mixed_s,
             object_bytes,
             index_entry_bytes,
             global_entry_bytes,
@@ -265,6 +274,7 @@ impl Params {
             modify_s: time(modify_s),
             lookup_base_s: time(lookup_base_s),
             lookup_match_s: lookup_match_s.map(time),
+            handoff_mixed_s: time(handoff_mixed_s),
             // Ratios of hops, sizes, one transfer's bandwidth, fractions.
             alpha,
             alpha_create,
@@ -316,6 +326,7 @@ impl Params {
             global_index_move: c.global_index_move.or(self.global_index_move),
             lookup_base_s: c.lookup_base_s.unwrap_or(self.lookup_base_s),
             lookup_match_s: c.lookup_match_s.or(self.lookup_match_s),
+            handoff_mixed_s: c.handoff_mixed_s.unwrap_or(self.handoff_mixed_s),
             daemons: c.daemons,
             ..self.clone()
         }
@@ -352,6 +363,7 @@ impl Params {
             global_index_move: Some(self.global_move_hops()),
             lookup_base_s: Some(self.lookup_base_s),
             lookup_match_s: Some(self.lookup_match_cost_s()),
+            handoff_mixed_s: Some(self.handoff_mixed_s),
             daemons,
             epoch,
             fits,
@@ -387,6 +399,7 @@ mod tests {
             global_index_move: Some(0.2),
             lookup_base_s: 1.5e-5,
             lookup_match_s: Some(2e-5),
+            handoff_mixed_s: 2.8e-5,
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, vec![]);
@@ -419,6 +432,7 @@ mod tests {
             modify_s: 5e-6,
             lookup_base_s: 1.5e-5,
             lookup_match_s: Some(2e-5),
+            handoff_mixed_s: 2.8e-5,
             global_index_move: Some(0.2),
             daemons: 3,
             ..Params::default()
@@ -444,6 +458,7 @@ mod tests {
             (on6.modify_s, on3.modify_s),
             (on6.lookup_base_s, on3.lookup_base_s),
             (on6.lookup_match_cost_s(), on3.lookup_match_cost_s()),
+            (on6.handoff_mixed_s, on3.handoff_mixed_s),
         ] {
             assert!(close(six, three / 2.0), "{six} against {three}");
         }
@@ -511,6 +526,7 @@ mod tests {
         (stored.unbounded_s, stored.search_base_s, stored.modify_s) = (None, None, None);
         (stored.global_index_hop, stored.global_index_move) = (None, None);
         (stored.lookup_base_s, stored.lookup_match_s) = (None, None);
+        stored.handoff_mixed_s = None;
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);
@@ -534,5 +550,7 @@ mod tests {
         );
         assert_eq!(back.lookup_base_s, 0.0);
         assert_eq!(back.lookup_match_cost_s(), back.beta_s + back.get_cost_s());
+        // Without version 6's, a hand-off costs the same among other work.
+        assert_eq!(back.handoff_mixed_s, 0.0);
     }
 }

@@ -194,6 +194,8 @@ enum Action {
     /// The same range with equality on this attribute for a value no
     /// object has: every entry of the range is read, nothing returned.
     RangeNone(f64, &'static str),
+    /// A get for `Op::Read`, this action for every other operation: a mix.
+    GetOr(Box<Action>),
 }
 
 /// The store every step runs through: one space, one action; it adds up
@@ -225,7 +227,15 @@ fn attr_value(attr: &str, n: u64, values: u64, unique: u64) -> Value {
 
 impl CalStore {
     async fn run(&self, op: &Op) -> anyhow::Result<Outcome> {
-        match (&self.action, op) {
+        self.run_action(&self.action, op).await
+    }
+
+    async fn run_action(&self, action: &Action, op: &Op) -> anyhow::Result<Outcome> {
+        match (action, op) {
+            (Action::GetOr(_), Op::Read { .. }) => {
+                Box::pin(self.run_action(&Action::Get, op)).await
+            }
+            (Action::GetOr(other), op) => Box::pin(self.run_action(other, op)).await,
             (Action::Insert, Op::Insert { key, recno, .. }) => {
                 let n = *recno as u64;
                 let e = Value::Int(int_at(hash(n, E_SALT)));
@@ -886,7 +896,24 @@ async fn measure_on(
             let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                 recno: rng.gen_range(0..i64::MAX / 2),
             });
-            steps.push(run(label, Action::SearchNone("b", "d"), kind, source).await?);
+            steps.push(run(label, Action::SearchNone("b", "d"), kind.clone(), source).await?);
+            // The same search among as many gets: its hand-off to a
+            // blocking thread among work answered at once.
+            let label = format!("mix of gets and search b present, d absent on {name}");
+            let mix = Measured::Mix(vec![(0.5, Measured::Get), (0.5, kind)]);
+            let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| {
+                if rng.gen_bool(0.5) {
+                    Op::Read {
+                        key: existing(objects, rng),
+                    }
+                } else {
+                    Op::SearchEq {
+                        recno: rng.gen_range(0..i64::MAX / 2),
+                    }
+                }
+            });
+            let action = Action::GetOr(Box::new(Action::SearchNone("b", "d")));
+            steps.push(run(label, action, mix, source).await?);
             // Ranges on e, whose subspace has one-dimensional regions: a
             // range of φ meets 1 + φ(n − 1) of them.
             for share in RANGE_SHARES {

@@ -6,7 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 5;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 6;
+
+/// The fifth version, still accepted: it has every parameter but the
+/// hand-off beside other work that version 6 added (`None`).
+pub const ADVISOR_CALIBRATION_VERSION_5: u32 = 5;
 
 /// The fourth version, still accepted: it has every parameter but the
 /// global index's four that version 5 added (`None`).
@@ -106,6 +110,11 @@ pub struct AdvisorCalibration {
     /// get).
     #[serde(default)]
     pub lookup_match_s: Option<f64>,
+    /// Seconds a search whose pages go to a blocking thread adds when
+    /// other work shares the daemons, at none of the mix's time in such
+    /// searches (version 6).
+    #[serde(default)]
+    pub handoff_mixed_s: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -136,7 +145,7 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
+    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4}, {ADVISOR_CALIBRATION_VERSION_5} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
@@ -203,6 +212,7 @@ impl AdvisorCalibration {
             ("global_index_move", self.global_index_move, 5),
             ("lookup_base_s", self.lookup_base_s, 5),
             ("lookup_match_s", self.lookup_match_s, 5),
+            ("handoff_mixed_s", self.handoff_mixed_s, 6),
         ];
         if !matches!(
             self.version,
@@ -210,6 +220,7 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_2
                 | ADVISOR_CALIBRATION_VERSION_3
                 | ADVISOR_CALIBRATION_VERSION_4
+                | ADVISOR_CALIBRATION_VERSION_5
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -258,6 +269,7 @@ impl AdvisorCalibration {
             ("global_index_move", self.global_index_move.unwrap_or(0.0)),
             ("lookup_base_s", self.lookup_base_s.unwrap_or(0.0)),
             ("lookup_match_s", self.lookup_match_s.unwrap_or(0.0)),
+            ("handoff_mixed_s", self.handoff_mixed_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -323,6 +335,7 @@ pub(crate) fn sample() -> AdvisorCalibration {
         global_index_move: Some(0.4),
         lookup_base_s: Some(1e-5),
         lookup_match_s: Some(2.5e-5),
+        handoff_mixed_s: Some(3e-5),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -342,8 +355,17 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 6;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 6 }));
+        bad.version = 7;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 7 }));
+        let mut bad = sample();
+        bad.handoff_mixed_s = Some(-1e-9);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange {
+                name: "handoff_mixed_s",
+                ..
+            })
+        ));
         let mut bad = sample();
         bad.range_entry_s = Some(-1e-9);
         assert!(matches!(
@@ -358,7 +380,7 @@ mod tests {
         assert_eq!(
             bad.validate(),
             Err(CalibrationError::Shape {
-                version: 5,
+                version: ADVISOR_CALIBRATION_VERSION,
                 name: "range_search_s",
                 present: false
             })
@@ -368,7 +390,7 @@ mod tests {
         assert_eq!(
             bad.validate(),
             Err(CalibrationError::Shape {
-                version: 5,
+                version: ADVISOR_CALIBRATION_VERSION,
                 name: "walk_first_s",
                 present: false
             })
@@ -391,8 +413,21 @@ mod tests {
                 ..
             })
         ));
+        // Version 5 has every parameter but the hand-off beside other work.
+        let mut v5 = sample();
+        v5.version = ADVISOR_CALIBRATION_VERSION_5;
+        assert_eq!(
+            v5.validate(),
+            Err(CalibrationError::Shape {
+                version: 5,
+                name: "handoff_mixed_s",
+                present: true
+            })
+        );
+        v5.handoff_mixed_s = None;
+        assert_eq!(v5.validate(), Ok(()));
         // Version 4 has every parameter but the global index's.
-        let mut v4 = sample();
+        let mut v4 = v5.clone();
         v4.version = ADVISOR_CALIBRATION_VERSION_4;
         assert_eq!(
             v4.validate(),
