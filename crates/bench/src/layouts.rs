@@ -149,6 +149,9 @@ pub struct ClassAlone {
     pub kind: &'static str,
     pub predicted_ops_per_s: f64,
     pub measured_ops_per_s: Option<f64>,
+    /// The objects the space held when it started (the mean over the
+    /// runs), which the prediction is for.
+    pub objects: u64,
 }
 
 /// The mean absolute relative error of the classes alone, per kind in
@@ -726,7 +729,17 @@ pub async fn run(
     for (((s, mean), ms), errors) in sampled.into_iter().zip(measured).zip(failures) {
         let failed_runs = errors.len();
         let predicted = if options.classes {
-            class_predictions(&workload, &s.layout, &params, options.seconds)
+            // Each class at the objects its runs started with, on average.
+            let held = (0..workload.classes.len())
+                .map(|i| {
+                    let counts: Vec<u64> = ms
+                        .iter()
+                        .filter_map(|m| m.classes_objects.get(i).copied())
+                        .collect();
+                    (counts.iter().sum::<u64>() / (counts.len() as u64).max(1)).max(1)
+                })
+                .collect::<Vec<_>>();
+            class_predictions(&workload, &s.layout, &params, options.seconds, &held)
         } else {
             Vec::new()
         };
@@ -772,22 +785,26 @@ pub async fn run(
 }
 
 /// The model's ops/s for each class of `workload` alone on `layout`, with
-/// its kind.
+/// its kind, each starting from the objects `held` gives it (the space
+/// grows by the inserts run before it).
 fn class_predictions(
     workload: &Workload,
     layout: &Layout,
     params: &Params,
     seconds: f64,
-) -> Vec<(&'static str, f64)> {
+    held: &[u64],
+) -> Vec<(&'static str, f64, u64)> {
     workload
         .classes
         .iter()
-        .map(|class| {
+        .zip(held)
+        .map(|(class, &objects)| {
             let alone = Workload {
                 classes: vec![Class {
                     p: 1.0,
                     kind: class.kind.clone(),
                 }],
+                objects,
                 ..workload.clone()
             };
             let (prediction, _) = tessera_advisor::validate::predict_over_run(
@@ -797,7 +814,7 @@ fn class_predictions(
                 params,
                 seconds,
             );
-            (kind_name(&class.kind), prediction.ops_per_s)
+            (kind_name(&class.kind), prediction.ops_per_s, objects)
         })
         .collect()
 }
@@ -810,7 +827,7 @@ fn layout_run(
     sampled: Sampled,
     mean_objects: u64,
     ms: Vec<Mixed>,
-    predicted: Vec<(&'static str, f64)>,
+    predicted: Vec<(&'static str, f64, u64)>,
 ) -> Option<LayoutRun> {
     let rates: Vec<f64> = ms
         .iter()
@@ -842,7 +859,7 @@ fn layout_run(
         classes: predicted
             .into_iter()
             .enumerate()
-            .map(|(i, (kind, predicted_ops_per_s))| {
+            .map(|(i, (kind, predicted_ops_per_s, objects))| {
                 let alone: Vec<f64> = ms
                     .iter()
                     .filter_map(|m| m.classes.get(i).copied().flatten())
@@ -851,6 +868,7 @@ fn layout_run(
                     kind,
                     predicted_ops_per_s,
                     measured_ops_per_s: tessera_advisor::validate::spread(&alone).map(|s| s.median),
+                    objects,
                 }
             })
             .collect(),
@@ -900,6 +918,9 @@ struct Mixed {
     /// Each class alone, ops/s, when `--classes` asked (`None`: too many
     /// of its operations failed, or none completed).
     classes: Vec<Option<f64>>,
+    /// The objects the space held when each class alone started: those
+    /// loaded, and those the mix's and the earlier classes' inserts added.
+    classes_objects: Vec<u64>,
 }
 
 /// What the whole machine's CPUs did over an interval (`/proc/stat`'s
@@ -1043,10 +1064,16 @@ async fn measure(
     );
     // Each class alone, on the space the mix left (`--classes`).
     let mut classes = Vec::new();
+    let mut classes_objects = Vec::new();
+    // `count` is the inserts that succeeded (errors are apart).
+    let inserted = |phase: &PhaseResult| phase.ops.get("INSERT").map_or(0, |o| o.count);
+    let mut held = loaded.operations + inserted(&phase);
     if options.classes {
         for class in 0..mix.classes.len() {
             progress(&format!("{name}: class {} alone", class + 1));
             let alone = run_classes(store.clone(), "class", step, mix, &fresh, Some(class)).await?;
+            classes_objects.push(held);
+            held += inserted(&alone);
             let failed = alone.errors();
             let done = alone.operations.saturating_sub(failed);
             classes.push(if failed * STEP_ERRORS_MAX > alone.operations.max(1) {
@@ -1065,6 +1092,7 @@ async fn measure(
         speed: None,
         cpu,
         classes,
+        classes_objects,
         loaded: loaded.operations,
         phase,
         errors,
@@ -1332,6 +1360,7 @@ impl LayoutsReport {
                         "kind": c.kind,
                         "predicted_ops_per_s": c.predicted_ops_per_s,
                         "measured_ops_per_s": c.measured_ops_per_s,
+                        "objects": c.objects,
                         "relative_error": c.measured_ops_per_s.map(|m| {
                             tessera_advisor::validate::relative_error(c.predicted_ops_per_s, m)
                         }),
@@ -1511,6 +1540,7 @@ mod tests {
             kind,
             predicted_ops_per_s,
             measured_ops_per_s,
+            objects: 1000,
         };
         let classes = [
             c("search", 110.0, Some(100.0)),

@@ -183,6 +183,18 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
         .map(|c| c["kind"].as_str().expect("kind"))
         .collect();
     assert_eq!(kinds, ["search", "modify", "get", "insert"], "{doc:#}");
+    // Each class is predicted for the objects it started with: those
+    // loaded and every insert before it (the mix's, then the classes').
+    let loaded = layouts[0]["objects"].as_u64().expect("objects loaded");
+    let held: Vec<u64> = classes
+        .iter()
+        .map(|c| c["objects"].as_u64().expect("objects"))
+        .collect();
+    assert!(held[0] > loaded, "the mix inserted: {doc:#}");
+    assert!(
+        held.windows(2).all(|w| w[0] == w[1]),
+        "no class before the insert inserts: {doc:#}"
+    );
     for c in classes {
         assert!(c["predicted_ops_per_s"].as_f64().expect("predicted") > 0.0);
         let measured = c["measured_ops_per_s"].as_f64().expect("measured");
