@@ -227,15 +227,12 @@ fn attr_value(attr: &str, n: u64, values: u64, unique: u64) -> Value {
 
 impl CalStore {
     async fn run(&self, op: &Op) -> anyhow::Result<Outcome> {
-        self.run_action(&self.action, op).await
-    }
-
-    async fn run_action(&self, action: &Action, op: &Op) -> anyhow::Result<Outcome> {
+        let action = match (&self.action, op) {
+            (Action::GetOr(_), Op::Read { .. }) => &Action::Get,
+            (Action::GetOr(other), _) => other.as_ref(),
+            (action, _) => action,
+        };
         match (action, op) {
-            (Action::GetOr(_), Op::Read { .. }) => {
-                Box::pin(self.run_action(&Action::Get, op)).await
-            }
-            (Action::GetOr(other), op) => Box::pin(self.run_action(other, op)).await,
             (Action::Insert, Op::Insert { key, recno, .. }) => {
                 let n = *recno as u64;
                 let e = Value::Int(int_at(hash(n, E_SALT)));

@@ -837,8 +837,7 @@ fn layout_run(
     let at_calibration = at_calibration(&rates, &speeds);
     let spread = spread(&rates)?;
     let middle = median_position(&rates)?;
-    // `count` is the inserts that succeeded (errors are apart).
-    let inserted = ms[middle].phase.ops.get("INSERT").map_or(0, |o| o.count);
+    let inserted = inserted(&ms[middle].phase);
     Some(LayoutRun {
         description: sampled.layout.describe(&workload.space),
         sampled,
@@ -1065,8 +1064,6 @@ async fn measure(
     // Each class alone, on the space the mix left (`--classes`).
     let mut classes = Vec::new();
     let mut classes_objects = Vec::new();
-    // `count` is the inserts that succeeded (errors are apart).
-    let inserted = |phase: &PhaseResult| phase.ops.get("INSERT").map_or(0, |o| o.count);
     let mut held = loaded.operations + inserted(&phase);
     if options.classes {
         for class in 0..mix.classes.len() {
@@ -1098,6 +1095,11 @@ async fn measure(
         errors,
         disturbed,
     })
+}
+
+/// The inserts of `phase` that succeeded (`count` leaves errors apart).
+fn inserted(phase: &PhaseResult) -> u64 {
+    phase.ops.get("INSERT").map_or(0, |o| o.count)
 }
 
 /// Runs the workload's operations on the store for `step`: drawn as the
