@@ -7,7 +7,7 @@ use crate::core::ReplyTo;
 use crate::index::IndexedEngine;
 use crate::metrics::{DaemonMetrics, Direction, Op};
 use crate::node::{
-    lock, DaemonNode, NodeOptions, Output, Stopping, HEARTBEAT_INTERVAL, TICK_INTERVAL,
+    lock, DaemonNode, Job, NodeOptions, Output, Stopping, HEARTBEAT_INTERVAL, TICK_INTERVAL,
 };
 use crate::options::{DaemonError, DaemonOptions};
 use std::collections::HashMap;
@@ -114,11 +114,29 @@ impl Shell {
             Output::Send { to, msg } => self.send_peer(to, msg),
             Output::Reply { to, response } => self.reply(to, response),
             Output::Job(job) => {
+                let page = matches!(job, Job::Read { .. });
                 let shell = self.clone();
-                self.runtime.spawn_blocking(move || {
+                let run = move || {
                     let sink = shell.clone();
                     shell.node.run_job(job, &mut |o| sink.execute(o));
-                });
+                };
+                match page_threads().filter(|_| page) {
+                    Some(pages) => {
+                        let runtime = self.runtime.clone();
+                        let sent = pages.send(Box::new(move || {
+                            let _entered = runtime.enter();
+                            run();
+                        }));
+                        // Its threads live as long as the process; were
+                        // they gone, the page would run on tokio's pool.
+                        if let Err(std::sync::mpsc::SendError(page)) = sent {
+                            self.runtime.spawn_blocking(page);
+                        }
+                    }
+                    None => {
+                        self.runtime.spawn_blocking(run);
+                    }
+                }
             }
             Output::Coord(request) => {
                 let shell = self.clone();
@@ -350,6 +368,60 @@ fn page_gate() -> &'static Arc<tokio::sync::Semaphore> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Arc::new(tokio::sync::Semaphore::new(cpus))
     })
+}
+
+/// Threads per CPU of the process that run handed-off search pages (see
+/// [`page_threads`]).
+const PAGE_THREADS_PER_CPU: usize = 2;
+
+/// A handed-off search page, ready to run.
+type PageJob = Box<dyn FnOnce() + Send>;
+
+/// The threads that run the search pages the daemons of the process hand
+/// off (pages their indexes do not bound: `Job::Read`), a fixed number
+/// ([`PAGE_THREADS_PER_CPU`] per CPU) taking pages in the order they come.
+///
+/// On tokio's blocking pool, a thread was started for each page in
+/// flight: a burst of scans (16 in flight over 16 regions) took the pool
+/// past 500 threads, and since work kept waking its idle threads in turn
+/// none idled out. Every thread the runtime's work passes through stays
+/// registered with the memory tables' epoch collector (which walks them
+/// all to advance) and keeps an allocator heap of its own, so every later
+/// operation cost 8–15 % more CPU until the process restarted. A
+/// semaphore in front of the pool bounded the threads but cost scans 13 %
+/// (a wake-up of a waiting task and then of a pool thread per page); here
+/// a thread that ends a page takes the next one without sleeping
+/// (`docs/BENCHMARKS.md`, "A blocking pool that never shrank"). A page is
+/// CPU work: more at once than CPUs serve no more of them. `None` when
+/// no thread could be started: pages then go to tokio's pool as before.
+fn page_threads() -> Option<&'static std::sync::mpsc::Sender<PageJob>> {
+    static THREADS: std::sync::OnceLock<Option<std::sync::mpsc::Sender<PageJob>>> =
+        std::sync::OnceLock::new();
+    THREADS
+        .get_or_init(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let (tx, rx) = std::sync::mpsc::channel::<PageJob>();
+            let rx = Arc::new(Mutex::new(rx));
+            let mut started = 0;
+            for i in 0..PAGE_THREADS_PER_CPU * cpus {
+                let rx = rx.clone();
+                let thread = std::thread::Builder::new()
+                    .name(format!("tessera-page-{i}"))
+                    .spawn(move || loop {
+                        let next = lock(&rx).recv();
+                        let Ok(page) = next else { return };
+                        // A page that panics ends itself, not the thread
+                        // (as a task of tokio's pool would).
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(page));
+                    });
+                match thread {
+                    Ok(_) => started += 1,
+                    Err(e) => tracing::warn!("cannot start a page thread: {e}"),
+                }
+            }
+            (started > 0).then_some(tx)
+        })
+        .as_ref()
 }
 
 /// A message a connection delivers to the node.

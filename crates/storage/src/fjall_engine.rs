@@ -130,6 +130,16 @@ fn check_format(db: &Database, meta: &Keyspace) -> Result<(), StorageError> {
     }
 }
 
+/// What a committed delete leaves in the row cache (`rows.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Deleted {
+    /// An absent row: the key may be inserted again, and its chain reads
+    /// it first.
+    Absent,
+    /// Nothing: the key's region is being dropped.
+    Gone,
+}
+
 impl FjallEngine {
     /// Opens (or creates) the database at `path` with the default
     /// [`Caches`].
@@ -196,12 +206,15 @@ impl FjallEngine {
         }
     }
     /// Writes the batch; with [`Durability::Always`] and `synced`, waits
-    /// for its group's fsync.
+    /// for its group's fsync. A deleted key's row cache entry becomes an
+    /// absent row with [`Deleted::Absent`] (it may be inserted again) and
+    /// goes with [`Deleted::Gone`] (its region is being dropped).
     fn apply_batch(
         &self,
         writes: Vec<Write>,
         index_writes: Vec<IndexWrite>,
         synced: bool,
+        deleted: Deleted,
     ) -> Result<(), StorageError> {
         self.check_writable()?;
         let mut batch = self.db.batch();
@@ -214,7 +227,10 @@ impl FjallEngine {
             };
             if let Some(rows) = &self.rows {
                 // The cache's copy of the value, made once here.
-                let cached = Row::new(&key, value.as_deref());
+                let cached = match (&value, deleted) {
+                    (None, Deleted::Gone) => None,
+                    _ => Some(Row::new(&key, value.as_deref())),
+                };
                 written.push((rows.writing(&key), cached));
             }
             match value {
@@ -242,7 +258,7 @@ impl FjallEngine {
         };
         let committed = self.commit(batch, synced);
         for (ticket, row) in written {
-            rows.written(ticket, Some(row).filter(|_| committed.is_ok()));
+            rows.written(ticket, row.filter(|_| committed.is_ok()));
         }
         committed
     }
@@ -365,7 +381,7 @@ impl Engine for FjallEngine {
         writes: Vec<Write>,
         index_writes: Vec<IndexWrite>,
     ) -> Result<(), StorageError> {
-        self.apply_batch(writes, index_writes, true)
+        self.apply_batch(writes, index_writes, true, Deleted::Absent)
     }
 
     fn apply_with_index_unsynced(
@@ -373,7 +389,7 @@ impl Engine for FjallEngine {
         writes: Vec<Write>,
         index_writes: Vec<IndexWrite>,
     ) -> Result<(), StorageError> {
-        self.apply_batch(writes, index_writes, false)
+        self.apply_batch(writes, index_writes, false, Deleted::Absent)
     }
 
     fn scan(
@@ -456,7 +472,13 @@ impl Engine for FjallEngine {
                     key: k.clone(),
                 })
                 .collect();
-            self.apply(writes)?;
+            // The region's ids are never used again: its rows leave the
+            // row cache rather than stay as absent rows that nothing
+            // reads. Left, a calibration's or a relayout's dropped regions
+            // filled the cache with them, and every lookup of a live row
+            // went through a table grown for millions (`docs/BENCHMARKS.md`,
+            // "Dropped regions' rows in the row cache").
+            self.apply_batch(writes, Vec::new(), true, Deleted::Gone)?;
         }
         Ok(())
     }
@@ -861,6 +883,59 @@ mod tests {
         e.index.rotate_memtable_and_wait().unwrap();
         e.index.major_compact().unwrap();
         assert_eq!(index_of(&e), vec![b"b".to_vec()]);
+    }
+
+    /// A dropped region's rows leave the row cache, where a delete
+    /// leaves an absent row: the cache then weighs only the other
+    /// region's rows, and the dropped keys read as absent.
+    #[test]
+    fn a_dropped_regions_rows_leave_the_row_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = FjallEngine::open(dir.path(), Durability::Interval).unwrap();
+        let rows = e.rows.as_ref().expect("the default engine caches rows");
+        let put = |region: u64, k: u32| Write::Put {
+            region: RegionId(region),
+            key: k.to_be_bytes().to_vec(),
+            value: vec![7; 100],
+        };
+        // One write at a time: each is then cached (writes of one stripe
+        // in one batch leave the key uncached).
+        for write in (0..200)
+            .map(|k| put(1, k))
+            .chain((0..10).map(|k| put(2, k)))
+        {
+            e.apply(vec![write]).unwrap();
+        }
+        let row = |region: u64, k: u32, value: Option<&[u8]>| {
+            Row::new(&region_key(RegionId(region), &k.to_be_bytes()), value).weight()
+        };
+        let region_2: u64 = (0..10).map(|k| row(2, k, Some(&[7; 100]))).sum();
+        let region_1: u64 = (0..200).map(|k| row(1, k, Some(&[7; 100]))).sum();
+        assert_eq!(rows.weight(), region_1 + region_2, "every write cached");
+        // A delete leaves an absent row (an insert of the key reads it).
+        e.apply(vec![Write::Delete {
+            region: RegionId(1),
+            key: 0u32.to_be_bytes().to_vec(),
+        }])
+        .unwrap();
+        let absent = row(1, 0, None);
+        assert_eq!(
+            rows.weight(),
+            region_1 - row(1, 0, Some(&[7; 100])) + absent + region_2
+        );
+        e.drop_region(RegionId(1)).unwrap();
+        // The deleted key was not in the region's scan, so its absent row
+        // stays; every other row of the region is gone.
+        assert_eq!(rows.weight(), absent + region_2);
+        for k in 1..200u32 {
+            assert_eq!(e.get(RegionId(1), &k.to_be_bytes()).unwrap(), None);
+        }
+        for k in 0..10u32 {
+            assert_eq!(
+                e.get(RegionId(2), &k.to_be_bytes()).unwrap(),
+                Some(vec![7; 100])
+            );
+        }
     }
 
     /// Writers store ever larger numbers under a few keys while readers

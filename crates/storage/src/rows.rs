@@ -82,6 +82,12 @@ impl Row {
     pub(crate) fn value(&self) -> Option<&[u8]> {
         self.present.then(|| &self.bytes[self.key_len..])
     }
+
+    /// What the row weighs in the cache.
+    #[cfg(test)]
+    pub(crate) fn weight(&self) -> u64 {
+        Bytes.weight(&0, self)
+    }
 }
 
 /// Weighs an entry by its row's bytes.
