@@ -114,23 +114,20 @@ impl Shell {
             Output::Send { to, msg } => self.send_peer(to, msg),
             Output::Reply { to, response } => self.reply(to, response),
             Output::Job(job) => {
-                let page = matches!(job, Job::Read { .. });
+                let pages = matches!(job, Job::Read { .. }).then(page_threads).flatten();
                 let shell = self.clone();
                 let run = move || {
+                    // A page thread is not one of the runtime's.
+                    let _entered = shell.runtime.enter();
                     let sink = shell.clone();
                     shell.node.run_job(job, &mut |o| sink.execute(o));
                 };
-                match page_threads().filter(|_| page) {
+                match pages {
                     Some(pages) => {
-                        let runtime = self.runtime.clone();
-                        let sent = pages.send(Box::new(move || {
-                            let _entered = runtime.enter();
-                            run();
-                        }));
                         // Its threads live as long as the process; were
                         // they gone, the page would run on tokio's pool.
-                        if let Err(std::sync::mpsc::SendError(page)) = sent {
-                            self.runtime.spawn_blocking(page);
+                        if let Err(std::sync::mpsc::SendError(run)) = pages.send(Box::new(run)) {
+                            self.runtime.spawn_blocking(run);
                         }
                     }
                     None => {

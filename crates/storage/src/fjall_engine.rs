@@ -474,9 +474,7 @@ impl Engine for FjallEngine {
                 .collect();
             // The region's ids are never used again: its rows leave the
             // row cache rather than stay as absent rows that nothing
-            // reads. Left, a calibration's or a relayout's dropped regions
-            // filled the cache with them, and every lookup of a live row
-            // went through a table grown for millions (`docs/BENCHMARKS.md`,
+            // reads and that take live rows' room (`docs/BENCHMARKS.md`,
             // "Dropped regions' rows in the row cache").
             self.apply_batch(writes, Vec::new(), true, Deleted::Gone)?;
         }
