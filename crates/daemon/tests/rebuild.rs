@@ -4,6 +4,7 @@
 //! retries of updates it never saw (their writers come with the records).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_daemon::core::ReplyTo;
@@ -14,7 +15,8 @@ use tessera_protocol::{
     Action, ChainMsg, ClientRef, CoordRequest, DaemonRequest, DaemonResponse, Message, Mutation,
     NumOp, UpdateFlags, UpdateRequest,
 };
-use tessera_storage::{Engine, MemoryEngine};
+use tessera_storage::fault::{Hooked, Hooks};
+use tessera_storage::{Engine, IndexWrite, MemoryEngine, StorageError, Write};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::parse::parse_space;
 use tessera_types::replex::{covering_set, replex_layouts};
@@ -41,7 +43,11 @@ fn daemon_info(id: u64, state: DaemonState) -> (DaemonId, DaemonInfo) {
 }
 
 fn first_config() -> Configuration {
-    let desc = parse_space(SPACE).unwrap();
+    config_of(SPACE)
+}
+
+fn config_of(space: &str) -> Configuration {
+    let desc = parse_space(space).unwrap();
     let (mut subspaces, _) = replex_layouts(&desc, RegionId(1));
     for (p, layout) in subspaces.iter_mut().enumerate() {
         for region in &mut layout.regions {
@@ -79,6 +85,11 @@ struct Net {
 
 impl Net {
     fn new(config: &Configuration) -> Net {
+        Net::with_disks(config, |_| Arc::new(MemoryEngine::new()))
+    }
+
+    /// The daemons of `config`, each storing on the engine `disk` gives it.
+    fn with_disks(config: &Configuration, disk: impl Fn(DaemonId) -> Arc<dyn Engine>) -> Net {
         let mut net = Net {
             nodes: BTreeMap::new(),
             engines: BTreeMap::new(),
@@ -89,8 +100,7 @@ impl Net {
             deaf: BTreeSet::new(),
         };
         for &d in config.daemons.keys() {
-            let engine =
-                Arc::new(IndexedEngine::open(Arc::new(MemoryEngine::new()), config).unwrap());
+            let engine = Arc::new(IndexedEngine::open(disk(d), config).unwrap());
             let options = NodeOptions {
                 addr: format!("d{}", d.0),
                 transfer_batch: 3,
@@ -411,4 +421,62 @@ fn a_rebuilt_key_region_recognizes_a_retry_of_a_committed_update() {
     );
     let after = net.record(&joined, SPARE, 0, 7).unwrap();
     assert_eq!(after, before, "the retry changed nothing");
+}
+
+/// A disk whose writes of records fail once it breaks (dropping a region,
+/// which writes no record, still works: the rebuild's clear goes through).
+struct Breakable(AtomicBool);
+
+impl Hooks for Breakable {
+    fn write(&self, writes: &[Write], _: &[IndexWrite], _: usize) -> Result<(), StorageError> {
+        if self.0.load(Ordering::Acquire) && !writes.is_empty() {
+            return Err(StorageError::Engine("the test broke this disk".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The spare's disk breaks while it stores the one page its one source
+/// sends (the last): the failed store poisons it, and it must not report
+/// the rebuild complete. Reported, the coordinator would make it the
+/// region's member, holding nothing of what the region acknowledged.
+#[test]
+fn a_rebuild_whose_store_failed_is_not_reported_complete() {
+    let first = config_of(
+        "space r key int k attributes int a, int b replex a replex b create 1 partitions",
+    );
+    let spare_disk = Arc::new(Hooked::new(
+        Arc::new(MemoryEngine::new()),
+        Breakable(AtomicBool::new(false)),
+    ));
+    let mut net = Net::with_disks(&first, |d| {
+        if d == SPARE {
+            spare_disk.clone()
+        } else {
+            Arc::new(MemoryEngine::new())
+        }
+    });
+    // Fewer keys than a page holds (`transfer_batch`): one page, the last.
+    for key in 0..2 {
+        let done = net.call(DaemonId(1), first.epoch, update(key, 1, vec![set(1, key)]));
+        assert_eq!(done, Some(DaemonResponse::Done));
+    }
+    spare_disk.hooks().0.store(true, Ordering::Release);
+    net.dead.insert(DaemonId(1));
+    net.nodes.remove(&DaemonId(1));
+    let failed = failed_config(&first);
+    assert_eq!(failed.rebuilds.len(), 1);
+    net.install(&failed);
+    assert!(
+        net.nodes[&SPARE].poisoned(),
+        "the failed store poisoned the spare"
+    );
+    assert!(net.completed.is_empty(), "reported: {:?}", net.completed);
+    assert!(
+        net.engines[&SPARE]
+            .get(failed.rebuilds[0].region, &key_bytes(&Value::Int(0)))
+            .unwrap()
+            .is_none(),
+        "the spare holds nothing of the region"
+    );
 }

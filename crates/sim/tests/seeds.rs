@@ -483,3 +483,24 @@ fn seeds_243008148_292000939_303000042_303000194_a_region_returns_from_its_lates
 fn seed_260000016_a_reported_daemon_serves_no_longer_than_its_lease() {
     must_pass(260_000_016);
 }
+
+/// A rebuild of a key region was abandoned while its target held part of
+/// it: a tombstone at an update's version, from the replex region the
+/// update moved the object out of. The region was later transferred to
+/// that daemon from the one rebuilt instead, and the digests, which summed
+/// only keys and versions, matched: the bucket was skipped and the
+/// acknowledged object read as absent. A digest now tells a tombstone from
+/// an object, and a transfer's object replaces a tombstone at its version.
+#[test]
+fn seed_383001362_a_transfer_digest_tells_a_tombstone_from_an_object() {
+    must_pass(383_001_362);
+}
+
+/// A daemon's disk broke while it stored a rebuild's last page: the store
+/// failed and poisoned it, but it still reported the rebuild complete, so
+/// the region named it a member holding nothing, and on its return it was
+/// the region's only copy. A poisoned daemon now reports no rebuild.
+#[test]
+fn seed_383001822_a_poisoned_daemon_reports_no_rebuild_complete() {
+    must_pass(383_001_822);
+}

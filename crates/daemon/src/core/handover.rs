@@ -3,6 +3,7 @@
 //! entries it receives.
 
 use super::{Effect, KeyState, Phase, ReplicaCore, StateKey};
+use crate::record::Record;
 use tessera_protocol::TransferEntry;
 use tessera_storage::Write;
 use tessera_types::{RegionId, Version};
@@ -10,19 +11,31 @@ use tessera_types::{RegionId, Version};
 impl ReplicaCore {
     /// Committed entries of a region this daemon receives by transfer. Per
     /// key the highest version wins, whether it came from the source's scan,
-    /// from a commit the source shipped later, or from the chain itself.
+    /// from a commit the source shipped later, or from the chain itself; at
+    /// one version an object wins over a tombstone.
     pub fn on_transfer_entry(&mut self, region: RegionId, entry: TransferEntry) {
         let state_key = (region, entry.key.clone());
         let stored = match self.load(&state_key) {
-            Ok(r) => r.map(|r| r.version),
+            Ok(r) => r,
             Err(e) => {
                 self.fatal("reading a key a transfer brings", e);
                 return;
             }
         };
-        // Removals arrive as tombstone records, so the stored version alone
-        // tells whether this entry is news.
-        if stored.is_some_and(|v| v >= entry.version) {
+        // Removals arrive as tombstone records, so the stored version
+        // mostly tells whether this entry is news. A tombstone at the
+        // entry's version may be one a rebuild left, from a region the
+        // update moved the object out of (`crate::rebuild::merge_record`):
+        // the source's object replaces it.
+        let news = match &stored {
+            None => true,
+            Some(s) if s.version == entry.version => {
+                s.object.is_none()
+                    && Record::decode(&entry.record).is_ok_and(|r| r.object.is_some())
+            }
+            Some(s) => s.version < entry.version,
+        };
+        if !news {
             return;
         }
         let write = Write::Put {

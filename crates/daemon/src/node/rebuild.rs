@@ -123,6 +123,15 @@ impl DaemonNode {
 
     pub(super) fn rebuild_actions(&self, actions: Vec<Action>, out: Out<'_>) {
         for action in actions {
+            // A store that failed poisoned the daemon: what it holds of the
+            // region is not what the sources sent, so it must not report
+            // the rebuild complete. Reported, the region named it a member
+            // that held nothing, and after its restart it came back as the
+            // region's only copy (`tessera-sim --seed 383001822`: an
+            // acknowledged object read as absent).
+            if self.poisoned() {
+                return;
+            }
             match action {
                 Action::Clear {
                     rebuild,
