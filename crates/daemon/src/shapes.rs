@@ -266,6 +266,16 @@ impl Shapes {
         crate::node::lock(&self.shards[shard]).add(space, shape, 1);
     }
 
+    /// Forgets the counts of the spaces `keep` says are gone (removed
+    /// since they were counted): nothing reads them any more, and a
+    /// cluster that makes and removes spaces for good (the advisor's
+    /// validation, scratch spaces) would otherwise keep them all.
+    pub fn retain_spaces(&self, keep: impl Fn(SpaceId) -> bool) {
+        for shard in &self.shards {
+            crate::node::lock(shard).spaces.retain(|&id, _| keep(id));
+        }
+    }
+
     /// Every count so far, merged over the shards.
     pub fn snapshot(&self) -> ShapeCounts {
         let mut all = ShapeCounts::default();
@@ -339,6 +349,20 @@ mod tests {
         Object {
             values: values.iter().map(|&v| Value::Int(v)).collect(),
         }
+    }
+
+    /// The counts of a removed space go; the others stay whole.
+    #[test]
+    fn a_removed_spaces_counts_are_forgotten() {
+        let shapes = Shapes::default();
+        for _ in 0..3 {
+            shapes.count(SpaceId(1), &Shape::Get);
+            shapes.count(SpaceId(2), &Shape::Insert);
+        }
+        shapes.retain_spaces(|id| id != SpaceId(2));
+        let counts = shapes.snapshot();
+        assert!(!counts.spaces.contains_key(&SpaceId(2)));
+        assert_eq!(counts.spaces[&SpaceId(1)].shapes[&Shape::Get], 3);
     }
 
     #[test]

@@ -650,6 +650,9 @@ impl DaemonNode {
         }
         drop(cores);
         self.drop_regions_gone(&old.config, &config, out);
+        self.stats
+            .shapes
+            .retain_spaces(|id| config.space_by_id(id).is_some());
         self.transfer_actions(actions, out);
         // After the cores: a rebuild's partial copy is cleared only once
         // no core acts on the epoch that named the rebuild any more.
