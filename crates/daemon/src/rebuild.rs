@@ -376,13 +376,29 @@ pub fn merge_record(stored: Option<&Record>, incoming: Record) -> Option<Record>
     // (simulator seeds 66 and 78 with rebuilds on failure: a key region
     // rebuilt from a hybrid kept the tombstone of the region the object
     // left and lost the object).
-    let newer = incoming.version > stored.version
-        || (incoming.version == stored.version
-            && stored.object.is_none()
-            && incoming.object.is_some());
+    let newer = supersedes(
+        stored.version,
+        stored.object.is_some(),
+        incoming.version,
+        || incoming.object.is_some(),
+    );
     let mut merged = if newer { incoming } else { stored.clone() };
     merged.recent = recent;
     (&merged != stored).then_some(merged)
+}
+
+/// Whether a record at version `incoming` (holding an object when
+/// `incoming_live` says so, asked only at equal versions) replaces one
+/// stored at `stored`: the newer version, and at one version an object
+/// over a tombstone (see [`merge_record`]). Rebuilds and transfers both
+/// store by it.
+pub fn supersedes(
+    stored: Version,
+    stored_live: bool,
+    incoming: Version,
+    incoming_live: impl FnOnce() -> bool,
+) -> bool {
+    incoming > stored || (incoming == stored && !stored_live && incoming_live())
 }
 
 /// What the node must do, in order.

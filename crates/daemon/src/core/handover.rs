@@ -3,6 +3,7 @@
 //! entries it receives.
 
 use super::{Effect, KeyState, Phase, ReplicaCore, StateKey};
+use crate::rebuild::supersedes;
 use crate::record::Record;
 use tessera_protocol::TransferEntry;
 use tessera_storage::Write;
@@ -25,16 +26,12 @@ impl ReplicaCore {
         // Removals arrive as tombstone records, so the stored version
         // mostly tells whether this entry is news. A tombstone at the
         // entry's version may be one a rebuild left, from a region the
-        // update moved the object out of (`crate::rebuild::merge_record`):
-        // the source's object replaces it.
-        let news = match &stored {
-            None => true,
-            Some(s) if s.version == entry.version => {
-                s.object.is_none()
-                    && Record::decode(&entry.record).is_ok_and(|r| r.object.is_some())
-            }
-            Some(s) => s.version < entry.version,
-        };
+        // update moved the object out of: the source's object replaces it.
+        let news = stored.is_none_or(|s| {
+            supersedes(s.version, s.object.is_some(), entry.version, || {
+                Record::decode(&entry.record).is_ok_and(|r| r.object.is_some())
+            })
+        });
         if !news {
             return;
         }
