@@ -257,6 +257,9 @@ pub struct Settled {
     /// The updates above it that the rebuilt point leader drives down the
     /// chain itself, oldest first (always empty for a region that is not a
     /// key region: the point leader, or a member before it, drives them).
+    /// The first may be the base's own version, driven again: a base the
+    /// sources could only show as the update that moved the object out of
+    /// their regions (see [`settle`]).
     pub drive: Vec<PendingWrite>,
     /// For a refresh, per driven version, the writers of the older versions
     /// a source committed and reported only under it (its record's
@@ -288,8 +291,40 @@ pub struct Settled {
 ///
 /// `recent` keeps the writers up to the base; the writers of the updates
 /// above it are those updates' clients.
+///
+/// One exception, for a key region: no source's pending update follows a
+/// version of its region, yet the newest committed record is a tombstone
+/// at the version of a pending update that carries an object. That
+/// tombstone is no deletion: the update moved the object out of the
+/// committing source's region, so the key held an object before it, in
+/// regions the covering set does not read — one that mixes parts, where a
+/// later part's region stands in for a failed one and has already
+/// committed the move while the earlier part's region the object entered
+/// holds it pending (simulator seed 391008841: a key region rebuilt from
+/// hybrid region r5 and replex regions r11 and r12 for the failed r6; r11
+/// had committed the move to r10, r5 held it pending, and the rebuilt key
+/// region, taking the key for new, answered NotFound for an object
+/// acknowledged long before). The object before that version is not
+/// known, but the version itself is: committed at that source, so at every
+/// member after it, the tail included, and its object travels whole with
+/// the pending update. It is the base, its writer left to its commit, and
+/// it is driven again too, first, so that the members holding it pending
+/// commit it and its client's retry still waits for the point leader.
 pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -> Settled {
-    let base = unsettled.floor.unwrap_or_default();
+    let moved = match (&unsettled.floor, stored) {
+        (None, Some(s)) if key_region && s.object.is_none() => unsettled
+            .writes
+            .get(&s.version)
+            .filter(|w| w.object.is_some())
+            .map(|w| Record {
+                version: s.version,
+                object: w.object.clone(),
+                recent: Vec::new(),
+            }),
+        _ => None,
+    };
+    let again = moved.as_ref().map(|r| r.version);
+    let base = moved.or(unsettled.floor.unwrap_or_default());
     let base_version = base.as_ref().map(|r| r.version);
     let base = base.map(|mut r| {
         for writer in stored.map(|s| s.recent.as_slice()).unwrap_or_default() {
@@ -297,7 +332,8 @@ pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -
                 r.recent.push(*writer);
             }
         }
-        r.recent.retain(|(_, v)| *v <= r.version);
+        r.recent
+            .retain(|(_, v)| *v < r.version || (*v == r.version && again.is_none()));
         r.recent.sort_by_key(|(_, v)| *v);
         trim_recent(&mut r.recent);
         r
@@ -321,7 +357,7 @@ pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -
     }
     let drive = writes
         .into_values()
-        .filter(|w| Some(w.version) > base_version)
+        .filter(|w| Some(w.version) > base_version || Some(w.version) == again)
         .collect();
     Settled {
         base,
@@ -993,6 +1029,51 @@ mod tests {
                 vec![(writer(1), Version(4)), (writer(2), Version(5))]
             );
         }
+    }
+
+    /// A key region rebuilt from a covering set that mixes parts
+    /// (simulator seed 391008841: hybrid region r5, and replex regions r11
+    /// and r12 for the failed hybrid region r6). v5 moved the object in
+    /// both parts: the replex region it left, further down the chain,
+    /// committed v5 (a tombstone), while the hybrid region it entered holds
+    /// v5 pending, following nothing there, over a tombstone of its own
+    /// from an earlier move out. No source shows the object before v5, but
+    /// the key is not new: the rebuilt key region holds v5 with the
+    /// update's object (not nothing, read as NotFound), older writers
+    /// kept, and drives v5 again for the member that holds it pending.
+    #[test]
+    fn a_key_region_rebuilt_around_a_move_keeps_the_moved_object() {
+        let space = space();
+        let (_, there) = a_in_each_region(&space);
+        let moved = Some(object(9, there));
+        // The replex region the object left: v5's tombstone.
+        let left = Record {
+            version: Version(5),
+            object: None,
+            recent: vec![(writer(1), Version(3)), (writer(2), Version(5))],
+        };
+        // The hybrid region it entered: an older tombstone, v5 pending.
+        let entered = Record {
+            version: Version(3),
+            object: None,
+            recent: vec![(writer(1), Version(3))],
+        };
+        let pending = write(5, moved.clone(), 2, None);
+        let stored = merge_record(Some(&left), entered.clone()).unwrap_or(left.clone());
+        let mut unsettled = Unsettled::default();
+        unsettled.add(Some(&entered), vec![pending.clone()]);
+        let settled = settle(true, Some(&stored), unsettled.clone());
+        let base = settled.base.expect("the key is not new");
+        assert_eq!((base.version, base.object), (Version(5), moved.clone()));
+        // v5's writer comes back with v5's commit; until then its retry
+        // finds v5 pending.
+        assert_eq!(base.recent, vec![(writer(1), Version(3))]);
+        assert_eq!(settled.drive, vec![pending]);
+        // Any other rebuilt region still holds nothing of it: its point
+        // leader drives v5.
+        let other = settle(false, Some(&stored), unsettled);
+        assert_eq!(other.base, None);
+        assert!(other.drive.is_empty());
     }
 
     fn config_with(rebuilds: Vec<Rebuild>) -> Configuration {

@@ -504,3 +504,17 @@ fn seed_383001362_a_transfer_digest_tells_a_tombstone_from_an_object() {
 fn seed_383001822_a_poisoned_daemon_reports_no_rebuild_complete() {
     must_pass(383_001_822);
 }
+
+/// Beyond f, during a `SwapReplex`: a key region was rebuilt from a
+/// covering set mixing parts (hybrid region r5, and replex regions r11
+/// and r12 for the failed hybrid region r6) while an update moving the
+/// object from r6 to r5 and from r11 to r10 was in flight: r11 had
+/// committed it (a tombstone), r5 held it pending. No source showed the
+/// object before it, and the rebuilt key region took the key for new: a
+/// get answered NotFound for an object acknowledged long before. It now
+/// holds that update, committed at the tail, as its base, and drives it
+/// again.
+#[test]
+fn seed_391008841_a_key_region_rebuilt_around_a_move_keeps_the_object() {
+    must_pass(391_008_841);
+}

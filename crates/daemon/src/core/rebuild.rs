@@ -222,11 +222,16 @@ impl ReplicaCore {
             else {
                 continue;
             };
+            let base_version = base.as_ref().map(|r| r.version);
             let mut prev = base.map(|r| (r.version, r.object));
             for write in drive {
+                // The base's own version driven again (`settle`): what the
+                // key held before it is unknown, so its hops are drawn as
+                // for a key new to every part, as when nothing is committed.
+                let again = Some(write.version) == base_version;
                 let (prev_version, old) = match &prev {
-                    Some((v, o)) => (Some(*v), o.as_ref()),
-                    None => (None, None),
+                    Some((v, o)) if !again => (Some(*v), o.as_ref()),
+                    _ => (None, None),
                 };
                 let (hops, blocked) = sketch_hops(
                     space,
@@ -265,6 +270,32 @@ impl ReplicaCore {
                                 folded: writers,
                             },
                         );
+                } else if again {
+                    // Pending here although committed here (which
+                    // `apply_forward` would take for done): sent down the
+                    // chain, committed again when acknowledged.
+                    let version = forward.version;
+                    let phase = if self.held.contains(&state_key.0) {
+                        Phase::Held { blocked: false }
+                    } else {
+                        Phase::Sending {
+                            sent_tick: self.tick,
+                        }
+                    };
+                    self.keys
+                        .entry(state_key.clone())
+                        .or_default()
+                        .pending
+                        .insert(
+                            version,
+                            Pending {
+                                forward,
+                                replies: Vec::new(),
+                                phase,
+                                folded: writers,
+                            },
+                        );
+                    self.continue_pending(&state_key, version);
                 } else {
                     let version = forward.version;
                     self.apply_forward(forward, Vec::new());
