@@ -104,7 +104,8 @@ pub enum Measured {
     },
     /// Operations run together, each kind a share of them: what a search
     /// handed to a blocking thread adds among work answered at once
-    /// (`handoff_mixed_s`).
+    /// (`handoff_mixed_s`), and what writes add to the searches beside
+    /// them (`writes_beside_s`).
     Mix(Vec<(f64, Measured)>),
 }
 
@@ -239,17 +240,18 @@ impl Measured {
                     + matches * (params.lookup_match_cost_s() + params.result_s)
             }
             Measured::Mix(_) => {
-                let (parts_s, handoffs) = self.mix_terms(params).unwrap_or_default();
-                parts_s + params.handoff_mixed_s * handoffs
+                let (parts_s, [handoffs, beside]) = self.mix_terms(params).unwrap_or_default();
+                parts_s + params.handoff_mixed_s * handoffs + params.writes_beside_s * beside
             }
         }
     }
 
-    /// A mix's cost as (its parts' costs weighted by their shares, the
+    /// A mix's cost as (its parts' costs weighted by their shares, [the
     /// hand-offs among other work per operation: the handed-off share of
-    /// operations times 1 − their share of the time), as the model
-    /// prices a workload (`model::mixed_handoff_s`).
-    fn mix_terms(&self, params: &Params) -> Option<(f64, f64)> {
+    /// operations times 1 − their share of the time; searches times
+    /// writes, p_s·p_w]), as the model prices a workload
+    /// (`model::mixed_handoff_s`, `model::writes_beside_s`).
+    fn mix_terms(&self, params: &Params) -> Option<(f64, [f64; 2])> {
         let Measured::Mix(parts) = self else {
             return None;
         };
@@ -263,7 +265,20 @@ impl Measured {
         let parts_s = priced.iter().map(|(p, c, _)| p * c).sum();
         let share_off: f64 = priced.iter().filter(|x| x.2).map(|x| x.0).sum();
         let per = crate::model::mixed_handoff_s(priced.into_iter(), 1.0);
-        Some((parts_s, share_off * per))
+        let searches: f64 = parts
+            .iter()
+            .filter(|(_, m)| matches!(m, Measured::Search { .. }))
+            .map(|(p, _)| p)
+            .sum();
+        let writes = parts.iter().map(|(p, m)| {
+            let write = matches!(
+                m,
+                Measured::Put { .. } | Measured::Modify(_) | Measured::Insert { .. }
+            );
+            (*p, write)
+        });
+        let beside = searches * crate::model::writes_beside_s(writes, 1.0);
+        Some((parts_s, [share_off * per, beside]))
     }
 
     /// A search's features, in the order (c_req, β, γ, ρ, β_r, ε, u, s₀).
@@ -560,17 +575,27 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     }
 
     // Mixes: cost = their parts' fitted costs + v·(hand-offs among other
-    // work per operation), for v (`handoff_mixed_s`), not below zero.
+    // work per operation) + x·(searches times writes), for v
+    // (`handoff_mixed_s`) and x (`writes_beside_s`), not below zero.
     let mixes: Vec<(Vec<f64>, f64, f64)> = usable
         .iter()
         .filter_map(|m| {
-            let (parts_s, handoffs) = m.kind.mix_terms(&params)?;
-            (handoffs > 0.0).then(|| (vec![handoffs], m.cost_s, parts_s))
+            let (parts_s, terms) = m.kind.mix_terms(&params)?;
+            terms
+                .iter()
+                .any(|&t| t > 0.0)
+                .then(|| (terms.to_vec(), m.cost_s, parts_s))
         })
         .collect();
-    match offset_nnls(&mixes, 1) {
-        Some(v) => params.handoff_mixed_s = v[0],
-        None => kept.push("handoff_mixed_s: no mix with a search handed off".into()),
+    let fitted = offset_nnls(&mixes, 2);
+    let has = |i: usize| mixes.iter().any(|(x, _, _)| x[i] > 0.0);
+    match &fitted {
+        Some(c) if has(0) => params.handoff_mixed_s = c[0],
+        _ => kept.push("handoff_mixed_s: no mix with a search handed off".into()),
+    }
+    match &fitted {
+        Some(c) if has(1) => params.writes_beside_s = c[1],
+        _ => kept.push("writes_beside_s: no mix of searches and writes".into()),
     }
 
     let points: Vec<FitPoint> = usable
@@ -857,6 +882,8 @@ mod tests {
             push(format!("insert K={k}"), insert, w_i + h * hops, &mut rng);
         }
         let objects = 4000.0;
+        // "a present" and its cost, once priced.
+        let mut answered: Option<(Measured, f64)> = None;
         // (step, regions, examined, results, read through an index,
         // answered at once)
         for (step, regions, examined, results, indexed, bounded) in [
@@ -892,14 +919,41 @@ mod tests {
                 + first
                 + handed_off;
             push(step.to_string(), kind.clone(), cost, &mut rng);
-            // Half gets, half this search handed off: the search takes
-            // s = cost / (g + cost) of the mix's time, and each of its
-            // operations adds v·(1 − s), half the mix's operations.
+            // Half "a present" (answered at once), half this search
+            // handed off: the search takes s = cost / (a + cost) of the
+            // mix's time, and each of its operations adds v·(1 − s), half
+            // the mix's operations.
             if step == "b present, d absent" {
-                let s = cost / (g + cost);
-                let mixed = 0.5 * g + 0.5 * cost + 0.5 * truth.handoff_mixed_s * (1.0 - s);
-                let mix = Measured::Mix(vec![(0.5, Measured::Get), (0.5, kind)]);
-                push(format!("mix of gets and {step}"), mix, mixed, &mut rng);
+                let (a_kind, a) = answered.clone().expect("a present is priced first");
+                let s = cost / (a + cost);
+                let mixed = 0.5 * a + 0.5 * cost + 0.5 * truth.handoff_mixed_s * (1.0 - s);
+                let mix = Measured::Mix(vec![(0.5, a_kind), (0.5, kind.clone())]);
+                push(format!("mix of a present and {step}"), mix, mixed, &mut rng);
+            }
+            // This search among puts of d at f = 0 (key, a, b: three
+            // hops): each search pays x per share of writes, p_s·p_w·x
+            // per operation.
+            if step == "a present" {
+                answered = Some((kind.clone(), cost));
+                let put = Measured::Put {
+                    copies: 1.0,
+                    unchanged: 2.0,
+                    moved: vec![],
+                    entries: 0.0,
+                    global: vec![],
+                };
+                let put_s = w + h * 3.0;
+                for ps in [0.9, 0.5] {
+                    let pw = 1.0 - ps;
+                    let mixed = ps * cost + pw * put_s + ps * pw * truth.writes_beside_s;
+                    let mix = Measured::Mix(vec![(ps, kind.clone()), (pw, put.clone())]);
+                    push(
+                        format!("mix {ps} of {step} and put d"),
+                        mix,
+                        mixed,
+                        &mut rng,
+                    );
+                }
             }
         }
         // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
@@ -996,6 +1050,7 @@ mod tests {
             lookup_base_s: 2.5e-5,
             lookup_match_s: Some(4e-5),
             handoff_mixed_s: 3e-5,
+            writes_beside_s: 4.5e-5,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -1023,6 +1078,7 @@ mod tests {
         near("lookup base", p.lookup_base_s, 2.5e-5, 1e-9);
         near("lookup match", p.lookup_match_cost_s(), 4e-5, 1e-9);
         near("hand-off mixed", p.handoff_mixed_s, 3e-5, 1e-9);
+        near("writes beside", p.writes_beside_s, 4.5e-5, 1e-9);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
             if q.op == "get" {
@@ -1146,9 +1202,10 @@ mod tests {
         // write_s, alpha, index_write, the global index pair,
         // alpha_create, get_s; beta_s, result_s, the range pair,
         // walk_first_s, unbounded_s, search_base_s, modify_s, the lookup
-        // pair, handoff_mixed_s.
-        assert_eq!(fit.kept.len(), 15, "{:?}", fit.kept);
+        // pair, handoff_mixed_s, writes_beside_s.
+        assert_eq!(fit.kept.len(), 16, "{:?}", fit.kept);
         assert_eq!(fit.params.handoff_mixed_s, defaults.handoff_mixed_s);
+        assert_eq!(fit.params.writes_beside_s, defaults.writes_beside_s);
         assert_eq!(
             super::fit(&m[1..], &defaults),
             Err(FitError::Missing("put"))

@@ -182,6 +182,18 @@ pub fn predict_with(
     {
         *cost += extra_s;
     }
+    let beside_s = writes_beside_s(
+        workload.classes.iter().map(|c| {
+            let write = matches!(c.kind, ClassKind::Modify(_) | ClassKind::Insert);
+            (c.p, write)
+        }),
+        params.writes_beside_s,
+    );
+    for (cost, class) in class_costs_s.iter_mut().zip(&workload.classes) {
+        if matches!(class.kind, ClassKind::Search(_)) {
+            *cost += beside_s;
+        }
+    }
     let ops_per_s = thesis::mix_throughput(
         workload
             .classes
@@ -219,6 +231,18 @@ pub fn mixed_handoff_s(classes: impl Iterator<Item = (f64, f64, bool)>, per_s: f
     } else {
         0.0
     }
+}
+
+/// What each search adds among the writes of a mix of `classes` (share
+/// of the operations, whether a write: a modify or an insert): `per_s`
+/// times the writes' share, so the mix pays per_s·p_s·p_w per operation,
+/// one per write that a search follows when the two interleave. Alone
+/// each kind keeps its speed; together, on a process that has served
+/// much more than it holds, they measured 17 % below their parts
+/// (`docs/design/advisor.md`, "Searches beside modifies on an old
+/// process"). 0 without writes.
+pub fn writes_beside_s(classes: impl Iterator<Item = (f64, bool)>, per_s: f64) -> f64 {
+    per_s * classes.filter(|c| c.1).map(|c| c.0).sum::<f64>()
 }
 
 /// A search's price ([`Context::search_priced`]).
@@ -1049,6 +1073,42 @@ mod tests {
         assert!((extra - 2.25e-5).abs() < 1e-15, "{extra}");
         assert_eq!(mixed_handoff_s([(1.0, 2e-5, true)].into_iter(), 3e-5), 0.0);
         assert_eq!(mixed_handoff_s([(1.0, 2e-5, false)].into_iter(), 3e-5), 0.0);
+    }
+
+    #[test]
+    fn searches_pay_for_the_writes_interleaved_with_them() {
+        let params = Params {
+            writes_beside_s: 4e-5,
+            ..Params::default()
+        };
+        let none = Params {
+            writes_beside_s: 0.0,
+            ..params.clone()
+        };
+        let city = Layout::of_subspaces(vec![vec![C]]);
+        let costs = |classes: &str, params: &Params| {
+            predict(Model::Tessera, &hotels(classes), &city, params).class_costs_s
+        };
+        // Alone, neither kind pays anything.
+        let search = r#"{"p": 1, "search": {"city": "eq"}}"#;
+        assert_eq!(costs(search, &params), costs(search, &none));
+        let modify = r#"{"p": 1, "modify": ["price"]}"#;
+        assert_eq!(costs(modify, &params), costs(modify, &none));
+        // 0.7 searches, 0.2 modifies, 0.1 inserts: each search pays
+        // x·(0.2 + 0.1), the writes nothing.
+        let mix = r#"{"p": 0.7, "search": {"city": "eq"}}, {"p": 0.2, "modify": ["price"]}, {"p": 0.1, "insert": true}"#;
+        let (base, with) = (costs(mix, &none), costs(mix, &params));
+        assert!(
+            (with[0] - base[0] - 4e-5 * 0.3).abs() < 1e-15,
+            "{with:?} {base:?}"
+        );
+        assert_eq!(&with[1..], &base[1..]);
+        // Gets are not writes.
+        let reads = r#"{"p": 0.5, "search": {"city": "eq"}}, {"p": 0.5, "get": true}"#;
+        assert_eq!(costs(reads, &params), costs(reads, &none));
+        // By hand: the mix pays x·p_s·p_w per operation.
+        let per_search = writes_beside_s([(0.9, false), (0.1, true)].into_iter(), 4e-5);
+        assert!((0.9 * per_search - 4e-5 * 0.9 * 0.1).abs() < 1e-18);
     }
 
     #[test]

@@ -126,6 +126,14 @@ pub struct Params {
     /// modifies and pages answered at once, each wakes one (measured about
     /// 30 µs; calibration version 6). Default 0.
     pub handoff_mixed_s: f64,
+    /// Seconds a search adds per write interleaved with it: a mix of a
+    /// share p_s of searches and p_w of writes (modifies, inserts) pays
+    /// x·p_s·p_w per operation (`model::writes_beside_s`). On a process
+    /// that has served much more than it holds, searches and modifies
+    /// measured 17 % below their parts together while each alone kept
+    /// its speed (`docs/design/advisor.md`, "Searches beside modifies on
+    /// an old process"; calibration version 7). Default 0.
+    pub writes_beside_s: f64,
     /// Bytes one stored copy of an object takes when the workload does not
     /// say (`object_bytes`). Default 256.
     pub object_bytes: f64,
@@ -171,6 +179,7 @@ impl Default for Params {
             lookup_base_s: 0.0,
             lookup_match_s: None,
             handoff_mixed_s: 0.0,
+            writes_beside_s: 0.0,
             object_bytes: 256.0,
             index_entry_bytes: 48.0,
             global_entry_bytes: 64.0,
@@ -250,6 +259,7 @@ impl Params {
             lookup_base_s,
             lookup_match_s,
             handoff_mixed_s,
+            writes_beside_s,
             object_bytes,
             index_entry_bytes,
             global_entry_bytes,
@@ -275,6 +285,7 @@ impl Params {
             lookup_base_s: time(lookup_base_s),
             lookup_match_s: lookup_match_s.map(time),
             handoff_mixed_s: time(handoff_mixed_s),
+            writes_beside_s: time(writes_beside_s),
             // Ratios of hops, sizes, one transfer's bandwidth, fractions.
             alpha,
             alpha_create,
@@ -327,6 +338,7 @@ impl Params {
             lookup_base_s: c.lookup_base_s.unwrap_or(self.lookup_base_s),
             lookup_match_s: c.lookup_match_s.or(self.lookup_match_s),
             handoff_mixed_s: c.handoff_mixed_s.unwrap_or(self.handoff_mixed_s),
+            writes_beside_s: c.writes_beside_s.unwrap_or(self.writes_beside_s),
             daemons: c.daemons,
             ..self.clone()
         }
@@ -364,6 +376,7 @@ impl Params {
             lookup_base_s: Some(self.lookup_base_s),
             lookup_match_s: Some(self.lookup_match_cost_s()),
             handoff_mixed_s: Some(self.handoff_mixed_s),
+            writes_beside_s: Some(self.writes_beside_s),
             daemons,
             epoch,
             fits,
@@ -400,6 +413,7 @@ mod tests {
             lookup_base_s: 1.5e-5,
             lookup_match_s: Some(2e-5),
             handoff_mixed_s: 2.8e-5,
+            writes_beside_s: 4.1e-5,
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, vec![]);
@@ -433,6 +447,7 @@ mod tests {
             lookup_base_s: 1.5e-5,
             lookup_match_s: Some(2e-5),
             handoff_mixed_s: 2.8e-5,
+            writes_beside_s: 4.1e-5,
             global_index_move: Some(0.2),
             daemons: 3,
             ..Params::default()
@@ -459,6 +474,7 @@ mod tests {
             (on6.lookup_base_s, on3.lookup_base_s),
             (on6.lookup_match_cost_s(), on3.lookup_match_cost_s()),
             (on6.handoff_mixed_s, on3.handoff_mixed_s),
+            (on6.writes_beside_s, on3.writes_beside_s),
         ] {
             assert!(close(six, three / 2.0), "{six} against {three}");
         }
@@ -526,7 +542,7 @@ mod tests {
         (stored.unbounded_s, stored.search_base_s, stored.modify_s) = (None, None, None);
         (stored.global_index_hop, stored.global_index_move) = (None, None);
         (stored.lookup_base_s, stored.lookup_match_s) = (None, None);
-        stored.handoff_mixed_s = None;
+        (stored.handoff_mixed_s, stored.writes_beside_s) = (None, None);
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);
@@ -552,5 +568,8 @@ mod tests {
         assert_eq!(back.lookup_match_cost_s(), back.beta_s + back.get_cost_s());
         // Without version 6's, a hand-off costs the same among other work.
         assert_eq!(back.handoff_mixed_s, 0.0);
+        // Without version 7's, writes cost the searches beside them
+        // nothing.
+        assert_eq!(back.writes_beside_s, 0.0);
     }
 }

@@ -45,6 +45,11 @@ const MATCHES: u64 = 10;
 /// interval, so that every region met walks its index (a region the range
 /// covers whole would be scanned instead, `choose_access`).
 const RANGE_SHARES: [f64; 2] = [0.2, 0.9];
+
+/// The shares of searches in the calibration's mixes of searches and
+/// puts: two, so that the fit sees the term grow with the writes.
+const MIX_SEARCH_SHARES: [f64; 2] = [0.9, 0.5];
+
 /// The shares of e's axis the range lookups through its global index
 /// cover: with 1000 objects, about 20 and 100 matches.
 const GLOBAL_RANGES: [f64; 2] = [0.02, 0.1];
@@ -194,8 +199,13 @@ enum Action {
     /// The same range with equality on this attribute for a value no
     /// object has: every entry of the range is read, nothing returned.
     RangeNone(f64, &'static str),
-    /// A get for `Op::Read`, this action for every other operation: a mix.
-    GetOr(Box<Action>),
+    /// Equality on this attribute for `Op::SearchEq` (a value some object
+    /// has), this action for every other operation: a mix.
+    SearchOr(&'static str, Box<Action>),
+    /// The first action for an `Op::SearchEq` whose `recno` is at least
+    /// zero, the second for the others (with `recno` −1 − n as n): a mix
+    /// of two searches.
+    Signed(Box<Action>, Box<Action>),
 }
 
 /// The store every step runs through: one space, one action; it adds up
@@ -227,9 +237,24 @@ fn attr_value(attr: &str, n: u64, values: u64, unique: u64) -> Value {
 
 impl CalStore {
     async fn run(&self, op: &Op) -> anyhow::Result<Outcome> {
-        let action = match (&self.action, op) {
-            (Action::GetOr(_), Op::Read { .. }) => &Action::Get,
-            (Action::GetOr(other), _) => other.as_ref(),
+        let search;
+        let unsigned;
+        let (action, op) = match (&self.action, op) {
+            (Action::Signed(first, _), Op::SearchEq { recno }) if *recno >= 0 => {
+                (first.as_ref(), op)
+            }
+            (Action::Signed(_, second), Op::SearchEq { recno }) => {
+                unsigned = Op::SearchEq { recno: -1 - recno };
+                (second.as_ref(), &unsigned)
+            }
+            (action, op) => (action, op),
+        };
+        let action = match (action, op) {
+            (Action::SearchOr(attr, _), Op::SearchEq { .. }) => {
+                search = Action::Search(attr);
+                &search
+            }
+            (Action::SearchOr(_, other), _) => other.as_ref(),
             (action, _) => action,
         };
         match (action, op) {
@@ -772,52 +797,7 @@ async fn measure_on(
                 done > 0 && phase.seconds > 0.0,
                 "{label}: no operation completed in {limit:?}"
             );
-            // A search's result count is what it returned on average; a
-            // range walk reads exactly the entries it returns.
-            let kind = match kind {
-                Measured::Search {
-                    regions,
-                    examined,
-                    range,
-                    range_entries,
-                    index_reads,
-                    bounded,
-                    ..
-                } => {
-                    let n = store.searches.load(Ordering::Relaxed).max(1);
-                    let results = store.results.load(Ordering::Relaxed) as f64 / n as f64;
-                    Measured::Search {
-                        regions,
-                        examined,
-                        range,
-                        // A range walk reads what it returns, or when a
-                        // second check drops everything, the entries the
-                        // step expects its range to hold.
-                        range_entries: if range {
-                            range_entries.max(results)
-                        } else {
-                            0.0
-                        },
-                        // Scans read no index; equality walks read what
-                        // they examine, range walks what they read.
-                        index_reads: if range {
-                            index_reads.max(results)
-                        } else {
-                            index_reads
-                        },
-                        results,
-                        bounded,
-                    }
-                }
-                // A lookup reads the entries it returns (its exact filter
-                // keeps every object of an entry not written meanwhile).
-                Measured::Lookup { indexlets, .. } => {
-                    let n = store.searches.load(Ordering::Relaxed).max(1);
-                    let matches = store.results.load(Ordering::Relaxed) as f64 / n as f64;
-                    Measured::Lookup { indexlets, matches }
-                }
-                kind => kind,
-            };
+            let kind = counted(kind, &store);
             let cost_s = phase.seconds / done as f64;
             Ok(Step {
                 measurement: Measurement {
@@ -894,22 +874,23 @@ async fn measure_on(
                 recno: rng.gen_range(0..i64::MAX / 2),
             });
             steps.push(run(label, Action::SearchNone("b", "d"), kind.clone(), source).await?);
-            // The same search among as many gets: its hand-off to a
-            // blocking thread among work answered at once.
-            let label = format!("mix of gets and search b present, d absent on {name}");
-            let mix = Measured::Mix(vec![(0.5, Measured::Get), (0.5, kind)]);
-            let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| {
-                if rng.gen_bool(0.5) {
-                    Op::Read {
-                        key: existing(objects, rng),
-                    }
-                } else {
-                    Op::SearchEq {
-                        recno: rng.gen_range(0..i64::MAX / 2),
-                    }
-                }
+            // The same search among as many searches of a, whose pages
+            // a's index answers at once: its hand-off to a page thread
+            // among work answered at once. (Among gets it measured
+            // nothing more than its parts, among such searches a third
+            // more: session 37.)
+            let label = format!("mix of search a present and search b present, d absent on {name}");
+            let search_a = measured_a(&steps, name)?;
+            let mix = Measured::Mix(vec![(0.5, search_a), (0.5, kind)]);
+            let source = Box::new(move |_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                // Its sign picks the search: a's (a value some object
+                // has) or b's with d absent.
+                recno: rng.gen_range(0..i64::MAX / 2) * if rng.gen_bool(0.5) { 1 } else { -1 },
             });
-            let action = Action::GetOr(Box::new(Action::SearchNone("b", "d")));
+            let action = Action::Signed(
+                Box::new(Action::Search("a")),
+                Box::new(Action::SearchNone("b", "d")),
+            );
             steps.push(run(label, action, mix, source).await?);
             // Ranges on e, whose subspace has one-dimensional regions: a
             // range of φ meets 1 + φ(n − 1) of them.
@@ -935,6 +916,37 @@ async fn measure_on(
                 recno: rng.gen_range(0..i64::MAX / 2),
             });
             steps.push(run(label, Action::RangeNone(fraction, "d"), kind, source).await?);
+            // Searches of a among puts of d (key, a and b overwritten in
+            // place, no index entry), at two shares: what writes cost the
+            // searches beside them. A process that has served much more
+            // than it holds measured such mixes below their parts, each
+            // kind alone at its speed (`writes_beside_s`).
+            let search_a = measured_a(&steps, name)?;
+            let put_d = Measured::Put {
+                copies: space.copies,
+                unchanged: space.parts() - 1.0,
+                moved: vec![],
+                entries: 0.0,
+                global: vec![],
+            };
+            for searches in MIX_SEARCH_SHARES {
+                let label = format!("mix {searches} of search a present and put d on {name}");
+                let mix = Measured::Mix(vec![
+                    (searches, search_a.clone()),
+                    (1.0 - searches, put_d.clone()),
+                ]);
+                let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| {
+                    if rng.gen_bool(searches) {
+                        Op::SearchEq {
+                            recno: rng.gen_range(0..i64::MAX / 2),
+                        }
+                    } else {
+                        update(objects, rng)
+                    }
+                });
+                let action = Action::SearchOr("a", Box::new(Action::Put(vec!["d"])));
+                steps.push(run(label, action, mix, source).await?);
+            }
         }
         if space.global {
             let indexlets = f64::from(options.partitions.max(1));
@@ -1102,6 +1114,70 @@ where
         steps.push(run(label, Action::Put(vec![attr]), kind, Box::new(update)).await?);
     }
     Ok(steps)
+}
+
+/// The search "a present" on space `name` as its step measured it (its
+/// results counted), for the mixes that run it beside something else.
+fn measured_a(steps: &[Step], name: &str) -> anyhow::Result<Measured> {
+    let label = format!("search a present on {name}");
+    steps
+        .iter()
+        .find(|s| s.measurement.step == label)
+        .map(|s| s.measurement.kind.clone())
+        .ok_or_else(|| anyhow::anyhow!("no step {label:?} before the mixes that run it"))
+}
+
+/// `kind` with what `store`'s searches returned: a search's result count
+/// is what it returned on average, a range walk reads exactly the entries
+/// it returns, and a lookup reads the entries it returns (its exact filter
+/// keeps every object of an entry not written meanwhile).
+fn counted(kind: Measured, store: &CalStore) -> Measured {
+    let per_search = || {
+        let n = store.searches.load(Ordering::Relaxed).max(1);
+        store.results.load(Ordering::Relaxed) as f64 / n as f64
+    };
+    match kind {
+        Measured::Search {
+            regions,
+            examined,
+            range,
+            range_entries,
+            index_reads,
+            bounded,
+            ..
+        } => {
+            let results = per_search();
+            Measured::Search {
+                regions,
+                examined,
+                range,
+                // A range walk reads what it returns, or when a second
+                // check drops everything, the entries the step expects its
+                // range to hold.
+                range_entries: if range {
+                    range_entries.max(results)
+                } else {
+                    0.0
+                },
+                // Scans read no index; equality walks read what they
+                // examine, range walks what they read.
+                index_reads: if range {
+                    index_reads.max(results)
+                } else {
+                    index_reads
+                },
+                results,
+                bounded,
+            }
+        }
+        Measured::Lookup { indexlets, .. } => Measured::Lookup {
+            indexlets,
+            matches: per_search(),
+        },
+        // A mix's parts are counted where each ran alone: its searches'
+        // results are not told apart here.
+        kind => kind,
+    }
 }
 
 /// An update of an existing key (`k0 … k{objects − 1}`) with a seed for

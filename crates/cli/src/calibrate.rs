@@ -173,6 +173,7 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("lookup_base_s (l0)", format!("{:.3e}", p.lookup_base_s)),
         ("lookup_match_s", format!("{:.3e}", p.lookup_match_cost_s())),
         ("handoff_mixed_s (v)", format!("{:.3e}", p.handoff_mixed_s)),
+        ("writes_beside_s (x)", format!("{:.3e}", p.writes_beside_s)),
     ] {
         let _ = writeln!(out, "  {name:<22} {value}");
     }

@@ -58,11 +58,12 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert_eq!(report["stored"], true);
     assert_eq!(report["daemons"], 2);
     // Two daemons: key-only and subspace spaces at f = 0 and f = 1; eight
-    // equality and three range searches on the first, and a mix of gets
-    // and one of them; a modify on each key-only space; three lookups
-    // through a global index, and two puts through it at each f.
+    // equality and three range searches on the first, a mix of two of
+    // them and two mixes of one with puts; a modify on each key-only
+    // space; three lookups through a global index, and two puts through
+    // it at each f.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 39);
+    assert_eq!(steps.len(), 41);
     // The speed probe ran, and its space is gone with the others (below).
     let reference = report["probe"]["reference_ops_per_s"]
         .as_f64()
@@ -145,8 +146,11 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert!(stored.lookup_base_s.is_some());
     let per_match = stored.lookup_match_s.expect("a lookup's cost per match");
     assert!(per_match > 0.0, "{stored:?}");
-    // Version 6's, fitted from the mix of gets and a handed-off search.
+    // Version 6's, fitted from the mix of a handed-off search and one
+    // answered at once.
     assert!(stored.handoff_mixed_s.is_some(), "{stored:?}");
+    // Version 7's, fitted from the mixes of searches and puts.
+    assert!(stored.writes_beside_s.is_some(), "{stored:?}");
     let t_max = report["parameters"]["t_max_ops_per_s"]
         .as_f64()
         .expect("T_max");

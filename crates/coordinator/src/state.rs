@@ -2263,6 +2263,7 @@ mod tests {
             lookup_base_s: Some(2e-5),
             lookup_match_s: Some(3e-5),
             handoff_mixed_s: Some(2e-5),
+            writes_beside_s: Some(3e-5),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2352,7 +2353,7 @@ mod tests {
         (old.unbounded_s, old.search_base_s, old.modify_s) = (None, None, None);
         (old.global_index_hop, old.global_index_move) = (None, None);
         (old.lookup_base_s, old.lookup_match_s) = (None, None);
-        old.handoff_mixed_s = None;
+        (old.handoff_mixed_s, old.writes_beside_s) = (None, None);
         let result = state.apply(Command::SetAdvisorParams {
             params: Box::new(old.clone()),
         });

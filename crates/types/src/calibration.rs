@@ -6,7 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 6;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 7;
+
+/// The sixth version, still accepted: it has every parameter but what
+/// writes cost the searches beside them that version 7 added (`None`).
+pub const ADVISOR_CALIBRATION_VERSION_6: u32 = 6;
 
 /// The fifth version, still accepted: it has every parameter but the
 /// hand-off beside other work that version 6 added (`None`).
@@ -115,6 +119,11 @@ pub struct AdvisorCalibration {
     /// searches (version 6).
     #[serde(default)]
     pub handoff_mixed_s: Option<f64>,
+    /// Seconds a search adds per write interleaved with it: a mix whose
+    /// operations are a share p_s searches and p_w writes pays this times
+    /// p_s·p_w per operation (version 7).
+    #[serde(default)]
+    pub writes_beside_s: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -145,7 +154,7 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4}, {ADVISOR_CALIBRATION_VERSION_5} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
+    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4}, {ADVISOR_CALIBRATION_VERSION_5}, {ADVISOR_CALIBRATION_VERSION_6} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
@@ -213,6 +222,7 @@ impl AdvisorCalibration {
             ("lookup_base_s", self.lookup_base_s, 5),
             ("lookup_match_s", self.lookup_match_s, 5),
             ("handoff_mixed_s", self.handoff_mixed_s, 6),
+            ("writes_beside_s", self.writes_beside_s, 7),
         ];
         if !matches!(
             self.version,
@@ -221,6 +231,7 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_3
                 | ADVISOR_CALIBRATION_VERSION_4
                 | ADVISOR_CALIBRATION_VERSION_5
+                | ADVISOR_CALIBRATION_VERSION_6
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -270,6 +281,7 @@ impl AdvisorCalibration {
             ("lookup_base_s", self.lookup_base_s.unwrap_or(0.0)),
             ("lookup_match_s", self.lookup_match_s.unwrap_or(0.0)),
             ("handoff_mixed_s", self.handoff_mixed_s.unwrap_or(0.0)),
+            ("writes_beside_s", self.writes_beside_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -336,6 +348,7 @@ pub(crate) fn sample() -> AdvisorCalibration {
         lookup_base_s: Some(1e-5),
         lookup_match_s: Some(2.5e-5),
         handoff_mixed_s: Some(3e-5),
+        writes_beside_s: Some(4e-5),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -355,8 +368,30 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 7;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 7 }));
+        bad.version = 8;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 8 }));
+        let mut bad = sample();
+        bad.writes_beside_s = Some(f64::NAN);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange {
+                name: "writes_beside_s",
+                ..
+            })
+        ));
+        // Version 6 has every parameter but what writes cost searches.
+        let mut v6 = sample();
+        v6.version = ADVISOR_CALIBRATION_VERSION_6;
+        assert_eq!(
+            v6.validate(),
+            Err(CalibrationError::Shape {
+                version: 6,
+                name: "writes_beside_s",
+                present: true
+            })
+        );
+        v6.writes_beside_s = None;
+        assert_eq!(v6.validate(), Ok(()));
         let mut bad = sample();
         bad.handoff_mixed_s = Some(-1e-9);
         assert!(matches!(
@@ -414,7 +449,7 @@ mod tests {
             })
         ));
         // Version 5 has every parameter but the hand-off beside other work.
-        let mut v5 = sample();
+        let mut v5 = v6.clone();
         v5.version = ADVISOR_CALIBRATION_VERSION_5;
         assert_eq!(
             v5.validate(),
