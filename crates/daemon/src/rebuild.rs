@@ -310,6 +310,22 @@ pub struct Settled {
 /// the pending update. It is the base, its writer left to its commit, and
 /// it is driven again too, first, so that the members holding it pending
 /// commit it and its client's retry still waits for the point leader.
+///
+/// Another, for a key region too: no source's pending update follows a
+/// version of its region, yet the newest committed record is live and
+/// older than every pending update. The source holding it lags: the
+/// object lived in its region at that version, so every later update
+/// passes through it (moving the object out, or over it), but it holds
+/// none of them pending — it was itself rebuilt meanwhile, as a region
+/// that is not a key region, and left them to its point leader: the region
+/// being rebuilt now (simulator seed 395000268: hybrid region r5 was
+/// rebuilt from replex region r10 with v777 committed, v778 left to point
+/// leader r1, whose daemon was lost; r1, rebuilt from r5 and from r6,
+/// which v778 moves the object into and holds it pending following
+/// nothing, took the key for new and answered NotFound for v777,
+/// acknowledged long before). That record was committed at its source,
+/// hence at the tail: it is the base, as if the source still held its
+/// pending update, and the updates above it are driven from it.
 pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -> Settled {
     let moved = match (&unsettled.floor, stored) {
         (None, Some(s)) if key_region && s.object.is_none() => unsettled
@@ -324,7 +340,21 @@ pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -
         _ => None,
     };
     let again = moved.as_ref().map(|r| r.version);
-    let base = moved.or(unsettled.floor.unwrap_or_default());
+    let lagged = match (&unsettled.floor, stored) {
+        (None, Some(s))
+            if key_region
+                && s.object.is_some()
+                && unsettled.writes.keys().all(|v| *v > s.version) =>
+        {
+            Some(Record {
+                version: s.version,
+                object: s.object.clone(),
+                recent: Vec::new(),
+            })
+        }
+        _ => None,
+    };
+    let base = moved.or(lagged).or(unsettled.floor.unwrap_or_default());
     let base_version = base.as_ref().map(|r| r.version);
     let base = base.map(|mut r| {
         for writer in stored.map(|s| s.recent.as_slice()).unwrap_or_default() {
@@ -1074,6 +1104,49 @@ mod tests {
         let other = settle(false, Some(&stored), unsettled);
         assert_eq!(other.base, None);
         assert!(other.drive.is_empty());
+    }
+
+    /// A key region rebuilt beside a region that lost its pending update
+    /// (simulator seed 395000268: hybrid regions r5 and r6). v4 moved the
+    /// object out of one replex region into the other; v5 moves it back.
+    /// The region v5 leaves was rebuilt while v5 was in flight, as a
+    /// region that is not a key region: it kept v4 committed and left v5
+    /// to the point leader — the key region rebuilt now — so it holds v4
+    /// live and nothing pending. The region v5 enters holds v4's tombstone
+    /// and v5 pending, following nothing there. No pending update follows
+    /// a committed version, but the key is not new: the rebuilt key region
+    /// holds v4, acknowledged, committed (not pending, read as NotFound),
+    /// and drives v5 from it.
+    #[test]
+    fn a_key_region_rebuilt_beside_a_region_that_lost_its_pending_update_keeps_the_object() {
+        let space = space();
+        let (here, there) = a_in_each_region(&space);
+        let (old, moved) = (Some(object(9, here)), Some(object(9, there)));
+        let lagging = Record {
+            version: Version(4),
+            object: old.clone(),
+            recent: vec![(writer(1), Version(3)), (writer(2), Version(4))],
+        };
+        let left = Record {
+            version: Version(4),
+            object: None,
+            recent: vec![(writer(2), Version(4))],
+        };
+        let pending = write(5, moved.clone(), 3, None);
+        // A source with nothing pending adds no `Unsettled` entry.
+        let mut unsettled = Unsettled::default();
+        unsettled.add(Some(&left), vec![pending.clone()]);
+        for (first, second) in [(&left, &lagging), (&lagging, &left)] {
+            let stored = merge_record(Some(first), second.clone()).unwrap_or(first.clone());
+            let settled = settle(true, Some(&stored), unsettled.clone());
+            let base = settled.base.expect("the key is not new");
+            assert_eq!((base.version, base.object), (Version(4), old.clone()));
+            assert_eq!(
+                base.recent,
+                vec![(writer(1), Version(3)), (writer(2), Version(4))]
+            );
+            assert_eq!(settled.drive, vec![pending.clone()]);
+        }
     }
 
     fn config_with(rebuilds: Vec<Rebuild>) -> Configuration {

@@ -518,3 +518,17 @@ fn seed_383001822_a_poisoned_daemon_reports_no_rebuild_complete() {
 fn seed_391008841_a_key_region_rebuilt_around_a_move_keeps_the_object() {
     must_pass(391_008_841);
 }
+
+/// Beyond f: an update moving the object from hybrid region r5 to r6 (and
+/// replex r10 to r11) was in flight when its point leader's daemon and
+/// r5's were lost. r5 was rebuilt from r10, keeping the version before the
+/// update committed and leaving the update to the point leader; then the
+/// key region was rebuilt from r5 (that version live, nothing pending) and
+/// r6 (the update pending, following nothing there). No pending update
+/// followed a committed version, so the key region took the key for new
+/// and a get answered NotFound for an object acknowledged long before. A
+/// live record older than every pending update is now the base.
+#[test]
+fn seed_395000268_a_key_region_rebuilt_beside_a_lagging_region_keeps_the_object() {
+    must_pass(395_000_268);
+}
