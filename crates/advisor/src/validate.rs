@@ -115,6 +115,13 @@ pub struct Agreement {
     pub predicted_best: usize,
     /// Its measured rank: 1 + the layouts measured strictly faster.
     pub predicted_best_measured_rank: usize,
+    /// Layouts predicted equal to the predicted best, itself included
+    /// (the model cannot tell them apart: which is "the" best among them
+    /// is the order they were listed in).
+    pub predicted_best_ties: usize,
+    /// The best measured rank among those tied layouts: equal to
+    /// `predicted_best_measured_rank` without ties.
+    pub tied_best_measured_rank: usize,
 }
 
 /// Compares `predicted` with `measured` (throughputs of the same layouts,
@@ -139,11 +146,20 @@ pub fn agreement(predicted: &[f64], measured: &[f64]) -> Option<Agreement> {
             predicted_best = i;
         }
     }
+    let ties: Vec<usize> = (0..predicted.len())
+        .filter(|&i| tied(predicted[i], predicted[predicted_best]))
+        .collect();
     Some(Agreement {
         mean_abs_relative_error,
         kendall_tau_b: kendall_tau_b(predicted, measured),
         predicted_best,
         predicted_best_measured_rank: measured_rank(measured, predicted_best),
+        predicted_best_ties: ties.len(),
+        tied_best_measured_rank: ties
+            .iter()
+            .map(|&i| measured_rank(measured, i))
+            .min()
+            .unwrap_or(1),
     })
 }
 
@@ -320,6 +336,14 @@ mod tests {
         assert_eq!(a.predicted_best_measured_rank, 2);
         // x = 110,200,100; y = 100,190,200: (0,1) c, (0,2) d, (1,2) d.
         assert!(close(a.kendall_tau_b.unwrap(), -1.0 / 3.0));
+        // No tie at the top: the tied rank is the rank.
+        assert_eq!((a.predicted_best_ties, a.tied_best_measured_rank), (1, 2));
+        // Items 0 and 2 predicted equal at the top: the first listed is
+        // "the" best (measured third), the other measured first.
+        let a = agreement(&[300., 200., 300.], &[100., 150., 200.]).unwrap();
+        assert_eq!(a.predicted_best, 0);
+        assert_eq!(a.predicted_best_measured_rank, 3);
+        assert_eq!((a.predicted_best_ties, a.tied_best_measured_rank), (2, 1));
         assert_eq!(agreement(&[], &[]), None);
         assert_eq!(agreement(&[1.], &[0.]), None);
     }

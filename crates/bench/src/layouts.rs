@@ -1235,12 +1235,21 @@ impl LayoutsReport {
                 a.kendall_tau_b
                     .map_or("undefined".to_string(), |t| format!("{t:.3}"))
             );
-            let _ = writeln!(
+            let _ = write!(
                 out,
                 "predicted best: measured rank {} of {}",
                 a.predicted_best_measured_rank,
                 self.runs.len()
             );
+            if a.predicted_best_ties > 1 {
+                let _ = write!(
+                    out,
+                    " (predicted equal to {} other(s); the best of them measured rank {})",
+                    a.predicted_best_ties - 1,
+                    a.tied_best_measured_rank
+                );
+            }
+            let _ = writeln!(out);
         }
         let per_kind = self.class_errors();
         if !per_kind.is_empty() {
@@ -1398,6 +1407,8 @@ impl LayoutsReport {
             "predicted_best": a.map(|a| self.runs[a.predicted_best].description.clone()),
             "predicted_best_measured_rank": a.map(|a| a.predicted_best_measured_rank),
             "predicted_best_is_measured_best": a.map(|a| a.predicted_best_measured_rank == 1),
+            "predicted_best_ties": a.map(|a| a.predicted_best_ties),
+            "tied_best_measured_rank": a.map(|a| a.tied_best_measured_rank),
             "greedy": greedy,
             "disturbed_layouts": self.runs.iter().filter(|r| r.disturbed()).count(),
             "failed_layouts": self.failed.iter().map(|f| json!({
