@@ -327,34 +327,37 @@ pub struct Settled {
 /// hence at the tail: it is the base, as if the source still held its
 /// pending update, and the updates above it are driven from it.
 pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -> Settled {
-    let moved = match (&unsettled.floor, stored) {
-        (None, Some(s)) if key_region && s.object.is_none() => unsettled
-            .writes
-            .get(&s.version)
-            .filter(|w| w.object.is_some())
-            .map(|w| Record {
-                version: s.version,
-                object: w.object.clone(),
-                recent: Vec::new(),
-            }),
+    // The two exceptions: (the base's object, whether its version is
+    // driven again), from the stored record when no floor testifies.
+    let unfloored = match (&unsettled.floor, stored) {
+        (None, Some(s)) if key_region => match &s.object {
+            // Moved: the tombstone of a pending update that carries an
+            // object.
+            None => unsettled
+                .writes
+                .get(&s.version)
+                .and_then(|w| w.object.clone())
+                .map(|object| (s.version, Some(object), true)),
+            // Lagged: live, older than every pending update.
+            Some(object) => unsettled
+                .writes
+                .keys()
+                .all(|v| *v > s.version)
+                .then(|| (s.version, Some(object.clone()), false)),
+        },
         _ => None,
     };
-    let again = moved.as_ref().map(|r| r.version);
-    let lagged = match (&unsettled.floor, stored) {
-        (None, Some(s))
-            if key_region
-                && s.object.is_some()
-                && unsettled.writes.keys().all(|v| *v > s.version) =>
-        {
-            Some(Record {
-                version: s.version,
-                object: s.object.clone(),
-                recent: Vec::new(),
-            })
-        }
-        _ => None,
+    let again = unfloored
+        .as_ref()
+        .and_then(|(v, _, again)| again.then_some(*v));
+    let base = match unfloored {
+        Some((version, object, _)) => Some(Record {
+            version,
+            object,
+            recent: Vec::new(),
+        }),
+        None => unsettled.floor.unwrap_or_default(),
     };
-    let base = moved.or(lagged).or(unsettled.floor.unwrap_or_default());
     let base_version = base.as_ref().map(|r| r.version);
     let base = base.map(|mut r| {
         for writer in stored.map(|s| s.recent.as_slice()).unwrap_or_default() {

@@ -254,28 +254,17 @@ impl ReplicaCore {
                 };
                 prev = Some((write.version, write.object));
                 let writers = folded.remove(&write.version).unwrap_or_default();
-                if blocked {
-                    // Rechained by the configuration that gives the region
-                    // on its way a daemon again (see `reconfig`).
-                    self.keys
-                        .entry(state_key.clone())
-                        .or_default()
-                        .pending
-                        .insert(
-                            write.version,
-                            Pending {
-                                forward,
-                                replies: Vec::new(),
-                                phase: Phase::Blocked,
-                                folded: writers,
-                            },
-                        );
-                } else if again {
-                    // Pending here although committed here (which
-                    // `apply_forward` would take for done): sent down the
-                    // chain, committed again when acknowledged.
+                if blocked || again {
+                    // Blocked: rechained by the configuration that gives
+                    // the region on its way a daemon again (see
+                    // `reconfig`). Driven again: pending here although
+                    // committed here (which `apply_forward` would take for
+                    // done), sent down the chain and committed again when
+                    // acknowledged.
                     let version = forward.version;
-                    let phase = if self.held.contains(&state_key.0) {
+                    let phase = if blocked {
+                        Phase::Blocked
+                    } else if self.held.contains(&state_key.0) {
                         Phase::Held { blocked: false }
                     } else {
                         Phase::Sending {
@@ -295,7 +284,9 @@ impl ReplicaCore {
                                 folded: writers,
                             },
                         );
-                    self.continue_pending(&state_key, version);
+                    if !blocked {
+                        self.continue_pending(&state_key, version);
+                    }
                 } else {
                     let version = forward.version;
                     self.apply_forward(forward, Vec::new());
