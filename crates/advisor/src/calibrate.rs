@@ -107,6 +107,19 @@ pub enum Measured {
     /// (`handoff_mixed_s`), and what writes add to the searches beside
     /// them (`writes_beside_s`).
     Mix(Vec<(f64, Measured)>),
+    /// A search ([`Measured::Search`]) on a space of `objects` objects,
+    /// more than the `reference` the other searches ran on: what reading
+    /// through an index costs more as the space grows (`larger_search_s`
+    /// per search, `larger_entry_s` per entry read, each per e-fold of
+    /// `objects / reference`).
+    Larger {
+        /// Objects in the space searched.
+        objects: f64,
+        /// Objects in the space of the other searches.
+        reference: f64,
+        /// The search, as it is on a space of `reference` objects.
+        search: Box<Measured>,
+    },
 }
 
 /// One measurement: seconds of cluster work per operation.
@@ -148,6 +161,7 @@ impl Measured {
             Measured::Search { range: true, .. } => "range",
             Measured::Lookup { .. } => "lookup",
             Measured::Mix(_) => "mix",
+            Measured::Larger { .. } => "larger",
             Measured::Put { .. } => "global put",
         }
     }
@@ -198,22 +212,39 @@ impl Measured {
         }
     }
 
+    /// A put's chain in overwrite hops under `params` (moves at α,
+    /// local index entries at δ, global index replicas at g and μ): what
+    /// the model's `modify_hops` counts beyond the get. 0 for anything
+    /// that is not a put.
+    fn put_hops(&self, params: &Params) -> f64 {
+        let Some((fixed, per_alpha, per_delta)) = self.put_terms() else {
+            return 0.0;
+        };
+        let [global, global_moves] = self.global_terms();
+        fixed
+            + params.alpha * per_alpha
+            + params.index_write * per_delta
+            + params.global_index_hop * global
+            + params.global_move_hops() * global_moves
+    }
+
+    /// The hops of a put's chain beyond its first (`modify_hop_s` each,
+    /// in a modify).
+    fn hops_beyond_first(&self, params: &Params) -> f64 {
+        (self.put_hops(params) - 1.0).max(0.0)
+    }
+
     /// The model's cost of this operation under `params`.
     pub fn predicted_s(&self, params: &Params) -> f64 {
         let h = params.hop_s();
         match self {
             Measured::Get => params.get_cost_s(),
-            Measured::Put { .. } => {
-                let (fixed, per_alpha, per_delta) = self.put_terms().unwrap_or_default();
-                params.write_s
-                    + h * (fixed
-                        + params.alpha * per_alpha
-                        + params.index_write * per_delta
-                        + params.global_index_hop * self.global_terms()[0]
-                        + params.global_move_hops() * self.global_terms()[1])
-            }
+            Measured::Put { .. } => params.write_s + h * self.put_hops(params),
             Measured::Modify(put) => {
-                params.get_cost_s() + params.modify_s + put.predicted_s(params)
+                params.get_cost_s()
+                    + params.modify_s
+                    + params.modify_hop_s * put.hops_beyond_first(params)
+                    + put.predicted_s(params)
             }
             Measured::Insert { copies, entries } => {
                 params.insert_s
@@ -243,7 +274,33 @@ impl Measured {
                 let (parts_s, [handoffs, beside]) = self.mix_terms(params).unwrap_or_default();
                 parts_s + params.handoff_mixed_s * handoffs + params.writes_beside_s * beside
             }
+            Measured::Larger { search, .. } => {
+                let [per_search, per_entry] = self.larger_terms().unwrap_or_default();
+                search.predicted_s(params)
+                    + params.larger_search_s * per_search
+                    + params.larger_entry_s * per_entry
+            }
         }
+    }
+
+    /// A search on a larger space as [e-folds of its objects over the
+    /// reference's, times min(1, index reads); the same, times the
+    /// entries read through an index], as the model prices a search
+    /// (`model.rs`, `search_priced`).
+    fn larger_terms(&self) -> Option<[f64; 2]> {
+        let Measured::Larger {
+            objects,
+            reference,
+            search,
+        } = self
+        else {
+            return None;
+        };
+        let folds = crate::model::larger_folds(*objects, *reference);
+        let terms = search.search_terms()?;
+        // Entries read through an index (by equality or over a range),
+        // and whether at least one was.
+        Some([folds * terms[5], folds * terms[4]])
     }
 
     /// A mix's cost as (its parts' costs weighted by their shares, [the
@@ -465,22 +522,33 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         params.get_s = Some(num / den);
     }
 
-    // Modifies: cost = g + m + their put's cost, for m (the put and the
-    // get fitted above), on relative errors, not below zero.
+    // Modifies: cost = g + m + m_h·(their put's hops beyond the first) +
+    // their put's cost, for m and m_h (the put and the get fitted above),
+    // on relative errors, not below zero.
     let modifies: Vec<(Vec<f64>, f64, f64)> = usable
         .iter()
-        .filter(|m| matches!(m.kind, Measured::Modify(_)))
-        .map(|m| {
+        .filter_map(|m| {
+            let Measured::Modify(put) = &m.kind else {
+                return None;
+            };
             let base = m.kind.predicted_s(&Params {
                 modify_s: 0.0,
+                modify_hop_s: 0.0,
                 ..params.clone()
             });
-            (vec![1.0], m.cost_s, base)
+            Some((vec![1.0, put.hops_beyond_first(&params)], m.cost_s, base))
         })
         .collect();
-    match offset_nnls(&modifies, 1) {
-        Some(m) => params.modify_s = m[0],
-        None => kept.push("modify_s: no modify measured".into()),
+    match offset_nnls(&modifies, 2) {
+        Some(m) => {
+            params.modify_s = m[0];
+            if modifies.iter().any(|(x, _, _)| x[1] > 0.0) {
+                params.modify_hop_s = m[1];
+            } else {
+                kept.push("modify_hop_s: no modify on a chain of more than one hop".into());
+            }
+        }
+        None => kept.push("modify_s, modify_hop_s: no modify measured".into()),
     }
 
     // Searches: cost = c_req·CR + β·scanned + γ·results + ρ·[range] +
@@ -598,6 +666,31 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         _ => kept.push("writes_beside_s: no mix of searches and writes".into()),
     }
 
+    // Searches on a larger space: cost = the search's fitted cost +
+    // ln(objects / reference)·(a_L·min(1, index reads) + b_L·entries
+    // read), for a_L (`larger_search_s`) and b_L (`larger_entry_s`), not
+    // below zero.
+    let larger: Vec<(Vec<f64>, f64, f64)> = usable
+        .iter()
+        .filter_map(|m| {
+            let terms = m.kind.larger_terms()?;
+            let Measured::Larger {
+                reference, search, ..
+            } = &m.kind
+            else {
+                return None;
+            };
+            params.larger_reference_objects = *reference;
+            Some((terms.to_vec(), m.cost_s, search.predicted_s(&params)))
+        })
+        .collect();
+    match offset_nnls(&larger, 2) {
+        Some(c) => (params.larger_search_s, params.larger_entry_s) = (c[0], c[1]),
+        None => kept.push(
+            "larger_search_s, larger_entry_s: no search through an index on a larger space".into(),
+        ),
+    }
+
     let points: Vec<FitPoint> = usable
         .iter()
         .map(|m| FitPoint {
@@ -617,6 +710,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         "global put",
         "lookup",
         "mix",
+        "larger",
     ]
     .into_iter()
     .filter_map(|group| {
@@ -824,7 +918,8 @@ mod tests {
                 &mut rng,
             );
             let modify = Measured::Modify(Box::new(put));
-            let cost = g + truth.modify_s + w + h * k;
+            // A chain of k hops: k − 1 beyond the first.
+            let cost = g + truth.modify_s + truth.modify_hop_s * (k - 1.0) + w + h * k;
             push(format!("modify key-only K={k}"), modify, cost, &mut rng);
             let insert = Measured::Insert {
                 copies: k,
@@ -844,7 +939,15 @@ mod tests {
                 entries: 0.0,
                 global: vec![],
             };
-            push(format!("put d K={k}"), put, w + h * 3.0 * k, &mut rng);
+            push(
+                format!("put d K={k}"),
+                put.clone(),
+                w + h * 3.0 * k,
+                &mut rng,
+            );
+            let modify = Measured::Modify(Box::new(put));
+            let cost = g + truth.modify_s + truth.modify_hop_s * (3.0 * k - 1.0) + w + h * 3.0 * k;
+            push(format!("modify d K={k}"), modify, cost, &mut rng);
             let put = Measured::Put {
                 copies: k,
                 unchanged: 2.0,
@@ -919,6 +1022,18 @@ mod tests {
                 + first
                 + handed_off;
             push(step.to_string(), kind.clone(), cost, &mut rng);
+            // The same search on ten times the objects, where each walk
+            // pays a_L once and b_L per entry read, per e-fold.
+            if matches!(step, "a present" | "b present") {
+                let folds = 10f64.ln();
+                let larger = Measured::Larger {
+                    objects: 10.0 * objects,
+                    reference: objects,
+                    search: Box::new(kind.clone()),
+                };
+                let extra = folds * (truth.larger_search_s + examined * truth.larger_entry_s);
+                push(format!("{step} larger"), larger, cost + extra, &mut rng);
+            }
             // Half "a present" (answered at once), half this search
             // handed off: the search takes s = cost / (a + cost) of the
             // mix's time, and each of its operations adds v·(1 − s), half
@@ -1045,6 +1160,9 @@ mod tests {
             unbounded_s: 1.2e-5,
             search_base_s: 4e-6,
             modify_s: 6e-6,
+            modify_hop_s: 3.5e-6,
+            larger_search_s: 2.5e-6,
+            larger_entry_s: 6e-7,
             global_index_hop: 0.8,
             global_index_move: Some(0.3),
             lookup_base_s: 2.5e-5,
@@ -1073,6 +1191,10 @@ mod tests {
         near("unbounded", p.unbounded_s, 1.2e-5, 1e-9);
         near("s0", p.search_base_s, 4e-6, 1e-9);
         near("m", p.modify_s, 6e-6, 1e-9);
+        near("m_h", p.modify_hop_s, 3.5e-6, 1e-9);
+        near("a_L", p.larger_search_s, 2.5e-6, 1e-9);
+        near("b_L", p.larger_entry_s, 6e-7, 1e-9);
+        near("reference", p.larger_reference_objects, 4000.0, 1e-12);
         near("global hop", p.global_index_hop, 0.8, 1e-9);
         near("global move", p.global_move_hops(), 0.3, 1e-9);
         near("lookup base", p.lookup_base_s, 2.5e-5, 1e-9);
@@ -1111,6 +1233,9 @@ mod tests {
             unbounded_s: 3e-5,
             search_base_s: 2e-5,
             modify_s: 2e-5,
+            modify_hop_s: 2e-5,
+            larger_search_s: 1e-5,
+            larger_entry_s: 2e-6,
             global_index_hop: 1.4,
             global_index_move: Some(0.6),
             lookup_base_s: 3e-5,
@@ -1144,6 +1269,10 @@ mod tests {
         // m is what is left of a modify once its get and put are priced,
         // each with its own noise.
         near("m", p.modify_s, 2e-5, 0.5);
+        near("m_h", p.modify_hop_s, 2e-5, 0.5);
+        // What a larger space adds is a small part of its searches.
+        near("a_L", p.larger_search_s, 1e-5, 0.75);
+        near("b_L", p.larger_entry_s, 2e-6, 0.75);
         // The hop on an indexlet is a fraction of its put, the match of
         // its lookup: noise on the rest moves them.
         near("global hop", p.global_index_hop, 1.4, 0.25);
@@ -1201,9 +1330,10 @@ mod tests {
         assert_eq!(fit.params.lookup_match_s, None);
         // write_s, alpha, index_write, the global index pair,
         // alpha_create, get_s; beta_s, result_s, the range pair,
-        // walk_first_s, unbounded_s, search_base_s, modify_s, the lookup
-        // pair, handoff_mixed_s, writes_beside_s.
-        assert_eq!(fit.kept.len(), 16, "{:?}", fit.kept);
+        // walk_first_s, unbounded_s, search_base_s, the modify pair, the
+        // lookup pair, handoff_mixed_s, writes_beside_s, the larger pair.
+        assert_eq!(fit.kept.len(), 17, "{:?}", fit.kept);
+        assert_eq!(fit.params.larger_entry_s, defaults.larger_entry_s);
         assert_eq!(fit.params.handoff_mixed_s, defaults.handoff_mixed_s);
         assert_eq!(fit.params.writes_beside_s, defaults.writes_beside_s);
         assert_eq!(

@@ -132,10 +132,12 @@ pub fn predict_with(
                     Model::Thesis => hops * params.hop_s(),
                     // The get is priced as one, the put's chain by its
                     // hops, the put request once, and what holding one
-                    // operation across both round trips adds.
+                    // operation across both round trips adds, the more
+                    // the longer the put's chain (`hops` counts the get).
                     Model::Tessera => {
                         params.get_cost_s()
                             + params.modify_s
+                            + params.modify_hop_s * (hops - 2.0).max(0.0)
                             + params.write_s
                             + (hops - 1.0) * params.hop_s()
                     }
@@ -228,6 +230,21 @@ pub fn mixed_handoff_s(classes: impl Iterator<Item = (f64, f64, bool)>, per_s: f
     });
     if off > 0.0 && all > 0.0 {
         per_s * (1.0 - off / all)
+    } else {
+        0.0
+    }
+}
+
+/// The e-folds by which a space of `objects` objects is larger than the
+/// `reference` the calibration searched: ln(objects / reference), 0 when
+/// it is not larger or there is no reference. Reading through an index
+/// costs more per e-fold (`Params::larger_entry_s`, `larger_search_s`):
+/// the row cache's and the memory table's lookups miss the CPU's caches
+/// more as the objects grow (`docs/design/advisor.md`, "Walks over a
+/// larger space").
+pub fn larger_folds(objects: f64, reference: f64) -> f64 {
+    if reference > 0.0 && objects > reference {
+        (objects / reference).ln()
     } else {
         0.0
     }
@@ -495,16 +512,18 @@ impl<'a> Context<'a> {
         let p = self.params;
         // A walk that reads at least one object pays ε once per search
         // (its first read through an index costs more than the next).
-        let first = |share: f64| p.walk_first_s * (in_regions * share).min(1.0);
+        // On a space larger than the calibration's, reading through an
+        // index costs more, per search and per entry, by the e-folds of
+        // the ratio (`larger_folds`; a scan does not).
+        let folds = larger_folds(self.objects, p.larger_reference_objects);
+        let first = |share: f64| {
+            (p.walk_first_s + folds * p.larger_search_s) * (in_regions * share).min(1.0)
+        };
+        let entry_s = p.range_entry_s + folds * p.larger_entry_s;
         let (share, per_entry_s, walk_s, walked) = match walk(SearchOp::Eq) {
-            Some((share, a)) => (share, p.range_entry_s, first(share), Some(a)),
+            Some((share, a)) => (share, entry_s, first(share), Some(a)),
             None => match walk(SearchOp::Range) {
-                Some((share, a)) => (
-                    share,
-                    p.range_entry_s,
-                    p.range_search_s + first(share),
-                    Some(a),
-                ),
+                Some((share, a)) => (share, entry_s, p.range_search_s + first(share), Some(a)),
                 None => (1.0, p.beta_s, 0.0, None),
             },
         };
@@ -1111,6 +1130,92 @@ mod tests {
         assert!((0.9 * per_search - 4e-5 * 0.9 * 0.1).abs() < 1e-18);
     }
 
+    #[test]
+    fn walks_over_a_space_larger_than_the_calibrations_cost_more_per_e_fold() {
+        // The space holds 256,000 objects: ten times the reference.
+        let base = Params {
+            larger_reference_objects: 25_600.0,
+            ..Params::default()
+        };
+        // 100 cities: a search reads many entries.
+        let w = parse_workload(
+            r#"{"space": "space hotels key id attributes city, addr, post, tel, int price create 256 partitions tolerate 1 failure",
+                "objects": 256000, "distinct": {"city": 100},
+                "classes": [{"p": 1, "search": {"city": "eq"}}]}"#,
+            None,
+        )
+        .expect("valid workload");
+        let cost =
+            |layout: &Layout, p: &Params| predict(Model::Tessera, &w, layout, p).class_costs_s[0];
+        let city = Layout::of_subspaces(vec![vec![C]]);
+        let folds = 10f64.ln();
+        // Per search: a_L once per e-fold (the walk reads at least one
+        // entry).
+        let per_search = Params {
+            larger_search_s: 1e-6,
+            ..base.clone()
+        };
+        let extra = cost(&city, &per_search) - cost(&city, &base);
+        assert!((extra - folds * 1e-6).abs() < 1e-15, "{extra}");
+        // Per entry: b_L per e-fold for every entry β_r is paid for.
+        let per_entry = Params {
+            larger_entry_s: 1e-7,
+            ..base.clone()
+        };
+        let dearer_entries = Params {
+            range_entry_s: base.range_entry_s + 1e-7,
+            ..base.clone()
+        };
+        let entries = (cost(&city, &dearer_entries) - cost(&city, &base)) / 1e-7;
+        assert!(entries > 100.0, "{entries}");
+        let extra = cost(&city, &per_entry) - cost(&city, &base);
+        assert!(
+            (extra - folds * 1e-7 * entries).abs() < 1e-12,
+            "{extra} {entries}"
+        );
+        // A scan (no subspace or index serves city) pays neither.
+        let key_only = Layout::of_subspaces(Vec::new());
+        assert_eq!(cost(&key_only, &per_entry), cost(&key_only, &base));
+        // Nor does a space no larger than the reference.
+        let same = Params {
+            larger_reference_objects: 256_000.0,
+            ..per_entry.clone()
+        };
+        assert_eq!(cost(&city, &same), cost(&city, &base));
+        assert_eq!(larger_folds(1000.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn a_modify_pays_for_each_hop_of_its_put_beyond_the_first() {
+        let params = Params {
+            modify_hop_s: 3e-6,
+            ..Params::default()
+        };
+        let none = Params {
+            modify_hop_s: 0.0,
+            ..params.clone()
+        };
+        // tel is in no subspace and no index: the put overwrites every
+        // copy of every part, K = 2.
+        let w = hotels(r#"{"p": 1, "modify": ["tel"]}"#);
+        let extra = |layout: &Layout| {
+            let cost = |p: &Params| predict(Model::Tessera, &w, layout, p).class_costs_s[0];
+            cost(&params) - cost(&none)
+        };
+        // Key subspace only: a chain of 2 hops, 1 beyond the first.
+        let key_only = extra(&Layout::of_subspaces(Vec::new()));
+        assert!((key_only - 3e-6).abs() < 1e-15, "{key_only}");
+        // And ⟨city⟩: 2·2 hops, 3 beyond the first.
+        let city = extra(&Layout::of_subspaces(vec![vec![C]]));
+        assert!((city - 9e-6).abs() < 1e-15, "{city}");
+        // Other kinds pay nothing.
+        let get = hotels(r#"{"p": 1, "get": true}"#);
+        let layout = Layout::of_subspaces(vec![vec![C]]);
+        assert_eq!(
+            predict(Model::Tessera, &get, &layout, &params).ops_per_s,
+            predict(Model::Tessera, &get, &layout, &none).ops_per_s
+        );
+    }
     #[test]
     fn a_range_meets_a_fraction_of_an_ordered_axis_and_all_of_a_hashed_one() {
         // φ = 0.1 on a 1-D subspace of 256 intervals: 1 + 0.1·255 = 26.5.

@@ -134,6 +134,26 @@ pub struct Params {
     /// its speed (`docs/design/advisor.md`, "Searches beside modifies on
     /// an old process"; calibration version 7). Default 0.
     pub writes_beside_s: f64,
+    /// Seconds a modify adds per hop of its put's chain beyond the first,
+    /// beyond its get and its put measured apart: modifies of d measured
+    /// 2–6 µs above those on a chain of two hops, 10–16 µs on chains of
+    /// four and eight, against 3–4 µs below on a chain of one
+    /// (`docs/design/advisor.md`, "A modify's put on a long chain";
+    /// calibration version 8). Default 0.
+    pub modify_hop_s: f64,
+    /// Seconds a search reading through a local index adds per e-fold of
+    /// its space's objects beyond `larger_reference_objects`
+    /// (`model::larger_folds`; calibration version 8). Default 0.
+    pub larger_search_s: f64,
+    /// Seconds each entry read through a local index adds per e-fold of
+    /// its space's objects beyond `larger_reference_objects`: on a space
+    /// of 70,000 objects a walk read each entry and its object about
+    /// 0.6 µs dearer than on one of 4,000 (`docs/design/advisor.md`,
+    /// "Walks over a larger space"; calibration version 8). Default 0.
+    pub larger_entry_s: f64,
+    /// The objects of the space the calibration's other searches ran on
+    /// (0: none; version 8).
+    pub larger_reference_objects: f64,
     /// Bytes one stored copy of an object takes when the workload does not
     /// say (`object_bytes`). Default 256.
     pub object_bytes: f64,
@@ -180,6 +200,10 @@ impl Default for Params {
             lookup_match_s: None,
             handoff_mixed_s: 0.0,
             writes_beside_s: 0.0,
+            modify_hop_s: 0.0,
+            larger_search_s: 0.0,
+            larger_entry_s: 0.0,
+            larger_reference_objects: 0.0,
             object_bytes: 256.0,
             index_entry_bytes: 48.0,
             global_entry_bytes: 64.0,
@@ -260,6 +284,10 @@ impl Params {
             lookup_match_s,
             handoff_mixed_s,
             writes_beside_s,
+            modify_hop_s,
+            larger_search_s,
+            larger_entry_s,
+            larger_reference_objects,
             object_bytes,
             index_entry_bytes,
             global_entry_bytes,
@@ -286,6 +314,11 @@ impl Params {
             lookup_match_s: lookup_match_s.map(time),
             handoff_mixed_s: time(handoff_mixed_s),
             writes_beside_s: time(writes_beside_s),
+            modify_hop_s: time(modify_hop_s),
+            larger_search_s: time(larger_search_s),
+            larger_entry_s: time(larger_entry_s),
+            // A count of objects per space, as the workload's.
+            larger_reference_objects,
             // Ratios of hops, sizes, one transfer's bandwidth, fractions.
             alpha,
             alpha_create,
@@ -339,6 +372,12 @@ impl Params {
             lookup_match_s: c.lookup_match_s.or(self.lookup_match_s),
             handoff_mixed_s: c.handoff_mixed_s.unwrap_or(self.handoff_mixed_s),
             writes_beside_s: c.writes_beside_s.unwrap_or(self.writes_beside_s),
+            modify_hop_s: c.modify_hop_s.unwrap_or(self.modify_hop_s),
+            larger_search_s: c.larger_search_s.unwrap_or(self.larger_search_s),
+            larger_entry_s: c.larger_entry_s.unwrap_or(self.larger_entry_s),
+            larger_reference_objects: c
+                .larger_reference_objects
+                .unwrap_or(self.larger_reference_objects),
             daemons: c.daemons,
             ..self.clone()
         }
@@ -377,6 +416,10 @@ impl Params {
             lookup_match_s: Some(self.lookup_match_cost_s()),
             handoff_mixed_s: Some(self.handoff_mixed_s),
             writes_beside_s: Some(self.writes_beside_s),
+            modify_hop_s: Some(self.modify_hop_s),
+            larger_search_s: Some(self.larger_search_s),
+            larger_entry_s: Some(self.larger_entry_s),
+            larger_reference_objects: Some(self.larger_reference_objects),
             daemons,
             epoch,
             fits,
@@ -414,6 +457,10 @@ mod tests {
             lookup_match_s: Some(2e-5),
             handoff_mixed_s: 2.8e-5,
             writes_beside_s: 4.1e-5,
+            modify_hop_s: 2.5e-6,
+            larger_search_s: 3e-6,
+            larger_entry_s: 4e-7,
+            larger_reference_objects: 4000.0,
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, vec![]);
@@ -448,6 +495,10 @@ mod tests {
             lookup_match_s: Some(2e-5),
             handoff_mixed_s: 2.8e-5,
             writes_beside_s: 4.1e-5,
+            modify_hop_s: 2.5e-6,
+            larger_search_s: 3e-6,
+            larger_entry_s: 4e-7,
+            larger_reference_objects: 4000.0,
             global_index_move: Some(0.2),
             daemons: 3,
             ..Params::default()
@@ -475,6 +526,9 @@ mod tests {
             (on6.lookup_match_cost_s(), on3.lookup_match_cost_s()),
             (on6.handoff_mixed_s, on3.handoff_mixed_s),
             (on6.writes_beside_s, on3.writes_beside_s),
+            (on6.modify_hop_s, on3.modify_hop_s),
+            (on6.larger_search_s, on3.larger_search_s),
+            (on6.larger_entry_s, on3.larger_entry_s),
         ] {
             assert!(close(six, three / 2.0), "{six} against {three}");
         }
@@ -543,6 +597,9 @@ mod tests {
         (stored.global_index_hop, stored.global_index_move) = (None, None);
         (stored.lookup_base_s, stored.lookup_match_s) = (None, None);
         (stored.handoff_mixed_s, stored.writes_beside_s) = (None, None);
+        stored.modify_hop_s = None;
+        (stored.larger_search_s, stored.larger_entry_s) = (None, None);
+        stored.larger_reference_objects = None;
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);
@@ -571,5 +628,10 @@ mod tests {
         // Without version 7's, writes cost the searches beside them
         // nothing.
         assert_eq!(back.writes_beside_s, 0.0);
+        // Without version 8's, a modify's long chain costs no more than
+        // its put's.
+        assert_eq!(back.modify_hop_s, 0.0);
+        // Nor is a walk over a larger space dearer.
+        assert_eq!((back.larger_search_s, back.larger_entry_s), (0.0, 0.0));
     }
 }

@@ -39,6 +39,9 @@ const D_VALUES: u64 = 4;
 /// Objects per distinct value of `a` and `c`; `b` has one value per
 /// loaded object, so that a search on it reads exactly one object.
 const MATCHES: u64 = 10;
+
+/// How many times the first space's objects the larger space holds.
+const LARGER: u64 = 10;
 /// The widths of the range steps on `e`, as shares of one interval of its
 /// subspace: two lengths of walk, so that the per-entry cost of a range
 /// walk and its per-search cost can be told apart; both below one
@@ -373,6 +376,9 @@ struct Scratch {
     /// A global index on e (in a space of the key subspace only), whose
     /// indexlets are as many as the space's partitions.
     global: bool,
+    /// [`LARGER`] times the first space's objects, searched by equality
+    /// only (`Measured::Larger`).
+    larger: bool,
 }
 
 impl Scratch {
@@ -461,12 +467,23 @@ pub async fn measure(
             copies: 1.0,
             subspaces: true,
             global: false,
+            larger: false,
+        },
+        // The first's layout, LARGER times its objects: what a walk costs
+        // more as a space grows.
+        Scratch {
+            name: format!("{SCRATCH_PREFIX}larger_f0"),
+            copies: 1.0,
+            subspaces: true,
+            global: false,
+            larger: true,
         },
         Scratch {
             name: format!("{SCRATCH_PREFIX}key_f0"),
             copies: 1.0,
             subspaces: false,
             global: false,
+            larger: false,
         },
     ];
     if daemons > 1 {
@@ -475,12 +492,14 @@ pub async fn measure(
             copies: 2.0,
             subspaces: true,
             global: false,
+            larger: false,
         });
         scratch.push(Scratch {
             name: format!("{SCRATCH_PREFIX}key_f1"),
             copies: 2.0,
             subspaces: false,
             global: false,
+            larger: false,
         });
     }
     // Lookups and puts through a global index, and with two daemons or
@@ -492,6 +511,7 @@ pub async fn measure(
                 copies,
                 subspaces: false,
                 global: true,
+                larger: false,
             });
         }
     }
@@ -558,6 +578,7 @@ async fn measure_rounds(
             copies: 1.0,
             subspaces: false,
             global: false,
+            larger: false,
         };
         add_scratch(admin, probe_name, &space.description(options.partitions)).await?;
         *probe_created = true;
@@ -751,6 +772,8 @@ async fn measure_on(
         }
         let objects = if i == 0 {
             options.objects
+        } else if space.larger {
+            options.objects.saturating_mul(LARGER)
         } else {
             options.put_objects
         }
@@ -948,6 +971,35 @@ async fn measure_on(
                 steps.push(run(label, action, mix, source).await?);
             }
         }
+        if space.larger {
+            // The first space's searches of a (MATCHES objects) and b (one),
+            // each read through its index in one region, on LARGER times
+            // its objects: `values` grows with the objects, so the matches
+            // stay as many.
+            let reference = searched_objects as f64;
+            for (attr, examined) in [("a", MATCHES as f64), ("b", 1.0)] {
+                let label = format!("search {attr} present on {name}");
+                let kind = Measured::Larger {
+                    objects: objects as f64,
+                    reference,
+                    search: Box::new(Measured::Search {
+                        regions: 1.0,
+                        examined,
+                        range: false,
+                        range_entries: 0.0,
+                        results: 0.0,
+                        index_reads: examined,
+                        bounded: true,
+                    }),
+                };
+                let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                    recno: rng.gen_range(0..i64::MAX / 2),
+                });
+                steps.push(run(label, Action::Search(attr), kind, source).await?);
+            }
+            done_with(admin, prober, &mut steps[first..], name, created).await?;
+            continue;
+        }
         if space.global {
             let indexlets = f64::from(options.partitions.max(1));
             // The lookups once, on the first of these spaces.
@@ -955,12 +1007,7 @@ async fn measure_on(
                 .iter()
                 .any(|s: &Step| matches!(s.measurement.kind, Measured::Lookup { .. }));
             steps.extend(global_steps(client, name, k, indexlets, lookups, &run).await?);
-            if let Some(prober) = prober {
-                let last = prober.rate().await;
-                around_steps(&mut steps[first..], last);
-            }
-            admin.rm_space(name).await?;
-            created.retain(|c| c != name);
+            done_with(admin, prober, &mut steps[first..], name, created).await?;
             continue;
         }
         if !space.subspaces {
@@ -1022,7 +1069,7 @@ async fn measure_on(
             let label = format!("put {} on {name}", attrs.join(","));
             steps.push(run(label, Action::Put(attrs), kind, Box::new(update)).await?);
         }
-        if !space.subspaces {
+        {
             // A modify of d: its get and its put are measured above.
             let kind = Measured::Modify(Box::new(put_d));
             let label = format!("modify d on {name}");
@@ -1042,13 +1089,7 @@ async fn measure_on(
             }
         });
         steps.push(run(format!("insert on {name}"), Action::Insert, kind, source).await?);
-        if let Some(prober) = prober {
-            let last = prober.rate().await;
-            around_steps(&mut steps[first..], last);
-        }
-        // Done with it: free its memory and disk for the next.
-        admin.rm_space(name).await?;
-        created.retain(|c| c != name);
+        done_with(admin, prober, &mut steps[first..], name, created).await?;
     }
     Ok((steps, searched_objects))
 }
@@ -1116,6 +1157,25 @@ where
     Ok(steps)
 }
 
+/// Done with the scratch space `name`, whose steps are `steps`: the probe
+/// after its last step is paired with the ones before each, and the space
+/// is removed, to free its memory and disk for the next.
+async fn done_with(
+    admin: &Admin,
+    prober: Option<&Prober>,
+    steps: &mut [Step],
+    name: &str,
+    created: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    if let Some(prober) = prober {
+        let last = prober.rate().await;
+        around_steps(steps, last);
+    }
+    admin.rm_space(name).await?;
+    created.retain(|c| c != name);
+    Ok(())
+}
+
 /// The search "a present" on space `name` as its step measured it (its
 /// results counted), for the mixes that run it beside something else.
 fn measured_a(steps: &[Step], name: &str) -> anyhow::Result<Measured> {
@@ -1173,6 +1233,15 @@ fn counted(kind: Measured, store: &CalStore) -> Measured {
         Measured::Lookup { indexlets, .. } => Measured::Lookup {
             indexlets,
             matches: per_search(),
+        },
+        Measured::Larger {
+            objects,
+            reference,
+            search,
+        } => Measured::Larger {
+            objects,
+            reference,
+            search: Box::new(counted(*search, store)),
         },
         // A mix's parts are counted where each ran alone: its searches'
         // results are not told apart here.

@@ -174,6 +174,16 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("lookup_match_s", format!("{:.3e}", p.lookup_match_cost_s())),
         ("handoff_mixed_s (v)", format!("{:.3e}", p.handoff_mixed_s)),
         ("writes_beside_s (x)", format!("{:.3e}", p.writes_beside_s)),
+        ("modify_hop_s (m_h)", format!("{:.3e}", p.modify_hop_s)),
+        (
+            "larger_search_s (a_L)",
+            format!("{:.3e}", p.larger_search_s),
+        ),
+        ("larger_entry_s (b_L)", format!("{:.3e}", p.larger_entry_s)),
+        (
+            "larger_reference_objects",
+            format!("{:.0}", p.larger_reference_objects),
+        ),
     ] {
         let _ = writeln!(out, "  {name:<22} {value}");
     }

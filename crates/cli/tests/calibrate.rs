@@ -59,11 +59,12 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert_eq!(report["daemons"], 2);
     // Two daemons: key-only and subspace spaces at f = 0 and f = 1; eight
     // equality and three range searches on the first, a mix of two of
-    // them and two mixes of one with puts; a modify on each key-only
-    // space; three lookups through a global index, and two puts through
+    // them and two mixes of one with puts; two of those searches again on
+    // a space of ten times the objects; a modify on each of the four
+    // spaces; three lookups through a global index, and two puts through
     // it at each f.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 41);
+    assert_eq!(steps.len(), 45);
     // The speed probe ran, and its space is gone with the others (below).
     let reference = report["probe"]["reference_ops_per_s"]
         .as_f64()
@@ -115,7 +116,8 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
             "range",
             "global put",
             "lookup",
-            "mix"
+            "mix",
+            "larger"
         ]
     );
 
@@ -151,6 +153,18 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert!(stored.handoff_mixed_s.is_some(), "{stored:?}");
     // Version 7's, fitted from the mixes of searches and puts.
     assert!(stored.writes_beside_s.is_some(), "{stored:?}");
+    // Version 8's, fitted from modifies on chains of one to 2·(1 + |S|)
+    // hops.
+    assert!(stored.modify_hop_s.is_some(), "{stored:?}");
+    // And the two from searches on a space ten times the others'.
+    assert!(stored.larger_search_s.is_some() && stored.larger_entry_s.is_some());
+    // Its reference: the objects the first space was loaded with.
+    assert!(
+        stored
+            .larger_reference_objects
+            .is_some_and(|n| n > 0.0 && n <= 400.0),
+        "{stored:?}"
+    );
     let t_max = report["parameters"]["t_max_ops_per_s"]
         .as_f64()
         .expect("T_max");

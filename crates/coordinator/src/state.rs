@@ -2264,6 +2264,10 @@ mod tests {
             lookup_match_s: Some(3e-5),
             handoff_mixed_s: Some(2e-5),
             writes_beside_s: Some(3e-5),
+            modify_hop_s: Some(2e-6),
+            larger_search_s: Some(1e-6),
+            larger_entry_s: Some(3e-7),
+            larger_reference_objects: Some(4000.0),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2354,6 +2358,9 @@ mod tests {
         (old.global_index_hop, old.global_index_move) = (None, None);
         (old.lookup_base_s, old.lookup_match_s) = (None, None);
         (old.handoff_mixed_s, old.writes_beside_s) = (None, None);
+        old.modify_hop_s = None;
+        (old.larger_search_s, old.larger_entry_s) = (None, None);
+        old.larger_reference_objects = None;
         let result = state.apply(Command::SetAdvisorParams {
             params: Box::new(old.clone()),
         });

@@ -6,7 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 7;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 8;
+
+/// The seventh version, still accepted: it has every parameter but the
+/// three version 8 added (`None`): what a modify adds per hop of its put's
+/// chain, and what a walk adds on a space larger than the calibration's.
+pub const ADVISOR_CALIBRATION_VERSION_7: u32 = 7;
 
 /// The sixth version, still accepted: it has every parameter but what
 /// writes cost the searches beside them that version 7 added (`None`).
@@ -124,6 +129,21 @@ pub struct AdvisorCalibration {
     /// p_s·p_w per operation (version 7).
     #[serde(default)]
     pub writes_beside_s: Option<f64>,
+    /// Seconds a modify adds per hop of its put's chain beyond the first,
+    /// on top of its get and its put measured apart (version 8).
+    #[serde(default)]
+    pub modify_hop_s: Option<f64>,
+    /// Seconds a search reading through a local index adds per e-fold of
+    /// its space's objects beyond `larger_reference_objects` (version 8).
+    #[serde(default)]
+    pub larger_search_s: Option<f64>,
+    /// Seconds each entry read through a local index adds per e-fold of
+    /// its space's objects beyond `larger_reference_objects` (version 8).
+    #[serde(default)]
+    pub larger_entry_s: Option<f64>,
+    /// Objects of the space the calibration's searches ran on (version 8).
+    #[serde(default)]
+    pub larger_reference_objects: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -154,7 +174,7 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4}, {ADVISOR_CALIBRATION_VERSION_5}, {ADVISOR_CALIBRATION_VERSION_6} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
+    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4}, {ADVISOR_CALIBRATION_VERSION_5}, {ADVISOR_CALIBRATION_VERSION_6}, {ADVISOR_CALIBRATION_VERSION_7} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
@@ -223,6 +243,10 @@ impl AdvisorCalibration {
             ("lookup_match_s", self.lookup_match_s, 5),
             ("handoff_mixed_s", self.handoff_mixed_s, 6),
             ("writes_beside_s", self.writes_beside_s, 7),
+            ("modify_hop_s", self.modify_hop_s, 8),
+            ("larger_search_s", self.larger_search_s, 8),
+            ("larger_entry_s", self.larger_entry_s, 8),
+            ("larger_reference_objects", self.larger_reference_objects, 8),
         ];
         if !matches!(
             self.version,
@@ -232,6 +256,7 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_4
                 | ADVISOR_CALIBRATION_VERSION_5
                 | ADVISOR_CALIBRATION_VERSION_6
+                | ADVISOR_CALIBRATION_VERSION_7
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -282,6 +307,13 @@ impl AdvisorCalibration {
             ("lookup_match_s", self.lookup_match_s.unwrap_or(0.0)),
             ("handoff_mixed_s", self.handoff_mixed_s.unwrap_or(0.0)),
             ("writes_beside_s", self.writes_beside_s.unwrap_or(0.0)),
+            ("modify_hop_s", self.modify_hop_s.unwrap_or(0.0)),
+            ("larger_search_s", self.larger_search_s.unwrap_or(0.0)),
+            ("larger_entry_s", self.larger_entry_s.unwrap_or(0.0)),
+            (
+                "larger_reference_objects",
+                self.larger_reference_objects.unwrap_or(0.0),
+            ),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -349,6 +381,10 @@ pub(crate) fn sample() -> AdvisorCalibration {
         lookup_match_s: Some(2.5e-5),
         handoff_mixed_s: Some(3e-5),
         writes_beside_s: Some(4e-5),
+        modify_hop_s: Some(3e-6),
+        larger_search_s: Some(2e-6),
+        larger_entry_s: Some(5e-7),
+        larger_reference_objects: Some(4000.0),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -368,8 +404,40 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 8;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 8 }));
+        bad.version = 9;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 9 }));
+        let mut bad = sample();
+        bad.modify_hop_s = Some(-1e-9);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange {
+                name: "modify_hop_s",
+                ..
+            })
+        ));
+        // Version 7 has every parameter but what a modify adds per hop.
+        let mut v7 = sample();
+        v7.version = ADVISOR_CALIBRATION_VERSION_7;
+        assert_eq!(
+            v7.validate(),
+            Err(CalibrationError::Shape {
+                version: 7,
+                name: "modify_hop_s",
+                present: true
+            })
+        );
+        v7.modify_hop_s = None;
+        (v7.larger_search_s, v7.larger_entry_s) = (None, None);
+        assert_eq!(
+            v7.validate(),
+            Err(CalibrationError::Shape {
+                version: 7,
+                name: "larger_reference_objects",
+                present: true
+            })
+        );
+        v7.larger_reference_objects = None;
+        assert_eq!(v7.validate(), Ok(()));
         let mut bad = sample();
         bad.writes_beside_s = Some(f64::NAN);
         assert!(matches!(
@@ -380,7 +448,7 @@ mod tests {
             })
         ));
         // Version 6 has every parameter but what writes cost searches.
-        let mut v6 = sample();
+        let mut v6 = v7.clone();
         v6.version = ADVISOR_CALIBRATION_VERSION_6;
         assert_eq!(
             v6.validate(),
