@@ -670,23 +670,29 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     // ln(objects / reference)·(a_L·min(1, index reads) + b_L·entries
     // read), for a_L (`larger_search_s`) and b_L (`larger_entry_s`), not
     // below zero.
+    let mut reference = None;
     let larger: Vec<(Vec<f64>, f64, f64)> = usable
         .iter()
         .filter_map(|m| {
-            let terms = m.kind.larger_terms()?;
             let Measured::Larger {
-                reference, search, ..
+                search,
+                reference: r,
+                ..
             } = &m.kind
             else {
                 return None;
             };
-            params.larger_reference_objects = *reference;
+            reference = Some(*r);
+            let terms = m.kind.larger_terms()?;
             Some((terms.to_vec(), m.cost_s, search.predicted_s(&params)))
         })
         .collect();
-    match offset_nnls(&larger, 2) {
-        Some(c) => (params.larger_search_s, params.larger_entry_s) = (c[0], c[1]),
-        None => kept.push(
+    match (offset_nnls(&larger, 2), reference) {
+        (Some(c), Some(reference)) => {
+            (params.larger_search_s, params.larger_entry_s) = (c[0], c[1]);
+            params.larger_reference_objects = reference;
+        }
+        _ => kept.push(
             "larger_search_s, larger_entry_s: no search through an index on a larger space".into(),
         ),
     }
