@@ -40,6 +40,7 @@
 //! never used (A.4 #1).
 
 use crate::Params;
+use tessera_types::plan::INLINE_LOADS;
 use tessera_types::FitQuality;
 
 /// What a measured operation is, in the model's terms.
@@ -137,16 +138,25 @@ impl Measured {
     /// A range walk over `regions` regions reading `entries` index entries
     /// (each object read by key): all `returned`, in pages the regions
     /// answer at once, or none (a second check drops every object, left
-    /// to test object by object in a page handed off).
+    /// to test object by object). A walk that tests a check object by
+    /// object is answered at once while it loads few objects in a region;
+    /// past [`INLINE_LOADS`] on average it is handed off, and the loads it
+    /// made before are read again ([`crate::model::beyond_inline`]).
     pub fn range_walk(regions: f64, entries: f64, returned: bool) -> Measured {
+        let handed_off = !returned && crate::model::beyond_inline(entries / regions.max(1.0)) > 0.5;
+        let read = if handed_off {
+            entries + regions * INLINE_LOADS as f64
+        } else {
+            entries
+        };
         Measured::Search {
             regions,
             examined: 0.0,
             range: true,
-            range_entries: entries,
+            range_entries: read,
             results: if returned { entries } else { 0.0 },
-            index_reads: entries,
-            bounded: returned,
+            index_reads: read,
+            bounded: !handed_off,
         }
     }
 
@@ -1080,15 +1090,18 @@ mod tests {
         // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
         // tenths of an interval: 1 + φ(r − 1) regions, φ·O entries walked
         // and returned; and the wider one again with a check that drops
-        // every object: its entries read, none returned, the page handed
-        // off.
+        // every object: its entries read, none returned, the page (past
+        // INLINE_LOADS loads in a region: 225 over 1.84 regions) handed
+        // off and its first INLINE_LOADS loads in each read twice.
         for (share, returned) in [(0.2, true), (0.9, true), (0.9, false)] {
             let phi = share / r;
             let (regions, entries) = (1.0 + phi * (r - 1.0), phi * objects);
             let cost = if returned {
                 base + regions * c_req + rho + entries * (beta_r + gamma) + eps
             } else {
-                base + regions * (c_req + unbounded) + rho + entries * beta_r + eps
+                assert!(entries / regions > INLINE_LOADS as f64);
+                let read = entries + regions * INLINE_LOADS as f64;
+                base + regions * (c_req + unbounded) + rho + read * beta_r + eps
             };
             let step = if returned {
                 format!("range {share}")

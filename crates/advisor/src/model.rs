@@ -32,6 +32,7 @@ use crate::thesis;
 use crate::workload::{narrows, ClassKind, Search, SearchOp, Workload};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
+use tessera_types::plan::INLINE_LOADS;
 use tessera_types::region::{default_layout, grid_for_partitions};
 use tessera_types::replex::covering_set;
 use tessera_types::{RegionId, SpaceId};
@@ -250,7 +251,26 @@ pub fn larger_folds(objects: f64, reference: f64) -> f64 {
     }
 }
 
-/// What each search adds among the writes of a mix of `classes` (share
+/// The share of a region's pages that a walk testing a check object by
+/// object hands off, when it loads `loads` objects in a region on average:
+/// the daemon answers such a page where it arrives while it loads at most
+/// [`INLINE_LOADS`] objects and hands it off past that
+/// (`tessera_daemon::search::PagePlan`). A region's loads are taken as
+/// Poisson around their mean: P(loads > INLINE_LOADS).
+pub fn beyond_inline(loads: f64) -> f64 {
+    if loads <= 0.0 {
+        return 0.0;
+    }
+    // exp(−loads) underflows past ~745 loads: every page is handed off.
+    let mut term = (-loads).exp();
+    let mut within = term;
+    for k in 1..=INLINE_LOADS {
+        term *= loads / k as f64;
+        within += term;
+    }
+    (1.0 - within).clamp(0.0, 1.0)
+}
+
 /// of the operations, whether a write: a modify or an insert): `per_s`
 /// times the writes' share, so the mix pays per_s·p_s·p_w per operation,
 /// one per write that a search follows when the two interleave. Alone
@@ -420,13 +440,14 @@ impl<'a> Context<'a> {
         (i, met)
     }
 
-    /// Whether the daemons answer this search's pages in `part` at once,
-    /// as they answer a get (`daemon::search::search_is_bounded`): a key
-    /// read, or an index walk whose index answers every check, that is
-    /// every check on one attribute the part indexes completely and whose
-    /// coordinates narrow it. Checks on two attributes leave one to check
-    /// object by object, and a scan may read a whole region: those pages
-    /// go to a blocking thread.
+    /// Whether the daemons answer this search's pages in `part` at once
+    /// whatever they load, as they answer a get
+    /// (`daemon::search::PagePlan::AtOnce`): a key read, or an index walk
+    /// whose index answers every check, that is every check on one
+    /// attribute the part indexes completely and whose coordinates narrow
+    /// it. Checks on two attributes leave one to check object by object
+    /// (answered at once while it loads few objects, [`beyond_inline`]),
+    /// and a scan may read a whole region (handed to a page thread).
     fn bounded(&self, search: &Search, part: &Part) -> bool {
         let space = &self.workload.space;
         if search
@@ -529,13 +550,25 @@ impl<'a> Context<'a> {
         };
         let results_s = self.results(search) * p.result_s;
         // A page the daemons cannot answer at once costs its hand-off to
-        // a blocking thread and back, in every region met.
-        let bounded = self.bounded(search, part);
-        let request_s = if bounded {
-            p.request_s
+        // a blocking thread and back, in every region met: a scan's
+        // always, a walk that tests a check object by object once it
+        // loads more than INLINE_LOADS objects in the region (those loads
+        // are then read again on the page thread).
+        let handed_off = if self.bounded(search, part) {
+            0.0
+        } else if walked.is_some() {
+            beyond_inline(in_regions * share / met.max(1.0))
         } else {
-            p.request_s + p.unbounded_s
+            1.0
         };
+        let request_s = p.request_s
+            + handed_off
+                * (p.unbounded_s
+                    + if walked.is_some() {
+                        INLINE_LOADS as f64 * per_entry_s
+                    } else {
+                        0.0
+                    });
         let subspace_s = met * request_s + in_regions * share * per_entry_s + walk_s + results_s;
         // The client's rule (`types::lookup::plan_lookup`): round trips,
         // not costs. A lookup takes its indexlets and one round of gets;
@@ -570,7 +603,7 @@ impl<'a> Context<'a> {
         Priced {
             cost_s: p.search_base_s + planned_s,
             churn,
-            handed_off: !bounded && planned_s == subspace_s,
+            handed_off: handed_off > 0.5 && planned_s == subspace_s,
         }
     }
 
@@ -1038,17 +1071,60 @@ mod tests {
         let city = Layout::of_subspaces(vec![vec![C]]);
         // city's index answers `city eq` in the one region met.
         assert_eq!(cost(r#"{"p": 1, "search": {"city": "eq"}}"#, &city), 0.0);
-        // addr is left to check object by object there.
+        // addr is left to check object by object there, on the one object
+        // of its city the walk loads: answered where it arrives.
         let two = r#"{"p": 1, "search": {"city": "eq", "addr": "eq"}}"#;
-        assert!((cost(two, &city) - 1e-5).abs() < 1e-12);
+        assert_eq!(cost(two, &city), 0.0);
         // With an index on addr too, one check is still left over.
         let both = Layout::new(vec![vec![C]], vec![A], vec![], false);
-        assert!((cost(two, &both) - 1e-5).abs() < 1e-12);
+        assert_eq!(cost(two, &both), 0.0);
+        // Ten cities of 25,600 objects each: the walk loads far more than
+        // INLINE_LOADS in its region and is handed off.
+        let crowded = |layout: &Layout| {
+            let w = parse_workload(
+                &format!(
+                    r#"{{"space": "space hotels key id attributes city, addr, post, tel, int price create 256 partitions tolerate 1 failure",
+                        "objects": 256000, "distinct": {{"city": 10}}, "classes": [{two}]}}"#
+                ),
+                None,
+            )
+            .expect("valid workload");
+            let at = |p: &Params| predict(Model::Tessera, &w, layout, p).class_costs_s[0];
+            (at(&params), at(&no_hand_off))
+        };
+        let (with, without) = crowded(&city);
+        assert!((with - without - 1e-5).abs() < 1e-12, "{with} {without}");
         // A scan of every key region (addr has no index): 256 hand-offs.
         let scan = cost(r#"{"p": 1, "search": {"addr": "eq"}}"#, &city);
         assert!((scan - 256.0 * 1e-5).abs() < 1e-12, "{scan}");
         // A key read is answered at once.
         assert_eq!(cost(r#"{"p": 1, "search": {"id": "eq"}}"#, &city), 0.0);
+    }
+
+    #[test]
+    fn walks_past_the_inline_loads_are_handed_off_by_a_poisson_tail() {
+        assert_eq!(beyond_inline(0.0), 0.0);
+        // One load on average: P(X > 64) is below 1e-80.
+        assert!(beyond_inline(1.0) < 1e-12);
+        // At the budget itself, a little under half (Poisson's median
+        // lies just above its mean): P(X > 64) for a mean of 64.
+        let direct: f64 = 1.0
+            - (0..=INLINE_LOADS)
+                .map(|k| {
+                    // ln(64^k e^-64 / k!) by sums, so no factorial overflows.
+                    let ln: f64 = k as f64 * 64f64.ln()
+                        - 64.0
+                        - (1..=k).map(|i| (i as f64).ln()).sum::<f64>();
+                    ln.exp()
+                })
+                .sum::<f64>();
+        assert!((beyond_inline(64.0) - direct).abs() < 1e-9, "{direct}");
+        assert!(beyond_inline(64.0) > 0.4 && beyond_inline(64.0) < 0.5);
+        // Far past it, every page; and the share never falls as loads grow.
+        assert!(beyond_inline(200.0) > 1.0 - 1e-9);
+        assert_eq!(beyond_inline(5000.0), 1.0);
+        let shares: Vec<f64> = (0..300).map(|l| beyond_inline(f64::from(l))).collect();
+        assert!(shares.windows(2).all(|w| w[0] <= w[1] + 1e-15));
     }
 
     #[test]
@@ -1065,13 +1141,13 @@ mod tests {
         let costs = |classes: &str, params: &Params| {
             predict(Model::Tessera, &hotels(classes), &city, params).class_costs_s
         };
-        // addr is left to check object by object: handed off. Alone, it
-        // is what calibration measured, with nothing added.
-        let handed_off = r#"{"p": 1, "search": {"city": "eq", "addr": "eq"}}"#;
+        // addr has no index: a scan of every key region, handed off.
+        // Alone, it is what calibration measured, with nothing added.
+        let handed_off = r#"{"p": 1, "search": {"addr": "eq"}}"#;
         assert_eq!(costs(handed_off, &params), costs(handed_off, &none));
         // Half gets: the search takes s of the mix's time and pays
         // v·(1 − s) each; the gets pay nothing.
-        let mix = r#"{"p": 0.5, "search": {"city": "eq", "addr": "eq"}}, {"p": 0.5, "get": true}"#;
+        let mix = r#"{"p": 0.5, "search": {"addr": "eq"}}, {"p": 0.5, "get": true}"#;
         let base = costs(mix, &none);
         let with = costs(mix, &params);
         let s = base[0] / (base[0] + base[1]);

@@ -272,12 +272,40 @@ fn page_objects(limit: Option<u64>, max: usize) -> usize {
     limit.map_or(max, |l| usize::try_from(l).unwrap_or(usize::MAX).min(max))
 }
 
-/// Whether the page `request` asks for is bounded by its object count
-/// ([`index::walk_is_bounded`]), so that reading it is as short as a get:
-/// a search of a space without authorization (whose filter may drop what
-/// the walk returns) through a key read or an index that answers its
-/// checks. Anything else is not: a scan, a keys-only search, a lookup.
-pub fn search_is_bounded(view: &ReadView<'_>, request: &DaemonRequest) -> bool {
+/// Objects a walk that tests a check object by object may load where its
+/// request arrived ([`PagePlan::Walk`]).
+///
+/// A hand-off costs two thread wake-ups, as much as a get, and among
+/// pages answered at once a third more again (`docs/BENCHMARKS.md`, "Walks
+/// answered where they arrive"); a selective walk (one entry, its other
+/// check tested on the object) ends long before this many loads. A walk
+/// that passes the budget reads its first loads twice: 64 loads cost
+/// about what a hand-off costs among other work (~0.3–0.4 µs each
+/// against ~25 µs), so, as in renting until the rent paid equals the
+/// price, no walk costs more than about twice what the best choice made
+/// in advance would have. The runtime's thread is held for about as long
+/// as a bounded page of as many objects holds it.
+pub use tessera_types::plan::INLINE_LOADS;
+
+/// Where a search page is read ([`search_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PagePlan {
+    /// Bounded by its object count ([`index::walk_is_bounded`]): as short
+    /// as a get, read where the request arrived.
+    AtOnce,
+    /// An index walk that leaves a check to test object by object: read
+    /// where the request arrived while it loads at most [`INLINE_LOADS`]
+    /// objects, handed off if it would load more.
+    Walk,
+    /// Anything else, handed off to a page thread: a scan (it may read a
+    /// whole region), a search of a space with authorization (whose
+    /// filter may drop what the walk returns), a keys-only search, a
+    /// lookup.
+    Apart,
+}
+
+/// Where the page `request` asks for is read ([`PagePlan`]).
+pub fn search_plan(view: &ReadView<'_>, request: &DaemonRequest) -> PagePlan {
     let DaemonRequest::Search {
         space,
         region,
@@ -287,17 +315,23 @@ pub fn search_is_bounded(view: &ReadView<'_>, request: &DaemonRequest) -> bool {
         ..
     } = request
     else {
-        return false;
+        return PagePlan::Apart;
     };
     let Some(desc) = view.config.space_by_id(*space).map(|s| &s.desc) else {
-        return false;
+        return PagePlan::Apart;
     };
     if desc.authorization {
-        return false;
+        return PagePlan::Apart;
     }
     let wanted = page_objects(*limit, PAGE_OBJECTS_MAX);
     let access = access_for(view, *space, *region, checks, *sort, wanted);
-    index::walk_is_bounded(desc, &access, checks)
+    if index::walk_is_bounded(desc, &access, checks) {
+        PagePlan::AtOnce
+    } else if matches!(access, Access::Index { .. }) {
+        PagePlan::Walk
+    } else {
+        PagePlan::Apart
+    }
 }
 
 /// One page of a search (`DaemonRequest::Search`).

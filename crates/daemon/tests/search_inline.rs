@@ -1,8 +1,10 @@
 //! Which search pages a daemon answers on the request's own task and
 //! which it hands out as jobs, driven directly as the shell drives it: a
 //! page that returns what it walks (an index that answers every check)
-//! is answered at once, any other page is a job; both answer what a
-//! filter over every stored object finds.
+//! is answered at once, a walk that tests a check object by object too
+//! while it loads at most `INLINE_LOADS` objects, any other page is a job
+//! (a longer walk read again from its start); all answer what a filter
+//! over every stored object finds.
 
 mod common;
 
@@ -14,6 +16,7 @@ use tessera_daemon::core::ReplyTo;
 use tessera_daemon::index::IndexedEngine;
 use tessera_daemon::node::{DaemonNode, Output};
 use tessera_daemon::record::Record;
+use tessera_daemon::search::INLINE_LOADS;
 use tessera_protocol::{DaemonRequest, DaemonResponse};
 use tessera_storage::{Engine, MemoryEngine, Write};
 use tessera_types::parse::parse_space;
@@ -133,15 +136,33 @@ fn pages_the_index_answers_are_read_at_once_and_others_are_jobs() {
     assert_eq!(keys, expected(|k| (2..4).contains(&(k % 7))));
     assert!(!job, "a range the index answers is read at once");
 
+    // b = 3 has 29 objects, each loaded and tested on c.
+    assert!(OBJECTS / 7 < INLINE_LOADS as i64);
     let (keys, job) = search(
         &node,
         vec![b(PredOp::Eq(Value::Int(3))), c(PredOp::Eq(Value::Int(1)))],
     );
     assert_eq!(keys, expected(|k| k % 7 == 3 && k % 3 == 1));
     assert!(
-        job,
-        "a check the index does not answer may drop what it walks"
+        !job,
+        "a walk that tests a check on few objects is read at once"
     );
+
+    // b ≥ 1 has 171 objects: past the budget, the page is a job, and it
+    // answers every match once (read again from its start).
+    assert!(OBJECTS * 6 / 7 > INLINE_LOADS as i64);
+    let (keys, job) = search(
+        &node,
+        vec![b(PredOp::Ge(Value::Int(1))), c(PredOp::Eq(Value::Int(1)))],
+    );
+    assert_eq!(keys, expected(|k| k % 7 >= 1 && k % 3 == 1));
+    assert!(job, "a walk that tests a check on many objects is a job");
+    let (keys, job) = search(
+        &node,
+        vec![b(PredOp::Ge(Value::Int(1))), c(PredOp::Eq(Value::Int(5)))],
+    );
+    assert_eq!(keys, BTreeSet::new());
+    assert!(job, "one that finds nothing after many loads too");
 
     let (keys, job) = search(&node, vec![c(PredOp::Eq(Value::Int(2)))]);
     assert_eq!(keys, expected(|k| k % 3 == 2));

@@ -30,6 +30,13 @@ use crate::region::{count_regions_intersecting, regions_intersecting};
 use crate::value::DataType;
 use std::fmt::Write as _;
 
+/// Objects a region's search page that leaves a check to test object by
+/// object (an index walk whose index does not answer every check) may load
+/// on the thread its request arrived on; one that would load more is handed
+/// off to a page thread and read there from its start. The daemon enforces
+/// it (`tessera_daemon::search::PagePlan`), the advisor's model prices it.
+pub const INLINE_LOADS: u64 = 64;
+
 /// The regions a search contacts: all in one subspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SearchPlan {

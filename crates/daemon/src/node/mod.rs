@@ -517,13 +517,27 @@ impl DaemonNode {
             // A page that returns what it walks is as short as a get and
             // is answered here; a job's hand-off to another thread (two
             // thread wake-ups) cost such searches half a get's throughput.
-            request @ DaemonRequest::Search { .. } if self.read_is_bounded(&request) => {
-                let response = self.read(epoch, request);
-                let response = self.vouch(response, out);
-                out(Output::Reply { to, response });
+            // A walk that tests a check object by object is answered here
+            // too while it loads few objects (`search::INLINE_LOADS`).
+            request @ DaemonRequest::Search { .. } => {
+                let budget = match self.search_plan(&request) {
+                    search::PagePlan::AtOnce => None,
+                    // Its index scan, then a read per object it loads.
+                    search::PagePlan::Walk => Some(search::INLINE_LOADS + 1),
+                    search::PagePlan::Apart => {
+                        out(Output::Job(Job::Read { to, epoch, request }));
+                        return;
+                    }
+                };
+                match self.read(epoch, &request, budget) {
+                    Some(response) => {
+                        let response = self.vouch(response, out);
+                        out(Output::Reply { to, response });
+                    }
+                    None => out(Output::Job(Job::Read { to, epoch, request })),
+                }
             }
-            request @ (DaemonRequest::Search { .. }
-            | DaemonRequest::SearchKeys { .. }
+            request @ (DaemonRequest::SearchKeys { .. }
             | DaemonRequest::Lookup { .. }
             | DaemonRequest::BackupRead { .. }) => {
                 out(Output::Job(Job::Read { to, epoch, request }))
@@ -777,7 +791,9 @@ impl DaemonNode {
                 every_replica,
             } => self.sweep(region, every_replica, out),
             Job::Read { to, epoch, request } => {
-                let response = self.read(epoch, request);
+                let response = self
+                    .read(epoch, &request, None)
+                    .expect("a read without a budget is never over it");
                 let response = self.vouch(response, out);
                 out(Output::Reply { to, response });
             }
@@ -803,8 +819,8 @@ impl DaemonNode {
         })
     }
 
-    /// Whether `request` reads a bounded page ([`search::search_is_bounded`]).
-    fn read_is_bounded(&self, request: &DaemonRequest) -> bool {
+    /// Where the page `request` asks for is read ([`search::search_plan`]).
+    fn search_plan(&self, request: &DaemonRequest) -> search::PagePlan {
         let installed = self.installed();
         let view = search::ReadView {
             config: &installed.config,
@@ -812,25 +828,30 @@ impl DaemonNode {
             me: self.me,
             engine: self.engine.as_ref(),
         };
-        search::search_is_bounded(&view, request)
+        search::search_plan(&view, request)
     }
 
+    /// Reads the page `request` asks for; with a `budget`, `None` once
+    /// the page would start more reads than it (the page is then read
+    /// again from its start, without one, on a page thread).
     fn read(
         &self,
         epoch: Epoch,
-        request: DaemonRequest,
-    ) -> Result<DaemonResponse, search::ReadFailed> {
+        request: &DaemonRequest,
+        budget: Option<u64>,
+    ) -> Option<Result<DaemonResponse, search::ReadFailed>> {
         let installed = self.installed();
         let config = &installed.config;
-        let counting = counting::Counting::new(self.engine.clone(), Default::default());
+        let examined = budget.map_or_else(counting::Examined::default, counting::Examined::within);
+        let counting = counting::Counting::new(self.engine.clone(), examined);
         let view = search::ReadView {
             config,
             directory: &installed.directory,
             me: self.me,
             engine: &counting,
         };
-        let opening = search_opening(config, &request);
-        let indexlet = match &request {
+        let opening = search_opening(config, request);
+        let indexlet = match request {
             DaemonRequest::Lookup { region, .. } => Some(*region),
             _ => None,
         };
@@ -846,13 +867,13 @@ impl DaemonNode {
             } => search::search(
                 &view,
                 epoch,
-                space,
-                region,
-                &checks,
-                sort,
+                *space,
+                *region,
+                checks,
+                *sort,
                 after.as_ref(),
-                limit,
-                &auth,
+                *limit,
+                auth,
             ),
             DaemonRequest::SearchKeys {
                 space,
@@ -864,11 +885,11 @@ impl DaemonNode {
             } => search::search_keys(
                 &view,
                 epoch,
-                space,
-                region,
-                &checks,
+                *space,
+                *region,
+                checks,
                 after.as_deref(),
-                (&auth, op),
+                (auth, *op),
             ),
             DaemonRequest::Lookup {
                 space,
@@ -880,39 +901,43 @@ impl DaemonNode {
             } => search::lookup(
                 &view,
                 epoch,
-                space,
-                region,
-                &checks,
-                descending,
+                *space,
+                *region,
+                checks,
+                *descending,
                 after.as_ref(),
-                limit,
+                *limit,
             ),
             DaemonRequest::Get { space, key, auth } => {
-                return search::get_committed(
+                return Some(search::get_committed(
                     config,
                     self.me,
                     self.engine(),
                     epoch,
-                    space,
-                    &key,
-                    &auth,
-                )
+                    *space,
+                    key,
+                    auth,
+                ))
             }
             DaemonRequest::BackupRead {
                 backup,
                 region,
                 after,
-            } => return Ok(self.backup_read(backup, region, after.as_deref())),
+            } => return Some(Ok(self.backup_read(*backup, *region, after.as_deref()))),
             DaemonRequest::Update(_)
             | DaemonRequest::BackupDrain
             | DaemonRequest::BackupTake { .. }
             | DaemonRequest::BackupRelease { .. } => {
-                return Ok(DaemonResponse::Failed {
+                return Some(Ok(DaemonResponse::Failed {
                     status: Status::Internal,
                     reason: "not a read".into(),
-                })
+                }))
             }
         };
+        if counting.hooks().over_budget() {
+            // Counted when it is read in full.
+            return None;
+        }
         let returned = match &page {
             Ok(DaemonResponse::SearchPage { objects, .. }) => objects.len(),
             Ok(DaemonResponse::KeysPage { keys, .. }) => keys.len(),
@@ -932,7 +957,7 @@ impl DaemonNode {
         stats
             .search_returned
             .fetch_add(returned as u64, Ordering::Relaxed);
-        page
+        Some(page)
     }
 
     /// Runs `f` on the key's core and hands its effects on in order, still
