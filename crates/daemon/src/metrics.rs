@@ -209,6 +209,7 @@ pub(crate) struct DaemonMetrics {
     search_pages: Counter,
     search_examined: Counter,
     search_returned: Counter,
+    walks_past_inline: Counter,
     tombstones_collected: Counter,
     stale_dropped: Counter,
     backfill_keys: Counter,
@@ -303,6 +304,7 @@ impl DaemonMetrics {
             search_pages: Counter::default(),
             search_examined: Counter::default(),
             search_returned: Counter::default(),
+            walks_past_inline: Counter::default(),
             tombstones_collected: Counter::default(),
             stale_dropped: Counter::default(),
             backfill_keys: Counter::default(),
@@ -367,6 +369,11 @@ impl DaemonMetrics {
             "search_objects_returned",
             "Objects or keys search pages returned",
             m.search_returned.clone(),
+        );
+        r.register(
+            "search_walks_past_inline",
+            "Search pages whose walk tested a check on more objects than are read where the request arrives, read again on a page thread",
+            m.walks_past_inline.clone(),
         );
         r.register(
             "tombstones_collected",
@@ -558,6 +565,7 @@ impl DaemonMetrics {
         );
         for (counter, total) in [
             (&self.search_returned, &stats.search_returned),
+            (&self.walks_past_inline, &stats.walks_past_inline),
             (&self.tombstones_collected, &stats.tombstones_collected),
             (&self.stale_dropped, &stats.stale_dropped),
             (&self.backfill_keys, &stats.backfill_keys),
@@ -650,6 +658,7 @@ mod tests {
         let config = Configuration::default();
         let stats = NodeStats::default();
         stats.search_examined.store(7, Ordering::Relaxed);
+        stats.walks_past_inline.store(3, Ordering::Relaxed);
         let page = m.render(
             DaemonId(1),
             &config,
@@ -690,6 +699,10 @@ mod tests {
         assert_eq!(
             sample(&text, "tessera_daemon_search_objects_examined_total", ""),
             Some(7.0)
+        );
+        assert_eq!(
+            sample(&text, "tessera_daemon_search_walks_past_inline_total", ""),
+            Some(3.0)
         );
         assert_eq!(sample(&text, "tessera_daemon_serving", ""), Some(1.0));
     }

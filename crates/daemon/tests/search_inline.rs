@@ -10,6 +10,7 @@ mod common;
 
 use common::REGION;
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_daemon::core::ReplyTo;
@@ -147,6 +148,8 @@ fn pages_the_index_answers_are_read_at_once_and_others_are_jobs() {
         !job,
         "a walk that tests a check on few objects is read at once"
     );
+    let past = || node.stats().walks_past_inline.load(Ordering::Relaxed);
+    assert_eq!(past(), 0);
 
     // b ≥ 1 has 171 objects: past the budget, the page is a job, and it
     // answers every match once (read again from its start).
@@ -163,8 +166,11 @@ fn pages_the_index_answers_are_read_at_once_and_others_are_jobs() {
     );
     assert_eq!(keys, BTreeSet::new());
     assert!(job, "one that finds nothing after many loads too");
+    // Each counted once, as read again past the budget.
+    assert_eq!(past(), 2);
 
     let (keys, job) = search(&node, vec![c(PredOp::Eq(Value::Int(2)))]);
     assert_eq!(keys, expected(|k| k % 3 == 2));
     assert!(job, "a scan");
+    assert_eq!(past(), 2, "a scan is handed off at once, not past a budget");
 }

@@ -211,6 +211,10 @@ pub struct NodeStats {
     pub search_examined: AtomicU64,
     /// Objects (or keys) those pages returned.
     pub search_returned: AtomicU64,
+    /// Walks that test a check object by object and passed the loads
+    /// read where their request arrived (`search::INLINE_LOADS`): handed
+    /// off and read again from their start.
+    pub walks_past_inline: AtomicU64,
     /// Tombstones collected below the horizon.
     pub tombstones_collected: AtomicU64,
     /// Keys deleted as a transfer's target because the region no longer
@@ -534,7 +538,10 @@ impl DaemonNode {
                         let response = self.vouch(response, out);
                         out(Output::Reply { to, response });
                     }
-                    None => out(Output::Job(Job::Read { to, epoch, request })),
+                    None => {
+                        self.stats.walks_past_inline.fetch_add(1, Ordering::Relaxed);
+                        out(Output::Job(Job::Read { to, epoch, request }))
+                    }
                 }
             }
             request @ (DaemonRequest::SearchKeys { .. }
