@@ -554,21 +554,15 @@ impl<'a> Context<'a> {
         // always, a walk that tests a check object by object once it
         // loads more than INLINE_LOADS objects in the region (those loads
         // are then read again on the page thread).
-        let handed_off = if self.bounded(search, part) {
-            0.0
+        let (handed_off, reread_s) = if self.bounded(search, part) {
+            (0.0, 0.0)
         } else if walked.is_some() {
-            beyond_inline(in_regions * share / met.max(1.0))
+            let loads = in_regions * share / met.max(1.0);
+            (beyond_inline(loads), INLINE_LOADS as f64 * per_entry_s)
         } else {
-            1.0
+            (1.0, 0.0)
         };
-        let request_s = p.request_s
-            + handed_off
-                * (p.unbounded_s
-                    + if walked.is_some() {
-                        INLINE_LOADS as f64 * per_entry_s
-                    } else {
-                        0.0
-                    });
+        let request_s = p.request_s + handed_off * (p.unbounded_s + reread_s);
         let subspace_s = met * request_s + in_regions * share * per_entry_s + walk_s + results_s;
         // The client's rule (`types::lookup::plan_lookup`): round trips,
         // not costs. A lookup takes its indexlets and one round of gets;
