@@ -90,10 +90,11 @@ pub enum Measured {
         /// Objects (or entries) read through a local index: 0 for a scan
         /// (ε is paid once when it is at least one, in proportion below).
         index_reads: f64,
-        /// Whether each region answers its page at once: a walk whose
-        /// index answers every check (a scan, or a check left to test
-        /// object by object, pays the unbounded page's cost per region).
-        bounded: bool,
+        /// Regions whose page is handed off to a page thread (u each): none
+        /// for a walk whose index answers every check, every region for a
+        /// scan, those past [`INLINE_LOADS`] loads for a walk that tests a
+        /// check object by object.
+        handed_off: f64,
     },
     /// A search the client answers through a global index: its
     /// indexlets' entries, then a get per entry.
@@ -135,20 +136,23 @@ pub struct Measurement {
 }
 
 impl Measured {
-    /// A range walk over `regions` regions reading `entries` index entries
-    /// (each object read by key): all `returned`, in pages the regions
-    /// answer at once, or none (a second check drops every object, left
-    /// to test object by object). A walk that tests a check object by
-    /// object is answered at once while it loads few objects in a region;
-    /// past [`INLINE_LOADS`] on average it is handed off, and the loads it
-    /// made before are read again ([`crate::model::beyond_inline`]).
-    pub fn range_walk(regions: f64, entries: f64, returned: bool) -> Measured {
-        let handed_off = !returned && crate::model::beyond_inline(entries / regions.max(1.0)) > 0.5;
-        let read = if handed_off {
-            entries + regions * INLINE_LOADS as f64
+    /// A range over a `fraction` of a one-dimensional subspace's axis of
+    /// `intervals` intervals, meeting 1 + φ(n − 1) regions and reading
+    /// `entries` index entries (each object read by key): all `returned`,
+    /// in pages the regions answer at once, or none (a second check drops
+    /// every object, left to test object by object). Such a walk is
+    /// answered at once while a region's page loads few objects; the pages
+    /// past [`INLINE_LOADS`] are handed off and the loads they made before
+    /// are read again ([`crate::model::range_pages_past_inline`]).
+    pub fn range_walk(fraction: f64, intervals: f64, entries: f64, returned: bool) -> Measured {
+        let regions = 1.0 + fraction * (intervals - 1.0);
+        let width = fraction * intervals;
+        let handed_off = if returned || width <= 0.0 {
+            0.0
         } else {
-            entries
+            crate::model::range_pages_past_inline(width, entries / width).min(regions)
         };
+        let read = entries + handed_off * INLINE_LOADS as f64;
         Measured::Search {
             regions,
             examined: 0.0,
@@ -156,7 +160,7 @@ impl Measured {
             range_entries: read,
             results: if returned { entries } else { 0.0 },
             index_reads: read,
-            bounded: !handed_off,
+            handed_off,
         }
     }
 
@@ -325,7 +329,8 @@ impl Measured {
         let priced: Vec<(f64, f64, bool)> = parts
             .iter()
             .map(|(p, m)| {
-                let off = matches!(m, Measured::Search { bounded: false, .. });
+                let off = matches!(m, Measured::Search { regions, handed_off, .. }
+                    if *handed_off > 0.5 * regions);
                 (*p, m.predicted_s(params), off)
             })
             .collect();
@@ -358,7 +363,7 @@ impl Measured {
                 range_entries,
                 results,
                 index_reads,
-                bounded,
+                handed_off,
             } => Some([
                 regions,
                 // What a scan steps over (an equality walk reads its
@@ -370,7 +375,7 @@ impl Measured {
                 // equality: each an object read by key.
                 if range { range_entries } else { index_reads },
                 index_reads.clamp(0.0, 1.0),
-                if bounded { 0.0 } else { regions },
+                handed_off,
                 1.0,
             ]),
             _ => None,
@@ -1005,7 +1010,7 @@ mod tests {
         let mut answered: Option<(Measured, f64)> = None;
         // (step, regions, examined, results, read through an index,
         // answered at once)
-        for (step, regions, examined, results, indexed, bounded) in [
+        for (step, regions, examined, results, indexed, at_once) in [
             ("a absent", 1.0, 0.0, 0.0, true, true),
             ("a present", 1.0, 10.0, 10.0, true, true),
             ("b present", 1.0, 1.0, 1.0, true, true),
@@ -1024,10 +1029,10 @@ mod tests {
                 range_entries: 0.0,
                 results,
                 index_reads,
-                bounded,
+                handed_off: if at_once { 0.0 } else { regions },
             };
             let first = if index_reads > 0.0 { eps } else { 0.0 };
-            let handed_off = if bounded { 0.0 } else { regions * unbounded };
+            let handed_off = if at_once { 0.0 } else { regions * unbounded };
             // A scan steps over records at β; a walk reads its entries'
             // objects at β_r.
             let per_entry = if indexed { beta_r } else { beta };
@@ -1089,19 +1094,27 @@ mod tests {
         }
         // Ranges on a 1-D subspace of r intervals, of a fifth and of nine
         // tenths of an interval: 1 + φ(r − 1) regions, φ·O entries walked
-        // and returned; and the wider one again with a check that drops
-        // every object: its entries read, none returned, the page (past
-        // INLINE_LOADS loads in a region: 225 over 1.84 regions) handed
-        // off and its first INLINE_LOADS loads in each read twice.
-        for (share, returned) in [(0.2, true), (0.9, true), (0.9, false)] {
+        // and returned; and both again with a check that drops every
+        // object: their entries read, none returned. The narrower (50 over
+        // 1.19 regions) is answered at once; the wider (past INLINE_LOADS
+        // loads in a region: 225 over 1.84 regions) is handed off, its
+        // first INLINE_LOADS loads in each read twice.
+        for (share, returned) in [(0.2, true), (0.9, true), (0.2, false), (0.9, false)] {
             let phi = share / r;
             let (regions, entries) = (1.0 + phi * (r - 1.0), phi * objects);
             let cost = if returned {
                 base + regions * c_req + rho + entries * (beta_r + gamma) + eps
             } else {
-                assert!(entries / regions > INLINE_LOADS as f64);
-                let read = entries + regions * INLINE_LOADS as f64;
-                base + regions * (c_req + unbounded) + rho + read * beta_r + eps
+                // The range spans `share` of an interval, 250 objects an
+                // interval: it lies in one region with probability
+                // 1 − share (one page of all its loads, past the budget
+                // by a Poisson tail), else is cut in two pieces, each
+                // handed off when longer than 64 / 250 of an interval.
+                let t = INLINE_LOADS as f64 / 250.0;
+                let pages = (1.0 - share) * crate::model::beyond_inline(entries)
+                    + 2.0 * (share - t).max(0.0);
+                let read = entries + pages * INLINE_LOADS as f64;
+                base + regions * c_req + pages * unbounded + rho + read * beta_r + eps
             };
             let step = if returned {
                 format!("range {share}")
@@ -1110,7 +1123,7 @@ mod tests {
             };
             push(
                 step,
-                Measured::range_walk(regions, entries, returned),
+                Measured::range_walk(phi, r, entries, returned),
                 cost,
                 &mut rng,
             );
@@ -1331,7 +1344,7 @@ mod tests {
                     range_entries: 0.0,
                     results: 0.0,
                     index_reads: 0.0,
-                    bounded: true,
+                    handed_off: 0.0,
                 },
                 cost_s: 8e-4,
             },

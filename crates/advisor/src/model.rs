@@ -271,6 +271,33 @@ pub fn beyond_inline(loads: f64) -> f64 {
     (1.0 - within).clamp(0.0, 1.0)
 }
 
+/// The pages a range walk that tests a check object by object hands
+/// off, per column of regions it crosses (the regions met on the range's
+/// axis, the other axes fixed), when the range spans `width` intervals'
+/// worth of its axis (φ·n), placed anywhere on it, and loads `density`
+/// objects per interval's worth. A page loads the share of the range its
+/// region's interval holds, so where one region holds the whole of a
+/// narrow range its page loads everything and is handed off, while the
+/// mean loads per region met (every page [`beyond_inline`] of the mean)
+/// may stay under [`INLINE_LOADS`]. A range of width w < 1 lies within
+/// one interval with probability 1 − w (one page of w·density loads,
+/// Poisson around it as in [`beyond_inline`]) and is otherwise cut into
+/// two pieces whose overlap is uniform, each past the budget when longer
+/// than t = INLINE_LOADS / density: 2·max(0, w − t). A wider one covers
+/// w − 1 whole intervals on average and two ends, each uniform in (0, 1):
+/// 2·max(0, 1 − t).
+pub fn range_pages_past_inline(width: f64, density: f64) -> f64 {
+    if width <= 0.0 || density <= 0.0 {
+        return 0.0;
+    }
+    let t = INLINE_LOADS as f64 / density;
+    if width < 1.0 {
+        (1.0 - width) * beyond_inline(width * density) + 2.0 * (width - t).max(0.0)
+    } else {
+        (width - 1.0) * beyond_inline(density) + 2.0 * (1.0 - t).max(0.0)
+    }
+}
+
 /// of the operations, whether a write: a modify or an insert): `per_s`
 /// times the writes' share, so the mix pays per_s·p_s·p_w per operation,
 /// one per write that a search follows when the two interleave. Alone
@@ -415,6 +442,22 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// The share of the objects that lie in the intervals a check meets
+    /// on an axis of `n`: as many intervals as it meets for a range, all
+    /// of it without a check, and for equality the value's own objects
+    /// when the attribute has fewer values than the axis has intervals
+    /// (five values of `stars` fill five of sixteen intervals, 1/5 of the
+    /// objects each, not 1/16), one interval's otherwise.
+    fn axis_share(&self, search: &Search, attr: usize, n: u32) -> f64 {
+        let met = self.intervals_met(search, attr, n) / f64::from(n);
+        match Self::op_on(search, attr) {
+            Some(op @ SearchOp::Eq) if narrows(&self.workload.space, attr, op) => {
+                met.max(self.selectivity(search, attr, op))
+            }
+            _ => met,
+        }
+    }
+
     /// The search planner's choice (`types::plan`): the subspace with the
     /// fewest regions met, ties to more regions, then the first. Returns
     /// (its position, regions met).
@@ -500,12 +543,21 @@ impl<'a> Context<'a> {
         let (i, met) = self.planned_part(search);
         let part = &self.parts[i];
         let regions: f64 = part.grid.iter().map(|&n| f64::from(n)).product();
-        let in_regions = met * self.objects / regions;
+        // The objects in the regions met: on each axis, the share in the
+        // intervals the search meets (`axis_share`).
+        let in_regions = self.objects
+            * part
+                .attrs
+                .iter()
+                .zip(&part.grid)
+                .map(|(&a, &n)| self.axis_share(search, a, n))
+                .product::<f64>();
         // A local index walk reads the entries of one check: equality
         // first, then a range (`daemon::index::choose_access`). Its matches
         // among the contacted regions' objects are a share s / cover of
-        // them, where cover is the share of the check's axis those regions
-        // span (1 when the attribute is not a dimension here).
+        // them, where cover is the share of the objects on the check's
+        // axis those regions hold (1 when the attribute is not a dimension
+        // here).
         let walk = |wanted: SearchOp| {
             search
                 .checks
@@ -516,9 +568,11 @@ impl<'a> Context<'a> {
                         && narrows(&self.workload.space, a, op)
                 })
                 .map(|&(a, op)| {
-                    let cover = part.attrs.iter().position(|&d| d == a).map_or(1.0, |d| {
-                        self.intervals_met(search, a, part.grid[d]) / f64::from(part.grid[d])
-                    });
+                    let cover = part
+                        .attrs
+                        .iter()
+                        .position(|&d| d == a)
+                        .map_or(1.0, |d| self.axis_share(search, a, part.grid[d]));
                     ((self.selectivity(search, a, op) / cover).min(1.0), a)
                 })
                 .fold(None, |best: Option<(f64, usize)>, w| {
@@ -542,9 +596,14 @@ impl<'a> Context<'a> {
         };
         let entry_s = p.range_entry_s + folds * p.larger_entry_s;
         let (share, per_entry_s, walk_s, walked) = match walk(SearchOp::Eq) {
-            Some((share, a)) => (share, entry_s, first(share), Some(a)),
+            Some((share, a)) => (share, entry_s, first(share), Some((a, SearchOp::Eq))),
             None => match walk(SearchOp::Range) {
-                Some((share, a)) => (share, entry_s, p.range_search_s + first(share), Some(a)),
+                Some((share, a)) => (
+                    share,
+                    entry_s,
+                    p.range_search_s + first(share),
+                    Some((a, SearchOp::Range)),
+                ),
                 None => (1.0, p.beta_s, 0.0, None),
             },
         };
@@ -556,9 +615,25 @@ impl<'a> Context<'a> {
         // are then read again on the page thread).
         let (handed_off, reread_s) = if self.bounded(search, part) {
             (0.0, 0.0)
-        } else if walked.is_some() {
-            let loads = in_regions * share / met.max(1.0);
-            (beyond_inline(loads), INLINE_LOADS as f64 * per_entry_s)
+        } else if let Some((a, op)) = walked {
+            // Pages handed off per search: a range over one of the part's
+            // axes loads each region by its share of the range
+            // (`range_pages_past_inline`); any other walk loads every
+            // region met alike.
+            let loads = in_regions * share;
+            let pages = match (op, part.attrs.iter().position(|&d| d == a)) {
+                (SearchOp::Range, Some(d)) => {
+                    let n = part.grid[d];
+                    let width = self.range_fraction(search) * f64::from(n);
+                    let columns = met / self.intervals_met(search, a, n);
+                    columns * range_pages_past_inline(width, loads / (width * columns))
+                }
+                _ => met * beyond_inline(loads / met.max(1.0)),
+            };
+            (
+                (pages / met.max(1.0)).min(1.0),
+                INLINE_LOADS as f64 * per_entry_s,
+            )
         } else {
             (1.0, 0.0)
         };
@@ -583,7 +658,7 @@ impl<'a> Context<'a> {
                     .classes
                     .iter()
                     .filter(|c| match (&c.kind, walked) {
-                        (ClassKind::Modify(attrs), Some(a)) => attrs.contains(&a),
+                        (ClassKind::Modify(attrs), Some((a, _))) => attrs.contains(&a),
                         (ClassKind::Modify(_), None) => true,
                         _ => false,
                     })
@@ -1093,6 +1168,84 @@ mod tests {
         assert!((scan - 256.0 * 1e-5).abs() < 1e-12, "{scan}");
         // A key read is answered at once.
         assert_eq!(cost(r#"{"p": 1, "search": {"id": "eq"}}"#, &city), 0.0);
+    }
+
+    #[test]
+    fn a_range_walk_hands_off_the_pages_its_range_fills_past_the_budget() {
+        // Brute force: a range `width` intervals long at 10,000 evenly
+        // spread starts over an axis of 64 intervals; a page loads its
+        // interval's overlap times `density` and is handed off past 64
+        // loads. Densities far from the budget for the one-interval case,
+        // where the Poisson tail is all or nothing.
+        let placed = |width: f64, density: f64| {
+            let starts = 10_000;
+            let mut pages = 0usize;
+            for i in 0..starts {
+                let lo = 10.0 + i as f64 / starts as f64;
+                let hi = lo + width;
+                let mut cell = lo.floor();
+                while cell < hi {
+                    let overlap = hi.min(cell + 1.0) - lo.max(cell);
+                    if overlap * density > INLINE_LOADS as f64 {
+                        pages += 1;
+                    }
+                    cell += 1.0;
+                }
+            }
+            pages as f64 / starts as f64
+        };
+        for (width, density) in [
+            (0.32, 400.0),
+            (0.32, 1000.0),
+            (0.2, 100.0),
+            (0.9, 250.0),
+            (2.5, 1000.0),
+            (2.5, 40.0),
+            (3.0, 128.0),
+        ] {
+            let got = range_pages_past_inline(width, density);
+            let want = placed(width, density);
+            assert!(
+                (got - want).abs() < 0.02,
+                "width {width}, density {density}: {got} against {want}"
+            );
+        }
+        // A walk loading nothing hands nothing off.
+        assert_eq!(range_pages_past_inline(0.5, 0.0), 0.0);
+    }
+
+    #[test]
+    fn an_attribute_with_fewer_values_than_intervals_crowds_the_regions_it_meets() {
+        // 4,000 objects on `subspace stars` of 16 intervals: with 5 values
+        // the region of one value holds its 800 objects, with 100 values a
+        // region of 16 holds 250, 40 of one value. An equality walk loads
+        // the value's objects either way.
+        let loads = |distinct: u32, search: &str| {
+            let text = format!(
+                r#"{{"space": "space s key id attributes string tel, int stars create 16 partitions",
+                    "objects": 4000, "distinct": {{"stars": {distinct}}},
+                    "classes": [{{"p": 1, "search": {search}}}]}}"#
+            );
+            let w = parse_workload(&text, None).expect("valid workload");
+            // Every entry read or record stepped over costs a second;
+            // nothing else costs anything.
+            let params = Params {
+                range_entry_s: 1.0,
+                beta_s: 1.0,
+                request_s: 0.0,
+                search_base_s: 0.0,
+                result_s: 0.0,
+                walk_first_s: 0.0,
+                unbounded_s: 0.0,
+                ..Params::default()
+            };
+            let layout = Layout::of_subspaces(vec![vec![2]]);
+            predict(Model::Tessera, &w, &layout, &params).class_costs_s[0]
+        };
+        for (distinct, want) in [(5, 800.0), (100, 40.0)] {
+            let got = loads(distinct, r#"{"stars": "eq"}"#);
+            assert!((got - want).abs() < 1e-6, "{distinct} values: {got}");
+        }
     }
 
     #[test]

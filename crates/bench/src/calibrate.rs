@@ -854,7 +854,7 @@ async fn measure_on(
                     range_entries: 0.0,
                     results: 0.0,
                     index_reads: if indexed { examined } else { 0.0 },
-                    bounded: indexed,
+                    handed_off: if indexed { 0.0 } else { regions },
                 };
                 let source = Box::new(move |_: u64, rng: &mut rand::rngs::StdRng| {
                     let n = rng.gen_range(0..i64::MAX / 2);
@@ -877,7 +877,7 @@ async fn measure_on(
                 range_entries: 0.0,
                 results: 0.0,
                 index_reads: 1.0,
-                bounded: true,
+                handed_off: 0.0,
             };
             let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                 recno: rng.gen_range(0..i64::MAX / 2),
@@ -889,24 +889,29 @@ async fn measure_on(
                 let fraction = share / intervals;
                 let label = format!("search e range {fraction:.4} on {name}");
                 // Its entries are those it returns, counted by `run`.
-                let kind = Measured::range_walk(1.0 + fraction * (intervals - 1.0), 0.0, true);
+                let kind = Measured::range_walk(fraction, intervals, 0.0, true);
                 let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
                     recno: rng.gen_range(0..i64::MAX / 2),
                 });
                 steps.push(run(label, Action::Range(fraction), kind, source).await?);
             }
-            // The wider range again, with d left to check object by object
-            // for a value none has: the same entries read, none returned
-            // (so a walked entry's read, β_r, is told from returning its
-            // object, γ), in a page handed to a blocking thread.
-            let fraction = RANGE_SHARES[1] / intervals;
-            let label = format!("search e range {fraction:.4}, d absent on {name}");
-            let entries = fraction * o;
-            let kind = Measured::range_walk(1.0 + fraction * (intervals - 1.0), entries, false);
-            let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
-                recno: rng.gen_range(0..i64::MAX / 2),
-            });
-            steps.push(run(label, Action::RangeNone(fraction, "d"), kind, source).await?);
+            // Both ranges again, with d left to check object by object for
+            // a value none has: the same entries read, none returned (so a
+            // walked entry's read, β_r, is told from returning its object,
+            // γ). The narrower loads tens of objects a region, answered
+            // where the request arrives; the wider loads more than the
+            // daemon reads there, so its pages are handed to a page thread
+            // and read again (`INLINE_LOADS`).
+            for share in RANGE_SHARES {
+                let fraction = share / intervals;
+                let label = format!("search e range {fraction:.4}, d absent on {name}");
+                let entries = fraction * o;
+                let kind = Measured::range_walk(fraction, intervals, entries, false);
+                let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                    recno: rng.gen_range(0..i64::MAX / 2),
+                });
+                steps.push(run(label, Action::RangeNone(fraction, "d"), kind, source).await?);
+            }
             // Searches of a among puts of d (key, a and b overwritten in
             // place, no index entry), at two shares: what writes cost the
             // searches beside them. A process that has served much more
@@ -957,7 +962,7 @@ async fn measure_on(
                         range_entries: 0.0,
                         results: 0.0,
                         index_reads: examined,
-                        bounded: true,
+                        handed_off: 0.0,
                     }),
                 };
                 let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
@@ -1171,7 +1176,7 @@ fn counted(kind: Measured, store: &CalStore) -> Measured {
             range,
             range_entries,
             index_reads,
-            bounded,
+            handed_off,
             ..
         } => {
             let results = per_search();
@@ -1195,7 +1200,7 @@ fn counted(kind: Measured, store: &CalStore) -> Measured {
                     index_reads
                 },
                 results,
-                bounded,
+                handed_off,
             }
         }
         Measured::Lookup { indexlets, .. } => Measured::Lookup {
