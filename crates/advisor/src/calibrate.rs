@@ -1019,7 +1019,6 @@ mod tests {
             ("c absent", r, 0.0, 0.0, true, true),
             ("c present", r, 10.0, 10.0, true, true),
             ("d absent", r, objects, 0.0, false, false),
-            ("one region, d absent", 1.0, objects / r, 0.0, false, false),
             ("d present", r, objects, 1000.0, false, false),
         ] {
             let index_reads = if indexed { examined } else { 0.0 };
