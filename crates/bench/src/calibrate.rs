@@ -884,33 +884,37 @@ async fn measure_on(
             });
             steps.push(run(label, Action::SearchNone("b", "d"), kind, source).await?);
             // Ranges on e, whose subspace has one-dimensional regions: a
-            // range of φ meets 1 + φ(n − 1) of them.
-            for share in RANGE_SHARES {
-                let fraction = share / intervals;
-                let label = format!("search e range {fraction:.4} on {name}");
-                // Its entries are those it returns, counted by `run`.
-                let kind = Measured::range_walk(fraction, intervals, 0.0, true);
-                let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
-                    recno: rng.gen_range(0..i64::MAX / 2),
-                });
-                steps.push(run(label, Action::Range(fraction), kind, source).await?);
-            }
-            // Both ranges again, with d left to check object by object for
-            // a value none has: the same entries read, none returned (so a
-            // walked entry's read, β_r, is told from returning its object,
-            // γ). The narrower loads tens of objects a region, answered
-            // where the request arrives; the wider loads more than the
-            // daemon reads there, so its pages are handed to a page thread
-            // and read again (`INLINE_LOADS`).
-            for share in RANGE_SHARES {
-                let fraction = share / intervals;
-                let label = format!("search e range {fraction:.4}, d absent on {name}");
-                let entries = fraction * o;
-                let kind = Measured::range_walk(fraction, intervals, entries, false);
-                let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
-                    recno: rng.gen_range(0..i64::MAX / 2),
-                });
-                steps.push(run(label, Action::RangeNone(fraction, "d"), kind, source).await?);
+            // range of φ meets 1 + φ(n − 1) of them. Each width runs twice:
+            // returning what it walks (its entries, counted by `run`), then
+            // with d left to check object by object for a value none has,
+            // the same entries read and none returned (so a walked entry's
+            // read, β_r, is told from returning its object, γ). The
+            // narrower loads tens of objects a region, answered where the
+            // request arrives; the wider loads more than the daemon reads
+            // there, so its pages are handed to a page thread and read
+            // again (`INLINE_LOADS`).
+            for none in [false, true] {
+                for share in RANGE_SHARES {
+                    let fraction = share / intervals;
+                    let (label, entries, action) = if none {
+                        (
+                            format!("search e range {fraction:.4}, d absent on {name}"),
+                            fraction * o,
+                            Action::RangeNone(fraction, "d"),
+                        )
+                    } else {
+                        (
+                            format!("search e range {fraction:.4} on {name}"),
+                            0.0,
+                            Action::Range(fraction),
+                        )
+                    };
+                    let kind = Measured::range_walk(fraction, intervals, entries, !none);
+                    let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                        recno: rng.gen_range(0..i64::MAX / 2),
+                    });
+                    steps.push(run(label, action, kind, source).await?);
+                }
             }
             // Searches of a among puts of d (key, a and b overwritten in
             // place, no index entry), at two shares: what writes cost the
