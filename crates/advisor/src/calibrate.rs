@@ -90,7 +90,8 @@ pub enum Measured {
         /// Objects (or entries) read through a local index: 0 for a scan
         /// (ε is paid once when it is at least one, in proportion below).
         index_reads: f64,
-        /// Regions whose page is handed off to a page thread (u each): none
+        /// Regions whose page is handed off to a page thread (u each, and
+        /// u₁ once for the search when there is at least one): none
         /// for a walk whose index answers every check, every region for a
         /// scan, those past [`INLINE_LOADS`] loads for a walk that tests a
         /// check object by object.
@@ -275,6 +276,7 @@ impl Measured {
                     params.walk_first_s,
                     params.unbounded_s,
                     params.search_base_s,
+                    params.handoff_first_s,
                 ];
                 terms.iter().zip(per).map(|(x, c)| x * c).sum()
             }
@@ -353,8 +355,9 @@ impl Measured {
         Some((parts_s, [share_off * per, beside]))
     }
 
-    /// A search's features, in the order (c_req, β, γ, ρ, β_r, ε, u, s₀).
-    fn search_terms(&self) -> Option<[f64; 8]> {
+    /// A search's features, in the order (c_req, β, γ, ρ, β_r, ε, u, s₀,
+    /// u₁).
+    fn search_terms(&self) -> Option<[f64; 9]> {
         match *self {
             Measured::Search {
                 regions,
@@ -377,6 +380,9 @@ impl Measured {
                 index_reads.clamp(0.0, 1.0),
                 handed_off,
                 1.0,
+                // Whether any page is handed off (u₁ once), as ε is paid
+                // once: the expected pages, up to one.
+                handed_off.clamp(0.0, 1.0),
             ]),
             _ => None,
         }
@@ -567,15 +573,30 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     }
 
     // Searches: cost = c_req·CR + β·scanned + γ·results + ρ·[range] +
-    // β_r·walked entries + ε·min(1, index reads) + u·CR·[unbounded] + s₀.
-    let searches: Vec<(Vec<f64>, f64)> = usable
+    // β_r·walked entries + ε·min(1, index reads) + u·pages handed off +
+    // s₀ + u₁·min(1, pages handed off).
+    let mut searches: Vec<(Vec<f64>, f64)> = usable
         .iter()
         .filter_map(|m| Some((m.kind.search_terms()?.to_vec(), m.cost_s)))
         .collect();
     if searches.is_empty() {
         return Err(FitError::Missing("search"));
     }
-    let c = relative_nnls(&searches, 8);
+    // u₁ is told from u only by searches handing off different numbers
+    // of pages, one and more: where every search that hands off pages
+    // hands off the same number, the two columns are one, and u takes it.
+    let ratios: Vec<f64> = searches
+        .iter()
+        .filter(|(x, _)| x[8] > 0.0)
+        .map(|(x, _)| x[6] / x[8])
+        .collect();
+    let handoff_first = ratios.iter().any(|&r| (r - ratios[0]).abs() > 1e-9);
+    if !handoff_first {
+        for (x, _) in &mut searches {
+            x[8] = 0.0;
+        }
+    }
+    let c = relative_nnls(&searches, 9);
     if c[0] > 0.0 {
         params.request_s = c[0];
     } else {
@@ -618,6 +639,11 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         params.unbounded_s = c[6];
     } else {
         kept.push("unbounded_s: no searches both answered at once and handed off".into());
+    }
+    if handoff_first {
+        params.handoff_first_s = c[8];
+    } else {
+        kept.push("handoff_first_s: no searches handing off different numbers of pages".into());
     }
     // The per-search cost is told from c_req only by searches meeting
     // different numbers of regions.
@@ -910,6 +936,7 @@ mod tests {
             truth.walk_first_s,
         );
         let (unbounded, base) = (truth.unbounded_s, truth.search_base_s);
+        let first_off = truth.handoff_first_s;
         let delta_c = truth.index_create();
         let mut rng = Noise(42);
         let mut out = Vec::new();
@@ -1019,6 +1046,7 @@ mod tests {
             ("c absent", r, 0.0, 0.0, true, true),
             ("c present", r, 10.0, 10.0, true, true),
             ("d absent", r, objects, 0.0, false, false),
+            ("one region, d absent", 1.0, objects / r, 0.0, false, false),
             ("d present", r, objects, 1000.0, false, false),
         ] {
             let index_reads = if indexed { examined } else { 0.0 };
@@ -1032,7 +1060,12 @@ mod tests {
                 handed_off: if at_once { 0.0 } else { regions },
             };
             let first = if index_reads > 0.0 { eps } else { 0.0 };
-            let handed_off = if at_once { 0.0 } else { regions * unbounded };
+            // u per page handed off, u₁ once.
+            let handed_off = if at_once {
+                0.0
+            } else {
+                regions * unbounded + first_off
+            };
             // A scan steps over records at β; a walk reads its entries'
             // objects at β_r.
             let per_entry = if indexed { beta_r } else { beta };
@@ -1114,7 +1147,12 @@ mod tests {
                 let pages = (1.0 - share) * crate::model::beyond_inline(entries)
                     + 2.0 * (share - t).max(0.0);
                 let read = entries + pages * INLINE_LOADS as f64;
-                base + regions * c_req + pages * unbounded + rho + read * beta_r + eps
+                base + regions * c_req
+                    + pages * unbounded
+                    + pages.min(1.0) * first_off
+                    + rho
+                    + read * beta_r
+                    + eps
             };
             let step = if returned {
                 format!("range {share}")
@@ -1190,6 +1228,7 @@ mod tests {
             index_create: Some(0.05),
             walk_first_s: 5e-6,
             unbounded_s: 1.2e-5,
+            handoff_first_s: 1.7e-5,
             search_base_s: 4e-6,
             modify_s: 6e-6,
             modify_hop_s: 3.5e-6,
@@ -1221,6 +1260,7 @@ mod tests {
         near("delta_c", p.index_create(), 0.05, 1e-9);
         near("epsilon", p.walk_first_s, 5e-6, 1e-9);
         near("unbounded", p.unbounded_s, 1.2e-5, 1e-9);
+        near("u1", p.handoff_first_s, 1.7e-5, 1e-9);
         near("s0", p.search_base_s, 4e-6, 1e-9);
         near("m", p.modify_s, 6e-6, 1e-9);
         near("m_h", p.modify_hop_s, 3.5e-6, 1e-9);
@@ -1263,6 +1303,7 @@ mod tests {
             index_create: Some(0.2),
             walk_first_s: 2e-5,
             unbounded_s: 3e-5,
+            handoff_first_s: 2.5e-5,
             search_base_s: 2e-5,
             modify_s: 2e-5,
             modify_hop_s: 2e-5,
@@ -1297,6 +1338,7 @@ mod tests {
         // more than the hop itself.
         near("w", p.write_s, 4e-5, 0.5);
         near("unbounded", p.unbounded_s, 3e-5, 0.5);
+        near("u1", p.handoff_first_s, 2.5e-5, 0.5);
         near("s0", p.search_base_s, 2e-5, 0.5);
         // m is what is left of a modify once its get and put are priced,
         // each with its own noise.
@@ -1362,9 +1404,11 @@ mod tests {
         assert_eq!(fit.params.lookup_match_s, None);
         // write_s, alpha, index_write, the global index pair,
         // alpha_create, get_s; beta_s, result_s, the range pair,
-        // walk_first_s, unbounded_s, search_base_s, the modify pair, the
-        // lookup pair, handoff_mixed_s, writes_beside_s, the larger pair.
-        assert_eq!(fit.kept.len(), 17, "{:?}", fit.kept);
+        // walk_first_s, unbounded_s, handoff_first_s, search_base_s, the
+        // modify pair, the lookup pair, handoff_mixed_s, writes_beside_s,
+        // the larger pair.
+        assert_eq!(fit.kept.len(), 18, "{:?}", fit.kept);
+        assert_eq!(fit.params.handoff_first_s, defaults.handoff_first_s);
         assert_eq!(fit.params.larger_entry_s, defaults.larger_entry_s);
         assert_eq!(fit.params.handoff_mixed_s, defaults.handoff_mixed_s);
         assert_eq!(fit.params.writes_beside_s, defaults.writes_beside_s);

@@ -638,7 +638,12 @@ impl<'a> Context<'a> {
             (1.0, 0.0)
         };
         let request_s = p.request_s + handed_off * (p.unbounded_s + reread_s);
-        let subspace_s = met * request_s + in_regions * share * per_entry_s + walk_s + results_s;
+        // A search that hands off any page pays u₁ once beside u per page
+        // (a lone page handed off costs more than one of many; as ε, the
+        // expected pages up to one).
+        let first_off_s = p.handoff_first_s * (handed_off * met).min(1.0);
+        let subspace_s =
+            met * request_s + first_off_s + in_regions * share * per_entry_s + walk_s + results_s;
         // The client's rule (`types::lookup::plan_lookup`): round trips,
         // not costs. A lookup takes its indexlets and one round of gets;
         // the subspace plan its regions, doubled when it reads them all.
@@ -1168,6 +1173,46 @@ mod tests {
         assert!((scan - 256.0 * 1e-5).abs() < 1e-12, "{scan}");
         // A key read is answered at once.
         assert_eq!(cost(r#"{"p": 1, "search": {"id": "eq"}}"#, &city), 0.0);
+    }
+
+    #[test]
+    fn a_search_handing_off_any_page_pays_the_first_hand_off_once() {
+        let u1 = 2e-5;
+        let params = Params {
+            unbounded_s: 1e-6,
+            handoff_first_s: u1,
+            ..Params::default()
+        };
+        let without = Params {
+            handoff_first_s: 0.0,
+            ..params.clone()
+        };
+        let city = Layout::of_subspaces(vec![vec![C]]);
+        let cost = |workload: &Workload| {
+            let at = |p: &Params| predict(Model::Tessera, workload, &city, p).class_costs_s[0];
+            at(&params) - at(&without)
+        };
+        // Answered at once: an index walk, a key read.
+        for answered in [
+            r#"{"p": 1, "search": {"city": "eq"}}"#,
+            r#"{"p": 1, "search": {"id": "eq"}}"#,
+        ] {
+            assert_eq!(cost(&hotels(answered)), 0.0, "{answered}");
+        }
+        // A scan of all 256 key regions pays it once, not per page.
+        let scan = cost(&hotels(r#"{"p": 1, "search": {"addr": "eq"}}"#));
+        assert!((scan - u1).abs() < 1e-15, "{scan}");
+        // A walk of a city of 25,600 objects in its one region, addr
+        // checked object by object: one page handed off, u₁ once.
+        let crowded = parse_workload(
+            r#"{"space": "space hotels key id attributes city, addr, post, tel, int price create 256 partitions tolerate 1 failure",
+                "objects": 256000, "distinct": {"city": 10},
+                "classes": [{"p": 1, "search": {"city": "eq", "addr": "eq"}}]}"#,
+            None,
+        )
+        .expect("valid workload");
+        let one = cost(&crowded);
+        assert!((one - u1).abs() < 1e-15, "{one}");
     }
 
     #[test]

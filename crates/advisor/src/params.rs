@@ -87,6 +87,12 @@ pub struct Params {
     /// a blocking thread and back (`daemon/src/search.rs`,
     /// `search_is_bounded`), and measured about 12 µs dearer. Default 0.
     pub unbounded_s: f64,
+    /// u₁: seconds a search pays once when it hands off at least one
+    /// page, on top of `unbounded_s` per page handed off: a scan of one
+    /// region measured 15–18 µs above a sixteenth of a scan of sixteen
+    /// (`docs/design/advisor.md`, "A lone page handed off"; calibration
+    /// version 9). Default 0.
+    pub handoff_first_s: f64,
     /// Seconds per search whatever the regions it contacts: the client's
     /// plan, its page streams and their merge. Without it c_req absorbs
     /// it, and a search of one region measured a third above its fit
@@ -192,6 +198,7 @@ impl Default for Params {
             index_create: None,
             walk_first_s: 0.0,
             unbounded_s: 0.0,
+            handoff_first_s: 0.0,
             search_base_s: 0.0,
             modify_s: 0.0,
             global_index_hop: 1.0,
@@ -276,6 +283,7 @@ impl Params {
             index_create,
             walk_first_s,
             unbounded_s,
+            handoff_first_s,
             search_base_s,
             modify_s,
             global_index_hop,
@@ -308,6 +316,7 @@ impl Params {
             insert_s: time(insert_s),
             walk_first_s: time(walk_first_s),
             unbounded_s: time(unbounded_s),
+            handoff_first_s: time(handoff_first_s),
             search_base_s: time(search_base_s),
             modify_s: time(modify_s),
             lookup_base_s: time(lookup_base_s),
@@ -364,6 +373,7 @@ impl Params {
             index_create: c.index_create.or(self.index_create),
             walk_first_s: c.walk_first_s.unwrap_or(self.walk_first_s),
             unbounded_s: c.unbounded_s.unwrap_or(self.unbounded_s),
+            handoff_first_s: c.handoff_first_s.unwrap_or(self.handoff_first_s),
             search_base_s: c.search_base_s.unwrap_or(self.search_base_s),
             modify_s: c.modify_s.unwrap_or(self.modify_s),
             global_index_hop: c.global_index_hop.unwrap_or(self.global_index_hop),
@@ -408,6 +418,7 @@ impl Params {
             index_create: Some(self.index_create()),
             walk_first_s: Some(self.walk_first_s),
             unbounded_s: Some(self.unbounded_s),
+            handoff_first_s: Some(self.handoff_first_s),
             search_base_s: Some(self.search_base_s),
             modify_s: Some(self.modify_s),
             global_index_hop: Some(self.global_index_hop),
@@ -449,6 +460,7 @@ mod tests {
             index_create: Some(0.07),
             walk_first_s: 4e-6,
             unbounded_s: 1.1e-5,
+            handoff_first_s: 1.6e-5,
             search_base_s: 3e-6,
             modify_s: 5e-6,
             global_index_hop: 0.7,
@@ -489,6 +501,7 @@ mod tests {
             insert_s: 2e-6,
             walk_first_s: 4e-6,
             unbounded_s: 1.1e-5,
+            handoff_first_s: 1.6e-5,
             search_base_s: 3e-6,
             modify_s: 5e-6,
             lookup_base_s: 1.5e-5,
@@ -517,6 +530,7 @@ mod tests {
             (on6.range_entry_s, on3.range_entry_s),
             (on6.get_cost_s(), on3.get_cost_s()),
             (on6.write_s, on3.write_s),
+            (on6.handoff_first_s, on3.handoff_first_s),
             (on6.insert_s, on3.insert_s),
             (on6.walk_first_s, on3.walk_first_s),
             (on6.unbounded_s, on3.unbounded_s),
@@ -600,6 +614,7 @@ mod tests {
         stored.modify_hop_s = None;
         (stored.larger_search_s, stored.larger_entry_s) = (None, None);
         stored.larger_reference_objects = None;
+        stored.handoff_first_s = None;
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);
@@ -633,5 +648,8 @@ mod tests {
         assert_eq!(back.modify_hop_s, 0.0);
         // Nor is a walk over a larger space dearer.
         assert_eq!((back.larger_search_s, back.larger_entry_s), (0.0, 0.0));
+        // Without version 9's, a search handing off a page pays u per
+        // page and nothing more.
+        assert_eq!(back.handoff_first_s, 0.0);
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use tessera_advisor::calibrate::{Measured, Measurement};
 use tessera_advisor::validate::median_position;
 use tessera_client::{Admin, Client, PredOp, Value};
-use tessera_types::region::grid_for_partitions;
+use tessera_types::region::{grid_for_partitions, uniform_splits};
 use tessera_types::DaemonState;
 
 /// Every scratch space's name starts with this.
@@ -202,6 +202,11 @@ enum Action {
     /// The same range with equality on this attribute for a value no
     /// object has: every entry of the range is read, nothing returned.
     RangeNone(f64, &'static str),
+    /// A range of `e` that covers exactly one of the first `n − 1` of its
+    /// `n` intervals (`Op::SearchEq`'s `recno` picks which), with equality
+    /// on this attribute for a value no object has: the interval's region
+    /// is scanned (its index would not narrow it), nothing returned.
+    IntervalNone(u32, &'static str),
     /// Equality on this attribute for `Op::SearchEq` (a value some object
     /// has), this action for every other operation: a mix.
     SearchOr(&'static str, Box<Action>),
@@ -301,6 +306,19 @@ impl CalStore {
                 let none = Value::str(&format!("absent{recno}"));
                 self.search([("e", low), ("e", high), (*absent, PredOp::Eq(none))])
                     .await
+            }
+            (Action::IntervalNone(n, absent), Op::SearchEq { recno }) => {
+                let splits = uniform_splits(*n);
+                anyhow::ensure!(!splits.is_empty(), "one interval: no region to scan alone");
+                let i = (hash(*recno as u64, E_SALT) % splits.len() as u64) as usize;
+                let low = if i == 0 { 0 } else { splits[i - 1] };
+                let none = Value::str(&format!("absent{recno}"));
+                self.search([
+                    ("e", PredOp::Ge(Value::Int(int_at(low)))),
+                    ("e", PredOp::Lt(Value::Int(int_at(splits[i])))),
+                    (*absent, PredOp::Eq(none)),
+                ])
+                .await
             }
             (action, op) => anyhow::bail!("{action:?} cannot run {}", op.kind()),
         }
@@ -916,6 +934,29 @@ async fn measure_on(
                     steps.push(run(label, action, kind, source).await?);
                 }
             }
+            // One region scanned: a range of e covering one interval of e's
+            // subspace exactly, which its region's e index does not narrow
+            // (`choose_access` scans a region whose cell the checks cover
+            // whole), with d absent: ~O/n records stepped over, none
+            // returned, in one page handed to a page thread. Beside the
+            // scans of every region (n pages, O records), it tells what a
+            // search handing off any page pays once (u₁) from what each
+            // page handed off costs (u).
+            let label = format!("search e over one interval, d absent on {name}");
+            let kind = Measured::Search {
+                regions: 1.0,
+                examined: o / intervals,
+                range: false,
+                range_entries: 0.0,
+                results: 0.0,
+                index_reads: 0.0,
+                handed_off: 1.0,
+            };
+            let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                recno: rng.gen_range(0..i64::MAX / 2),
+            });
+            let action = Action::IntervalNone(intervals as u32, "d");
+            steps.push(run(label, action, kind, source).await?);
             // Searches of a among puts of d (key, a and b overwritten in
             // place, no index entry), at two shares: what writes cost the
             // searches beside them. A process that has served much more

@@ -14,8 +14,8 @@ use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATC
 /// The arguments of `calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
-    /// Seconds each measured step runs (31 steps on a cluster of two or
-    /// more daemons, 21 on one).
+    /// Seconds each measured step runs (46 steps on a cluster of two or
+    /// more daemons, fewer on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
     /// Operations in flight.
@@ -163,6 +163,7 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("index_create (delta_c)", format!("{:.3}", p.index_create())),
         ("walk_first_s (epsilon)", format!("{:.3e}", p.walk_first_s)),
         ("unbounded_s (u)", format!("{:.3e}", p.unbounded_s)),
+        ("handoff_first_s (u1)", format!("{:.3e}", p.handoff_first_s)),
         ("search_base_s (s0)", format!("{:.3e}", p.search_base_s)),
         ("modify_s (m)", format!("{:.3e}", p.modify_s)),
         ("global_index_hop (g)", format!("{:.3}", p.global_index_hop)),

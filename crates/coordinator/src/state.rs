@@ -2268,6 +2268,7 @@ mod tests {
             larger_search_s: Some(1e-6),
             larger_entry_s: Some(3e-7),
             larger_reference_objects: Some(4000.0),
+            handoff_first_s: Some(1.5e-5),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2361,6 +2362,7 @@ mod tests {
         old.modify_hop_s = None;
         (old.larger_search_s, old.larger_entry_s) = (None, None);
         old.larger_reference_objects = None;
+        old.handoff_first_s = None;
         let result = state.apply(Command::SetAdvisorParams {
             params: Box::new(old.clone()),
         });

@@ -6,7 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 8;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 9;
+
+/// The eighth version, still accepted: it has every parameter but what
+/// a search handing off any page pays once, which version 9 added
+/// (`None`).
+pub const ADVISOR_CALIBRATION_VERSION_8: u32 = 8;
 
 /// The seventh version, still accepted: it has every parameter but the
 /// three version 8 added (`None`): what a modify adds per hop of its put's
@@ -144,6 +149,10 @@ pub struct AdvisorCalibration {
     /// Objects of the space the calibration's searches ran on (version 8).
     #[serde(default)]
     pub larger_reference_objects: Option<f64>,
+    /// Seconds a search pays once when it hands off at least one page,
+    /// on top of `unbounded_s` per page handed off (version 9).
+    #[serde(default)]
+    pub handoff_first_s: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -174,7 +183,7 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4}, {ADVISOR_CALIBRATION_VERSION_5}, {ADVISOR_CALIBRATION_VERSION_6}, {ADVISOR_CALIBRATION_VERSION_7} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
+    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4}, {ADVISOR_CALIBRATION_VERSION_5}, {ADVISOR_CALIBRATION_VERSION_6}, {ADVISOR_CALIBRATION_VERSION_7}, {ADVISOR_CALIBRATION_VERSION_8} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
@@ -247,6 +256,7 @@ impl AdvisorCalibration {
             ("larger_search_s", self.larger_search_s, 8),
             ("larger_entry_s", self.larger_entry_s, 8),
             ("larger_reference_objects", self.larger_reference_objects, 8),
+            ("handoff_first_s", self.handoff_first_s, 9),
         ];
         if !matches!(
             self.version,
@@ -257,6 +267,7 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_5
                 | ADVISOR_CALIBRATION_VERSION_6
                 | ADVISOR_CALIBRATION_VERSION_7
+                | ADVISOR_CALIBRATION_VERSION_8
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -314,6 +325,7 @@ impl AdvisorCalibration {
                 "larger_reference_objects",
                 self.larger_reference_objects.unwrap_or(0.0),
             ),
+            ("handoff_first_s", self.handoff_first_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -385,6 +397,7 @@ pub(crate) fn sample() -> AdvisorCalibration {
         larger_search_s: Some(2e-6),
         larger_entry_s: Some(5e-7),
         larger_reference_objects: Some(4000.0),
+        handoff_first_s: Some(1.5e-5),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -404,8 +417,8 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 9;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 9 }));
+        bad.version = 10;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 10 }));
         let mut bad = sample();
         bad.modify_hop_s = Some(-1e-9);
         assert!(matches!(
@@ -415,8 +428,31 @@ mod tests {
                 ..
             })
         ));
+        let mut bad = sample();
+        bad.handoff_first_s = Some(-1e-9);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange {
+                name: "handoff_first_s",
+                ..
+            })
+        ));
+        // Version 8 has every parameter but what a search handing off
+        // any page pays once.
+        let mut v8 = sample();
+        v8.version = ADVISOR_CALIBRATION_VERSION_8;
+        assert_eq!(
+            v8.validate(),
+            Err(CalibrationError::Shape {
+                version: 8,
+                name: "handoff_first_s",
+                present: true
+            })
+        );
+        v8.handoff_first_s = None;
+        assert_eq!(v8.validate(), Ok(()));
         // Version 7 has every parameter but what a modify adds per hop.
-        let mut v7 = sample();
+        let mut v7 = v8.clone();
         v7.version = ADVISOR_CALIBRATION_VERSION_7;
         assert_eq!(
             v7.validate(),
