@@ -897,9 +897,7 @@ async fn measure_on(
                 index_reads: 1.0,
                 handed_off: 0.0,
             };
-            let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
-                recno: rng.gen_range(0..i64::MAX / 2),
-            });
+            let source = searches();
             steps.push(run(label, Action::SearchNone("b", "d"), kind, source).await?);
             // Ranges on e, whose subspace has one-dimensional regions: a
             // range of φ meets 1 + φ(n − 1) of them. Each width runs twice:
@@ -928,9 +926,7 @@ async fn measure_on(
                         )
                     };
                     let kind = Measured::range_walk(fraction, intervals, entries, !none);
-                    let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
-                        recno: rng.gen_range(0..i64::MAX / 2),
-                    });
+                    let source = searches();
                     steps.push(run(label, action, kind, source).await?);
                 }
             }
@@ -952,9 +948,7 @@ async fn measure_on(
                 index_reads: 0.0,
                 handed_off: 1.0,
             };
-            let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
-                recno: rng.gen_range(0..i64::MAX / 2),
-            });
+            let source = searches();
             let action = Action::IntervalNone(intervals as u32, "d");
             steps.push(run(label, action, kind, source).await?);
             // Searches of a among puts of d (key, a and b overwritten in
@@ -978,9 +972,7 @@ async fn measure_on(
                 ]);
                 let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| {
                     if rng.gen_bool(searches) {
-                        Op::SearchEq {
-                            recno: rng.gen_range(0..i64::MAX / 2),
-                        }
+                        search(rng)
                     } else {
                         update(objects, rng)
                     }
@@ -1010,9 +1002,7 @@ async fn measure_on(
                         handed_off: 0.0,
                     }),
                 };
-                let source = Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
-                    recno: rng.gen_range(0..i64::MAX / 2),
-                });
+                let source = searches();
                 steps.push(run(label, Action::Search(attr), kind, source).await?);
             }
             done_with(admin, prober, &mut steps[first..], name, created).await?;
@@ -1140,11 +1130,6 @@ where
         "a search by e on {name} does not use its global index:\n{plan}"
     );
     let mut steps = Vec::new();
-    let searches = || {
-        Box::new(|_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
-            recno: rng.gen_range(0..i64::MAX / 2),
-        }) as StepSource
-    };
     if lookups {
         let kind = Measured::Lookup {
             indexlets: 1.0,
@@ -1265,6 +1250,19 @@ fn counted(kind: Measured, store: &CalStore) -> Measured {
         // results are not told apart here.
         kind => kind,
     }
+}
+
+/// A search step's operation: a record number that places what the
+/// step's action searches for.
+fn search(rng: &mut rand::rngs::StdRng) -> Op {
+    Op::SearchEq {
+        recno: rng.gen_range(0..i64::MAX / 2),
+    }
+}
+
+/// The operations of a step that only searches.
+fn searches() -> StepSource {
+    Box::new(|_: u64, rng: &mut rand::rngs::StdRng| search(rng))
 }
 
 /// An update of an existing key (`k0 … k{objects − 1}`) with a seed for
