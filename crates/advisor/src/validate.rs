@@ -180,6 +180,13 @@ impl Spread {
     pub fn relative(&self) -> f64 {
         (self.max - self.min) / self.median
     }
+
+    /// Whether some run of each reached the other's range: their
+    /// min–max intervals share a value, so at these runs neither is
+    /// measured faster than the other beyond their spread.
+    pub fn overlaps(&self, other: &Spread) -> bool {
+        self.min <= other.max && other.min <= self.max
+    }
 }
 
 /// The median, minimum and maximum of `values`; `None` when empty or when
@@ -410,6 +417,30 @@ mod tests {
     /// ⌊(n − 1)/2⌋ values strictly on either side (odd n), or the mean of
     /// the smallest values v with at least n/2 and n/2 + 1 values ≤ v
     /// (even n).
+    /// Overlap against a brute force over a fine grid: two ranges
+    /// overlap exactly when some grid value lies in both.
+    #[test]
+    fn spreads_overlap_when_some_value_lies_in_both() {
+        let grid: Vec<f64> = (0..=40).map(|i| f64::from(i) / 4.0).collect();
+        let ranges: Vec<Spread> = (0..=10)
+            .flat_map(|lo| (lo..=10).map(move |hi| (lo, hi)))
+            .map(|(lo, hi)| Spread {
+                median: f64::from(lo + hi) / 2.0,
+                min: f64::from(lo),
+                max: f64::from(hi),
+            })
+            .collect();
+        for a in &ranges {
+            for b in &ranges {
+                let shared = grid
+                    .iter()
+                    .any(|&v| a.min <= v && v <= a.max && b.min <= v && v <= b.max);
+                assert_eq!(a.overlaps(b), shared, "{a:?} {b:?}");
+                assert_eq!(a.overlaps(b), b.overlaps(a), "{a:?} {b:?}");
+            }
+        }
+    }
+
     #[test]
     fn spread_against_brute_force_over_small_vectors() {
         fn vectors(len: usize) -> Vec<Vec<f64>> {

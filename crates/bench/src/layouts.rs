@@ -1164,6 +1164,19 @@ impl LayoutsReport {
             .map(|a| &self.runs[a.predicted_best])
     }
 
+    /// The layout measured fastest (the highest median), and whether the
+    /// predicted best's runs overlap its runs (`Spread::overlaps`): when
+    /// they do, the runs do not tell the two apart, and a predicted best
+    /// ranked below it may be as fast.
+    fn measured_best(&self) -> Option<(&LayoutRun, bool)> {
+        let chosen = self.best()?;
+        let fastest = self
+            .runs
+            .iter()
+            .max_by(|a, b| a.measured_ops_per_s.total_cmp(&b.measured_ops_per_s))?;
+        Some((fastest, chosen.spread.overlaps(&fastest.spread)))
+    }
+
     /// The table and the summary lines.
     pub fn text(&self) -> String {
         use std::fmt::Write as _;
@@ -1247,6 +1260,20 @@ impl LayoutsReport {
                     " (predicted equal to {} other(s); the best of them measured rank {})",
                     a.predicted_best_ties - 1,
                     a.tied_best_measured_rank
+                );
+            }
+            if let (true, Some((fastest, overlaps))) =
+                (a.predicted_best_measured_rank > 1, self.measured_best())
+            {
+                let chosen = &self.runs[a.predicted_best].spread;
+                let _ = write!(
+                    out,
+                    "; its runs ({:.0}–{:.0}) {} the measured best's ({:.0}–{:.0})",
+                    chosen.min,
+                    chosen.max,
+                    if overlaps { "overlap" } else { "stay below" },
+                    fastest.spread.min,
+                    fastest.spread.max
                 );
             }
             let _ = writeln!(out);
@@ -1409,6 +1436,9 @@ impl LayoutsReport {
             "predicted_best_is_measured_best": a.map(|a| a.predicted_best_measured_rank == 1),
             "predicted_best_ties": a.map(|a| a.predicted_best_ties),
             "tied_best_measured_rank": a.map(|a| a.tied_best_measured_rank),
+            // Whether the predicted best's min–max overlaps the measured
+            // best's: the runs do not tell them apart.
+            "predicted_best_overlaps_measured_best": self.measured_best().map(|b| b.1),
             "greedy": greedy,
             "disturbed_layouts": self.runs.iter().filter(|r| r.disturbed()).count(),
             "failed_layouts": self.failed.iter().map(|f| json!({

@@ -122,6 +122,27 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
     assert!(doc["mean_abs_relative_error"].as_f64().expect("error") >= 0.0);
     let rank = doc["predicted_best_measured_rank"].as_u64().expect("rank");
     assert!((1..=layouts.len() as u64).contains(&rank));
+    // Whether the predicted best's runs reach the fastest layout's, from
+    // the layouts' own min and max.
+    let num = |l: &Json, k: &str| l[k].as_f64().expect(k);
+    let chosen = layouts
+        .iter()
+        .find(|l| l["description"] == doc["predicted_best"])
+        .expect("the predicted best is a measured layout");
+    let fastest = layouts.iter().fold(&layouts[0], |best, l| {
+        if num(l, "measured_ops_per_s") > num(best, "measured_ops_per_s") {
+            l
+        } else {
+            best
+        }
+    });
+    let overlaps = num(chosen, "measured_min_ops_per_s") <= num(fastest, "measured_max_ops_per_s")
+        && num(fastest, "measured_min_ops_per_s") <= num(chosen, "measured_max_ops_per_s");
+    assert_eq!(
+        doc["predicted_best_overlaps_measured_best"].as_bool(),
+        Some(overlaps),
+        "{doc:#}"
+    );
     assert!(doc["kendall_tau_b"].is_number() || doc["kendall_tau_b"].is_null());
     assert_eq!(doc["runs"], 2);
     assert_eq!(doc["calibrated"], false);
