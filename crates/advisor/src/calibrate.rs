@@ -73,6 +73,9 @@ pub enum Measured {
         copies: f64,
         /// Local index entries written over every copy.
         entries: f64,
+        /// Copies created in regions that index at least one attribute
+        /// (`indexed_create` each, whatever their entries).
+        indexed: f64,
     },
     /// A search.
     Search {
@@ -201,10 +204,15 @@ impl Measured {
         Some([1.0, a, b, c])
     }
 
-    /// An insert's features: (request, copies, entries).
-    fn insert_features(&self) -> Option<[f64; 3]> {
+    /// An insert's features: (request, copies, entries, copies in
+    /// indexed regions).
+    fn insert_features(&self) -> Option<[f64; 4]> {
         match *self {
-            Measured::Insert { copies, entries } => Some([1.0, copies, entries]),
+            Measured::Insert {
+                copies,
+                entries,
+                indexed,
+            } => Some([1.0, copies, entries, indexed]),
             _ => None,
         }
     }
@@ -261,9 +269,15 @@ impl Measured {
                     + params.modify_hop_s * put.hops_beyond_first(params)
                     + put.predicted_s(params)
             }
-            Measured::Insert { copies, entries } => {
+            Measured::Insert {
+                copies,
+                entries,
+                indexed,
+            } => {
                 params.insert_s
-                    + h * (params.alpha_create * copies + params.index_create() * entries)
+                    + h * (params.alpha_create * copies
+                        + params.index_create() * entries
+                        + params.indexed_create * indexed)
             }
             Measured::Search { .. } => {
                 let terms = self.search_terms().unwrap_or_default();
@@ -503,16 +517,30 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         }
     }
 
-    // Inserts: cost = w_i + (h·α_c)·copies + (h·δ_c)·entries.
-    let inserts: Vec<(Vec<f64>, f64)> = usable
+    // Inserts: cost = w_i + (h·α_c)·copies + (h·δ_c)·entries +
+    // (h·ι)·copies in indexed regions. ι is told from δ_c only by
+    // inserts whose indexed copies hold different numbers of entries;
+    // without them its column is left out.
+    let mut inserts: Vec<(Vec<f64>, f64)> = usable
         .iter()
         .filter_map(|m| Some((m.kind.insert_features()?.to_vec(), m.cost_s)))
         .collect();
+    let per_copy: Vec<f64> = inserts
+        .iter()
+        .filter(|(x, _)| x[3] > 0.0)
+        .map(|(x, _)| x[2] / x[3])
+        .collect();
+    let indexed_create = per_copy.iter().any(|&e| (e - per_copy[0]).abs() > 1e-9);
+    if !indexed_create {
+        for (x, _) in &mut inserts {
+            x[3] = 0.0;
+        }
+    }
     let copies: Vec<f64> = inserts.iter().map(|(x, _)| x[1]).collect();
     let c = if copies.iter().any(|&l| l != copies[0]) {
-        relative_nnls(&inserts, 3)
+        relative_nnls(&inserts, 4)
     } else {
-        let mut c = relative_nnls(&drop_first(&inserts), 2);
+        let mut c = relative_nnls(&drop_first(&inserts), 3);
         c.insert(0, 0.0);
         c
     };
@@ -523,6 +551,11 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
             params.index_create = Some(c[2] / h);
         } else {
             kept.push("index_create: no insert wrote an index entry".into());
+        }
+        if indexed_create {
+            params.indexed_create = c[3] / h;
+        } else {
+            kept.push("indexed_create: no inserts with different entries per indexed copy".into());
         }
     } else {
         kept.push("alpha_create: no insert left a positive cost".into());
@@ -938,6 +971,7 @@ mod tests {
         let (unbounded, base) = (truth.unbounded_s, truth.search_base_s);
         let first_off = truth.handoff_first_s;
         let delta_c = truth.index_create();
+        let iota = truth.indexed_create;
         let mut rng = Noise(42);
         let mut out = Vec::new();
         let mut push = |step: String, kind: Measured, cost: f64, rng: &mut Noise| {
@@ -972,6 +1006,7 @@ mod tests {
             let insert = Measured::Insert {
                 copies: k,
                 entries: 0.0,
+                indexed: 0.0,
             };
             push(
                 format!("insert key-only K={k}"),
@@ -1028,8 +1063,9 @@ mod tests {
             let insert = Measured::Insert {
                 copies: 3.0 * k,
                 entries: 9.0 * k,
+                indexed: 3.0 * k,
             };
-            let hops = 3.0 * k * alpha_c + delta_c * 9.0 * k;
+            let hops = 3.0 * k * (alpha_c + iota) + delta_c * 9.0 * k;
             push(format!("insert K={k}"), insert, w_i + h * hops, &mut rng);
         }
         let objects = 4000.0;
@@ -1197,6 +1233,15 @@ mod tests {
             let kind = Measured::Lookup { indexlets, matches };
             push(format!("lookup of {matches} matches"), kind, cost, &mut rng);
         }
+        // Last (the others keep their noise): a key-only space with one index: one entry per copy, where the
+        // subspace spaces' copies have three.
+        let insert = Measured::Insert {
+            copies: 1.0,
+            entries: 1.0,
+            indexed: 1.0,
+        };
+        let hops = alpha_c + iota + delta_c;
+        push("insert indexed".into(), insert, w_i + h * hops, &mut rng);
         out
     }
 
@@ -1226,6 +1271,7 @@ mod tests {
             write_s: 2e-5,
             insert_s: 6e-6,
             index_create: Some(0.05),
+            indexed_create: 0.3,
             walk_first_s: 5e-6,
             unbounded_s: 1.2e-5,
             handoff_first_s: 1.7e-5,
@@ -1258,6 +1304,7 @@ mod tests {
         near("w_i", p.insert_s, 6e-6, 1e-9);
         near("g", p.get_cost_s(), 3e-5, 1e-9);
         near("delta_c", p.index_create(), 0.05, 1e-9);
+        near("iota", p.indexed_create, 0.3, 1e-9);
         near("epsilon", p.walk_first_s, 5e-6, 1e-9);
         near("unbounded", p.unbounded_s, 1.2e-5, 1e-9);
         near("u1", p.handoff_first_s, 1.7e-5, 1e-9);
@@ -1301,6 +1348,7 @@ mod tests {
             write_s: 4e-5,
             insert_s: 1e-5,
             index_create: Some(0.2),
+            indexed_create: 0.4,
             walk_first_s: 2e-5,
             unbounded_s: 3e-5,
             handoff_first_s: 2.5e-5,
@@ -1321,6 +1369,9 @@ mod tests {
         near("T_max", p.t_max_ops_per_s, 12_000.0, 0.05);
         near("alpha", p.alpha, 1.8, 0.10);
         near("alpha_c", p.alpha_create, 1.1, 0.10);
+        // ι is what is left of the indexed inserts once α_c and δ_c are
+        // priced: noise moves it most.
+        near("iota", p.indexed_create, 0.4, 0.75);
         near("c_req", p.request_s, 8e-5, 0.10);
         // β is pinned by the scans of d, which pay u in every region too:
         // noise on them moves β more than it did before u.

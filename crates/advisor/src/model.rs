@@ -778,15 +778,21 @@ impl<'a> Context<'a> {
 
     /// Hops of an insert (RESEARCH.md A.4 #4): a create on every copy,
     /// K·(1 + |S|)·α_c, no get; plus, in Tessera's model, every local
-    /// index entry (created, at `index_create` each) and global index
+    /// index entry (created, at `index_create` each), ι per copy when the
+    /// regions index anything (`indexed_create`), and every global index
     /// projection.
     fn insert_hops(&self, model: Model) -> f64 {
         let creates = self.total_copies() * self.params.alpha_create;
         match model {
             Model::Thesis => creates,
             Model::Tessera => {
+                // Every region indexes the same attributes; a copy created
+                // in one that indexes any pays ι beside its entries.
+                let indexed = if self.indexed.is_empty() { 0.0 } else { 1.0 };
                 creates
-                    + self.total_copies() * self.params.index_create() * self.indexed.len() as f64
+                    + self.total_copies()
+                        * (self.params.index_create() * self.indexed.len() as f64
+                            + self.params.indexed_create * indexed)
                     + self.global_hops(None)
             }
         }
@@ -1173,6 +1179,35 @@ mod tests {
         assert!((scan - 256.0 * 1e-5).abs() < 1e-12, "{scan}");
         // A key read is answered at once.
         assert_eq!(cost(r#"{"p": 1, "search": {"id": "eq"}}"#, &city), 0.0);
+    }
+
+    #[test]
+    fn an_insert_pays_iota_per_copy_in_regions_that_index_anything() {
+        let iota = 0.4;
+        let params = Params {
+            indexed_create: iota,
+            ..Params::default()
+        };
+        let without = Params {
+            indexed_create: 0.0,
+            ..params.clone()
+        };
+        let w = hotels(r#"{"p": 1, "insert": true}"#);
+        let extra = |layout: &Layout| {
+            let at = |p: &Params| predict(Model::Tessera, &w, layout, p).class_costs_s[0];
+            at(&params) - at(&without)
+        };
+        let hop = params.hop_s();
+        // Key-only: nothing indexed, nothing more.
+        assert_eq!(extra(&Layout::of_subspaces(vec![])), 0.0);
+        // One index: both copies (f = 1) pay ι once, whatever the entries.
+        let one = extra(&Layout::new(vec![], vec![C], vec![], false));
+        assert!((one - 2.0 * iota * hop).abs() < 1e-15, "{one}");
+        let two = extra(&Layout::new(vec![], vec![C, A], vec![], false));
+        assert!((two - one).abs() < 1e-15, "{two} {one}");
+        // A subspace: the key's and the subspace's two copies each.
+        let sub = extra(&Layout::of_subspaces(vec![vec![C]]));
+        assert!((sub - 4.0 * iota * hop).abs() < 1e-15, "{sub}");
     }
 
     #[test]

@@ -74,6 +74,13 @@ pub struct Params {
     /// only adds entries where an update also removes the old ones, so
     /// it measures cheaper.
     pub index_create: Option<f64>,
+    /// What an insert adds per copy it creates in a region that indexes at
+    /// least one attribute, whatever its entries, relative to an overwrite
+    /// hop: a copy with one entry measured ~15 µs where α_c and δ_c
+    /// fitted on copies of four entries and of none gave ~12.7
+    /// (`docs/design/advisor.md`, "An insert into an indexed region";
+    /// calibration version 9). Default 0.
+    pub indexed_create: f64,
     /// Seconds per search whose regions read at least one object through
     /// a local index, whatever their count (the first read through an
     /// index costs more than the next ones: measured 4–6 µs against about
@@ -196,6 +203,7 @@ impl Default for Params {
             write_s: 0.0,
             insert_s: 0.0,
             index_create: None,
+            indexed_create: 0.0,
             walk_first_s: 0.0,
             unbounded_s: 0.0,
             handoff_first_s: 0.0,
@@ -281,6 +289,7 @@ impl Params {
             write_s,
             insert_s,
             index_create,
+            indexed_create,
             walk_first_s,
             unbounded_s,
             handoff_first_s,
@@ -333,6 +342,7 @@ impl Params {
             alpha_create,
             index_write,
             index_create,
+            indexed_create,
             global_index_hop,
             global_index_move,
             object_bytes,
@@ -371,6 +381,7 @@ impl Params {
             write_s: c.write_s.unwrap_or(self.write_s),
             insert_s: c.insert_s.unwrap_or(self.insert_s),
             index_create: c.index_create.or(self.index_create),
+            indexed_create: c.indexed_create.unwrap_or(self.indexed_create),
             walk_first_s: c.walk_first_s.unwrap_or(self.walk_first_s),
             unbounded_s: c.unbounded_s.unwrap_or(self.unbounded_s),
             handoff_first_s: c.handoff_first_s.unwrap_or(self.handoff_first_s),
@@ -419,6 +430,7 @@ impl Params {
             walk_first_s: Some(self.walk_first_s),
             unbounded_s: Some(self.unbounded_s),
             handoff_first_s: Some(self.handoff_first_s),
+            indexed_create: Some(self.indexed_create),
             search_base_s: Some(self.search_base_s),
             modify_s: Some(self.modify_s),
             global_index_hop: Some(self.global_index_hop),
@@ -458,6 +470,7 @@ mod tests {
             write_s: 6e-6,
             insert_s: 2e-6,
             index_create: Some(0.07),
+            indexed_create: 0.35,
             walk_first_s: 4e-6,
             unbounded_s: 1.1e-5,
             handoff_first_s: 1.6e-5,
@@ -490,6 +503,7 @@ mod tests {
     #[test]
     fn more_daemons_of_the_same_servers_share_every_cost() {
         let on3 = Params {
+            indexed_create: 0.35,
             beta_s: 1e-7,
             t_max_ops_per_s: 15_000.0,
             request_s: 7e-5,
@@ -562,8 +576,16 @@ mod tests {
             )
         );
         assert_eq!(
-            (on6.global_index_hop, on6.global_move_hops()),
-            (on3.global_index_hop, on3.global_move_hops())
+            (
+                on6.global_index_hop,
+                on6.global_move_hops(),
+                on6.indexed_create
+            ),
+            (
+                on3.global_index_hop,
+                on3.global_move_hops(),
+                on3.indexed_create
+            )
         );
         assert_eq!(
             (
@@ -615,6 +637,7 @@ mod tests {
         (stored.larger_search_s, stored.larger_entry_s) = (None, None);
         stored.larger_reference_objects = None;
         stored.handoff_first_s = None;
+        stored.indexed_create = None;
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);
@@ -649,7 +672,7 @@ mod tests {
         // Nor is a walk over a larger space dearer.
         assert_eq!((back.larger_search_s, back.larger_entry_s), (0.0, 0.0));
         // Without version 9's, a search handing off a page pays u per
-        // page and nothing more.
-        assert_eq!(back.handoff_first_s, 0.0);
+        // page and nothing more, and an insert's copy its entries only.
+        assert_eq!((back.handoff_first_s, back.indexed_create), (0.0, 0.0));
     }
 }

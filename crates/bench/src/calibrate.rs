@@ -382,6 +382,10 @@ struct Scratch {
     /// [`LARGER`] times the first space's objects, searched by equality
     /// only (`Measured::Larger`).
     larger: bool,
+    /// The key subspace with an index on c alone, where only inserts run:
+    /// a copy of one entry, beside the subspace spaces' copies of four
+    /// (`indexed_create`).
+    one_index: bool,
 }
 
 impl Scratch {
@@ -394,6 +398,8 @@ impl Scratch {
             self.name,
             if self.subspaces {
                 "subspace a subspace b subspace e index c".to_string()
+            } else if self.one_index {
+                "index c".to_string()
             } else if self.global {
                 format!("global index e create {partitions} partitions")
             } else {
@@ -416,9 +422,32 @@ impl Scratch {
     fn indexed(&self) -> f64 {
         if self.subspaces {
             4.0
+        } else if self.one_index {
+            1.0
         } else {
             0.0
         }
+    }
+
+    /// An insert of new keys (`k{objects}` on): a create on every copy,
+    /// with its index entries.
+    fn inserts(&self, objects: u64) -> (String, Measured, StepSource) {
+        let copies = self.copies * self.parts();
+        let kind = Measured::Insert {
+            copies,
+            entries: copies * self.indexed(),
+            indexed: if self.indexed() > 0.0 { copies } else { 0.0 },
+        };
+        let fresh = Arc::new(AtomicU64::new(objects));
+        let source = Box::new(move |_: u64, _: &mut rand::rngs::StdRng| {
+            let n = fresh.fetch_add(1, Ordering::Relaxed);
+            Op::Insert {
+                key: format!("k{n}"),
+                recno: n as i64,
+                fields: Arc::default(),
+            }
+        });
+        (format!("insert on {}", self.name), kind, source)
     }
 }
 
@@ -471,6 +500,7 @@ pub async fn measure(
             subspaces: true,
             global: false,
             larger: false,
+            one_index: false,
         },
         // The first's layout, LARGER times its objects: what a walk costs
         // more as a space grows.
@@ -480,6 +510,7 @@ pub async fn measure(
             subspaces: true,
             global: false,
             larger: true,
+            one_index: false,
         },
         Scratch {
             name: format!("{SCRATCH_PREFIX}key_f0"),
@@ -487,6 +518,15 @@ pub async fn measure(
             subspaces: false,
             global: false,
             larger: false,
+            one_index: false,
+        },
+        Scratch {
+            name: format!("{SCRATCH_PREFIX}indexed_f0"),
+            copies: 1.0,
+            subspaces: false,
+            global: false,
+            larger: false,
+            one_index: true,
         },
     ];
     if daemons > 1 {
@@ -496,6 +536,7 @@ pub async fn measure(
             subspaces: true,
             global: false,
             larger: false,
+            one_index: false,
         });
         scratch.push(Scratch {
             name: format!("{SCRATCH_PREFIX}key_f1"),
@@ -503,6 +544,7 @@ pub async fn measure(
             subspaces: false,
             global: false,
             larger: false,
+            one_index: false,
         });
     }
     // Lookups and puts through a global index, and with two daemons or
@@ -515,6 +557,7 @@ pub async fn measure(
                 subspaces: false,
                 global: true,
                 larger: false,
+                one_index: false,
             });
         }
     }
@@ -582,6 +625,7 @@ async fn measure_rounds(
             subspaces: false,
             global: false,
             larger: false,
+            one_index: false,
         };
         add_scratch(admin, probe_name, &space.description(options.partitions)).await?;
         *probe_created = true;
@@ -1018,6 +1062,12 @@ async fn measure_on(
             done_with(admin, prober, &mut steps[first..], name, created).await?;
             continue;
         }
+        if space.one_index {
+            let (label, kind, source) = space.inserts(objects);
+            steps.push(run(label, Action::Insert, kind, source).await?);
+            done_with(admin, prober, &mut steps[first..], name, created).await?;
+            continue;
+        }
         if !space.subspaces {
             let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| Op::Read {
                 key: existing(objects, rng),
@@ -1083,20 +1133,8 @@ async fn measure_on(
             let label = format!("modify d on {name}");
             steps.push(run(label, Action::Modify(vec!["d"]), kind, Box::new(update)).await?);
         }
-        let fresh = Arc::new(AtomicU64::new(objects));
-        let kind = Measured::Insert {
-            copies: k * parts,
-            entries: k * parts * space.indexed(),
-        };
-        let source = Box::new(move |_: u64, _: &mut rand::rngs::StdRng| {
-            let n = fresh.fetch_add(1, Ordering::Relaxed);
-            Op::Insert {
-                key: format!("k{n}"),
-                recno: n as i64,
-                fields: Arc::default(),
-            }
-        });
-        steps.push(run(format!("insert on {name}"), Action::Insert, kind, source).await?);
+        let (label, kind, source) = space.inserts(objects);
+        steps.push(run(label, Action::Insert, kind, source).await?);
         done_with(admin, prober, &mut steps[first..], name, created).await?;
     }
     Ok((steps, searched_objects))

@@ -14,7 +14,7 @@ use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATC
 /// The arguments of `calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
-    /// Seconds each measured step runs (46 steps on a cluster of two or
+    /// Seconds each measured step runs (47 steps on a cluster of two or
     /// more daemons, fewer on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -161,6 +161,7 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         ("write_s (w)", format!("{:.3e}", p.write_s)),
         ("insert_s (w_i)", format!("{:.3e}", p.insert_s)),
         ("index_create (delta_c)", format!("{:.3}", p.index_create())),
+        ("indexed_create (iota)", format!("{:.3}", p.indexed_create)),
         ("walk_first_s (epsilon)", format!("{:.3e}", p.walk_first_s)),
         ("unbounded_s (u)", format!("{:.3e}", p.unbounded_s)),
         ("handoff_first_s (u1)", format!("{:.3e}", p.handoff_first_s)),

@@ -61,10 +61,11 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     // equality searches, four ranges and a range that scans one region
     // on the first, and two mixes of one with puts; two of those searches
     // again on a space of ten times the objects; a modify on each of the
-    // four spaces; three lookups through a global index, and two puts
-    // through it at each f.
+    // four spaces; an insert on each and on a key-only space with one
+    // index; three lookups through a global index, and two puts through
+    // it at each f.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 46);
+    assert_eq!(steps.len(), 47);
     // The speed probe ran, and its space is gone with the others (below).
     let reference = report["probe"]["reference_ops_per_s"]
         .as_f64()
@@ -165,6 +166,8 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     assert!(stored.modify_hop_s.is_some(), "{stored:?}");
     // Version 9's, fitted from scans of one region and of every region.
     assert!(stored.handoff_first_s.is_some(), "{stored:?}");
+    // And from inserts of one entry a copy beside those of four.
+    assert!(stored.indexed_create.is_some(), "{stored:?}");
     // And the two from searches on a space ten times the others'.
     assert!(stored.larger_search_s.is_some() && stored.larger_entry_s.is_some());
     // Its reference: the objects the first space was loaded with.

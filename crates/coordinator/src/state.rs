@@ -2269,6 +2269,7 @@ mod tests {
             larger_entry_s: Some(3e-7),
             larger_reference_objects: Some(4000.0),
             handoff_first_s: Some(1.5e-5),
+            indexed_create: Some(0.3),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2363,6 +2364,7 @@ mod tests {
         (old.larger_search_s, old.larger_entry_s) = (None, None);
         old.larger_reference_objects = None;
         old.handoff_first_s = None;
+        old.indexed_create = None;
         let result = state.apply(Command::SetAdvisorParams {
             params: Box::new(old.clone()),
         });

@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 /// The payload version this build writes.
 pub const ADVISOR_CALIBRATION_VERSION: u32 = 9;
 
-/// The eighth version, still accepted: it has every parameter but what
-/// a search handing off any page pays once, which version 9 added
-/// (`None`).
+/// The eighth version, still accepted: it has every parameter but the
+/// two version 9 added (`None`): what a search handing off any page pays
+/// once, and what a copy an insert creates in an indexed region pays
+/// whatever its entries.
 pub const ADVISOR_CALIBRATION_VERSION_8: u32 = 8;
 
 /// The seventh version, still accepted: it has every parameter but the
@@ -153,6 +154,11 @@ pub struct AdvisorCalibration {
     /// on top of `unbounded_s` per page handed off (version 9).
     #[serde(default)]
     pub handoff_first_s: Option<f64>,
+    /// What an insert's copy created in a region that indexes at least
+    /// one attribute adds whatever its entries, relative to an overwrite
+    /// hop (version 9).
+    #[serde(default)]
+    pub indexed_create: Option<f64>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
@@ -257,6 +263,7 @@ impl AdvisorCalibration {
             ("larger_entry_s", self.larger_entry_s, 8),
             ("larger_reference_objects", self.larger_reference_objects, 8),
             ("handoff_first_s", self.handoff_first_s, 9),
+            ("indexed_create", self.indexed_create, 9),
         ];
         if !matches!(
             self.version,
@@ -326,6 +333,7 @@ impl AdvisorCalibration {
                 self.larger_reference_objects.unwrap_or(0.0),
             ),
             ("handoff_first_s", self.handoff_first_s.unwrap_or(0.0)),
+            ("indexed_create", self.indexed_create.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -398,6 +406,7 @@ pub(crate) fn sample() -> AdvisorCalibration {
         larger_entry_s: Some(5e-7),
         larger_reference_objects: Some(4000.0),
         handoff_first_s: Some(1.5e-5),
+        indexed_create: Some(0.3),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -450,6 +459,15 @@ mod tests {
             })
         );
         v8.handoff_first_s = None;
+        assert_eq!(
+            v8.validate(),
+            Err(CalibrationError::Shape {
+                version: 8,
+                name: "indexed_create",
+                present: true
+            })
+        );
+        v8.indexed_create = None;
         assert_eq!(v8.validate(), Ok(()));
         // Version 7 has every parameter but what a modify adds per hop.
         let mut v7 = v8.clone();
