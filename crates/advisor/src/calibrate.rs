@@ -525,17 +525,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         .iter()
         .filter_map(|m| Some((m.kind.insert_features()?.to_vec(), m.cost_s)))
         .collect();
-    let per_copy: Vec<f64> = inserts
-        .iter()
-        .filter(|(x, _)| x[3] > 0.0)
-        .map(|(x, _)| x[2] / x[3])
-        .collect();
-    let indexed_create = per_copy.iter().any(|&e| (e - per_copy[0]).abs() > 1e-9);
-    if !indexed_create {
-        for (x, _) in &mut inserts {
-            x[3] = 0.0;
-        }
-    }
+    let indexed_create = told_apart(&mut inserts, 2, 3);
     let copies: Vec<f64> = inserts.iter().map(|(x, _)| x[1]).collect();
     let c = if copies.iter().any(|&l| l != copies[0]) {
         relative_nnls(&inserts, 4)
@@ -618,17 +608,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     // u₁ is told from u only by searches handing off different numbers
     // of pages, one and more: where every search that hands off pages
     // hands off the same number, the two columns are one, and u takes it.
-    let ratios: Vec<f64> = searches
-        .iter()
-        .filter(|(x, _)| x[8] > 0.0)
-        .map(|(x, _)| x[6] / x[8])
-        .collect();
-    let handoff_first = ratios.iter().any(|&r| (r - ratios[0]).abs() > 1e-9);
-    if !handoff_first {
-        for (x, _) in &mut searches {
-            x[8] = 0.0;
-        }
-    }
+    let handoff_first = told_apart(&mut searches, 6, 8);
     let c = relative_nnls(&searches, 9);
     if c[0] > 0.0 {
         params.request_s = c[0];
@@ -813,6 +793,26 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         points,
         kept,
     })
+}
+
+/// Whether feature `once` is told apart from feature `per` by the rows:
+/// among the rows where `once` is positive, `per / once` takes more than
+/// one value. Where it does not, the two columns are one (`per` would
+/// take it all or the fit would split it at random), so `once` is zeroed
+/// in every row and keeps its default.
+fn told_apart(rows: &mut [(Vec<f64>, f64)], per: usize, once: usize) -> bool {
+    let ratios: Vec<f64> = rows
+        .iter()
+        .filter(|(x, _)| x[once] > 0.0)
+        .map(|(x, _)| x[per] / x[once])
+        .collect();
+    let apart = ratios.iter().any(|&r| (r - ratios[0]).abs() > 1e-9);
+    if !apart {
+        for (x, _) in rows.iter_mut() {
+            x[once] = 0.0;
+        }
+    }
+    apart
 }
 
 /// The rows without their first feature.
@@ -1233,8 +1233,9 @@ mod tests {
             let kind = Measured::Lookup { indexlets, matches };
             push(format!("lookup of {matches} matches"), kind, cost, &mut rng);
         }
-        // Last (the others keep their noise): a key-only space with one index: one entry per copy, where the
-        // subspace spaces' copies have three.
+        // Last, so that the others keep their noise: a key-only space with
+        // one index, one entry per copy, where the subspace spaces' copies
+        // have three.
         let insert = Measured::Insert {
             copies: 1.0,
             entries: 1.0,

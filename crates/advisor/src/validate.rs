@@ -412,11 +412,6 @@ mod tests {
         );
     }
 
-    /// Every vector of length 1 to 5 over the values 0..4, checked against
-    /// definitions that do not sort: the median is the value with at most
-    /// ⌊(n − 1)/2⌋ values strictly on either side (odd n), or the mean of
-    /// the smallest values v with at least n/2 and n/2 + 1 values ≤ v
-    /// (even n).
     /// Overlap against a brute force over a fine grid: two ranges
     /// overlap exactly when some grid value lies in both.
     #[test]
@@ -441,6 +436,11 @@ mod tests {
         }
     }
 
+    /// Every vector of length 1 to 5 over the values 0..4, checked against
+    /// definitions that do not sort: the median is the value with at most
+    /// ⌊(n − 1)/2⌋ values strictly on either side (odd n), or the mean of
+    /// the smallest values v with at least n/2 and n/2 + 1 values ≤ v
+    /// (even n).
     #[test]
     fn spread_against_brute_force_over_small_vectors() {
         fn vectors(len: usize) -> Vec<Vec<f64>> {

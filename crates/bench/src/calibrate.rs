@@ -941,8 +941,7 @@ async fn measure_on(
                 index_reads: 1.0,
                 handed_off: 0.0,
             };
-            let source = searches();
-            steps.push(run(label, Action::SearchNone("b", "d"), kind, source).await?);
+            steps.push(run(label, Action::SearchNone("b", "d"), kind, searches()).await?);
             // Ranges on e, whose subspace has one-dimensional regions: a
             // range of φ meets 1 + φ(n − 1) of them. Each width runs twice:
             // returning what it walks (its entries, counted by `run`), then
@@ -970,8 +969,7 @@ async fn measure_on(
                         )
                     };
                     let kind = Measured::range_walk(fraction, intervals, entries, !none);
-                    let source = searches();
-                    steps.push(run(label, action, kind, source).await?);
+                    steps.push(run(label, action, kind, searches()).await?);
                 }
             }
             // One region scanned: a range of e covering one interval of e's
@@ -992,9 +990,8 @@ async fn measure_on(
                 index_reads: 0.0,
                 handed_off: 1.0,
             };
-            let source = searches();
             let action = Action::IntervalNone(intervals as u32, "d");
-            steps.push(run(label, action, kind, source).await?);
+            steps.push(run(label, action, kind, searches()).await?);
             // Searches of a among puts of d (key, a and b overwritten in
             // place, no index entry), at two shares: what writes cost the
             // searches beside them. A process that has served much more
@@ -1046,8 +1043,7 @@ async fn measure_on(
                         handed_off: 0.0,
                     }),
                 };
-                let source = searches();
-                steps.push(run(label, Action::Search(attr), kind, source).await?);
+                steps.push(run(label, Action::Search(attr), kind, searches()).await?);
             }
             done_with(admin, prober, &mut steps[first..], name, created).await?;
             continue;

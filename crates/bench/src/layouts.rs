@@ -1164,17 +1164,16 @@ impl LayoutsReport {
             .map(|a| &self.runs[a.predicted_best])
     }
 
-    /// The layout measured fastest (the highest median), and whether the
-    /// predicted best's runs overlap its runs (`Spread::overlaps`): when
-    /// they do, the runs do not tell the two apart, and a predicted best
-    /// ranked below it may be as fast.
-    fn measured_best(&self) -> Option<(&LayoutRun, bool)> {
-        let chosen = self.best()?;
+    /// The predicted best and the layout measured fastest (the highest
+    /// median). When their runs overlap (`Spread::overlaps`) the runs do
+    /// not tell the two apart: a predicted best ranked below it may be as
+    /// fast.
+    fn chosen_and_fastest(&self) -> Option<(&LayoutRun, &LayoutRun)> {
         let fastest = self
             .runs
             .iter()
             .max_by(|a, b| a.measured_ops_per_s.total_cmp(&b.measured_ops_per_s))?;
-        Some((fastest, chosen.spread.overlaps(&fastest.spread)))
+        Some((self.best()?, fastest))
     }
 
     /// The table and the summary lines.
@@ -1262,19 +1261,24 @@ impl LayoutsReport {
                     a.tied_best_measured_rank
                 );
             }
-            if let (true, Some((fastest, overlaps))) =
-                (a.predicted_best_measured_rank > 1, self.measured_best())
-            {
-                let chosen = &self.runs[a.predicted_best].spread;
-                let _ = write!(
-                    out,
-                    "; its runs ({:.0}–{:.0}) {} the measured best's ({:.0}–{:.0})",
-                    chosen.min,
-                    chosen.max,
-                    if overlaps { "overlap" } else { "stay below" },
-                    fastest.spread.min,
-                    fastest.spread.max
-                );
+            match self.chosen_and_fastest() {
+                Some((chosen, fastest)) if a.predicted_best_measured_rank > 1 => {
+                    let (c, f) = (&chosen.spread, &fastest.spread);
+                    let _ = write!(
+                        out,
+                        "; its runs ({:.0}–{:.0}) {} the measured best's ({:.0}–{:.0})",
+                        c.min,
+                        c.max,
+                        if c.overlaps(f) {
+                            "overlap"
+                        } else {
+                            "stay below"
+                        },
+                        f.min,
+                        f.max
+                    );
+                }
+                _ => {}
             }
             let _ = writeln!(out);
         }
@@ -1438,7 +1442,9 @@ impl LayoutsReport {
             "tied_best_measured_rank": a.map(|a| a.tied_best_measured_rank),
             // Whether the predicted best's min–max overlaps the measured
             // best's: the runs do not tell them apart.
-            "predicted_best_overlaps_measured_best": self.measured_best().map(|b| b.1),
+            "predicted_best_overlaps_measured_best": self
+                .chosen_and_fastest()
+                .map(|(c, f)| c.spread.overlaps(&f.spread)),
             "greedy": greedy,
             "disturbed_layouts": self.runs.iter().filter(|r| r.disturbed()).count(),
             "failed_layouts": self.failed.iter().map(|f| json!({
