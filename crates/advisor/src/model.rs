@@ -298,6 +298,7 @@ pub fn range_pages_past_inline(width: f64, density: f64) -> f64 {
     }
 }
 
+/// What writes add to each search beside them, of `classes` (share
 /// of the operations, whether a write: a modify or an insert): `per_s`
 /// times the writes' share, so the mix pays per_s·p_s·p_w per operation,
 /// one per write that a search follows when the two interleave. Alone

@@ -222,6 +222,32 @@ pub fn median_position(values: &[f64]) -> Option<usize> {
     order.get(values.len().saturating_sub(1) / 2).copied()
 }
 
+/// The workload's level: the geometric mean of predicted ÷ measured over
+/// the layouts, 1 when the model is neither above nor below them as a
+/// whole. A prediction divided by it is judged on how the layouts stand
+/// against each other only (what ranks them), apart from how fast the
+/// machine ran the workload against its calibration (what moves them
+/// all alike). `None` when empty, of different lengths, or a value is
+/// not positive.
+pub fn level(predicted: &[f64], measured: &[f64]) -> Option<f64> {
+    if predicted.is_empty()
+        || predicted.len() != measured.len()
+        || predicted
+            .iter()
+            .chain(measured)
+            .any(|&v| v.is_nan() || v <= 0.0)
+    {
+        return None;
+    }
+    let mean_ln = predicted
+        .iter()
+        .zip(measured)
+        .map(|(p, m)| (p / m).ln())
+        .sum::<f64>()
+        / predicted.len() as f64;
+    Some(mean_ln.exp())
+}
+
 /// (predicted − measured) / measured.
 pub fn relative_error(predicted: f64, measured: f64) -> f64 {
     (predicted - measured) / measured
@@ -276,6 +302,24 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_level_is_the_geometric_mean_of_the_ratios() {
+        // Every prediction 20 % high: the level is 1.2.
+        let measured = [1000.0, 250.0, 4000.0];
+        let high: Vec<f64> = measured.iter().map(|m| 1.2 * m).collect();
+        assert!((level(&high, &measured).unwrap() - 1.2).abs() < 1e-12);
+        // Ratios 2 and 1/2 cancel out, whatever the magnitudes.
+        assert!((level(&[200.0, 5.0], &[100.0, 10.0]).unwrap() - 1.0).abs() < 1e-12);
+        // By brute force on ratios 1.1, 0.9 and 1.5: (1.1 · 0.9 · 1.5)^(1/3).
+        let want = (1.1f64 * 0.9 * 1.5).powf(1.0 / 3.0);
+        let got = level(&[110.0, 90.0, 150.0], &[100.0, 100.0, 100.0]).unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} {want}");
+        assert_eq!(level(&[], &[]), None);
+        assert_eq!(level(&[1.0], &[1.0, 2.0]), None);
+        assert_eq!(level(&[1.0], &[0.0]), None);
+        assert_eq!(level(&[-1.0], &[1.0]), None);
+    }
     use crate::optimize::{HeuristicChoice, Ranked, SearchKind};
 
     fn close(a: f64, b: f64) -> bool {

@@ -128,6 +128,9 @@ pub struct LayoutRun {
     pub runs_cpu_s_per_op: Vec<Option<f64>>,
     /// Each run's share of the machine's CPU time that was busy.
     pub runs_busy: Vec<Option<f64>>,
+    /// Where each run ran in its round (0: first, right after the probe),
+    /// in the order run.
+    pub runs_positions: Vec<usize>,
     /// Per class of the workload (`--classes`; else empty): the model's
     /// ops/s for the class alone on this layout, and the median over the
     /// runs of what it measured alone after the mix (`None`: no run
@@ -619,7 +622,9 @@ pub async fn run(
         params.daemons,
     ));
     // Interleaved: every layout once per round, so that the machine's
-    // slow and fast minutes fall on every layout alike.
+    // slow and fast minutes fall on every layout alike; each round starts
+    // at a different layout (`round_order`), so that no layout always
+    // runs first after the probe or after the same neighbour.
     let mut measured: Vec<Vec<Mixed>> = sampled.iter().map(|_| Vec::new()).collect();
     // A run that fails (a daemon offline mid-load on a busy machine) is
     // reported and left out; the layout's other runs still count.
@@ -678,7 +683,11 @@ pub async fn run(
             // they stand as they are.
             Err(e) => progress(&format!("{name}: round {round} failed, left out: {e:#}")),
         }
-        for (i, (s, _)) in sampled.iter().enumerate() {
+        for (position, i) in round_order(sampled.len(), round, options.runs)
+            .into_iter()
+            .enumerate()
+        {
+            let s = &sampled[i].0;
             let name = format!("{SCRATCH_PREFIX}{i}");
             if options.runs > 1 {
                 progress(&format!("{name}: run {round} of {}", options.runs));
@@ -708,7 +717,11 @@ pub async fn run(
             // own next time: that ends the whole run.
             cleanup?;
             let m = match outcome {
-                Ok(m) => Mixed { speed, ..m },
+                Ok(m) => Mixed {
+                    speed,
+                    position,
+                    ..m
+                },
                 Err(e) => {
                     progress(&format!("{name}: run {round} failed, left out: {e:#}"));
                     failures[i].push(format!("{e:#}"));
@@ -854,6 +867,7 @@ fn layout_run(
             .map(|m| Some(m.cpu?.busy_s / (m.phase.operations - m.errors) as f64))
             .collect(),
         runs_busy: ms.iter().map(|m| m.cpu?.busy()).collect(),
+        runs_positions: ms.iter().map(|m| m.position).collect(),
         // Each class's median over the runs that measured it alone.
         classes: predicted
             .into_iter()
@@ -912,6 +926,8 @@ struct Mixed {
     /// Its round's probe speed (measured ÷ predicted gets), when the
     /// round's probe completed.
     speed: Option<f64>,
+    /// Where it ran in its round: 0 first, right after the probe.
+    position: usize,
     /// The machine's CPU during the mix, when `/proc/stat` could be read.
     cpu: Option<MachineCpu>,
     /// Each class alone, ops/s, when `--classes` asked (`None`: too many
@@ -1087,6 +1103,7 @@ async fn measure(
     }
     Ok(Mixed {
         speed: None,
+        position: 0,
         cpu,
         classes,
         classes_objects,
@@ -1095,6 +1112,19 @@ async fn measure(
         errors,
         disturbed,
     })
+}
+
+/// The order in which round `round` (from 1) of `runs` measures
+/// `layouts` layouts: every one once, starting at layout
+/// ⌊(round − 1)·layouts / runs⌋ and wrapping around, so that the rounds
+/// spread their starts over the list and each layout runs at a different
+/// place in each (when there are at least as many layouts as rounds).
+pub fn round_order(layouts: usize, round: usize, runs: usize) -> Vec<usize> {
+    if layouts == 0 {
+        return Vec::new();
+    }
+    let start = (round.saturating_sub(1) % runs.max(1)) * layouts / runs.max(1);
+    (0..layouts).map(|j| (start + j) % layouts).collect()
 }
 
 /// The inserts of `phase` that succeeded (`count` leaves errors apart).
@@ -1241,6 +1271,17 @@ impl LayoutsReport {
                 "mean absolute relative error: {:.1}%",
                 a.mean_abs_relative_error * 100.0
             );
+            if let (Some(level), Some(around)) = (self.level(), self.error_around_level()) {
+                let _ = writeln!(
+                    out,
+                    "the predictions' level: {:+.1}% (geometric mean of predicted / measured); \
+                     about it, the mean absolute relative error is {:.1}%; the runs of a \
+                     layout spread over {:.1}% of their median on average (max - min)",
+                    (level - 1.0) * 100.0,
+                    around * 100.0,
+                    self.mean_spread() * 100.0
+                );
+            }
             let _ = writeln!(
                 out,
                 "Kendall tau-b (predicted vs measured): {}",
@@ -1398,6 +1439,7 @@ impl LayoutsReport {
                     // during each run's mix (null where unread).
                     "runs_cpu_s_per_op": r.runs_cpu_s_per_op,
                     "runs_busy": r.runs_busy,
+                    "runs_positions": r.runs_positions,
                     "classes": r.classes.iter().map(|c| json!({
                         "kind": c.kind,
                         "predicted_ops_per_s": c.predicted_ops_per_s,
@@ -1465,6 +1507,9 @@ impl LayoutsReport {
                 "classes": classes,
             })).collect::<Vec<_>>(),
             "mean_abs_relative_error_scaled": self.scaled_error(),
+            "level": self.level(),
+            "mean_abs_relative_error_around_level": self.error_around_level(),
+            "mean_measured_spread": self.mean_spread(),
             "mean_abs_relative_error_per_round": self.per_round_error(),
         })
     }
@@ -1483,13 +1528,36 @@ impl LayoutsReport {
     /// The mean absolute relative error with every prediction scaled by
     /// the probe's speed.
     pub fn scaled_error(&self) -> Option<f64> {
-        let predicted: Vec<f64> = self
-            .runs
-            .iter()
-            .map(|r| r.sampled.prediction.ops_per_s)
-            .collect();
-        let measured: Vec<f64> = self.runs.iter().map(|r| r.measured_ops_per_s).collect();
+        let (predicted, measured) = self.predicted_and_measured();
         scaled_mean_abs_error(&predicted, &measured, self.speed()?)
+    }
+
+    /// The predictions' level ([`tessera_advisor::validate::level`]): the
+    /// geometric mean of predicted ÷ measured over the layouts.
+    pub fn level(&self) -> Option<f64> {
+        let (predicted, measured) = self.predicted_and_measured();
+        tessera_advisor::validate::level(&predicted, &measured)
+    }
+
+    /// The mean absolute relative error with every prediction divided by
+    /// the [`level`](Self::level): how well the model placed the layouts
+    /// against each other, whatever the machine's speed that hour.
+    pub fn error_around_level(&self) -> Option<f64> {
+        let (predicted, measured) = self.predicted_and_measured();
+        scaled_mean_abs_error(&predicted, &measured, 1.0 / self.level()?)
+    }
+
+    /// The mean over the layouts of their runs' (max − min) / median: how
+    /// far apart one layout's runs measured, beside the errors.
+    pub fn mean_spread(&self) -> f64 {
+        self.runs.iter().map(|r| r.spread.relative()).sum::<f64>() / self.runs.len().max(1) as f64
+    }
+
+    fn predicted_and_measured(&self) -> (Vec<f64>, Vec<f64>) {
+        self.runs
+            .iter()
+            .map(|r| (r.sampled.prediction.ops_per_s, r.measured_ops_per_s))
+            .unzip()
     }
 
     /// The mean absolute relative error against each layout's
@@ -1501,11 +1569,7 @@ impl LayoutsReport {
             .iter()
             .map(|r| r.at_calibration_ops_per_s)
             .collect();
-        let predicted: Vec<f64> = self
-            .runs
-            .iter()
-            .map(|r| r.sampled.prediction.ops_per_s)
-            .collect();
+        let (predicted, _) = self.predicted_and_measured();
         scaled_mean_abs_error(&predicted, &at?, 1.0)
     }
 }
@@ -1513,6 +1577,44 @@ impl LayoutsReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_round_measures_every_layout_once_from_a_different_start() {
+        for layouts in 0..12 {
+            for runs in 1..6 {
+                let rounds: Vec<Vec<usize>> = (1..=runs)
+                    .map(|round| round_order(layouts, round, runs))
+                    .collect();
+                for order in &rounds {
+                    let mut sorted = order.clone();
+                    sorted.sort_unstable();
+                    assert_eq!(sorted, (0..layouts).collect::<Vec<_>>());
+                    // Consecutive, wrapping around: the same neighbours.
+                    for w in order.windows(2) {
+                        assert_eq!(w[1], (w[0] + 1) % layouts);
+                    }
+                }
+                if layouts == 0 {
+                    continue;
+                }
+                // One round keeps the listed order.
+                assert_eq!(rounds[0][0], 0);
+                // With at least as many layouts as rounds, no layout runs
+                // at the same place twice, the first place included.
+                if layouts >= runs {
+                    for layout in 0..layouts {
+                        let mut places: Vec<usize> = rounds
+                            .iter()
+                            .map(|o| o.iter().position(|&l| l == layout).unwrap())
+                            .collect();
+                        places.sort_unstable();
+                        places.dedup();
+                        assert_eq!(places.len(), runs, "{layouts} layouts, {runs} runs");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_probe_speed_scales_every_prediction() {

@@ -143,6 +143,51 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
         Some(overlaps),
         "{doc:#}"
     );
+    // The level is the geometric mean of predicted / measured, the error
+    // about it each prediction divided by it, and the mean spread each
+    // layout's (max - min) / median, all from the layouts' own figures.
+    let n = layouts.len() as f64;
+    let ratios: Vec<f64> = layouts
+        .iter()
+        .map(|l| num(l, "predicted_ops_per_s") / num(l, "measured_ops_per_s"))
+        .collect();
+    let level = (ratios.iter().map(|r| r.ln()).sum::<f64>() / n).exp();
+    assert!(
+        (num(&doc, "level") - level).abs() <= 1e-9 * level,
+        "{doc:#}"
+    );
+    let around = ratios.iter().map(|r| (r / level - 1.0).abs()).sum::<f64>() / n;
+    let got = num(&doc, "mean_abs_relative_error_around_level");
+    assert!((got - around).abs() <= 1e-9, "{got} against {around}");
+    let spread = layouts
+        .iter()
+        .map(|l| num(l, "measured_spread"))
+        .sum::<f64>()
+        / n;
+    assert!((num(&doc, "mean_measured_spread") - spread).abs() <= 1e-9);
+    assert!(stdout.contains("the predictions' level"), "{stdout}");
+    // Each round ran every layout once, the second starting elsewhere
+    // than the first: the predicted best ran first in round 1 only.
+    let positions: Vec<Vec<u64>> = layouts
+        .iter()
+        .map(|l| {
+            l["runs_positions"]
+                .as_array()
+                .expect("positions")
+                .iter()
+                .map(|p| p.as_u64().expect("a position"))
+                .collect()
+        })
+        .collect();
+    for round in 0..2 {
+        let mut places: Vec<u64> = positions.iter().map(|p| p[round]).collect();
+        places.sort_unstable();
+        assert_eq!(places, (0..layouts.len() as u64).collect::<Vec<_>>());
+    }
+    assert_eq!(
+        positions[0],
+        [0, layouts.len() as u64 - layouts.len() as u64 / 2]
+    );
     assert!(doc["kendall_tau_b"].is_number() || doc["kendall_tau_b"].is_null());
     assert_eq!(doc["runs"], 2);
     assert_eq!(doc["calibrated"], false);
