@@ -302,24 +302,6 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_level_is_the_geometric_mean_of_the_ratios() {
-        // Every prediction 20 % high: the level is 1.2.
-        let measured = [1000.0, 250.0, 4000.0];
-        let high: Vec<f64> = measured.iter().map(|m| 1.2 * m).collect();
-        assert!((level(&high, &measured).unwrap() - 1.2).abs() < 1e-12);
-        // Ratios 2 and 1/2 cancel out, whatever the magnitudes.
-        assert!((level(&[200.0, 5.0], &[100.0, 10.0]).unwrap() - 1.0).abs() < 1e-12);
-        // By brute force on ratios 1.1, 0.9 and 1.5: (1.1 · 0.9 · 1.5)^(1/3).
-        let want = (1.1f64 * 0.9 * 1.5).powf(1.0 / 3.0);
-        let got = level(&[110.0, 90.0, 150.0], &[100.0, 100.0, 100.0]).unwrap();
-        assert!((got - want).abs() < 1e-12, "{got} {want}");
-        assert_eq!(level(&[], &[]), None);
-        assert_eq!(level(&[1.0], &[1.0, 2.0]), None);
-        assert_eq!(level(&[1.0], &[0.0]), None);
-        assert_eq!(level(&[-1.0], &[1.0]), None);
-    }
     use crate::optimize::{HeuristicChoice, Ranked, SearchKind};
 
     fn close(a: f64, b: f64) -> bool {
@@ -586,5 +568,23 @@ mod tests {
         let (p, mean) = predict_over_run(Model::Tessera, &w, &layout, &params, 3.0);
         assert_eq!(mean, 4000);
         assert_eq!(p, predict(Model::Tessera, &w, &layout, &params));
+    }
+
+    #[test]
+    fn the_level_is_the_geometric_mean_of_the_ratios() {
+        // Every prediction 20 % high: the level is 1.2.
+        let measured = [1000.0, 250.0, 4000.0];
+        let high: Vec<f64> = measured.iter().map(|m| 1.2 * m).collect();
+        assert!((level(&high, &measured).unwrap() - 1.2).abs() < 1e-12);
+        // Ratios 2 and 1/2 cancel out, whatever the magnitudes.
+        assert!((level(&[200.0, 5.0], &[100.0, 10.0]).unwrap() - 1.0).abs() < 1e-12);
+        // By brute force on ratios 1.1, 0.9 and 1.5: (1.1 · 0.9 · 1.5)^(1/3).
+        let want = (1.1f64 * 0.9 * 1.5).powf(1.0 / 3.0);
+        let got = level(&[110.0, 90.0, 150.0], &[100.0, 100.0, 100.0]).unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} {want}");
+        assert_eq!(level(&[], &[]), None);
+        assert_eq!(level(&[1.0], &[1.0, 2.0]), None);
+        assert_eq!(level(&[1.0], &[0.0]), None);
+        assert_eq!(level(&[-1.0], &[1.0]), None);
     }
 }
