@@ -331,6 +331,22 @@ struct Part {
     complete: Vec<usize>,
 }
 
+impl Part {
+    /// The chance that a modify of `modified` moves an object to another
+    /// of this part's regions: 1 − Π 1/n over its changed dimensions, a
+    /// new value landing in any interval alike (0 when none changes).
+    fn moves(&self, modified: &[usize]) -> f64 {
+        let stays: Option<f64> = self
+            .attrs
+            .iter()
+            .zip(&self.grid)
+            .filter(|(a, _)| modified.contains(a))
+            .map(|(_, &n)| 1.0 / f64::from(n))
+            .reduce(|a, b| a * b);
+        stays.map_or(0.0, |s| 1.0 - s)
+    }
+}
+
 struct Context<'a> {
     workload: &'a Workload,
     layout: &'a Layout,
@@ -530,8 +546,10 @@ impl<'a> Context<'a> {
     /// per operation per second of the mix's throughput T: a modify of
     /// the walked attribute removes one entry of every copy and writes
     /// another, and a removed entry stays where walks step over it for
-    /// the workload's churn horizon H. At T ops/s with a share q of them
-    /// modifying the attribute, a walk over the horizon meets on average
+    /// the workload's churn horizon H; so does every entry of an object a
+    /// modify of another of the part's dimensions moves out of its region
+    /// ([`Part::moves`]). At T ops/s with a share q of them modifying the
+    /// attribute or moving the object, a walk over the horizon meets on average
     /// T·q·H / (2N) dead entries per live one, each priced as a live
     /// entry's read (β_r; measured 0.4–0.5 µs against β_r = 0.36 µs,
     /// `docs/design/advisor.md`, "What writes cost the searches beside
@@ -659,16 +677,19 @@ impl<'a> Context<'a> {
                 // A walk meets the dead entries of its attribute's
                 // modifies; a scan the dead versions every modify leaves
                 // of the record it rewrites (in every part, moved or not).
+                // A walk also meets the entries a modify of another of the
+                // part's dimensions leaves behind when it moves the object
+                // out of the region: its every entry there goes.
                 let q: f64 = self
                     .workload
                     .classes
                     .iter()
-                    .filter(|c| match (&c.kind, walked) {
-                        (ClassKind::Modify(attrs), Some((a, _))) => attrs.contains(&a),
-                        (ClassKind::Modify(_), None) => true,
-                        _ => false,
+                    .map(|c| match (&c.kind, walked) {
+                        (ClassKind::Modify(attrs), Some((a, _))) if attrs.contains(&a) => c.p,
+                        (ClassKind::Modify(attrs), Some(_)) => c.p * part.moves(attrs),
+                        (ClassKind::Modify(_), None) => c.p,
+                        _ => 0.0,
                     })
-                    .map(|c| c.p)
                     .sum();
                 in_regions * share * per_entry_s * q * horizon / (2.0 * self.objects)
             }
@@ -746,21 +767,12 @@ impl<'a> Context<'a> {
         let subspaces: f64 = self.parts[1..]
             .iter()
             .map(|part| {
-                let changed: Vec<u32> = part
-                    .attrs
-                    .iter()
-                    .zip(&part.grid)
-                    .filter(|(a, _)| modified.contains(a))
-                    .map(|(_, &n)| n)
-                    .collect();
-                if changed.is_empty() {
+                if !part.attrs.iter().any(|a| modified.contains(a)) {
                     return 1.0;
                 }
                 let moves = match model {
                     Model::Thesis => 1.0,
-                    Model::Tessera => {
-                        1.0 - changed.iter().map(|&n| 1.0 / f64::from(n)).product::<f64>()
-                    }
+                    Model::Tessera => part.moves(modified),
                 };
                 moves * 2.0 * alpha + (1.0 - moves)
             })
@@ -1828,6 +1840,65 @@ mod tests {
             &params,
         );
         let unchurned = predict(Model::Tessera, &mix("city", ""), &layout, &params);
+        assert_eq!(other.ops_per_s, unchurned.ops_per_s);
+    }
+
+    #[test]
+    fn a_walk_meets_the_entries_objects_moved_out_of_its_regions_left() {
+        let params = Params {
+            range_search_s: 5e-5,
+            range_entry_s: 7e-7,
+            ..Params::default()
+        };
+        // ⟨price⟩ over 256 intervals, city indexed in every region: the
+        // search walks the city entries of the 26.5 regions its price
+        // range meets, and a modify of price, which the walk does not
+        // read, moves the object to another interval but for 1 in 256,
+        // taking its city entry out of the region it left.
+        let layout = Layout::new(vec![vec![5]], vec![C], vec![], false);
+        let mix = |modified: &str, horizon: &str| {
+            parse_workload(
+                &format!(
+                    r#"{{"space": "space hotels key id attributes city, addr, post, tel, int price create 256 partitions tolerate 1 failure",
+                        "objects": 256000, "distinct": {{"city": 100}}, {horizon}
+                        "classes": [{{"p": 0.5, "search": {{"price": "range", "city": "eq"}}, "range_fraction": 0.1}},
+                                    {{"p": 0.5, "modify": ["{modified}"]}}]}}"#
+                ),
+                None,
+            )
+            .expect("valid workload")
+        };
+        let still = predict(Model::Tessera, &mix("price", ""), &layout, &params);
+        let churned = predict(
+            Model::Tessera,
+            &mix("price", r#""churn_horizon_s": 10,"#),
+            &layout,
+            &params,
+        );
+        // 26.5 · 1000 / 100 live entries walked; at T ops/s, half of them
+        // modifies of price that move with chance 255/256, over 10 s:
+        // T·0.5·(255/256)·10 / (2·256,000) dead entries per live one.
+        let per_t = 265.0 * 7e-7 * 0.5 * (255.0 / 256.0) * 10.0 / (2.0 * 256_000.0);
+        let (search_s, modify_s) = (still.class_costs_s[0], still.class_costs_s[1]);
+        let mut t = still.ops_per_s;
+        for _ in 0..200 {
+            t = 1.0 / (0.5 * (search_s + per_t * t) + 0.5 * modify_s);
+        }
+        assert!(
+            (churned.ops_per_s - t).abs() < 1e-6 * t,
+            "{} vs {t}",
+            churned.ops_per_s
+        );
+        let extra = churned.class_costs_s[0] - search_s;
+        assert!((extra - per_t * t).abs() < 1e-9 * search_s, "{extra}");
+        // A modify of tel, neither walked nor a dimension, moves nothing.
+        let other = predict(
+            Model::Tessera,
+            &mix("tel", r#""churn_horizon_s": 10,"#),
+            &layout,
+            &params,
+        );
+        let unchurned = predict(Model::Tessera, &mix("tel", ""), &layout, &params);
         assert_eq!(other.ops_per_s, unchurned.ops_per_s);
     }
 
