@@ -1806,18 +1806,30 @@ mod tests {
             )
             .expect("valid workload")
         };
-        let still = predict(Model::Tessera, &mix("price", ""), &layout, &params);
-        let churned = predict(
-            Model::Tessera,
-            &mix("price", r#""churn_horizon_s": 10,"#),
-            &layout,
-            &params,
-        );
         // The walk reads φ·O = 25,600 live entries; at T ops/s half of
         // them modify price, so over 10 s it meets T·0.5·10 / (2·256,000)
-        // dead entries per live one, at β_r each. T is the mix's
-        // throughput with that cost in: found here by iterating.
+        // dead entries per live one, at β_r each. Modifies of city leave
+        // the price entries alone.
         let per_t = 25_600.0 * 7e-7 * 0.5 * 10.0 / (2.0 * 256_000.0);
+        check_churn(mix, &layout, &params, ("price", per_t), "city");
+    }
+
+    /// For `mix(modified, horizon)`, a search then a modify of `modified`,
+    /// half the operations each: with a churn horizon of 10 s, modifies
+    /// of `churning.0` add `churning.1`·T to each search, T the mix's
+    /// throughput with that cost in (found here by iterating), and leave
+    /// the modify's cost alone; modifies of `untouched` add nothing.
+    fn check_churn(
+        mix: impl Fn(&str, &str) -> Workload,
+        layout: &Layout,
+        params: &Params,
+        churning: (&str, f64),
+        untouched: &str,
+    ) {
+        let (modified, per_t) = churning;
+        let horizon = r#""churn_horizon_s": 10,"#;
+        let still = predict(Model::Tessera, &mix(modified, ""), layout, params);
+        let churned = predict(Model::Tessera, &mix(modified, horizon), layout, params);
         let (search_s, modify_s) = (still.class_costs_s[0], still.class_costs_s[1]);
         let mut t = still.ops_per_s;
         for _ in 0..200 {
@@ -1830,16 +1842,10 @@ mod tests {
         );
         assert!(churned.ops_per_s < still.ops_per_s);
         let extra = churned.class_costs_s[0] - search_s;
-        assert!((extra - per_t * t).abs() < 1e-9 * search_s);
+        assert!((extra - per_t * t).abs() < 1e-9 * search_s, "{extra}");
         assert_eq!(churned.class_costs_s[1], modify_s);
-        // Modifies of another attribute leave the price entries alone.
-        let other = predict(
-            Model::Tessera,
-            &mix("city", r#""churn_horizon_s": 10,"#),
-            &layout,
-            &params,
-        );
-        let unchurned = predict(Model::Tessera, &mix("city", ""), &layout, &params);
+        let other = predict(Model::Tessera, &mix(untouched, horizon), layout, params);
+        let unchurned = predict(Model::Tessera, &mix(untouched, ""), layout, params);
         assert_eq!(other.ops_per_s, unchurned.ops_per_s);
     }
 
@@ -1868,38 +1874,12 @@ mod tests {
             )
             .expect("valid workload")
         };
-        let still = predict(Model::Tessera, &mix("price", ""), &layout, &params);
-        let churned = predict(
-            Model::Tessera,
-            &mix("price", r#""churn_horizon_s": 10,"#),
-            &layout,
-            &params,
-        );
         // 26.5 · 1000 / 100 live entries walked; at T ops/s, half of them
         // modifies of price that move with chance 255/256, over 10 s:
-        // T·0.5·(255/256)·10 / (2·256,000) dead entries per live one.
+        // T·0.5·(255/256)·10 / (2·256,000) dead entries per live one. A
+        // modify of tel, neither walked nor a dimension, moves nothing.
         let per_t = 265.0 * 7e-7 * 0.5 * (255.0 / 256.0) * 10.0 / (2.0 * 256_000.0);
-        let (search_s, modify_s) = (still.class_costs_s[0], still.class_costs_s[1]);
-        let mut t = still.ops_per_s;
-        for _ in 0..200 {
-            t = 1.0 / (0.5 * (search_s + per_t * t) + 0.5 * modify_s);
-        }
-        assert!(
-            (churned.ops_per_s - t).abs() < 1e-6 * t,
-            "{} vs {t}",
-            churned.ops_per_s
-        );
-        let extra = churned.class_costs_s[0] - search_s;
-        assert!((extra - per_t * t).abs() < 1e-9 * search_s, "{extra}");
-        // A modify of tel, neither walked nor a dimension, moves nothing.
-        let other = predict(
-            Model::Tessera,
-            &mix("tel", r#""churn_horizon_s": 10,"#),
-            &layout,
-            &params,
-        );
-        let unchurned = predict(Model::Tessera, &mix("tel", ""), &layout, &params);
-        assert_eq!(other.ops_per_s, unchurned.ops_per_s);
+        check_churn(mix, &layout, &params, ("price", per_t), "tel");
     }
 
     #[test]
