@@ -10,7 +10,7 @@
 //! their costs, and their absolute ops/s are only indicative.
 
 use serde::{Deserialize, Serialize};
-use tessera_types::calibration::ADVISOR_CALIBRATION_VERSION;
+use tessera_types::calibration::{ADVISOR_CALIBRATION_VERSION, CALIBRATIONS_MAX};
 use tessera_types::{AdvisorCalibration, Configuration, FitQuality};
 
 /// The cost model's parameters. Times are seconds of cluster work per
@@ -404,12 +404,117 @@ impl Params {
         }
     }
 
+    /// These parameters, fitted by one new calibration, averaged with
+    /// `earlier`, the average of `calibrations` earlier calibrations of the
+    /// same cluster, each calibration weighing alike; past
+    /// [`CALIBRATIONS_MAX`] − 1 earlier ones, `earlier` weighs that many,
+    /// so each new calibration replaces a share 1 / [`CALIBRATIONS_MAX`]
+    /// of the average and the oldest fade. One calibration's parameters
+    /// wander with the minute it ran in (`docs/design/advisor.md`,
+    /// "Calibrations that add up").
+    ///
+    /// The average is over costs in seconds, the form the fit is linear
+    /// in: seconds as they are, the hop as 1 / T_max, and a ratio to the
+    /// hop (α, α_c, δ, δ_c, ι, g, μ) as its cost, ratio · hop, divided
+    /// back by the averaged hop. A parameter left to a derived value
+    /// (a get at one hop, say) is averaged as that value. Sizes, counts,
+    /// fractions and bandwidths are not fitted and are this one's.
+    pub fn pooled(&self, earlier: &Params, calibrations: u32) -> Params {
+        let w = f64::from(calibrations.clamp(1, CALIBRATIONS_MAX - 1));
+        let mean = |new: f64, old: f64| (new + w * old) / (w + 1.0);
+        let (hop, old_hop) = (self.hop_s(), earlier.hop_s());
+        let pooled_hop = mean(hop, old_hop);
+        let ratio = |new: f64, old: f64| mean(new * hop, old * old_hop) / pooled_hop;
+        let e = earlier;
+        // Every field named: one added later must be placed in a group.
+        let Params {
+            beta_s,
+            t_max_ops_per_s: _,
+            alpha,
+            alpha_create,
+            request_s,
+            result_s,
+            index_write,
+            range_search_s,
+            range_entry_s,
+            get_s: _,
+            write_s,
+            insert_s,
+            index_create: _,
+            indexed_create,
+            walk_first_s,
+            unbounded_s,
+            handoff_first_s,
+            search_base_s,
+            modify_s,
+            global_index_hop,
+            global_index_move: _,
+            lookup_base_s,
+            lookup_match_s: _,
+            handoff_mixed_s,
+            writes_beside_s,
+            modify_hop_s,
+            larger_search_s,
+            larger_entry_s,
+            larger_reference_objects,
+            object_bytes,
+            index_entry_bytes,
+            global_entry_bytes,
+            daemons,
+            rebuild_bytes_per_s,
+            range_fraction,
+        } = self.clone();
+        Params {
+            // Seconds.
+            beta_s: mean(beta_s, e.beta_s),
+            request_s: mean(request_s, e.request_s),
+            result_s: mean(result_s, e.result_s),
+            range_search_s: mean(range_search_s, e.range_search_s),
+            range_entry_s: mean(range_entry_s, e.range_entry_s),
+            get_s: Some(mean(self.get_cost_s(), e.get_cost_s())),
+            write_s: mean(write_s, e.write_s),
+            insert_s: mean(insert_s, e.insert_s),
+            walk_first_s: mean(walk_first_s, e.walk_first_s),
+            unbounded_s: mean(unbounded_s, e.unbounded_s),
+            handoff_first_s: mean(handoff_first_s, e.handoff_first_s),
+            search_base_s: mean(search_base_s, e.search_base_s),
+            modify_s: mean(modify_s, e.modify_s),
+            lookup_base_s: mean(lookup_base_s, e.lookup_base_s),
+            lookup_match_s: Some(mean(self.lookup_match_cost_s(), e.lookup_match_cost_s())),
+            handoff_mixed_s: mean(handoff_mixed_s, e.handoff_mixed_s),
+            writes_beside_s: mean(writes_beside_s, e.writes_beside_s),
+            modify_hop_s: mean(modify_hop_s, e.modify_hop_s),
+            larger_search_s: mean(larger_search_s, e.larger_search_s),
+            larger_entry_s: mean(larger_entry_s, e.larger_entry_s),
+            // The hop, and what is priced in hops.
+            t_max_ops_per_s: 1.0 / pooled_hop,
+            alpha: ratio(alpha, e.alpha),
+            alpha_create: ratio(alpha_create, e.alpha_create),
+            index_write: ratio(index_write, e.index_write),
+            index_create: Some(ratio(self.index_create(), e.index_create())),
+            indexed_create: ratio(indexed_create, e.indexed_create),
+            global_index_hop: ratio(global_index_hop, e.global_index_hop),
+            global_index_move: Some(ratio(self.global_move_hops(), e.global_move_hops())),
+            // Not fitted.
+            larger_reference_objects,
+            object_bytes,
+            index_entry_bytes,
+            global_entry_bytes,
+            daemons,
+            rebuild_bytes_per_s,
+            range_fraction,
+        }
+    }
+
     /// The payload the configuration stores for these parameters,
-    /// measured on `daemons` daemons from epoch `epoch`.
+    /// measured on `daemons` daemons from epoch `epoch`, the average of
+    /// `calibrations` calibrations ([`Params::pooled`]; 1 to
+    /// [`CALIBRATIONS_MAX`]).
     pub fn calibration(
         &self,
         daemons: u32,
         epoch: u64,
+        calibrations: u32,
         fits: Vec<FitQuality>,
     ) -> AdvisorCalibration {
         AdvisorCalibration {
@@ -443,6 +548,7 @@ impl Params {
             larger_search_s: Some(self.larger_search_s),
             larger_entry_s: Some(self.larger_entry_s),
             larger_reference_objects: Some(self.larger_reference_objects),
+            calibrations: Some(calibrations),
             daemons,
             epoch,
             fits,
@@ -488,7 +594,7 @@ mod tests {
             larger_reference_objects: 4000.0,
             ..Params::default()
         };
-        let stored = measured.calibration(3, 9, vec![]);
+        let stored = measured.calibration(3, 9, 1, vec![]);
         assert_eq!(stored.validate(), Ok(()));
         let back = Params::default().calibrated(&stored);
         assert_eq!(
@@ -498,6 +604,117 @@ mod tests {
                 ..measured
             }
         );
+    }
+
+    /// Two calibrations of the same cluster: one with a hop of 100 µs
+    /// (T_max 10,000) and α 1, one with a hop of 50 µs and α 2.
+    fn two_calibrations() -> (Params, Params) {
+        let first = Params {
+            t_max_ops_per_s: 10_000.0,
+            alpha: 1.0,
+            index_write: 0.5,
+            alpha_create: 1.2,
+            index_create: Some(0.3),
+            indexed_create: 0.1,
+            global_index_hop: 0.8,
+            global_index_move: Some(0.6),
+            beta_s: 1e-7,
+            get_s: Some(2e-5),
+            write_s: 4e-6,
+            insert_s: 5e-6,
+            daemons: 3,
+            ..Params::default()
+        };
+        let second = Params {
+            t_max_ops_per_s: 20_000.0,
+            alpha: 2.0,
+            index_write: 0.2,
+            alpha_create: 2.0,
+            index_create: None,
+            indexed_create: 0.4,
+            global_index_hop: 1.4,
+            global_index_move: None,
+            beta_s: 3e-7,
+            get_s: None,
+            write_s: 8e-6,
+            insert_s: 1e-6,
+            daemons: 3,
+            ..Params::default()
+        };
+        (first, second)
+    }
+
+    #[test]
+    fn calibrations_average_as_costs_in_seconds() {
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-12);
+        let (first, second) = two_calibrations();
+        // The second after the first alone: equal weights. Hops 100 and
+        // 50 µs average 75 µs; a move costs 100 µs in both (1 · 100, 2 ·
+        // 50), so α = 100 / 75; an index entry 50 and 10 µs, 30 / 75.
+        let both = second.pooled(&first, 1);
+        assert!(close(both.t_max_ops_per_s, 1.0 / 75e-6), "{both:?}");
+        assert!(close(both.alpha, 100.0 / 75.0), "{both:?}");
+        assert!(close(both.index_write, 30.0 / 75.0), "{both:?}");
+        assert!(close(both.beta_s, 2e-7));
+        assert!(close(both.write_s, 6e-6));
+        // The second's get was left at one hop (50 µs): 20 and 50 average 35.
+        assert_eq!(both.get_s.map(|g| close(g, 35e-6)), Some(true));
+        // The first averaging three earlier ones weighs three: β (1·3 +
+        // 3·1) / 4 · 10⁻⁷; beyond CALIBRATIONS_MAX − 1 = 7 earlier, seven.
+        assert!(close(second.pooled(&first, 3).beta_s, 1.5e-7));
+        let many = second.pooled(&first, 40);
+        assert!(close(many.beta_s, (3e-7 + 7.0 * 1e-7) / 8.0));
+        assert!(close(
+            many.alpha,
+            (100.0 + 7.0 * 100.0) / (50.0 + 7.0 * 100.0)
+        ));
+        // A calibration averaged with its like is itself.
+        let same = first.pooled(&first, 5);
+        assert!(close(same.alpha, first.alpha) && close(same.beta_s, first.beta_s));
+        assert!(close(same.t_max_ops_per_s, first.t_max_ops_per_s));
+    }
+
+    #[test]
+    fn an_averaged_calibration_prices_a_put_and_a_search_at_the_mean_of_both() {
+        use crate::calibrate::Measured;
+        let (first, second) = two_calibrations();
+        let both = second.pooled(&first, 1);
+        // A put that moves the object between two subspaces, rewrites
+        // index entries and moves it to another indexlet of a global
+        // index: w + hop · (hops + α · moves + δ · entries + g · replicas
+        // + μ · moves there) is linear in the averaged costs, so it is the
+        // mean of the two; so is an insert's w_i + hop · (α_c · copies +
+        // δ_c · entries + ι · indexed copies).
+        let put = Measured::Put {
+            copies: 2.0,
+            unchanged: 1.0,
+            moved: vec![0.75],
+            entries: 6.0,
+            global: vec![0.5],
+        };
+        let insert = Measured::Insert {
+            copies: 4.0,
+            entries: 8.0,
+            indexed: 2.0,
+        };
+        let search = Measured::Search {
+            regions: 8.0,
+            examined: 500.0,
+            range: false,
+            range_entries: 0.0,
+            results: 4.0,
+            index_reads: 0.0,
+            handed_off: 8.0,
+        };
+        for op in [put, insert, search, Measured::Get] {
+            let (a, b) = (op.predicted_s(&first), op.predicted_s(&second));
+            let mean = (a + b) / 2.0;
+            let got = op.predicted_s(&both);
+            assert!(
+                (got - mean).abs() <= 1e-9 * mean,
+                "{op:?}: {got} against {mean}"
+            );
+        }
     }
 
     #[test]
@@ -623,7 +840,7 @@ mod tests {
             range_entry_s: 9e-7,
             ..Params::default()
         }
-        .calibration(3, 9, vec![]);
+        .calibration(3, 9, 1, vec![]);
         stored.version = tessera_types::calibration::ADVISOR_CALIBRATION_VERSION_1;
         stored.range_search_s = None;
         stored.range_entry_s = None;
@@ -638,6 +855,7 @@ mod tests {
         stored.larger_reference_objects = None;
         stored.handoff_first_s = None;
         stored.indexed_create = None;
+        stored.calibrations = None;
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
         let back = defaults.calibrated(&stored);

@@ -200,6 +200,8 @@ pub struct LayoutsReport {
     pub params: Params,
     /// Whether they are the cluster's calibrated ones.
     pub calibrated: bool,
+    /// How many calibrations they average (0: not calibrated).
+    pub calibrations: u32,
     /// The daemons the parameters were measured on (`params.daemons` is
     /// the cluster's, which they were scaled to).
     pub measured_daemons: u32,
@@ -552,6 +554,10 @@ pub async fn run(
     // walks meet a run's worth of them (`Workload::churn_horizon_s`).
     workload.churn_horizon_s.get_or_insert(options.seconds);
     let calibrated = config.advisor.is_some();
+    let calibrations = config
+        .advisor
+        .as_ref()
+        .map_or(0, |c| c.calibrations.unwrap_or(1));
     let as_measured = match &config.advisor {
         Some(c) => Params::default().calibrated(c),
         None => Params::default(),
@@ -614,9 +620,12 @@ pub async fn run(
         options.seconds,
         options.runs,
         if calibrated {
-            "the cluster's calibrated ones"
+            match calibrations {
+                1 => "the cluster's calibrated ones (one calibration)".to_string(),
+                n => format!("the cluster's calibrated ones (the average of {n} calibrations)"),
+            }
         } else {
-            "the defaults (the cluster is not calibrated: run `tessera calibrate`)"
+            "the defaults (the cluster is not calibrated: run `tessera calibrate`)".to_string()
         },
         measured_daemons,
         params.daemons,
@@ -787,6 +796,7 @@ pub async fn run(
         workload,
         params,
         calibrated,
+        calibrations,
         measured_daemons,
         seconds: options.seconds,
         workers: options.workers,
@@ -1470,6 +1480,7 @@ impl LayoutsReport {
             "seconds": self.seconds,
             "workers": self.workers,
             "calibrated": self.calibrated,
+            "calibrations": self.calibrations,
             "parameters_source": if self.calibrated { "cluster" } else { "defaults" },
             "parameters": self.params,
             "daemons": self.params.daemons,

@@ -717,8 +717,15 @@ pub fn advice_text(
     let (source, measured_on) = match calibration {
         Some(c) => (
             format!(
-                "parameters calibrated on the cluster ({} daemons, from epoch {})",
-                c.daemons, c.epoch
+                "parameters calibrated on the cluster ({} daemons, {})",
+                c.daemons,
+                match c.calibrations {
+                    Some(n) if n > 1 => format!(
+                        "the average of {n} calibrations, the latest from epoch {}",
+                        c.epoch
+                    ),
+                    _ => format!("from epoch {}", c.epoch),
+                }
             ),
             c.daemons,
         ),

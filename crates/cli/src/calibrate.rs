@@ -1,8 +1,9 @@
 //! `tessera calibrate`: measures the advisor's cost-model parameters on
 //! the running cluster (`tessera_bench::calibrate`), fits them
 //! (`tessera_advisor::calibrate::fit`), stores them in the cluster's
-//! configuration through the coordinator, and prints them with their fit
-//! error.
+//! configuration through the coordinator (averaged with the calibrations
+//! stored before, `Params::pooled`, unless `--fresh`), and prints them
+//! with their fit error.
 
 use crate::Target;
 use anyhow::Context;
@@ -10,6 +11,8 @@ use serde_json::{json, Value};
 use tessera_advisor::calibrate::{fit, Fit};
 use tessera_advisor::Params;
 use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATCH_PREFIX};
+use tessera_types::calibration::{ADVISOR_CALIBRATION_VERSION, CALIBRATIONS_MAX};
+use tessera_types::AdvisorCalibration;
 
 /// The arguments of `calibrate`.
 #[derive(clap::Args)]
@@ -38,9 +41,54 @@ pub struct CalibrateArgs {
     /// slow minute of the machine is not fitted as a cost. 0: no probe.
     #[arg(long, default_value_t = 0.5)]
     probe_seconds: f64,
-    /// Print JSON: `{"stored", "parameters", "fits", "steps", "kept", …}`.
+    /// Store this calibration's parameters alone, dropping those stored
+    /// before. Without it, a calibration of the same cluster (as many
+    /// daemons, this build's calibration version) is averaged with the
+    /// stored parameters, each calibration weighing alike up to the last
+    /// eight.
+    #[arg(long)]
+    fresh: bool,
+    /// Print JSON: `{"stored", "parameters" (this calibration's fit),
+    /// "stored_parameters" (what was stored: the average), "calibrations",
+    /// "started_over", "fits", "steps", "kept", …}`.
     #[arg(long)]
     json: bool,
+}
+
+/// What the new calibration is averaged with: the stored parameters and
+/// how many calibrations they average, or why it starts over.
+enum Earlier {
+    Pooled(Box<Params>, u32),
+    StartOver(String),
+}
+
+/// The stored calibration the new one joins ([`Params::pooled`]): one of
+/// this build's version measured on as many daemons (`run.daemons`) with
+/// as many objects searched (`run.objects`, the reference of the larger
+/// space's costs). A calibration of another version measured other steps,
+/// one on another cluster other servers.
+fn earlier(stored: Option<&AdvisorCalibration>, run: &CalibrationRun, fresh: bool) -> Earlier {
+    let (daemons, objects) = (run.daemons, run.objects as f64);
+    match stored {
+        _ if fresh => Earlier::StartOver("--fresh".into()),
+        None => Earlier::StartOver("none stored".into()),
+        Some(c) if c.version != ADVISOR_CALIBRATION_VERSION => Earlier::StartOver(format!(
+            "the stored one is version {}, not {ADVISOR_CALIBRATION_VERSION}",
+            c.version
+        )),
+        Some(c) if c.daemons != daemons => Earlier::StartOver(format!(
+            "the stored one was measured on {} daemons, not {daemons}",
+            c.daemons
+        )),
+        Some(c) if c.larger_reference_objects != Some(objects) => Earlier::StartOver(format!(
+            "the stored one searched {} objects, not {objects}",
+            c.larger_reference_objects.unwrap_or(0.0)
+        )),
+        Some(c) => Earlier::Pooled(
+            Box::new(Params::default().calibrated(c)),
+            c.calibrations.unwrap_or(1),
+        ),
+    }
 }
 
 /// Runs `calibrate`.
@@ -71,26 +119,67 @@ pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
     let progress = |what: &str| eprintln!("calibrate: {what}");
     let run = measure(&admin, &client, &options, &progress).await?;
     let measurements: Vec<_> = run.steps.iter().map(|s| s.measurement.clone()).collect();
-    let mut fitted = fit(&measurements, &Params::default()).context("fitting the measurements")?;
+    // Read after measuring: a calibration stored meanwhile is joined.
+    let stored = admin.config().await?.advisor;
+    let earlier = earlier(stored.as_ref(), &run, args.fresh);
+    // A parameter no step determines keeps its default, which would be
+    // averaged as if measured: when joining, the stored value is its
+    // default instead.
+    let defaults = match &earlier {
+        Earlier::Pooled(params, _) => params.as_ref().clone(),
+        Earlier::StartOver(_) => Params::default(),
+    };
+    let mut fitted = fit(&measurements, &defaults).context("fitting the measurements")?;
     // The parameters as `advise` will use them: the daemons measured.
     fitted.params.daemons = run.daemons;
-    let payload = fitted
-        .params
-        .calibration(run.daemons, run.epoch, fitted.quality.clone());
+    let (params, calibrations) = match &earlier {
+        Earlier::Pooled(params, n) => (
+            fitted.params.pooled(params, *n),
+            (n + 1).min(CALIBRATIONS_MAX),
+        ),
+        Earlier::StartOver(_) => (fitted.params.clone(), 1),
+    };
+    let payload = params.calibration(run.daemons, run.epoch, calibrations, fitted.quality.clone());
     admin.set_advisor_params(payload).await?;
+    let stored = Stored {
+        params,
+        calibrations,
+        earlier,
+    };
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report_json(&run, &fitted))
+            serde_json::to_string_pretty(&report_json(&run, &fitted, &stored))
                 .context("encoding the report")?
         );
     } else {
-        print!("{}", report_text(&run, &fitted));
+        print!("{}", report_text(&run, &fitted, &stored));
     }
     Ok(())
 }
 
-fn report_json(run: &CalibrationRun, fitted: &Fit) -> Value {
+/// What `calibrate` stored.
+struct Stored {
+    /// The parameters: this calibration's, or their average with the
+    /// earlier ones.
+    params: Params,
+    /// How many calibrations they average.
+    calibrations: u32,
+    /// What this calibration joined.
+    earlier: Earlier,
+}
+
+impl Stored {
+    /// Why the stored parameters are this calibration's alone, if they are.
+    fn started_over(&self) -> Option<&str> {
+        match &self.earlier {
+            Earlier::StartOver(why) => Some(why),
+            Earlier::Pooled(..) => None,
+        }
+    }
+}
+
+fn report_json(run: &CalibrationRun, fitted: &Fit, stored: &Stored) -> Value {
     let steps: Vec<Value> = run
         .steps
         .iter()
@@ -120,21 +209,32 @@ fn report_json(run: &CalibrationRun, fitted: &Fit) -> Value {
             "fastest": run.probe_spread.map(|s| s.1),
         })),
         "parameters": fitted.params,
+        "stored_parameters": stored.params,
+        "calibrations": stored.calibrations,
+        "started_over": stored.started_over(),
         "fits": fitted.quality,
         "kept": fitted.kept,
         "steps": steps,
     })
 }
 
-fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
+fn report_text(run: &CalibrationRun, fitted: &Fit, stored: &Stored) -> String {
     use std::fmt::Write as _;
-    let p = &fitted.params;
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "stored in the configuration: parameters measured on {} daemons ({} objects searched)",
-        run.daemons, run.objects
-    );
+    let _ = match stored.started_over() {
+        Some(why) => writeln!(
+            out,
+            "stored in the configuration: parameters measured on {} daemons ({} objects \
+             searched), this calibration's alone ({why})",
+            run.daemons, run.objects
+        ),
+        None => writeln!(
+            out,
+            "stored in the configuration: parameters measured on {} daemons ({} objects \
+             searched), averaged with those stored: {} calibrations (--fresh to start over)",
+            run.daemons, run.objects, stored.calibrations
+        ),
+    };
     match (run.probe_reference_ops_per_s, run.probe_spread) {
         (Some(reference), Some((low, high))) => {
             let _ = writeln!(
@@ -147,47 +247,10 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
             let _ = writeln!(out, "speed probe: none completed; costs as measured");
         }
     }
-    for (name, value) in [
-        ("T_max (ops/s)", format!("{:.0}", p.t_max_ops_per_s)),
-        ("alpha", format!("{:.3}", p.alpha)),
-        ("alpha_create", format!("{:.3}", p.alpha_create)),
-        ("index_write (delta)", format!("{:.3}", p.index_write)),
-        ("request_s (c_req)", format!("{:.3e}", p.request_s)),
-        ("beta_s", format!("{:.3e}", p.beta_s)),
-        ("result_s (gamma)", format!("{:.3e}", p.result_s)),
-        ("range_search_s (rho)", format!("{:.3e}", p.range_search_s)),
-        ("range_entry_s (beta_r)", format!("{:.3e}", p.range_entry_s)),
-        ("get_s (g)", format!("{:.3e}", p.get_cost_s())),
-        ("write_s (w)", format!("{:.3e}", p.write_s)),
-        ("insert_s (w_i)", format!("{:.3e}", p.insert_s)),
-        ("index_create (delta_c)", format!("{:.3}", p.index_create())),
-        ("indexed_create (iota)", format!("{:.3}", p.indexed_create)),
-        ("walk_first_s (epsilon)", format!("{:.3e}", p.walk_first_s)),
-        ("unbounded_s (u)", format!("{:.3e}", p.unbounded_s)),
-        ("handoff_first_s (u1)", format!("{:.3e}", p.handoff_first_s)),
-        ("search_base_s (s0)", format!("{:.3e}", p.search_base_s)),
-        ("modify_s (m)", format!("{:.3e}", p.modify_s)),
-        ("global_index_hop (g)", format!("{:.3}", p.global_index_hop)),
-        (
-            "global_index_move (mu)",
-            format!("{:.3}", p.global_move_hops()),
-        ),
-        ("lookup_base_s (l0)", format!("{:.3e}", p.lookup_base_s)),
-        ("lookup_match_s", format!("{:.3e}", p.lookup_match_cost_s())),
-        ("handoff_mixed_s (v)", format!("{:.3e}", p.handoff_mixed_s)),
-        ("writes_beside_s (x)", format!("{:.3e}", p.writes_beside_s)),
-        ("modify_hop_s (m_h)", format!("{:.3e}", p.modify_hop_s)),
-        (
-            "larger_search_s (a_L)",
-            format!("{:.3e}", p.larger_search_s),
-        ),
-        ("larger_entry_s (b_L)", format!("{:.3e}", p.larger_entry_s)),
-        (
-            "larger_reference_objects",
-            format!("{:.0}", p.larger_reference_objects),
-        ),
-    ] {
-        let _ = writeln!(out, "  {name:<22} {value}");
+    let _ = writeln!(out, "  {:<24} {:>10} {:>10}", "", "measured", "stored");
+    let measured = parameter_rows(&fitted.params);
+    for ((name, value), (_, kept)) in measured.iter().zip(parameter_rows(&stored.params)) {
+        let _ = writeln!(out, "  {name:<24} {value:>10} {kept:>10}");
     }
     let _ = writeln!(
         out,
@@ -229,4 +292,48 @@ fn report_text(run: &CalibrationRun, fitted: &Fit) -> String {
         let _ = writeln!(out, "kept the default of {kept}");
     }
     out
+}
+
+/// Each parameter's name and value as `calibrate` prints them.
+fn parameter_rows(p: &Params) -> Vec<(&'static str, String)> {
+    vec![
+        ("T_max (ops/s)", format!("{:.0}", p.t_max_ops_per_s)),
+        ("alpha", format!("{:.3}", p.alpha)),
+        ("alpha_create", format!("{:.3}", p.alpha_create)),
+        ("index_write (delta)", format!("{:.3}", p.index_write)),
+        ("request_s (c_req)", format!("{:.3e}", p.request_s)),
+        ("beta_s", format!("{:.3e}", p.beta_s)),
+        ("result_s (gamma)", format!("{:.3e}", p.result_s)),
+        ("range_search_s (rho)", format!("{:.3e}", p.range_search_s)),
+        ("range_entry_s (beta_r)", format!("{:.3e}", p.range_entry_s)),
+        ("get_s (g)", format!("{:.3e}", p.get_cost_s())),
+        ("write_s (w)", format!("{:.3e}", p.write_s)),
+        ("insert_s (w_i)", format!("{:.3e}", p.insert_s)),
+        ("index_create (delta_c)", format!("{:.3}", p.index_create())),
+        ("indexed_create (iota)", format!("{:.3}", p.indexed_create)),
+        ("walk_first_s (epsilon)", format!("{:.3e}", p.walk_first_s)),
+        ("unbounded_s (u)", format!("{:.3e}", p.unbounded_s)),
+        ("handoff_first_s (u1)", format!("{:.3e}", p.handoff_first_s)),
+        ("search_base_s (s0)", format!("{:.3e}", p.search_base_s)),
+        ("modify_s (m)", format!("{:.3e}", p.modify_s)),
+        ("global_index_hop (g)", format!("{:.3}", p.global_index_hop)),
+        (
+            "global_index_move (mu)",
+            format!("{:.3}", p.global_move_hops()),
+        ),
+        ("lookup_base_s (l0)", format!("{:.3e}", p.lookup_base_s)),
+        ("lookup_match_s", format!("{:.3e}", p.lookup_match_cost_s())),
+        ("handoff_mixed_s (v)", format!("{:.3e}", p.handoff_mixed_s)),
+        ("writes_beside_s (x)", format!("{:.3e}", p.writes_beside_s)),
+        ("modify_hop_s (m_h)", format!("{:.3e}", p.modify_hop_s)),
+        (
+            "larger_search_s (a_L)",
+            format!("{:.3e}", p.larger_search_s),
+        ),
+        ("larger_entry_s (b_L)", format!("{:.3e}", p.larger_entry_s)),
+        (
+            "larger_reference_objects",
+            format!("{:.0}", p.larger_reference_objects),
+        ),
+    ]
 }

@@ -1,7 +1,8 @@
 //! `tessera calibrate` against real processes (issue 14, point 2): it
 //! measures the cluster on scratch spaces of its own, stores the fitted
 //! parameters in the configuration, removes its spaces, and `advise`
-//! then reports them as calibrated; it refuses to start when one of its
+//! then reports them as calibrated; a second calibration is averaged
+//! with the first unless `--fresh`; it refuses to start when one of its
 //! scratch spaces exists and leaves that space alone.
 
 // Tests of real processes and sockets wait with real deadlines.
@@ -16,6 +17,37 @@ use std::time::Duration;
 const WORKLOAD: &str = r#"{"space": "space hotels key id attributes string city, int price create 8 partitions",
  "objects": 10000,
  "classes": [{"p": 0.6, "search": {"city": "eq"}}, {"p": 0.4, "modify": ["price"]}]}"#;
+
+/// `tessera calibrate --json` on small scratch spaces, `--seconds` a
+/// step, with `extra` arguments, against the cluster's first coordinator
+/// member: its report. A calibration of 47 steps, each with its speed
+/// probe, takes most of a minute here even when short.
+fn calibrate_json(cluster: &Cluster, seconds: &str, extra: &[&str]) -> Json {
+    let coordinator = cluster.coordinator_addr(0);
+    let (host, port) = coordinator.split_once(':').expect("host:port");
+    let mut all = vec![
+        "calibrate",
+        "--seconds",
+        seconds,
+        "--objects",
+        "400",
+        "--workers",
+        "4",
+        "--partitions",
+        "4",
+        "--probe-seconds",
+        "0.1",
+        "--json",
+        "--host",
+        host,
+        "--port",
+        port,
+    ];
+    all.extend_from_slice(extra);
+    let (ok, out, err) = run_cli(&all, None, Duration::from_secs(180));
+    assert!(ok, "tessera {all:?} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}"))
+}
 
 fn scratch(cluster: &Cluster) -> Vec<String> {
     cluster
@@ -34,27 +66,7 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
         .admin()
         .add_space("space mine key k attributes string a")
         .expect("a user space");
-    let out = cli_at(
-        &[
-            "calibrate",
-            "--seconds",
-            "0.4",
-            "--objects",
-            "400",
-            "--workers",
-            "4",
-            "--partitions",
-            "4",
-            "--runs",
-            "2",
-            "--probe-seconds",
-            "0.1",
-            "--json",
-        ],
-        &cluster.coordinator_addr(0),
-    );
-    let report: Json =
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}"));
+    let report = calibrate_json(&cluster, "0.4", &["--runs", "2"]);
     assert_eq!(report["stored"], true);
     assert_eq!(report["daemons"], 2);
     // Two daemons: key-only and subspace spaces at f = 0 and f = 1; eight
@@ -207,6 +219,63 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     let doc = advise(&["--params", "defaults"]);
     assert_eq!(doc["calibrated"], false);
     assert_eq!(doc["parameters_source"], "defaults");
+    assert_eq!(report["calibrations"], 1);
+    assert_eq!(report["started_over"], "none stored");
+    assert_eq!(stored.calibrations, Some(1));
+
+    // A second calibration of the same cluster is averaged with the
+    // first, as costs in seconds: the hop 1 / T_max, α as α · hop.
+    let quick = |extra: &[&str]| calibrate_json(&cluster, "0.2", extra);
+    let param = |report: &Json, name: &str| -> f64 {
+        report["parameters"][name]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{name} in {}", report["parameters"]))
+    };
+    let second = quick(&[]);
+    assert_eq!(second["calibrations"], 2);
+    assert_eq!(second["started_over"], Json::Null);
+    let pooled = cluster
+        .admin()
+        .config()
+        .expect("config")
+        .advisor
+        .expect("the average stored");
+    assert_eq!(pooled.calibrations, Some(2));
+    let (h1, h2) = (
+        1.0 / param(&report, "t_max_ops_per_s"),
+        1.0 / param(&second, "t_max_ops_per_s"),
+    );
+    let hop = (h1 + h2) / 2.0;
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+    assert!(close(1.0 / pooled.t_max_ops_per_s, hop), "{pooled:?}");
+    let alpha = (param(&report, "alpha") * h1 + param(&second, "alpha") * h2) / 2.0 / hop;
+    assert!(close(pooled.alpha, alpha), "{pooled:?}");
+    let beta = (param(&report, "beta_s") + param(&second, "beta_s")) / 2.0;
+    assert!(close(pooled.beta_s, beta), "{pooled:?}");
+    let printed = second["stored_parameters"]["t_max_ops_per_s"]
+        .as_f64()
+        .expect("the stored T_max printed");
+    assert!(close(printed, pooled.t_max_ops_per_s));
+    let doc = advise(&[]);
+    assert_eq!(doc["calibration"]["calibrations"], 2);
+
+    // --fresh stores the new calibration alone.
+    let third = quick(&["--fresh"]);
+    assert_eq!(third["calibrations"], 1);
+    assert_eq!(third["started_over"], "--fresh");
+    let alone = cluster
+        .admin()
+        .config()
+        .expect("config")
+        .advisor
+        .expect("the new one stored");
+    assert_eq!(alone.calibrations, Some(1));
+    assert!(close(
+        alone.t_max_ops_per_s,
+        param(&third, "t_max_ops_per_s")
+    ));
+    assert!(close(alone.alpha, param(&third, "alpha")));
+    assert!(scratch(&cluster).is_empty(), "scratch spaces left behind");
 }
 
 #[test]

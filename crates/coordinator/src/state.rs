@@ -2270,6 +2270,7 @@ mod tests {
             larger_reference_objects: Some(4000.0),
             handoff_first_s: Some(1.5e-5),
             indexed_create: Some(0.3),
+            calibrations: Some(2),
             daemons: 2,
             epoch: 3,
             fits: vec![tessera_types::FitQuality {
@@ -2337,6 +2338,9 @@ mod tests {
         let mut bad = calibration();
         bad.version = tessera_types::calibration::ADVISOR_CALIBRATION_VERSION_1;
         bads.push((bad, "version 1 has no parameter range_search_s"));
+        let mut bad = calibration();
+        bad.calibrations = Some(0);
+        bads.push((bad, "averages 0 calibrations"));
         for (params, named) in bads {
             match state.apply(Command::SetAdvisorParams {
                 params: Box::new(params),
@@ -2365,6 +2369,7 @@ mod tests {
         old.larger_reference_objects = None;
         old.handoff_first_s = None;
         old.indexed_create = None;
+        old.calibrations = None;
         let result = state.apply(Command::SetAdvisorParams {
             params: Box::new(old.clone()),
         });

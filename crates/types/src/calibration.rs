@@ -6,7 +6,16 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 9;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 10;
+
+/// The version that added the count of calibrations the parameters
+/// average ([`AdvisorCalibration::calibrations`]).
+pub const ADVISOR_CALIBRATION_VERSION_10: u32 = 10;
+
+/// The ninth version, still accepted: it has every parameter, but not
+/// the count of calibrations they average that version 10 added (`None`:
+/// one).
+pub const ADVISOR_CALIBRATION_VERSION_9: u32 = 9;
 
 /// The eighth version, still accepted: it has every parameter but the
 /// two version 9 added (`None`): what a search handing off any page pays
@@ -46,6 +55,11 @@ pub const ADVISOR_CALIBRATION_VERSION_1: u32 = 1;
 
 /// At most this many fit reports per payload.
 pub const FITS_MAX: usize = 32;
+
+/// The most calibrations a stored payload averages: past it, each new
+/// calibration replaces this share of the average (see
+/// `tessera_advisor::Params::pooled`).
+pub const CALIBRATIONS_MAX: u32 = 8;
 
 /// The cost-model parameters `tessera calibrate` fits on a running cluster
 /// (the fields of the advisor's `Params` it measures), with how well each
@@ -159,11 +173,16 @@ pub struct AdvisorCalibration {
     /// hop (version 9).
     #[serde(default)]
     pub indexed_create: Option<f64>,
+    /// How many calibrations of this cluster the parameters average, 1
+    /// to [`CALIBRATIONS_MAX`] (version 10; `None` before: one).
+    #[serde(default)]
+    pub calibrations: Option<u32>,
     /// Daemons the cluster had when measured.
     pub daemons: u32,
     /// The configuration epoch at which the measurement started.
     pub epoch: u64,
-    /// How well each fitted operation matched its measurements.
+    /// How well each fitted operation matched its measurements (the
+    /// latest calibration's, when the parameters average several).
     pub fits: Vec<FitQuality>,
 }
 
@@ -189,7 +208,7 @@ impl Eq for FitQuality {}
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A version this build does not know.
-    #[error("advisor calibration version {found} is not {ADVISOR_CALIBRATION_VERSION_1}, {ADVISOR_CALIBRATION_VERSION_2}, {ADVISOR_CALIBRATION_VERSION_3}, {ADVISOR_CALIBRATION_VERSION_4}, {ADVISOR_CALIBRATION_VERSION_5}, {ADVISOR_CALIBRATION_VERSION_6}, {ADVISOR_CALIBRATION_VERSION_7}, {ADVISOR_CALIBRATION_VERSION_8} or {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
+    #[error("advisor calibration version {found} is not one of {ADVISOR_CALIBRATION_VERSION_1} to {ADVISOR_CALIBRATION_VERSION}, the ones this build knows")]
     Version {
         /// The payload's version.
         found: u32,
@@ -218,6 +237,12 @@ pub enum CalibrationError {
     /// No daemons.
     #[error("advisor calibration names 0 daemons")]
     NoDaemons,
+    /// A count of averaged calibrations out of its range.
+    #[error("advisor calibration averages {count} calibrations, not 1 to {CALIBRATIONS_MAX}")]
+    Calibrations {
+        /// The payload's count.
+        count: u32,
+    },
     /// A fit report that is malformed, or too many of them.
     #[error("advisor calibration fit report {index}: {why}")]
     Fit {
@@ -275,6 +300,7 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_6
                 | ADVISOR_CALIBRATION_VERSION_7
                 | ADVISOR_CALIBRATION_VERSION_8
+                | ADVISOR_CALIBRATION_VERSION_9
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -288,6 +314,18 @@ impl AdvisorCalibration {
                     name,
                     present: value.is_some(),
                 });
+            }
+        }
+        if self.calibrations.is_some() != (self.version >= ADVISOR_CALIBRATION_VERSION_10) {
+            return Err(CalibrationError::Shape {
+                version: self.version,
+                name: "calibrations",
+                present: self.calibrations.is_some(),
+            });
+        }
+        if let Some(count) = self.calibrations {
+            if !(1..=CALIBRATIONS_MAX).contains(&count) {
+                return Err(CalibrationError::Calibrations { count });
             }
         }
         let positive = [
@@ -407,6 +445,7 @@ pub(crate) fn sample() -> AdvisorCalibration {
         larger_reference_objects: Some(4000.0),
         handoff_first_s: Some(1.5e-5),
         indexed_create: Some(0.3),
+        calibrations: Some(3),
         daemons: 3,
         epoch: 7,
         fits: vec![FitQuality {
@@ -426,8 +465,44 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 10;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 10 }));
+        bad.version = 11;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 11 }));
+        // Version 10 counts the calibrations its parameters average: one
+        // to CALIBRATIONS_MAX.
+        for count in [0, CALIBRATIONS_MAX + 1] {
+            let mut bad = sample();
+            bad.calibrations = Some(count);
+            assert_eq!(
+                bad.validate(),
+                Err(CalibrationError::Calibrations { count })
+            );
+        }
+        let mut most = sample();
+        most.calibrations = Some(CALIBRATIONS_MAX);
+        assert_eq!(most.validate(), Ok(()));
+        let mut bad = sample();
+        bad.calibrations = None;
+        assert_eq!(
+            bad.validate(),
+            Err(CalibrationError::Shape {
+                version: ADVISOR_CALIBRATION_VERSION,
+                name: "calibrations",
+                present: false
+            })
+        );
+        // Version 9 has every parameter but no count.
+        let mut v9 = sample();
+        v9.version = ADVISOR_CALIBRATION_VERSION_9;
+        assert_eq!(
+            v9.validate(),
+            Err(CalibrationError::Shape {
+                version: 9,
+                name: "calibrations",
+                present: true
+            })
+        );
+        v9.calibrations = None;
+        assert_eq!(v9.validate(), Ok(()));
         let mut bad = sample();
         bad.modify_hop_s = Some(-1e-9);
         assert!(matches!(
@@ -448,7 +523,7 @@ mod tests {
         ));
         // Version 8 has every parameter but what a search handing off
         // any page pays once.
-        let mut v8 = sample();
+        let mut v8 = v9.clone();
         v8.version = ADVISOR_CALIBRATION_VERSION_8;
         assert_eq!(
             v8.validate(),
