@@ -55,39 +55,35 @@ pub struct CalibrateArgs {
     json: bool,
 }
 
-/// What the new calibration is averaged with: the stored parameters and
-/// how many calibrations they average, or why it starts over.
-enum Earlier {
-    Pooled(Box<Params>, u32),
-    StartOver(String),
-}
-
-/// The stored calibration the new one joins ([`Params::pooled`]): one of
+/// The stored calibration the new one joins ([`Params::pooled`]), as
+/// parameters and how many calibrations they average, or why the new one
+/// starts over instead: it joins one of
 /// this build's version measured on as many daemons (`run.daemons`) with
 /// as many objects searched (`run.objects`, the reference of the larger
 /// space's costs). A calibration of another version measured other steps,
 /// one on another cluster other servers.
-fn earlier(stored: Option<&AdvisorCalibration>, run: &CalibrationRun, fresh: bool) -> Earlier {
+fn earlier(
+    stored: Option<&AdvisorCalibration>,
+    run: &CalibrationRun,
+    fresh: bool,
+) -> Result<(Params, u32), String> {
     let (daemons, objects) = (run.daemons, run.objects as f64);
     match stored {
-        _ if fresh => Earlier::StartOver("--fresh".into()),
-        None => Earlier::StartOver("none stored".into()),
-        Some(c) if c.version != ADVISOR_CALIBRATION_VERSION => Earlier::StartOver(format!(
+        _ if fresh => Err("--fresh".into()),
+        None => Err("none stored".into()),
+        Some(c) if c.version != ADVISOR_CALIBRATION_VERSION => Err(format!(
             "the stored one is version {}, not {ADVISOR_CALIBRATION_VERSION}",
             c.version
         )),
-        Some(c) if c.daemons != daemons => Earlier::StartOver(format!(
+        Some(c) if c.daemons != daemons => Err(format!(
             "the stored one was measured on {} daemons, not {daemons}",
             c.daemons
         )),
-        Some(c) if c.larger_reference_objects != Some(objects) => Earlier::StartOver(format!(
+        Some(c) if c.larger_reference_objects != Some(objects) => Err(format!(
             "the stored one searched {} objects, not {objects}",
             c.larger_reference_objects.unwrap_or(0.0)
         )),
-        Some(c) => Earlier::Pooled(
-            Box::new(Params::default().calibrated(c)),
-            c.calibrations.unwrap_or(1),
-        ),
+        Some(c) => Ok((Params::default().calibrated(c), c.calibrations.unwrap_or(1))),
     }
 }
 
@@ -126,25 +122,25 @@ pub async fn run(args: CalibrateArgs, target: &Target) -> anyhow::Result<()> {
     // averaged as if measured: when joining, the stored value is its
     // default instead.
     let defaults = match &earlier {
-        Earlier::Pooled(params, _) => params.as_ref().clone(),
-        Earlier::StartOver(_) => Params::default(),
+        Ok((params, _)) => params.clone(),
+        Err(_) => Params::default(),
     };
     let mut fitted = fit(&measurements, &defaults).context("fitting the measurements")?;
     // The parameters as `advise` will use them: the daemons measured.
     fitted.params.daemons = run.daemons;
     let (params, calibrations) = match &earlier {
-        Earlier::Pooled(params, n) => (
+        Ok((params, n)) => (
             fitted.params.pooled(params, *n),
             (n + 1).min(CALIBRATIONS_MAX),
         ),
-        Earlier::StartOver(_) => (fitted.params.clone(), 1),
+        Err(_) => (fitted.params.clone(), 1),
     };
     let payload = params.calibration(run.daemons, run.epoch, calibrations, fitted.quality.clone());
     admin.set_advisor_params(payload).await?;
     let stored = Stored {
         params,
         calibrations,
-        earlier,
+        started_over: earlier.err(),
     };
     if args.json {
         println!(
@@ -165,18 +161,8 @@ struct Stored {
     params: Params,
     /// How many calibrations they average.
     calibrations: u32,
-    /// What this calibration joined.
-    earlier: Earlier,
-}
-
-impl Stored {
-    /// Why the stored parameters are this calibration's alone, if they are.
-    fn started_over(&self) -> Option<&str> {
-        match &self.earlier {
-            Earlier::StartOver(why) => Some(why),
-            Earlier::Pooled(..) => None,
-        }
-    }
+    /// Why they are this calibration's alone, if they are.
+    started_over: Option<String>,
 }
 
 fn report_json(run: &CalibrationRun, fitted: &Fit, stored: &Stored) -> Value {
@@ -211,7 +197,7 @@ fn report_json(run: &CalibrationRun, fitted: &Fit, stored: &Stored) -> Value {
         "parameters": fitted.params,
         "stored_parameters": stored.params,
         "calibrations": stored.calibrations,
-        "started_over": stored.started_over(),
+        "started_over": stored.started_over,
         "fits": fitted.quality,
         "kept": fitted.kept,
         "steps": steps,
@@ -221,7 +207,7 @@ fn report_json(run: &CalibrationRun, fitted: &Fit, stored: &Stored) -> Value {
 fn report_text(run: &CalibrationRun, fitted: &Fit, stored: &Stored) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let _ = match stored.started_over() {
+    let _ = match &stored.started_over {
         Some(why) => writeln!(
             out,
             "stored in the configuration: parameters measured on {} daemons ({} objects \
