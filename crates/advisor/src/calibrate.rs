@@ -328,9 +328,12 @@ impl Measured {
         };
         let folds = crate::model::larger_folds(*objects, *reference);
         let terms = search.search_terms()?;
-        // Entries read through an index (by equality or over a range),
-        // and whether at least one was.
-        Some([folds * terms[5], folds * terms[4]])
+        let Measured::Search { index_reads, .. } = **search else {
+            return None;
+        };
+        // Whether at least one entry was read through an index, and the
+        // entries read (by equality or over a range).
+        Some([folds * index_reads.clamp(0.0, 1.0), folds * terms[4]])
     }
 
     /// A mix's cost as (its parts' costs weighted by their shares, [the
@@ -391,7 +394,8 @@ impl Measured {
                 // Entries read through an index, over a range or by
                 // equality: each an object read by key.
                 if range { range_entries } else { index_reads },
-                index_reads.clamp(0.0, 1.0),
+                // ε in every region an entry is read in.
+                crate::model::regions_read(regions, index_reads),
                 handed_off,
                 1.0,
                 // Whether any page is handed off (u₁ once), as ε is paid
@@ -596,8 +600,8 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
     }
 
     // Searches: cost = c_req·CR + β·scanned + γ·results + ρ·[range] +
-    // β_r·walked entries + ε·min(1, index reads) + u·pages handed off +
-    // s₀ + u₁·min(1, pages handed off).
+    // β_r·walked entries + ε·regions read + u·pages handed off + s₀ +
+    // u₁·min(1, pages handed off).
     let mut searches: Vec<(Vec<f64>, f64)> = usable
         .iter()
         .filter_map(|m| Some((m.kind.search_terms()?.to_vec(), m.cost_s)))
@@ -1095,7 +1099,15 @@ mod tests {
                 index_reads,
                 handed_off: if at_once { 0.0 } else { regions },
             };
-            let first = if index_reads > 0.0 { eps } else { 0.0 };
+            // ε in every region that reads an entry: the one region, or
+            // of r regions those the reads land in, spread as Poisson.
+            let first = if index_reads == 0.0 {
+                0.0
+            } else if regions == 1.0 {
+                eps
+            } else {
+                eps * regions * (1.0 - (-index_reads / regions).exp())
+            };
             // u per page handed off, u₁ once.
             let handed_off = if at_once {
                 0.0
@@ -1171,8 +1183,10 @@ mod tests {
         for (share, returned) in [(0.2, true), (0.9, true), (0.2, false), (0.9, false)] {
             let phi = share / r;
             let (regions, entries) = (1.0 + phi * (r - 1.0), phi * objects);
+            // ε in each region met, as the entries land in all of them.
+            let first = |reads: f64| eps * regions * (1.0 - (-reads / regions).exp());
             let cost = if returned {
-                base + regions * c_req + rho + entries * (beta_r + gamma) + eps
+                base + regions * c_req + rho + entries * (beta_r + gamma) + first(entries)
             } else {
                 // The range spans `share` of an interval, 250 objects an
                 // interval: it lies in one region with probability
@@ -1188,7 +1202,7 @@ mod tests {
                     + pages.min(1.0) * first_off
                     + rho
                     + read * beta_r
-                    + eps
+                    + first(read)
             };
             let step = if returned {
                 format!("range {share}")

@@ -11,7 +11,7 @@
 //! | grid | R^(1/\|S\|) intervals per dimension | `grid_for_partitions`' real counts |
 //! | a contacted region | scanned whole | walks a usable local index: reads matches only |
 //! | per search, per region, per result | – | s₀; c_req (+ u where the region's page is not bounded by its index); γ |
-//! | per request | a get and a write are hops | a get, a write and an insert cost their calibrated request costs; a search that reads through an index pays ε once |
+//! | per request | a get and a write are hops | a get, a write and an insert cost their calibrated request costs; a search that reads through an index pays ε in every region it reads in |
 //! | a range walk | – | ρ per search, β_r per entry read |
 //! | a walk of an index that modifies churn | – | T·q·H / (2N) dead entries per live one, β_r each |
 //! | a scan of records that modifies rewrite | – | T·q·H / (2N) dead versions per live record (q: every modify), β each |
@@ -249,6 +249,22 @@ pub fn larger_folds(objects: f64, reference: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// The regions a walk reads at least one entry in, when it reads
+/// `reads` entries over `regions` regions: each such region's first read
+/// through its index costs ε (`Params::walk_first_s`) beside the entries'
+/// β_r (`docs/design/advisor.md`, "A first read in every region"). The
+/// entries are taken as Poisson over the regions alike,
+/// regions·(1 − e^(−reads/regions)), but never fewer than min(1, reads):
+/// a walk that reads one entry reads it in one region, not in 1 − e⁻¹ of
+/// one. 0 without regions or reads.
+pub fn regions_read(regions: f64, reads: f64) -> f64 {
+    if regions <= 0.0 || reads <= 0.0 {
+        return 0.0;
+    }
+    let spread = regions * (1.0 - (-reads / regions).exp());
+    spread.max(reads.min(1.0))
 }
 
 /// The share of a region's pages that a walk testing a check object by
@@ -604,14 +620,15 @@ impl<'a> Context<'a> {
         // (Calibration version 4 and before fitted equality walks at β:
         // β_r is what they measure as well, `calibrate.rs`.)
         let p = self.params;
-        // A walk that reads at least one object pays ε once per search
-        // (its first read through an index costs more than the next).
-        // On a space larger than the calibration's, reading through an
+        // A walk pays ε in every region it reads an object in (a
+        // region's first read through its index costs more than the
+        // next; `regions_read`). On a space larger than the calibration's, reading through an
         // index costs more, per search and per entry, by the e-folds of
         // the ratio (`larger_folds`; a scan does not).
         let folds = larger_folds(self.objects, p.larger_reference_objects);
         let first = |share: f64| {
-            (p.walk_first_s + folds * p.larger_search_s) * (in_regions * share).min(1.0)
+            let reads = in_regions * share;
+            p.walk_first_s * regions_read(met, reads) + folds * p.larger_search_s * reads.min(1.0)
         };
         let entry_s = p.range_entry_s + folds * p.larger_entry_s;
         let (share, per_entry_s, walk_s, walked) = match walk(SearchOp::Eq) {
@@ -1784,6 +1801,41 @@ mod tests {
         let w = hotels(r#"{"p": 1, "search": {"price": "range"}}"#);
         let thesis = predict(Model::Thesis, &w, &layout, &params).class_costs_s[0];
         assert!((thesis - 256_000.0 * params.beta_s).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_walk_pays_epsilon_in_every_region_it_reads_an_entry_in() {
+        // By hand: 16 regions, 20 entries spread as Poisson: 16·(1 −
+        // e^(−1.25)) = 11.4159 regions read; half an entry over 16 regions
+        // is at most one region's (0.5, not 0.4923); one region reads in
+        // one region however many entries; no reads, no regions.
+        assert!((regions_read(16.0, 20.0) - 11.415_923).abs() < 1e-5);
+        assert_eq!(regions_read(16.0, 0.5), 0.5);
+        assert_eq!(regions_read(1.0, 10.0), 1.0);
+        assert_eq!((regions_read(16.0, 0.0), regions_read(0.0, 3.0)), (0.0, 0.0));
+        // City = v matches 4,000 / 200 = 20 objects. Through an index of
+        // city in all 16 regions the walk pays ε in 11.4159 of them;
+        // through a ⟨city⟩ subspace, in the one region it meets.
+        let w = parse_workload(
+            r#"{"space": "space hotels key id attributes city, addr, post, tel, int price create 16 partitions tolerate 1 failure",
+                "objects": 4000, "distinct": {"city": 200},
+                "classes": [{"p": 1, "search": {"city": "eq"}}]}"#,
+            None,
+        )
+        .expect("valid workload");
+        let without = Params::default();
+        let with = Params {
+            walk_first_s: 2e-6,
+            ..Params::default()
+        };
+        let added = |layout: &Layout| {
+            predict(Model::Tessera, &w, layout, &with).class_costs_s[0]
+                - predict(Model::Tessera, &w, layout, &without).class_costs_s[0]
+        };
+        let indexed = added(&Layout::new(vec![], vec![C], vec![], false));
+        assert!((indexed - 2e-6 * 11.415_923).abs() < 1e-10, "{indexed}");
+        let subspace = added(&Layout::of_subspaces(vec![vec![C]]));
+        assert!((subspace - 2e-6).abs() < 1e-12, "{subspace}");
     }
 
     #[test]

@@ -81,10 +81,12 @@ pub struct Params {
     /// (`docs/design/advisor.md`, "An insert into an indexed region";
     /// calibration version 9). Default 0.
     pub indexed_create: f64,
-    /// Seconds per search whose regions read at least one object through
-    /// a local index, whatever their count (the first read through an
-    /// index costs more than the next ones: measured 4–6 µs against about
-    /// 1 µs). Default 0.
+    /// Seconds per region in which a search reads at least one object
+    /// through a local index, whatever their count there (a region's
+    /// first read through its index costs more than the next ones;
+    /// `model::regions_read`). Calibration version 11 fits it so;
+    /// versions 3–10 fitted it once per search, and their value is priced
+    /// per region as well (recalibrate). Default 0.
     pub walk_first_s: f64,
     /// Seconds per region contacted whose page is not bounded by what it
     /// returns, on top of c_req: a scan, or an index walk with a check

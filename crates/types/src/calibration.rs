@@ -6,10 +6,17 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 10;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 11;
 
-/// The version that added the count of calibrations the parameters
-/// average ([`AdvisorCalibration::calibrations`]).
+/// The version that fits ε (`walk_first_s`) per region a search reads an
+/// entry in instead of once per search. Its fields are version 10's; the
+/// number tells `tessera calibrate` not to average a new fit with one of
+/// the other meaning.
+pub const ADVISOR_CALIBRATION_VERSION_11: u32 = 11;
+
+/// The tenth version, still accepted: it added the count of calibrations
+/// the parameters average ([`AdvisorCalibration::calibrations`]); its ε
+/// was fitted once per search.
 pub const ADVISOR_CALIBRATION_VERSION_10: u32 = 10;
 
 /// The ninth version, still accepted: it has every parameter, but not
@@ -301,6 +308,7 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_7
                 | ADVISOR_CALIBRATION_VERSION_8
                 | ADVISOR_CALIBRATION_VERSION_9
+                | ADVISOR_CALIBRATION_VERSION_10
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -465,9 +473,13 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 11;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 11 }));
-        // Version 10 counts the calibrations its parameters average: one
+        bad.version = 12;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 12 }));
+        // Version 10, with the same fields as 11, is still accepted.
+        let mut v10 = sample();
+        v10.version = ADVISOR_CALIBRATION_VERSION_10;
+        assert_eq!(v10.validate(), Ok(()));
+        // Versions 10 and 11 count the calibrations its parameters average: one
         // to CALIBRATIONS_MAX.
         for count in [0, CALIBRATIONS_MAX + 1] {
             let mut bad = sample();
