@@ -1812,7 +1812,10 @@ mod tests {
         assert!((regions_read(16.0, 20.0) - 11.415_923).abs() < 1e-5);
         assert_eq!(regions_read(16.0, 0.5), 0.5);
         assert_eq!(regions_read(1.0, 10.0), 1.0);
-        assert_eq!((regions_read(16.0, 0.0), regions_read(0.0, 3.0)), (0.0, 0.0));
+        assert_eq!(
+            (regions_read(16.0, 0.0), regions_read(0.0, 3.0)),
+            (0.0, 0.0)
+        );
         // City = v matches 4,000 / 200 = 20 objects. Through an index of
         // city in all 16 regions the walk pays ε in 11.4159 of them;
         // through a ⟨city⟩ subspace, in the one region it meets.
