@@ -622,9 +622,10 @@ impl<'a> Context<'a> {
         let p = self.params;
         // A walk pays ε in every region it reads an object in (a
         // region's first read through its index costs more than the
-        // next; `regions_read`). On a space larger than the calibration's, reading through an
-        // index costs more, per search and per entry, by the e-folds of
-        // the ratio (`larger_folds`; a scan does not).
+        // next; `regions_read`). On a space larger than the
+        // calibration's, reading through an index costs more, per search
+        // and per entry, by the e-folds of the ratio (`larger_folds`; a
+        // scan does not).
         let folds = larger_folds(self.objects, p.larger_reference_objects);
         let first = |share: f64| {
             let reads = in_regions * share;
