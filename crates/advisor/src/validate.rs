@@ -163,6 +163,30 @@ pub fn agreement(predicted: &[f64], measured: &[f64]) -> Option<Agreement> {
     })
 }
 
+/// How far a validation's measurements agree with themselves: each
+/// layout's runs (in the order run) split into the first, third, fifth …
+/// and the second, fourth …, so that both halves span every round, and
+/// the medians of the first half compared with those of the second as
+/// [`agreement`] compares predictions with measurements. Its error, τ-b
+/// and whether the two halves find the same best are what the machine
+/// allows a model to reach at half the runs: a model no better than its
+/// measurements cannot be shown to be within less of them. `None` when a
+/// layout has fewer than two runs (or as [`agreement`]).
+pub fn halves_agreement(runs: &[Vec<f64>]) -> Option<Agreement> {
+    if runs.iter().any(|r| r.len() < 2) {
+        return None;
+    }
+    let half = |start: usize| -> Option<Vec<f64>> {
+        runs.iter()
+            .map(|r| {
+                let picked: Vec<f64> = r.iter().skip(start).step_by(2).copied().collect();
+                spread(&picked).map(|s| s.median)
+            })
+            .collect()
+    };
+    agreement(&half(0)?, &half(1)?)
+}
+
 /// The median of repeated measurements and their spread.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
@@ -379,6 +403,35 @@ mod tests {
         assert_eq!((a.predicted_best_ties, a.tied_best_measured_rank), (2, 1));
         assert_eq!(agreement(&[], &[]), None);
         assert_eq!(agreement(&[1.], &[0.]), None);
+    }
+
+    #[test]
+    fn the_runs_split_into_alternate_halves_and_are_compared_with_each_other() {
+        // Layout 0 ran 100, 130, 110, 90, 120: first half 100, 110, 120
+        // (median 110), second 130, 90 (median 110). Layout 1 ran 200,
+        // 150, 210, 170: halves 200, 210 (205) and 150, 170 (160).
+        // Layout 2 ran 50, 60: halves 50 and 60.
+        let runs = vec![
+            vec![100., 130., 110., 90., 120.],
+            vec![200., 150., 210., 170.],
+            vec![50., 60.],
+        ];
+        let a = halves_agreement(&runs).unwrap();
+        // |110/110 − 1| = 0, |205/160 − 1| = 0.28125, |50/60 − 1| = 1/6.
+        let expected = (0.0 + 45.0 / 160.0 + 1.0 / 6.0) / 3.0;
+        assert!(close(a.mean_abs_relative_error, expected), "{a:?}");
+        // Both halves rank 1 > 0 > 2: τ-b 1, the same best.
+        assert!(close(a.kendall_tau_b.unwrap(), 1.0));
+        assert_eq!((a.predicted_best, a.predicted_best_measured_rank), (1, 1));
+        // Swap what layout 1's halves saw against layout 0's: the first
+        // half's best (layout 1 at 205) is the second half's second.
+        let runs = vec![vec![100., 180., 110.], vec![200., 150., 210., 170.]];
+        let a = halves_agreement(&runs).unwrap();
+        assert_eq!(a.predicted_best_measured_rank, 2);
+        assert!(close(a.kendall_tau_b.unwrap(), -1.0));
+        // A layout measured once has no second half.
+        assert_eq!(halves_agreement(&[vec![1., 2.], vec![3.]]), None);
+        assert_eq!(halves_agreement(&[]), None);
     }
 
     fn ranked(subspaces: Vec<Vec<usize>>, ops: f64) -> Ranked {

@@ -1298,6 +1298,21 @@ impl LayoutsReport {
                 a.kendall_tau_b
                     .map_or("undefined".to_string(), |t| format!("{t:.3}"))
             );
+            if let Some(h) = self.halves() {
+                let _ = writeln!(
+                    out,
+                    "the runs against themselves (each layout's odd runs vs its even ones): \
+                     {:.1}% apart, tau-b {}, {}",
+                    h.mean_abs_relative_error * 100.0,
+                    h.kendall_tau_b
+                        .map_or("undefined".to_string(), |t| format!("{t:.3}")),
+                    if h.predicted_best_measured_rank == 1 {
+                        "the same best"
+                    } else {
+                        "a different best"
+                    }
+                );
+            }
             let _ = write!(
                 out,
                 "predicted best: measured rank {} of {}",
@@ -1522,6 +1537,14 @@ impl LayoutsReport {
             "mean_abs_relative_error_around_level": self.error_around_level(),
             "mean_measured_spread": self.mean_spread(),
             "mean_abs_relative_error_per_round": self.per_round_error(),
+            // The runs against themselves: the first, third … run of
+            // each layout against its second, fourth …, compared as the
+            // predictions are (what the machine lets a model reach).
+            "halves": self.halves().map(|h| json!({
+                "mean_abs_relative_error": h.mean_abs_relative_error,
+                "kendall_tau_b": h.kendall_tau_b,
+                "same_best": h.predicted_best_measured_rank == 1,
+            })),
         })
     }
 
@@ -1569,6 +1592,15 @@ impl LayoutsReport {
             .iter()
             .map(|r| (r.sampled.prediction.ops_per_s, r.measured_ops_per_s))
             .unzip()
+    }
+
+    /// The runs against themselves
+    /// ([`tessera_advisor::validate::halves_agreement`]): each layout's
+    /// alternate runs as two measurements, compared as predictions are.
+    /// `None` with fewer than two runs of some layout.
+    pub fn halves(&self) -> Option<Agreement> {
+        let runs: Vec<Vec<f64>> = self.runs.iter().map(|r| r.runs_ops_per_s.clone()).collect();
+        tessera_advisor::validate::halves_agreement(&runs)
     }
 
     /// The mean absolute relative error against each layout's

@@ -166,6 +166,30 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
         / n;
     assert!((num(&doc, "mean_measured_spread") - spread).abs() <= 1e-9);
     assert!(stdout.contains("the predictions' level"), "{stdout}");
+    // The runs against themselves: with two runs each, every layout's
+    // first run against its second.
+    let run = |l: &Json, i: usize| l["runs_ops_per_s"][i].as_f64().expect("a rate");
+    let apart = layouts
+        .iter()
+        .map(|l| (run(l, 0) / run(l, 1) - 1.0).abs())
+        .sum::<f64>()
+        / n;
+    let halves = &doc["halves"];
+    assert!(
+        (num(halves, "mean_abs_relative_error") - apart).abs() <= 1e-9,
+        "{halves:#} against {apart}"
+    );
+    let fastest_in = |i: usize| {
+        (0..layouts.len())
+            .max_by(|&a, &b| run(&layouts[a], i).total_cmp(&run(&layouts[b], i)))
+            .expect("layouts")
+    };
+    assert_eq!(
+        halves["same_best"].as_bool(),
+        Some(run(&layouts[fastest_in(0)], 1) >= run(&layouts[fastest_in(1)], 1)),
+        "{halves:#}"
+    );
+    assert!(stdout.contains("the runs against themselves"), "{stdout}");
     // Each round ran every layout once, the second starting elsewhere
     // than the first: the predicted best ran first in round 1 only.
     let positions: Vec<Vec<u64>> = layouts
