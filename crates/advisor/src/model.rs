@@ -977,6 +977,17 @@ mod tests {
         parse_workload(&text, None).expect("valid workload")
     }
 
+    /// Hotels of `objects` objects in `partitions` partitions, f = 1,
+    /// `cities` distinct cities, searched only by city.
+    fn city_searches(partitions: u32, objects: u64, cities: u64) -> Workload {
+        let text = format!(
+            r#"{{"space": "space hotels key id attributes city, addr, post, tel, int price create {partitions} partitions tolerate 1 failure",
+                "objects": {objects}, "distinct": {{"city": {cities}}},
+                "classes": [{{"p": 1, "search": {{"city": "eq"}}}}]}}"#
+        );
+        parse_workload(&text, None).expect("valid workload")
+    }
+
     const C: usize = 1;
     const A: usize = 2;
     const P: usize = 3;
@@ -1472,13 +1483,7 @@ mod tests {
             ..Params::default()
         };
         // 100 cities: a search reads many entries.
-        let w = parse_workload(
-            r#"{"space": "space hotels key id attributes city, addr, post, tel, int price create 256 partitions tolerate 1 failure",
-                "objects": 256000, "distinct": {"city": 100},
-                "classes": [{"p": 1, "search": {"city": "eq"}}]}"#,
-            None,
-        )
-        .expect("valid workload");
+        let w = city_searches(256, 256_000, 100);
         let cost =
             |layout: &Layout, p: &Params| predict(Model::Tessera, &w, layout, p).class_costs_s[0];
         let city = Layout::of_subspaces(vec![vec![C]]);
@@ -1820,13 +1825,7 @@ mod tests {
         // City = v matches 4,000 / 200 = 20 objects. Through an index of
         // city in all 16 regions the walk pays ε in 11.4159 of them;
         // through a ⟨city⟩ subspace, in the one region it meets.
-        let w = parse_workload(
-            r#"{"space": "space hotels key id attributes city, addr, post, tel, int price create 16 partitions tolerate 1 failure",
-                "objects": 4000, "distinct": {"city": 200},
-                "classes": [{"p": 1, "search": {"city": "eq"}}]}"#,
-            None,
-        )
-        .expect("valid workload");
+        let w = city_searches(16, 4000, 200);
         let without = Params::default();
         let with = Params {
             walk_first_s: 2e-6,
