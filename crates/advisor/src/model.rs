@@ -592,7 +592,9 @@ impl<'a> Context<'a> {
         // among the contacted regions' objects are a share s / cover of
         // them, where cover is the share of the objects on the check's
         // axis those regions hold (1 when the attribute is not a dimension
-        // here).
+        // here). Of several equalities the daemon walks the one on the
+        // lowest attribute number (it keeps no statistics that would tell
+        // it the rarest); of several ranges, the narrowest.
         let walk = |wanted: SearchOp| {
             search
                 .checks
@@ -611,7 +613,11 @@ impl<'a> Context<'a> {
                     ((self.selectivity(search, a, op) / cover).min(1.0), a)
                 })
                 .fold(None, |best: Option<(f64, usize)>, w| {
-                    Some(best.map_or(w, |b| if w.0 < b.0 { w } else { b }))
+                    let better = |b: (f64, usize)| match wanted {
+                        SearchOp::Eq => w.1 < b.1,
+                        SearchOp::Range | SearchOp::Regex => w.0 < b.0,
+                    };
+                    Some(best.map_or(w, |b| if better(b) { w } else { b }))
                 })
         };
         // A walk reads each entry's object by key, β_r per entry whether
@@ -1807,6 +1813,35 @@ mod tests {
         let w = hotels(r#"{"p": 1, "search": {"price": "range"}}"#);
         let thesis = predict(Model::Thesis, &w, &layout, &params).class_costs_s[0];
         assert!((thesis - 256_000.0 * params.beta_s).abs() < 1e-12);
+    }
+
+    #[test]
+    fn of_two_indexed_equalities_the_walk_takes_the_lower_attribute_as_the_daemon_does() {
+        // city (attribute 1) has 100 values and tel (attribute 4) 100,000:
+        // tel is the rarer, but `choose_access` walks the first narrowing
+        // equality by slot, city, having no statistics to tell. With both
+        // indexed the search costs what it costs with city's index alone,
+        // and more than with tel's alone.
+        let w = parse_workload(
+            r#"{"space": "space hotels key id attributes city, addr, post, tel, int price create 16 partitions tolerate 1 failure",
+                "objects": 100000, "distinct": {"city": 100, "tel": 100000},
+                "classes": [{"p": 1, "search": {"city": "eq", "tel": "eq"}}]}"#,
+            None,
+        )
+        .expect("valid workload");
+        let params = Params::default();
+        let cost = |indexes: Vec<usize>| {
+            predict(
+                Model::Tessera,
+                &w,
+                &Layout::new(vec![], indexes, vec![], false),
+                &params,
+            )
+            .class_costs_s[0]
+        };
+        let (both, city, tel) = (cost(vec![C, T]), cost(vec![C]), cost(vec![T]));
+        assert_eq!(both, city);
+        assert!(tel < city, "tel's walk {tel} against city's {city}");
     }
 
     #[test]
