@@ -32,7 +32,7 @@ use crate::thesis;
 use crate::workload::{narrows, ClassKind, Search, SearchOp, Workload};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
-use tessera_types::plan::INLINE_LOADS;
+use tessera_types::plan::{EQUALITY_SWITCH, INLINE_LOADS};
 use tessera_types::region::{default_layout, grid_for_partitions};
 use tessera_types::replex::covering_set;
 use tessera_types::{RegionId, SpaceId};
@@ -592,10 +592,9 @@ impl<'a> Context<'a> {
         // among the contacted regions' objects are a share s / cover of
         // them, where cover is the share of the objects on the check's
         // axis those regions hold (1 when the attribute is not a dimension
-        // here). Of several equalities the daemon walks the one on the
-        // lowest attribute number (it keeps no statistics that would tell
-        // it the rarest); of several ranges, the narrowest.
-        let walk = |wanted: SearchOp| {
+        // here). These are the checks a walk may take, as (share,
+        // attribute).
+        let candidates = |wanted: SearchOp| -> Vec<(f64, usize)> {
             search
                 .checks
                 .iter()
@@ -612,14 +611,38 @@ impl<'a> Context<'a> {
                         .map_or(1.0, |d| self.axis_share(search, a, part.grid[d]));
                     ((self.selectivity(search, a, op) / cover).min(1.0), a)
                 })
-                .fold(None, |best: Option<(f64, usize)>, w| {
-                    let better = |b: (f64, usize)| match wanted {
-                        SearchOp::Eq => w.1 < b.1,
-                        SearchOp::Range | SearchOp::Regex => w.0 < b.0,
-                    };
-                    Some(best.map_or(w, |b| if better(b) { w } else { b }))
-                })
+                .collect()
         };
+        // Of several ranges the daemon walks the narrowest. Of several
+        // equalities it walks the lowest attribute's entries first; once a
+        // region's walk has read EQUALITY_SWITCH of them without ending, it
+        // counts every list's entries from there (up to as many) and goes
+        // on with the fewest (`daemon::index::Access::Equalities`). Priced
+        // by the entries a region holds on average: the first list's when
+        // they are no more than EQUALITY_SWITCH; else EQUALITY_SWITCH of
+        // them, then the rarest list's, each loaded, and the counts, each
+        // an entry stepped over at β. Yields (share loaded, attribute
+        // walked last, entries counted).
+        let equality = {
+            let eqs = candidates(SearchOp::Eq);
+            let lowest = eqs.iter().copied().min_by_key(|w| w.1);
+            let rarest = eqs.iter().copied().min_by(|x, y| x.0.total_cmp(&y.0));
+            let per_region = |share: f64| in_regions * share / met.max(1.0);
+            let switch = EQUALITY_SWITCH as f64;
+            lowest.zip(rarest).map(|(lowest, rarest)| {
+                if per_region(lowest.0) <= switch || rarest.1 == lowest.1 {
+                    (lowest.0, lowest.1, 0.0)
+                } else {
+                    let loaded = (met * switch / in_regions + rarest.0).min(lowest.0);
+                    let counted =
+                        met * eqs.iter().map(|w| per_region(w.0).min(switch)).sum::<f64>();
+                    (loaded, rarest.1, counted)
+                }
+            })
+        };
+        let range = candidates(SearchOp::Range)
+            .into_iter()
+            .min_by(|x, y| x.0.total_cmp(&y.0));
         // A walk reads each entry's object by key, β_r per entry whether
         // the object is then returned or not, and a range walk pays ρ once
         // per search; a scan steps from record to record at β each.
@@ -638,9 +661,14 @@ impl<'a> Context<'a> {
             p.walk_first_s * regions_read(met, reads) + folds * p.larger_search_s * reads.min(1.0)
         };
         let entry_s = p.range_entry_s + folds * p.larger_entry_s;
-        let (share, per_entry_s, walk_s, walked) = match walk(SearchOp::Eq) {
-            Some((share, a)) => (share, entry_s, first(share), Some((a, SearchOp::Eq))),
-            None => match walk(SearchOp::Range) {
+        let (share, per_entry_s, walk_s, walked) = match equality {
+            Some((share, a, counted)) => (
+                share,
+                entry_s,
+                first(share) + counted * p.beta_s,
+                Some((a, SearchOp::Eq)),
+            ),
+            None => match range {
                 Some((share, a)) => (
                     share,
                     entry_s,
@@ -1816,32 +1844,56 @@ mod tests {
     }
 
     #[test]
-    fn of_two_indexed_equalities_the_walk_takes_the_lower_attribute_as_the_daemon_does() {
-        // city (attribute 1) has 100 values and tel (attribute 4) 100,000:
-        // tel is the rarer, but `choose_access` walks the first narrowing
-        // equality by slot, city, having no statistics to tell. With both
-        // indexed the search costs what it costs with city's index alone,
-        // and more than with tel's alone.
-        let w = parse_workload(
-            r#"{"space": "space hotels key id attributes city, addr, post, tel, int price create 16 partitions tolerate 1 failure",
-                "objects": 100000, "distinct": {"city": 100, "tel": 100000},
-                "classes": [{"p": 1, "search": {"city": "eq", "tel": "eq"}}]}"#,
-            None,
-        )
-        .expect("valid workload");
-        let params = Params::default();
-        let cost = |indexes: Vec<usize>| {
+    fn of_two_indexed_equalities_the_walk_ends_on_the_rarer_as_the_daemon_does() {
+        // city (attribute 1) has 100 values and tel (attribute 4) one per
+        // object: tel is the rarer, but the daemon's walk starts with
+        // city's entries, the lower slot.
+        let workload = |objects: u64| {
+            parse_workload(
+                &format!(
+                    r#"{{"space": "space hotels key id attributes city, addr, post, tel, int price create 16 partitions tolerate 1 failure",
+                        "objects": {objects}, "distinct": {{"city": 100, "tel": {objects}}},
+                        "classes": [{{"p": 1, "search": {{"city": "eq", "tel": "eq"}}}}]}}"#
+                ),
+                None,
+            )
+            .expect("valid workload")
+        };
+        let cost = |w: &Workload, indexes: Vec<usize>, params: &Params| {
             predict(
                 Model::Tessera,
-                &w,
+                w,
                 &Layout::new(vec![], indexes, vec![], false),
-                &params,
+                params,
             )
             .class_costs_s[0]
         };
-        let (both, city, tel) = (cost(vec![C, T]), cost(vec![C]), cost(vec![T]));
-        assert_eq!(both, city);
-        assert!(tel < city, "tel's walk {tel} against city's {city}");
+        let params = Params::default();
+        // 1,000 objects: 10 city entries over 16 regions, fewer than
+        // EQUALITY_SWITCH in each; the walk reads them all, as city's
+        // index alone would have it.
+        let few = workload(1000);
+        assert_eq!(
+            cost(&few, vec![C, T], &params),
+            cost(&few, vec![C], &params)
+        );
+        // 100,000 objects: 62.5 city entries a region. The walk loads 16,
+        // counts 16 of city's and tel's 1/16, and ends on tel's list:
+        // dearer than tel's index alone, cheaper than city's.
+        let many = workload(100_000);
+        let both = cost(&many, vec![C, T], &params);
+        let (city, tel) = (cost(&many, vec![C], &params), cost(&many, vec![T], &params));
+        assert!(tel < both && both < city, "{tel} < {both} < {city}");
+        // The counts, 16 regions · (16 + 1/16) entries, are priced at β.
+        let stepping = Params {
+            beta_s: params.beta_s + 1e-6,
+            ..params.clone()
+        };
+        let counted = (cost(&many, vec![C, T], &stepping) - both) / 1e-6;
+        assert!(
+            (counted - 16.0 * (16.0 + 1.0 / 16.0)).abs() < 1e-6,
+            "{counted}"
+        );
     }
 
     #[test]

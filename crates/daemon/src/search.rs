@@ -327,7 +327,7 @@ pub fn search_plan(view: &ReadView<'_>, request: &DaemonRequest) -> PagePlan {
     let access = access_for(view, *space, *region, checks, *sort, wanted);
     if index::walk_is_bounded(desc, &access, checks) {
         PagePlan::AtOnce
-    } else if matches!(access, Access::Index { .. }) {
+    } else if matches!(access, Access::Index { .. } | Access::Equalities { .. }) {
         PagePlan::Walk
     } else {
         PagePlan::Apart

@@ -8,6 +8,7 @@
 use proptest::prelude::*;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use tessera_daemon::index::{
     choose_access, key_order_page, place_of, sorted_page, Access, IndexedEngine, Match, PageBounds,
@@ -15,10 +16,12 @@ use tessera_daemon::index::{
 };
 use tessera_daemon::record::Record;
 use tessera_protocol::SortBy;
+use tessera_storage::fault::{Hooked, Hooks};
 use tessera_storage::{
     Durability, Engine, FjallEngine, IndexRange, IndexWrite, MemoryEngine, Write,
 };
 use tessera_types::coordinate::{coordinate, key_bytes};
+use tessera_types::plan::EQUALITY_SWITCH;
 use tessera_types::region::default_splits;
 use tessera_types::{
     Attribute, Check, Configuration, DataType, Epoch, Object, PredOp, Region, RegionId, Space,
@@ -186,11 +189,35 @@ struct Query {
     page: usize,
     /// Cut every page after its first object by the size bound.
     tiny_pages: bool,
+    /// Entries a walk of several equalities reads before it first counts
+    /// the others' (`Access::Equalities`): small, so that the walks here,
+    /// over a few dozen objects, move from list to list.
+    switch_after: usize,
+}
+
+/// Two equalities on attributes the key subspace indexes (and the ⟨c, d⟩
+/// subspace, for c and d), so that walks of several equalities are common.
+fn equalities() -> impl Strategy<Value = Vec<Check>> {
+    let equality = prop_oneof![
+        (-4i64..4).prop_map(|v| Check::new(A, PredOp::Eq(Value::Int(v)))),
+        (0..FLOATS.len()).prop_map(|i| Check::new(D, PredOp::Eq(Value::Float(FLOATS[i])))),
+        (0..NAMES.len()).prop_map(|i| Check::new(C, PredOp::Eq(Value::str(NAMES[i])))),
+        (0i64..4).prop_map(|v| Check::new(T, PredOp::Eq(Value::Timestamp(v)))),
+    ];
+    (
+        equality.clone(),
+        equality,
+        proptest::collection::vec(check(), 0..2),
+    )
+        .prop_map(|(x, y, rest)| [x, y].into_iter().chain(rest).collect())
 }
 
 fn query() -> impl Strategy<Value = Query> {
     (
-        proptest::collection::vec(check(), 0..3),
+        prop_oneof![
+            3 => proptest::collection::vec(check(), 0..3),
+            1 => equalities(),
+        ],
         proptest::option::of((
             prop_oneof![Just(A), Just(D), Just(T), Just(C), Just(E)],
             any::<bool>(),
@@ -198,14 +225,18 @@ fn query() -> impl Strategy<Value = Query> {
         proptest::option::of(0u64..6),
         1usize..6,
         proptest::bool::weighted(0.2),
+        1usize..4,
     )
-        .prop_map(|(checks, sort, limit, page, tiny_pages)| Query {
-            checks,
-            sort: sort.map(|(attr, descending)| SortBy { attr, descending }),
-            limit,
-            page,
-            tiny_pages,
-        })
+        .prop_map(
+            |(checks, sort, limit, page, tiny_pages, switch_after)| Query {
+                checks,
+                sort: sort.map(|(attr, descending)| SortBy { attr, descending }),
+                limit,
+                page,
+                tiny_pages,
+                switch_after,
+            },
+        )
 }
 
 /// Every region's objects, by storage key, as the engine should hold them,
@@ -414,6 +445,18 @@ fn brute_cmp(a: &Value, b: &Value) -> Ordering {
     }
 }
 
+/// `access`, a walk of several equalities counting the others' entries
+/// after `switch_after` of its own.
+fn switching_after(access: Access, switch_after: usize) -> Access {
+    match access {
+        Access::Equalities { walks, .. } => Access::Equalities {
+            walks,
+            switch_after,
+        },
+        other => other,
+    }
+}
+
 fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queries: &[Query]) {
     let space = &config.spaces[0];
     for (subspace, layout) in space.subspaces.iter().enumerate() {
@@ -453,8 +496,10 @@ fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queri
                 let mut after: Option<Vec<u8>> = None;
                 for round in 0.. {
                     assert!(round < 1000, "paging does not end");
-                    let access =
-                        choose_access(&space.desc, &cell, &q.checks, None, Some(q.page as u64));
+                    let access = switching_after(
+                        choose_access(&space.desc, &cell, &q.checks, None, Some(q.page as u64)),
+                        q.switch_after,
+                    );
                     let (page, more) = key_order_page(
                         engine,
                         region,
@@ -498,12 +543,15 @@ fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queri
                     if wanted == 0 {
                         break;
                     }
-                    let access = choose_access(
-                        &space.desc,
-                        &cell,
-                        &q.checks,
-                        Some(sort),
-                        Some(wanted as u64),
+                    let access = switching_after(
+                        choose_access(
+                            &space.desc,
+                            &cell,
+                            &q.checks,
+                            Some(sort),
+                            Some(wanted as u64),
+                        ),
+                        q.switch_after,
                     );
                     let position = after.as_ref().map(|(v, k)| (Some(v), k.as_slice()));
                     let (page, more) = sorted_page(
@@ -691,6 +739,7 @@ fn data_without_an_index_is_indexed_on_open() {
             limit: None,
             page: 2,
             tiny_pages: false,
+            switch_after: 1,
         },
         Query {
             checks: vec![Check::new(T, PredOp::Ge(Value::Timestamp(1)))],
@@ -701,9 +750,110 @@ fn data_without_an_index_is_indexed_on_open() {
             limit: Some(3),
             page: 2,
             tiny_pages: false,
+            switch_after: 1,
         },
     ];
     check_model(&engine, &config, &model, &queries);
+}
+
+/// Objects loaded through a [`Hooked`] engine.
+#[derive(Default)]
+struct Loads(AtomicU64);
+
+impl Hooks for Loads {
+    fn objects_read(&self, count: u64) {
+        self.0.fetch_add(count, AtomicOrdering::Relaxed);
+    }
+}
+
+/// Of several indexed equalities the walk ends on the rarest, whatever
+/// the attributes' order: d = 0.5 holds for every object and c =
+/// "needle" for one, yet d's slot (2) comes before c's (3). A walk of d
+/// alone loads every object of the region; the walk of both loads
+/// `EQUALITY_SWITCH` of them, counts, and reads c's one entry.
+#[test]
+fn a_walk_of_several_equalities_ends_on_the_rarest() {
+    let config = config();
+    let space = &config.spaces[0];
+    let engine = Arc::new(IndexedEngine::open(Arc::new(MemoryEngine::new()), &config).unwrap());
+    let object = |key: i64, c: &str| Object {
+        values: vec![
+            Value::Int(key),
+            Value::Int(0),
+            Value::Float(0.5),
+            Value::str(c),
+            Value::Timestamp(0),
+            Value::Int(0),
+        ],
+    };
+    let needle = object(7, "needle");
+    let objects: Vec<Object> = (0..400)
+        .map(|k| {
+            if k == 7 {
+                needle.clone()
+            } else {
+                object(k, &format!("x{k}"))
+            }
+        })
+        .collect();
+    let mut batch = Vec::new();
+    for o in &objects {
+        for layout in &space.subspaces {
+            batch.push(Write::Put {
+                region: layout.region_of(o).id,
+                key: key_bytes(&o.values[0]),
+                value: record(1, Some(o.clone())).encode(),
+            });
+        }
+    }
+    engine.apply(batch).unwrap();
+    let key_subspace = &space.subspaces[0];
+    let region = key_subspace.region_of(&needle).id;
+    let in_region = objects
+        .iter()
+        .filter(|o| key_subspace.region_of(o).id == region)
+        .count() as u64;
+    let checks = [
+        Check::new(D, PredOp::Eq(Value::Float(0.5))),
+        Check::new(C, PredOp::Eq(Value::str("needle"))),
+    ];
+    let access = choose_access(&space.desc, &place_of(space, region), &checks, None, None);
+    let Access::Equalities { walks, .. } = &access else {
+        panic!("two indexed equalities: {access:?}");
+    };
+    assert_eq!(
+        walks
+            .iter()
+            .map(|(slot, _)| slot.clone())
+            .collect::<Vec<_>>(),
+        vec![Slot::Attr(D), Slot::Attr(C)]
+    );
+    let loads = |access: &Access| {
+        let counting = Hooked::new(engine.clone(), Loads::default());
+        let bounds = PageBounds {
+            objects: 100,
+            size: |m: &Match| m.bytes,
+            size_max: usize::MAX,
+        };
+        let (page, more) =
+            key_order_page(&counting, region, access, &checks, None, bounds).unwrap();
+        assert!(!more);
+        let keys: Vec<Vec<u8>> = page.into_iter().map(|m| m.key).collect();
+        assert_eq!(keys, vec![key_bytes(&Value::Int(7))]);
+        counting.hooks().0.load(AtomicOrdering::Relaxed)
+    };
+    let d_alone = Access::Index {
+        slot: Slot::Attr(D),
+        interval: (walks[0].1, walks[0].1),
+        walk: Walk::Unordered,
+    };
+    assert_eq!(loads(&d_alone), in_region);
+    let both = loads(&access);
+    assert!(
+        in_region > 2 * EQUALITY_SWITCH,
+        "{in_region} objects in the region"
+    );
+    assert!(both <= EQUALITY_SWITCH + 1, "{both} loads");
 }
 
 /// The choices that make searches cheap: equality uses its index, a range

@@ -37,6 +37,14 @@ use std::fmt::Write as _;
 /// it (`tessera_daemon::search::PagePlan`), the advisor's model prices it.
 pub const INLINE_LOADS: u64 = 64;
 
+/// Entries a region's walk of one of several indexed equalities reads
+/// before it counts the others' entries and moves to the fewest (then
+/// twice as many before it counts again): a daemon keeps no statistics of
+/// which value is rare, so it finds out by reading. The daemon enforces it
+/// (`tessera_daemon::index::Access::Equalities`), the advisor's model
+/// prices it.
+pub const EQUALITY_SWITCH: u64 = 16;
+
 /// The regions a search contacts: all in one subspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SearchPlan {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use tessera_protocol::SortBy;
 use tessera_types::coordinate::key_bytes;
 use tessera_types::interval::intersect_intervals;
+use tessera_types::plan::EQUALITY_SWITCH;
 use tessera_types::{Check, DataType, PredOp, RegionId, Space, SpaceDesc, Value};
 
 /// How a search reads one region.
@@ -28,6 +29,20 @@ pub enum Access {
         slot: Slot,
         interval: (u64, u64),
         walk: Walk,
+    },
+    /// Two or more equalities, each on a slot the region indexes
+    /// completely, as (slot, coordinate) by slot number. Each one's
+    /// entries hold every match, in key order. The walk reads the first
+    /// one's; once it has read `switch_after` entries without reaching
+    /// their end, it counts every list's entries from the key it stopped
+    /// at (up to as many) and goes on with the fewest, counting again
+    /// after twice as many. A list taken up at a key misses no match
+    /// below it (the lists walked before held them all) and repeats none,
+    /// so the walk costs about the rarest equality's entries, whatever the
+    /// attributes' order, without statistics of the values.
+    Equalities {
+        walks: Vec<(Slot, u64)>,
+        switch_after: usize,
     },
 }
 
@@ -136,7 +151,8 @@ fn key_equality(desc: &SpaceDesc, checks: &[Check]) -> Option<Vec<u8>> {
 pub fn walk_is_bounded(desc: &SpaceDesc, access: &Access, checks: &[Check]) -> bool {
     match access {
         Access::Nothing | Access::Key(_) => true,
-        Access::Scan => false,
+        // Each slot serves the checks of its own attribute or path only.
+        Access::Scan | Access::Equalities { .. } => false,
         Access::Index { slot, .. } => checks.iter().all(|check| {
             slot.serves(check)
                 && desc
@@ -151,7 +167,9 @@ pub fn walk_is_bounded(desc: &SpaceDesc, access: &Access, checks: &[Check]) -> b
 /// of `desc`'s space at `place` (see [`place_of`]). A check on a document
 /// path counts when a complete path index serves it ([`Slot::serves`]),
 /// exactly as a check on an indexed attribute does; on equal footing the
-/// attributes come first (their slot numbers are lower).
+/// attributes come first (their slot numbers are lower). An equality is
+/// walked before any range; of several, [`Access::Equalities`] starts
+/// with the lowest slot and finds the rarest as it reads.
 pub fn choose_access(
     desc: &SpaceDesc,
     place: &RegionPlace,
@@ -197,8 +215,19 @@ pub fn choose_access(
         interval,
         walk: Walk::Unordered,
     };
-    if let Some(&(slot, interval)) = narrowing.iter().find(|(_, (lo, hi))| lo == hi) {
-        return walk_of(slot, interval);
+    let mut equalities = narrowing.iter().filter(|(_, (lo, hi))| lo == hi);
+    if let Some(&(slot, interval)) = equalities.next() {
+        let others: Vec<(Slot, u64)> = equalities.map(|&(s, (c, _))| (s.clone(), c)).collect();
+        if others.is_empty() {
+            return walk_of(slot, interval);
+        }
+        let walks = std::iter::once((slot.clone(), interval.0))
+            .chain(others)
+            .collect();
+        return Access::Equalities {
+            walks,
+            switch_after: EQUALITY_SWITCH as usize,
+        };
     }
     let sorted_slot = sort.map(|s| Slot::Attr(s.attr));
     let ordered_walk = match (sort, limit) {

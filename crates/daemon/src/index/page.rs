@@ -200,6 +200,104 @@ fn walk_index(
     failure.map_or(Ok(()), Err)
 }
 
+/// Walks the lists of several equalities ([`Access::Equalities`]) in key
+/// order from after `after`: the current list until it has read
+/// `switch_after` entries without ending, then, from the key it stopped
+/// at, the list with the fewest entries left (counted up to as many; the
+/// current one on a tie), with `switch_after` doubled. `found` gets each
+/// match and returns whether to go on.
+fn walk_equalities(
+    engine: &dyn Engine,
+    region: RegionId,
+    walks: &[(Slot, u64)],
+    switch_after: usize,
+    after: Option<&[u8]>,
+    filter: Filter<'_>,
+    found: &mut dyn FnMut(Match) -> bool,
+) -> Result<(), ReadPageError> {
+    let Some(mut current) = walks.first() else {
+        return Ok(());
+    };
+    let mut switch_after = switch_after.max(1);
+    // The first entry of a list to read: one after `after`'s, then the
+    // stopped key's own.
+    let after_key = |slot: &Slot, coord: u64, key: &[u8]| {
+        let mut e = entry(slot.number(), coord, key);
+        e.push(0);
+        e
+    };
+    let mut start = after.map(|a| after_key(&current.0, current.1, a));
+    loop {
+        let (slot, coord) = current;
+        let mut read = 0;
+        let mut stopped_at: Option<Vec<u8>> = None;
+        walk_index(
+            engine,
+            region,
+            Entries {
+                start: start.take(),
+                ..Entries::of(slot, (*coord, *coord))
+            },
+            filter,
+            &mut |_, key| {
+                if read == switch_after {
+                    stopped_at = Some(key.to_vec());
+                    Step::Stop
+                } else {
+                    read += 1;
+                    Step::Load
+                }
+            },
+            found,
+        )?;
+        // The list ended, or the page is full.
+        let Some(key) = stopped_at else {
+            return Ok(());
+        };
+        let mut fewest = count_entries(engine, region, slot, *coord, &key, switch_after)?;
+        for other in walks {
+            if other != current {
+                let n = count_entries(engine, region, &other.0, other.1, &key, fewest)?;
+                if n < fewest {
+                    (fewest, current) = (n, other);
+                }
+            }
+        }
+        start = Some(entry(current.0.number(), current.1, &key));
+        switch_after = switch_after.saturating_mul(2);
+    }
+}
+
+/// The entries of `slot` at `coord` from storage key `from` on, counted up
+/// to `cap`.
+fn count_entries(
+    engine: &dyn Engine,
+    region: RegionId,
+    slot: &Slot,
+    coord: u64,
+    from: &[u8],
+    cap: usize,
+) -> Result<usize, ReadPageError> {
+    let start = entry(slot.number(), coord, from);
+    let (_, end) = entry_bounds(slot.number(), (coord, coord));
+    let mut n = 0;
+    if cap > 0 {
+        engine.index_scan(
+            region,
+            IndexRange {
+                start: &start,
+                end: end.as_deref(),
+                reverse: false,
+            },
+            &mut |_| {
+                n += 1;
+                n < cap
+            },
+        )?;
+    }
+    Ok(n)
+}
+
 /// Scans the region in key order after `after`; `found` gets each match
 /// and returns whether to go on.
 fn scan_region(
@@ -313,6 +411,18 @@ pub fn key_order_page(
                 }
             }
         }
+        Access::Equalities {
+            walks,
+            switch_after,
+        } => walk_equalities(
+            engine,
+            region,
+            walks,
+            *switch_after,
+            after,
+            filter,
+            &mut take,
+        )?,
         &Access::Index {
             ref slot, interval, ..
         } if interval.0 == interval.1 => {
@@ -507,6 +617,21 @@ pub fn sorted_page(
             Entries::of(slot, interval),
             filter,
             &mut |_, _| Step::Load,
+            &mut |m| {
+                top.offer(m);
+                true
+            },
+        )?,
+        Access::Equalities {
+            walks,
+            switch_after,
+        } => walk_equalities(
+            engine,
+            region,
+            walks,
+            *switch_after,
+            None,
+            filter,
             &mut |m| {
                 top.offer(m);
                 true
