@@ -17,7 +17,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::hint::black_box;
 use std::sync::Arc;
 use tessera_daemon::index::{
-    choose_access, key_order_page, place_of, sorted_page, stored_object, IndexedEngine, PageBounds,
+    choose_access, key_order_page, place_of, sorted_page, stored_object, Access, IndexedEngine,
+    PageBounds, Walk,
 };
 use tessera_daemon::record::Record;
 use tessera_protocol::frame::{decode, decode_shared, encode};
@@ -285,6 +286,95 @@ fn engines(c: &mut Criterion) {
     group.finish();
 }
 
+/// A search of a common value and a rare one, both indexed, where the
+/// common one's attribute comes first (`status = "active" and email =
+/// …`): the first list walked to its end, as the daemon read it before
+/// session 47, against the walk that counts both lists after 16 entries
+/// and goes on with the rarer (`Access::Equalities`), in one run.
+fn several_equalities(c: &mut Criterion) {
+    // Subspaces of both, so that the key subspace's regions index both
+    // completely (`Space::entries_complete`); only those regions are
+    // written and read here.
+    let desc = parse_space(
+        "space people key k attributes string status, string email \
+         subspace status subspace email create 4 partitions",
+    )
+    .expect("the space parses");
+    let space = tessera_types::region::default_layout(SpaceId(1), desc);
+    let config = Configuration {
+        epoch: Epoch(1),
+        spaces: vec![space.clone()],
+        ..Configuration::default()
+    };
+    let person = |n: i64| Object {
+        values: vec![
+            Value::str(&format!("p{n}")),
+            Value::str(if n % 2 == 0 { "active" } else { "idle" }),
+            Value::str(&format!("p{n}@example.org")),
+        ],
+    };
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let inner: Arc<dyn Engine> =
+        Arc::new(FjallEngine::open(dir.path(), Durability::Interval).expect("fjall opens"));
+    let indexed = IndexedEngine::open(inner, &config).expect("index opens");
+    let key_subspace = &space.subspaces[0];
+    for n in 0..RECORDS {
+        let object = person(n);
+        let write = Write::Put {
+            region: key_subspace.region_of(&object).id,
+            key: key_bytes(&object.values[0]),
+            value: Record {
+                version: Version(1),
+                object: Some(object),
+                recent: vec![],
+            }
+            .encode(),
+        };
+        indexed.apply(vec![write]).expect("put");
+    }
+    let target = person(778);
+    let region = key_subspace.region_of(&target).id;
+    let checks = [
+        Check::new(1, PredOp::Eq(Value::str("active"))),
+        Check::new(2, PredOp::Eq(Value::str("p778@example.org"))),
+    ];
+    let switching = choose_access(&space.desc, &place_of(&space, region), &checks, None, None);
+    let Access::Equalities { walks, .. } = &switching else {
+        panic!("two indexed equalities: {switching:?}");
+    };
+    let first_only = Access::Index {
+        slot: walks[0].0.clone(),
+        interval: (walks[0].1, walks[0].1),
+        walk: Walk::Unordered,
+    };
+    let bounds = PageBounds {
+        objects: 256,
+        size: |m| m.bytes,
+        size_max: 256 * 1024,
+    };
+    for access in [&first_only, &switching] {
+        let (found, more) =
+            key_order_page(&indexed, region, access, &checks, None, bounds).expect("page");
+        assert!(
+            found.len() == 1 && found[0].key == key_bytes(&target.values[0]) && !more,
+            "{access:?} finds exactly p778"
+        );
+    }
+    let mut group = c.benchmark_group("several equalities");
+    for (name, access) in [
+        ("status's list walked to its end", &first_only),
+        ("moved to email's list after 16", &switching),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                key_order_page(&indexed, region, access, black_box(&checks), None, bounds)
+                    .expect("page")
+            })
+        });
+    }
+    group.finish();
+}
+
 /// An object as the client yields it: attribute names with the values.
 fn client_record(desc: &SpaceDesc, object: Object) -> Vec<(String, Value)> {
     desc.attrs
@@ -477,6 +567,7 @@ criterion_group!(
     coordinates,
     predicates,
     engines,
+    several_equalities,
     search_pages,
     client_pages
 );
