@@ -157,7 +157,11 @@ fn predicates(c: &mut Criterion) {
 const RECORDS: i64 = 2000;
 
 fn put(n: i64, region: RegionId) -> Write {
-    let object = record_object(n);
+    put_object(record_object(n), region)
+}
+
+/// A put of `object` at version 1 into `region`, keyed by its first value.
+fn put_object(object: Object, region: RegionId) -> Write {
     Write::Put {
         region,
         key: key_bytes(&object.values[0]),
@@ -320,17 +324,10 @@ fn several_equalities(c: &mut Criterion) {
     let key_subspace = &space.subspaces[0];
     for n in 0..RECORDS {
         let object = person(n);
-        let write = Write::Put {
-            region: key_subspace.region_of(&object).id,
-            key: key_bytes(&object.values[0]),
-            value: Record {
-                version: Version(1),
-                object: Some(object),
-                recent: vec![],
-            }
-            .encode(),
-        };
-        indexed.apply(vec![write]).expect("put");
+        let region = key_subspace.region_of(&object).id;
+        indexed
+            .apply(vec![put_object(object, region)])
+            .expect("put");
     }
     let target = person(778);
     let region = key_subspace.region_of(&target).id;
