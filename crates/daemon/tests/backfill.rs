@@ -282,3 +282,88 @@ fn the_key_walk_resumes_from_its_cursor_and_writes_no_new_version() {
         Cursor::Finished
     );
 }
+
+/// A daemon that comes back to a region it held, as the target of a
+/// transfer, keeps the objects the source finds current (the source sends
+/// only what changed). An index built while it was away never indexed
+/// them here: before it says it has everything, it writes their entries,
+/// or a search walking the ready index at its new tail would miss them
+/// (simulator seed 11470).
+#[test]
+fn a_transfer_target_indexes_what_it_kept_for_an_index_built_while_it_was_away() {
+    use tessera_daemon::node::{Job, Output};
+    use tessera_daemon::transfer::DIGEST_BUCKETS;
+    use tessera_protocol::{Message, TransferMsg};
+    use tessera_types::{DaemonId, DaemonInfo, DaemonState, Transfer};
+
+    const SOURCE: DaemonId = DaemonId(2);
+    const TRANSFER: u64 = 7;
+    let objects = 100;
+    // The stale copy: every object, no entry for the index, now ready.
+    let disk = disk_of(objects);
+    let mut config = config();
+    config.spaces[0].indexes[0].state = PartState::Ready;
+    config.spaces[0].subspaces[0].regions[0].chain = vec![SOURCE];
+    config.daemons.insert(
+        SOURCE,
+        DaemonInfo {
+            id: SOURCE,
+            addr: "d2:1".into(),
+            state: DaemonState::Available,
+            metrics: None,
+        },
+    );
+    config.transfers.push(Transfer {
+        id: TRANSFER,
+        region: REGION,
+        from: SOURCE,
+        to: common::ME,
+        replaces: None,
+    });
+    let engine = IndexedEngine::open(disk.clone(), &config).expect("open");
+    let node = start_with(config, engine);
+    assert_eq!(entries(&disk), 0);
+
+    // The source's scan is done and skipped every bucket: the target
+    // held all of it already.
+    let mut jobs = Vec::new();
+    let mut collect = |o: Output| {
+        if let Output::Job(job) = o {
+            jobs.push(job)
+        }
+    };
+    let progress = TransferMsg::Progress {
+        transfer: TRANSFER,
+        attempt: 0,
+        from: SOURCE,
+        region: REGION,
+        sent: 0,
+        scanned: true,
+        skipped: vec![u64::MAX; DIGEST_BUCKETS / 64],
+    };
+    node.on_peer(Message::Transfer(progress.clone()), &mut collect);
+    let prune = jobs
+        .into_iter()
+        .find(|j| matches!(j, Job::Transfer(_)))
+        .expect("the target prunes before it says it has everything");
+    node.run_job(prune, &mut |_| {});
+    assert_eq!(
+        entries(&disk),
+        objects as usize,
+        "one entry per kept object"
+    );
+    assert_eq!(cursor(&disk), Cursor::Finished);
+
+    // Only then does it say it has everything.
+    let mut sent = Vec::new();
+    node.on_peer(Message::Transfer(progress), &mut |o| {
+        if let Output::Send { msg, .. } = o {
+            sent.push(msg)
+        }
+    });
+    assert!(
+        sent.iter()
+            .any(|m| matches!(m, Message::Transfer(TransferMsg::Have { .. }))),
+        "{sent:?}"
+    );
+}

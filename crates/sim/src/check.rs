@@ -30,22 +30,34 @@ pub enum KvOp {
     /// Delete an existing object.
     Del,
     Get,
-    /// A lookup through a global index for attribute `attr` (1 = `a`,
-    /// 2 = `b`) in `lo..=hi` did not find this key: a read that holds
-    /// when there is no object or its value lies outside the range.
-    LookupMissed {
-        attr: u8,
-        lo: i64,
-        hi: i64,
+    /// A search returned this object: a read that may take effect at any
+    /// time after the search began (see `crate::searches`).
+    Found,
+    /// A keys-only search returned this key: likewise, a read that the
+    /// key has an object then.
+    FoundKey,
+    /// A lookup through a global index or a search did not find this
+    /// key, asking for `a` and `b` in these inclusive ranges (a lookup
+    /// bounds one of them): a read that holds when there is no object or
+    /// one of its values lies outside its range.
+    Missed {
+        a: (i64, i64),
+        b: (i64, i64),
     },
 }
 
 impl KvOp {
     /// Whether the operation may change the object.
     pub fn is_update(self) -> bool {
-        !matches!(self, KvOp::Get | KvOp::LookupMissed { .. })
+        !matches!(
+            self,
+            KvOp::Get | KvOp::Found | KvOp::FoundKey | KvOp::Missed { .. }
+        )
     }
 }
+
+/// No bound on an attribute, in [`KvOp::Missed`].
+pub const ANY: (i64, i64) = (i64::MIN, i64::MAX);
 
 /// What the cluster answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,14 +80,28 @@ pub fn step(state: State, op: KvOp) -> (State, KvResult) {
         (KvOp::CondPut { .. }, s) => (s, KvResult::CmpFail),
         (KvOp::Add { n }, Some((a, b))) => (Some((a + n, b)), KvResult::Ok),
         (KvOp::Del, Some(_)) => (None, KvResult::Ok),
-        (KvOp::Get, s) => (
+        (KvOp::Get | KvOp::Found, s) => (
             s,
             s.map_or(KvResult::NotFound, |(a, b)| KvResult::Value(a, b)),
         ),
-        (KvOp::LookupMissed { attr, lo, hi }, s) => {
+        (KvOp::FoundKey, s) => (
+            s,
+            if s.is_some() {
+                KvResult::Ok
+            } else {
+                KvResult::NotFound
+            },
+        ),
+        (
+            KvOp::Missed {
+                a: (a_lo, a_hi),
+                b: (b_lo, b_hi),
+            },
+            s,
+        ) => {
             let matched =
-                s.is_some_and(|(a, b)| (lo..=hi).contains(if attr == 1 { &a } else { &b }));
-            // A miss is consistent with a state the lookup could not match.
+                s.is_some_and(|(a, b)| (a_lo..=a_hi).contains(&a) && (b_lo..=b_hi).contains(&b));
+            // A miss is consistent with a state the read could not match.
             (
                 s,
                 if matched {
@@ -95,6 +121,14 @@ pub struct Event {
     pub op: KvOp,
     pub invoke: u64,
     pub ret: Option<(u64, KvResult)>,
+}
+
+/// Whether an update in `events` may have taken effect between `start`
+/// and `end`: a read over that span saw no single state of the key.
+pub fn update_overlaps(events: &[Event], start: u64, end: u64) -> bool {
+    events
+        .iter()
+        .any(|e| e.op.is_update() && e.invoke < end && e.ret.is_none_or(|(t, _)| t > start))
 }
 
 /// The most operations one key's history may hold.
@@ -252,11 +286,7 @@ mod tests {
     fn a_lookup_may_miss_a_key_only_while_it_does_not_match() {
         let missed = |invoke, ret| {
             ev(
-                KvOp::LookupMissed {
-                    attr: 1,
-                    lo: 0,
-                    hi: 2,
-                },
+                KvOp::Missed { a: (0, 2), b: ANY },
                 invoke,
                 ret,
                 KvResult::Ok,
@@ -288,17 +318,39 @@ mod tests {
             missed(3, 4),
         ];
         assert!(check_key(&h).is_ok());
-        let b = ev(
-            KvOp::LookupMissed {
-                attr: 2,
-                lo: 1,
-                hi: 1,
-            },
-            2,
-            3,
-            KvResult::Ok,
-        );
+        let b = ev(KvOp::Missed { a: ANY, b: (1, 1) }, 2, 3, KvResult::Ok);
         assert!(check_key(&[ev(KvOp::Put { a: 7, b: 1 }, 0, 1, KvResult::Ok), b]).is_err());
+    }
+
+    #[test]
+    fn what_a_search_returns_may_take_effect_after_it_but_not_before_it_began() {
+        let put = ev(KvOp::Put { a: 1, b: 1 }, 0, 10, KvResult::Ok);
+        let del = ev(KvOp::Del, 20, 30, KvResult::Ok);
+        let found = |op, invoke, result| ev(op, invoke, u64::MAX, result);
+        // Seen during the put (before it returned), and before the delete.
+        for op in [KvOp::Found, KvOp::FoundKey] {
+            let result = match op {
+                KvOp::Found => KvResult::Value(1, 1),
+                _ => KvResult::Ok,
+            };
+            assert!(check_key(&[put.clone(), found(op, 5, result)]).is_ok());
+            assert!(check_key(&[put.clone(), del.clone(), found(op, 15, result)]).is_ok());
+            // A search that began after the delete returned cannot see it.
+            assert!(check_key(&[put.clone(), del.clone(), found(op, 31, result)]).is_err());
+        }
+        // Nor a value the key never held.
+        assert!(check_key(&[put, found(KvOp::Found, 5, KvResult::Value(1, 2))]).is_err());
+    }
+
+    #[test]
+    fn a_search_on_both_attributes_misses_a_key_only_when_one_is_out_of_range() {
+        let put = ev(KvOp::Put { a: 1, b: 1 }, 0, 1, KvResult::Ok);
+        let missed = |a, b| ev(KvOp::Missed { a, b }, 2, 3, KvResult::Ok);
+        assert!(check_key(&[put.clone(), missed((1, 1), (1, 2))]).is_err());
+        assert!(check_key(&[put.clone(), missed(ANY, ANY)]).is_err());
+        assert!(check_key(&[put.clone(), missed((1, 1), (2, 3))]).is_ok());
+        assert!(check_key(&[put, missed((-1, 0), (1, 1))]).is_ok());
+        assert!(check_key(&[missed(ANY, ANY)]).is_ok());
     }
 
     #[test]

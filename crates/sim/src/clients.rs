@@ -5,6 +5,7 @@ use crate::check::{Event, KvOp, KvResult};
 use crate::knobs::Rng;
 use crate::lookups::LookupRun;
 use crate::report::Violation;
+use crate::searches::SearchRun;
 use crate::world::{Ev, Msg, Node, World, CLIENT_TIMEOUT_MS};
 
 use std::sync::Arc;
@@ -43,6 +44,8 @@ pub(crate) struct SimClient {
     pub(crate) lookup: Option<LookupRun>,
     /// Keys a finished lookup found, to read next (last first).
     pub(crate) lookup_gets: Vec<i64>,
+    /// A search in progress (`crate::searches`).
+    pub(crate) search: Option<SearchRun>,
 }
 
 impl World {
@@ -52,6 +55,13 @@ impl World {
             if self.now >= run.deadline {
                 self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
                 self.send_lookup(c);
+            }
+            return;
+        }
+        if let Some(run) = &client.search {
+            if self.now >= run.deadline {
+                self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+                self.send_search(c);
             }
             return;
         }
@@ -103,6 +113,7 @@ impl World {
                 },
                 6 => KvOp::Del,
                 _ if self.try_start_lookup(c) => return,
+                _ if self.try_start_search(c) => return,
                 _ => KvOp::Get,
             };
             (key, op)
@@ -204,11 +215,16 @@ impl World {
                         self.send_current(c);
                     } else if client.lookup.is_some() {
                         self.send_lookup(c);
+                    } else if client.search.is_some() {
+                        self.send_search(c);
                     }
                 }
             }
             Msg::Response { id, resp } if self.clients[c].lookup.is_some() => {
                 self.lookup_hears(c, id, resp)?
+            }
+            Msg::Response { id, resp } if self.clients[c].search.is_some() => {
+                self.search_hears(c, id, resp)?
             }
             Msg::Response { id, resp } => self.client_hears(c, id, resp)?,
             _ => {}
@@ -273,7 +289,67 @@ impl World {
     }
 }
 
+/// Whether a page of a lookup or a search was refused for a stale
+/// configuration, a replica that left, or a missing lease: the client
+/// asks again in a newer configuration ([`World::page_refused`]).
+pub(crate) fn page_refused(resp: &DaemonResponse) -> bool {
+    matches!(
+        resp,
+        DaemonResponse::WrongEpoch { .. }
+            | DaemonResponse::Failed {
+                status: Status::Reconfigure | Status::Offline | Status::UnknownSpace,
+                ..
+            }
+    )
+}
+
 impl World {
+    /// A new message id for client `c`'s next page request, and when the
+    /// client stops waiting for its answer.
+    pub(crate) fn next_page_send(&mut self) -> (u64, u64) {
+        let msg_id = self.next_msg_id;
+        self.next_msg_id += 1;
+        (msg_id, self.now + CLIENT_TIMEOUT_MS)
+    }
+
+    /// Sends client `c`'s page request `req` (send `msg_id`) for `region`
+    /// to the region's tail in `config`, or, if the region has no replica
+    /// now, asks for a newer configuration. Either way the client wakes
+    /// when it stops waiting.
+    pub(crate) fn send_page(
+        &mut self,
+        c: usize,
+        msg_id: u64,
+        config: &Configuration,
+        region: tessera_types::RegionId,
+        req: DaemonRequest,
+    ) {
+        self.at(CLIENT_TIMEOUT_MS, Ev::ClientWake(c));
+        let Some(&tail) = config.region(region).and_then(|(_, _, r)| r.chain.last()) else {
+            self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+            return;
+        };
+        self.trace(|| format!("client {c} page of {region} -> {tail}"));
+        self.report_if_severed(c, tail);
+        self.send(
+            Node::Client(c),
+            Node::Daemon(tail),
+            Msg::Request {
+                id: msg_id,
+                epoch: config.epoch,
+                req,
+            },
+        );
+    }
+
+    /// Client `c`'s page was refused ([`page_refused`]): it fetches the
+    /// configuration and asks again soon. Returns its new deadline.
+    pub(crate) fn retry_page_soon(&mut self, c: usize) -> u64 {
+        self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
+        self.at(100, Ev::ClientWake(c));
+        self.now + 100
+    }
+
     /// If a cut keeps client `c` from connecting to `daemon`, the client
     /// tells the coordinator (as the client library does, at most once per
     /// [`ReportLimit`]'s interval per daemon): evidence of a gray failure.
@@ -349,12 +425,14 @@ impl SimClient {
             reported: ReportLimit::default(),
             lookup: None,
             lookup_gets: Vec::new(),
+            search: None,
         }
     }
 
-    /// Whether it waits for an answer (an operation or a lookup).
+    /// Whether it waits for an answer (an operation, a lookup or a
+    /// search).
     pub(crate) fn busy(&self) -> bool {
-        self.current.is_some() || self.lookup.is_some()
+        self.current.is_some() || self.lookup.is_some() || self.search.is_some()
     }
 }
 
@@ -402,7 +480,9 @@ pub(crate) fn update_request(
             vec![],
             vec![],
         ),
-        KvOp::Get | KvOp::LookupMissed { .. } => unreachable!("a read is not an update"),
+        KvOp::Get | KvOp::Found | KvOp::FoundKey | KvOp::Missed { .. } => {
+            unreachable!("a read is not an update")
+        }
     };
     UpdateRequest {
         space,

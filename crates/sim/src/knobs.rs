@@ -72,6 +72,10 @@ pub struct Knobs {
     /// through an indexlet, and a write that changes `a`'s sign moves the
     /// object's entry from one to the other.
     pub global_index: bool,
+    /// Clients also search (`crate::searches`): by equalities and ranges
+    /// on `a` and `b`, through the subspaces and the regions' indexes.
+    /// Half the subspace-space seeds; a replex space not yet.
+    pub searches: bool,
     /// The space is a replex space instead of the subspace space (about one
     /// seed in five; see [`ReplexSpace`]).
     pub replex: Option<ReplexSpace>,
@@ -149,6 +153,7 @@ impl Knobs {
             LayoutChange::SplitGlobalIndex,
         ]);
         let global_index = Rng::new(rng.clone().next_u64() ^ 0x61_0BA1).chance(500);
+        let searches = Rng::new(rng.clone().next_u64() ^ 0x005E_A2C4).chance(500);
         let mut own = Rng::new(rng.clone().next_u64() ^ 0x4E_91E5);
         let replex = if own.chance(200) {
             Some(ReplexSpace {
@@ -165,6 +170,7 @@ impl Knobs {
         let knobs = Knobs {
             layout_change,
             global_index,
+            searches,
             drop_per_mille: rng.pick(&[0, 0, 5, 30, 100]),
             dup_per_mille: rng.pick(&[0, 10, 50]),
             delay_max_ms: rng.pick(&[2, 10, 40, 150]),
@@ -216,6 +222,9 @@ impl Knobs {
             f,
             subspaces: 0,
             global_index: false,
+            // Not yet: a search may read a region being refreshed
+            // (docs/design/replex.md, "What remains").
+            searches: false,
             layout_change,
             losses: rng.chance(750),
             lost_timeout_ms: Some(rng.pick(&[2_500, 4_000, 6_000])),
@@ -228,6 +237,11 @@ impl Knobs {
     /// every key region and every group of a hybrid and every daemon leads
     /// some; elsewhere the key is the number itself (all in one region,
     /// as seeds have always run).
+    /// The key whose [`Knobs::key_value`] is `value`, if any.
+    pub(crate) fn key_of(&self, value: &Value) -> Option<i64> {
+        (0..self.keys).find(|&k| self.key_value(k) == *value)
+    }
+
     pub(crate) fn key_value(&self, key: i64) -> Value {
         if self.replex.is_none() {
             return Value::Int(key);

@@ -22,6 +22,7 @@
 //! | `nemesis` | which fault, on whom, for how long; healing |
 //! | `power` | power losses: every daemon crashing at once (an option) |
 //! | `clients` | the workload and the history it records |
+//! | `lookups`, `searches` | reads through global indexes, and through subspaces and regions' indexes, turned into claims the checker judges |
 //! | `converge`, [`check`] | settling after healing, and the checks |
 //!
 //! A seed fixes everything: the knobs (loss, duplication, delay, which
@@ -65,6 +66,7 @@ mod pause;
 mod power;
 mod replex;
 mod report;
+mod searches;
 mod trace;
 mod world;
 

@@ -10,7 +10,7 @@
 //!
 //! - every key an entry named is read with an ordinary get (the object is
 //!   the ground truth; a get is checked like any other);
-//! - every other key gets a [`KvOp::LookupMissed`] event spanning the walk:
+//! - every other key gets a [`KvOp::Missed`] event spanning the walk:
 //!   the lookup claims that the key did not match at some instant of it.
 //!
 //! The claim is what the design promises (docs/design/global-indexes.md):
@@ -19,11 +19,12 @@
 //! the walk's cursor and so hide a key whose old and new values both match;
 //! keys with an update overlapping the walk are therefore not claimed.
 
-use crate::check::{Event, KvOp, KvResult, EVENTS_PER_KEY_MAX};
+use crate::check::{update_overlaps, Event, KvOp, KvResult, ANY, EVENTS_PER_KEY_MAX};
+use crate::clients::page_refused;
 use crate::report::Violation;
-use crate::world::{Ev, Msg, Node, World, CLIENT_TIMEOUT_MS};
+use crate::world::{Ev, World};
 use std::collections::BTreeSet;
-use tessera_protocol::{DaemonRequest, DaemonResponse, SearchAfter, Status};
+use tessera_protocol::{DaemonRequest, DaemonResponse, SearchAfter};
 use tessera_types::lookup::order_interval;
 use tessera_types::region::regions_intersecting;
 use tessera_types::{
@@ -135,16 +136,14 @@ impl World {
     /// Sends the lookup's next page request in the client's configuration,
     /// planning again if its indexlet is gone from it.
     pub(crate) fn send_lookup(&mut self, c: usize) {
-        let msg_id = self.next_msg_id;
-        self.next_msg_id += 1;
-        let now = self.now;
+        let (msg_id, deadline) = self.next_page_send();
         let space_id = self.space;
         let client = &mut self.clients[c];
         let (Some(run), Some(config)) = (client.lookup.as_mut(), client.config.clone()) else {
             return;
         };
         run.msg_id = msg_id;
-        run.deadline = now + CLIENT_TIMEOUT_MS;
+        run.deadline = deadline;
         let Some(space) = config.space_by_id(space_id) else {
             return self.finish_lookup(c, false);
         };
@@ -166,12 +165,6 @@ impl World {
         let Some(&region) = run.lanes.first() else {
             return self.finish_lookup(c, true);
         };
-        let Some(&tail) = config.region(region).and_then(|(_, _, r)| r.chain.last()) else {
-            // No replica now: wait for a newer configuration.
-            self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
-            self.at(CLIENT_TIMEOUT_MS, Ev::ClientWake(c));
-            return;
-        };
         let req = DaemonRequest::Lookup {
             space: space_id,
             region,
@@ -180,18 +173,7 @@ impl World {
             after: run.after.clone(),
             limit: Some(PAGE_ENTRIES),
         };
-        self.trace(|| format!("client {c} lookup page of {region} -> {tail}"));
-        self.at(CLIENT_TIMEOUT_MS, Ev::ClientWake(c));
-        self.report_if_severed(c, tail);
-        self.send(
-            Node::Client(c),
-            Node::Daemon(tail),
-            Msg::Request {
-                id: msg_id,
-                epoch: config.epoch,
-                req,
-            },
-        );
+        self.send_page(c, msg_id, &config, region, req);
     }
 
     /// Client `c` hears the answer to its lookup's send `id`.
@@ -234,16 +216,11 @@ impl World {
                 }
                 self.send_lookup(c);
             }
-            DaemonResponse::WrongEpoch { .. }
-            | DaemonResponse::Failed {
-                status: Status::Reconfigure | Status::Offline | Status::UnknownSpace,
-                ..
-            } => {
-                // Stale configuration, a replica that left, or no lease:
-                // fetch the configuration and try again soon.
-                run.deadline = self.now + 100;
-                self.send(Node::Client(c), Node::Coord, Msg::ConfigRequest);
-                self.at(100, Ev::ClientWake(c));
+            resp if page_refused(&resp) => {
+                let deadline = self.retry_page_soon(c);
+                if let Some(run) = self.clients[c].lookup.as_mut() {
+                    run.deadline = deadline;
+                }
             }
             other => {
                 return Err(Violation::UnexpectedLookupAnswer {
@@ -281,17 +258,19 @@ impl World {
                 continue;
             }
             let events = self.history.entry(key).or_default();
-            let overlapping = events.iter().any(|e| {
-                e.op.is_update() && e.invoke < end && e.ret.is_none_or(|(t, _)| t > start)
-            });
-            if overlapping || events.len() >= EVENTS_PER_KEY_MAX - 8 {
+            if update_overlaps(events, start, end) || events.len() >= EVENTS_PER_KEY_MAX - 8 {
                 continue;
             }
             events.push(Event {
-                op: KvOp::LookupMissed {
-                    attr: run.attr as u8,
-                    lo: run.lo,
-                    hi: run.hi,
+                op: match run.attr {
+                    1 => KvOp::Missed {
+                        a: (run.lo, run.hi),
+                        b: ANY,
+                    },
+                    _ => KvOp::Missed {
+                        a: ANY,
+                        b: (run.lo, run.hi),
+                    },
                 },
                 invoke: start,
                 ret: Some((end, KvResult::Ok)),

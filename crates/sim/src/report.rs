@@ -31,6 +31,14 @@ pub struct Report {
     /// they were checked not to have missed (`crate::lookups`).
     pub lookups: u64,
     pub lookup_misses: u64,
+    /// Searches the clients began, the objects they returned and the keys
+    /// they were checked not to have missed (each a checked event), and
+    /// the plans made again when a layout changed under one
+    /// (`crate::searches`).
+    pub searches: u64,
+    pub search_found: u64,
+    pub search_misses: u64,
+    pub search_replans: u64,
     /// Indexlet splits the leader made on its own (by size or by load).
     pub index_splits: u64,
     /// Whether the seed ran a replex space (`Knobs::replex`), and the
@@ -183,6 +191,10 @@ pub enum Violation {
     /// sends.
     #[error("client {client}: a lookup was answered {answer}")]
     UnexpectedLookupAnswer { client: usize, answer: String },
+    /// A daemon answered a search's page with something no correct daemon
+    /// sends (an object the checks do not match, an empty page with more).
+    #[error("client {client}: a search was answered {answer}")]
+    UnexpectedSearchAnswer { client: usize, answer: String },
     /// A key saw more operations than the linearizability check handles.
     #[error("key {key}: too many events to check")]
     TooManyEvents { key: i64 },
@@ -314,6 +326,10 @@ pub struct Summary {
     pub unknown_outcomes: u64,
     pub lookups: u64,
     pub lookup_misses: u64,
+    pub searches: u64,
+    pub search_found: u64,
+    pub search_misses: u64,
+    pub search_replans: u64,
     pub index_splits: u64,
     /// Seeds that ran a replex space (passed or failed), and the passed
     /// ones' relocating updates.
@@ -347,6 +363,10 @@ impl Summary {
         self.unknown_outcomes += r.unknown_outcomes;
         self.lookups += r.lookups;
         self.lookup_misses += r.lookup_misses;
+        self.searches += r.searches;
+        self.search_found += r.search_found;
+        self.search_misses += r.search_misses;
+        self.search_replans += r.search_replans;
         self.index_splits += r.index_splits;
         self.replex_relocations += r.replex_relocations;
         self.replex_relayouts += u64::from(r.replex_relayout);
@@ -366,7 +386,8 @@ impl std::fmt::Display for Summary {
             f,
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
-             {} lookups ({} misses checked), {} automatic index splits, \
+             {} lookups ({} misses checked), {} searches ({} objects and {} misses checked, {} planned again), \
+             {} automatic index splits, \
              {} replex seeds ({} updates relocating inside a replex; {} passed seeds relayouted \
              ({} with every part ready at the end); {} passed seeds with a loss, \
              {} with a daemon declared lost, rebuilds {} planned, {} completed, {} cancelled, {} regions orphaned at the end); \
@@ -381,6 +402,10 @@ impl std::fmt::Display for Summary {
             self.stale_dropped,
             self.lookups,
             self.lookup_misses,
+            self.searches,
+            self.search_found,
+            self.search_misses,
+            self.search_replans,
             self.index_splits,
             self.replex_seeds,
             self.replex_relocations,

@@ -187,6 +187,8 @@ pub(crate) struct World {
     /// Draws lookups: a generator of its own, so that seeds without a
     /// global index run as they did before lookups existed.
     pub(crate) lookup_rng: Rng,
+    /// Draws searches, likewise (`Knobs::searches`).
+    pub(crate) search_rng: Rng,
     pub(crate) now: u64,
     pub(crate) seq: u64,
     pub(crate) queue: BTreeMap<(u64, u64), Ev>,
@@ -323,6 +325,7 @@ impl World {
             knobs,
             rng,
             lookup_rng: Rng::new(seed ^ 0x0100_C0B5),
+            search_rng: Rng::new(seed ^ 0x5EA2_C4E5),
             now: 0,
             seq: 0,
             queue: BTreeMap::new(),
@@ -550,7 +553,7 @@ pub(crate) mod testing {
         World::new(seed, knobs, Rng::new(seed))
     }
 
-    fn quiet_knobs() -> Knobs {
+    pub(crate) fn quiet_knobs() -> Knobs {
         Knobs {
             drop_per_mille: 0,
             dup_per_mille: 0,
@@ -571,6 +574,7 @@ pub(crate) mod testing {
             collect_ticks: 8,
             layout_change: crate::knobs::LayoutChange::None,
             global_index: false,
+            searches: false,
             replex: None,
             losses: false,
             lost_timeout_ms: None,

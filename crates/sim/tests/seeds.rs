@@ -1,6 +1,6 @@
 //! The simulator in CI: determinism, a sweep of 1000 seeds (and of 500
 //! with the nemesis kept within f, and 500 more within f that also lose
-//! daemons for good; 24 with power losses), and the seeds
+//! daemons for good; 48 with power losses), and the seeds
 //! that found bugs since fixed (each comment says which). More seeds:
 //! `TESSERA_SIM_SEEDS=20000 cargo test -p tessera-sim --release --test seeds`
 //! (and `TESSERA_SIM_FIRST` to start elsewhere), or
@@ -85,6 +85,20 @@ fn sweep_with(options: Options, default_count: u64) {
     let mine = run_many(first, half, options, report);
     let theirs = other.join().expect("the sweep thread");
     eprintln!("{mine}\n{theirs}");
+    // Searches are drawn and checked, both what they return and what not.
+    for (what, n) in [
+        ("searches", mine.searches + theirs.searches),
+        (
+            "objects searches returned",
+            mine.search_found + theirs.search_found,
+        ),
+        (
+            "keys searches missed",
+            mine.search_misses + theirs.search_misses,
+        ),
+    ] {
+        assert!(n > 0, "no {what} checked in {count} seeds");
+    }
     let mut failed = mine.failed;
     failed.extend(theirs.failed);
     assert!(failed.is_empty(), "seeds failed: {failed:?}");
@@ -102,15 +116,16 @@ fn power_losses_lose_nothing_and_the_cluster_returns() {
         power_loss: true,
         ..Options::default()
     };
-    // 32 seeds: a seed draws its power loss at a time it may not reach,
+    // 48 seeds: a seed draws its power loss at a time it may not reach,
     // so how many happen moves with every change of the daemons' schedule
-    // (24 seeds drew 7 once sweeps were spread over their window).
-    let summary = run_many(241_000_000, 32, options, |f| eprintln!("{f}\n"));
+    // (24 seeds drew 7 once sweeps were spread over their window; 32 drew
+    // 7 once the clients searched, 48 drew 12).
+    let summary = run_many(241_000_000, 48, options, |f| eprintln!("{f}\n"));
     eprintln!("{summary}");
     assert_passed(&summary);
     assert!(
         summary.faults.power_losses >= 8,
-        "only {} power losses in 32 seeds",
+        "only {} power losses in 48 seeds",
         summary.faults.power_losses
     );
     // Members other than a region's tail commit unsynced: the power

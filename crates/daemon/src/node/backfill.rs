@@ -411,6 +411,63 @@ impl DaemonNode {
         });
     }
 
+    /// As the target of a transfer of `region`, before it says it has
+    /// everything: writes the entries of every part the region indexes
+    /// whose entries walk this daemon has not finished for `region`, and
+    /// records them finished; `None` when the node poisoned itself.
+    ///
+    /// A daemon that held the region, left its chain, and comes back
+    /// keeps every object the source finds current (only what changed is
+    /// sent again). If a part was built while it was away, those objects
+    /// were never indexed for it here, and once the part is ready a
+    /// search walking its entries at this daemon would miss them
+    /// (simulator seed 11470: a local index added while a daemon was cut
+    /// off; a sorted search at that daemon, its new tail, skipped a key).
+    /// The transfer's prune has just read the whole region; this reads it
+    /// again only for such a part.
+    pub(super) fn index_received(&self, region: RegionId, out: Out<'_>) -> Option<()> {
+        let config = self.config();
+        let Some((space, _, _)) = config.region(region) else {
+            return Some(());
+        };
+        for part in space.parts() {
+            if !matches!(part.state, PartState::Building { .. } | PartState::Ready)
+                || !space
+                    .entry_regions(part.id)
+                    .iter()
+                    .any(|(_, r)| r.id == region)
+            {
+                continue;
+            }
+            let name = cursor_name("entries", space.id, part.id, region);
+            let mut after = match self.load_cursor(&name, out)? {
+                Cursor::Finished => continue,
+                Cursor::After(after) => after,
+            };
+            loop {
+                let batch =
+                    self.engine
+                        .index_batch(region, after.as_deref(), BACKFILL_ENTRIES_PER_TICK);
+                let (last, seen) = match batch {
+                    Ok(batch) => batch,
+                    Err(e) => {
+                        self.poison("indexing a received region", &e, out);
+                        return None;
+                    }
+                };
+                self.stats
+                    .backfill_entries
+                    .fetch_add(seen as u64, Ordering::Relaxed);
+                if seen < BACKFILL_ENTRIES_PER_TICK {
+                    break;
+                }
+                after = last.or(after);
+            }
+            self.save_cursor(&name, &Cursor::Finished, out)?;
+        }
+        Some(())
+    }
+
     /// Writes the index entries of region `region` for part `part`:
     /// `Some(true)` once finished, `None` when the node poisoned itself.
     fn walk_entries(

@@ -101,7 +101,9 @@ impl DaemonNode {
         if count > 0 {
             tracing::info!(transfer, attempt, %region, count, "state transfer: deleted keys the region no longer holds");
         }
-        lock(&self.transfers).pruned(transfer, attempt, !self.poisoned());
+        // What it kept may lack the entries of a part built meanwhile.
+        let indexed = self.index_received(region, out).is_some();
+        lock(&self.transfers).pruned(transfer, attempt, indexed && !self.poisoned());
     }
 
     /// Runs a transfer's disk-bound work (see [`Job::Transfer`]).

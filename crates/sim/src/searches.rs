@@ -1,0 +1,497 @@
+//! Searches while the nemesis runs, checked against the history.
+//!
+//! A client plans its search as the client library does
+//! (`tessera_types::plan::plan_search`: the subspace whose regions the
+//! checks narrow most, else the key subspace) and reads the planned
+//! regions one after another, in small pages, at their tails. The daemon
+//! reads each page through the region's local index or by a scan
+//! (`tessera_daemon::search`), so the walks the daemons ship — one
+//! equality's list, several equalities' lists switching to the rarest, a
+//! range on an ordered axis — run here under crashes, cuts and relayouts.
+//! When a region leaves the configuration (its subspace was removed, or a
+//! relayout replaced it) the search plans again and reads every new region
+//! from its start; pages that fail on a stale configuration or a missing
+//! lease are retried at the region's tail in a newer one.
+//!
+//! What a completed search saw turns into per-key events the
+//! linearizability checker judges:
+//!
+//! - every object it returned is a [`KvOp::Found`] read that takes effect
+//!   at some instant after the search began: the key holds that value
+//!   then (of two copies of one key, met while an update relocates it, the
+//!   higher version, as the client keeps). Not within the search: a search
+//!   reads each region at its tail, where an update commits before it
+//!   commits at the point leader, so a search may return an update's value
+//!   while a get that follows it still returns the value before — as
+//!   HyperDex's searches may. The claim still catches an object returned
+//!   after an acknowledged update replaced or deleted it before the search
+//!   began, and a value the key never held;
+//! - every other key gets a [`KvOp::Missed`] event spanning the
+//!   search: at some instant of it the key had no object matching the
+//!   checks.
+//!
+//! The second claim is what the design promises
+//! (docs/design/search-and-indexes.md, "The path of a search"): an update
+//! acknowledged before a search begins is committed in its region at every
+//! replica. An update still in flight may move an object from a region not
+//! yet read to one already read, so keys with an update overlapping the
+//! search are not claimed missed. Every returned object must also match
+//! the checks; one that does not is a violation at once.
+
+use crate::check::{update_overlaps, Event, KvOp, KvResult, ANY, EVENTS_PER_KEY_MAX};
+use crate::clients::page_refused;
+use crate::knobs::Rng;
+use crate::report::Violation;
+use crate::world::{Ev, World};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use tessera_protocol::{DaemonRequest, DaemonResponse, SearchAfter, SortBy};
+use tessera_types::coordinate::key_bytes;
+use tessera_types::plan::plan_search;
+use tessera_types::{Check, PredOp, RegionId, Space, Value, Version};
+
+/// Objects per page: small, so that searches page and cross epochs.
+const PAGE_OBJECTS: u64 = 2;
+/// Plans a search may make before it gives up (the client library gives
+/// up too when layouts change faster than it reads).
+const PLANS_MAX: u32 = 8;
+
+/// What a search asks each region for, as the client library's calls do.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Form {
+    /// `search`: objects in key order.
+    Objects,
+    /// `sorted_search`: objects in this order (every match: no limit).
+    Sorted(SortBy),
+    /// `count`: keys only, in key order (`DaemonRequest::SearchKeys`).
+    Keys,
+}
+
+/// What a search returned of one key.
+#[derive(Clone, Copy, Debug)]
+enum Seen {
+    /// An object: of two copies the higher version, and its `(a, b)`.
+    Object(Version, (i64, i64)),
+    /// Its key, from a keys-only search.
+    Key,
+}
+
+/// A search in progress.
+pub(crate) struct SearchRun {
+    /// The inclusive ranges of `a` and `b` the checks admit.
+    a: (i64, i64),
+    b: (i64, i64),
+    form: Form,
+    invoke: u64,
+    /// The regions still to read; the first is being read.
+    lanes: Vec<RegionId>,
+    /// Where the first lane's next page starts.
+    after: Option<SearchAfter>,
+    plans: u32,
+    /// What was returned, by key.
+    found: BTreeMap<i64, Seen>,
+    msg_id: u64,
+    pub(crate) deadline: u64,
+}
+
+impl SearchRun {
+    fn checks(&self) -> Vec<Check> {
+        let ops = |(lo, hi): (i64, i64)| match (lo, hi) {
+            ANY => vec![],
+            _ if lo == hi => vec![PredOp::Eq(Value::Int(lo))],
+            _ => vec![PredOp::Ge(Value::Int(lo)), PredOp::Le(Value::Int(hi))],
+        };
+        [(1, self.a), (2, self.b)]
+            .into_iter()
+            .flat_map(|(attr, range)| {
+                ops(range).into_iter().map(move |op| Check {
+                    attr,
+                    path: None,
+                    op,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether position `next` comes after `prev` in the form's order.
+    fn follows(&self, prev: &SearchAfter, next: &SearchAfter) -> bool {
+        let order = match (self.form, &prev.sort_value, &next.sort_value) {
+            (Form::Sorted(sort), Some(p), Some(n)) => sort.compare((p, &prev.key), (n, &next.key)),
+            _ => prev.key.cmp(&next.key),
+        };
+        order == Ordering::Less
+    }
+
+    fn admits(&self, (a, b): (i64, i64)) -> bool {
+        (self.a.0..=self.a.1).contains(&a) && (self.b.0..=self.b.1).contains(&b)
+    }
+
+    /// Takes a page of what the first lane returned (each key, what was
+    /// seen of it, its position), in order after the page's start; moves
+    /// to the next lane when no more follows. An error describes a page no
+    /// correct daemon sends.
+    fn take_page(
+        &mut self,
+        items: Vec<(i64, Seen, SearchAfter)>,
+        more: bool,
+    ) -> Result<(), String> {
+        let mut prev = self.after.clone();
+        for (key, seen, position) in items {
+            if prev.as_ref().is_some_and(|p| !self.follows(p, &position)) {
+                return Err(format!("key {key} out of order after {prev:?}"));
+            }
+            match (self.found.get(&key), seen) {
+                (Some(Seen::Object(had, _)), Seen::Object(version, _)) if *had >= version => {}
+                _ => {
+                    self.found.insert(key, seen);
+                }
+            }
+            prev = Some(position);
+        }
+        match (more, prev) {
+            (true, Some(last)) if Some(&last) != self.after.as_ref() => self.after = Some(last),
+            (true, _) => return Err("an empty page with more to follow".into()),
+            (false, _) => {
+                self.lanes.remove(0);
+                self.after = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans the search in `space`: its regions, in the plan's order.
+    fn plan(&mut self, space: &Space) {
+        let plan = plan_search(space, &self.checks());
+        let subspace = &space.subspaces[plan.subspace];
+        self.lanes = plan
+            .regions
+            .iter()
+            .map(|&i| subspace.regions[i].id)
+            .collect();
+        self.after = None;
+        self.plans += 1;
+    }
+}
+
+impl World {
+    /// Starts a search for client `c` instead of a get, if the seed runs
+    /// searches and the draw says so.
+    pub(crate) fn try_start_search(&mut self, c: usize) -> bool {
+        if !self.knobs.searches || !self.search_rng.chance(600) {
+            return false;
+        }
+        if self.clients[c].config.is_none() {
+            return false;
+        }
+        // Values on both sides of those written, so that some searches
+        // find nothing.
+        let rng = &mut self.search_rng;
+        let point = |rng: &mut Rng| {
+            let v = rng.below(6) as i64 - 3;
+            (v, v)
+        };
+        let range = |rng: &mut Rng| {
+            let lo = rng.below(6) as i64 - 3;
+            (lo, lo + 1 + rng.below(3) as i64)
+        };
+        let (a, b) = match rng.below(7) {
+            0 => (ANY, ANY),
+            1 => (point(rng), ANY),
+            2 => (ANY, point(rng)),
+            3 => (ANY, range(rng)),
+            4 => (range(rng), ANY),
+            5 => (point(rng), point(rng)),
+            _ => (point(rng), range(rng)),
+        };
+        let form = match rng.below(4) {
+            0 => Form::Sorted(SortBy {
+                attr: 1 + rng.below(2) as usize,
+                descending: rng.chance(500),
+            }),
+            1 => Form::Keys,
+            _ => Form::Objects,
+        };
+        self.start_search(c, a, b, form)
+    }
+
+    /// Starts a search for client `c` of the objects whose `a` and `b`
+    /// lie in these inclusive ranges, planned in the client's
+    /// configuration; `false` if it has none with the space.
+    pub(crate) fn start_search(
+        &mut self,
+        c: usize,
+        a: (i64, i64),
+        b: (i64, i64),
+        form: Form,
+    ) -> bool {
+        let Some(space) = self.clients[c]
+            .config
+            .as_ref()
+            .and_then(|config| config.space_by_id(self.space).cloned())
+        else {
+            return false;
+        };
+        let mut run = SearchRun {
+            a,
+            b,
+            form,
+            invoke: self.now,
+            lanes: Vec::new(),
+            after: None,
+            plans: 0,
+            found: BTreeMap::new(),
+            msg_id: 0,
+            deadline: 0,
+        };
+        run.plan(&space);
+        self.trace(|| {
+            format!(
+                "client {c} search {:?} {:?} over {:?}",
+                run.form,
+                run.checks(),
+                run.lanes
+            )
+        });
+        self.clients[c].search = Some(run);
+        self.report.searches += 1;
+        self.send_search(c);
+        true
+    }
+
+    /// Sends the search's next page request in the client's configuration,
+    /// planning again if its region is gone from it.
+    pub(crate) fn send_search(&mut self, c: usize) {
+        let (msg_id, deadline) = self.next_page_send();
+        let space_id = self.space;
+        let client = &mut self.clients[c];
+        let (Some(run), Some(config)) = (client.search.as_mut(), client.config.clone()) else {
+            return;
+        };
+        run.msg_id = msg_id;
+        run.deadline = deadline;
+        let Some(space) = config.space_by_id(space_id) else {
+            return self.finish_search(c, false);
+        };
+        if run
+            .lanes
+            .first()
+            .is_some_and(|r| config.region(*r).is_none())
+        {
+            // The layout changed under the search: read every region of
+            // the new plan from its start.
+            if run.plans >= PLANS_MAX {
+                return self.finish_search(c, false);
+            }
+            run.plan(space);
+            self.report.search_replans += 1;
+        }
+        let Some(&region) = run.lanes.first() else {
+            return self.finish_search(c, true);
+        };
+        let req = match run.form {
+            Form::Keys => DaemonRequest::SearchKeys {
+                space: space_id,
+                region,
+                checks: run.checks(),
+                after: run.after.as_ref().map(|a| a.key.clone()),
+                auth: Default::default(),
+                op: Default::default(),
+            },
+            form => DaemonRequest::Search {
+                space: space_id,
+                region,
+                checks: run.checks(),
+                sort: match form {
+                    Form::Sorted(sort) => Some(sort),
+                    _ => None,
+                },
+                after: run.after.clone(),
+                limit: Some(PAGE_OBJECTS),
+                auth: Default::default(),
+            },
+        };
+        self.send_page(c, msg_id, &config, region, req);
+    }
+
+    /// Client `c` hears the answer to its search's send `id`.
+    pub(crate) fn search_hears(
+        &mut self,
+        c: usize,
+        id: u64,
+        resp: DaemonResponse,
+    ) -> Result<(), Violation> {
+        let Some(run) = self.clients[c].search.as_mut() else {
+            return Ok(());
+        };
+        if run.msg_id != id {
+            return Ok(());
+        }
+        let unexpected = |answer: String| Violation::UnexpectedSearchAnswer { client: c, answer };
+        match resp {
+            DaemonResponse::SearchPage { objects, more } if !matches!(run.form, Form::Keys) => {
+                let mut items = Vec::with_capacity(objects.len());
+                for (version, bytes) in &objects {
+                    let object = bytes
+                        .decode()
+                        .map_err(|e| unexpected(format!("an undecodable object: {e}")))?;
+                    let (Some(key), Some(Value::Int(a)), Some(Value::Int(b)), 3) = (
+                        object.values.first().and_then(|k| self.knobs.key_of(k)),
+                        object.values.get(1),
+                        object.values.get(2),
+                        object.values.len(),
+                    ) else {
+                        return Err(unexpected(format!("an object {:?}", object.values)));
+                    };
+                    if !run.admits((*a, *b)) {
+                        return Err(unexpected(format!(
+                            "key {key} = ({a}, {b}), which {:?} does not match",
+                            run.checks()
+                        )));
+                    }
+                    let position = SearchAfter {
+                        key: key_bytes(&object.values[0]),
+                        sort_value: match run.form {
+                            Form::Sorted(sort) => Some(object.values[sort.attr].clone()),
+                            _ => None,
+                        },
+                    };
+                    items.push((key, Seen::Object(*version, (*a, *b)), position));
+                }
+                let keys: Vec<(i64, Seen)> = items.iter().map(|(k, s, _)| (*k, *s)).collect();
+                run.take_page(items, more).map_err(unexpected)?;
+                self.trace(|| format!("client {c} search page: {keys:?}, more: {more}"));
+                self.send_search(c);
+            }
+            DaemonResponse::KeysPage { keys, more } if matches!(run.form, Form::Keys) => {
+                let mut items = Vec::with_capacity(keys.len());
+                for key in &keys {
+                    let Some(k) = self.knobs.key_of(key) else {
+                        return Err(unexpected(format!("a key {key:?}")));
+                    };
+                    let position = SearchAfter {
+                        key: key_bytes(key),
+                        sort_value: None,
+                    };
+                    items.push((k, Seen::Key, position));
+                }
+                let keys: Vec<(i64, Seen)> = items.iter().map(|(k, s, _)| (*k, *s)).collect();
+                run.take_page(items, more).map_err(unexpected)?;
+                self.trace(|| format!("client {c} search page: {keys:?}, more: {more}"));
+                self.send_search(c);
+            }
+            resp if page_refused(&resp) => {
+                let deadline = self.retry_page_soon(c);
+                if let Some(run) = self.clients[c].search.as_mut() {
+                    run.deadline = deadline;
+                }
+            }
+            other => return Err(unexpected(format!("{other:?}"))),
+        }
+        Ok(())
+    }
+
+    /// Ends client `c`'s search. When it `completed` every planned region,
+    /// what it returned and what it did not become events (see the module
+    /// docs); each takes one of the client's operations, which bounds
+    /// every key's history as before.
+    fn finish_search(&mut self, c: usize, completed: bool) {
+        let Some(run) = self.clients[c].search.take() else {
+            return;
+        };
+        let think = self.rng.below(30);
+        self.at(think, Ev::ClientWake(c));
+        if !completed {
+            return;
+        }
+        self.trace(|| format!("client {c} search {:?} found {:?}", run.checks(), run.found));
+        let (start, end) = (run.invoke, self.now);
+        let mut budget = self.clients[c].ops_left;
+        for key in 0..self.knobs.keys {
+            if budget == 0 {
+                break;
+            }
+            let events = self.history.entry(key).or_default();
+            if events.len() >= EVENTS_PER_KEY_MAX - 8 {
+                continue;
+            }
+            let (op, result, ret) = match run.found.get(&key) {
+                Some(&Seen::Object(_, (a, b))) => {
+                    self.report.search_found += 1;
+                    (KvOp::Found, KvResult::Value(a, b), u64::MAX)
+                }
+                Some(Seen::Key) => {
+                    self.report.search_found += 1;
+                    (KvOp::FoundKey, KvResult::Ok, u64::MAX)
+                }
+                None => {
+                    if update_overlaps(events, start, end) {
+                        continue;
+                    }
+                    self.report.search_misses += 1;
+                    (KvOp::Missed { a: run.a, b: run.b }, KvResult::Ok, end)
+                }
+            };
+            events.push(Event {
+                op,
+                invoke: start,
+                ret: Some((ret, result)),
+            });
+            budget -= 1;
+        }
+        self.clients[c].ops_left = budget;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Form;
+    use crate::check::ANY;
+    use crate::knobs::{Knobs, Rng};
+    use crate::world::testing::quiet_knobs;
+    use crate::world::World;
+    use tessera_coordinator::state::{Command, CommandResult};
+    use tessera_types::PartId;
+
+    #[test]
+    fn a_search_whose_subspace_is_removed_under_it_plans_again_and_misses_nothing() {
+        let knobs = Knobs {
+            searches: true,
+            keys: 5,
+            ..quiet_knobs()
+        };
+        let mut world = World::new(7, knobs, Rng::new(7));
+        // The clients' own operations (searches among them) are over.
+        world.run_until(8_000);
+        assert!(world.clients.iter().all(|c| !c.busy() && c.ops_left == 0));
+        let before = world.report.clone();
+        // The subspace on `a` goes; the daemons learn of it, the idle
+        // clients do not.
+        let result = world.apply(Command::RmSubspace {
+            space: "kv".into(),
+            part: PartId(1),
+        });
+        assert!(
+            !matches!(result, CommandResult::Failed { .. }),
+            "{result:?}"
+        );
+        world.run_until(9_000);
+        // An equality on `a`, planned on the client's older configuration,
+        // reads one region of the subspace on `a`: its page is refused
+        // for its epoch, and in the newest configuration the region is gone.
+        // Its five keys' events are the client's last operations.
+        world.clients[0].ops_left = 5;
+        let planned = world.clients[0].config.clone().expect("a configuration");
+        assert!(planned.epoch < world.configuration().epoch);
+        assert!(world.start_search(0, (1, 1), ANY, Form::Objects));
+        let outcome = world.run().and_then(|()| world.check());
+        assert!(outcome.is_ok(), "{outcome:?}");
+        let report = &world.report;
+        assert_eq!(report.searches, before.searches + 1);
+        assert_eq!(report.search_replans, before.search_replans + 1);
+        // Every key became an event: found or checked missed.
+        assert_eq!(
+            report.search_found + report.search_misses,
+            before.search_found + before.search_misses + 5
+        );
+    }
+}
