@@ -20,7 +20,7 @@ use tessera_protocol::{
 };
 use tessera_types::lookup::plan_lookup;
 use tessera_types::plan::{describe_plan, plan_search};
-use tessera_types::replex::{failed_regions, ReadLane};
+use tessera_types::replex::{no_live_daemon, ReadLane};
 use tessera_types::{Configuration, Epoch, PredOp, RegionId, Space, SpaceDesc, Value};
 use tokio::time::Instant;
 
@@ -242,9 +242,13 @@ impl Client {
                         "the space was removed",
                     )));
                 };
-                let lost = space
-                    .key_region(key)
-                    .is_ok_and(|r| failed_regions(&config, space).contains(&r.id));
+                // A key region being refreshed keeps its live point
+                // leader, which answers gets as before (only searches
+                // avoid its copy until the refresh completes).
+                let lost = space.desc.replex.is_some()
+                    && space
+                        .key_region(key)
+                        .is_ok_and(|r| no_live_daemon(&config, r));
                 if lost {
                     let key_attr = space.desc.attrs[0].name.clone();
                     return Ok(GetRoute::Redirect(space.desc.name.clone(), key_attr));

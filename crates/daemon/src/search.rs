@@ -228,6 +228,14 @@ fn check_region(
         });
     }
     match view.directory.region(config, region) {
+        // A replex region being refreshed: this daemon's copy may miss
+        // what changed while it was away until the refresh completes, so
+        // readers go to its covering set (`replex::failed_regions`).
+        Some((s, _, r))
+            if s.id == space && r.chain.contains(&view.me) && config.rebuilding(region) =>
+        {
+            Err(failed(Status::Offline, "this region is being refreshed"))
+        }
         Some((s, _, r)) if s.id == space && r.chain.contains(&view.me) => Ok(()),
         Some(_) => Err(failed(
             Status::Reconfigure,

@@ -174,3 +174,55 @@ fn pages_the_index_answers_are_read_at_once_and_others_are_jobs() {
     assert!(job, "a scan");
     assert_eq!(past(), 2, "a scan is handed off at once, not past a budget");
 }
+
+/// A region being refreshed (its daemon came back with a copy that may be
+/// stale) answers no search page: readers go to its covering set until
+/// the refresh completes.
+#[test]
+fn a_region_being_refreshed_answers_no_page() {
+    use tessera_daemon::search::{search, ReadView};
+    use tessera_protocol::Status;
+    use tessera_types::{Rebuild, RegionDirectory};
+
+    let desc = parse_space("space s key int k attributes int b create 1 partition").expect("valid");
+    let mut config = common::one_region(desc, Vec::new());
+    let disk = MemoryEngine::new();
+    let page = |config: &tessera_types::Configuration| {
+        let view = ReadView {
+            config,
+            directory: &RegionDirectory::new(config),
+            me: common::ME,
+            engine: &disk,
+        };
+        search(
+            &view,
+            Epoch(5),
+            SpaceId(1),
+            REGION,
+            &[],
+            None,
+            None,
+            None,
+            &Default::default(),
+        )
+        .expect("a read")
+    };
+    assert!(matches!(page(&config), DaemonResponse::SearchPage { .. }));
+    config.rebuilds.push(Rebuild {
+        id: 1,
+        region: REGION,
+        to: common::ME,
+        sources: Vec::new(),
+    });
+    assert!(
+        matches!(
+            page(&config),
+            DaemonResponse::Failed {
+                status: Status::Offline,
+                ..
+            }
+        ),
+        "{:?}",
+        page(&config)
+    );
+}

@@ -73,8 +73,8 @@ pub struct Knobs {
     /// object's entry from one to the other.
     pub global_index: bool,
     /// Clients also search (`crate::searches`): by equalities and ranges
-    /// on `a` and `b`, through the subspaces and the regions' indexes.
-    /// Half the subspace-space seeds; a replex space not yet.
+    /// on `a` and `b`, through the subspaces (or the replexes and
+    /// hybrids) and the regions' indexes. Half the seeds.
     pub searches: bool,
     /// The space is a replex space instead of the subspace space (about one
     /// seed in five; see [`ReplexSpace`]).
@@ -222,9 +222,6 @@ impl Knobs {
             f,
             subspaces: 0,
             global_index: false,
-            // Not yet: a search may read a region being refreshed
-            // (docs/design/replex.md, "What remains").
-            searches: false,
             layout_change,
             losses: rng.chance(750),
             lost_timeout_ms: Some(rng.pick(&[2_500, 4_000, 6_000])),

@@ -39,6 +39,9 @@ pub struct Report {
     pub search_found: u64,
     pub search_misses: u64,
     pub search_replans: u64,
+    /// Completed searches that read a failed region of a replex space
+    /// through its covering set.
+    pub search_redirected: u64,
     /// Indexlet splits the leader made on its own (by size or by load).
     pub index_splits: u64,
     /// Whether the seed ran a replex space (`Knobs::replex`), and the
@@ -330,6 +333,7 @@ pub struct Summary {
     pub search_found: u64,
     pub search_misses: u64,
     pub search_replans: u64,
+    pub search_redirected: u64,
     pub index_splits: u64,
     /// Seeds that ran a replex space (passed or failed), and the passed
     /// ones' relocating updates.
@@ -367,6 +371,7 @@ impl Summary {
         self.search_found += r.search_found;
         self.search_misses += r.search_misses;
         self.search_replans += r.search_replans;
+        self.search_redirected += r.search_redirected;
         self.index_splits += r.index_splits;
         self.replex_relocations += r.replex_relocations;
         self.replex_relayouts += u64::from(r.replex_relayout);
@@ -386,7 +391,7 @@ impl std::fmt::Display for Summary {
             f,
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
-             {} lookups ({} misses checked), {} searches ({} objects and {} misses checked, {} planned again), \
+             {} lookups ({} misses checked), {} searches ({} objects and {} misses checked, {} planned again, {} completed through covering sets), \
              {} automatic index splits, \
              {} replex seeds ({} updates relocating inside a replex; {} passed seeds relayouted \
              ({} with every part ready at the end); {} passed seeds with a loss, \
@@ -406,6 +411,7 @@ impl std::fmt::Display for Summary {
             self.search_found,
             self.search_misses,
             self.search_replans,
+            self.search_redirected,
             self.index_splits,
             self.replex_seeds,
             self.replex_relocations,

@@ -8,10 +8,14 @@
 //! (`tessera_daemon::search`), so the walks the daemons ship — one
 //! equality's list, several equalities' lists switching to the rarest, a
 //! range on an ordered axis — run here under crashes, cuts and relayouts.
-//! When a region leaves the configuration (its subspace was removed, or a
-//! relayout replaced it) the search plans again and reads every new region
-//! from its start; pages that fail on a stale configuration or a missing
-//! lease are retried at the region's tail in a newer one.
+//! In a replex space a failed region (no live daemon, or being refreshed:
+//! `replex::failed_regions`) is read through its covering set, each lane
+//! keeping only that region's objects (`replex::redirect_reads`,
+//! `LostRegion::keeps`), as the client library reads it. When a region a
+//! lane reads leaves the configuration (its subspace was removed, or a
+//! relayout replaced it) or fails, the search plans again and reads every
+//! new lane from its start; pages that fail on a stale configuration or a
+//! missing lease are retried at the region's tail in a newer one.
 //!
 //! What a completed search saw turns into per-key events the
 //! linearizability checker judges:
@@ -48,7 +52,8 @@ use std::collections::BTreeMap;
 use tessera_protocol::{DaemonRequest, DaemonResponse, SearchAfter, SortBy};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::plan::plan_search;
-use tessera_types::{Check, PredOp, RegionId, Space, Value, Version};
+use tessera_types::replex::{failed_regions, redirect_reads, ReadLane};
+use tessera_types::{Check, Configuration, PredOp, RegionId, Space, Value, Version};
 
 /// Objects per page: small, so that searches page and cross epochs.
 const PAGE_OBJECTS: u64 = 2;
@@ -83,8 +88,14 @@ pub(crate) struct SearchRun {
     b: (i64, i64),
     form: Form,
     invoke: u64,
-    /// The regions still to read; the first is being read.
-    lanes: Vec<RegionId>,
+    /// The regions still to read, each maybe standing in for a failed
+    /// region of a replex space; the first is being read.
+    lanes: Vec<ReadLane>,
+    /// The space as planned: what a redirected lane keeps is decided by
+    /// the layout the lanes were made from, as in the client library.
+    planned_on: Option<Space>,
+    /// Whether some plan read a failed region through its covering set.
+    redirected: bool,
     /// Where the first lane's next page starts.
     after: Option<SearchAfter>,
     plans: u32,
@@ -127,12 +138,13 @@ impl SearchRun {
     }
 
     /// Takes a page of what the first lane returned (each key, what was
-    /// seen of it, its position), in order after the page's start; moves
+    /// seen of it — `None`: what a redirected lane does not keep — and its
+    /// position), in order after the page's start; moves
     /// to the next lane when no more follows. An error describes a page no
     /// correct daemon sends.
     fn take_page(
         &mut self,
-        items: Vec<(i64, Seen, SearchAfter)>,
+        items: Vec<(i64, Option<Seen>, SearchAfter)>,
         more: bool,
     ) -> Result<(), String> {
         let mut prev = self.after.clone();
@@ -141,8 +153,10 @@ impl SearchRun {
                 return Err(format!("key {key} out of order after {prev:?}"));
             }
             match (self.found.get(&key), seen) {
-                (Some(Seen::Object(had, _)), Seen::Object(version, _)) if *had >= version => {}
-                _ => {
+                (_, None) => {}
+                (Some(Seen::Object(had, _)), Some(Seen::Object(version, _))) if *had >= version => {
+                }
+                (_, Some(seen)) => {
                     self.found.insert(key, seen);
                 }
             }
@@ -159,17 +173,39 @@ impl SearchRun {
         Ok(())
     }
 
-    /// Plans the search in `space`: its regions, in the plan's order.
-    fn plan(&mut self, space: &Space) {
+    /// Plans the search in `config`'s `space`: its regions, in the plan's
+    /// order, each failed one of a replex space (no live daemon, or being
+    /// refreshed) replaced by the regions of its covering set, as the
+    /// client library plans (`replex::redirect_reads`). `false` when a
+    /// failed region has no covering set now: the search waits.
+    fn plan(&mut self, config: &Configuration, space: &Space) -> bool {
         let plan = plan_search(space, &self.checks());
         let subspace = &space.subspaces[plan.subspace];
-        self.lanes = plan
+        let planned: Vec<RegionId> = plan
             .regions
             .iter()
             .map(|&i| subspace.regions[i].id)
             .collect();
+        let Ok(lanes) = redirect_reads(space, &failed_regions(config, space), &planned) else {
+            return false;
+        };
+        self.redirected |= lanes.iter().any(|l| l.lost.is_some());
+        self.lanes = lanes;
+        self.planned_on = Some(space.clone());
         self.after = None;
         self.plans += 1;
+        true
+    }
+
+    /// Whether the plan no longer fits `config`: a region a lane reads is
+    /// gone or has failed.
+    fn plan_is_stale(&self, config: &Configuration, space: &Space) -> bool {
+        let failed = failed_regions(config, space);
+        self.planned_on.is_none()
+            || self
+                .lanes
+                .iter()
+                .any(|l| config.region(l.region).is_none() || failed.contains(&l.region))
     }
 }
 
@@ -237,13 +273,16 @@ impl World {
             form,
             invoke: self.now,
             lanes: Vec::new(),
+            planned_on: None,
+            redirected: false,
             after: None,
             plans: 0,
             found: BTreeMap::new(),
             msg_id: 0,
             deadline: 0,
         };
-        run.plan(&space);
+        let config = self.clients[c].config.clone().expect("checked");
+        run.plan(&config, &space);
         self.trace(|| {
             format!(
                 "client {c} search {:?} {:?} over {:?}",
@@ -272,24 +311,30 @@ impl World {
         let Some(space) = config.space_by_id(space_id) else {
             return self.finish_search(c, false);
         };
-        if run
-            .lanes
-            .first()
-            .is_some_and(|r| config.region(*r).is_none())
-        {
-            // The layout changed under the search: read every region of
-            // the new plan from its start.
+        if run.plan_is_stale(&config, space) {
+            // The layout changed under the search, or a region it reads
+            // failed: read every region of the new plan from its start.
             if run.plans >= PLANS_MAX {
                 return self.finish_search(c, false);
             }
-            run.plan(space);
-            self.report.search_replans += 1;
+            if !run.plan(&config, space) {
+                // No covering set now: wait for a newer configuration.
+                let deadline = self.retry_page_soon(c);
+                if let Some(run) = self.clients[c].search.as_mut() {
+                    run.deadline = deadline;
+                }
+                return;
+            }
+            self.report.search_replans += u64::from(run.plans > 1);
         }
-        let Some(&region) = run.lanes.first() else {
+        let Some(lane) = run.lanes.first() else {
             return self.finish_search(c, true);
         };
+        let region = lane.region;
         let req = match run.form {
-            Form::Keys => DaemonRequest::SearchKeys {
+            // A redirected lane reads whole objects: a key alone does not
+            // say whether the lost region places the object.
+            Form::Keys if lane.lost.is_none() => DaemonRequest::SearchKeys {
                 space: space_id,
                 region,
                 checks: run.checks(),
@@ -328,7 +373,11 @@ impl World {
         }
         let unexpected = |answer: String| Violation::UnexpectedSearchAnswer { client: c, answer };
         match resp {
-            DaemonResponse::SearchPage { objects, more } if !matches!(run.form, Form::Keys) => {
+            DaemonResponse::SearchPage { objects, more }
+                if !matches!(run.form, Form::Keys)
+                    || run.lanes.first().is_some_and(|l| l.lost.is_some()) =>
+            {
+                let lane = run.lanes.first().cloned();
                 let mut items = Vec::with_capacity(objects.len());
                 for (version, bytes) in &objects {
                     let object = bytes
@@ -355,9 +404,27 @@ impl World {
                             _ => None,
                         },
                     };
-                    items.push((key, Seen::Object(*version, (*a, *b)), position));
+                    // A lane standing in for a failed region keeps only
+                    // that region's objects, each from one lane.
+                    let kept = match lane
+                        .as_ref()
+                        .and_then(|l| Some((l.region, l.lost.as_ref()?)))
+                    {
+                        None => true,
+                        Some((region, lost)) => run
+                            .planned_on
+                            .as_ref()
+                            .and_then(|space| lost.keeps(space, region, &object))
+                            .ok_or_else(|| unexpected(format!("an object {:?}", object.values)))?,
+                    };
+                    let seen = match run.form {
+                        Form::Keys => Seen::Key,
+                        _ => Seen::Object(*version, (*a, *b)),
+                    };
+                    items.push((key, kept.then_some(seen), position));
                 }
-                let keys: Vec<(i64, Seen)> = items.iter().map(|(k, s, _)| (*k, *s)).collect();
+                let keys: Vec<(i64, Option<Seen>)> =
+                    items.iter().map(|(k, s, _)| (*k, *s)).collect();
                 run.take_page(items, more).map_err(unexpected)?;
                 self.trace(|| format!("client {c} search page: {keys:?}, more: {more}"));
                 self.send_search(c);
@@ -372,9 +439,10 @@ impl World {
                         key: key_bytes(key),
                         sort_value: None,
                     };
-                    items.push((k, Seen::Key, position));
+                    items.push((k, Some(Seen::Key), position));
                 }
-                let keys: Vec<(i64, Seen)> = items.iter().map(|(k, s, _)| (*k, *s)).collect();
+                let keys: Vec<(i64, Option<Seen>)> =
+                    items.iter().map(|(k, s, _)| (*k, *s)).collect();
                 run.take_page(items, more).map_err(unexpected)?;
                 self.trace(|| format!("client {c} search page: {keys:?}, more: {more}"));
                 self.send_search(c);
@@ -404,6 +472,7 @@ impl World {
             return;
         }
         self.trace(|| format!("client {c} search {:?} found {:?}", run.checks(), run.found));
+        self.report.search_redirected += u64::from(run.redirected);
         let (start, end) = (run.invoke, self.now);
         let mut budget = self.clients[c].ops_left;
         for key in 0..self.knobs.keys {

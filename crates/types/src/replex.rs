@@ -369,27 +369,34 @@ fn cover(
 
 /// The regions of `space`'s parts that hold objects whose chain names no
 /// available daemon in `config`: an emptied chain (an orphan, or a region
-/// being rebuilt) or one of daemons all taken offline. Only a replex space
-/// has other copies to read them from, so in any other space the set is
-/// empty and reads keep waiting for the region's replicas.
+/// being rebuilt) or one of daemons all taken offline — and the regions
+/// being refreshed, whose daemon came back with a copy that may be stale
+/// until the refresh completes (its daemon refuses their reads). Only a
+/// replex space has other copies to read them from, so in any other
+/// space the set is empty and reads keep waiting for the region's
+/// replicas.
 pub fn failed_regions(config: &Configuration, space: &Space) -> BTreeSet<RegionId> {
     if space.desc.replex.is_none() {
         return BTreeSet::new();
     }
-    let live = |d: &DaemonId| {
-        config
-            .daemons
-            .get(d)
-            .is_some_and(|info| info.state == DaemonState::Available)
-    };
     space
         .subspaces
         .iter()
         .filter(|l| l.kind.holds_objects())
         .flat_map(|l| &l.regions)
-        .filter(|r| !r.chain.iter().any(live))
+        .filter(|r| no_live_daemon(config, r) || config.rebuilding(r.id))
         .map(|r| r.id)
         .collect()
+}
+
+/// Whether `region`'s chain names no available daemon in `config`.
+pub fn no_live_daemon(config: &Configuration, region: &Region) -> bool {
+    !region.chain.iter().any(|d| {
+        config
+            .daemons
+            .get(d)
+            .is_some_and(|info| info.state == DaemonState::Available)
+    })
 }
 
 /// A region a read of a replex space asks, in place of or as one of the
@@ -935,7 +942,7 @@ mod tests {
     }
 
     #[test]
-    fn failed_regions_are_those_without_an_available_daemon() {
+    fn failed_regions_are_those_without_an_available_daemon_or_being_refreshed() {
         use crate::config::{DaemonInfo, DaemonState};
         let mut s = space("space s key k attributes a replex a create 4 partitions");
         for layout in &mut s.subspaces {
@@ -972,6 +979,18 @@ mod tests {
             .daemons
             .insert(DaemonId(2), daemon(2, DaemonState::Available).1);
         assert_eq!(failed_regions(&config, &s), BTreeSet::from([key[3].id]));
+        // A region being refreshed keeps its live daemon as its chain, but
+        // that daemon's copy may be stale until the refresh completes.
+        config.rebuilds.push(crate::config::Rebuild {
+            id: 1,
+            region: replex[0].id,
+            to: DaemonId(1),
+            sources: vec![(key[0].id, DaemonId(1))],
+        });
+        assert_eq!(
+            failed_regions(&config, &s),
+            BTreeSet::from([key[3].id, replex[0].id])
+        );
         // A space without replexes has no other copy to read: nothing is
         // redirected there.
         let mut plain = space("space p key k attributes a create 4 partitions");

@@ -142,6 +142,11 @@ impl DaemonNode {
                         if let Err(e) = self.engine().drop_region(region) {
                             return self.poison("clearing a region to rebuild", &e, out);
                         }
+                    } else if self.index_received(region, out).is_none() {
+                        // A refresh keeps the copy this daemon came back
+                        // with, which an index built meanwhile never
+                        // indexed (as a transfer's target, `prune`).
+                        return;
                     }
                     for shard in &self.shards {
                         lock(shard).forget_rebuild(region);
