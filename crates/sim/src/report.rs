@@ -42,6 +42,9 @@ pub struct Report {
     /// Completed searches that read a failed region of a replex space
     /// through its covering set.
     pub search_redirected: u64,
+    /// Searches given up (the space gone, or planned again too often):
+    /// nothing they saw is judged.
+    pub search_gave_up: u64,
     /// Indexlet splits the leader made on its own (by size or by load).
     pub index_splits: u64,
     /// Whether the seed ran a replex space (`Knobs::replex`), and the
@@ -334,6 +337,7 @@ pub struct Summary {
     pub search_misses: u64,
     pub search_replans: u64,
     pub search_redirected: u64,
+    pub search_gave_up: u64,
     pub index_splits: u64,
     /// Seeds that ran a replex space (passed or failed), and the passed
     /// ones' relocating updates.
@@ -372,6 +376,7 @@ impl Summary {
         self.search_misses += r.search_misses;
         self.search_replans += r.search_replans;
         self.search_redirected += r.search_redirected;
+        self.search_gave_up += r.search_gave_up;
         self.index_splits += r.index_splits;
         self.replex_relocations += r.replex_relocations;
         self.replex_relayouts += u64::from(r.replex_relayout);
@@ -391,7 +396,7 @@ impl std::fmt::Display for Summary {
             f,
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
-             {} lookups ({} misses checked), {} searches ({} objects and {} misses checked, {} planned again, {} completed through covering sets), \
+             {} lookups ({} misses checked), {} searches ({} objects and {} misses checked, {} planned again, {} completed through covering sets, {} given up), \
              {} automatic index splits, \
              {} replex seeds ({} updates relocating inside a replex; {} passed seeds relayouted \
              ({} with every part ready at the end); {} passed seeds with a loss, \
@@ -412,6 +417,7 @@ impl std::fmt::Display for Summary {
             self.search_misses,
             self.search_replans,
             self.search_redirected,
+            self.search_gave_up,
             self.index_splits,
             self.replex_seeds,
             self.replex_relocations,

@@ -469,6 +469,7 @@ impl World {
         let think = self.rng.below(30);
         self.at(think, Ev::ClientWake(c));
         if !completed {
+            self.report.search_gave_up += 1;
             return;
         }
         self.trace(|| format!("client {c} search {:?} found {:?}", run.checks(), run.found));
