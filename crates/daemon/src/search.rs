@@ -231,12 +231,13 @@ fn check_region(
         // A replex region being refreshed: this daemon's copy may miss
         // what changed while it was away until the refresh completes, so
         // readers go to its covering set (`replex::failed_regions`).
-        Some((s, _, r))
-            if s.id == space && r.chain.contains(&view.me) && config.rebuilding(region) =>
-        {
-            Err(failed(Status::Offline, "this region is being refreshed"))
+        Some((s, _, r)) if s.id == space && r.chain.contains(&view.me) => {
+            if config.rebuilding(region) {
+                Err(failed(Status::Offline, "this region is being refreshed"))
+            } else {
+                Ok(())
+            }
         }
-        Some((s, _, r)) if s.id == space && r.chain.contains(&view.me) => Ok(()),
         Some(_) => Err(failed(
             Status::Reconfigure,
             "this daemon does not hold that region",

@@ -291,7 +291,7 @@ impl World {
 
 /// Whether a page of a lookup or a search was refused for a stale
 /// configuration, a replica that left, or a missing lease: the client
-/// asks again in a newer configuration ([`World::page_refused`]).
+/// asks again in a newer configuration ([`World::retry_page_soon`]).
 pub(crate) fn page_refused(resp: &DaemonResponse) -> bool {
     matches!(
         resp,

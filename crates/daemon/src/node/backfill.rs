@@ -412,9 +412,10 @@ impl DaemonNode {
     }
 
     /// As the target of a transfer of `region`, before it says it has
-    /// everything: writes the entries of every part the region indexes
-    /// whose entries walk this daemon has not finished for `region`, and
-    /// records them finished; `None` when the node poisoned itself.
+    /// everything (or of a refresh, before it serves): finishes at once
+    /// the entries walk of every part the region indexes that this daemon
+    /// has not finished for `region`; `None` when the node poisoned
+    /// itself.
     ///
     /// A daemon that held the region, left its chain, and comes back
     /// keeps every object the source finds current (only what changed is
@@ -439,31 +440,16 @@ impl DaemonNode {
             {
                 continue;
             }
-            let name = cursor_name("entries", space.id, part.id, region);
-            let mut after = match self.load_cursor(&name, out)? {
-                Cursor::Finished => continue,
-                Cursor::After(after) => after,
-            };
+            // The backfill's own walk, run to its end at once.
             loop {
-                let batch =
-                    self.engine
-                        .index_batch(region, after.as_deref(), BACKFILL_ENTRIES_PER_TICK);
-                let (last, seen) = match batch {
-                    Ok(batch) => batch,
-                    Err(e) => {
-                        self.poison("indexing a received region", &e, out);
-                        return None;
-                    }
+                let mut budget = Budget {
+                    keys: 0,
+                    entries: BACKFILL_ENTRIES_PER_TICK,
                 };
-                self.stats
-                    .backfill_entries
-                    .fetch_add(seen as u64, Ordering::Relaxed);
-                if seen < BACKFILL_ENTRIES_PER_TICK {
+                if self.walk_entries(space.id, part.id, region, &mut budget, out)? {
                     break;
                 }
-                after = last.or(after);
             }
-            self.save_cursor(&name, &Cursor::Finished, out)?;
         }
         Some(())
     }
