@@ -16,6 +16,7 @@ use tessera_protocol::{
     Action, ClientRef, CoordRequest, DaemonRequest, DaemonResponse, Mutation, NumOp, Reporter,
     Status, UpdateFlags, UpdateRequest,
 };
+use tessera_types::replex::no_live_daemon;
 use tessera_types::{Check, Configuration, DaemonId, Epoch, PredOp, SpaceId, Value};
 
 pub(crate) struct Current {
@@ -118,6 +119,9 @@ impl World {
             };
             (key, op)
         };
+        if op == KvOp::Get && self.key_region_lost(c, key) && self.start_redirected_get(c, key) {
+            return;
+        }
         let events = self.history.entry(key).or_default();
         events.push(Event {
             op,
@@ -155,6 +159,22 @@ impl World {
         cur.msg_id = msg_id;
         cur.deadline = now + CLIENT_TIMEOUT_MS;
         let (key, op, request_no) = (cur.key, cur.op, cur.request_no);
+        if op == KvOp::Get && self.key_region_lost(c, key) {
+            // The key region lost its last live daemon while the get
+            // waited: the client library's next attempt reads the
+            // covering set instead. This attempt's outcome is never
+            // heard, as for a client that gave up on it.
+            let cur = self.clients[c].current.take().expect("checked");
+            self.abandoned.insert((cur.key, cur.event));
+            if !self.start_redirected_get(c, key) {
+                self.at(0, Ev::ClientWake(c));
+            }
+            return;
+        }
+        let client = &mut self.clients[c];
+        let Some(cur) = client.current.as_mut() else {
+            return;
+        };
         let key_value = self.knobs.key_value(key);
         let client_id = client.id;
         let target = client.config.as_ref().and_then(|config| {
@@ -230,6 +250,26 @@ impl World {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Whether client `c` reads `key` through the covering set, as the
+    /// client library does (`Client::get_object`): the space is a replex
+    /// space and the key region's chain names no live daemon in the
+    /// client's configuration (a region being refreshed keeps its live
+    /// point leader, which answers gets). Never for the final reads, which
+    /// wait for the healed cluster's point leaders.
+    pub(crate) fn key_region_lost(&self, c: usize, key: i64) -> bool {
+        if self.phase2 || self.knobs.replex.is_none() {
+            return false;
+        }
+        let Some(config) = self.clients[c].config.as_ref() else {
+            return false;
+        };
+        config.space_by_id(self.space).is_some_and(|space| {
+            space.desc.replex.is_some()
+                && key_region(space, &self.knobs.key_value(key))
+                    .is_some_and(|region| no_live_daemon(config, region))
+        })
     }
 
     /// Client `c` hears the answer to its send `id`.

@@ -45,6 +45,10 @@ pub struct Report {
     /// Searches given up (the space gone, or planned again too often):
     /// nothing they saw is judged.
     pub search_gave_up: u64,
+    /// Gets whose key region had no live daemon, read through the
+    /// replexes' covering set as the client library reads them
+    /// (`Client::redirected_get`), and completed.
+    pub redirected_gets: u64,
     /// Indexlet splits the leader made on its own (by size or by load).
     pub index_splits: u64,
     /// Whether the seed ran a replex space (`Knobs::replex`), and the
@@ -338,6 +342,7 @@ pub struct Summary {
     pub search_replans: u64,
     pub search_redirected: u64,
     pub search_gave_up: u64,
+    pub redirected_gets: u64,
     pub index_splits: u64,
     /// Seeds that ran a replex space (passed or failed), and the passed
     /// ones' relocating updates.
@@ -377,6 +382,7 @@ impl Summary {
         self.search_replans += r.search_replans;
         self.search_redirected += r.search_redirected;
         self.search_gave_up += r.search_gave_up;
+        self.redirected_gets += r.redirected_gets;
         self.index_splits += r.index_splits;
         self.replex_relocations += r.replex_relocations;
         self.replex_relayouts += u64::from(r.replex_relayout);
@@ -397,6 +403,7 @@ impl std::fmt::Display for Summary {
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
              {} lookups ({} misses checked), {} searches ({} objects and {} misses checked, {} planned again, {} completed through covering sets, {} given up), \
+             {} gets redirected to covering sets, \
              {} automatic index splits, \
              {} replex seeds ({} updates relocating inside a replex; {} passed seeds relayouted \
              ({} with every part ready at the end); {} passed seeds with a loss, \
@@ -418,6 +425,7 @@ impl std::fmt::Display for Summary {
             self.search_replans,
             self.search_redirected,
             self.search_gave_up,
+            self.redirected_gets,
             self.index_splits,
             self.replex_seeds,
             self.replex_relocations,

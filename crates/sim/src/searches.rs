@@ -86,6 +86,9 @@ pub(crate) struct SearchRun {
     /// The inclusive ranges of `a` and `b` the checks admit.
     a: (i64, i64),
     b: (i64, i64),
+    /// A redirected get's key (and its value): the search checks key
+    /// equality and judges that key alone.
+    key: Option<(i64, Value)>,
     form: Form,
     invoke: u64,
     /// The regions still to read, each maybe standing in for a failed
@@ -112,16 +115,23 @@ impl SearchRun {
             _ if lo == hi => vec![PredOp::Eq(Value::Int(lo))],
             _ => vec![PredOp::Ge(Value::Int(lo)), PredOp::Le(Value::Int(hi))],
         };
-        [(1, self.a), (2, self.b)]
-            .into_iter()
-            .flat_map(|(attr, range)| {
-                ops(range).into_iter().map(move |op| Check {
-                    attr,
-                    path: None,
-                    op,
-                })
-            })
-            .collect()
+        let key = self.key.iter().map(|(_, value)| Check {
+            attr: 0,
+            path: None,
+            op: PredOp::Eq(value.clone()),
+        });
+        key.chain(
+            [(1, self.a), (2, self.b)]
+                .into_iter()
+                .flat_map(|(attr, range)| {
+                    ops(range).into_iter().map(move |op| Check {
+                        attr,
+                        path: None,
+                        op,
+                    })
+                }),
+        )
+        .collect()
     }
 
     /// Whether position `next` comes after `prev` in the form's order.
@@ -133,8 +143,10 @@ impl SearchRun {
         order == Ordering::Less
     }
 
-    fn admits(&self, (a, b): (i64, i64)) -> bool {
-        (self.a.0..=self.a.1).contains(&a) && (self.b.0..=self.b.1).contains(&b)
+    fn admits(&self, key: i64, (a, b): (i64, i64)) -> bool {
+        self.key.as_ref().is_none_or(|&(k, _)| k == key)
+            && (self.a.0..=self.a.1).contains(&a)
+            && (self.b.0..=self.b.1).contains(&b)
     }
 
     /// Takes a page of what the first lane returned (each key, what was
@@ -247,7 +259,18 @@ impl World {
             1 => Form::Keys,
             _ => Form::Objects,
         };
-        self.start_search(c, a, b, form)
+        self.start_search(c, a, b, None, form)
+    }
+
+    /// Starts client `c`'s get of `key` as the client library reads a key
+    /// whose key region has no live daemon in a replex space
+    /// (`Client::redirected_get`): a search for the key's equality, which
+    /// reads the key region's covering set, each lane keeping only what
+    /// the key region places. Not linearizable: judged as a search is
+    /// (see the module docs), for that key alone.
+    pub(crate) fn start_redirected_get(&mut self, c: usize, key: i64) -> bool {
+        let value = self.knobs.key_value(key);
+        self.start_search(c, ANY, ANY, Some((key, value)), Form::Objects)
     }
 
     /// Starts a search for client `c` of the objects whose `a` and `b`
@@ -258,6 +281,7 @@ impl World {
         c: usize,
         a: (i64, i64),
         b: (i64, i64),
+        key: Option<(i64, Value)>,
         form: Form,
     ) -> bool {
         let Some(space) = self.clients[c]
@@ -270,6 +294,7 @@ impl World {
         let mut run = SearchRun {
             a,
             b,
+            key,
             form,
             invoke: self.now,
             lanes: Vec::new(),
@@ -291,8 +316,8 @@ impl World {
                 run.lanes
             )
         });
+        self.report.searches += u64::from(run.key.is_none());
         self.clients[c].search = Some(run);
-        self.report.searches += 1;
         self.send_search(c);
         true
     }
@@ -391,7 +416,7 @@ impl World {
                     ) else {
                         return Err(unexpected(format!("an object {:?}", object.values)));
                     };
-                    if !run.admits((*a, *b)) {
+                    if !run.admits(key, (*a, *b)) {
                         return Err(unexpected(format!(
                             "key {key} = ({a}, {b}), which {:?} does not match",
                             run.checks()
@@ -474,9 +499,18 @@ impl World {
         }
         self.trace(|| format!("client {c} search {:?} found {:?}", run.checks(), run.found));
         self.report.search_redirected += u64::from(run.redirected);
+        self.report.redirected_gets += u64::from(run.key.is_some());
         let (start, end) = (run.invoke, self.now);
-        let mut budget = self.clients[c].ops_left;
-        for key in 0..self.knobs.keys {
+        // A redirected get took its operation when it began as a get.
+        let mut budget = match run.key {
+            Some(_) => 1,
+            None => self.clients[c].ops_left,
+        };
+        let keys = match &run.key {
+            Some((key, _)) => *key..*key + 1,
+            None => 0..self.knobs.keys,
+        };
+        for key in keys {
             if budget == 0 {
                 break;
             }
@@ -508,7 +542,9 @@ impl World {
             });
             budget -= 1;
         }
-        self.clients[c].ops_left = budget;
+        if run.key.is_none() {
+            self.clients[c].ops_left = budget;
+        }
     }
 }
 
@@ -516,10 +552,11 @@ impl World {
 mod tests {
     use super::Form;
     use crate::check::ANY;
-    use crate::knobs::{Knobs, Rng};
+    use crate::knobs::{Knobs, ReplexSpace, Rng};
     use crate::world::testing::quiet_knobs;
     use crate::world::World;
     use tessera_coordinator::state::{Command, CommandResult};
+    use tessera_daemon::chain::key_region;
     use tessera_types::PartId;
 
     #[test]
@@ -552,7 +589,7 @@ mod tests {
         world.clients[0].ops_left = 5;
         let planned = world.clients[0].config.clone().expect("a configuration");
         assert!(planned.epoch < world.configuration().epoch);
-        assert!(world.start_search(0, (1, 1), ANY, Form::Objects));
+        assert!(world.start_search(0, (1, 1), ANY, None, Form::Objects));
         let outcome = world.run().and_then(|()| world.check());
         assert!(outcome.is_ok(), "{outcome:?}");
         let report = &world.report;
@@ -562,6 +599,57 @@ mod tests {
         assert_eq!(
             report.search_found + report.search_misses,
             before.search_found + before.search_misses + 5
+        );
+    }
+
+    #[test]
+    fn a_get_whose_key_region_lost_its_daemon_reads_the_covering_set() {
+        let knobs = Knobs {
+            keys: 5,
+            replex: Some(ReplexSpace {
+                attr: 1,
+                hybrid: None,
+            }),
+            ..quiet_knobs()
+        };
+        let mut world = World::new(11, knobs, Rng::new(11));
+        world.run_until(8_000);
+        assert!(world.clients.iter().all(|c| !c.busy() && c.ops_left == 0));
+        let before = world.report.clone();
+        // Key 2's key region loses its one daemon: crashed, and taken
+        // offline in the configuration the client reads.
+        let key = 2;
+        let config = world.configuration();
+        let space = config.space_by_id(world.space).expect("the space");
+        let region = key_region(space, &world.knobs.key_value(key)).expect("a key region");
+        let daemon = region.chain[0];
+        assert_eq!(region.chain.len(), 1, "a replex region has one daemon");
+        let untouched = (0..5)
+            .find(|&k| {
+                key_region(space, &world.knobs.key_value(k))
+                    .is_some_and(|r| !r.chain.contains(&daemon))
+            })
+            .expect("a key whose region another daemon holds");
+        world.crash(daemon);
+        let result = world.apply(Command::DaemonOffline { id: daemon });
+        assert!(
+            !matches!(result, CommandResult::Failed { .. }),
+            "{result:?}"
+        );
+        world.clients[0].config = Some(world.configuration().into());
+        assert!(world.key_region_lost(0, key));
+        assert!(!world.key_region_lost(0, untouched));
+        assert!(world.start_redirected_get(0, key));
+        let outcome = world.run().and_then(|()| world.check());
+        assert!(outcome.is_ok(), "{outcome:?}");
+        let report = &world.report;
+        assert_eq!(report.redirected_gets, before.redirected_gets + 1);
+        assert_eq!(report.search_redirected, before.search_redirected + 1);
+        assert_eq!(report.searches, before.searches);
+        // Its one key became an event: found or checked missed.
+        assert_eq!(
+            report.search_found + report.search_misses,
+            before.search_found + before.search_misses + 1
         );
     }
 }

@@ -85,7 +85,8 @@ fn sweep_with(options: Options, default_count: u64) {
     let mine = run_many(first, half, options, report);
     let theirs = other.join().expect("the sweep thread");
     eprintln!("{mine}\n{theirs}");
-    // Searches are drawn and checked, both what they return and what not.
+    // Searches are drawn and checked, both what they return and what not,
+    // and gets of lost key regions read the covering sets.
     for (what, n) in [
         ("searches", mine.searches + theirs.searches),
         (
@@ -95,6 +96,10 @@ fn sweep_with(options: Options, default_count: u64) {
         (
             "keys searches missed",
             mine.search_misses + theirs.search_misses,
+        ),
+        (
+            "gets redirected to covering sets",
+            mine.redirected_gets + theirs.redirected_gets,
         ),
     ] {
         assert!(n > 0, "no {what} checked in {count} seeds");
