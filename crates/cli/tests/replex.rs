@@ -360,6 +360,7 @@ async fn region_objects(
                 after: after.clone(),
                 limit: None,
                 auth: Default::default(),
+                within: None,
             },
         };
         write_frame(&mut write, &request).await.expect("send");

@@ -206,6 +206,7 @@ fn region_objects(
                 after: after.clone(),
                 limit: Some(200),
                 auth: Default::default(),
+                within: None,
             };
             let msg = Message::DaemonRequest { id, epoch, request };
             write_frame(&mut write, &msg).await.ok()?;

@@ -729,6 +729,12 @@ impl PageRequest {
                         after: self.after.clone(),
                         limit: self.limit,
                         auth: client.auth(),
+                        // The daemon ships only what this lane keeps; the
+                        // lane still checks each object it receives.
+                        within: self
+                            .lost
+                            .as_ref()
+                            .and_then(|(lost, space)| lost.within(space)),
                     },
                 };
                 let attempts = client.attempts();

@@ -21,6 +21,7 @@ use tessera_protocol::{
 use tessera_storage::{Engine, IndexRange};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::lookup::after_prefix;
+use tessera_types::replex::{LostRegion, Within};
 use tessera_types::sortkey::{sort_key, sort_key_len, value_of};
 use tessera_types::{
     Check, Configuration, DaemonId, DataType, Epoch, Object, RegionDirectory, RegionId, SpaceDesc,
@@ -178,34 +179,62 @@ impl Readers {
     }
 }
 
-/// Reads pages with `read` from `after` until one keeps an object that
-/// `readers` admit, or the region ends: a page whose objects were all
-/// withheld would give the client no position to continue after. Returns
-/// the admitted matches and whether more may follow.
+/// What a page keeps of the matches it read, beyond the checks: those
+/// its `readers` admit, and in a read standing in for a failed region of
+/// a replex space (`within`, found in the daemon's configuration) those
+/// the client keeps of that region ([`LostRegion::keeps`]).
+struct Keep<'a> {
+    readers: &'a Readers,
+    within: Option<LostRegion>,
+    /// The region read.
+    lane: RegionId,
+}
+
+/// Reads pages with `read` from `after` until one keeps an object (see
+/// [`Keep`]), or the region ends: a page whose objects were all withheld
+/// would give the client no position to continue after. Returns the kept
+/// matches and whether more may follow.
 fn admitted_page(
     config: &Configuration,
     space: SpaceId,
-    readers: &Readers,
+    keep: &Keep<'_>,
     mut after: Option<SearchAfter>,
     position: impl Fn(&crate::index::Match) -> SearchAfter,
     mut read: impl FnMut(Option<&SearchAfter>) -> Result<(Vec<crate::index::Match>, bool), ReadFailed>,
 ) -> Result<(Vec<crate::index::Match>, bool), ReadFailed> {
-    let desc = config.space_by_id(space).map(|s| &s.desc);
+    let Some(space) = config.space_by_id(space) else {
+        return read(after.as_ref());
+    };
+    let authorizing = matches!(keep.readers, Readers::Only(..));
+    if !authorizing && keep.within.is_none() {
+        return read(after.as_ref());
+    }
+    let desc = &space.desc;
     loop {
         let (matches, more) = read(after.as_ref())?;
-        let (Readers::Only(..), Some(desc)) = (readers, desc) else {
-            return Ok((matches, more));
-        };
         let last = matches.last().map(&position);
-        // Authorization reads any attribute, so here objects are decoded
-        // whole, and those kept are encoded again without their secret.
+        // Authorization reads any attribute, and so does placing an object
+        // in other parts' regions, so here objects are decoded whole; those
+        // kept under authorization are encoded again without their secret.
         let mut kept = Vec::with_capacity(matches.len());
         for mut m in matches {
             let object = m.object.decode().map_err(ReadFailed::of)?;
-            if readers.admit(desc, &object) {
-                m.object = ObjectBytes::encode(&auth::strip(desc, object));
-                kept.push(m);
+            // An object the lost region's parts cannot place (it lacks an
+            // attribute they place by) is shipped: the client judges it.
+            let elsewhere = keep
+                .within
+                .as_ref()
+                .is_some_and(|lost| lost.keeps(space, keep.lane, &object) == Some(false));
+            if elsewhere {
+                continue;
             }
+            if authorizing {
+                if !keep.readers.admit(desc, &object) {
+                    continue;
+                }
+                m.object = ObjectBytes::encode(&auth::strip(desc, object));
+            }
+            kept.push(m);
         }
         match last {
             Some(last) if kept.is_empty() && more => after = Some(last),
@@ -307,9 +336,9 @@ pub enum PagePlan {
     /// objects, handed off if it would load more.
     Walk,
     /// Anything else, handed off to a page thread: a scan (it may read a
-    /// whole region), a search of a space with authorization (whose
-    /// filter may drop what the walk returns), a keys-only search, a
-    /// lookup.
+    /// whole region), a search of a space with authorization or for a
+    /// lane standing in for a failed region (whose filter may drop what
+    /// the walk returns), a keys-only search, a lookup.
     Apart,
 }
 
@@ -321,6 +350,7 @@ pub fn search_plan(view: &ReadView<'_>, request: &DaemonRequest) -> PagePlan {
         checks,
         sort,
         limit,
+        within,
         ..
     } = request
     else {
@@ -334,6 +364,12 @@ pub fn search_plan(view: &ReadView<'_>, request: &DaemonRequest) -> PagePlan {
     }
     let wanted = page_objects(*limit, PAGE_OBJECTS_MAX);
     let access = access_for(view, *space, *region, checks, *sort, wanted);
+    // A page for a lane standing in for a failed region may drop what its
+    // walk returns and read on, as under authorization; a point read by
+    // key (a redirected get) reads one object whatever it keeps.
+    if within.is_some() && !matches!(access, Access::Key(_)) {
+        return PagePlan::Apart;
+    }
     if index::walk_is_bounded(desc, &access, checks) {
         PagePlan::AtOnce
     } else if matches!(access, Access::Index { .. } | Access::Equalities { .. }) {
@@ -355,6 +391,7 @@ pub fn search(
     after: Option<&SearchAfter>,
     limit: Option<u64>,
     auth: &Auth,
+    within: Option<&Within>,
 ) -> Result<DaemonResponse, ReadFailed> {
     if let Err(response) = check_region(view, epoch, space, region) {
         return Ok(response);
@@ -362,6 +399,11 @@ pub fn search(
     let readers = match Readers::of(view.config, space, checks, (auth, AuthOp::Read)) {
         Ok(readers) => readers,
         Err(refusal) => return Ok(refusal),
+    };
+    let keep = Keep {
+        readers: &readers,
+        within: within.and_then(|w| w.lost_region(view.config.space_by_id(space)?)),
+        lane: region,
     };
     let wanted = page_objects(limit, PAGE_OBJECTS_MAX);
     if wanted == 0 {
@@ -394,8 +436,7 @@ pub fn search(
         };
         page.map_err(ReadFailed::of)
     };
-    let (matches, more) =
-        admitted_page(view.config, space, &readers, after.cloned(), position, read)?;
+    let (matches, more) = admitted_page(view.config, space, &keep, after.cloned(), position, read)?;
     Ok(DaemonResponse::SearchPage {
         objects: matches.into_iter().map(|m| (m.version, m.object)).collect(),
         more,
@@ -438,7 +479,12 @@ pub fn search_keys(
         key: key.to_vec(),
         sort_value: None,
     });
-    let (matches, more) = admitted_page(view.config, space, &readers, after, position, read)?;
+    let keep = Keep {
+        readers: &readers,
+        within: None,
+        lane: region,
+    };
+    let (matches, more) = admitted_page(view.config, space, &keep, after, position, read)?;
     // Of each object only the key is decoded.
     let mut keys = Vec::with_capacity(matches.len());
     for m in &matches {

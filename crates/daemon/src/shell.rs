@@ -1109,6 +1109,7 @@ mod tests {
                 after: None,
                 limit,
                 auth: Default::default(),
+                within: None,
             },
         };
         assert!(search(Some(100)).is_long_page());

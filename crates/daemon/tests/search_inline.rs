@@ -77,6 +77,7 @@ fn search(node: &DaemonNode, checks: Vec<Check>) -> (BTreeSet<i64>, bool) {
         after: None,
         limit: None,
         auth: Default::default(),
+        within: None,
     };
     let mut outputs = Vec::new();
     let to = ReplyTo { conn: 1, id: 1 };
@@ -204,6 +205,7 @@ fn a_region_being_refreshed_answers_no_page() {
             None,
             None,
             &Default::default(),
+            None,
         )
         .expect("a read")
     };
@@ -225,4 +227,149 @@ fn a_region_being_refreshed_answers_no_page() {
         "{:?}",
         page(&config)
     );
+}
+
+/// A page read in place of a failed region (`within`) holds only the
+/// objects that region places, of those the lane holds first in the
+/// covering set; a `within` whose parts the daemon cannot find returns
+/// every match, for the client to judge.
+#[test]
+fn a_page_read_in_place_of_a_failed_region_holds_only_its_objects() {
+    use tessera_daemon::search::{search, ReadView};
+    use tessera_types::replex::Within;
+    use tessera_types::{
+        DaemonId, DaemonInfo, DaemonState, Region, RegionDirectory, RegionId, SubspaceLayout,
+    };
+
+    // Two parts of two regions each, cut at the middle of the axis: the
+    // key subspace on `k` and a subspace on `b`. This daemon holds the
+    // lower region of `b`, where every object lies (b = -1); objects with
+    // a negative key belong to the lower key region, the failed one.
+    const OTHER: DaemonId = DaemonId(2);
+    let (key_low, key_high, b_low, b_high) = (RegionId(1), RegionId(2), RegionId(10), RegionId(11));
+    let half = vec![vec![1u64 << 63]];
+    let part = |id, attr, regions: [(RegionId, DaemonId); 2]| SubspaceLayout {
+        attrs: vec![attr],
+        splits: half.clone(),
+        regions: regions
+            .iter()
+            .map(|&(id, d)| Region { id, chain: vec![d] })
+            .collect(),
+        part: PartId(id),
+        state: PartState::Ready,
+        kind: Default::default(),
+    };
+    let desc =
+        parse_space("space s key int k attributes int b create 2 partitions").expect("valid");
+    let mut config = common::one_region(desc, Vec::new());
+    config.spaces[0].subspaces = vec![
+        part(0, 0, [(key_low, OTHER), (key_high, OTHER)]),
+        part(1, 1, [(b_low, common::ME), (b_high, OTHER)]),
+    ];
+    config.daemons.insert(
+        OTHER,
+        DaemonInfo {
+            id: OTHER,
+            addr: "d2:1".into(),
+            state: DaemonState::Offline,
+            metrics: None,
+        },
+    );
+    let disk = MemoryEngine::new();
+    let writes = (-20..20)
+        .map(|k| Write::Put {
+            region: b_low,
+            key: tessera_types::key_bytes(&Value::Int(k)),
+            value: Record {
+                version: Version(1),
+                object: Some(Object {
+                    values: vec![Value::Int(k), Value::Int(-1)],
+                }),
+                recent: Vec::new(),
+            }
+            .encode(),
+        })
+        .collect();
+    disk.apply(writes).expect("memory");
+    let directory = RegionDirectory::new(&config);
+    let view = ReadView {
+        config: &config,
+        directory: &directory,
+        me: common::ME,
+        engine: &disk,
+    };
+    // Pages of at most four objects, read to the end.
+    let keys = |within: Option<Within>| {
+        let mut keys = Vec::new();
+        let mut after = None;
+        loop {
+            let page = search(
+                &view,
+                Epoch(5),
+                SpaceId(1),
+                b_low,
+                &[],
+                None,
+                after.as_ref(),
+                Some(4),
+                &Default::default(),
+                within.as_ref(),
+            )
+            .expect("a read");
+            let DaemonResponse::SearchPage { objects, more } = page else {
+                panic!("not a page: {page:?}");
+            };
+            assert!(
+                !objects.is_empty() || !more,
+                "an empty page with more to come"
+            );
+            for (_, bytes) in &objects {
+                let object = bytes.decode().expect("an object");
+                after = Some(tessera_protocol::SearchAfter {
+                    key: tessera_types::key_bytes(&object.values[0]),
+                    sort_value: None,
+                });
+                match object.values[0] {
+                    Value::Int(k) => keys.push(k),
+                    ref other => panic!("key {other:?}"),
+                }
+            }
+            if !more {
+                return keys;
+            }
+        }
+    };
+    let cover = vec![(PartId(1), b_low), (PartId(1), b_high)];
+    let lost_low = Within {
+        part: PartId(0),
+        region: key_low,
+        cover: cover.clone(),
+    };
+    assert_eq!(keys(Some(lost_low)), (-20..0).collect::<Vec<_>>());
+    let lost_high = Within {
+        part: PartId(0),
+        region: key_high,
+        cover: cover.clone(),
+    };
+    assert_eq!(keys(Some(lost_high)), (0..20).collect::<Vec<_>>());
+    // A region earlier in the covering set that holds the same objects
+    // keeps them: this lane ships none.
+    let earlier = Within {
+        part: PartId(0),
+        region: key_low,
+        cover: vec![
+            (PartId(1), b_high),
+            (PartId(0), key_low),
+            (PartId(1), b_low),
+        ],
+    };
+    assert_eq!(keys(Some(earlier)), Vec::<i64>::new());
+    // Without `within`, or with parts this configuration lacks: all.
+    assert_eq!(keys(None), (-20..20).collect::<Vec<_>>());
+    let unknown = Within {
+        part: PartId(7),
+        region: key_low,
+        cover,
+    };
+    assert_eq!(keys(Some(unknown)), (-20..20).collect::<Vec<_>>());
 }

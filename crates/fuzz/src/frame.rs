@@ -175,6 +175,11 @@ fn messages() -> Vec<Message> {
                 }),
                 limit: Some(100),
                 auth: Auth::default(),
+                within: Some(tessera_types::replex::Within {
+                    part: tessera_types::PartId(2),
+                    region: RegionId(9),
+                    cover: vec![(tessera_types::PartId(1), RegionId(7))],
+                }),
             },
         ),
         request(

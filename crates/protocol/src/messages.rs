@@ -437,6 +437,12 @@ pub enum DaemonRequest {
         /// these macaroons authorize for reading.
         #[serde(default)]
         auth: Auth,
+        /// In a replex space, when `region` is read in place of a failed
+        /// region: only the objects the client keeps of it
+        /// ([`tessera_types::replex::Within`]). A daemon that cannot find
+        /// its parts in its configuration returns every match.
+        #[serde(default)]
+        within: Option<tessera_types::replex::Within>,
     },
     /// Like `Search` in key order, but only the keys (count and group
     /// operations need nothing else). `after` is the `key_bytes` of the

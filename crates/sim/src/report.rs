@@ -49,6 +49,10 @@ pub struct Report {
     /// replexes' covering set as the client library reads them
     /// (`Client::redirected_get`), and completed.
     pub redirected_gets: u64,
+    /// Objects pages of lanes standing in for failed regions returned,
+    /// and of those the objects the lanes kept.
+    pub redirect_shipped: u64,
+    pub redirect_kept: u64,
     /// Indexlet splits the leader made on its own (by size or by load).
     pub index_splits: u64,
     /// Whether the seed ran a replex space (`Knobs::replex`), and the
@@ -343,6 +347,8 @@ pub struct Summary {
     pub search_redirected: u64,
     pub search_gave_up: u64,
     pub redirected_gets: u64,
+    pub redirect_shipped: u64,
+    pub redirect_kept: u64,
     pub index_splits: u64,
     /// Seeds that ran a replex space (passed or failed), and the passed
     /// ones' relocating updates.
@@ -383,6 +389,8 @@ impl Summary {
         self.search_redirected += r.search_redirected;
         self.search_gave_up += r.search_gave_up;
         self.redirected_gets += r.redirected_gets;
+        self.redirect_shipped += r.redirect_shipped;
+        self.redirect_kept += r.redirect_kept;
         self.index_splits += r.index_splits;
         self.replex_relocations += r.replex_relocations;
         self.replex_relayouts += u64::from(r.replex_relayout);
@@ -403,7 +411,7 @@ impl std::fmt::Display for Summary {
             "{} seeds: {:.0} simulated seconds, {} operations ({} of unknown outcome), {}, \
              {} state transfers, {} tombstones collected, {} stale keys dropped, \
              {} lookups ({} misses checked), {} searches ({} objects and {} misses checked, {} planned again, {} completed through covering sets, {} given up), \
-             {} gets redirected to covering sets, \
+             {} gets redirected to covering sets ({} objects shipped to lanes standing in for failed regions, {} kept), \
              {} automatic index splits, \
              {} replex seeds ({} updates relocating inside a replex; {} passed seeds relayouted \
              ({} with every part ready at the end); {} passed seeds with a loss, \
@@ -426,6 +434,8 @@ impl std::fmt::Display for Summary {
             self.search_redirected,
             self.search_gave_up,
             self.redirected_gets,
+            self.redirect_shipped,
+            self.redirect_kept,
             self.index_splits,
             self.replex_seeds,
             self.replex_relocations,

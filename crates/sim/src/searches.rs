@@ -99,6 +99,11 @@ pub(crate) struct SearchRun {
     planned_on: Option<Space>,
     /// Whether some plan read a failed region through its covering set.
     redirected: bool,
+    /// Whether the page asked last stands in for a failed region whose
+    /// parts the daemon finds in the configuration it was asked in: the
+    /// daemon then ships only the objects the lane keeps
+    /// (`DaemonRequest::Search::within`).
+    filtered: bool,
     /// Where the first lane's next page starts.
     after: Option<SearchAfter>,
     plans: u32,
@@ -300,6 +305,7 @@ impl World {
             lanes: Vec::new(),
             planned_on: None,
             redirected: false,
+            filtered: false,
             after: None,
             plans: 0,
             found: BTreeMap::new(),
@@ -356,10 +362,19 @@ impl World {
             return self.finish_search(c, true);
         };
         let region = lane.region;
+        let within = lane
+            .lost
+            .as_ref()
+            .zip(run.planned_on.as_ref())
+            .and_then(|(lost, planned)| lost.within(planned));
+        let stands_in = lane.lost.is_some();
+        run.filtered = within
+            .as_ref()
+            .is_some_and(|w| w.lost_region(space).is_some());
         let req = match run.form {
             // A redirected lane reads whole objects: a key alone does not
             // say whether the lost region places the object.
-            Form::Keys if lane.lost.is_none() => DaemonRequest::SearchKeys {
+            Form::Keys if !stands_in => DaemonRequest::SearchKeys {
                 space: space_id,
                 region,
                 checks: run.checks(),
@@ -378,6 +393,7 @@ impl World {
                 after: run.after.clone(),
                 limit: Some(PAGE_OBJECTS),
                 auth: Default::default(),
+                within,
             },
         };
         self.send_page(c, msg_id, &config, region, req);
@@ -442,6 +458,17 @@ impl World {
                             .and_then(|space| lost.keeps(space, region, &object))
                             .ok_or_else(|| unexpected(format!("an object {:?}", object.values)))?,
                     };
+                    if lane.as_ref().is_some_and(|l| l.lost.is_some()) {
+                        self.report.redirect_shipped += 1;
+                        self.report.redirect_kept += u64::from(kept);
+                    }
+                    // A daemon told which failed region the lane stands in
+                    // for ships only what the lane keeps.
+                    if !kept && run.filtered {
+                        return Err(unexpected(format!(
+                            "key {key} = ({a}, {b}), which the lane does not keep"
+                        )));
+                    }
                     let seen = match run.form {
                         Form::Keys => Seen::Key,
                         _ => Seen::Object(*version, (*a, *b)),

@@ -487,6 +487,65 @@ impl LostRegion {
     }
 }
 
+/// What a daemon keeps of a page it reads in place of a failed region
+/// (`DaemonRequest::Search::within`): the objects [`LostRegion::keeps`]
+/// keeps for that lane, the lost region's parts named by their stable
+/// ids rather than positions, so that the daemon finds them in its own
+/// configuration. Filtering where the objects lie ships only those the
+/// client keeps (a covering region of another replex holds every key
+/// region's objects); the client still checks what it receives.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Within {
+    /// The lost region's part.
+    pub part: PartId,
+    /// The lost region.
+    pub region: RegionId,
+    /// Its covering set, as [`LostRegion::cover`].
+    pub cover: Vec<(PartId, RegionId)>,
+}
+
+impl LostRegion {
+    /// The lost region as a daemon is told it, with the parts' ids in
+    /// `space` (the space the lanes were planned on); `None` when a part
+    /// position is not in it.
+    pub fn within(&self, space: &Space) -> Option<Within> {
+        let id = |part: usize| space.subspaces.get(part).map(|l| l.part);
+        Some(Within {
+            part: id(self.part)?,
+            region: self.region,
+            cover: self
+                .cover
+                .iter()
+                .map(|&(part, region)| Some((id(part)?, region)))
+                .collect::<Option<_>>()?,
+        })
+    }
+}
+
+impl Within {
+    /// The lost region in `space`'s positions; `None` when one of its
+    /// parts, or a region of a part, is not in `space` (the layout changed
+    /// since the lanes were planned: the daemon then ships what it reads
+    /// and leaves the choice to the client).
+    pub fn lost_region(&self, space: &Space) -> Option<LostRegion> {
+        let position = |part: PartId, region: RegionId| {
+            space
+                .subspaces
+                .iter()
+                .position(|l| l.part == part && l.regions.iter().any(|r| r.id == region))
+        };
+        Some(LostRegion {
+            part: position(self.part, self.region)?,
+            region: self.region,
+            cover: self
+                .cover
+                .iter()
+                .map(|&(part, region)| Some((position(part, region)?, region)))
+                .collect::<Option<_>>()?,
+        })
+    }
+}
+
 /// Whether region `region` of the part at `part` places `object` (see
 /// [`LostRegion::keeps`] for `None`).
 fn holds(space: &Space, part: usize, region: RegionId, object: &crate::Object) -> Option<bool> {
@@ -903,6 +962,12 @@ mod tests {
                 }
             };
             prop_assert!(lanes.iter().all(|l| !failed.contains(&l.region)));
+            // What a daemon is told of each lost region names the same
+            // regions in the same parts.
+            for lost in lanes.iter().filter_map(|l| l.lost.as_ref()) {
+                let told = lost.within(&s).and_then(|w| w.lost_region(&s));
+                prop_assert_eq!(told.as_ref(), Some(lost));
+            }
             let direct: Vec<RegionId> = lanes.iter().filter(|l| l.lost.is_none()).map(|l| l.region).collect();
             let alive: Vec<RegionId> = planned.iter().copied().filter(|r| !failed.contains(r)).collect();
             prop_assert_eq!(direct, alive);
@@ -1076,6 +1141,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A daemon finds a lost region's parts by their ids in its own
+    /// configuration, where a part removed before them shifts their
+    /// positions, and finds nothing when a region is gone.
+    #[test]
+    fn a_lost_region_is_told_by_part_ids() {
+        let s = space("space s key k attributes a, b replex a replex b create 4 partitions");
+        let failed = BTreeSet::from([s.subspaces[0].regions[1].id]);
+        let lanes = redirect_reads(&s, &failed, &[s.subspaces[0].regions[1].id]).expect("covered");
+        let lost = lanes[0]
+            .lost
+            .clone()
+            .expect("a lane standing in for the key region");
+        let within = lost.within(&s).expect("its parts are in the space");
+        // A part added before the others (a new replex, its own id and
+        // regions) moves them one place down.
+        let mut later = s.clone();
+        let mut added = s.subspaces[1].clone();
+        added.part = PartId(99);
+        for r in &mut added.regions {
+            r.id = RegionId(r.id.0 + 1000);
+        }
+        later.subspaces.insert(1, added);
+        let covering = lost.cover[0].0;
+        let moved = within
+            .lost_region(&later)
+            .expect("its parts are still there");
+        assert_eq!(moved.region, lost.region);
+        assert_eq!(moved.part, 0);
+        assert_eq!(
+            moved.cover.iter().map(|c| c.1).collect::<Vec<_>>(),
+            lost.cover.iter().map(|c| c.1).collect::<Vec<_>>()
+        );
+        assert!(moved.cover.iter().all(|c| c.0 == covering + 1), "{moved:?}");
+        let mut state = 7;
+        for _ in 0..200 {
+            let object = random_object(&mut state);
+            for lane in &lanes {
+                assert_eq!(
+                    moved.keeps(&later, lane.region, &object),
+                    lost.keeps(&s, lane.region, &object)
+                );
+            }
+        }
+        // The covering part gone: nothing to tell.
+        let mut gone = s.clone();
+        gone.subspaces.remove(covering);
+        assert_eq!(within.lost_region(&gone), None);
     }
 
     #[test]

@@ -871,6 +871,7 @@ impl DaemonNode {
                 after,
                 limit,
                 auth,
+                within,
             } => search::search(
                 &view,
                 epoch,
@@ -881,6 +882,7 @@ impl DaemonNode {
                 after.as_ref(),
                 *limit,
                 auth,
+                within.as_ref(),
             ),
             DaemonRequest::SearchKeys {
                 space,
