@@ -16,12 +16,13 @@ use crate::index::stored_object;
 use crate::index::{self, Access, PageBounds};
 use crate::record::Record;
 use tessera_protocol::{
-    Auth, AuthOp, DaemonRequest, DaemonResponse, ObjectBytes, SearchAfter, SortBy, Status,
+    Auth, AuthOp, DaemonRequest, DaemonResponse, ObjectBytes, ObjectView, SearchAfter, SortBy,
+    Status,
 };
 use tessera_storage::{Engine, IndexRange};
 use tessera_types::coordinate::key_bytes;
 use tessera_types::lookup::after_prefix;
-use tessera_types::replex::{LostRegion, Within};
+use tessera_types::replex::Within;
 use tessera_types::sortkey::{sort_key, sort_key_len, value_of};
 use tessera_types::{
     Check, Configuration, DaemonId, DataType, Epoch, Object, RegionDirectory, RegionId, SpaceDesc,
@@ -179,62 +180,34 @@ impl Readers {
     }
 }
 
-/// What a page keeps of the matches it read, beyond the checks: those
-/// its `readers` admit, and in a read standing in for a failed region of
-/// a replex space (`within`, found in the daemon's configuration) those
-/// the client keeps of that region ([`LostRegion::keeps`]).
-struct Keep<'a> {
-    readers: &'a Readers,
-    within: Option<LostRegion>,
-    /// The region read.
-    lane: RegionId,
-}
-
-/// Reads pages with `read` from `after` until one keeps an object (see
-/// [`Keep`]), or the region ends: a page whose objects were all withheld
-/// would give the client no position to continue after. Returns the kept
-/// matches and whether more may follow.
+/// Reads pages with `read` from `after` until one keeps an object that
+/// `readers` admit, or the region ends: a page whose objects were all
+/// withheld would give the client no position to continue after. Returns
+/// the admitted matches and whether more may follow.
 fn admitted_page(
     config: &Configuration,
     space: SpaceId,
-    keep: &Keep<'_>,
+    readers: &Readers,
     mut after: Option<SearchAfter>,
     position: impl Fn(&crate::index::Match) -> SearchAfter,
     mut read: impl FnMut(Option<&SearchAfter>) -> Result<(Vec<crate::index::Match>, bool), ReadFailed>,
 ) -> Result<(Vec<crate::index::Match>, bool), ReadFailed> {
-    let Some(space) = config.space_by_id(space) else {
-        return read(after.as_ref());
-    };
-    let authorizing = matches!(keep.readers, Readers::Only(..));
-    if !authorizing && keep.within.is_none() {
-        return read(after.as_ref());
-    }
-    let desc = &space.desc;
+    let desc = config.space_by_id(space).map(|s| &s.desc);
     loop {
         let (matches, more) = read(after.as_ref())?;
+        let (Readers::Only(..), Some(desc)) = (readers, desc) else {
+            return Ok((matches, more));
+        };
         let last = matches.last().map(&position);
-        // Authorization reads any attribute, and so does placing an object
-        // in other parts' regions, so here objects are decoded whole; those
-        // kept under authorization are encoded again without their secret.
+        // Authorization reads any attribute, so here objects are decoded
+        // whole, and those kept are encoded again without their secret.
         let mut kept = Vec::with_capacity(matches.len());
         for mut m in matches {
             let object = m.object.decode().map_err(ReadFailed::of)?;
-            // An object the lost region's parts cannot place (it lacks an
-            // attribute they place by) is shipped: the client judges it.
-            let elsewhere = keep
-                .within
-                .as_ref()
-                .is_some_and(|lost| lost.keeps(space, keep.lane, &object) == Some(false));
-            if elsewhere {
-                continue;
-            }
-            if authorizing {
-                if !keep.readers.admit(desc, &object) {
-                    continue;
-                }
+            if readers.admit(desc, &object) {
                 m.object = ObjectBytes::encode(&auth::strip(desc, object));
+                kept.push(m);
             }
-            kept.push(m);
         }
         match last {
             Some(last) if kept.is_empty() && more => after = Some(last),
@@ -365,9 +338,9 @@ pub fn search_plan(view: &ReadView<'_>, request: &DaemonRequest) -> PagePlan {
     let wanted = page_objects(*limit, PAGE_OBJECTS_MAX);
     let access = access_for(view, *space, *region, checks, *sort, wanted);
     // A page for a lane standing in for a failed region may drop what its
-    // walk returns and read on, as under authorization; a point read by
-    // key (a redirected get) reads one object whatever it keeps.
-    if within.is_some() && !matches!(access, Access::Key(_)) {
+    // walk finds and read on to fill the page; a point read by key (a
+    // redirected get) reads one object whatever it keeps.
+    if within.is_some() && !matches!(access, Access::Key(_) | Access::Nothing) {
         return PagePlan::Apart;
     }
     if index::walk_is_bounded(desc, &access, checks) {
@@ -400,11 +373,27 @@ pub fn search(
         Ok(readers) => readers,
         Err(refusal) => return Ok(refusal),
     };
-    let keep = Keep {
-        readers: &readers,
-        within: within.and_then(|w| w.lost_region(view.config.space_by_id(space)?)),
-        lane: region,
+    // A lane standing in for a failed region keeps that region's objects
+    // alone: the readers drop the others as they read, so a page holds
+    // only kept objects (a sorted page stays one scan however few pass).
+    // Parts the daemon cannot find leave every match to the client.
+    let lost = view.config.space_by_id(space).and_then(|s| {
+        let lost = within?.lost_region(s)?;
+        Some((s, lost))
+    });
+    let keeps = |object: &ObjectView<'_>| {
+        let Some((space, lost)) = &lost else {
+            return true;
+        };
+        // An object the parts cannot place (it lacks an attribute they
+        // place by) is shipped: the client judges it.
+        object
+            .to_object()
+            .ok()
+            .and_then(|object| lost.keeps(space, region, &object))
+            != Some(false)
     };
+    let keep: Option<index::Keep<'_>> = lost.as_ref().map(|_| &keeps as index::Keep<'_>);
     let wanted = page_objects(limit, PAGE_OBJECTS_MAX);
     if wanted == 0 {
         return Ok(DaemonResponse::SearchPage {
@@ -427,16 +416,19 @@ pub fn search(
         let page = match sort {
             Some(sort) => {
                 let after = after.map(|a| (a.sort_value.as_ref(), a.key.as_slice()));
-                index::sorted_page(engine, region, &access, checks, sort, after, bounds)
+                index::sorted_page_keeping(
+                    engine, region, &access, checks, sort, after, bounds, keep,
+                )
             }
             None => {
                 let after = after.map(|a| a.key.as_slice());
-                index::key_order_page(engine, region, &access, checks, after, bounds)
+                index::key_order_page_keeping(engine, region, &access, checks, after, bounds, keep)
             }
         };
         page.map_err(ReadFailed::of)
     };
-    let (matches, more) = admitted_page(view.config, space, &keep, after.cloned(), position, read)?;
+    let (matches, more) =
+        admitted_page(view.config, space, &readers, after.cloned(), position, read)?;
     Ok(DaemonResponse::SearchPage {
         objects: matches.into_iter().map(|m| (m.version, m.object)).collect(),
         more,
@@ -479,12 +471,7 @@ pub fn search_keys(
         key: key.to_vec(),
         sort_value: None,
     });
-    let keep = Keep {
-        readers: &readers,
-        within: None,
-        lane: region,
-    };
-    let (matches, more) = admitted_page(view.config, space, &keep, after, position, read)?;
+    let (matches, more) = admitted_page(view.config, space, &readers, after, position, read)?;
     // Of each object only the key is decoded.
     let mut keys = Vec::with_capacity(matches.len());
     for m in &matches {

@@ -275,7 +275,7 @@ fn a_page_read_in_place_of_a_failed_region_holds_only_its_objects() {
             metrics: None,
         },
     );
-    let disk = MemoryEngine::new();
+    let disk = Arc::new(MemoryEngine::new());
     let writes = (-20..20)
         .map(|k| Write::Put {
             region: b_low,
@@ -291,15 +291,23 @@ fn a_page_read_in_place_of_a_failed_region_holds_only_its_objects() {
         })
         .collect();
     disk.apply(writes).expect("memory");
+    // Opened on objects without entries, the engine indexes `b` in the
+    // region of `b` (a sorted page on `b` walks them).
+    let engine = IndexedEngine::open(disk, &config).expect("open");
     let directory = RegionDirectory::new(&config);
     let view = ReadView {
         config: &config,
         directory: &directory,
         me: common::ME,
-        engine: &disk,
+        engine: &engine,
     };
-    // Pages of at most four objects, read to the end.
-    let keys = |within: Option<Within>| {
+    // Pages of at most four objects, read to the end, in key order and
+    // sorted on `b` (all equal: then by key).
+    let sorted = tessera_protocol::SortBy {
+        attr: 1,
+        descending: false,
+    };
+    let read = |within: &Option<Within>, sort: Option<tessera_protocol::SortBy>| {
         let mut keys = Vec::new();
         let mut after = None;
         loop {
@@ -309,7 +317,7 @@ fn a_page_read_in_place_of_a_failed_region_holds_only_its_objects() {
                 SpaceId(1),
                 b_low,
                 &[],
-                None,
+                sort,
                 after.as_ref(),
                 Some(4),
                 &Default::default(),
@@ -323,11 +331,12 @@ fn a_page_read_in_place_of_a_failed_region_holds_only_its_objects() {
                 !objects.is_empty() || !more,
                 "an empty page with more to come"
             );
+            assert!(objects.len() <= 4);
             for (_, bytes) in &objects {
                 let object = bytes.decode().expect("an object");
                 after = Some(tessera_protocol::SearchAfter {
                     key: tessera_types::key_bytes(&object.values[0]),
-                    sort_value: None,
+                    sort_value: sort.map(|s| object.values[s.attr].clone()),
                 });
                 match object.values[0] {
                     Value::Int(k) => keys.push(k),
@@ -338,6 +347,11 @@ fn a_page_read_in_place_of_a_failed_region_holds_only_its_objects() {
                 return keys;
             }
         }
+    };
+    let keys = |within: Option<Within>| {
+        let in_key_order = read(&within, None);
+        assert_eq!(read(&within, Some(sorted)), in_key_order, "sorted on b");
+        in_key_order
     };
     let cover = vec![(PartId(1), b_low), (PartId(1), b_high)];
     let lost_low = Within {

@@ -527,12 +527,23 @@ impl Within {
     /// parts, or a region of a part, is not in `space` (the layout changed
     /// since the lanes were planned: the daemon then ships what it reads
     /// and leaves the choice to the client).
+    /// A covering set longer than the space's regions (a malformed
+    /// request) names nothing either.
     pub fn lost_region(&self, space: &Space) -> Option<LostRegion> {
+        let places: BTreeMap<RegionId, (usize, PartId)> = space
+            .subspaces
+            .iter()
+            .enumerate()
+            .flat_map(|(i, l)| l.regions.iter().map(move |r| (r.id, (i, l.part))))
+            .collect();
+        if self.cover.len() > places.len() {
+            return None;
+        }
         let position = |part: PartId, region: RegionId| {
-            space
-                .subspaces
-                .iter()
-                .position(|l| l.part == part && l.regions.iter().any(|r| r.id == region))
+            places
+                .get(&region)
+                .filter(|&&(_, p)| p == part)
+                .map(|&(i, _)| i)
         };
         Some(LostRegion {
             part: position(self.part, self.region)?,
@@ -1144,8 +1155,9 @@ mod tests {
     }
 
     /// A daemon finds a lost region's parts by their ids in its own
-    /// configuration, where a part removed before them shifts their
-    /// positions, and finds nothing when a region is gone.
+    /// configuration, where a part added before them shifts their
+    /// positions, and finds nothing when a region is gone or the covering
+    /// set is longer than the space's regions.
     #[test]
     fn a_lost_region_is_told_by_part_ids() {
         let s = space("space s key k attributes a, b replex a replex b create 4 partitions");
@@ -1190,6 +1202,12 @@ mod tests {
         let mut gone = s.clone();
         gone.subspaces.remove(covering);
         assert_eq!(within.lost_region(&gone), None);
+        let regions: usize = s.subspaces.iter().map(|l| l.regions.len()).sum();
+        let long = Within {
+            cover: vec![within.cover[0]; regions + 1],
+            ..within.clone()
+        };
+        assert_eq!(long.lost_region(&s), None);
     }
 
     #[test]

@@ -61,12 +61,21 @@ pub fn stored_object(bytes: &[u8]) -> Result<(Version, Option<ObjectView<'_>>), 
 }
 
 /// What a page reader decodes of each record: the attributes `checks`
-/// read, and the sort attribute `sort` of a sorted search.
+/// read, and the sort attribute `sort` of a sorted search; and what else
+/// a match must pass (`keep`), tested after the checks.
 #[derive(Clone, Copy)]
 struct Filter<'a> {
     checks: &'a [Check],
     sort: Option<usize>,
+    keep: Option<Keep<'a>>,
 }
+
+/// A test a match must pass beside the checks, on the object as stored
+/// (a read standing in for a failed region of a replex space keeps that
+/// region's objects alone: `search::search`). A page filled by the
+/// readers holds only matches that pass it, so a sorted page is one scan
+/// however few pass.
+pub type Keep<'a> = &'a dyn Fn(&ObjectView<'_>) -> bool;
 
 /// The match the record `bytes` stored under `key` makes, if it holds an
 /// object that passes `filter`'s checks and, read through an index entry
@@ -88,7 +97,7 @@ fn read_match(
             return Ok(None);
         }
     }
-    if !view.matches(filter.checks)? {
+    if !view.matches(filter.checks)? || filter.keep.is_some_and(|keep| !keep(&view)) {
         return Ok(None);
     }
     let sort_value = match filter.sort {
@@ -387,7 +396,24 @@ pub fn key_order_page(
     after: Option<&[u8]>,
     bounds: PageBounds,
 ) -> Result<(Vec<Match>, bool), ReadPageError> {
-    let filter = Filter { checks, sort: None };
+    key_order_page_keeping(engine, region, access, checks, after, bounds, None)
+}
+
+/// [`key_order_page`] of the matches that also pass `keep`.
+pub fn key_order_page_keeping(
+    engine: &dyn Engine,
+    region: RegionId,
+    access: &Access,
+    checks: &[Check],
+    after: Option<&[u8]>,
+    bounds: PageBounds,
+    keep: Option<Keep<'_>>,
+) -> Result<(Vec<Match>, bool), ReadPageError> {
+    let filter = Filter {
+        checks,
+        sort: None,
+        keep,
+    };
     let wanted = bounds.objects;
     if wanted == 0 {
         return Ok((Vec::new(), false));
@@ -539,9 +565,25 @@ pub fn sorted_page(
     after: Option<(Option<&Value>, &[u8])>,
     bounds: PageBounds,
 ) -> Result<(Vec<Match>, bool), ReadPageError> {
+    sorted_page_keeping(engine, region, access, checks, sort, after, bounds, None)
+}
+
+/// [`sorted_page`] of the matches that also pass `keep`.
+#[allow(clippy::too_many_arguments)]
+pub fn sorted_page_keeping(
+    engine: &dyn Engine,
+    region: RegionId,
+    access: &Access,
+    checks: &[Check],
+    sort: SortBy,
+    after: Option<(Option<&Value>, &[u8])>,
+    bounds: PageBounds,
+    keep: Option<Keep<'_>>,
+) -> Result<(Vec<Match>, bool), ReadPageError> {
     let filter = Filter {
         checks,
         sort: Some(sort.attr),
+        keep,
     };
     let wanted = bounds.objects;
     if wanted == 0 {
