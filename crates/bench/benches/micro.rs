@@ -230,7 +230,7 @@ fn engines(c: &mut Criterion) {
         size_max: 256 * 1024,
     };
     let (found, more) =
-        key_order_page(&indexed, region, &access, &checks, None, bounds).expect("page");
+        key_order_page(&indexed, region, &access, &checks, None, bounds, None).expect("page");
     assert!(
         found.len() == 1
             && found[0].object.decode().expect("an object").values[1] == Value::Int(777)
@@ -239,8 +239,16 @@ fn engines(c: &mut Criterion) {
     );
     group.bench_function("equality search page through the index", |b| {
         b.iter(|| {
-            key_order_page(&indexed, region, &access, black_box(&checks), None, bounds)
-                .expect("page")
+            key_order_page(
+                &indexed,
+                region,
+                &access,
+                black_box(&checks),
+                None,
+                bounds,
+                None,
+            )
+            .expect("page")
         })
     });
     // range10's page: the first 10 objects of a recno range, by recno.
@@ -263,7 +271,8 @@ fn engines(c: &mut Criterion) {
         Some(sort),
         Some(10),
     );
-    let (found, _) = sorted_page(&indexed, region, &access, &range, sort, None, ten).expect("page");
+    let (found, _) =
+        sorted_page(&indexed, region, &access, &range, sort, None, ten, None).expect("page");
     let recnos: Vec<Value> = found
         .iter()
         .map(|m| m.object.decode().expect("an object").values[1].clone())
@@ -283,6 +292,7 @@ fn engines(c: &mut Criterion) {
                 sort,
                 None,
                 ten,
+                None,
             )
             .expect("page")
         })
@@ -351,7 +361,7 @@ fn several_equalities(c: &mut Criterion) {
     };
     for access in [&first_only, &switching] {
         let (found, more) =
-            key_order_page(&indexed, region, access, &checks, None, bounds).expect("page");
+            key_order_page(&indexed, region, access, &checks, None, bounds, None).expect("page");
         assert!(
             found.len() == 1 && found[0].key == key_bytes(&target.values[0]) && !more,
             "{access:?} finds exactly p778"
@@ -364,8 +374,16 @@ fn several_equalities(c: &mut Criterion) {
     ] {
         group.bench_function(name, |b| {
             b.iter(|| {
-                key_order_page(&indexed, region, access, black_box(&checks), None, bounds)
-                    .expect("page")
+                key_order_page(
+                    &indexed,
+                    region,
+                    access,
+                    black_box(&checks),
+                    None,
+                    bounds,
+                    None,
+                )
+                .expect("page")
             })
         });
     }

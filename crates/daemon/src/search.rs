@@ -416,13 +416,11 @@ pub fn search(
         let page = match sort {
             Some(sort) => {
                 let after = after.map(|a| (a.sort_value.as_ref(), a.key.as_slice()));
-                index::sorted_page_keeping(
-                    engine, region, &access, checks, sort, after, bounds, keep,
-                )
+                index::sorted_page(engine, region, &access, checks, sort, after, bounds, keep)
             }
             None => {
                 let after = after.map(|a| a.key.as_slice());
-                index::key_order_page_keeping(engine, region, &access, checks, after, bounds, keep)
+                index::key_order_page(engine, region, &access, checks, after, bounds, keep)
             }
         };
         page.map_err(ReadFailed::of)
@@ -464,7 +462,7 @@ pub fn search_keys(
     };
     let read = |after: Option<&SearchAfter>| {
         let after = after.map(|a| a.key.as_slice());
-        index::key_order_page(view.engine, region, &access, checks, after, bounds)
+        index::key_order_page(view.engine, region, &access, checks, after, bounds, None)
             .map_err(ReadFailed::of)
     };
     let after = after.map(|key| SearchAfter {

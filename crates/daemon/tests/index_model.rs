@@ -507,6 +507,7 @@ fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queri
                         &q.checks,
                         after.as_deref(),
                         bounds(q.page),
+                        None,
                     )
                     .unwrap();
                     assert!(page.len() <= q.page, "page too large");
@@ -562,6 +563,7 @@ fn check_model(engine: &dyn Engine, config: &Configuration, model: &Model, queri
                         sort,
                         position,
                         bounds(wanted),
+                        None,
                     )
                     .unwrap();
                     assert!(page.len() <= wanted, "page too large");
@@ -836,7 +838,7 @@ fn a_walk_of_several_equalities_ends_on_the_rarest() {
             size_max: usize::MAX,
         };
         let (page, more) =
-            key_order_page(&counting, region, access, &checks, None, bounds).unwrap();
+            key_order_page(&counting, region, access, &checks, None, bounds, None).unwrap();
         assert!(!more);
         let keys: Vec<Vec<u8>> = page.into_iter().map(|m| m.key).collect();
         assert_eq!(keys, vec![key_bytes(&Value::Int(7))]);

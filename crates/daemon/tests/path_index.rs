@@ -176,9 +176,16 @@ fn search(
     let mut found = BTreeSet::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let (page, more) =
-            key_order_page(engine, REGION, &access, checks, after.as_deref(), bounds)
-                .expect("read");
+        let (page, more) = key_order_page(
+            engine,
+            REGION,
+            &access,
+            checks,
+            after.as_deref(),
+            bounds,
+            None,
+        )
+        .expect("read");
         for m in &page {
             let key = m.object.view().unwrap().value(0).unwrap();
             let Some(Value::Int(k)) = key else {

@@ -40,8 +40,7 @@ pub use access::{choose_access, place_in, place_of, walk_is_bounded, Access, Reg
 pub use engine::IndexedEngine;
 pub use entry::{entry, entry_bounds, entry_parts, object_entries, ordered_entry};
 pub use page::{
-    key_order_page, key_order_page_keeping, sorted_page, sorted_page_keeping, stored_object, Keep,
-    Match, PageBounds, ReadPageError,
+    key_order_page, sorted_page, stored_object, Keep, Match, PageBounds, ReadPageError,
 };
 pub use slot::{path_slot, path_slots, Slot, ORDERED_SLOT_BASE, PATH_SLOT_BASE};
 use tessera_types::{Space, SubspaceKind};

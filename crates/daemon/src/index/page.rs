@@ -387,20 +387,8 @@ fn cut_to_size(ranked: Vec<Match>, bounds: PageBounds) -> (Vec<Match>, bool) {
 /// coordinate and so come in key order, from `after` on. A range's entries
 /// come in value order: the page keeps the `bounds.objects` smallest
 /// matching keys in a heap, loading an entry's object only when its key
-/// would enter the heap.
+/// would enter the heap. With `keep`, only the matches that pass it.
 pub fn key_order_page(
-    engine: &dyn Engine,
-    region: RegionId,
-    access: &Access,
-    checks: &[Check],
-    after: Option<&[u8]>,
-    bounds: PageBounds,
-) -> Result<(Vec<Match>, bool), ReadPageError> {
-    key_order_page_keeping(engine, region, access, checks, after, bounds, None)
-}
-
-/// [`key_order_page`] of the matches that also pass `keep`.
-pub fn key_order_page_keeping(
     engine: &dyn Engine,
     region: RegionId,
     access: &Access,
@@ -555,22 +543,9 @@ impl Ord for Ranked {
 /// sort attribute's own index in its order ([`Walk::following`]), the walk
 /// starts at `after`'s coordinate and stops once the heap is full and the
 /// entries' coordinate has passed its worst member's: nothing later can
-/// rank higher.
-pub fn sorted_page(
-    engine: &dyn Engine,
-    region: RegionId,
-    access: &Access,
-    checks: &[Check],
-    sort: SortBy,
-    after: Option<(Option<&Value>, &[u8])>,
-    bounds: PageBounds,
-) -> Result<(Vec<Match>, bool), ReadPageError> {
-    sorted_page_keeping(engine, region, access, checks, sort, after, bounds, None)
-}
-
-/// [`sorted_page`] of the matches that also pass `keep`.
+/// rank higher. With `keep`, only the matches that pass it.
 #[allow(clippy::too_many_arguments)]
-pub fn sorted_page_keeping(
+pub fn sorted_page(
     engine: &dyn Engine,
     region: RegionId,
     access: &Access,
