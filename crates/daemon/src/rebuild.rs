@@ -388,14 +388,33 @@ pub fn settle(key_region: bool, stored: Option<&Record>, unsettled: Unsettled) -
             .entry(s.version)
             .or_insert_with(|| committed_write(s));
     }
-    let drive = writes
+    let drive: Vec<PendingWrite> = writes
         .into_values()
         .filter(|w| Some(w.version) > base_version || Some(w.version) == again)
         .collect();
+    let mut folded = unsettled.folded;
+    // The key is new, yet a source committed a tombstone before the first
+    // update driven: a deletion, whose writers (and those before it) are
+    // in no object. Their retries must still be answered as done, so the
+    // first update's commit remembers them (simulator seed 511009790: a
+    // key region rebuilt over a deleted key forgot the put the deletion
+    // followed, and that put's retry was applied a second time over a
+    // later acknowledged put).
+    if let (None, Some(first), Some(s)) = (&base, drive.first(), stored) {
+        let known = folded.entry(first.version).or_default();
+        for writer in s.recent.iter().filter(|(_, v)| *v < first.version) {
+            if !known.contains(writer) {
+                known.push(*writer);
+            }
+        }
+        if known.is_empty() {
+            folded.remove(&first.version);
+        }
+    }
     Settled {
         base,
         drive,
-        folded: unsettled.folded,
+        folded,
     }
 }
 
@@ -920,6 +939,45 @@ mod tests {
             .map(|w| (w.version.0, w.client))
             .collect();
         assert_eq!(driven, vec![(6, writer(1)), (7, writer(2)), (8, writer(9))]);
+    }
+
+    #[test]
+    fn a_key_rebuilt_as_new_over_a_deletion_remembers_the_deletions_writers() {
+        let space = space();
+        let (here, _) = a_in_each_region(&space);
+        // v2 put the object, v3 deleted it; one source holds that
+        // tombstone, another the put v5 pending that brings the object
+        // into its region (it follows nothing there).
+        let tombstone = Record {
+            version: Version(3),
+            object: None,
+            recent: vec![(writer(1), Version(2)), (writer(2), Version(3))],
+        };
+        let mut unsettled = Unsettled::default();
+        unsettled.add(None, vec![write(5, Some(object(9, here)), 3, None)]);
+        let settled = settle(true, Some(&tombstone), unsettled);
+        // Nothing committed is the base; the deletion, committed further
+        // down than every source holding a later update, is driven first,
+        // then the put.
+        assert_eq!(settled.base, None);
+        let driven: Vec<u64> = settled.drive.iter().map(|w| w.version.0).collect();
+        assert_eq!(driven, vec![3, 5]);
+        // The put the deletion followed is in no object; its retry is
+        // answered as done once the first driven version commits (seed
+        // 511009790 applied it a second time).
+        assert_eq!(
+            settled.folded.get(&Version(3)),
+            Some(&vec![(writer(1), Version(2))])
+        );
+        // Only the first driven version's own writer stored: none added.
+        let mut insert = Unsettled::default();
+        insert.add(None, vec![write(3, None, 2, None)]);
+        let own = Record {
+            recent: vec![(writer(2), Version(3))],
+            ..tombstone
+        };
+        let settled = settle(true, Some(&own), insert);
+        assert!(settled.folded.is_empty(), "{:?}", settled.folded);
     }
 
     #[test]

@@ -160,6 +160,19 @@ impl ReplicaCore {
     }
 
     pub(super) fn apply_forward(&mut self, forward: ChainForward, replies: Vec<ReplyTo>) {
+        self.apply_forward_folding(forward, replies, Vec::new());
+    }
+
+    /// [`Self::apply_forward`] for an update whose commit here also
+    /// remembers `folded`, writers whose effects it carries (see
+    /// `rebuild::Settled::folded`). They are set before the update can
+    /// commit: on a chain of one hop it commits at once.
+    pub(super) fn apply_forward_folding(
+        &mut self,
+        forward: ChainForward,
+        replies: Vec<ReplyTo>,
+        folded: Vec<(ClientRef, Version)>,
+    ) {
         let pos = forward.position as usize;
         assert!(
             forward.hops.get(pos).is_some_and(|h| h.daemon == self.me),
@@ -188,6 +201,9 @@ impl ReplicaCore {
                 if (pending.forward.client == ClientRef::BACKFILL) == backfill {
                     // Seen before: an update driven again in a new epoch.
                     pending.forward = forward;
+                    if !folded.is_empty() {
+                        pending.folded = folded;
+                    }
                     self.continue_pending(&state_key, version);
                     return;
                 }
@@ -286,7 +302,7 @@ impl ReplicaCore {
                 forward,
                 replies,
                 phase,
-                folded: Vec::new(),
+                folded,
             },
         );
         match phase {

@@ -288,11 +288,7 @@ impl ReplicaCore {
                         self.continue_pending(&state_key, version);
                     }
                 } else {
-                    let version = forward.version;
-                    self.apply_forward(forward, Vec::new());
-                    if let Some(p) = self.pending_mut(&state_key, version) {
-                        p.folded = writers;
-                    }
+                    self.apply_forward_folding(forward, Vec::new(), writers);
                 }
             }
         }
