@@ -552,3 +552,17 @@ fn seed_391008841_a_key_region_rebuilt_around_a_move_keeps_the_object() {
 fn seed_395000268_a_key_region_rebuilt_beside_a_lagging_region_keeps_the_object() {
     must_pass(395_000_268);
 }
+
+/// Beyond f, during a `SwapReplex`: a put, then a delete, committed at a
+/// key region's daemon, which was later lost. The key region was rebuilt
+/// from a replex region holding the delete's tombstone (its writers the
+/// put's and the delete's) and one holding a later put pending, which
+/// brought the object into it. Taking the key for new, the rebuilt point
+/// leader drove the deletion again and dropped the tombstone's writers,
+/// so the first put's retry, sent for 27 s, was applied a second time
+/// over the later acknowledged put. The writers now go with the first
+/// version driven, set before it commits (at once, on its chain of one).
+#[test]
+fn seed_511009790_a_key_rebuilt_as_new_over_a_deletion_recognizes_its_writers_retries() {
+    must_pass(511_009_790);
+}
