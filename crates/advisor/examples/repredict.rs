@@ -1,0 +1,164 @@
+//! Re-predicts a kept validation (`docs/validation/RUN`, written by
+//! `scripts/advisor-validation`) with this build's model, its own
+//! parameters, and any of them overridden, and prints what
+//! `tessera bench layouts` prints of it: per workload the mean error,
+//! the level, the error about it, Kendall τ-b and the measured rank of
+//! the predicted best; then each layout's error about its workload's level
+//! by the heuristics that chose it.
+//!
+//! ```text
+//! cargo run --release -p tessera-advisor --example repredict -- docs/validation/M [alpha=1.2 ...]
+//! ```
+//! An override names a field of `Params` (`params.rs`) and a number.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+use tessera_advisor::validate::{agreement, level, predict_over_run};
+use tessera_advisor::{parse_workload, Layout, Model, Params};
+
+const WORKLOADS: [&str; 6] = [
+    "search-one",
+    "search-two",
+    "mixed",
+    "modify-heavy",
+    "ranges",
+    "inserts-gets",
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(dir) = args.first() else {
+        return Err("usage: repredict DIR [FIELD=VALUE ...]".into());
+    };
+    let overrides: Vec<(String, f64)> = args[1..]
+        .iter()
+        .map(|a| {
+            let (k, v) = a.split_once('=').ok_or(format!("{a}: not FIELD=VALUE"))?;
+            Ok((k.to_string(), v.parse::<f64>()?))
+        })
+        .collect::<Result<_, Box<dyn std::error::Error>>>()?;
+    let workloads_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/workloads");
+    let mut by_heuristic: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let (mut errors, mut abouts, mut taus, mut best) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    println!(
+        "workload      error   level  about   tau-b  best's rank  (as reported: error, tau-b)"
+    );
+    for name in WORKLOADS {
+        let path = Path::new(dir).join(format!("{name}.json"));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let report: Value = serde_json::from_str(&text)?;
+        let mut workload = parse_workload(
+            &std::fs::read_to_string(workloads_dir.join(format!("{name}.json")))?,
+            None,
+        )?;
+        workload.objects = report["objects"].as_u64().ok_or("no objects")?;
+        let mut params = report["parameters"].clone();
+        for (field, value) in &overrides {
+            match params.get_mut(field) {
+                Some(slot) => *slot = Value::from(*value),
+                None => return Err(format!("no parameter {field}").into()),
+            }
+        }
+        let params: Params = serde_json::from_value(params)?;
+        let seconds = report["seconds"].as_f64().ok_or("no seconds")?;
+        // As `bench layouts` predicts: each layout's space is new, so its
+        // walks meet one run's worth of removed entries.
+        workload.churn_horizon_s.get_or_insert(seconds);
+        let mut predicted = Vec::new();
+        let mut measured = Vec::new();
+        let mut heuristics = Vec::new();
+        for layout in report["layouts"].as_array().ok_or("no layouts")? {
+            let description = layout["description"].as_str().ok_or("no description")?;
+            let space = tessera_types::parse::parse_space(description)?;
+            let (prediction, _) = predict_over_run(
+                Model::Tessera,
+                &workload,
+                &Layout::of_space(&space),
+                &params,
+                seconds,
+            );
+            let reported = layout["predicted_ops_per_s"].as_f64().unwrap_or(f64::NAN);
+            if overrides.is_empty() && (prediction.ops_per_s / reported - 1.0).abs() > 1e-6 {
+                eprintln!(
+                    "{name}: {description}: predicted {:.0} now, {reported:.0} when run",
+                    prediction.ops_per_s
+                );
+            }
+            predicted.push(prediction.ops_per_s);
+            measured.push(
+                layout["measured_ops_per_s"]
+                    .as_f64()
+                    .ok_or("no measurement")?,
+            );
+            heuristics.push(
+                layout["heuristics"]
+                    .as_array()
+                    .map(|h| {
+                        h.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_else(Vec::new),
+            );
+        }
+        let Some(a) = agreement(&predicted, &measured) else {
+            continue;
+        };
+        let lvl = level(&predicted, &measured).unwrap_or(1.0);
+        let about: Vec<f64> = predicted
+            .iter()
+            .zip(&measured)
+            .map(|(p, m)| p / m / lvl - 1.0)
+            .collect();
+        let about_mean = about.iter().map(|e| e.abs()).sum::<f64>() / about.len() as f64;
+        for (hs, e) in heuristics.iter().zip(&about) {
+            let key = if hs.is_empty() {
+                "(top only)".to_string()
+            } else {
+                hs.join(",")
+            };
+            by_heuristic.entry(key).or_default().push(*e);
+        }
+        println!(
+            "{name:<13} {:5.1} % {:+5.1} % {:5.1} % {:6.2}  {:>3}          ({:.1} %, {:.2})",
+            100.0 * a.mean_abs_relative_error,
+            100.0 * (lvl - 1.0),
+            100.0 * about_mean,
+            a.kendall_tau_b.unwrap_or(f64::NAN),
+            a.predicted_best_measured_rank,
+            100.0
+                * report["mean_abs_relative_error"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN),
+            report["kendall_tau_b"].as_f64().unwrap_or(f64::NAN),
+        );
+        errors.push(a.mean_abs_relative_error);
+        abouts.push(about_mean);
+        taus.push(a.kendall_tau_b.unwrap_or(0.0));
+        best += usize::from(a.predicted_best_measured_rank == 1);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    println!(
+        "over {}: error {:.1} %, about the levels {:.1} %, tau-b {:.2}, best chosen in {}",
+        errors.len(),
+        100.0 * mean(&errors),
+        100.0 * mean(&abouts),
+        mean(&taus),
+        best
+    );
+    println!("\nabout each workload's level, by the heuristics that chose the layout:");
+    for (heuristic, es) in &by_heuristic {
+        let shown: Vec<String> = es.iter().map(|e| format!("{:+.1}", 100.0 * e)).collect();
+        println!(
+            "  {heuristic:<40} mean {:+5.1} %: {}",
+            100.0 * mean(es),
+            shown.join(" ")
+        );
+    }
+    Ok(())
+}
