@@ -75,9 +75,10 @@ pub struct LayoutsOptions {
     pub workers: usize,
     /// Times each layout is measured, interleaved.
     pub runs: usize,
-    /// After each mix, also run each of its classes alone on the same
-    /// space for `seconds`: the model's error per operation class, as
-    /// the thesis reports it beside its error on mixes.
+    /// Also run each class of the mix alone on the same space for
+    /// `seconds`: the model's error per operation class, as the thesis
+    /// reports it beside its error on mixes. Classes that only read run
+    /// before the mix, on the space as loaded; those that write, after.
     pub classes: bool,
 }
 
@@ -312,6 +313,11 @@ struct Mix {
 }
 
 impl Mix {
+    /// Whether class `class` writes (a modify or an insert).
+    fn writes(&self, class: usize) -> bool {
+        matches!(self.classes[class].1, Plan::Modify(_) | Plan::Insert)
+    }
+
     fn new(workload: &Workload, range_fraction: f64) -> anyhow::Result<Mix> {
         let space = &workload.space;
         anyhow::ensure!(
@@ -1050,7 +1056,6 @@ async fn measure(
             loaded.first_error.unwrap_or_default()
         );
     }
-    progress(&format!("{name}: the mix ({:.1} s)", options.seconds));
     let fresh = Arc::new(AtomicU64::new(objects));
     let step = Load {
         workers: options.workers,
@@ -1058,6 +1063,25 @@ async fn measure(
         operations: 100_000_000,
         time_limit: Duration::from_secs_f64(options.seconds),
     };
+    // Each class alone (`--classes`): those that only read first, on the
+    // space as loaded, since the dead versions and index entries a mix's
+    // writes leave behind slow a search for a while and the model prices
+    // a class alone without them; those that write after the mix.
+    let measured = if options.classes {
+        mix.classes.len()
+    } else {
+        0
+    };
+    let mut classes = vec![None; measured];
+    let mut classes_objects = vec![0; classes.len()];
+    let mut held = loaded.operations;
+    for class in (0..classes.len()).filter(|&c| !mix.writes(c)) {
+        progress(&format!("{name}: class {} alone", class + 1));
+        let alone = run_classes(store.clone(), "class", step, mix, &fresh, Some(class)).await?;
+        classes[class] = class_rate(name, class, &alone, progress);
+        classes_objects[class] = held;
+    }
+    progress(&format!("{name}: the mix ({:.1} s)", options.seconds));
     let before = admin.config().await?;
     let cpu_before = MachineCpu::now();
     let phase = run_classes(store.clone(), "mix", step, mix, &fresh, None).await?;
@@ -1087,29 +1111,13 @@ async fn measure(
         "{name}: no operation completed in {} s",
         options.seconds
     );
-    // Each class alone, on the space the mix left (`--classes`).
-    let mut classes = Vec::new();
-    let mut classes_objects = Vec::new();
-    let mut held = loaded.operations + inserted(&phase);
-    if options.classes {
-        for class in 0..mix.classes.len() {
-            progress(&format!("{name}: class {} alone", class + 1));
-            let alone = run_classes(store.clone(), "class", step, mix, &fresh, Some(class)).await?;
-            classes_objects.push(held);
-            held += inserted(&alone);
-            let failed = alone.errors();
-            let done = alone.operations.saturating_sub(failed);
-            classes.push(if failed * STEP_ERRORS_MAX > alone.operations.max(1) {
-                progress(&format!(
-                    "{name}: class {}: {failed} of {} failed, left out",
-                    class + 1,
-                    alone.operations
-                ));
-                None
-            } else {
-                (done > 0 && alone.seconds > 0.0).then(|| done as f64 / alone.seconds)
-            });
-        }
+    held += inserted(&phase);
+    for class in (0..classes.len()).filter(|&c| mix.writes(c)) {
+        progress(&format!("{name}: class {} alone", class + 1));
+        let alone = run_classes(store.clone(), "class", step, mix, &fresh, Some(class)).await?;
+        classes[class] = class_rate(name, class, &alone, progress);
+        classes_objects[class] = held;
+        held += inserted(&alone);
     }
     Ok(Mixed {
         speed: None,
@@ -1140,6 +1148,28 @@ pub fn round_order(layouts: usize, round: usize, runs: usize) -> Vec<usize> {
 /// The inserts of `phase` that succeeded (`count` leaves errors apart).
 fn inserted(phase: &PhaseResult) -> u64 {
     phase.ops.get("INSERT").map_or(0, |o| o.count)
+}
+
+/// What class `class` run alone measured, in ops/s: `None` when too
+/// many of its operations failed (said through `progress`) or none
+/// completed.
+fn class_rate(
+    name: &str,
+    class: usize,
+    alone: &PhaseResult,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Option<f64> {
+    let failed = alone.errors();
+    let done = alone.operations.saturating_sub(failed);
+    if failed * STEP_ERRORS_MAX > alone.operations.max(1) {
+        progress(&format!(
+            "{name}: class {}: {failed} of {} failed, left out",
+            class + 1,
+            alone.operations
+        ));
+        return None;
+    }
+    (done > 0 && alone.seconds > 0.0).then(|| done as f64 / alone.seconds)
 }
 
 /// Runs the workload's operations on the store for `step`: drawn as the

@@ -180,8 +180,10 @@ enum Scenario {
         /// then again); the comparison uses each layout's median.
         #[arg(long, default_value_t = 3)]
         runs: usize,
-        /// After each mix, run each of its classes alone for `--seconds`
-        /// on the same space: the model's error per class kind.
+        /// Also run each class of the mix alone for `--seconds` on the
+        /// same space: the model's error per class kind. Classes that only
+        /// read run before the mix, on the space as loaded; those that
+        /// write, after it.
         #[arg(long)]
         classes: bool,
         #[command(flatten)]
