@@ -31,6 +31,7 @@ use crate::params::Params;
 use crate::thesis;
 use crate::workload::{narrows, ClassKind, Search, SearchOp, Workload};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::collections::{BTreeSet, HashMap};
 use tessera_types::plan::{EQUALITY_SWITCH, INLINE_LOADS};
 use tessera_types::region::{default_layout, grid_for_partitions};
@@ -363,6 +364,12 @@ impl Part {
     }
 }
 
+/// At most this many placements of a search's ranges are told apart when
+/// the planner's choice is priced ([`Context::planned_parts`]); beyond,
+/// each range meets its average of intervals, as before session 52. A
+/// search has a few ranges at most.
+const PLAN_OUTCOMES_MAX: usize = 4096;
+
 struct Context<'a> {
     workload: &'a Workload,
     layout: &'a Layout,
@@ -492,28 +499,116 @@ impl<'a> Context<'a> {
     }
 
     /// The search planner's choice (`types::plan`): the subspace with the
-    /// fewest regions met, ties to more regions, then the first. Returns
-    /// (its position, regions met).
-    fn planned_part(&self, search: &Search) -> (usize, f64) {
-        let mut best: Option<(usize, f64, f64)> = None;
-        for (i, part) in self.parts.iter().enumerate() {
-            let met: f64 = part
-                .attrs
-                .iter()
-                .zip(&part.grid)
-                .map(|(&a, &n)| self.intervals_met(search, a, n))
-                .product();
-            let regions: f64 = part.grid.iter().map(|&n| f64::from(n)).product();
-            let better = match best {
-                None => true,
-                Some((_, m, r)) => met < m || (met == m && regions > r),
-            };
-            if better {
-                best = Some((i, met, regions));
+    /// fewest regions met, ties to more regions, then the first. The
+    /// planner counts the regions each search meets, and a range on an
+    /// ordered axis of n intervals meets ⌊m⌋ or ⌊m⌋ + 1 of them, m = 1 +
+    /// φ(n − 1) on average (the second as often as m's fraction). So a
+    /// part whose average is higher can still be chosen, whenever its
+    /// range falls inside fewer intervals than another's: `stars eq, price
+    /// range` with `subspace price` and `subspace stars` goes to `subspace
+    /// stars` (one region) only when the range crosses an interval of
+    /// price (m = 1.3, three times in ten), and to `subspace price`, the
+    /// first, otherwise. One range's placement decides the intervals it
+    /// meets on every part (it crosses a boundary of the finer axis at
+    /// least as often), so the outcomes are enumerated over one uniform
+    /// draw per ranged attribute. Returns each part the planner may take:
+    /// (its position, the chance it takes it, the regions it meets then
+    /// on average).
+    fn planned_parts(&self, search: &Search) -> Vec<(usize, f64, f64)> {
+        // Per part, per axis: the intervals met, and for a range on an
+        // ordered axis the chance of the one more.
+        let axes: Vec<Vec<(usize, f64, f64)>> = self
+            .parts
+            .iter()
+            .map(|part| {
+                part.attrs
+                    .iter()
+                    .zip(&part.grid)
+                    .map(|(&a, &n)| {
+                        let m = self.intervals_met(search, a, n);
+                        let more = m - m.floor();
+                        if more > 1e-12 {
+                            (a, m.floor(), more)
+                        } else {
+                            (a, m, 0.0)
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        // Each ranged attribute's draw u in [0, 1): an axis meets its one
+        // more interval when u < its chance. The chances cut [0, 1) into
+        // segments in which every part meets the same intervals.
+        let mut cuts: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        for &(a, _, more) in axes.iter().flatten() {
+            if more > 0.0 {
+                cuts.entry(a).or_insert_with(|| vec![0.0, 1.0]).push(more);
             }
         }
-        let (i, met, _) = best.expect("the key subspace is always there");
-        (i, met)
+        let segments: Vec<(usize, Vec<(f64, f64)>)> = cuts
+            .into_iter()
+            .map(|(a, mut points)| {
+                points.sort_by(f64::total_cmp);
+                points.dedup();
+                let segments = points
+                    .windows(2)
+                    .map(|w| ((w[0] + w[1]) / 2.0, w[1] - w[0]))
+                    .collect();
+                (a, segments)
+            })
+            .collect();
+        // Too many placements to tell apart: every axis at its average.
+        let outcomes: usize = segments.iter().map(|(_, s)| s.len()).product();
+        let (segments, outcomes) = if outcomes > PLAN_OUTCOMES_MAX {
+            (Vec::new(), 1)
+        } else {
+            (segments, outcomes)
+        };
+        let mut chosen: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+        for outcome in 0..outcomes {
+            // The outcome's draw per ranged attribute and its chance.
+            let mut rest = outcome;
+            let mut chance = 1.0;
+            let mut draws: BTreeMap<usize, f64> = BTreeMap::new();
+            for (a, s) in &segments {
+                let (u, width) = s[rest % s.len()];
+                rest /= s.len();
+                chance *= width;
+                draws.insert(*a, u);
+            }
+            let met = |i: usize| -> f64 {
+                axes[i]
+                    .iter()
+                    .map(|&(a, m, more)| match draws.get(&a) {
+                        Some(&u) if u < more => m + 1.0,
+                        Some(_) => m,
+                        None => m + more,
+                    })
+                    .product()
+            };
+            let mut best: Option<(usize, f64, f64)> = None;
+            for (i, part) in self.parts.iter().enumerate() {
+                let met = met(i);
+                let regions: f64 = part.grid.iter().map(|&n| f64::from(n)).product();
+                let better = match best {
+                    None => true,
+                    Some((_, m, r)) => met < m || (met == m && regions > r),
+                };
+                if better {
+                    best = Some((i, met, regions));
+                }
+            }
+            let (i, met, _) = best.expect("the key subspace is always there");
+            let slot = chosen.entry(i).or_insert((0.0, 0.0));
+            slot.0 += chance;
+            slot.1 += chance * met;
+        }
+        let total: f64 = chosen.values().map(|&(p, _)| p).sum();
+        chosen
+            .into_iter()
+            .filter(|&(_, (p, _))| p > 0.0)
+            .map(|(i, (p, weighted))| (i, p / total, weighted / p))
+            .collect()
     }
 
     /// Whether the daemons answer this search's pages in `part` at once
@@ -575,7 +670,28 @@ impl<'a> Context<'a> {
     /// moves out), each priced as a record's step, β (measured 0.09–0.15
     /// µs against β = 0.15 µs, the session 19 section of that document).
     fn search_priced(&self, search: &Search) -> Priced {
-        let (i, met) = self.planned_part(search);
+        let mut priced = Priced {
+            cost_s: 0.0,
+            churn: 0.0,
+            handed_off: false,
+        };
+        let mut handed_off = 0.0;
+        for (i, chance, met) in self.planned_parts(search) {
+            let on = self.search_priced_on(search, i, met);
+            priced.cost_s += chance * on.cost_s;
+            priced.churn += chance * on.churn;
+            if on.handed_off {
+                handed_off += chance;
+            }
+        }
+        // Whether its pages go to a blocking thread: as the search
+        // usually goes.
+        priced.handed_off = handed_off > 0.5;
+        priced
+    }
+
+    /// [`Context::search_priced`] on part `i`, meeting `met` regions.
+    fn search_priced_on(&self, search: &Search, i: usize, met: f64) -> Priced {
         let part = &self.parts[i];
         let regions: f64 = part.grid.iter().map(|&n| f64::from(n)).product();
         // The objects in the regions met: on each axis, the share in the
@@ -1599,7 +1715,8 @@ mod tests {
         let ClassKind::Search(search) = &w.classes[0].kind else {
             unreachable!("a search class")
         };
-        assert_eq!(ctx.planned_part(search), (1, 26.5));
+        // 26 or 27 intervals, alike: its only subspace either way.
+        assert_eq!(ctx.planned_parts(search), [(1, 1.0, 26.5)]);
         // city is a string: its ranges hash, so ⟨city⟩ does not help.
         let w = hotels(r#"{"p": 1, "search": {"city": "range"}}"#);
         let layout = Layout::of_subspaces(vec![vec![C]]);
@@ -1607,7 +1724,85 @@ mod tests {
         let ClassKind::Search(search) = &w.classes[0].kind else {
             unreachable!("a search class")
         };
-        assert_eq!(ctx.planned_part(search), (0, 256.0));
+        assert_eq!(ctx.planned_parts(search), [(0, 1.0, 256.0)]);
+    }
+
+    /// The planner's choice between `subspace price` and `subspace
+    /// stars` for `stars eq, price range` depends on where each range
+    /// falls: the model's chances and regions met against the client's
+    /// own planner (`types::plan::plan_search`) over ranges placed as
+    /// `bench layouts` places them.
+    #[test]
+    fn the_planner_takes_a_subspace_by_the_regions_each_search_meets() {
+        use tessera_types::{PredOp, Value};
+        let description = "space hotels key id attributes string city, int price, int stars \
+            subspace price subspace stars create 16 partitions tolerate 1 failure";
+        let text = format!(
+            r#"{{"space": "{description}", "objects": 4000, "distinct": {{"stars": 5}},
+                "range_fraction": 0.02,
+                "classes": [{{"p": 1, "search": {{"stars": "eq", "price": "range"}}}}]}}"#
+        );
+        let w = parse_workload(&text, None).expect("valid workload");
+        let desc = tessera_types::parse::parse_space(description).expect("a space");
+        let layout = Layout::of_space(&desc);
+        let params = Params::default();
+        let ctx = Context::new(&w, &layout, &params);
+        let ClassKind::Search(search) = &w.classes[0].kind else {
+            unreachable!("a search class")
+        };
+        let planned = ctx.planned_parts(search);
+
+        // The client's planner over 20,000 searches: five values of stars
+        // spread over the axis, ranges of 2 % of price's axis anywhere.
+        let space = tessera_types::region::default_layout(tessera_types::ids::SpaceId(1), desc);
+        let int_at = |c: u64| (c ^ (1 << 63)) as i64;
+        let mut state = 7u64;
+        let mut next = || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let searches = 20_000;
+        let width = (0.02 * u64::MAX as f64) as u64;
+        let mut taken: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+        for _ in 0..searches {
+            let stars = (next() % 5) * (u64::MAX / 5);
+            let low = next() % (u64::MAX - width);
+            let check = |attr, op| tessera_types::predicate::Check {
+                attr,
+                op,
+                path: None,
+            };
+            let checks = [
+                check(3, PredOp::Eq(Value::Int(int_at(stars)))),
+                check(2, PredOp::Ge(Value::Int(int_at(low)))),
+                check(2, PredOp::Lt(Value::Int(int_at(low + width)))),
+            ];
+            let plan = tessera_types::plan::plan_search(&space, &checks);
+            let slot = taken.entry(plan.subspace).or_insert((0.0, 0.0));
+            slot.0 += 1.0;
+            slot.1 += plan.regions.len() as f64;
+        }
+        let measured: Vec<(usize, f64, f64)> = taken
+            .into_iter()
+            .map(|(i, (n, regions))| (i, n / f64::from(searches), regions / n))
+            .collect();
+        assert_eq!(
+            planned.iter().map(|p| p.0).collect::<Vec<_>>(),
+            measured.iter().map(|p| p.0).collect::<Vec<_>>(),
+            "{planned:?} against {measured:?}"
+        );
+        for (p, m) in planned.iter().zip(&measured) {
+            assert!(
+                (p.1 - m.1).abs() < 0.02 && (p.2 - m.2).abs() < 0.02,
+                "{planned:?} against {measured:?}"
+            );
+        }
+        // Both subspaces are taken, each often: pricing the search on one
+        // of them alone is off.
+        assert!(planned.len() == 2 && planned.iter().all(|p| p.1 > 0.2));
     }
 
     #[test]
