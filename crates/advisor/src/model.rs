@@ -31,8 +31,7 @@ use crate::params::Params;
 use crate::thesis;
 use crate::workload::{narrows, ClassKind, Search, SearchOp, Workload};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tessera_types::plan::{EQUALITY_SWITCH, INLINE_LOADS};
 use tessera_types::region::{default_layout, grid_for_partitions};
 use tessera_types::replex::covering_set;
@@ -564,32 +563,37 @@ impl<'a> Context<'a> {
         } else {
             (segments, outcomes)
         };
+        let regions: Vec<f64> = self
+            .parts
+            .iter()
+            .map(|part| part.grid.iter().map(|&n| f64::from(n)).product())
+            .collect();
         let mut chosen: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+        let mut draws: Vec<(usize, f64)> = Vec::with_capacity(segments.len());
         for outcome in 0..outcomes {
             // The outcome's draw per ranged attribute and its chance.
             let mut rest = outcome;
             let mut chance = 1.0;
-            let mut draws: BTreeMap<usize, f64> = BTreeMap::new();
+            draws.clear();
             for (a, s) in &segments {
                 let (u, width) = s[rest % s.len()];
                 rest /= s.len();
                 chance *= width;
-                draws.insert(*a, u);
+                draws.push((*a, u));
             }
             let met = |i: usize| -> f64 {
                 axes[i]
                     .iter()
-                    .map(|&(a, m, more)| match draws.get(&a) {
-                        Some(&u) if u < more => m + 1.0,
+                    .map(|&(a, m, more)| match draws.iter().find(|d| d.0 == a) {
+                        Some(&(_, u)) if u < more => m + 1.0,
                         Some(_) => m,
                         None => m + more,
                     })
                     .product()
             };
             let mut best: Option<(usize, f64, f64)> = None;
-            for (i, part) in self.parts.iter().enumerate() {
+            for (i, &regions) in regions.iter().enumerate() {
                 let met = met(i);
-                let regions: f64 = part.grid.iter().map(|&n| f64::from(n)).product();
                 let better = match best {
                     None => true,
                     Some((_, m, r)) => met < m || (met == m && regions > r),
@@ -1756,13 +1760,11 @@ mod tests {
         // spread over the axis, ranges of 2 % of price's axis anywhere.
         let space = tessera_types::region::default_layout(tessera_types::ids::SpaceId(1), desc);
         let int_at = |c: u64| (c ^ (1 << 63)) as i64;
-        let mut state = 7u64;
+        // Draws: the placement hash of a counter (`string_hash`).
+        let mut drawn = 0u64;
         let mut next = || {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
+            drawn += 1;
+            tessera_types::coordinate::string_hash(&drawn.to_le_bytes())
         };
         let searches = 20_000;
         let width = (0.02 * u64::MAX as f64) as u64;

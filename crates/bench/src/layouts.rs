@@ -1073,13 +1073,11 @@ async fn measure(
         0
     };
     let mut classes = vec![None; measured];
-    let mut classes_objects = vec![0; classes.len()];
-    let mut held = loaded.operations;
+    let mut classes_objects = vec![loaded.operations; classes.len()];
     for class in (0..classes.len()).filter(|&c| !mix.writes(c)) {
         progress(&format!("{name}: class {} alone", class + 1));
         let alone = run_classes(store.clone(), "class", step, mix, &fresh, Some(class)).await?;
         classes[class] = class_rate(name, class, &alone, progress);
-        classes_objects[class] = held;
     }
     progress(&format!("{name}: the mix ({:.1} s)", options.seconds));
     let before = admin.config().await?;
@@ -1111,7 +1109,7 @@ async fn measure(
         "{name}: no operation completed in {} s",
         options.seconds
     );
-    held += inserted(&phase);
+    let mut held = loaded.operations + inserted(&phase);
     for class in (0..classes.len()).filter(|&c| mix.writes(c)) {
         progress(&format!("{name}: class {} alone", class + 1));
         let alone = run_classes(store.clone(), "class", step, mix, &fresh, Some(class)).await?;
