@@ -17,7 +17,7 @@
 //! | a scan of records that modifies rewrite | – | T·q·H / (2N) dead versions per live record (q: every modify), β each |
 //! | ranges | do not narrow | meet 1 + φ(n − 1) of n intervals on ordered axes |
 //! | a modify of S's attributes | always moves the object | moves it with probability 1 − Π 1/n_j |
-//! | local index entries | – | δ per changed entry per copy |
+//! | local index entries | – | δ per entry a copy's region rewrites: the changed attributes' where the object stays, every one the region indexes where it moves |
 //! | global indexes | – | lookup: its own base cost, c_req per indexlet met, an entry and a get per match; every write: K hops per index at g, a move to another indexlet adds μ per replica |
 //!
 //! Storage and recovery time are the same in both: every copy of every
@@ -379,8 +379,6 @@ struct Context<'a> {
     /// K = f + 1.
     k: u32,
     parts: Vec<Part>,
-    /// `layout.indexed_attrs()`, computed once.
-    indexed: Vec<usize>,
 }
 
 impl<'a> Context<'a> {
@@ -402,6 +400,7 @@ impl<'a> Context<'a> {
                 .filter(|&a| a != 0)
                 .collect();
             out.sort_unstable();
+            out.dedup();
             out
         };
         let declared = layout.subspaces.iter().map(|s| Part {
@@ -430,7 +429,6 @@ impl<'a> Context<'a> {
                 .chain(declared)
                 .chain(hybrids)
                 .collect(),
-            indexed: layout.indexed_attrs(),
         }
     }
 
@@ -932,7 +930,8 @@ impl<'a> Context<'a> {
     /// Hops of a modify of `modified`, the get included: Eq. 4.5's
     /// 1 + K(1 + |N| + 2α|M|), and in Tessera's model a subspace moves the
     /// object only with probability 1 − Π 1/n_j over its changed
-    /// dimensions, every copy rewrites its changed local index entries,
+    /// dimensions, every copy rewrites the local index entries its region
+    /// changes (`entries_rewritten`: all of them where the object moves),
     /// and every global index takes K hops (`global_hops`).
     fn modify_hops(&self, model: Model, modified: &[usize]) -> f64 {
         let alpha = self.params.alpha;
@@ -953,12 +952,46 @@ impl<'a> Context<'a> {
         match model {
             Model::Thesis => chain,
             Model::Tessera => {
-                let indexed = self.indexed.iter().filter(|a| modified.contains(a)).count();
                 chain
-                    + self.total_copies() * self.params.index_write * indexed as f64
+                    + self.params.index_write * self.entries_rewritten(modified)
                     + self.global_hops(Some(modified))
             }
         }
+    }
+
+    /// Local index entries a modify of `modified` rewrites over every
+    /// copy, each a removal and a put (δ, `index_write`). A region writes
+    /// the difference between a record's old and new entries over the
+    /// attributes it indexes (`daemon::index::engine`): where the object
+    /// stays, those of its changed attributes the region indexes; where it
+    /// moves to another region, every entry the part's regions hold,
+    /// removed from the old region and put in the new. So a move in a
+    /// subspace of two attributes rewrites two entries a copy, in one of
+    /// one attribute one (`docs/design/advisor.md`, "Entries that move
+    /// with an object").
+    fn entries_rewritten(&self, modified: &[usize]) -> f64 {
+        let per_copy: f64 = self
+            .parts
+            .iter()
+            .map(|part| {
+                let changed = part
+                    .complete
+                    .iter()
+                    .filter(|a| modified.contains(a))
+                    .count() as f64;
+                let moves = part.moves(modified);
+                (1.0 - moves) * changed + moves * part.complete.len() as f64
+            })
+            .sum();
+        self.copies * per_copy
+    }
+
+    /// Local index entries an insert writes over every copy: each part's
+    /// regions index their own attributes and the `index` clauses', the
+    /// key subspace's every indexed attribute.
+    fn entries_created(&self) -> f64 {
+        let per_copy: usize = self.parts.iter().map(|part| part.complete.len()).sum();
+        self.copies * per_copy as f64
     }
 
     /// Hops of an insert (RESEARCH.md A.4 #4): a create on every copy,
@@ -971,13 +1004,12 @@ impl<'a> Context<'a> {
         match model {
             Model::Thesis => creates,
             Model::Tessera => {
-                // Every region indexes the same attributes; a copy created
-                // in one that indexes any pays ι beside its entries.
-                let indexed = if self.indexed.is_empty() { 0.0 } else { 1.0 };
+                // A copy created in a region that indexes anything pays ι
+                // beside its entries.
+                let indexed = self.parts.iter().filter(|p| !p.complete.is_empty()).count();
                 creates
-                    + self.total_copies()
-                        * (self.params.index_create() * self.indexed.len() as f64
-                            + self.params.indexed_create * indexed)
+                    + self.params.index_create() * self.entries_created()
+                    + self.params.indexed_create * self.copies * indexed as f64
                     + self.global_hops(None)
             }
         }
@@ -1038,6 +1070,9 @@ impl<'a> Context<'a> {
         self.copies * self.parts.len() as f64
     }
 
+    /// Bytes stored per object: every copy's record, every local index
+    /// entry its copies' regions hold, and each global index's entry on
+    /// its K indexlet replicas.
     fn bytes_per_object(&self) -> f64 {
         let object = self
             .workload
@@ -1047,7 +1082,6 @@ impl<'a> Context<'a> {
             .workload
             .index_entry_bytes
             .unwrap_or(self.params.index_entry_bytes);
-        let entries = self.indexed.len() as f64 * entry;
         let global: f64 = self
             .layout
             .global_indexes
@@ -1057,7 +1091,7 @@ impl<'a> Context<'a> {
                 entry.copied().unwrap_or(self.params.global_entry_bytes)
             })
             .sum();
-        self.total_copies() * (object + entries) + global * f64::from(self.k)
+        self.total_copies() * object + self.entries_created() * entry + global * f64::from(self.k)
     }
 }
 
@@ -1736,6 +1770,95 @@ mod tests {
     /// falls: the model's chances and regions met against the client's
     /// own planner (`types::plan::plan_search`) over ranges placed as
     /// `bench layouts` places them.
+    #[test]
+    fn a_move_rewrites_every_entry_its_regions_hold() {
+        // Modifies of price with a new value anywhere on its axis, counted
+        // on the real grid: in each part, a region the object stays in
+        // rewrites the changed attributes it indexes, one it leaves
+        // removes every entry it holds and the one it enters puts them
+        // all (a removal and a put: one rewrite each). A region of the key
+        // subspace indexes every indexed attribute, another its own and
+        // the `index` clauses' (`daemon::index::indexed_attrs`).
+        let price = 2;
+        for layout in [
+            "subspace price",
+            "subspace price, stars",
+            "subspace price subspace stars",
+            "subspace price, stars index city",
+            "subspace stars index city",
+            "index price index city",
+        ] {
+            let description = format!(
+                "space hotels key id attributes string city, int price, int stars \
+                 {layout} create 16 partitions tolerate 1 failure"
+            );
+            let text = format!(
+                r#"{{"space": "{description}", "objects": 1000,
+                    "classes": [{{"p": 1, "modify": ["price"]}}]}}"#
+            );
+            let w = parse_workload(&text, None).expect("valid workload");
+            let desc = tessera_types::parse::parse_space(&description).expect("a space");
+            let params = Params::default();
+            let shape = Layout::of_space(&desc);
+            let ctx = Context::new(&w, &shape, &params);
+            let space = default_layout(SpaceId(1), desc);
+            let indexed = shape.indexed_attrs();
+            let region_attrs: Vec<Vec<usize>> = space
+                .subspaces
+                .iter()
+                .enumerate()
+                .map(|(i, sub)| {
+                    let mut attrs: Vec<usize> = if i == 0 {
+                        indexed.clone()
+                    } else {
+                        sub.attrs.iter().chain(&shape.indexes).copied().collect()
+                    };
+                    attrs.sort_unstable();
+                    attrs.dedup();
+                    attrs
+                })
+                .collect();
+            let mut drawn = 0u64;
+            let mut next = || {
+                drawn += 1;
+                tessera_types::coordinate::string_hash(&drawn.to_le_bytes())
+            };
+            let draws = 20_000;
+            let (mut rewritten, mut created) = (0.0, 0.0);
+            for _ in 0..draws {
+                let old = [0, next(), next(), next()];
+                let mut new = old;
+                new[price] = next();
+                for (sub, attrs) in space.subspaces.iter().zip(&region_attrs) {
+                    let cell = |coords: &[u64; 4]| -> Vec<usize> {
+                        sub.attrs
+                            .iter()
+                            .zip(&sub.splits)
+                            .filter(|(a, _)| **a != 0)
+                            .map(|(&a, splits)| {
+                                tessera_types::region::interval_index(splits, coords[a])
+                            })
+                            .collect()
+                    };
+                    let per_copy = if cell(&old) == cell(&new) {
+                        attrs.iter().filter(|&&a| old[a] != new[a]).count()
+                    } else {
+                        attrs.len()
+                    };
+                    rewritten += 2.0 * per_copy as f64;
+                    created += 2.0 * attrs.len() as f64;
+                }
+            }
+            let (rewritten, created) = (rewritten / f64::from(draws), created / f64::from(draws));
+            let priced = ctx.entries_rewritten(&[price]);
+            assert!(
+                (priced - rewritten).abs() < 0.05,
+                "{layout}: priced {priced}, counted {rewritten}"
+            );
+            assert_eq!(ctx.entries_created(), created, "{layout}");
+        }
+    }
+
     #[test]
     fn the_planner_takes_a_subspace_by_the_regions_each_search_meets() {
         use tessera_types::{PredOp, Value};

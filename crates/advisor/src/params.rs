@@ -28,6 +28,8 @@ pub struct Params {
     pub t_max_ops_per_s: f64,
     /// α: the cost of a delete or create hop (an object moving region)
     /// relative to an overwrite hop (thesis Eq. 4.5; it fitted 2.66).
+    /// Since calibration version 12 without the index entries the move
+    /// carries, which `index_write` prices (`model::Context::entries_rewritten`).
     pub alpha: f64,
     /// α_c: the cost of a create hop of an insert relative to an overwrite
     /// hop (RESEARCH.md A.4 #4). Default 1.5, the ratio the thesis's side
@@ -41,10 +43,11 @@ pub struct Params {
     /// Default 2.2·10⁻⁶, from the thesis's remark that 50 results made a
     /// search on ⟨city⟩ (1,000 objects examined at β) about a third slower.
     pub result_s: f64,
-    /// δ: the cost of writing one local index entry, relative to an
-    /// overwrite hop, paid by every copy of the object for every indexed
-    /// attribute an update changes (entries share the object's batch, so
-    /// it is small). Default 0.1, a guess.
+    /// δ: the cost of rewriting one local index entry (a removal and a
+    /// put), relative to an overwrite hop, paid for every entry a copy's
+    /// region rewrites: a changed attribute's where the object stays,
+    /// every entry the region holds where it moves (entries share the
+    /// object's batch). Default 0.1, a guess.
     pub index_write: f64,
     /// ρ: seconds of cluster work per search whose regions walk a local
     /// index over a range, on top of c_req per region (a range walk opens

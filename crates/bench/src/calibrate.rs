@@ -383,8 +383,8 @@ struct Scratch {
     /// only (`Measured::Larger`).
     larger: bool,
     /// The key subspace with an index on c alone, where only inserts run:
-    /// a copy of one entry, beside the subspace spaces' copies of four
-    /// (`indexed_create`).
+    /// a copy of one entry, beside the subspace spaces' copies of two
+    /// and four (`indexed_create`).
     one_index: bool,
 }
 
@@ -418,10 +418,18 @@ impl Scratch {
         }
     }
 
-    /// Indexed attributes: a, b, e (subspaces) and c (index).
-    fn indexed(&self) -> f64 {
+    /// Entries a region of subspace a, b or e holds per object: its own
+    /// attribute's and c's.
+    const SUBSPACE_ENTRIES: f64 = 2.0;
+
+    /// Local index entries one copy of an object writes over the parts,
+    /// a region of each part indexing its own attributes and the `index`
+    /// clauses', the key subspace's every indexed attribute
+    /// (`daemon::index::indexed_attrs`): 4 (a, b, c, e) + 3 × 2 with the
+    /// subspaces, 1 (c) with the index alone, else none.
+    fn region_entries(&self) -> f64 {
         if self.subspaces {
-            4.0
+            4.0 + 3.0 * Scratch::SUBSPACE_ENTRIES
         } else if self.one_index {
             1.0
         } else {
@@ -433,10 +441,11 @@ impl Scratch {
     /// with its index entries.
     fn inserts(&self, objects: u64) -> (String, Measured, StepSource) {
         let copies = self.copies * self.parts();
+        let entries = self.copies * self.region_entries();
         let kind = Measured::Insert {
             copies,
-            entries: copies * self.indexed(),
-            indexed: if self.indexed() > 0.0 { copies } else { 0.0 },
+            entries,
+            indexed: if entries > 0.0 { copies } else { 0.0 },
         };
         let fresh = Arc::new(AtomicU64::new(objects));
         let source = Box::new(move |_: u64, _: &mut rand::rngs::StdRng| {
@@ -1094,7 +1103,13 @@ async fn measure_on(
                 },
             ));
             // Two relocating puts of one shape (a, then b): α rests on the
-            // puts that move objects, whose runs are the noisiest.
+            // puts that move objects, whose runs are the noisiest. A put of
+            // a rewrites a's entry in the key subspace's regions; in
+            // subspace a's, which index a and c, one entry where the
+            // object stays and both where it moves (removed from the old
+            // region, put in the new); none in b's and e's, which do not
+            // index a (`Scratch::region_entries`).
+            let moved_entries = (1.0 - moves) + moves * Scratch::SUBSPACE_ENTRIES;
             for attr in ["a", "b"] {
                 puts.push((
                     vec![attr],
@@ -1102,7 +1117,7 @@ async fn measure_on(
                         copies: k,
                         unchanged: subspaces - 1.0,
                         moved: vec![moves],
-                        entries: k * parts,
+                        entries: k * (1.0 + moved_entries),
                         global: vec![],
                     },
                 ));
@@ -1113,7 +1128,7 @@ async fn measure_on(
                     copies: k,
                     unchanged: subspaces - 2.0,
                     moved: vec![moves, moves],
-                    entries: 2.0 * k * parts,
+                    entries: 2.0 * k * (1.0 + moved_entries),
                     global: vec![],
                 },
             ));

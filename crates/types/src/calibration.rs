@@ -6,12 +6,20 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 11;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = 12;
 
-/// The version that fits ε (`walk_first_s`) per region a search reads an
-/// entry in instead of once per search. Its fields are version 10's; the
-/// number tells `tessera calibrate` not to average a new fit with one of
-/// the other meaning.
+/// The version that counts the local index entries a put moves with an
+/// object (every entry of the regions it leaves and enters) apart from
+/// the move's hops, so its α is a move without its entries and its
+/// δ_c, ι an insert's per entry and per indexed copy as each part's
+/// regions hold them. Its fields are version 11's; the number tells
+/// `tessera calibrate` not to average a new fit with one of the other
+/// meaning.
+pub const ADVISOR_CALIBRATION_VERSION_12: u32 = 12;
+
+/// The eleventh version, still accepted: it fits ε (`walk_first_s`) per
+/// region a search reads an entry in instead of once per search; its α
+/// includes the entries a move carries.
 pub const ADVISOR_CALIBRATION_VERSION_11: u32 = 11;
 
 /// The tenth version, still accepted: it added the count of calibrations
@@ -309,6 +317,7 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_8
                 | ADVISOR_CALIBRATION_VERSION_9
                 | ADVISOR_CALIBRATION_VERSION_10
+                | ADVISOR_CALIBRATION_VERSION_11
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -473,13 +482,18 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 12;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 12 }));
-        // Version 10, with the same fields as 11, is still accepted.
-        let mut v10 = sample();
-        v10.version = ADVISOR_CALIBRATION_VERSION_10;
-        assert_eq!(v10.validate(), Ok(()));
-        // Versions 10 and 11 count the calibrations its parameters average: one
+        bad.version = 13;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 13 }));
+        // Versions 10 and 11, with the same fields as 12, are still accepted.
+        for version in [
+            ADVISOR_CALIBRATION_VERSION_10,
+            ADVISOR_CALIBRATION_VERSION_11,
+        ] {
+            let mut older = sample();
+            older.version = version;
+            assert_eq!(older.validate(), Ok(()));
+        }
+        // Versions 10 to 12 count the calibrations its parameters average: one
         // to CALIBRATIONS_MAX.
         for count in [0, CALIBRATIONS_MAX + 1] {
             let mut bad = sample();
