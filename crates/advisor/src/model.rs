@@ -1765,11 +1765,6 @@ mod tests {
         assert_eq!(ctx.planned_parts(search), [(0, 1.0, 256.0)]);
     }
 
-    /// The planner's choice between `subspace price` and `subspace
-    /// stars` for `stars eq, price range` depends on where each range
-    /// falls: the model's chances and regions met against the client's
-    /// own planner (`types::plan::plan_search`) over ranges placed as
-    /// `bench layouts` places them.
     #[test]
     fn a_move_rewrites_every_entry_its_regions_hold() {
         // Modifies of price with a new value anywhere on its axis, counted
@@ -1859,6 +1854,11 @@ mod tests {
         }
     }
 
+    /// The planner's choice between `subspace price` and `subspace
+    /// stars` for `stars eq, price range` depends on where each range
+    /// falls: the model's chances and regions met against the client's
+    /// own planner (`types::plan::plan_search`) over ranges placed as
+    /// `bench layouts` places them.
     #[test]
     fn the_planner_takes_a_subspace_by_the_regions_each_search_meets() {
         use tessera_types::{PredOp, Value};
