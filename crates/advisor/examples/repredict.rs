@@ -19,6 +19,9 @@
 //! an insert's entries δ_c count twice and ι is lower by δ_c
 //! (`docs/design/advisor.md`, "Entries that move with an object").
 //! Overrides apply after it.
+//!
+//! `--layouts` also prints every layout: its error about its workload's
+//! level, predicted and measured ops/s, and its description.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -39,12 +42,13 @@ const WORKLOADS: [&str; 6] = [
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(dir) = args.first() else {
-        return Err("usage: repredict DIR [--entries-moved] [FIELD=VALUE ...]".into());
+        return Err("usage: repredict DIR [--entries-moved] [--layouts] [FIELD=VALUE ...]".into());
     };
-    let entries_moved = args[1..].iter().any(|a| a == "--entries-moved");
+    let flag = |name: &str| args[1..].iter().any(|a| a == name);
+    let (entries_moved, each_layout) = (flag("--entries-moved"), flag("--layouts"));
     let overrides: Vec<(String, f64)> = args[1..]
         .iter()
-        .filter(|a| *a != "--entries-moved")
+        .filter(|a| !a.starts_with("--"))
         .map(|a| {
             let (k, v) = a.split_once('=').ok_or(format!("{a}: not FIELD=VALUE"))?;
             Ok((k.to_string(), v.parse::<f64>()?))
@@ -93,6 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut predicted = Vec::new();
         let mut measured = Vec::new();
         let mut heuristics = Vec::new();
+        let mut descriptions = Vec::new();
         for layout in report["layouts"].as_array().ok_or("no layouts")? {
             let description = layout["description"].as_str().ok_or("no description")?;
             let space = tessera_types::parse::parse_space(description)?;
@@ -113,6 +118,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     prediction.ops_per_s
                 );
             }
+            // The layout: what follows the attributes.
+            let one_line = description.replace('\n', " ");
+            let layout_at = [" subspace ", " index ", " tolerate ", " create "]
+                .iter()
+                .filter_map(|w| one_line.find(w))
+                .min()
+                .unwrap_or(0);
+            descriptions.push(one_line[layout_at..].trim().to_string());
             predicted.push(prediction.ops_per_s);
             measured.push(
                 layout["measured_ops_per_s"]
@@ -141,6 +154,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|(p, m)| p / m / lvl - 1.0)
             .collect();
         let about_mean = about.iter().map(|e| e.abs()).sum::<f64>() / about.len() as f64;
+        if each_layout {
+            for (((e, p), m), d) in about
+                .iter()
+                .zip(&predicted)
+                .zip(&measured)
+                .zip(&descriptions)
+            {
+                println!("  {name:<13} {:+6.1} % {p:8.0} {m:8.0}  {d}", 100.0 * e);
+            }
+        }
         for (hs, e) in heuristics.iter().zip(&about) {
             let key = if hs.is_empty() {
                 "(top only)".to_string()
