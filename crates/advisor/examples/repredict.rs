@@ -44,6 +44,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let Some(dir) = args.first() else {
         return Err("usage: repredict DIR [--entries-moved] [--layouts] [FIELD=VALUE ...]".into());
     };
+    if let Some(unknown) = args[1..]
+        .iter()
+        .find(|a| a.starts_with("--") && !["--entries-moved", "--layouts"].contains(&a.as_str()))
+    {
+        return Err(format!("{unknown}: not a flag of repredict").into());
+    }
     let flag = |name: &str| args[1..].iter().any(|a| a == name);
     let (entries_moved, each_layout) = (flag("--entries-moved"), flag("--layouts"));
     let overrides: Vec<(String, f64)> = args[1..]

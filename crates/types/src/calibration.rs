@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = 12;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = ADVISOR_CALIBRATION_VERSION_12;
 
 /// The version that counts the local index entries a put moves with an
 /// object (every entry of the regions it leaves and enters) apart from
