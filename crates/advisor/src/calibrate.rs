@@ -129,6 +129,17 @@ pub enum Measured {
         /// The search, as it is on a space of `reference` objects.
         search: Box<Measured>,
     },
+    /// A step measured again (step `base`, whose features `measured`
+    /// are) with other spaces stored beside its own: more rows on every
+    /// daemon, none of them read. Its cost over `base`'s, against the
+    /// two [`Measurement::stored_rows`], fits what rows stored cost every
+    /// operation (κ, `stored_per_fold`).
+    Stored {
+        /// The label of the step measured without the other spaces.
+        base: String,
+        /// That step's features.
+        measured: Box<Measured>,
+    },
 }
 
 /// One measurement: seconds of cluster work per operation.
@@ -140,6 +151,10 @@ pub struct Measurement {
     pub kind: Measured,
     /// 1 / the measured throughput.
     pub cost_s: f64,
+    /// Rows each daemon stored while it ran (records of every copy of
+    /// every part, global index entries, over the daemons); 0 when not
+    /// known, and then taken as the reference's.
+    pub stored_rows: f64,
 }
 
 impl Measured {
@@ -183,6 +198,7 @@ impl Measured {
             Measured::Lookup { .. } => "lookup",
             Measured::Mix(_) => "mix",
             Measured::Larger { .. } => "larger",
+            Measured::Stored { .. } => "stored",
             Measured::Put { .. } => "global put",
         }
     }
@@ -313,6 +329,9 @@ impl Measured {
                     + params.larger_search_s * per_search
                     + params.larger_entry_s * per_entry
             }
+            // At the reference rows; `Measurement::predicted_s` prices
+            // the rows it ran beside.
+            Measured::Stored { measured, .. } => measured.predicted_s(params),
         }
     }
 
@@ -410,6 +429,23 @@ impl Measured {
     }
 }
 
+impl Measurement {
+    /// What its daemons' rows multiply its cost by, under `params`
+    /// (`model::stored_factor`); 1 when its rows are not known.
+    pub fn stored_factor(&self, params: &Params) -> f64 {
+        crate::model::stored_factor(
+            self.stored_rows,
+            params.stored_reference_rows,
+            params.stored_per_fold,
+        )
+    }
+
+    /// The model's cost of it under `params`, at the rows it ran beside.
+    pub fn predicted_s(&self, params: &Params) -> f64 {
+        self.kind.predicted_s(params) * self.stored_factor(params)
+    }
+}
+
 /// A measurement beside the fitted model's cost of it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FitPoint {
@@ -448,12 +484,49 @@ pub enum FitError {
 /// Fits the parameters to `measurements`; parameters they do not determine
 /// keep their value in `defaults`.
 pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitError> {
-    let usable: Vec<&Measurement> = measurements
+    let measured: Vec<&Measurement> = measurements
         .iter()
         .filter(|m| m.cost_s.is_finite() && m.cost_s > 0.0)
         .collect();
     let mut params = defaults.clone();
     let mut kept = Vec::new();
+
+    // What rows stored cost first: each step measured again beside other
+    // spaces against itself alone, cost / base − 1 = κ·ln(rows / base
+    // rows), by least squares, not below zero. Every other step is then
+    // brought to the reference rows (its cost divided by what its own
+    // space's rows added or saved) and fitted there.
+    let pairs: Vec<(f64, f64, f64)> = measured
+        .iter()
+        .filter_map(|m| {
+            let Measured::Stored { base, .. } = &m.kind else {
+                return None;
+            };
+            let base = measured.iter().find(|b| &b.step == base)?;
+            (m.stored_rows > 0.0 && base.stored_rows > 0.0 && m.stored_rows != base.stored_rows)
+                .then(|| {
+                    let folds = (m.stored_rows / base.stored_rows).ln();
+                    (folds, m.cost_s / base.cost_s - 1.0, base.stored_rows)
+                })
+        })
+        .collect();
+    if let Some(&(_, _, reference)) = pairs.first() {
+        let (xy, xx) = pairs
+            .iter()
+            .fold((0.0, 0.0), |(xy, xx), (x, y, _)| (xy + x * y, xx + x * x));
+        params.stored_per_fold = (xy / xx).max(0.0);
+        params.stored_reference_rows = reference;
+    } else {
+        kept.push("stored_per_fold: no step measured again beside other spaces".into());
+    }
+    let normalized: Vec<Measurement> = measured
+        .iter()
+        .map(|m| Measurement {
+            cost_s: m.cost_s / m.stored_factor(&params),
+            ..(*m).clone()
+        })
+        .collect();
+    let usable: Vec<&Measurement> = normalized.iter().collect();
 
     // Puts: cost = w + h·fixed + (h·α)·per_α + (h·δ)·per_δ, on spaces
     // without a global index (those are fitted next, for its hop).
@@ -758,13 +831,13 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         ),
     }
 
-    let points: Vec<FitPoint> = usable
+    let points: Vec<FitPoint> = measured
         .iter()
         .map(|m| FitPoint {
             step: m.step.clone(),
             group: m.kind.group(),
             measured_s: m.cost_s,
-            fitted_s: m.kind.predicted_s(&params),
+            fitted_s: m.predicted_s(&params),
         })
         .collect();
     let quality = [
@@ -778,6 +851,7 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         "lookup",
         "mix",
         "larger",
+        "stored",
     ]
     .into_iter()
     .filter_map(|group| {
@@ -981,11 +1055,21 @@ mod tests {
         let iota = truth.indexed_create;
         let mut rng = Noise(42);
         let mut out = Vec::new();
+        // With a reference, each step runs beside a quarter, one or twice
+        // the reference rows in turn, and costs what they add or save.
+        let reference = truth.stored_reference_rows;
         let mut push = |step: String, kind: Measured, cost: f64, rng: &mut Noise| {
+            let stored_rows = reference * [0.25, 1.0, 2.0][out.len() % 3];
+            let rows = if stored_rows > 0.0 {
+                1.0 + truth.stored_per_fold * (stored_rows / reference).ln()
+            } else {
+                1.0
+            };
             out.push(Measurement {
                 step,
                 kind,
-                cost_s: cost * (1.0 + rng.next(noise)),
+                cost_s: cost * rows * (1.0 + rng.next(noise)),
+                stored_rows,
             })
         };
         let r = 16.0;
@@ -1266,6 +1350,45 @@ mod tests {
         };
         let hops = alpha_c + iota + delta_c;
         push("insert indexed".into(), insert, w_i + h * hops, &mut rng);
+        if reference > 0.0 {
+            // Two searches at the reference rows, then again beside three
+            // times as many more.
+            let rows = 1.0 + truth.stored_per_fold * 4.0_f64.ln();
+            for (label, regions, results) in [("search a", 1.0, 20.0), ("search c", r, 20.0)] {
+                let search = Measured::Search {
+                    regions,
+                    examined: results,
+                    range: false,
+                    range_entries: 0.0,
+                    results,
+                    index_reads: results,
+                    handed_off: 0.0,
+                };
+                let cost = base
+                    + regions * c_req
+                    + results * (beta_r + gamma)
+                    + eps * crate::model::regions_read(regions, results);
+                for (step, kind, cost, stored_rows) in [
+                    (label.to_string(), search.clone(), cost, reference),
+                    (
+                        format!("{label} beside more rows"),
+                        Measured::Stored {
+                            base: label.into(),
+                            measured: Box::new(search),
+                        },
+                        cost * rows,
+                        4.0 * reference,
+                    ),
+                ] {
+                    out.push(Measurement {
+                        step,
+                        kind,
+                        cost_s: cost * (1.0 + rng.next(noise)),
+                        stored_rows,
+                    });
+                }
+            }
+        }
         out
     }
 
@@ -1310,6 +1433,8 @@ mod tests {
             lookup_match_s: Some(4e-5),
             handoff_mixed_s: 3e-5,
             writes_beside_s: 4.5e-5,
+            stored_per_fold: 0.08,
+            stored_reference_rows: 5000.0,
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -1344,6 +1469,8 @@ mod tests {
         near("lookup match", p.lookup_match_cost_s(), 4e-5, 1e-9);
         near("hand-off mixed", p.handoff_mixed_s, 3e-5, 1e-9);
         near("writes beside", p.writes_beside_s, 4.5e-5, 1e-9);
+        near("kappa", p.stored_per_fold, 0.08, 1e-9);
+        near("rows reference", p.stored_reference_rows, 5000.0, 1e-12);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
             if q.op == "get" {
@@ -1451,6 +1578,7 @@ mod tests {
                     global: vec![],
                 },
                 cost_s: 1e-4,
+                stored_rows: 0.0,
             },
             Measurement {
                 step: "search".into(),
@@ -1464,6 +1592,7 @@ mod tests {
                     handed_off: 0.0,
                 },
                 cost_s: 8e-4,
+                stored_rows: 0.0,
             },
         ];
         let fit = fit(&m, &defaults).unwrap();
@@ -1481,8 +1610,9 @@ mod tests {
         // alpha_create, get_s; beta_s, result_s, the range pair,
         // walk_first_s, unbounded_s, handoff_first_s, search_base_s, the
         // modify pair, the lookup pair, handoff_mixed_s, writes_beside_s,
-        // the larger pair.
-        assert_eq!(fit.kept.len(), 18, "{:?}", fit.kept);
+        // the larger pair, stored_per_fold.
+        assert_eq!(fit.kept.len(), 19, "{:?}", fit.kept);
+        assert_eq!(fit.params.stored_per_fold, defaults.stored_per_fold);
         assert_eq!(fit.params.handoff_first_s, defaults.handoff_first_s);
         assert_eq!(fit.params.larger_entry_s, defaults.larger_entry_s);
         assert_eq!(fit.params.handoff_mixed_s, defaults.handoff_mixed_s);
@@ -1495,6 +1625,80 @@ mod tests {
             super::fit(&m[..1], &defaults),
             Err(FitError::Missing("search"))
         );
+    }
+
+    /// A step measured faster beside more rows fits κ = 0, not below; one
+    /// whose base is missing fits nothing; and a step's fitted cost is
+    /// priced at the rows it ran beside.
+    #[test]
+    fn rows_stored_fit_from_steps_measured_again() {
+        let put = Measurement {
+            step: "put".into(),
+            kind: Measured::Put {
+                copies: 1.0,
+                unchanged: 0.0,
+                moved: vec![],
+                entries: 0.0,
+                global: vec![],
+            },
+            cost_s: 1e-4,
+            stored_rows: 1000.0,
+        };
+        let search = Measured::Search {
+            regions: 8.0,
+            examined: 0.0,
+            range: false,
+            range_entries: 0.0,
+            results: 0.0,
+            index_reads: 0.0,
+            handed_off: 0.0,
+        };
+        let alone = Measurement {
+            step: "search".into(),
+            kind: search.clone(),
+            cost_s: 8e-4,
+            stored_rows: 2000.0,
+        };
+        let again = |cost_s: f64, base: &str| Measurement {
+            step: "search beside".into(),
+            kind: Measured::Stored {
+                base: base.into(),
+                measured: Box::new(search.clone()),
+            },
+            cost_s,
+            stored_rows: 2000.0 * std::f64::consts::E,
+        };
+        // 10 % dearer over one e-fold: κ = 0.1, R₀ the base's rows, and
+        // the put, at half of them, fitted as if it cost 1 − 0.1·ln 2 as
+        // much at the reference.
+        let fitted = fit(
+            &[put.clone(), alone.clone(), again(8.8e-4, "search")],
+            &Params::default(),
+        )
+        .unwrap();
+        near("kappa", fitted.params.stored_per_fold, 0.1, 1e-9);
+        assert_eq!(fitted.params.stored_reference_rows, 2000.0);
+        let hop = 1e-4 / (1.0 - 0.1 * 2.0_f64.ln());
+        near("T_max", fitted.params.t_max_ops_per_s, 1.0 / hop, 1e-9);
+        let point = |step: &str| {
+            let p = fitted.points.iter().find(|p| p.step == step).unwrap();
+            p.fitted_s / p.measured_s
+        };
+        near("put point", point("put"), 1.0, 1e-9);
+        near("stored point", point("search beside"), 1.0, 1e-9);
+        assert!(fitted.quality.iter().any(|q| q.op == "stored"));
+        // Faster beside more rows: 0.
+        let fitted = fit(
+            &[put.clone(), alone.clone(), again(7e-4, "search")],
+            &Params::default(),
+        )
+        .unwrap();
+        assert_eq!(fitted.params.stored_per_fold, 0.0);
+        // No base step by that name: nothing fitted, the default kept.
+        let fitted = fit(&[put, alone, again(9e-4, "other")], &Params::default()).unwrap();
+        assert_eq!(fitted.params.stored_per_fold, 0.0);
+        assert_eq!(fitted.params.stored_reference_rows, 0.0);
+        assert!(fitted.kept.iter().any(|k| k.starts_with("stored_per_fold")));
     }
 
     #[test]

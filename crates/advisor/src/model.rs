@@ -197,6 +197,18 @@ pub fn predict_with(
             *cost += beside_s;
         }
     }
+    if model == Model::Tessera {
+        // Every class reads and writes a daemon's one store of rows,
+        // however many of them it touches.
+        let factor = stored_factor(
+            ctx.stored_rows(),
+            params.stored_reference_rows,
+            params.stored_per_fold,
+        );
+        for cost in &mut class_costs_s {
+            *cost *= factor;
+        }
+    }
     let ops_per_s = thesis::mix_throughput(
         workload
             .classes
@@ -233,6 +245,26 @@ pub fn mixed_handoff_s(classes: impl Iterator<Item = (f64, f64, bool)>, per_s: f
         per_s * (1.0 - off / all)
     } else {
         0.0
+    }
+}
+
+/// The least [`stored_factor`] gives: a daemon storing few rows still
+/// pays for its requests and its hops.
+pub const STORED_FACTOR_MIN: f64 = 0.5;
+
+/// What every operation's cost is multiplied by when each daemon stores
+/// `rows` rows, the calibration having fitted its costs at `reference`
+/// rows and `per_fold` more per e-fold of them: 1 + κ·ln(rows /
+/// reference), above and below the reference alike, never below
+/// [`STORED_FACTOR_MIN`]; 1 without a reference or rows. Every part of
+/// every space keeps its rows in a daemon's one objects tree and one
+/// index tree, so a lookup walks a larger store whichever part it reads
+/// (`docs/design/advisor.md`, "Rows nothing reads").
+pub fn stored_factor(rows: f64, reference: f64, per_fold: f64) -> f64 {
+    if reference > 0.0 && rows > 0.0 && per_fold != 0.0 {
+        (1.0 + per_fold * (rows / reference).ln()).max(STORED_FACTOR_MIN)
+    } else {
+        1.0
     }
 }
 
@@ -1070,6 +1102,15 @@ impl<'a> Context<'a> {
         self.copies * self.parts.len() as f64
     }
 
+    /// Rows each daemon stores for the space: a record per copy of every
+    /// part, and an entry per replica of each global index, spread
+    /// evenly over the daemons (local index entries, priced per entry
+    /// where they are written and read, are not counted).
+    fn stored_rows(&self) -> f64 {
+        let global = self.layout.global_indexes.len() as f64 * f64::from(self.k);
+        self.objects * (self.total_copies() + global) / f64::from(self.params.daemons.max(1))
+    }
+
     /// Bytes stored per object: every copy's record, every local index
     /// entry its copies' regions hold, and each global index's entry on
     /// its K indexlet replicas.
@@ -1208,6 +1249,62 @@ mod tests {
             assert!((ratio - 0.5).abs() < 1e-9, "{ratio}");
             assert_eq!(eight.bytes_per_object, four.bytes_per_object);
         }
+    }
+
+    /// The rows a daemon stores cost every class alike: subspaces no
+    /// class reads slow a mix of searches and gets by 1 + κ·ln(rows /
+    /// R₀), the rows counted by hand; without κ they cost nothing.
+    #[test]
+    fn rows_no_operation_reads_slow_every_class() {
+        let w = hotels(r#"{"p": 0.9, "search": {"city": "eq"}}, {"p": 0.1, "get": true}"#);
+        let one = Layout::of_subspaces(vec![vec![C]]);
+        let three = Layout::of_subspaces(vec![vec![C], vec![A], vec![P]]);
+        let plain = Params {
+            daemons: 4,
+            ..Params::default()
+        };
+        let before = |layout: &Layout| predict(Model::Tessera, &w, layout, &plain);
+        assert_eq!(before(&one).class_costs_s, before(&three).class_costs_s);
+        // f = 1: K = 2 copies of the key subspace and of each subspace.
+        let k = f64::from(w.space.fault_tolerance + 1);
+        let rows = |parts: f64| w.objects as f64 * k * parts / 4.0;
+        let reference = rows(2.0);
+        let priced = Params {
+            stored_per_fold: 0.08,
+            stored_reference_rows: reference,
+            ..plain.clone()
+        };
+        let after = |layout: &Layout| predict(Model::Tessera, &w, layout, &priced);
+        // `subspace city` stores the reference rows: as before.
+        for (a, b) in after(&one)
+            .class_costs_s
+            .iter()
+            .zip(&before(&one).class_costs_s)
+        {
+            assert!((a - b).abs() <= 1e-12 * b, "{a} against {b}");
+        }
+        // Two more subspaces: twice the rows, every class 1 + 0.08·ln 2
+        // as dear.
+        let factor = 1.0 + 0.08 * 2.0_f64.ln();
+        for (a, b) in after(&three)
+            .class_costs_s
+            .iter()
+            .zip(&before(&three).class_costs_s)
+        {
+            assert!((a / b - factor).abs() < 1e-9, "{a} against {b}");
+        }
+        // The thesis's model does not price them.
+        assert_eq!(
+            predict(Model::Thesis, &w, &three, &priced),
+            predict(Model::Thesis, &w, &three, &plain)
+        );
+        // Below the reference the factor falls, never under its floor.
+        assert!(
+            (stored_factor(reference / 2.0, reference, 0.08) - (1.0 - 0.08 * 2.0_f64.ln())).abs()
+                < 1e-12
+        );
+        assert_eq!(stored_factor(1.0, reference, 0.5), STORED_FACTOR_MIN);
+        assert_eq!(stored_factor(rows(3.0), 0.0, 0.08), 1.0);
     }
 
     /// What a replex rebuild reads, worked out by hand from the covering

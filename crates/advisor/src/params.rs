@@ -172,6 +172,18 @@ pub struct Params {
     /// The objects of the space the calibration's other searches ran on
     /// (0: none; version 8).
     pub larger_reference_objects: f64,
+    /// κ: the share by which every operation's cost grows per e-fold of
+    /// the rows a daemon stores beyond `stored_reference_rows`, and falls
+    /// below it (`model::stored_factor`). Every part of every space keeps
+    /// its rows in one objects tree and one index tree per daemon, so a
+    /// lookup walks a larger store however many parts it reads: two
+    /// subspaces no operation read measured a read-only mix 5.9 % slower
+    /// (`docs/design/advisor.md`, "Rows nothing reads"; calibration
+    /// version 13). Default 0.
+    pub stored_per_fold: f64,
+    /// R₀: the rows per daemon at which the calibration fitted every
+    /// other parameter (0: none; version 13).
+    pub stored_reference_rows: f64,
     /// Bytes one stored copy of an object takes when the workload does not
     /// say (`object_bytes`). Default 256.
     pub object_bytes: f64,
@@ -224,6 +236,8 @@ impl Default for Params {
             larger_search_s: 0.0,
             larger_entry_s: 0.0,
             larger_reference_objects: 0.0,
+            stored_per_fold: 0.0,
+            stored_reference_rows: 0.0,
             object_bytes: 256.0,
             index_entry_bytes: 48.0,
             global_entry_bytes: 64.0,
@@ -273,8 +287,9 @@ impl Params {
     /// bandwidth (one transfer's) do not change; `daemons` becomes the
     /// cluster the recovery time and the placement of a hybrid's regions
     /// are judged on. So every prediction's ops/s scales by
-    /// `daemons / self.daemons` and the ranking stays as it is. 0 is
-    /// taken as 1.
+    /// `daemons / self.daemons`, but for what the rows a daemon stores
+    /// cost (κ and R₀ stay; each daemon stores fewer rows on more
+    /// daemons). 0 is taken as 1.
     pub fn on_daemons(&self, daemons: u32) -> Params {
         let daemons = daemons.max(1);
         let scale = f64::from(self.daemons.max(1)) / f64::from(daemons);
@@ -310,6 +325,8 @@ impl Params {
             larger_search_s,
             larger_entry_s,
             larger_reference_objects,
+            stored_per_fold,
+            stored_reference_rows,
             object_bytes,
             index_entry_bytes,
             global_entry_bytes,
@@ -340,9 +357,13 @@ impl Params {
             modify_hop_s: time(modify_hop_s),
             larger_search_s: time(larger_search_s),
             larger_entry_s: time(larger_entry_s),
-            // A count of objects per space, as the workload's.
+            // A count of objects per space, as the workload's; rows per
+            // daemon, which the model counts on the daemons it prices.
             larger_reference_objects,
-            // Ratios of hops, sizes, one transfer's bandwidth, fractions.
+            stored_reference_rows,
+            // Ratios of hops, a share per e-fold, sizes, one transfer's
+            // bandwidth, fractions.
+            stored_per_fold,
             alpha,
             alpha_create,
             index_write,
@@ -404,6 +425,10 @@ impl Params {
             larger_reference_objects: c
                 .larger_reference_objects
                 .unwrap_or(self.larger_reference_objects),
+            stored_per_fold: c.stored_per_fold.unwrap_or(self.stored_per_fold),
+            stored_reference_rows: c
+                .stored_reference_rows
+                .unwrap_or(self.stored_reference_rows),
             daemons: c.daemons,
             ..self.clone()
         }
@@ -462,6 +487,8 @@ impl Params {
             larger_search_s,
             larger_entry_s,
             larger_reference_objects,
+            stored_per_fold,
+            stored_reference_rows,
             object_bytes,
             index_entry_bytes,
             global_entry_bytes,
@@ -500,8 +527,11 @@ impl Params {
             indexed_create: ratio(indexed_create, e.indexed_create),
             global_index_hop: ratio(global_index_hop, e.global_index_hop),
             global_index_move: Some(ratio(self.global_move_hops(), e.global_move_hops())),
+            // A share per e-fold, as it is.
+            stored_per_fold: mean(stored_per_fold, e.stored_per_fold),
             // Not fitted.
             larger_reference_objects,
+            stored_reference_rows,
             object_bytes,
             index_entry_bytes,
             global_entry_bytes,
@@ -553,6 +583,8 @@ impl Params {
             larger_search_s: Some(self.larger_search_s),
             larger_entry_s: Some(self.larger_entry_s),
             larger_reference_objects: Some(self.larger_reference_objects),
+            stored_per_fold: Some(self.stored_per_fold),
+            stored_reference_rows: Some(self.stored_reference_rows),
             calibrations: Some(calibrations),
             daemons,
             epoch,
@@ -597,6 +629,8 @@ mod tests {
             larger_search_s: 3e-6,
             larger_entry_s: 4e-7,
             larger_reference_objects: 4000.0,
+            stored_per_fold: 0.06,
+            stored_reference_rows: 5333.0,
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, 1, vec![]);
@@ -627,6 +661,8 @@ mod tests {
             get_s: Some(2e-5),
             write_s: 4e-6,
             insert_s: 5e-6,
+            stored_per_fold: 0.04,
+            stored_reference_rows: 5000.0,
             daemons: 3,
             ..Params::default()
         };
@@ -643,6 +679,8 @@ mod tests {
             get_s: None,
             write_s: 8e-6,
             insert_s: 1e-6,
+            stored_per_fold: 0.1,
+            stored_reference_rows: 6000.0,
             daemons: 3,
             ..Params::default()
         };
@@ -662,6 +700,10 @@ mod tests {
         assert!(close(both.index_write, 30.0 / 75.0), "{both:?}");
         assert!(close(both.beta_s, 2e-7));
         assert!(close(both.write_s, 6e-6));
+        // A share per e-fold averages as it is; the rows it is counted
+        // from are the latest calibration's.
+        assert!(close(both.stored_per_fold, 0.07));
+        assert_eq!(both.stored_reference_rows, 6000.0);
         // The second's get was left at one hop (50 µs): 20 and 50 average 35.
         assert_eq!(both.get_s.map(|g| close(g, 35e-6)), Some(true));
         // The first averaging three earlier ones weighs three: β (1·3 +
@@ -748,6 +790,8 @@ mod tests {
             larger_search_s: 3e-6,
             larger_entry_s: 4e-7,
             larger_reference_objects: 4000.0,
+            stored_per_fold: 0.06,
+            stored_reference_rows: 5333.0,
             global_index_move: Some(0.2),
             daemons: 3,
             ..Params::default()
@@ -796,6 +840,12 @@ mod tests {
                 on3.index_write,
                 on3.index_create()
             )
+        );
+        // So do what rows cost per e-fold and the rows per daemon they
+        // are counted from.
+        assert_eq!(
+            (on6.stored_per_fold, on6.stored_reference_rows),
+            (0.06, 5333.0)
         );
         assert_eq!(
             (
@@ -860,6 +910,7 @@ mod tests {
         stored.larger_reference_objects = None;
         stored.handoff_first_s = None;
         stored.indexed_create = None;
+        (stored.stored_per_fold, stored.stored_reference_rows) = (None, None);
         stored.calibrations = None;
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
@@ -897,5 +948,10 @@ mod tests {
         // Without version 9's, a search handing off a page pays u per
         // page and nothing more, and an insert's copy its entries only.
         assert_eq!((back.handoff_first_s, back.indexed_create), (0.0, 0.0));
+        // Without version 13's, the rows a daemon stores cost nothing.
+        assert_eq!(
+            (back.stored_per_fold, back.stored_reference_rows),
+            (0.0, 0.0)
+        );
     }
 }

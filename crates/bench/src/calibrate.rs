@@ -42,6 +42,14 @@ const MATCHES: u64 = 10;
 
 /// How many times the first space's objects the larger space holds.
 const LARGER: u64 = 10;
+/// How many times the first space's objects, in its layout, a padding
+/// space stores beside it while three of its searches run again: the
+/// daemons then store four times the rows, none of the padding read
+/// (`Measured::Stored`).
+const PADDING: u64 = 3;
+/// The first space's searches run again beside the padding: one region
+/// walked for ten objects, one for one, every region walked.
+const PADDED_SEARCHES: [&str; 3] = ["a", "b", "c"];
 /// The widths of the range steps on `e`, as shares of one interval of its
 /// subspace: two lengths of walk, so that the per-entry cost of a range
 /// walk and its per-search cost can be told apart; both below one
@@ -369,7 +377,15 @@ impl Store for CalStore {
     }
 }
 
+/// The scratch spaces one run measures, in order, and the daemons their
+/// rows spread over.
+struct Plan {
+    spaces: Vec<Scratch>,
+    daemons: u32,
+}
+
 /// A scratch space: its layout in the model's terms.
+#[derive(Clone)]
 struct Scratch {
     name: String,
     /// K = f + 1.
@@ -407,6 +423,14 @@ impl Scratch {
             },
             if f == 1 { "failure" } else { "failures" }
         )
+    }
+
+    /// Rows each of `daemons` daemons stores for `objects` objects: a
+    /// record per copy of every part, and an entry per replica of the
+    /// global index (`model::Context::stored_rows`).
+    fn stored_rows(&self, objects: u64, daemons: u32) -> f64 {
+        let global = if self.global { self.copies } else { 0.0 };
+        objects as f64 * (self.parts() * self.copies + global) / f64::from(daemons.max(1))
     }
 
     /// Parts, the key subspace included.
@@ -588,7 +612,10 @@ pub async fn measure(
         admin,
         client,
         options,
-        &scratch,
+        &Plan {
+            spaces: scratch,
+            daemons,
+        },
         &probe_name,
         &mut probe_created,
         progress,
@@ -622,7 +649,7 @@ async fn measure_rounds(
     admin: &Admin,
     client: &Client,
     options: &CalibrateOptions,
-    scratch: &[Scratch],
+    plan: &Plan,
     probe_name: &str,
     probe_created: &mut bool,
     progress: &(dyn Fn(&str) + Sync),
@@ -679,7 +706,7 @@ async fn measure_rounds(
             admin,
             client,
             options,
-            scratch,
+            plan,
             prober.as_ref(),
             &mut created,
             progress,
@@ -799,7 +826,7 @@ async fn measure_on(
     admin: &Admin,
     client: &Client,
     options: &CalibrateOptions,
-    scratch: &[Scratch],
+    plan: &Plan,
     prober: Option<&Prober>,
     created: &mut Vec<String>,
     progress: &(dyn Fn(&str) + Sync),
@@ -815,7 +842,8 @@ async fn measure_on(
     let moves = 1.0 - 1.0 / intervals;
     let mut steps = Vec::new();
     let mut searched_objects = 0;
-    for (i, space) in scratch.iter().enumerate() {
+    let daemons = plan.daemons;
+    for (i, space) in plan.spaces.iter().enumerate() {
         let description = space.description(options.partitions);
         add_scratch(admin, &space.name, &description).await?;
         created.push(space.name.clone());
@@ -838,6 +866,9 @@ async fn measure_on(
         let store = |action: Action| Arc::new(CalStore::new(client, &space.name, action, objects));
         progress(&format!("loading {objects} objects into {}", space.name));
         let objects = load(store(Action::Insert), &space.name, objects, options.workers).await?;
+        // The rows the daemons store while a step runs: this space's,
+        // and a padding space's while one is loaded beside it.
+        let stored_rows = std::cell::Cell::new(space.stored_rows(objects, daemons));
         // The first step of this space: the probes before each of its
         // steps and after its last are paired up below.
         let first = steps.len();
@@ -883,6 +914,7 @@ async fn measure_on(
                     step: label,
                     kind,
                     cost_s,
+                    stored_rows: stored_rows.get(),
                 },
                 errors,
                 phase,
@@ -1030,6 +1062,43 @@ async fn measure_on(
                 let action = Action::SearchOr("a", Box::new(Action::Put(vec!["d"])));
                 steps.push(run(label, action, mix, source).await?);
             }
+            // Three of the searches again, a padding space of this layout
+            // and PADDING times its objects loaded beside it, none of it
+            // read: what rows stored cost every operation (κ). The padding
+            // is removed before this space's writes.
+            let pad = Scratch {
+                name: format!("{SCRATCH_PREFIX}pad_f0"),
+                ..space.clone()
+            };
+            add_scratch(admin, &pad.name, &pad.description(options.partitions)).await?;
+            created.push(pad.name.clone());
+            wait_space(client, &pad.name).await?;
+            let padding = objects.saturating_mul(PADDING);
+            progress(&format!("loading {padding} objects into {}", pad.name));
+            let pad_store = Arc::new(CalStore::new(client, &pad.name, Action::Insert, padding));
+            let padding = load(pad_store, &pad.name, padding, options.workers).await?;
+            let alone = stored_rows.get();
+            stored_rows.set(alone + pad.stored_rows(padding, daemons));
+            for attr in PADDED_SEARCHES {
+                let base = format!("search {attr} present on {name}");
+                let measured = steps
+                    .iter()
+                    .find(|s| s.measurement.step == base)
+                    .map(|s| s.measurement.kind.clone())
+                    .ok_or_else(|| anyhow::anyhow!("no step {base:?} to run again"))?;
+                let label = format!("{base}, {} beside", pad.name);
+                let kind = Measured::Stored {
+                    base,
+                    measured: Box::new(measured),
+                };
+                let source = Box::new(move |_: u64, rng: &mut rand::rngs::StdRng| Op::SearchEq {
+                    recno: rng.gen_range(0..i64::MAX / 2),
+                });
+                steps.push(run(label, Action::Search(attr), kind, source).await?);
+            }
+            stored_rows.set(alone);
+            admin.rm_space(&pad.name).await?;
+            created.retain(|c| c != &pad.name);
         }
         if space.larger {
             // The first space's searches of a (MATCHES objects) and b (one),
@@ -1398,6 +1467,7 @@ mod tests {
     fn step(label: &str, cost_s: f64) -> Step {
         Step {
             measurement: Measurement {
+                stored_rows: 0.0,
                 step: label.to_string(),
                 kind: Measured::Get,
                 cost_s,

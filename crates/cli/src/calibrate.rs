@@ -181,6 +181,7 @@ fn report_json(run: &CalibrationRun, fitted: &Fit, stored: &Stored) -> Value {
                 "runs_s": s.runs_s,
                 "raw_runs_s": s.raw_runs_s,
                 "probe_ops_per_s": s.probe_ops_per_s,
+                "stored_rows": s.measurement.stored_rows,
             })
         })
         .collect();
@@ -320,6 +321,14 @@ fn parameter_rows(p: &Params) -> Vec<(&'static str, String)> {
         (
             "larger_reference_objects",
             format!("{:.0}", p.larger_reference_objects),
+        ),
+        (
+            "stored_per_fold (kappa)",
+            format!("{:.3}", p.stored_per_fold),
+        ),
+        (
+            "stored_reference_rows",
+            format!("{:.0}", p.stored_reference_rows),
         ),
     ]
 }

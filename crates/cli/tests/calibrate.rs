@@ -75,9 +75,10 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     // again on a space of ten times the objects; a modify on each of the
     // four spaces; an insert on each and on a key-only space with one
     // index; three lookups through a global index, and two puts through
-    // it at each f.
+    // it at each f; and three of the first space's searches again beside
+    // a padding space of three times its objects.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 47);
+    assert_eq!(steps.len(), 50);
     // The speed probe ran, and its space is gone with the others (below).
     let reference = report["probe"]["reference_ops_per_s"]
         .as_f64()
@@ -130,7 +131,8 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
             "global put",
             "lookup",
             "mix",
-            "larger"
+            "larger",
+            "stored"
         ]
     );
 
@@ -189,6 +191,26 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
             .is_some_and(|n| n > 0.0 && n <= 400.0),
         "{stored:?}"
     );
+    // Version 13's, from the searches run again beside the padding: the
+    // reference rows are the first space's four parts of one copy over
+    // the two daemons, and the padded steps ran beside four times them.
+    let searched = stored
+        .larger_reference_objects
+        .expect("the objects searched");
+    assert_eq!(stored.stored_reference_rows, Some(searched * 4.0 / 2.0));
+    assert!(
+        stored.stored_per_fold.is_some_and(|k| k >= 0.0),
+        "{stored:?}"
+    );
+    let padded: Vec<f64> = steps
+        .iter()
+        .filter(|s| s["group"] == "stored")
+        .map(|s| s["stored_rows"].as_f64().expect("rows"))
+        .collect();
+    assert_eq!(padded.len(), 3);
+    for rows in padded {
+        assert!((rows - searched * 8.0).abs() < 1e-6, "{rows}");
+    }
     let t_max = report["parameters"]["t_max_ops_per_s"]
         .as_f64()
         .expect("T_max");

@@ -2270,6 +2270,8 @@ mod tests {
             larger_reference_objects: Some(4000.0),
             handoff_first_s: Some(1.5e-5),
             indexed_create: Some(0.3),
+            stored_per_fold: Some(0.07),
+            stored_reference_rows: Some(8000.0),
             calibrations: Some(2),
             daemons: 2,
             epoch: 3,
@@ -2369,6 +2371,7 @@ mod tests {
         old.larger_reference_objects = None;
         old.handoff_first_s = None;
         old.indexed_create = None;
+        (old.stored_per_fold, old.stored_reference_rows) = (None, None);
         old.calibrations = None;
         let result = state.apply(Command::SetAdvisorParams {
             params: Box::new(old.clone()),

@@ -6,9 +6,16 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = ADVISOR_CALIBRATION_VERSION_12;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = ADVISOR_CALIBRATION_VERSION_13;
 
-/// The version that counts the local index entries a put moves with an
+/// The version that measures what the rows a daemon stores cost every
+/// operation (`stored_per_fold`, `stored_reference_rows`), and fits every
+/// other parameter at the reference rows: each step's cost divided by
+/// what its space's rows added or saved.
+pub const ADVISOR_CALIBRATION_VERSION_13: u32 = 13;
+
+/// The twelfth version, still accepted: version 13's parameters but the
+/// two rows-stored ones. It counts the local index entries a put moves with an
 /// object (every entry of the regions it leaves and enters) apart from
 /// the move's hops, so its α is a move without its entries and its
 /// δ_c, ι an insert's per entry and per indexed copy as each part's
@@ -188,6 +195,16 @@ pub struct AdvisorCalibration {
     /// hop (version 9).
     #[serde(default)]
     pub indexed_create: Option<f64>,
+    /// κ: the share by which every operation's cost grows per e-fold of
+    /// the rows a daemon stores beyond `stored_reference_rows` (and falls
+    /// below it) (version 13).
+    #[serde(default)]
+    pub stored_per_fold: Option<f64>,
+    /// R₀: rows per daemon (objects times copies of every part, over the
+    /// daemons) of the space the calibration's searches ran on (version
+    /// 13).
+    #[serde(default)]
+    pub stored_reference_rows: Option<f64>,
     /// How many calibrations of this cluster the parameters average, 1
     /// to [`CALIBRATIONS_MAX`] (version 10; `None` before: one).
     #[serde(default)]
@@ -304,6 +321,8 @@ impl AdvisorCalibration {
             ("larger_reference_objects", self.larger_reference_objects, 8),
             ("handoff_first_s", self.handoff_first_s, 9),
             ("indexed_create", self.indexed_create, 9),
+            ("stored_per_fold", self.stored_per_fold, 13),
+            ("stored_reference_rows", self.stored_reference_rows, 13),
         ];
         if !matches!(
             self.version,
@@ -318,6 +337,7 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_9
                 | ADVISOR_CALIBRATION_VERSION_10
                 | ADVISOR_CALIBRATION_VERSION_11
+                | ADVISOR_CALIBRATION_VERSION_12
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -389,6 +409,11 @@ impl AdvisorCalibration {
             ),
             ("handoff_first_s", self.handoff_first_s.unwrap_or(0.0)),
             ("indexed_create", self.indexed_create.unwrap_or(0.0)),
+            ("stored_per_fold", self.stored_per_fold.unwrap_or(0.0)),
+            (
+                "stored_reference_rows",
+                self.stored_reference_rows.unwrap_or(0.0),
+            ),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -462,6 +487,8 @@ pub(crate) fn sample() -> AdvisorCalibration {
         larger_reference_objects: Some(4000.0),
         handoff_first_s: Some(1.5e-5),
         indexed_create: Some(0.3),
+        stored_per_fold: Some(0.08),
+        stored_reference_rows: Some(5333.0),
         calibrations: Some(3),
         daemons: 3,
         epoch: 7,
@@ -482,18 +509,49 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 13;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 13 }));
+        bad.version = 14;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 14 }));
+        // Version 12 has every parameter but the two of rows stored.
+        let mut v12 = sample();
+        v12.version = ADVISOR_CALIBRATION_VERSION_12;
+        assert_eq!(
+            v12.validate(),
+            Err(CalibrationError::Shape {
+                version: 12,
+                name: "stored_per_fold",
+                present: true
+            })
+        );
+        v12.stored_per_fold = None;
+        assert_eq!(
+            v12.validate(),
+            Err(CalibrationError::Shape {
+                version: 12,
+                name: "stored_reference_rows",
+                present: true
+            })
+        );
+        v12.stored_reference_rows = None;
+        assert_eq!(v12.validate(), Ok(()));
+        let mut bad = sample();
+        bad.stored_per_fold = Some(-0.01);
+        assert!(matches!(
+            bad.validate(),
+            Err(CalibrationError::OutOfRange {
+                name: "stored_per_fold",
+                ..
+            })
+        ));
         // Versions 10 and 11, with the same fields as 12, are still accepted.
         for version in [
             ADVISOR_CALIBRATION_VERSION_10,
             ADVISOR_CALIBRATION_VERSION_11,
         ] {
-            let mut older = sample();
+            let mut older = v12.clone();
             older.version = version;
             assert_eq!(older.validate(), Ok(()));
         }
-        // Versions 10 to 12 count the calibrations its parameters average: one
+        // Versions 10 to 13 count the calibrations its parameters average: one
         // to CALIBRATIONS_MAX.
         for count in [0, CALIBRATIONS_MAX + 1] {
             let mut bad = sample();
@@ -517,7 +575,7 @@ mod tests {
             })
         );
         // Version 9 has every parameter but no count.
-        let mut v9 = sample();
+        let mut v9 = v12.clone();
         v9.version = ADVISOR_CALIBRATION_VERSION_9;
         assert_eq!(
             v9.validate(),
