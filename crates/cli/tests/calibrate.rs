@@ -75,10 +75,10 @@ fn calibrate_stores_parameters_that_advise_reports_as_calibrated() {
     // again on a space of ten times the objects; a modify on each of the
     // four spaces; an insert on each and on a key-only space with one
     // index; three lookups through a global index, and two puts through
-    // it at each f; and three of the first space's searches again beside
-    // a padding space of three times its objects.
+    // it at each f; and three of the first space's searches again, right
+    // before and then beside a padding space of three times its objects.
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 50);
+    assert_eq!(steps.len(), 53);
     // The speed probe ran, and its space is gone with the others (below).
     let reference = report["probe"]["reference_ops_per_s"]
         .as_f64()
