@@ -25,6 +25,12 @@
 //! - a lookup through a global index: s₀ + c_req·indexlets met + l₀ +
 //!   (m + γ)·matches, m the entry's read and its object's get.
 //!
+//! Every cost above is at the reference rows R₀ a daemon stores; a step
+//! that ran beside R rows costs 1 + κ·ln(R/R₀) times it
+//! (`model::stored_factor`). κ is fitted first, from searches run again
+//! beside a padding space against themselves right before it, and every
+//! other step is divided by its factor before the fits below.
+//!
 //! Puts are fitted together for (w, h, h·α, h·δ), inserts for (w_i,
 //! h·α_c, h·δ_c), searches for (c_req, β, γ, ρ, β_r, ε, u, s₀) (equality
 //! steps pin c_req, γ and ε, scans β, walks that return fewer objects
