@@ -1570,33 +1570,44 @@ mod tests {
         assert!(search.r2 > 0.99, "{search:?}");
     }
 
+    /// A put of one hop (a key-only space, f = 0) measured at 100 µs
+    /// beside `stored_rows` rows.
+    fn one_hop_put(stored_rows: f64) -> Measurement {
+        Measurement {
+            step: "put".into(),
+            kind: Measured::Put {
+                copies: 1.0,
+                unchanged: 0.0,
+                moved: vec![],
+                entries: 0.0,
+                global: vec![],
+            },
+            cost_s: 1e-4,
+            stored_rows,
+        }
+    }
+
+    /// A search meeting eight regions that reads and returns nothing.
+    fn eight_regions() -> Measured {
+        Measured::Search {
+            regions: 8.0,
+            examined: 0.0,
+            range: false,
+            range_entries: 0.0,
+            results: 0.0,
+            index_reads: 0.0,
+            handed_off: 0.0,
+        }
+    }
+
     #[test]
     fn what_the_measurements_do_not_determine_keeps_its_default() {
         let defaults = Params::default();
         let m = vec![
-            Measurement {
-                step: "put".into(),
-                kind: Measured::Put {
-                    copies: 1.0,
-                    unchanged: 0.0,
-                    moved: vec![],
-                    entries: 0.0,
-                    global: vec![],
-                },
-                cost_s: 1e-4,
-                stored_rows: 0.0,
-            },
+            one_hop_put(0.0),
             Measurement {
                 step: "search".into(),
-                kind: Measured::Search {
-                    regions: 8.0,
-                    examined: 0.0,
-                    range: false,
-                    range_entries: 0.0,
-                    results: 0.0,
-                    index_reads: 0.0,
-                    handed_off: 0.0,
-                },
+                kind: eight_regions(),
                 cost_s: 8e-4,
                 stored_rows: 0.0,
             },
@@ -1638,27 +1649,8 @@ mod tests {
     /// priced at the rows it ran beside.
     #[test]
     fn rows_stored_fit_from_steps_measured_again() {
-        let put = Measurement {
-            step: "put".into(),
-            kind: Measured::Put {
-                copies: 1.0,
-                unchanged: 0.0,
-                moved: vec![],
-                entries: 0.0,
-                global: vec![],
-            },
-            cost_s: 1e-4,
-            stored_rows: 1000.0,
-        };
-        let search = Measured::Search {
-            regions: 8.0,
-            examined: 0.0,
-            range: false,
-            range_entries: 0.0,
-            results: 0.0,
-            index_reads: 0.0,
-            handed_off: 0.0,
-        };
+        let put = one_hop_put(1000.0);
+        let search = eight_regions();
         let alone = Measurement {
             step: "search".into(),
             kind: search.clone(),

@@ -268,6 +268,15 @@ pub fn stored_factor(rows: f64, reference: f64, per_fold: f64) -> f64 {
     }
 }
 
+/// Rows each of `daemons` daemons stores for `objects` objects of
+/// `rows_per_object` rows each (a record per copy of every part, an entry
+/// per replica of each global index), spread evenly: the `rows` of
+/// [`stored_factor`], as the model counts a layout's and calibration
+/// counts its scratch spaces'. 0 daemons are taken as one.
+pub fn stored_rows(objects: f64, rows_per_object: f64, daemons: u32) -> f64 {
+    objects * rows_per_object / f64::from(daemons.max(1))
+}
+
 /// The e-folds by which a space of `objects` objects is larger than the
 /// `reference` the calibration searched: ln(objects / reference), 0 when
 /// it is not larger or there is no reference. Reading through an index
@@ -1108,7 +1117,11 @@ impl<'a> Context<'a> {
     /// where they are written and read, are not counted).
     fn stored_rows(&self) -> f64 {
         let global = self.layout.global_indexes.len() as f64 * f64::from(self.k);
-        self.objects * (self.total_copies() + global) / f64::from(self.params.daemons.max(1))
+        stored_rows(
+            self.objects,
+            self.total_copies() + global,
+            self.params.daemons,
+        )
     }
 
     /// Bytes stored per object: every copy's record, every local index

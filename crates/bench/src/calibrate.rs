@@ -427,10 +427,11 @@ impl Scratch {
 
     /// Rows each of `daemons` daemons stores for `objects` objects: a
     /// record per copy of every part, and an entry per replica of the
-    /// global index (`model::Context::stored_rows`).
+    /// global index, as the model counts a layout's.
     fn stored_rows(&self, objects: u64, daemons: u32) -> f64 {
         let global = if self.global { self.copies } else { 0.0 };
-        objects as f64 * (self.parts() * self.copies + global) / f64::from(daemons.max(1))
+        let per_object = self.parts() * self.copies + global;
+        tessera_advisor::model::stored_rows(objects as f64, per_object, daemons)
     }
 
     /// Parts, the key subspace included.
