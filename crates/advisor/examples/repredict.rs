@@ -77,7 +77,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None,
         )?;
         workload.objects = report["objects"].as_u64().ok_or("no objects")?;
-        let mut params = report["parameters"].clone();
+        // A report from before a parameter existed (κ and R₀ came with
+        // calibration version 13) predicts with its default, which prices
+        // nothing the report's calibration did not measure.
+        let mut params = serde_json::to_value(Params::default())?;
+        let Value::Object(fields) = &report["parameters"] else {
+            return Err(format!("{name}: no parameters").into());
+        };
+        for (field, value) in fields {
+            params[field.as_str()] = value.clone();
+        }
         if entries_moved {
             let number = |field: &str| params[field].as_f64();
             let delta = number("index_write").ok_or("no index_write")?;

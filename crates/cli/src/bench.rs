@@ -173,8 +173,9 @@ enum Scenario {
         /// (the model is told the same number).
         #[arg(long)]
         objects: Option<u64>,
-        /// Operations in flight.
-        #[arg(long, default_value_t = 16)]
+        /// Operations in flight: as many as `calibrate` measures with, so
+        /// that the cluster is as saturated as the model's costs assume.
+        #[arg(long, default_value_t = 128)]
         workers: usize,
         /// Times each layout is measured, interleaved (every layout once,
         /// then again); the comparison uses each layout's median.

@@ -21,8 +21,13 @@ pub struct CalibrateArgs {
     /// more daemons, fewer on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// Operations in flight.
-    #[arg(long, default_value_t = 16)]
+    /// Operations in flight. The model prices a saturated cluster: at 16
+    /// in flight cheap operations left a fifth of a 2-core machine idle
+    /// and cost more CPU each than at 128 (fewer requests per wake-up),
+    /// while scans kept it busy either way; `bench layouts` runs as many.
+    /// The stored calibration does not record it: after changing it, start
+    /// over with `--fresh` rather than average the two loads.
+    #[arg(long, default_value_t = 128)]
     workers: usize,
     /// Objects loaded into the scratch space searches run on.
     #[arg(long, default_value_t = 4000)]
