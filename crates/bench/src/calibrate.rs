@@ -27,6 +27,14 @@ use tessera_types::DaemonState;
 
 /// Every scratch space's name starts with this.
 pub const SCRATCH_PREFIX: &str = "tessera_calibrate_";
+
+/// Operations in flight by default, in calibration and in `bench
+/// layouts` alike: the model prices a saturated cluster. At 16 in flight
+/// cheap operations left a 2-core machine up to a tenth idle and cost
+/// more CPU each than at 128 (fewer requests answered per wake-up),
+/// while scans kept it busy either way (`docs/design/advisor.md`,
+/// "Operations in flight").
+pub const SATURATING_WORKERS: usize = 128;
 /// How long loading one scratch space may take.
 pub const LOAD_LIMIT: Duration = Duration::from_secs(60);
 /// A step fails when more than one operation in this many fails.

@@ -175,7 +175,7 @@ enum Scenario {
         objects: Option<u64>,
         /// Operations in flight: as many as `calibrate` measures with, so
         /// that the cluster is as saturated as the model's costs assume.
-        #[arg(long, default_value_t = 128)]
+        #[arg(long, default_value_t = tessera_bench::calibrate::SATURATING_WORKERS)]
         workers: usize,
         /// Times each layout is measured, interleaved (every layout once,
         /// then again); the comparison uses each layout's median.

@@ -10,7 +10,9 @@ use anyhow::Context;
 use serde_json::{json, Value};
 use tessera_advisor::calibrate::{fit, Fit};
 use tessera_advisor::Params;
-use tessera_bench::calibrate::{measure, CalibrateOptions, CalibrationRun, SCRATCH_PREFIX};
+use tessera_bench::calibrate::{
+    measure, CalibrateOptions, CalibrationRun, SATURATING_WORKERS, SCRATCH_PREFIX,
+};
 use tessera_types::calibration::{ADVISOR_CALIBRATION_VERSION, CALIBRATIONS_MAX};
 use tessera_types::AdvisorCalibration;
 
@@ -21,13 +23,11 @@ pub struct CalibrateArgs {
     /// more daemons, fewer on one).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// Operations in flight. The model prices a saturated cluster: at 16
-    /// in flight cheap operations left a fifth of a 2-core machine idle
-    /// and cost more CPU each than at 128 (fewer requests per wake-up),
-    /// while scans kept it busy either way; `bench layouts` runs as many.
-    /// The stored calibration does not record it: after changing it, start
-    /// over with `--fresh` rather than average the two loads.
-    #[arg(long, default_value_t = 128)]
+    /// Operations in flight: enough to saturate the cluster, as the
+    /// model's costs assume; `bench layouts` runs as many. The stored
+    /// calibration does not record it: after changing it, start over
+    /// with `--fresh` rather than average the two loads.
+    #[arg(long, default_value_t = SATURATING_WORKERS)]
     workers: usize,
     /// Objects loaded into the scratch space searches run on.
     #[arg(long, default_value_t = 4000)]
