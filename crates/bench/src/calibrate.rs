@@ -1292,11 +1292,12 @@ where
         global: vec![],
     };
     let (ps, pw) = (CHURN_SEARCH_SHARE, 1.0 - CHURN_SEARCH_SHARE);
-    let mix = Measured::Mix(vec![(ps, range), (pw, put_e)]);
-    let label = format!("mix {ps} of search e range {fraction:.4} and put e on {name}");
+    let modify_e = Measured::Modify(Box::new(put_e));
+    let mix = Measured::Mix(vec![(ps, range), (pw, modify_e)]);
+    let label = format!("mix {ps} of search e range {fraction:.4} and modify e on {name}");
     let action = Action::Or(
         Box::new(Action::Range(fraction)),
-        Box::new(Action::Put(vec!["e"])),
+        Box::new(Action::Modify(vec!["e"])),
     );
     let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| {
         if rng.gen_bool(ps) {
