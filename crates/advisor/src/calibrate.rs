@@ -122,16 +122,6 @@ pub enum Measured {
     /// (`handoff_mixed_s`), and what writes add to the searches beside
     /// them (`writes_beside_s`).
     Mix(Vec<(f64, Measured)>),
-    /// A mix ([`Measured::Mix`]) whose writes remove entries of the index
-    /// its searches walk: each operation of it steps over `dead` dead
-    /// entries on average, on top of what the mix's parts and their
-    /// mixing cost (β_d each, `dead_entry_s`).
-    Churned {
-        /// The mix, priced as [`Measured::Mix`].
-        mix: Box<Measured>,
-        /// Dead entries its walks step over per operation of the mix.
-        dead: f64,
-    },
     /// A search ([`Measured::Search`]) on a space of `objects` objects,
     /// more than the `reference` the other searches ran on: what reading
     /// through an index costs more as the space grows (`larger_search_s`
@@ -213,7 +203,6 @@ impl Measured {
             Measured::Search { range: true, .. } => "range",
             Measured::Lookup { .. } => "lookup",
             Measured::Mix(_) => "mix",
-            Measured::Churned { .. } => "churn",
             Measured::Larger { .. } => "larger",
             Measured::Stored { .. } => "stored",
             Measured::Put { .. } => "global put",
@@ -339,9 +328,6 @@ impl Measured {
             Measured::Mix(_) => {
                 let (parts_s, [handoffs, beside]) = self.mix_terms(params).unwrap_or_default();
                 parts_s + params.handoff_mixed_s * handoffs + params.writes_beside_s * beside
-            }
-            Measured::Churned { mix, dead } => {
-                mix.predicted_s(params) + params.dead_entry_cost_s() * dead
             }
             Measured::Larger { search, .. } => {
                 let [per_search, per_entry] = self.larger_terms().unwrap_or_default();
@@ -820,23 +806,6 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         _ => kept.push("writes_beside_s: no mix of searches and writes".into()),
     }
 
-    // Mixes whose writes churn the index their searches walk: cost = the
-    // mix's fitted cost + β_d·(dead entries stepped over per operation),
-    // for β_d (`dead_entry_s`), not below zero.
-    let churned: Vec<(Vec<f64>, f64, f64)> = usable
-        .iter()
-        .filter_map(|m| {
-            let Measured::Churned { mix, dead } = &m.kind else {
-                return None;
-            };
-            Some((vec![*dead], m.cost_s, mix.predicted_s(&params)))
-        })
-        .collect();
-    match offset_nnls(&churned, 1) {
-        Some(c) => params.dead_entry_s = Some(c[0]),
-        None => kept.push("dead_entry_s: no walk beside writes of its attribute".into()),
-    }
-
     // Searches on a larger space: cost = the search's fitted cost +
     // ln(objects / reference)·(a_L·min(1, index reads) + b_L·entries
     // read), for a_L (`larger_search_s`) and b_L (`larger_entry_s`), not
@@ -887,7 +856,6 @@ pub fn fit(measurements: &[Measurement], defaults: &Params) -> Result<Fit, FitEr
         "global put",
         "lookup",
         "mix",
-        "churn",
         "larger",
         "stored",
     ]
@@ -1427,45 +1395,6 @@ mod tests {
                 }
             }
         }
-        // Last, so that the others keep their noise: the narrower range
-        // returned (a fifth of an interval), 0.8 of a mix with puts of
-        // its attribute at f = 0 (key overwritten with e's entry, a and b
-        // overwritten, e moved with probability p or overwritten), whose
-        // walks step over 1.5 dead entries per live one: β_d each, on top
-        // of the mix's parts and x·p_s·p_w.
-        let phi = 0.2 / r;
-        let (regions, entries) = (1.0 + phi * (r - 1.0), phi * objects);
-        let first = eps * regions * (1.0 - (-entries / regions).exp());
-        let range_s = base + regions * c_req + rho + entries * (beta_r + gamma) + first;
-        let moved = 1.0 + (1.0 - p) + 2.0 * p;
-        let put = Measured::Put {
-            copies: 1.0,
-            unchanged: 2.0,
-            moved: vec![p],
-            entries: moved,
-            global: vec![],
-        };
-        let put_s = w + h * (3.0 + (1.0 - p) + p * 2.0 * alpha + delta * moved);
-        let (ps, pw) = (0.8, 0.2);
-        let dead = ps * entries * 1.5;
-        let cost = ps * range_s
-            + pw * put_s
-            + ps * pw * truth.writes_beside_s
-            + dead * truth.dead_entry_cost_s();
-        let mix = Measured::Mix(vec![
-            (ps, Measured::range_walk(phi, r, entries, true)),
-            (pw, put),
-        ]);
-        let reference_rows = reference;
-        out.push(Measurement {
-            step: "mix 0.8 of range 0.2 and put e".into(),
-            kind: Measured::Churned {
-                mix: Box::new(mix),
-                dead,
-            },
-            cost_s: cost * (1.0 + rng.next(noise)),
-            stored_rows: reference_rows,
-        });
         out
     }
 
@@ -1512,7 +1441,6 @@ mod tests {
             writes_beside_s: 4.5e-5,
             stored_per_fold: 0.08,
             stored_reference_rows: 5000.0,
-            dead_entry_s: Some(1.3e-6),
             ..Params::default()
         };
         let m = synthetic(&truth, 0.0);
@@ -1547,14 +1475,12 @@ mod tests {
         near("lookup match", p.lookup_match_cost_s(), 4e-5, 1e-9);
         near("hand-off mixed", p.handoff_mixed_s, 3e-5, 1e-9);
         near("writes beside", p.writes_beside_s, 4.5e-5, 1e-9);
-        near("dead entry", p.dead_entry_cost_s(), 1.3e-6, 1e-9);
         near("kappa", p.stored_per_fold, 0.08, 1e-9);
         near("rows reference", p.stored_reference_rows, 5000.0, 1e-12);
         assert!(fit.kept.is_empty(), "{:?}", fit.kept);
         for q in &fit.quality {
-            if q.op == "get" || q.op == "churn" {
-                // Both gets cost the same, and one churned mix is one
-                // point: SS_tot is 0, R² 1 when exact.
+            if q.op == "get" {
+                // Both gets cost the same: SS_tot is 0, R² 1 when exact.
                 assert!(q.rel_rms < 1e-9, "{q:?}");
             } else {
                 assert!(q.r2 > 1.0 - 1e-9 && q.rel_rms < 1e-9, "{q:?}");
@@ -1592,7 +1518,6 @@ mod tests {
             global_index_move: Some(0.6),
             lookup_base_s: 3e-5,
             lookup_match_s: Some(6e-5),
-            dead_entry_s: Some(2.5e-6),
             ..Params::default()
         };
         let m = synthetic(&truth, 0.03);
@@ -1638,8 +1563,6 @@ mod tests {
         // priced: noise moves them most.
         near("global move", p.global_move_hops(), 0.6, 0.75);
         near("lookup base", p.lookup_base_s, 3e-5, 0.75);
-        // β_d is what is left of one mix once its parts are priced.
-        near("dead entry", p.dead_entry_cost_s(), 2.5e-6, 0.5);
         for q in &fit.quality {
             assert!(q.rel_rms < 0.06, "{q:?}");
         }
@@ -1704,9 +1627,8 @@ mod tests {
         // alpha_create, get_s; beta_s, result_s, the range pair,
         // walk_first_s, unbounded_s, handoff_first_s, search_base_s, the
         // modify pair, the lookup pair, handoff_mixed_s, writes_beside_s,
-        // the larger pair, stored_per_fold, dead_entry_s.
-        assert_eq!(fit.kept.len(), 20, "{:?}", fit.kept);
-        assert_eq!(fit.params.dead_entry_s, None);
+        // the larger pair, stored_per_fold.
+        assert_eq!(fit.kept.len(), 19, "{:?}", fit.kept);
         assert_eq!(fit.params.stored_per_fold, defaults.stored_per_fold);
         assert_eq!(fit.params.handoff_first_s, defaults.handoff_first_s);
         assert_eq!(fit.params.larger_entry_s, defaults.larger_entry_s);

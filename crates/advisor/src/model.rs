@@ -13,7 +13,7 @@
 //! | per search, per region, per result | – | s₀; c_req (+ u where the region's page is not bounded by its index); γ |
 //! | per request | a get and a write are hops | a get, a write and an insert cost their calibrated request costs; a search that reads through an index pays ε in every region it reads in |
 //! | a range walk | – | ρ per search, β_r per entry read |
-//! | a walk of an index that modifies churn | – | T·q·H / (2N) dead entries per live one, β_d each |
+//! | a walk of an index that modifies churn | – | T·q·H / (2N) dead entries per live one, β_r each |
 //! | a scan of records that modifies rewrite | – | T·q·H / (2N) dead versions per live record (q: every modify), β each |
 //! | ranges | do not narrow | meet 1 + φ(n − 1) of n intervals on ordered axes |
 //! | a modify of S's attributes | always moves the object | moves it with probability 1 − Π 1/n_j |
@@ -704,11 +704,10 @@ impl<'a> Context<'a> {
     /// modify of another of the part's dimensions moves out of its region
     /// ([`Part::moves`]). At T ops/s with a share q of them modifying the
     /// attribute or moving the object, a walk over the horizon meets on average
-    /// T·q·H / (2N) dead entries per live one, each priced at β_d
-    /// (`Params::dead_entry_cost_s`: calibrated since version 14, a live
-    /// entry's read β_r before; measured 0.4–0.5 µs against β_r = 0.36
-    /// µs in session 18, `docs/design/advisor.md`, "What writes cost the
-    /// searches beside them"). A scan steps the same way over the versions of records
+    /// T·q·H / (2N) dead entries per live one, each priced as a live
+    /// entry's read (β_r; measured 0.4–0.5 µs against β_r = 0.36 µs,
+    /// `docs/design/advisor.md`, "What writes cost the searches beside
+    /// them"). A scan steps the same way over the versions of records
     /// that modifies rewrote: every modify, of any attribute, leaves one in
     /// the region of every part that held the object (whether it stays or
     /// moves out), each priced as a record's step, β (measured 0.09–0.15
@@ -903,14 +902,7 @@ impl<'a> Context<'a> {
                         _ => 0.0,
                     })
                     .sum();
-                // A dead entry costs β_d (on a larger space as a live
-                // one costs more); a dead version a scan steps over, β.
-                let dead_s = if walked.is_some() {
-                    p.dead_entry_cost_s() + folds * p.larger_entry_s
-                } else {
-                    per_entry_s
-                };
-                in_regions * share * dead_s * q * horizon / (2.0 * self.objects)
+                in_regions * share * per_entry_s * q * horizon / (2.0 * self.objects)
             }
             _ => 0.0,
         };
@@ -2392,16 +2384,6 @@ mod tests {
         // the price entries alone.
         let per_t = 25_600.0 * 7e-7 * 0.5 * 10.0 / (2.0 * 256_000.0);
         check_churn(mix, &layout, &params, ("price", per_t), "city");
-        // A calibrated dead entry (β_d) prices them instead, the live
-        // entries still at β_r.
-        let calibrated = Params {
-            dead_entry_s: Some(1.9e-6),
-            ..params.clone()
-        };
-        let per_t = 25_600.0 * 1.9e-6 * 0.5 * 10.0 / (2.0 * 256_000.0);
-        check_churn(mix, &layout, &calibrated, ("price", per_t), "city");
-        let still = |p: &Params| predict(Model::Tessera, &mix("price", ""), &layout, p);
-        assert_eq!(still(&calibrated).ops_per_s, still(&params).ops_per_s);
     }
 
     /// For `mix(modified, horizon)`, a search then a modify of `modified`,

@@ -61,14 +61,6 @@ pub struct Params {
     /// priced a walk whose entries mostly fail a second check (`stars eq,
     /// price range`) at about half its cost. Default: the thesis's β.
     pub range_entry_s: f64,
-    /// β_d: seconds of cluster work per dead index entry a walk steps
-    /// over, an entry a write removed that still lies where walks read
-    /// (`model::Context::search_priced`, the churn). `None` (the default,
-    /// and before calibration version 14): a live entry's read, β_r. A
-    /// dead entry loads no object, yet range searches beside modifies of
-    /// the walked attribute ran slower than β_r per dead entry predicted
-    /// (`docs/design/advisor.md`, "Dead entries calibrated").
-    pub dead_entry_s: Option<f64>,
     /// Seconds of cluster work per get. `None` (the default, and before
     /// calibration version 3): one overwrite hop, as the thesis charges
     /// it. A get is one round trip to the point leader and no chain, so
@@ -224,7 +216,6 @@ impl Default for Params {
             index_write: 0.1,
             range_search_s: 0.0,
             range_entry_s: 3.31e-7,
-            dead_entry_s: None,
             get_s: None,
             write_s: 0.0,
             insert_s: 0.0,
@@ -261,12 +252,6 @@ impl Params {
     /// Seconds of one overwrite hop, `1 / T_max`.
     pub fn hop_s(&self) -> f64 {
         1.0 / self.t_max_ops_per_s
-    }
-
-    /// Seconds per dead index entry a walk steps over: `dead_entry_s`,
-    /// else a live entry's read, β_r.
-    pub fn dead_entry_cost_s(&self) -> f64 {
-        self.dead_entry_s.unwrap_or(self.range_entry_s)
     }
 
     /// Seconds of one get: `get_s`, else one overwrite hop.
@@ -320,7 +305,6 @@ impl Params {
             index_write,
             range_search_s,
             range_entry_s,
-            dead_entry_s,
             get_s,
             write_s,
             insert_s,
@@ -358,7 +342,6 @@ impl Params {
             result_s: time(result_s),
             range_search_s: time(range_search_s),
             range_entry_s: time(range_entry_s),
-            dead_entry_s: dead_entry_s.map(time),
             get_s: get_s.map(time),
             write_s: time(write_s),
             insert_s: time(insert_s),
@@ -420,7 +403,6 @@ impl Params {
             index_write: c.index_write,
             range_search_s: c.range_search_s.unwrap_or(self.range_search_s),
             range_entry_s: c.range_entry_s.unwrap_or(self.range_entry_s),
-            dead_entry_s: c.dead_entry_s.or(self.dead_entry_s),
             get_s: c.get_s.or(self.get_s),
             write_s: c.write_s.unwrap_or(self.write_s),
             insert_s: c.insert_s.unwrap_or(self.insert_s),
@@ -485,7 +467,6 @@ impl Params {
             index_write,
             range_search_s,
             range_entry_s,
-            dead_entry_s: _,
             get_s: _,
             write_s,
             insert_s,
@@ -522,7 +503,6 @@ impl Params {
             result_s: mean(result_s, e.result_s),
             range_search_s: mean(range_search_s, e.range_search_s),
             range_entry_s: mean(range_entry_s, e.range_entry_s),
-            dead_entry_s: Some(mean(self.dead_entry_cost_s(), e.dead_entry_cost_s())),
             get_s: Some(mean(self.get_cost_s(), e.get_cost_s())),
             write_s: mean(write_s, e.write_s),
             insert_s: mean(insert_s, e.insert_s),
@@ -583,7 +563,6 @@ impl Params {
             index_write: self.index_write,
             range_search_s: Some(self.range_search_s),
             range_entry_s: Some(self.range_entry_s),
-            dead_entry_s: Some(self.dead_entry_cost_s()),
             get_s: Some(self.get_cost_s()),
             write_s: Some(self.write_s),
             insert_s: Some(self.insert_s),
@@ -652,7 +631,6 @@ mod tests {
             larger_reference_objects: 4000.0,
             stored_per_fold: 0.06,
             stored_reference_rows: 5333.0,
-            dead_entry_s: Some(1.1e-6),
             ..Params::default()
         };
         let stored = measured.calibration(3, 9, 1, vec![]);
@@ -933,7 +911,6 @@ mod tests {
         stored.handoff_first_s = None;
         stored.indexed_create = None;
         (stored.stored_per_fold, stored.stored_reference_rows) = (None, None);
-        stored.dead_entry_s = None;
         stored.calibrations = None;
         assert_eq!(stored.validate(), Ok(()));
         let defaults = Params::default();
@@ -941,8 +918,6 @@ mod tests {
         assert_eq!(back.t_max_ops_per_s, 15_000.0);
         assert_eq!(back.range_search_s, defaults.range_search_s);
         assert_eq!(back.range_entry_s, defaults.range_entry_s);
-        // Without version 14's, a dead entry costs a live one's read.
-        assert_eq!(back.dead_entry_cost_s(), back.range_entry_s);
         // Without version 3's parameters a get is one hop of the
         // calibrated T_max, as before.
         assert_eq!(back.get_cost_s(), 1.0 / 15_000.0);

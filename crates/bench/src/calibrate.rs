@@ -69,12 +69,6 @@ const RANGE_SHARES: [f64; 2] = [0.2, 0.9];
 /// puts: two, so that the fit sees the term grow with the writes.
 const MIX_SEARCH_SHARES: [f64; 2] = [0.9, 0.5];
 
-/// The share of range searches in the calibration's mix of ranges and
-/// puts of the walked attribute: at it, a step of a few seconds on the
-/// first space leaves its walks about as many dead entries per live one
-/// (1–2) as the validated workloads' modifies leave theirs.
-const CHURN_SEARCH_SHARE: f64 = 0.8;
-
 /// The shares of e's axis the range lookups through its global index
 /// cover: with 1000 objects, about 20 and 100 matches.
 const GLOBAL_RANGES: [f64; 2] = [0.02, 0.1];
@@ -229,9 +223,9 @@ enum Action {
     /// on this attribute for a value no object has: the interval's region
     /// is scanned (its index would not narrow it), nothing returned.
     IntervalNone(u32, &'static str),
-    /// The first action for `Op::SearchEq`, the second for every other
-    /// operation: a mix.
-    Or(Box<Action>, Box<Action>),
+    /// Equality on this attribute for `Op::SearchEq` (a value some object
+    /// has), this action for every other operation: a mix.
+    SearchOr(&'static str, Box<Action>),
 }
 
 /// The store every step runs through: one space, one action; it adds up
@@ -263,9 +257,13 @@ fn attr_value(attr: &str, n: u64, values: u64, unique: u64) -> Value {
 
 impl CalStore {
     async fn run(&self, op: &Op) -> anyhow::Result<Outcome> {
+        let search;
         let action = match (&self.action, op) {
-            (Action::Or(search, _), Op::SearchEq { .. }) => search.as_ref(),
-            (Action::Or(_, other), _) => other.as_ref(),
+            (Action::SearchOr(attr, _), Op::SearchEq { .. }) => {
+                search = Action::Search(attr);
+                &search
+            }
+            (Action::SearchOr(_, other), _) => other.as_ref(),
             (action, _) => action,
         };
         match (action, op) {
@@ -1070,10 +1068,7 @@ async fn measure_on(
                         update(objects, rng)
                     }
                 });
-                let action = Action::Or(
-                    Box::new(Action::Search("a")),
-                    Box::new(Action::Put(vec!["d"])),
-                );
+                let action = Action::SearchOr("a", Box::new(Action::Put(vec!["d"])));
                 steps.push(run(label, action, mix, source).await?);
             }
             // Three of the searches again, each right before and then
@@ -1126,7 +1121,6 @@ async fn measure_on(
             stored_rows.set(alone);
             admin.rm_space(&pad.name).await?;
             created.retain(|c| c != &pad.name);
-            steps.push(churned(&steps, name, objects, intervals, k, &run).await?);
         }
         if space.larger {
             // The first space's searches of a (MATCHES objects) and b (one),
@@ -1246,76 +1240,6 @@ async fn measure_on(
         done_with(admin, prober, &mut steps[first..], name, created).await?;
     }
     Ok((steps, searched_objects))
-}
-
-/// The narrower range of e among puts of e, on the first space (subspaces
-/// a, b and e, index c; `copies` a part): every put removes the object's
-/// entry of e where the walks read (and moves the object to another
-/// region of e's subspace with probability 1 − 1/n), so the walks step
-/// over the dead entries the step's own puts leave, T·p_w·H / (2N) per
-/// live one on average over a step of H seconds at T ops/s on N objects,
-/// as the model counts a workload's (`model.rs`, the churn). Beside the
-/// range alone and the mixes of searches and puts of d, it prices what a
-/// dead entry costs a walk (β_d, `dead_entry_s`). Run after every search
-/// of this space: its puts move e's objects.
-async fn churned<F>(
-    steps: &[Step],
-    name: &str,
-    objects: u64,
-    intervals: f64,
-    copies: f64,
-    run: &F,
-) -> anyhow::Result<Step>
-where
-    F: AsyncFn(String, Action, Measured, StepSource) -> anyhow::Result<Step>,
-{
-    let fraction = RANGE_SHARES[0] / intervals;
-    let alone = format!("search e range {fraction:.4} on {name}");
-    let range = steps
-        .iter()
-        .find(|s| s.measurement.step == alone)
-        .map(|s| s.measurement.kind.clone())
-        .ok_or_else(|| anyhow::anyhow!("no step {alone:?} before the mix that runs it"))?;
-    let Measured::Search { range_entries, .. } = range else {
-        anyhow::bail!("{alone:?} is not a search");
-    };
-    // A put of e as the put of a below: e's entry rewritten in the key
-    // subspace's regions; in e's, which index e and c, e's where the
-    // object stays and both where it moves; a's and b's unchanged.
-    let moves = 1.0 - 1.0 / intervals;
-    let moved_entries = (1.0 - moves) + moves * Scratch::SUBSPACE_ENTRIES;
-    let put_e = Measured::Put {
-        copies,
-        unchanged: 2.0,
-        moved: vec![moves],
-        entries: copies * (1.0 + moved_entries),
-        global: vec![],
-    };
-    let (ps, pw) = (CHURN_SEARCH_SHARE, 1.0 - CHURN_SEARCH_SHARE);
-    let modify_e = Measured::Modify(Box::new(put_e));
-    let mix = Measured::Mix(vec![(ps, range), (pw, modify_e)]);
-    let label = format!("mix {ps} of search e range {fraction:.4} and modify e on {name}");
-    let action = Action::Or(
-        Box::new(Action::Range(fraction)),
-        Box::new(Action::Modify(vec!["e"])),
-    );
-    let source = Box::new(move |objects: u64, rng: &mut rand::rngs::StdRng| {
-        if rng.gen_bool(ps) {
-            search(rng)
-        } else {
-            update(objects, rng)
-        }
-    });
-    let mut step = run(label, action, mix.clone(), source).await?;
-    // Dead entries per live one, averaged over the step: its puts of e
-    // at T·p_w a second, each leaving one, over H seconds.
-    let throughput = 1.0 / step.measurement.cost_s;
-    let per_live = throughput * pw * step.phase.seconds / (2.0 * objects.max(1) as f64);
-    step.measurement.kind = Measured::Churned {
-        mix: Box::new(mix),
-        dead: ps * range_entries * per_live,
-    };
-    Ok(step)
 }
 
 /// Lookups (when `lookups`), then puts, on a key-only space of K =

@@ -8,7 +8,7 @@
 use crate::Target;
 use anyhow::Context;
 use serde_json::{json, Value};
-use tessera_advisor::calibrate::{fit, Fit, Measured};
+use tessera_advisor::calibrate::{fit, Fit};
 use tessera_advisor::Params;
 use tessera_bench::calibrate::{
     measure, CalibrateOptions, CalibrationRun, SATURATING_WORKERS, SCRATCH_PREFIX,
@@ -187,12 +187,6 @@ fn report_json(run: &CalibrationRun, fitted: &Fit, stored: &Stored) -> Value {
                 "raw_runs_s": s.raw_runs_s,
                 "probe_ops_per_s": s.probe_ops_per_s,
                 "stored_rows": s.measurement.stored_rows,
-                // Dead index entries the walks of a churned mix stepped
-                // over per operation (β_d's feature); null for any other.
-                "dead_entries": match &s.measurement.kind {
-                    Measured::Churned { dead, .. } => Some(*dead),
-                    _ => None,
-                },
             })
         })
         .collect();
@@ -304,10 +298,6 @@ fn parameter_rows(p: &Params) -> Vec<(&'static str, String)> {
         ("result_s (gamma)", format!("{:.3e}", p.result_s)),
         ("range_search_s (rho)", format!("{:.3e}", p.range_search_s)),
         ("range_entry_s (beta_r)", format!("{:.3e}", p.range_entry_s)),
-        (
-            "dead_entry_s (beta_d)",
-            format!("{:.3e}", p.dead_entry_cost_s()),
-        ),
         ("get_s (g)", format!("{:.3e}", p.get_cost_s())),
         ("write_s (w)", format!("{:.3e}", p.write_s)),
         ("insert_s (w_i)", format!("{:.3e}", p.insert_s)),

@@ -2272,7 +2272,6 @@ mod tests {
             indexed_create: Some(0.3),
             stored_per_fold: Some(0.07),
             stored_reference_rows: Some(8000.0),
-            dead_entry_s: Some(4e-7),
             calibrations: Some(2),
             daemons: 2,
             epoch: 3,
@@ -2373,7 +2372,6 @@ mod tests {
         old.handoff_first_s = None;
         old.indexed_create = None;
         (old.stored_per_fold, old.stored_reference_rows) = (None, None);
-        old.dead_entry_s = None;
         old.calibrations = None;
         let result = state.apply(Command::SetAdvisorParams {
             params: Box::new(old.clone()),

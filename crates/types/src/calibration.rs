@@ -6,16 +6,9 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload version this build writes.
-pub const ADVISOR_CALIBRATION_VERSION: u32 = ADVISOR_CALIBRATION_VERSION_14;
+pub const ADVISOR_CALIBRATION_VERSION: u32 = ADVISOR_CALIBRATION_VERSION_13;
 
-/// The version that measures what a dead index entry costs the walk that
-/// steps over it (`dead_entry_s`), from range searches run beside puts of
-/// the walked attribute. Version 13 and before priced a dead entry as a
-/// live one, at β_r.
-pub const ADVISOR_CALIBRATION_VERSION_14: u32 = 14;
-
-/// The thirteenth version, still accepted: version 14's parameters but
-/// the dead entry's. It measures what the rows a daemon stores cost every
+/// The version that measures what the rows a daemon stores cost every
 /// operation (`stored_per_fold`, `stored_reference_rows`), and fits every
 /// other parameter at the reference rows: each step's cost divided by
 /// what its space's rows added or saved.
@@ -212,11 +205,6 @@ pub struct AdvisorCalibration {
     /// 13).
     #[serde(default)]
     pub stored_reference_rows: Option<f64>,
-    /// Seconds per dead index entry a walk steps over: an entry a put
-    /// removed and that still lies where walks read (version 14; `None`
-    /// before: one live entry's read, β_r).
-    #[serde(default)]
-    pub dead_entry_s: Option<f64>,
     /// How many calibrations of this cluster the parameters average, 1
     /// to [`CALIBRATIONS_MAX`] (version 10; `None` before: one).
     #[serde(default)]
@@ -335,7 +323,6 @@ impl AdvisorCalibration {
             ("indexed_create", self.indexed_create, 9),
             ("stored_per_fold", self.stored_per_fold, 13),
             ("stored_reference_rows", self.stored_reference_rows, 13),
-            ("dead_entry_s", self.dead_entry_s, 14),
         ];
         if !matches!(
             self.version,
@@ -351,7 +338,6 @@ impl AdvisorCalibration {
                 | ADVISOR_CALIBRATION_VERSION_10
                 | ADVISOR_CALIBRATION_VERSION_11
                 | ADVISOR_CALIBRATION_VERSION_12
-                | ADVISOR_CALIBRATION_VERSION_13
                 | ADVISOR_CALIBRATION_VERSION
         ) {
             return Err(CalibrationError::Version {
@@ -428,7 +414,6 @@ impl AdvisorCalibration {
                 "stored_reference_rows",
                 self.stored_reference_rows.unwrap_or(0.0),
             ),
-            ("dead_entry_s", self.dead_entry_s.unwrap_or(0.0)),
         ];
         for (name, value) in not_negative {
             if !value.is_finite() || value < 0.0 {
@@ -504,7 +489,6 @@ pub(crate) fn sample() -> AdvisorCalibration {
         indexed_create: Some(0.3),
         stored_per_fold: Some(0.08),
         stored_reference_rows: Some(5333.0),
-        dead_entry_s: Some(6e-7),
         calibrations: Some(3),
         daemons: 3,
         epoch: 7,
@@ -525,32 +509,10 @@ mod tests {
     fn a_sample_validates_and_bad_values_are_named() {
         assert_eq!(sample().validate(), Ok(()));
         let mut bad = sample();
-        bad.version = 15;
-        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 15 }));
-        // Version 13 has every parameter but the dead entry's.
-        let mut v13 = sample();
-        v13.version = ADVISOR_CALIBRATION_VERSION_13;
-        assert_eq!(
-            v13.validate(),
-            Err(CalibrationError::Shape {
-                version: 13,
-                name: "dead_entry_s",
-                present: true
-            })
-        );
-        v13.dead_entry_s = None;
-        assert_eq!(v13.validate(), Ok(()));
-        let mut bad = sample();
-        bad.dead_entry_s = Some(f64::INFINITY);
-        assert!(matches!(
-            bad.validate(),
-            Err(CalibrationError::OutOfRange {
-                name: "dead_entry_s",
-                ..
-            })
-        ));
-        // Version 12 has version 13's parameters but the two of rows stored.
-        let mut v12 = v13.clone();
+        bad.version = 14;
+        assert_eq!(bad.validate(), Err(CalibrationError::Version { found: 14 }));
+        // Version 12 has every parameter but the two of rows stored.
+        let mut v12 = sample();
         v12.version = ADVISOR_CALIBRATION_VERSION_12;
         assert_eq!(
             v12.validate(),
@@ -589,7 +551,7 @@ mod tests {
             older.version = version;
             assert_eq!(older.validate(), Ok(()));
         }
-        // Versions 10 to 14 count the calibrations its parameters average: one
+        // Versions 10 to 13 count the calibrations its parameters average: one
         // to CALIBRATIONS_MAX.
         for count in [0, CALIBRATIONS_MAX + 1] {
             let mut bad = sample();
