@@ -127,7 +127,7 @@ impl Default for CalibrateOptions {
     fn default() -> Self {
         CalibrateOptions {
             seconds: 3.0,
-            workers: 16,
+            workers: SATURATING_WORKERS,
             objects: 4000,
             put_objects: 1000,
             partitions: 16,
