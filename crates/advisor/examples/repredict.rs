@@ -3,8 +3,10 @@
 //! parameters, and any of them overridden, and prints what
 //! `tessera bench layouts` prints of it: per workload the mean error,
 //! the level, the error about it, Kendall τ-b and the measured rank of
-//! the predicted best; then each layout's error about its workload's level
-//! by the heuristics that chose it.
+//! the predicted best; what the runs tell apart round by round
+//! (`validate::paired`) and how the predictions order it; then each
+//! layout's error about its workload's level by the heuristics that chose
+//! it.
 //!
 //! ```text
 //! cargo run --release -p tessera-advisor --example repredict -- docs/validation/M [alpha=1.2 ...]
@@ -27,7 +29,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use tessera_advisor::validate::{agreement, level, predict_over_run};
+use tessera_advisor::validate::{agreement, level, paired, predict_over_run};
 use tessera_advisor::{parse_workload, Layout, Model, Params};
 
 const WORKLOADS: [&str; 6] = [
@@ -63,6 +65,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let workloads_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/workloads");
     let mut by_heuristic: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let (mut errors, mut abouts, mut taus, mut best) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    // What the runs tell apart round by round (`validate::paired`).
+    let (mut told, mut best_up_to_runs, mut apart_alike, mut apart_against) = (Vec::new(), 0, 0, 0);
     println!(
         "workload      error   level  about   tau-b  best's rank  (as reported: error, tau-b)"
     );
@@ -113,6 +117,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut measured = Vec::new();
         let mut heuristics = Vec::new();
         let mut descriptions = Vec::new();
+        let mut runs: Vec<Vec<(usize, f64)>> = Vec::new();
         for layout in report["layouts"].as_array().ok_or("no layouts")? {
             let description = layout["description"].as_str().ok_or("no description")?;
             let space = tessera_types::parse::parse_space(description)?;
@@ -142,6 +147,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or(0);
             descriptions.push(one_line[layout_at..].trim().to_string());
             predicted.push(prediction.ops_per_s);
+            // Each run with its round: reports before `runs_rounds`
+            // existed number them 1, 2, … (a failed run then leaves the
+            // pairing unknown, and the layout is paired with none).
+            let rates: Vec<f64> = layout["runs_ops_per_s"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default();
+            let rounds: Vec<usize> = match layout["runs_rounds"].as_array() {
+                Some(r) => r
+                    .iter()
+                    .filter_map(Value::as_u64)
+                    .map(|r| r as usize)
+                    .collect(),
+                None if layout["failed_runs"].as_u64().unwrap_or(0) == 0 => {
+                    (1..=rates.len()).collect()
+                }
+                None => Vec::new(),
+            };
+            runs.push(rounds.into_iter().zip(rates).collect());
             measured.push(
                 layout["measured_ops_per_s"]
                     .as_f64()
@@ -162,6 +186,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let Some(a) = agreement(&predicted, &measured) else {
             continue;
         };
+        if let Some(p) = paired(&predicted, &runs) {
+            told.push(format!(
+                "{name:<13} {:>3} of {:>2} {:>6} {:>8} {:>9}",
+                p.apart, p.pairs, p.ordered_alike, p.ordered_against, p.faster_than_predicted_best
+            ));
+            best_up_to_runs += usize::from(p.faster_than_predicted_best == 0);
+            apart_alike += p.ordered_alike;
+            apart_against += p.ordered_against;
+        }
         let lvl = level(&predicted, &measured).unwrap_or(1.0);
         let about: Vec<f64> = predicted
             .iter()
@@ -214,6 +247,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         mean(&taus),
         best
     );
+    if !told.is_empty() {
+        println!(
+            "\nwhat the runs tell apart round by round (signed-rank test at 5 %):\n\
+             workload      apart    alike  against  faster than the predicted best"
+        );
+        for line in &told {
+            println!("{line}");
+        }
+        println!(
+            "over {}: of the pairs apart, {apart_alike} ordered alike and {apart_against} \
+             the other way; no layout measured faster than the predicted best in {best_up_to_runs}",
+            told.len()
+        );
+    }
     println!("\nabout each workload's level, by the heuristics that chose the layout:");
     for (heuristic, es) in &by_heuristic {
         let shown: Vec<String> = es.iter().map(|e| format!("{:+.1}", 100.0 * e)).collect();

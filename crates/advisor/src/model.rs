@@ -13,7 +13,7 @@
 //! | per search, per region, per result | – | s₀; c_req (+ u where the region's page is not bounded by its index); γ |
 //! | per request | a get and a write are hops | a get, a write and an insert cost their calibrated request costs; a search that reads through an index pays ε in every region it reads in |
 //! | a range walk | – | ρ per search, β_r per entry read |
-//! | a walk of an index that modifies churn | – | T·q·H / (2N) dead entries per live one, β_r each |
+//! | a walk of an index that modifies churn | – | T·q·H / (2N) dead entries per live one, each two items (the entry and its tombstone) at β_r |
 //! | a scan of records that modifies rewrite | – | T·q·H / (2N) dead versions per live record (q: every modify), β each |
 //! | ranges | do not narrow | meet 1 + φ(n − 1) of n intervals on ordered axes |
 //! | a modify of S's attributes | always moves the object | moves it with probability 1 − Π 1/n_j |
@@ -36,6 +36,17 @@ use tessera_types::plan::{EQUALITY_SWITCH, INLINE_LOADS};
 use tessera_types::region::{default_layout, grid_for_partitions};
 use tessera_types::replex::covering_set;
 use tessera_types::{RegionId, SpaceId};
+
+/// Items a walk steps over for each index entry a write removed: the
+/// storage engine keeps the entry and writes a tombstone beside it (an
+/// LSM tree's delete), and both stay in the memory table, where the walk
+/// meets each as it meets a live entry, until a flush and a compaction
+/// drop them. Counted, not fitted: six kept validations priced ranges'
+/// mix 12.2 % too fast on average at one item and 2.0 % at two, and
+/// session 58's runs found a dead entry costing 0.43–0.72 µs against
+/// β_r's 0.26–0.34 (`docs/design/advisor.md`, "A removed entry is two
+/// items (session 59)").
+pub const ITEMS_PER_REMOVED_ENTRY: f64 = 2.0;
 
 /// Regions of each part whose covering sets price a replex layout's
 /// rebuild, evenly spread over the part (with uniform data the regions of
@@ -704,10 +715,10 @@ impl<'a> Context<'a> {
     /// modify of another of the part's dimensions moves out of its region
     /// ([`Part::moves`]). At T ops/s with a share q of them modifying the
     /// attribute or moving the object, a walk over the horizon meets on average
-    /// T·q·H / (2N) dead entries per live one, each priced as a live
-    /// entry's read (β_r; measured 0.4–0.5 µs against β_r = 0.36 µs,
-    /// `docs/design/advisor.md`, "What writes cost the searches beside
-    /// them"). A scan steps the same way over the versions of records
+    /// T·q·H / (2N) dead entries per live one. Each is two items where
+    /// the walk steps ([`ITEMS_PER_REMOVED_ENTRY`]: the entry and the
+    /// tombstone that removed it), each priced as a live entry's read,
+    /// β_r. A scan steps the same way over the versions of records
     /// that modifies rewrote: every modify, of any attribute, leaves one in
     /// the region of every part that held the object (whether it stays or
     /// moves out), each priced as a record's step, β (measured 0.09–0.15
@@ -902,7 +913,15 @@ impl<'a> Context<'a> {
                         _ => 0.0,
                     })
                     .sum();
-                in_regions * share * per_entry_s * q * horizon / (2.0 * self.objects)
+                // A removed entry is two items of the index (the entry
+                // and its tombstone); a rewritten record is one older
+                // version.
+                let items = if walked.is_some() {
+                    ITEMS_PER_REMOVED_ENTRY
+                } else {
+                    1.0
+                };
+                items * in_regions * share * per_entry_s * q * horizon / (2.0 * self.objects)
             }
             _ => 0.0,
         };
@@ -2380,9 +2399,9 @@ mod tests {
         };
         // The walk reads φ·O = 25,600 live entries; at T ops/s half of
         // them modify price, so over 10 s it meets T·0.5·10 / (2·256,000)
-        // dead entries per live one, at β_r each. Modifies of city leave
-        // the price entries alone.
-        let per_t = 25_600.0 * 7e-7 * 0.5 * 10.0 / (2.0 * 256_000.0);
+        // dead entries per live one, each an entry and its tombstone at
+        // β_r apiece. Modifies of city leave the price entries alone.
+        let per_t = 25_600.0 * 2.0 * 7e-7 * 0.5 * 10.0 / (2.0 * 256_000.0);
         check_churn(mix, &layout, &params, ("price", per_t), "city");
     }
 
@@ -2448,9 +2467,10 @@ mod tests {
         };
         // 26.5 · 1000 / 100 live entries walked; at T ops/s, half of them
         // modifies of price that move with chance 255/256, over 10 s:
-        // T·0.5·(255/256)·10 / (2·256,000) dead entries per live one. A
-        // modify of tel, neither walked nor a dimension, moves nothing.
-        let per_t = 265.0 * 7e-7 * 0.5 * (255.0 / 256.0) * 10.0 / (2.0 * 256_000.0);
+        // T·0.5·(255/256)·10 / (2·256,000) dead entries per live one,
+        // two items each. A modify of tel, neither walked nor a
+        // dimension, moves nothing.
+        let per_t = 265.0 * 2.0 * 7e-7 * 0.5 * (255.0 / 256.0) * 10.0 / (2.0 * 256_000.0);
         check_churn(mix, &layout, &params, ("price", per_t), "tel");
     }
 

@@ -140,12 +140,7 @@ pub fn agreement(predicted: &[f64], measured: &[f64]) -> Option<Agreement> {
         .map(|(p, m)| relative_error(*p, *m).abs())
         .sum::<f64>()
         / predicted.len() as f64;
-    let mut predicted_best = 0;
-    for (i, &p) in predicted.iter().enumerate() {
-        if p > predicted[predicted_best] && !tied(p, predicted[predicted_best]) {
-            predicted_best = i;
-        }
-    }
+    let predicted_best = highest(predicted);
     let ties: Vec<usize> = (0..predicted.len())
         .filter(|&i| tied(predicted[i], predicted[predicted_best]))
         .collect();
@@ -161,6 +156,18 @@ pub fn agreement(predicted: &[f64], measured: &[f64]) -> Option<Agreement> {
             .min()
             .unwrap_or(1),
     })
+}
+
+/// The position of the highest of `values`, the first of those tied with
+/// it (0 when empty).
+fn highest(values: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] && !tied(v, values[best]) {
+            best = i;
+        }
+    }
+    best
 }
 
 /// How far a validation's measurements agree with themselves: each
@@ -321,6 +328,145 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
     let n0 = (x.len() * (x.len() - 1) / 2) as i64;
     let denominator = ((n0 - ties_x) as f64 * (n0 - ties_y) as f64).sqrt();
     (denominator > 0.0).then(|| (concordant - discordant) as f64 / denominator)
+}
+
+/// The two-sided level at which [`paired`] calls two layouts' runs apart.
+pub const PAIRED_LEVEL: f64 = 0.05;
+
+/// The two-sided p-value of Wilcoxon's signed-rank test of paired
+/// differences `d` against a median of zero: the differences ranked by
+/// size (equal sizes sharing their mean rank), W the smaller of the rank
+/// sums of the positive and the negative ones, and p the chance that a
+/// random choice of signs gives a sum at most W, twice, by exact count
+/// over the 2ⁿ choices. Zero differences are dropped. `None` when none is
+/// left or one is not finite.
+pub fn signed_rank_p(d: &[f64]) -> Option<f64> {
+    signed_rank(d).map(|(p, _)| p)
+}
+
+/// [`signed_rank_p`], and which side's ranks sum higher: 1 the positive
+/// differences', −1 the negative ones', 0 neither.
+fn signed_rank(d: &[f64]) -> Option<(f64, i64)> {
+    if d.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let mut sizes: Vec<(f64, bool)> = d
+        .iter()
+        .filter(|&&x| x != 0.0)
+        .map(|&x| (x.abs(), x > 0.0))
+        .collect();
+    let n = sizes.len();
+    if n == 0 {
+        return None;
+    }
+    sizes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Ranks doubled, so that a mean rank of equal sizes stays whole.
+    let mut ranks2 = vec![0usize; n];
+    let mut i = 0;
+    while i < n {
+        let j = (i..n).take_while(|&k| sizes[k].0 == sizes[i].0).count() + i;
+        // Ranks i+1 ..= j; their mean, doubled: i + 1 + j.
+        ranks2[i..j].fill(i + 1 + j);
+        i = j;
+    }
+    let positive: usize = (0..n).filter(|&k| sizes[k].1).map(|k| ranks2[k]).sum();
+    let total: usize = ranks2.iter().sum();
+    let w = positive.min(total - positive);
+    // ways[s]: choices of signs whose positive ranks sum (doubled) to s.
+    let mut ways = vec![0f64; total + 1];
+    ways[0] = 1.0;
+    for &r in &ranks2 {
+        for s in (r..=total).rev() {
+            ways[s] += ways[s - r];
+        }
+    }
+    let at_most: f64 = ways[..=w].iter().sum();
+    let p = (2.0 * at_most / 2f64.powi(n as i32)).min(1.0);
+    let negative = total - positive;
+    Some((
+        p,
+        (positive > negative) as i64 - (positive < negative) as i64,
+    ))
+}
+
+/// What a validation's runs can tell apart, and how the predictions
+/// order what they can: each pair of layouts compared round by round
+/// (the runs of one round share the machine's minute, which moves every
+/// layout alike), by [`signed_rank_p`] of the logarithms of their rates'
+/// ratios, at [`PAIRED_LEVEL`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Paired {
+    /// Pairs of layouts.
+    pub pairs: usize,
+    /// Pairs one of which measured faster than the other beyond the
+    /// runs' noise.
+    pub apart: usize,
+    /// Of those, the pairs the predictions order the same way.
+    pub ordered_alike: usize,
+    /// Of those, the pairs the predictions order the other way (a pair
+    /// predicted equal counts in neither).
+    pub ordered_against: usize,
+    /// Layouts measured faster than the predicted best beyond the runs'
+    /// noise: 0 when it is the measured best or the runs cannot tell it
+    /// from those measured faster.
+    pub faster_than_predicted_best: usize,
+}
+
+/// Compares every pair of layouts by their runs in the rounds both ran
+/// (`runs[i]`: layout i's (round, ops/s), in any order). `None` when the
+/// lengths differ, a prediction is not finite, or a rate is not positive;
+/// a pair with fewer than two rounds in common is never apart.
+pub fn paired(predicted: &[f64], runs: &[Vec<(usize, f64)>]) -> Option<Paired> {
+    if predicted.len() != runs.len()
+        || predicted.is_empty()
+        || predicted.iter().any(|p| !p.is_finite())
+        || runs.iter().flatten().any(|&(_, r)| r.is_nan() || r <= 0.0)
+    {
+        return None;
+    }
+    // +1: i measured faster than j beyond the noise, −1 slower, 0 neither.
+    let measured = |i: usize, j: usize| -> i64 {
+        let d: Vec<f64> = runs[i]
+            .iter()
+            .filter_map(|&(round, a)| {
+                runs[j]
+                    .iter()
+                    .find(|&&(r, _)| r == round)
+                    .map(|&(_, b)| (a / b).ln())
+            })
+            .collect();
+        match signed_rank(&d) {
+            Some((p, side)) if p <= PAIRED_LEVEL => side,
+            _ => 0,
+        }
+    };
+    let best = highest(predicted);
+    let mut out = Paired {
+        pairs: 0,
+        apart: 0,
+        ordered_alike: 0,
+        ordered_against: 0,
+        faster_than_predicted_best: 0,
+    };
+    for i in 0..predicted.len() {
+        for j in i + 1..predicted.len() {
+            out.pairs += 1;
+            let m = measured(i, j);
+            if m == 0 {
+                continue;
+            }
+            out.apart += 1;
+            match m * sign(predicted[i], predicted[j]) {
+                1 => out.ordered_alike += 1,
+                -1 => out.ordered_against += 1,
+                _ => {}
+            }
+            if (i == best && m < 0) || (j == best && m > 0) {
+                out.faster_than_predicted_best += 1;
+            }
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -639,5 +785,92 @@ mod tests {
         assert_eq!(level(&[1.0], &[1.0, 2.0]), None);
         assert_eq!(level(&[1.0], &[0.0]), None);
         assert_eq!(level(&[-1.0], &[1.0]), None);
+    }
+
+    #[test]
+    fn signed_rank_p_counts_the_sign_choices_by_hand() {
+        // Nine rounds, all positive: W = 0, reached by 1 of 2⁹ choices.
+        let all: Vec<f64> = (1..=9).map(f64::from).collect();
+        assert!(close(signed_rank_p(&all).unwrap(), 2.0 / 512.0));
+        // Ranks 2 and 3 negative: W = 5. Subsets of 1..=9 summing to at
+        // most 5: {}, {1}, {2}, {3}, {1,2}, {4}, {1,3}, {5}, {1,4}, {2,3}.
+        let mut w5 = all.clone();
+        w5[1] = -2.0;
+        w5[2] = -3.0;
+        assert!(close(signed_rank_p(&w5).unwrap(), 2.0 * 10.0 / 512.0));
+        // Ranks 2 and 4 negative: W = 6, adding {6}, {1,5}, {2,4},
+        // {1,2,3}: no longer below 5 %.
+        let mut w6 = all.clone();
+        w6[1] = -2.0;
+        w6[3] = -4.0;
+        let p = signed_rank_p(&w6).unwrap();
+        assert!(close(p, 2.0 * 14.0 / 512.0), "{p}");
+        assert!(p > PAIRED_LEVEL && signed_rank_p(&w5).unwrap() <= PAIRED_LEVEL);
+        // Equal sizes share their rank: 1 and −1 rank 1.5 each, 2 ranks
+        // 3; W = 1.5, reached by {}, {1.5} and the other {1.5}: 3 of 8.
+        assert!(close(signed_rank_p(&[1.0, -1.0, 2.0]).unwrap(), 6.0 / 8.0));
+        // Zeros are dropped; nothing left, or a NaN, is no test.
+        assert!(close(signed_rank_p(&[0.0, 1.0, 2.0]).unwrap(), 2.0 / 4.0));
+        assert_eq!(signed_rank_p(&[0.0, 0.0]), None);
+        assert_eq!(signed_rank_p(&[1.0, f64::NAN]), None);
+    }
+
+    #[test]
+    fn paired_runs_tell_apart_what_the_rounds_share() {
+        // The machine's speed moves by ±20 % from round to round, far more
+        // than the layouts differ: their min–max ranges all overlap.
+        let speed = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95, 1.05];
+        let runs = |base: f64, wobble: f64| -> Vec<(usize, f64)> {
+            speed
+                .iter()
+                .enumerate()
+                .map(|(r, s)| {
+                    let w = if r % 2 == 0 {
+                        1.0 + wobble
+                    } else {
+                        1.0 - wobble
+                    };
+                    (r + 1, base * s * w)
+                })
+                .collect()
+        };
+        // b is 3 % above a in every round; c is a, 1 % up and down.
+        let (a, b, c) = (runs(100.0, 0.0), runs(103.0, 0.0), runs(100.0, 0.01));
+        let ranges: Vec<Spread> = [&a, &b, &c]
+            .iter()
+            .map(|r| spread(&r.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap())
+            .collect();
+        assert!(ranges[0].overlaps(&ranges[1]) && ranges[1].overlaps(&ranges[2]));
+        let all = vec![a.clone(), b.clone(), c.clone()];
+        // Predicted a < c < b: b is apart from both and ordered alike; a
+        // and c are not apart.
+        let p = paired(&[100.0, 110.0, 105.0], &all).unwrap();
+        assert_eq!(
+            p,
+            Paired {
+                pairs: 3,
+                apart: 2,
+                ordered_alike: 2,
+                ordered_against: 0,
+                faster_than_predicted_best: 0,
+            }
+        );
+        // Predicted c best: b beat it in every round.
+        let p = paired(&[100.0, 110.0, 120.0], &all).unwrap();
+        assert_eq!((p.ordered_alike, p.ordered_against), (1, 1));
+        assert_eq!(p.faster_than_predicted_best, 1);
+        // Predicted a best, equal to c, b below both: b beat them both,
+        // against the predictions; the pair (a, c) is neither apart nor
+        // ordered.
+        let p = paired(&[120.0, 110.0, 120.0], &all).unwrap();
+        assert_eq!((p.apart, p.ordered_alike, p.ordered_against), (2, 0, 2));
+        assert_eq!(p.faster_than_predicted_best, 1);
+        // Only rounds both ran count: b in two rounds is apart from none.
+        let short = vec![a, b[..2].to_vec(), c];
+        let p = paired(&[100.0, 110.0, 105.0], &short).unwrap();
+        assert_eq!(p.apart, 0);
+        // Bad input is no comparison.
+        assert_eq!(paired(&[1.0], &[vec![(1, 0.0)]]), None);
+        assert_eq!(paired(&[1.0, 2.0], &[vec![(1, 1.0)]]), None);
     }
 }

@@ -43,7 +43,7 @@ use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_advisor::validate::{median_position, spread, Spread};
+use tessera_advisor::validate::{median_position, spread, Paired, Spread};
 use tessera_advisor::workload::{Class, ClassKind, SearchOp};
 use tessera_advisor::{
     advise, agreement, parse_workload, predict, predict_over_run, sampled_layouts, space_ref,
@@ -132,6 +132,10 @@ pub struct LayoutRun {
     /// Where each run ran in its round (0: first, right after the probe),
     /// in the order run.
     pub runs_positions: Vec<usize>,
+    /// The round (from 1) of each run, in the order run: a failed run
+    /// leaves its round out, so the runs of two layouts pair by round,
+    /// not by place.
+    pub runs_rounds: Vec<usize>,
     /// Per class of the workload (`--classes`; else empty): the model's
     /// ops/s for the class alone on this layout, and the median over the
     /// runs of what it measured alone after the mix (`None`: no run
@@ -735,6 +739,7 @@ pub async fn run(
                 Ok(m) => Mixed {
                     speed,
                     position,
+                    round,
                     ..m
                 },
                 Err(e) => {
@@ -884,6 +889,7 @@ fn layout_run(
             .collect(),
         runs_busy: ms.iter().map(|m| m.cpu?.busy()).collect(),
         runs_positions: ms.iter().map(|m| m.position).collect(),
+        runs_rounds: ms.iter().map(|m| m.round).collect(),
         // Each class's median over the runs that measured it alone.
         classes: predicted
             .into_iter()
@@ -944,6 +950,8 @@ struct Mixed {
     speed: Option<f64>,
     /// Where it ran in its round: 0 first, right after the probe.
     position: usize,
+    /// Its round, from 1.
+    round: usize,
     /// The machine's CPU during the mix, when `/proc/stat` could be read.
     cpu: Option<MachineCpu>,
     /// Each class alone, ops/s, when `--classes` asked (`None`: too many
@@ -1120,6 +1128,7 @@ async fn measure(
     Ok(Mixed {
         speed: None,
         position: 0,
+        round: 0,
         cpu,
         classes,
         classes_objects,
@@ -1341,6 +1350,21 @@ impl LayoutsReport {
                     }
                 );
             }
+            if let Some(p) = self.paired() {
+                let _ = writeln!(
+                    out,
+                    "what the runs tell apart (round by round, signed-rank test at 5%): {} of {} \
+                     pairs; the predictions order {} of them alike and {} the other way; {}",
+                    p.apart,
+                    p.pairs,
+                    p.ordered_alike,
+                    p.ordered_against,
+                    match p.faster_than_predicted_best {
+                        0 => "no layout measured faster than the predicted best".to_string(),
+                        n => format!("{n} layout(s) measured faster than the predicted best"),
+                    }
+                );
+            }
             let _ = write!(
                 out,
                 "predicted best: measured rank {} of {}",
@@ -1493,6 +1517,7 @@ impl LayoutsReport {
                     "runs_cpu_s_per_op": r.runs_cpu_s_per_op,
                     "runs_busy": r.runs_busy,
                     "runs_positions": r.runs_positions,
+                    "runs_rounds": r.runs_rounds,
                     "classes": r.classes.iter().map(|c| json!({
                         "kind": c.kind,
                         "predicted_ops_per_s": c.predicted_ops_per_s,
@@ -1573,6 +1598,15 @@ impl LayoutsReport {
                 "kendall_tau_b": h.kendall_tau_b,
                 "same_best": h.predicted_best_measured_rank == 1,
             })),
+            // What the runs tell apart, round by round (a signed-rank
+            // test at 5 %), and how the predictions order it.
+            "paired": self.paired().map(|p| json!({
+                "pairs": p.pairs,
+                "apart": p.apart,
+                "ordered_alike": p.ordered_alike,
+                "ordered_against": p.ordered_against,
+                "faster_than_predicted_best": p.faster_than_predicted_best,
+            })),
         })
     }
 
@@ -1580,6 +1614,24 @@ impl LayoutsReport {
     pub fn class_errors(&self) -> Vec<(&'static str, f64, usize)> {
         let all: Vec<ClassAlone> = self.runs.iter().flat_map(|r| r.classes.clone()).collect();
         class_errors(&all)
+    }
+
+    /// What the runs tell apart round by round, and how the predictions
+    /// order it ([`tessera_advisor::validate::paired`]).
+    pub fn paired(&self) -> Option<Paired> {
+        let runs: Vec<Vec<(usize, f64)>> = self
+            .runs
+            .iter()
+            .map(|r| {
+                r.runs_rounds
+                    .iter()
+                    .copied()
+                    .zip(r.runs_ops_per_s.iter().copied())
+                    .collect()
+            })
+            .collect();
+        let (predicted, _) = self.predicted_and_measured();
+        tessera_advisor::validate::paired(&predicted, &runs)
     }
 
     /// The probe's median speed (measured ÷ predicted gets).

@@ -190,6 +190,24 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
         "{halves:#}"
     );
     assert!(stdout.contains("the runs against themselves"), "{stdout}");
+    // Paired by round: each layout ran in rounds 1 and 2, and two rounds
+    // can never tell two layouts apart at 5 % (the smallest two-sided
+    // p-value of two paired runs is 2 · 1/4), so every pair is a tie.
+    for l in layouts {
+        assert_eq!(l["runs_rounds"], serde_json::json!([1, 2]), "{l:#}");
+    }
+    let paired = &doc["paired"];
+    let pairs = layouts.len() * (layouts.len() - 1) / 2;
+    assert_eq!(paired["pairs"].as_u64(), Some(pairs as u64), "{paired:#}");
+    for k in [
+        "apart",
+        "ordered_alike",
+        "ordered_against",
+        "faster_than_predicted_best",
+    ] {
+        assert_eq!(paired[k].as_u64(), Some(0), "{k}: {paired:#}");
+    }
+    assert!(stdout.contains("what the runs tell apart"), "{stdout}");
     // Each round ran every layout once, the second starting elsewhere
     // than the first: the predicted best ran first in round 1 only.
     let positions: Vec<Vec<u64>> = layouts
