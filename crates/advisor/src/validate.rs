@@ -394,7 +394,7 @@ fn signed_rank(d: &[f64]) -> Option<(f64, i64)> {
 /// (the runs of one round share the machine's minute, which moves every
 /// layout alike), by [`signed_rank_p`] of the logarithms of their rates'
 /// ratios, at [`PAIRED_LEVEL`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Paired {
     /// Pairs of layouts.
     pub pairs: usize,
@@ -441,13 +441,7 @@ pub fn paired(predicted: &[f64], runs: &[Vec<(usize, f64)>]) -> Option<Paired> {
         }
     };
     let best = highest(predicted);
-    let mut out = Paired {
-        pairs: 0,
-        apart: 0,
-        ordered_alike: 0,
-        ordered_against: 0,
-        faster_than_predicted_best: 0,
-    };
+    let mut out = Paired::default();
     for i in 0..predicted.len() {
         for j in i + 1..predicted.len() {
             out.pairs += 1;
