@@ -24,13 +24,20 @@
 //!
 //! `--layouts` also prints every layout: its error about its workload's
 //! level, predicted and measured ops/s, and its description.
+//!
+//! `--sample` also prints, per workload, the layouts `bench layouts`
+//! would measure now with the validation's parameters
+//! (`validate::sampled_layouts` with the default sampling), and whether
+//! the kept validation measured each.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
 use tessera_advisor::validate::{agreement, level, paired, predict_over_run};
-use tessera_advisor::{parse_workload, Layout, Model, Params};
+use tessera_advisor::{
+    advise, parse_workload, sampled_layouts, Layout, Model, Options, Params, Sampling,
+};
 
 const WORKLOADS: [&str; 6] = [
     "search-one",
@@ -44,16 +51,19 @@ const WORKLOADS: [&str; 6] = [
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(dir) = args.first() else {
-        return Err("usage: repredict DIR [--entries-moved] [--layouts] [FIELD=VALUE ...]".into());
+        return Err(
+            "usage: repredict DIR [--entries-moved] [--layouts] [--sample] [FIELD=VALUE ...]"
+                .into(),
+        );
     };
-    if let Some(unknown) = args[1..]
-        .iter()
-        .find(|a| a.starts_with("--") && !["--entries-moved", "--layouts"].contains(&a.as_str()))
-    {
+    if let Some(unknown) = args[1..].iter().find(|a| {
+        a.starts_with("--") && !["--entries-moved", "--layouts", "--sample"].contains(&a.as_str())
+    }) {
         return Err(format!("{unknown}: not a flag of repredict").into());
     }
     let flag = |name: &str| args[1..].iter().any(|a| a == name);
-    let (entries_moved, each_layout) = (flag("--entries-moved"), flag("--layouts"));
+    let (entries_moved, each_layout, sample) =
+        (flag("--entries-moved"), flag("--layouts"), flag("--sample"));
     let overrides: Vec<(String, f64)> = args[1..]
         .iter()
         .filter(|a| !a.starts_with("--"))
@@ -113,6 +123,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // As `bench layouts` predicts: each layout's space is new, so its
         // walks meet one run's worth of removed entries.
         workload.churn_horizon_s.get_or_insert(seconds);
+        if sample {
+            let options = Options {
+                top: usize::MAX,
+                ..Options::default()
+            };
+            let advice = advise(&workload, &params, &options)?;
+            let measured: Vec<&str> = report["layouts"]
+                .as_array()
+                .ok_or("no layouts")?
+                .iter()
+                .filter_map(|l| l["summary"].as_str())
+                .collect();
+            for s in sampled_layouts(&advice, Sampling::default()) {
+                let summary = s.layout.summary(&workload.space);
+                println!(
+                    "  {name:<13} {:>9.0}  {:<8} {}  {summary}",
+                    s.prediction.ops_per_s,
+                    match (s.top_rank, s.drawn) {
+                        (Some(r), _) => format!("top {r}"),
+                        (None, true) => "drawn".to_string(),
+                        (None, false) => "heur.".to_string(),
+                    },
+                    if measured.contains(&summary.as_str()) {
+                        "kept"
+                    } else {
+                        "new "
+                    },
+                );
+            }
+        }
         let mut predicted = Vec::new();
         let mut measured = Vec::new();
         let mut heuristics = Vec::new();

@@ -42,6 +42,6 @@ pub use optimize::{
 };
 pub use params::Params;
 pub use validate::{
-    agreement, kendall_tau_b, predict_over_run, sampled_layouts, Agreement, Sampled,
+    agreement, kendall_tau_b, predict_over_run, sampled_layouts, Agreement, Sampled, Sampling,
 };
 pub use workload::{parse_workload, space_ref, Held, ParseWorkloadError, SpaceRef, Workload};

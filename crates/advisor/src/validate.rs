@@ -6,7 +6,7 @@
 
 use crate::layout::Layout;
 use crate::model::{predict, Model, Prediction};
-use crate::optimize::{Advice, Heuristic};
+use crate::optimize::{Advice, Heuristic, Ranked};
 use crate::params::Params;
 use crate::workload::{ClassKind, Workload};
 use serde::{Deserialize, Serialize};
@@ -22,25 +22,76 @@ pub struct Sampled {
     pub layout: Layout,
     /// What the model predicts for it.
     pub prediction: Prediction,
-    /// Its rank among the optimizer's top layouts (1 = the advice), if it
-    /// is one of them.
+    /// Its rank among the optimizer's top groups of equal predictions
+    /// (1 = the advice), if it represents one of them.
     pub top_rank: Option<usize>,
+    /// Whether it was drawn at random from the ranking below the top.
+    #[serde(default)]
+    pub drawn: bool,
     /// The heuristics that choose it.
     pub heuristics: Vec<Heuristic>,
 }
 
-/// The layouts to measure for `advice`: its top layouts in order, then
-/// each heuristic's layout that is not already in the list; a layout
-/// several heuristics choose appears once, naming all of them.
-pub fn sampled_layouts(advice: &Advice) -> Vec<Sampled> {
-    let mut out: Vec<Sampled> = advice
-        .layouts
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Sampled {
-            layout: r.layout.clone(),
-            prediction: r.prediction.clone(),
-            top_rank: Some(i + 1),
+/// How a validation run picks the layouts it measures: the thesis's
+/// (RESEARCH.md A.1) five best predicted configurations, equal
+/// predictions grouped, and five drawn at random from the rest; Tessera
+/// adds each heuristic's layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Groups taken from the top of the ranking, one layout each.
+    pub top: usize,
+    /// Groups drawn at random from the rest of the ranking, one layout
+    /// each.
+    pub random: usize,
+    /// Seeds the draw: one ranking and one seed draw the same layouts.
+    pub seed: u64,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            top: 5,
+            random: 5,
+            seed: 1,
+        }
+    }
+}
+
+/// The layouts to measure from `advice`, whose `layouts` are the
+/// optimizer's whole ranking, best first. The ranking is cut into groups
+/// of predictions the optimizer ties (A.4 #7): the model cannot order two
+/// layouts of one group, so measuring both tests nothing of it, and each
+/// group is measured through its first layout (the one with the fewest
+/// subspaces, dimensions and indexes). The first `sampling.top` groups
+/// come first, in order; then `sampling.random` of the other groups, drawn
+/// uniformly without replacement and listed in ranking order; then each
+/// heuristic's layout that is not already in the list. A layout several
+/// heuristics choose appears once, naming all of them.
+pub fn sampled_layouts(advice: &Advice, sampling: Sampling) -> Vec<Sampled> {
+    let mut groups: Vec<&Ranked> = Vec::new();
+    for r in &advice.layouts {
+        match groups.last() {
+            Some(first) if tied(first.prediction.ops_per_s, r.prediction.ops_per_s) => {}
+            _ => groups.push(r),
+        }
+    }
+    let top = sampling.top.min(groups.len());
+    let mut rest: Vec<usize> = (top..groups.len()).collect();
+    let mut state = sampling.seed;
+    let mut drawn: Vec<usize> = (0..sampling.random.min(rest.len()))
+        .map(|_| {
+            let i = (splitmix64(&mut state) % rest.len() as u64) as usize;
+            rest.swap_remove(i)
+        })
+        .collect();
+    drawn.sort_unstable();
+    let mut out: Vec<Sampled> = (0..top)
+        .chain(drawn)
+        .map(|g| Sampled {
+            layout: groups[g].layout.clone(),
+            prediction: groups[g].prediction.clone(),
+            top_rank: (g < top).then_some(g + 1),
+            drawn: g >= top,
             heuristics: Vec::new(),
         })
         .collect();
@@ -52,11 +103,22 @@ pub fn sampled_layouts(advice: &Advice) -> Vec<Sampled> {
                 layout: layout.clone(),
                 prediction: choice.ranked.prediction.clone(),
                 top_rank: None,
+                drawn: false,
                 heuristics: vec![choice.heuristic],
             }),
         }
     }
     out
+}
+
+/// SplitMix64 (Steele, Lea and Flood): a draw that depends on the seed
+/// alone, so that a validation's layouts can be drawn again.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// The prediction for `layout` over a mix that runs `seconds` while the
@@ -466,7 +528,7 @@ pub fn paired(predicted: &[f64], runs: &[Vec<(usize, f64)>]) -> Option<Paired> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::optimize::{HeuristicChoice, Ranked, SearchKind};
+    use crate::optimize::{HeuristicChoice, SearchKind};
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-12
@@ -610,7 +672,14 @@ mod tests {
             search: SearchKind::Exhaustive,
             predicted: 7,
         };
-        let s = sampled_layouts(&advice);
+        let s = sampled_layouts(
+            &advice,
+            Sampling {
+                top: 5,
+                random: 0,
+                seed: 1,
+            },
+        );
         let summary: Vec<Summary> = s
             .into_iter()
             .map(|s| (s.layout.subspaces, s.top_rank, s.heuristics))
@@ -629,6 +698,74 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// Tied predictions are one group, measured through its first layout;
+    /// the draw takes distinct groups below the top, in ranking order, the
+    /// same for the same seed, and over many seeds each group about as
+    /// often as the others (2 of 3 groups per draw: 2/3 of the seeds).
+    #[test]
+    fn sampling_groups_ties_and_draws_the_rest_evenly() {
+        let advice = Advice {
+            layouts: vec![
+                ranked(vec![vec![1]], 300.),
+                ranked(vec![vec![1], vec![2]], 300.),
+                ranked(vec![vec![2]], 200.),
+                ranked(vec![vec![3]], 150.),
+                ranked(vec![vec![3], vec![1]], 150.),
+                ranked(vec![vec![4]], 100.),
+                ranked(vec![vec![5]], 50.),
+            ],
+            heuristics: vec![],
+            search: SearchKind::Exhaustive,
+            predicted: 7,
+        };
+        let draw = |top, random, seed| {
+            sampled_layouts(&advice, Sampling { top, random, seed })
+                .into_iter()
+                .map(|s| (s.layout.subspaces, s.top_rank, s.drawn))
+                .collect::<Vec<_>>()
+        };
+        // Every group once, the first of each tie, when the top takes all.
+        assert_eq!(
+            draw(9, 3, 7),
+            vec![
+                (vec![vec![1]], Some(1), false),
+                (vec![vec![2]], Some(2), false),
+                (vec![vec![3]], Some(3), false),
+                (vec![vec![4]], Some(4), false),
+                (vec![vec![5]], Some(5), false),
+            ]
+        );
+        // More to draw than there is: the whole rest, in order.
+        assert_eq!(
+            draw(2, 9, 7)[2..],
+            [
+                (vec![vec![3]], None, true),
+                (vec![vec![4]], None, true),
+                (vec![vec![5]], None, true),
+            ]
+        );
+        let mut times = [0_u32; 3];
+        for seed in 0..300 {
+            let d = draw(2, 2, seed);
+            assert_eq!(d, draw(2, 2, seed), "seed {seed}: drawn again alike");
+            assert_eq!(d.len(), 4);
+            assert_eq!(d[0], (vec![vec![1]], Some(1), false));
+            assert_eq!(d[1], (vec![vec![2]], Some(2), false));
+            let first = |s: &Vec<Vec<usize>>| s[0][0];
+            assert!(d[2..]
+                .iter()
+                .all(|(_, rank, drawn)| rank.is_none() && *drawn));
+            assert!(first(&d[2].0) < first(&d[3].0), "seed {seed}: {d:?}");
+            for (subspaces, _, _) in &d[2..] {
+                assert_eq!(subspaces.len(), 1, "a group's first layout: {d:?}");
+                times[first(subspaces) - 3] += 1;
+            }
+        }
+        // 200 expected each; a fair draw's binomial(300, 2/3) strays
+        // further than ±40 (4.9 σ) about once in a million.
+        assert!(times.iter().all(|&t| (160..=240).contains(&t)), "{times:?}");
     }
 
     /// Overlap against a brute force over a fine grid: two ranges

@@ -47,7 +47,7 @@ use tessera_advisor::validate::{median_position, spread, Paired, Spread};
 use tessera_advisor::workload::{Class, ClassKind, SearchOp};
 use tessera_advisor::{
     advise, agreement, parse_workload, predict, predict_over_run, sampled_layouts, space_ref,
-    Agreement, Heuristic, Layout, Options, Params, Sampled, SpaceRef, Workload,
+    Agreement, Heuristic, Layout, Options, Params, Sampled, Sampling, SpaceRef, Workload,
 };
 use tessera_client::{Admin, Client, PredOp, Value};
 use tessera_types::{Configuration, DataType, Epoch};
@@ -62,9 +62,10 @@ pub const RUNS_MAX: usize = 100;
 /// The shape of a validation run.
 #[derive(Clone, Debug)]
 pub struct LayoutsOptions {
-    /// How many of the optimizer's top layouts to measure (the heuristics'
-    /// layouts come on top).
-    pub top: usize,
+    /// How many of the optimizer's top groups of equal predictions to
+    /// measure, and how many groups to draw at random from the rest (the
+    /// heuristics' layouts come on top): `validate::sampled_layouts`.
+    pub sampling: Sampling,
     /// Measure only the layout the workload's space declares instead.
     pub declared: bool,
     /// Seconds the mix runs on each layout.
@@ -214,6 +215,8 @@ pub struct LayoutsReport {
     pub seconds: f64,
     /// Operations in flight.
     pub workers: usize,
+    /// How the layouts were picked (absent for `--declared`).
+    pub sampling: Option<Sampling>,
     /// Times each layout was measured.
     pub runs_per_layout: usize,
     /// Every measured layout, in the order measured.
@@ -540,7 +543,7 @@ pub async fn run(
         options.seconds.is_finite() && options.seconds > 0.0 && options.seconds <= 600.0,
         "--seconds must be above 0 and at most 600"
     );
-    anyhow::ensure!(options.top > 0, "--layouts must be at least 1");
+    anyhow::ensure!(options.sampling.top > 0, "--layouts must be at least 1");
     anyhow::ensure!(
         (1..=RUNS_MAX).contains(&options.runs),
         "--runs must be 1 to {RUNS_MAX}"
@@ -581,7 +584,9 @@ pub async fn run(
         &workload,
         &params,
         &Options {
-            top: options.top,
+            // The whole ranking: the sample takes groups from its top and
+            // draws others from the rest.
+            top: usize::MAX,
             ..Options::default()
         },
     )?;
@@ -595,10 +600,11 @@ pub async fn run(
             prediction: predict(Options::default().model, &workload, &layout, &params),
             layout,
             top_rank: None,
+            drawn: false,
             heuristics: Vec::new(),
         }]
     } else {
-        sampled_layouts(&advice)
+        sampled_layouts(&advice, options.sampling)
     };
     let sampled: Vec<(Sampled, u64)> = candidates
         .into_iter()
@@ -812,6 +818,7 @@ pub async fn run(
         seconds: options.seconds,
         workers: options.workers,
         runs_per_layout: options.runs,
+        sampling: (!options.declared).then_some(options.sampling),
         runs,
         failed,
         probe: (!probe.rounds_ops_per_s.is_empty()).then_some(probe),
@@ -1219,11 +1226,12 @@ async fn run_classes(
     .await
 }
 
-/// Who chose a layout: `top 1`, `greedy`, `top 2, dominant`.
+/// Who chose a layout: `top 1`, `greedy`, `top 2, dominant`, `drawn`.
 fn chosen_by(s: &Sampled) -> String {
     s.top_rank
         .map(|r| format!("top {r}"))
         .into_iter()
+        .chain(s.drawn.then(|| "drawn".to_string()))
         .chain(s.heuristics.iter().map(|h| h.name().to_string()))
         .collect::<Vec<_>>()
         .join(", ")
@@ -1280,6 +1288,14 @@ impl LayoutsReport {
                 )
             }
         );
+        if let Some(s) = self.sampling {
+            let _ = writeln!(
+                out,
+                "layouts: the top {} groups of equal predictions, {} drawn at random from the \
+                 other groups (seed {}), and each heuristic's",
+                s.top, s.random, s.seed
+            );
+        }
         let _ = writeln!(
             out,
             "{:>11} {:>11} {:>15} {:>8} {:>8}  {:<40}  chosen by",
@@ -1490,6 +1506,7 @@ impl LayoutsReport {
                     "description": r.description,
                     "summary": r.sampled.layout.summary(space),
                     "top_rank": r.sampled.top_rank,
+                    "drawn": r.sampled.drawn,
                     "heuristics": r.sampled.heuristics.iter().map(|h| h.name()).collect::<Vec<_>>(),
                     "predicted_ops_per_s": r.sampled.prediction.ops_per_s,
                     "measured_ops_per_s": r.measured_ops_per_s,
@@ -1575,6 +1592,7 @@ impl LayoutsReport {
                 "errors": f.errors,
             })).collect::<Vec<_>>(),
             "runs": self.runs_per_layout,
+            "sampling": self.sampling,
             "probe": self.probe.as_ref().map(|p| json!({
                 "predicted_ops_per_s": p.predicted_ops_per_s,
                 "rounds_ops_per_s": p.rounds_ops_per_s,

@@ -157,10 +157,20 @@ enum Scenario {
         /// The workload file.
         #[arg(long)]
         workload: PathBuf,
-        /// How many of the optimizer's top layouts to measure (each
-        /// heuristic's layout is measured too).
+        /// How many of the optimizer's top layouts to measure, one per
+        /// group of equal predictions (each heuristic's layout is
+        /// measured too).
         #[arg(long, default_value_t = 5)]
         layouts: usize,
+        /// How many layouts to draw at random from the rest of the
+        /// ranking, one per group of equal predictions, as the thesis
+        /// measured five beside its best five.
+        #[arg(long, default_value_t = 5)]
+        random: usize,
+        /// Seeds the random draw: one ranking and one seed draw the same
+        /// layouts.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
         /// Measure only the layout the workload's space description
         /// declares (its subspaces and indexes), against its prediction,
         /// instead of the optimizer's and the heuristics' layouts.
@@ -593,6 +603,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Layouts {
             workload,
             layouts,
+            random,
+            seed,
             declared,
             seconds,
             objects,
@@ -605,7 +617,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             let text = std::fs::read_to_string(&workload)
                 .with_context(|| format!("reading the workload {}", workload.display()))?;
             let options = tessera_bench::layouts::LayoutsOptions {
-                top: layouts,
+                sampling: tessera_advisor::Sampling {
+                    top: layouts,
+                    random,
+                    seed,
+                },
                 declared,
                 seconds,
                 objects,

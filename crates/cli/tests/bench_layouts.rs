@@ -12,8 +12,9 @@ use common::{run_cli, Cluster};
 use serde_json::Value as Json;
 use std::time::Duration;
 
-/// One searched attribute: the advice, the key subspace only and a
-/// subspace of city (what every other heuristic picks) — 2 or 3 layouts.
+/// One searched attribute: the advice, one layout drawn from the rest of
+/// the ranking, the key subspace only and a subspace of city (what every
+/// other heuristic picks) — 2 to 4 layouts.
 const WORKLOAD: &str = r#"{"space": "space hotels key id attributes string city, int price create 4 partitions tolerate 0 failures",
  "objects": 100000, "distinct": {"city": 20},
  "classes": [{"p": 0.5, "search": {"city": "eq"}}, {"p": 0.3, "modify": ["price"]},
@@ -47,6 +48,8 @@ fn bench_layouts(
             "--workload",
             workload,
             "--layouts",
+            "1",
+            "--random",
             "1",
             "--seconds",
             "1",
@@ -85,7 +88,23 @@ fn bench_layouts_measures_each_layout_and_removes_its_spaces() {
     let text = std::fs::read_to_string(out).expect("the JSON file");
     let doc: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("no JSON ({e}): {text}"));
     let layouts = doc["layouts"].as_array().expect("layouts");
-    assert!((2..=3).contains(&layouts.len()), "{doc:#}");
+    assert!((2..=4).contains(&layouts.len()), "{doc:#}");
+    assert_eq!(
+        doc["sampling"],
+        serde_json::json!({"top": 1, "random": 1, "seed": 1}),
+        "{doc:#}"
+    );
+    // One layout drawn from below the advice's group of equal predictions:
+    // predicted strictly slower than the advice, and not a top layout.
+    let drawn: Vec<&Json> = layouts.iter().filter(|l| l["drawn"] == true).collect();
+    assert_eq!(drawn.len(), 1, "{doc:#}");
+    assert!(drawn[0]["top_rank"].is_null(), "{doc:#}");
+    let predicted = |l: &Json| l["predicted_ops_per_s"].as_f64().expect("predicted");
+    assert!(
+        predicted(drawn[0]) < predicted(&layouts[0]) * (1.0 - 1e-9),
+        "{doc:#}"
+    );
+    assert!(stdout.contains("drawn at random"), "{stdout}");
     let mut descriptions = Vec::new();
     for l in layouts {
         let description = l["description"].as_str().expect("description");
